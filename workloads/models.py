@@ -1,0 +1,126 @@
+"""Models and callables for the recorded workloads.
+
+* ``GeGLUMLP``: ``down(gelu_tanh(gate(x)) * up(x))`` with three bias-free
+  ``nn.Linear`` layers named like Liger's ``LigerGEGLUMLP`` (gate_proj,
+  up_proj, down_proj) so state dicts can be copied between them.
+* the "linear" variants are a single ``nn.Linear(hidden, intermediate,
+  bias=False)`` whose weight is a copy of the MLP's ``gate_proj``.
+* attention: eager math ``softmax(QK^T/sqrt(d)) V`` and
+  ``F.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import math
+import types
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class GeGLUMLP(nn.Module):
+    """Eager three-Linear GeGLU MLP: down(gelu_tanh(gate(x)) * up(x))."""
+
+    def __init__(self, hidden: int, intermediate: int) -> None:
+        super().__init__()
+        self.hidden_size = hidden
+        self.intermediate_size = intermediate
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+
+
+def make_linear_from(mlp: GeGLUMLP) -> nn.Linear:
+    """A bias-free Linear(hidden -> intermediate) holding a copy of gate_proj."""
+    return copy.deepcopy(mlp.gate_proj)
+
+
+def liger_status(device: torch.device) -> tuple[bool, str]:
+    """Whether LigerGEGLUMLP can run here, and why not if it cannot."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False, "liger_mlp needs CUDA (device is %s)" % device.type
+    if importlib.util.find_spec("triton") is None:
+        return False, "liger_mlp needs triton, which is not installed"
+    if importlib.util.find_spec("liger_kernel") is None:
+        return False, "liger_mlp needs liger-kernel, which is not installed"
+    try:
+        importlib.import_module("liger_kernel.transformers.geglu")
+    except Exception as exc:  # pragma: no cover - depends on the install
+        return False, "importing liger_kernel.transformers.geglu failed: %r" % (exc,)
+    return True, ""
+
+
+def make_liger_mlp(mlp: GeGLUMLP) -> nn.Module:
+    """LigerGEGLUMLP with the eager MLP's weights (same parameter names)."""
+    from liger_kernel.transformers.geglu import LigerGEGLUMLP
+
+    config = types.SimpleNamespace(
+        hidden_size=mlp.hidden_size,
+        intermediate_size=mlp.intermediate_size,
+        hidden_act="gelu_pytorch_tanh",
+    )
+    p = next(mlp.parameters())
+    liger = LigerGEGLUMLP(config).to(device=p.device, dtype=p.dtype)
+    liger.load_state_dict(mlp.state_dict())
+    liger.train(mlp.training)
+    return liger
+
+
+def compile_fn(fn, backend: str = "inductor", mode: str | None = None):
+    """torch.compile with static shapes, after clearing Dynamo's caches so
+    every compiled variant starts from a clean Dynamo state (Inductor's and
+    Triton's on-disk caches still apply)."""
+    torch._dynamo.reset()
+    kwargs = {"backend": backend, "dynamic": False}
+    if mode is not None:
+        kwargs["mode"] = mode
+    return torch.compile(fn, **kwargs)
+
+
+def attn_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Eager math attention: softmax(Q K^T / sqrt(d)) V, no mask."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    s = torch.matmul(q, k.transpose(-2, -1)) * scale
+    p = torch.softmax(s, dim=-1)
+    return torch.matmul(p, v)
+
+
+def attn_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=False)
+
+
+def check_close(out: torch.Tensor, ref: torch.Tensor, what: str, dtype: torch.dtype) -> dict:
+    """Compare ``out`` with ``ref``; raise (loudly) if they differ beyond the
+    tolerance of ``dtype``.  Returns the error numbers."""
+    if out.shape != ref.shape:
+        raise RuntimeError("%s: shape %s != reference shape %s" % (what, tuple(out.shape), tuple(ref.shape)))
+    o = out.detach().float()
+    r = ref.detach().float()
+    if not torch.isfinite(o).all():
+        raise RuntimeError("%s: output has non-finite values" % what)
+    diff = (o - r).abs()
+    ref_norm = r.norm().item()
+    rel = (o - r).norm().item() / ref_norm if ref_norm > 0 else diff.max().item()
+    max_abs = diff.max().item()
+    scale = r.abs().max().item()
+    if dtype in (torch.bfloat16, torch.float16):
+        rel_tol, max_tol = 2e-2, 0.1 * scale + 1e-2
+    else:
+        rel_tol, max_tol = 1e-4, 1e-3 * scale + 1e-5
+    res = {"rel_err": rel, "max_abs_err": max_abs, "ref_max_abs": scale, "rel_tol": rel_tol, "ok": True}
+    if not (rel <= rel_tol and max_abs <= max_tol):
+        res["ok"] = False
+        raise RuntimeError(
+            "OUTPUT MISMATCH %s: relative L2 error %.3e (tol %.1e), max abs error %.3e (tol %.3e)"
+            % (what, rel, rel_tol, max_abs, max_tol)
+        )
+    return res
+
+

@@ -1,0 +1,381 @@
+"""Record the tracelens study traces (and extras) with one profiler setup.
+
+    python -m workloads.record --variant all --tokens 4096 --hidden 2048 \
+        --intermediate 16384 --dtype bf16 --out traces/h200/ [--extras all]
+    python -m workloads.record --variant eager_mlp,compiled_mlp ...
+    python -m workloads.record --smoke --out DIR      # CPU, tiny shapes
+
+Main variants (written to ``<out>/<variant>.json.gz``, timings to
+``<out>/timings.json``): eager_linear, compiled_linear, eager_mlp,
+compiled_mlp, liger_mlp.
+
+Extras (``--extras all`` or a comma list; written to ``<out>/extra/``, timings
+to ``<out>/extra/timings.json``):
+  sweep      sweep_<mlp variant>_t<tokens> for --sweep-tokens
+  train      train_<mlp variant>: forward + backward + AdamW step
+  cudagraph  cudagraph_mlp: torch.compile(mode="reduce-overhead")
+  attn       attn_eager / attn_sdpa / attn_compiled
+  i8192      i8192_<variant>: the five main variants at intermediate 8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+
+from . import MAIN_VARIANTS, MLP_VARIANTS
+from .models import (
+    GeGLUMLP,
+    attn_math,
+    attn_sdpa,
+    check_close,
+    compile_fn,
+    liger_status,
+    make_linear_from,
+    make_liger_mlp,
+)
+from .profiling import environment, record_trace, run_meta, synchronize
+from .timing import time_fn
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192")
+WARMUP_CALLS = 5
+
+
+def log(msg: str) -> None:
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+class Recorder:
+    """Holds the shared settings, writes traces + a timings.json per folder."""
+
+    def __init__(self, args):
+        self.args = args
+        self.device = torch.device(args.device)
+        self.dtype = DTYPES[args.dtype]
+        self.env = environment(self.device)
+        self.backend = args.compile_backend
+        self.skipped: list[str] = []
+        self.failed: list[str] = []
+        self._timings: dict[str, dict] = {}
+
+    # -- bookkeeping --------------------------------------------------------
+    def _timings_path(self, folder: str) -> str:
+        return os.path.join(folder, "timings.json")
+
+    def save_timing(self, folder: str, name: str, entry: dict) -> None:
+        path = self._timings_path(folder)
+        doc = self._timings.setdefault(
+            path,
+            {
+                "about": "CUDA-event and host timings measured outside the profiler; "
+                "see workloads/timing.py for definitions (ms)",
+                "environment": self.env,
+                "device": str(self.device),
+                "command": " ".join(["python -m workloads.record"] + sys.argv[1:]),
+                "runs": {},
+            },
+        )
+        doc["runs"][name] = entry
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1, sort_keys=False)
+
+    def skip(self, folder: str, name: str, why: str) -> None:
+        log("SKIP %s: %s" % (name, why))
+        self.skipped.append(name)
+        self.save_timing(folder, name, {"skipped": why})
+
+    # -- one workload -------------------------------------------------------
+    def run_one(self, folder, name, fn, ref, meta, grad=False, iters=None, check_fn=None):
+        """Warm up (compile/autotune), check against ``ref``, profile, time."""
+        log("%s: warm-up (%d calls)" % (name, WARMUP_CALLS))
+        t0 = time.perf_counter()
+        ctx = torch.enable_grad() if grad else torch.no_grad()
+        with ctx:
+            out = (check_fn or fn)()
+            for _ in range(WARMUP_CALLS - 1):
+                fn()
+        synchronize(self.device)
+        warm_s = time.perf_counter() - t0
+        check = None
+        if ref is not None:
+            check = check_close(out, ref, name, self.dtype)
+            log("%s: matches reference (rel err %.2e, max abs %.2e)" % (name, check["rel_err"], check["max_abs_err"]))
+        del out
+        meta = dict(meta, name=name, device=str(self.device), check=check)
+        path = os.path.join(folder, name + ".json.gz")
+        record_trace(fn, path, meta, self.device, grad=grad)
+        size = os.path.getsize(path)
+        t = time_fn(fn, self.device, iters=iters or self.args.timing_iters, grad=grad)
+        t.update({"warmup_s": warm_s, "trace": os.path.basename(path), "trace_bytes": size, "check": check,
+                  "meta": meta})
+        self.save_timing(folder, name, t)
+        med = t.get("cuda_event_ms", t["host_sync_ms"])["median"]
+        log("%s: trace %s (%d B); median %.4f ms (%s)" % (
+            name, path, size, med, "cuda events" if "cuda_event_ms" in t else "host"))
+
+    def guarded(self, folder, name, thunk):
+        try:
+            thunk()
+        except Exception as exc:
+            if isinstance(exc, RuntimeError) and "OUTPUT MISMATCH" in str(exc):
+                raise
+            log("FAILED %s: %r" % (name, exc))
+            traceback.print_exc()
+            self.failed.append(name)
+            self.save_timing(folder, name, {"failed": repr(exc)})
+
+    # -- groups -------------------------------------------------------------
+    def mlp_set(self, tokens, hidden, intermediate, folder, prefix, variants, suffix=""):
+        """Main-style forward variants sharing one eager MLP's weights."""
+        dev, dt = self.device, self.dtype
+        torch.manual_seed(0)
+        mlp = GeGLUMLP(hidden, intermediate).to(device=dev, dtype=dt).eval()
+        lin = make_linear_from(mlp).eval()
+        x = torch.randn(tokens, hidden, device=dev, dtype=dt)
+        with torch.no_grad():
+            refs = {"linear": lin(x), "mlp": mlp(x)}
+        liger_ok, why = liger_status(dev)
+        for v in variants:
+            name = prefix + v + suffix
+            meta = run_meta(self.env, variant=v, tokens=tokens, hidden=hidden, intermediate=intermediate,
+                            dtype=self.args.dtype, mode="forward",
+                            compile_backend=self.backend if v.startswith("compiled") else None)
+            kind = "linear" if v.endswith("linear") else "mlp"
+            if v == "liger_mlp" and not liger_ok:
+                self.skip(folder, name, why)
+                continue
+            if v.startswith("compiled") and self.backend == "none":
+                self.skip(folder, name, "compile disabled (--compile-backend none)")
+                continue
+
+            def thunk(v=v, kind=kind, name=name, meta=meta):
+                base = lin if kind == "linear" else mlp
+                if v.startswith("eager"):
+                    model = base
+                elif v.startswith("compiled"):
+                    model = compile_fn(copy.deepcopy(base), backend=self.backend)
+                else:
+                    model = make_liger_mlp(mlp).eval()
+                self.run_one(folder, name, lambda: model(x), refs[kind], meta)
+
+            self.guarded(folder, name, thunk)
+
+    def sweep(self, folder):
+        a = self.args
+        for t in a.sweep_tokens:
+            self.mlp_set(t, a.hidden, a.intermediate, folder, "sweep_", MLP_VARIANTS, suffix="_t%d" % t)
+
+    def train(self, folder):
+        a = self.args
+        dev, dt = self.device, self.dtype
+        torch.manual_seed(0)
+        mlp = GeGLUMLP(a.hidden, a.intermediate).to(device=dev, dtype=dt).train()
+        x = torch.randn(a.tokens, a.hidden, device=dev, dtype=dt)
+        gy = torch.randn(a.tokens, a.hidden, device=dev, dtype=dt)
+        with torch.no_grad():
+            ref = mlp(x)
+        liger_ok, why = liger_status(dev)
+        for v in MLP_VARIANTS:
+            name = "train_" + v
+            if v == "liger_mlp" and not liger_ok:
+                self.skip(folder, name, why)
+                continue
+            if v.startswith("compiled") and self.backend == "none":
+                self.skip(folder, name, "compile disabled")
+                continue
+
+            def thunk(v=v, name=name):
+                if v == "eager_mlp":
+                    model = copy.deepcopy(mlp)
+                    call = model
+                elif v == "compiled_mlp":
+                    model = copy.deepcopy(mlp)
+                    call = compile_fn(model, backend=self.backend)
+                else:
+                    model = make_liger_mlp(mlp).train()
+                    call = model
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+                def step():
+                    opt.zero_grad(set_to_none=True)
+                    y = call(x)
+                    y.backward(gy)
+                    opt.step()
+
+                # the first call (check_fn) is a plain forward with the initial weights
+                meta = run_meta(self.env, variant=v, tokens=a.tokens, hidden=a.hidden, intermediate=a.intermediate,
+                                dtype=a.dtype, mode="train", optimizer="AdamW(lr=1e-5, foreach default)",
+                                backward="y.backward(randn grad)",
+                                compile_backend=self.backend if v.startswith("compiled") else None)
+                self.run_one(folder, name, step, ref, meta, grad=True, iters=max(50, a.timing_iters // 2),
+                             check_fn=lambda: call(x))
+
+            self.guarded(folder, name, thunk)
+
+    def cudagraph(self, folder):
+        a = self.args
+        name = "cudagraph_mlp"
+        if self.device.type != "cuda":
+            self.skip(folder, name, "CUDA graphs need CUDA")
+            return
+        dev, dt = self.device, self.dtype
+        torch.manual_seed(0)
+        mlp = GeGLUMLP(a.hidden, a.intermediate).to(device=dev, dtype=dt).eval()
+        x = torch.randn(a.tokens, a.hidden, device=dev, dtype=dt)
+        with torch.no_grad():
+            ref = mlp(x)
+
+        def thunk():
+            model = compile_fn(copy.deepcopy(mlp), backend="inductor", mode="reduce-overhead")
+
+            def fn():
+                torch.compiler.cudagraph_mark_step_begin()
+                return model(x)
+
+            meta = run_meta(self.env, variant="cudagraph_mlp", tokens=a.tokens, hidden=a.hidden,
+                            intermediate=a.intermediate, dtype=a.dtype, mode="forward",
+                            compile_backend="inductor", compile_mode="reduce-overhead")
+            self.run_one(folder, name, fn, ref, meta, check_fn=lambda: fn().clone())
+
+        self.guarded(folder, name, thunk)
+
+    def attn(self, folder):
+        a = self.args
+        dev, dt = self.device, self.dtype
+        torch.manual_seed(0)
+        shape = (a.attn_batch, a.attn_heads, a.attn_seq, a.attn_head_dim)
+        q, k, v = (torch.randn(shape, device=dev, dtype=dt) for _ in range(3))
+        with torch.no_grad():
+            ref = attn_math(q, k, v)
+        for name in ("attn_eager", "attn_sdpa", "attn_compiled"):
+            if name == "attn_compiled" and self.backend == "none":
+                self.skip(folder, name, "compile disabled")
+                continue
+
+            def thunk(name=name):
+                if name == "attn_eager":
+                    f = attn_math
+                elif name == "attn_sdpa":
+                    f = attn_sdpa
+                else:
+                    f = compile_fn(attn_math, backend=self.backend)
+                meta = run_meta(self.env, variant=name, tokens=a.attn_batch * a.attn_seq,
+                                hidden=a.attn_heads * a.attn_head_dim, intermediate=None, dtype=a.dtype,
+                                mode="forward", batch=a.attn_batch, heads=a.attn_heads, seq=a.attn_seq,
+                                head_dim=a.attn_head_dim, causal=False,
+                                compile_backend=self.backend if name == "attn_compiled" else None)
+                self.run_one(folder, name, lambda: f(q, k, v), ref, meta)
+
+            self.guarded(folder, name, thunk)
+
+    def i8192(self, folder):
+        a = self.args
+        self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", MAIN_VARIANTS)
+
+
+def gpu_warmup(device, seconds: float) -> None:
+    """Run large bf16 matmuls for a while so clocks are up before the first variant."""
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize(device)
+        n += 10
+    log("GPU warm-up: %d 8192^3 bf16 matmuls in %.1f s" % (n, time.perf_counter() - t0))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m workloads.record", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--variant", default="all", help="'all' or a comma list of %s" % ", ".join(MAIN_VARIANTS))
+    p.add_argument("--extras", default="", help="'all' or a comma list of %s (written to OUT/extra/)" % ", ".join(EXTRAS))
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--intermediate", type=int, default=16384)
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda if available")
+    p.add_argument("--out", required=True)
+    p.add_argument("--smoke", action="store_true",
+                   help="CPU, tokens 8, hidden 32, intermediate 64, fp32, compile backend 'eager'")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch.compile backend: inductor (default on cuda), eager (default on cpu/smoke), none=skip")
+    p.add_argument("--timing-iters", type=int, default=100, help=">= 50 CUDA-event timings per variant")
+    p.add_argument("--gpu-warmup-s", type=float, default=2.0, help="seconds of matmuls before recording (cuda)")
+    p.add_argument("--sweep-tokens", default="8,64,512,4096,16384")
+    p.add_argument("--attn-batch", type=int, default=8)
+    p.add_argument("--attn-heads", type=int, default=16)
+    p.add_argument("--attn-seq", type=int, default=1024)
+    p.add_argument("--attn-head-dim", type=int, default=128)
+    a = p.parse_args(argv)
+    if a.smoke:
+        a.device, a.tokens, a.hidden, a.intermediate, a.dtype = "cpu", 8, 32, 64, "fp32"
+        a.attn_batch, a.attn_heads, a.attn_seq, a.attn_head_dim = 1, 2, 16, 8
+        a.sweep_tokens = "8,16"
+        a.compile_backend = a.compile_backend or "eager"
+    if a.device is None:
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda but torch.cuda.is_available() is False")
+    if a.compile_backend is None:
+        a.compile_backend = "inductor" if a.device == "cuda" else "eager"
+    a.variants = list(MAIN_VARIANTS) if a.variant == "all" else [v for v in a.variant.split(",") if v]
+    bad = [v for v in a.variants if v not in MAIN_VARIANTS]
+    if bad:
+        p.error("unknown variant(s) %s; choose from %s" % (bad, MAIN_VARIANTS))
+    a.extra_groups = list(EXTRAS) if a.extras == "all" else [e for e in a.extras.split(",") if e]
+    bad = [e for e in a.extra_groups if e not in EXTRAS]
+    if bad:
+        p.error("unknown extra(s) %s; choose from %s" % (bad, EXTRAS))
+    a.sweep_tokens = [int(t) for t in str(a.sweep_tokens).split(",") if t]
+    if a.timing_iters < 1:
+        p.error("--timing-iters must be >= 1")
+    return a
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    if a.compile_backend != "none":
+        try:
+            from torch._dynamo.eval_frame import is_dynamo_supported
+
+            supported = is_dynamo_supported()
+        except Exception:  # pragma: no cover - very old/new torch
+            supported = True
+        if not supported:
+            log("note: torch.compile is not supported on this Python/torch; compiled variants will be skipped")
+            a.compile_backend = "none"
+    rec = Recorder(a)
+    log("env %s; device %s; dtype %s; compile backend %s" % (rec.env, a.device, a.dtype, a.compile_backend))
+    ok, why = liger_status(rec.device)
+    if not ok:
+        log("note: Liger variants will be skipped: %s" % why)
+    os.makedirs(a.out, exist_ok=True)
+    if rec.device.type == "cuda" and a.gpu_warmup_s > 0:
+        gpu_warmup(rec.device, a.gpu_warmup_s)
+    t0 = time.perf_counter()
+    if a.variants:
+        rec.mlp_set(a.tokens, a.hidden, a.intermediate, a.out, "", a.variants)
+    extra = os.path.join(a.out, "extra")
+    for g in a.extra_groups:
+        log("== extras: %s" % g)
+        getattr(rec, g)(extra)
+    log("done in %.1f s; skipped: %s; failed: %s" % (time.perf_counter() - t0, rec.skipped or "none",
+                                                   rec.failed or "none"))
+    return 1 if rec.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
