@@ -1,0 +1,5 @@
+import sys
+
+from tracelens.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""Which steps an analysis covers, and per-event masks for them. Shared by every analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracelens.errors import TracelensError
+from tracelens.model.events import I32, Bool
+from tracelens.model.trace import Trace
+
+
+@dataclass(frozen=True)
+class Window:
+    """The analyzed steps: indices into `trace.steps`, their numbers, and a mask over all events."""
+
+    step_indices: I32
+    step_numbers: tuple[int, ...]
+    in_window: Bool  # events attributed to one of the analyzed steps
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.step_numbers)
+
+
+def select_window(trace: Trace, step: int | None = None) -> Window:
+    """Complete steps by default; `step` picks one ProfilerStep number (error if absent)."""
+    steps = trace.steps
+    if step is not None:
+        index = trace.step_index(step)
+        if index is None or steps.source != "ProfilerStep":
+            available = (
+                f"steps are {int(steps.number.min())}..{int(steps.number.max())}"
+                if steps.source == "ProfilerStep"
+                else "the trace has no ProfilerStep annotations"
+            )
+            raise TracelensError(f"no step {step} in {trace.path}; {available}")
+        chosen = np.array([index], dtype=np.int32)
+    else:
+        chosen = np.flatnonzero(steps.complete).astype(np.int32)
+    mask = np.isin(trace.links.step, chosen)
+    return Window(chosen, tuple(int(n) for n in steps.number[chosen]), mask)
+
+
+def per_step_counts(step_of_rows: np.ndarray, window: Window, n_steps_total: int) -> np.ndarray:
+    """Counts of rows per analyzed step (rows given by their step index), in window order."""
+    counts = np.bincount(step_of_rows[step_of_rows >= 0], minlength=n_steps_total)
+    return counts[window.step_indices]
+
+
+def per_step_sums(step_of_rows: np.ndarray, values: np.ndarray, window: Window, n_steps_total: int) -> np.ndarray:
+    keep = step_of_rows >= 0
+    sums = np.bincount(step_of_rows[keep], weights=values[keep], minlength=n_steps_total)
+    return sums[window.step_indices]
+
+
+def interval_union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> np.ndarray:
+    """Total length covered by the union of [start, end) intervals within each group id (0..n_groups-1)."""
+    out = np.zeros(n_groups, dtype=np.float64)
+    if group.size == 0:
+        return out
+    order = np.lexsort((start, group))
+    g = group[order].astype(np.int64)
+    s, e = start[order].astype(np.int64), end[order].astype(np.int64)
+    offset = g * (2 * (int(e.max()) - int(s.min()) + 1))  # later groups exceed earlier: one running max
+    running = np.maximum.accumulate(e + offset) - offset
+    previous = np.empty_like(running)
+    previous[1:] = running[:-1]
+    first_of_group = np.ones(g.size, dtype=bool)
+    first_of_group[1:] = g[1:] != g[:-1]
+    previous[first_of_group] = np.iinfo(np.int64).min // 2
+    covered = np.maximum(0, e - np.maximum(s, previous))
+    np.add.at(out, g, covered.astype(np.float64))
+    return out

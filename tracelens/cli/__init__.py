@@ -1,0 +1,75 @@
+"""The `tracelens` command: one entry point, thin subcommands registered in `COMMANDS`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from tracelens import __version__
+from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.errors import TracelensError
+
+DESCRIPTION = """\
+Fast, correct answers from PyTorch profiler (Kineto) traces.
+
+  tracelens analyze traces/h200/eager_mlp.json.gz
+  tracelens analyze traces/h200/eager_mlp.json.gz --format json
+"""
+
+
+class Command(Protocol):
+    """A subcommand: its name, its help (the class docstring), its arguments and what it runs."""
+
+    name: str
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+COMMANDS: list[Command] = [AnalyzeCommand()]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise TracelensError(f"{message} (see tracelens {self.prog.split()[-1]} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tracelens", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tracelens {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command in COMMANDS:
+        doc = (type(command).__doc__ or "").strip()
+        child = sub.add_parser(command.name, help=doc.splitlines()[0] if doc else "", description=doc)
+        command.prepare_parser(child)
+        child.set_defaults(handler=command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 1 a failed check, 2 unusable input or usage)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        return int(args.handler.run(args))
+    except TracelensError as exc:
+        print(f"tracelens: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tracelens: error: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except MemoryError:
+        print("tracelens: error: out of memory while analyzing; try a smaller trace", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Load a Kineto / Chrome trace file into a linked `Trace`. Raw JSON never leaves this package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from tracelens.errors import UnusableTraceError
+from tracelens.load.columns import build_columns, build_meta, complete_events
+from tracelens.load.decode import decode_trace
+from tracelens.load.source import read_trace_bytes
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind
+from tracelens.model.linking import link_launches, link_ops
+from tracelens.model.nesting import nest
+from tracelens.model.steps import assign_steps, find_steps
+from tracelens.model.trace import Links, Trace, Truncation
+
+Progress = Callable[[str, float], None]  # (phase, fraction done in [0, 1])
+
+__all__ = ["Progress", "load_trace"]
+
+
+def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
+    """Read, decode, columnise and link one trace file.
+
+    Raises `UnusableTraceError` for input that is not a trace; odd-but-usable input loads with `warnings`.
+    """
+    path = Path(path)
+    report = progress or (lambda phase, fraction: None)
+    raw = read_trace_bytes(path, lambda done, total: report("reading", done / max(total, 1)))
+    report("decoding JSON", 0.0)
+    decoded = decode_trace(raw.data, str(path))
+    size = len(raw.data)
+    del raw
+    report("building columns", 0.0)
+    events = complete_events(decoded.events)
+    if not events:
+        raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
+    table, tracks, origin_us, categories = build_columns(events)
+    del events, decoded.events
+    meta = build_meta(decoded.metadata, categories, decoded.bare_array)
+    report("linking", 0.0)
+    truncated = decoded.truncated or False
+    parent, depth = nest(table)
+    launch = link_launches(table)
+    op, by_id, by_time = link_ops(table, parent, launch)
+    steps = find_steps(table, truncated)
+    step = assign_steps(table, steps, launch)
+    links = Links(parent, depth, launch, op, step, by_id, by_time)
+    trace = Trace(
+        path=path,
+        events=table,
+        tracks=tracks,
+        meta=meta,
+        links=links,
+        steps=steps,
+        origin_us=origin_us,
+        uncompressed_bytes=size,
+        truncation=Truncation(truncated, decoded.dropped_tail_bytes),
+        warnings=(),
+    )
+    report("done", 1.0)
+    return _with_warnings(trace, decoded.notes)
+
+
+def _with_warnings(trace: Trace, notes: list[str]) -> Trace:
+    from dataclasses import replace
+
+    warnings = [f"{note}" for note in notes]
+    kind = trace.events.kind
+    gpu = np.isin(kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
+    n_gpu = int(gpu.sum())
+    if trace.truncation.truncated:
+        warnings.append(
+            f"the trace was cut off mid-write: an incomplete tail of {trace.truncation.dropped_tail_bytes:,} "
+            f"bytes was dropped ({trace.uncompressed_bytes:,} bytes read); every complete event is used and "
+            "the last step is excluded"
+        )
+    if n_gpu == 0:
+        n_api = int(np.isin(kind, np.array(API_KINDS, np.int8)).sum())
+        warnings.append(
+            "no GPU activity (kernels, memcpy, memset) in the trace"
+            + (f" although it has {n_api:,} runtime/driver calls" if n_api else "")
+            + ": only the CPU side is analyzed"
+        )
+    else:
+        orphans = int((gpu & (trace.links.launch < 0)).sum())
+        if orphans:
+            warnings.append(
+                f"{orphans:,} of {n_gpu:,} GPU activities have no launch in the trace (enqueued before the "
+                "profiling window or launch records missing); they count in no step"
+            )
+    if trace.meta.schema_version not in (None, 1):
+        warnings.append(f"unknown schemaVersion {trace.meta.schema_version}; read as version 1")
+    if trace.steps.source == "whole_trace":
+        warnings.append("no ProfilerStep annotations: the whole trace is analyzed as one window")
+    elif not trace.steps.complete.any():
+        warnings.append("no complete ProfilerStep: per-step figures are empty")
+    if trace.events.kind.size and not (kind == Kind.CPU_OP).any():
+        warnings.append("no CPU ops in the trace: launches cannot be attributed to ops")
+    return replace(trace, warnings=tuple(warnings))

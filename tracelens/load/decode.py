@@ -1,0 +1,282 @@
+"""JSON bytes → typed events: a fast typed pass, a lenient pass for odd types or invalid JSON, and
+salvage of files cut off mid-write."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from tracelens.errors import UnusableTraceError
+from tracelens.load.schema import NO_RAW, Args, Event
+
+METADATA_KEYS = (
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+    "traceName",
+    "trace_id",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "roctracer_version",
+    "record_shapes",
+    "with_stack",
+    "profile_memory",
+    "with_flops",
+    "with_modules",
+    "tracelens_run",
+)
+
+
+class _Document(msgspec.Struct, gc=False):
+    traceEvents: list[Event] | None = None
+    schemaVersion: msgspec.Raw = NO_RAW
+    deviceProperties: msgspec.Raw = NO_RAW
+    distributedInfo: msgspec.Raw = NO_RAW
+    baseTimeNanoseconds: msgspec.Raw = NO_RAW
+    displayTimeUnit: msgspec.Raw = NO_RAW
+    traceName: msgspec.Raw = NO_RAW
+    trace_id: msgspec.Raw = NO_RAW
+    cuda_runtime_version: msgspec.Raw = NO_RAW
+    cuda_driver_version: msgspec.Raw = NO_RAW
+    cupti_version: msgspec.Raw = NO_RAW
+    hip_runtime_version: msgspec.Raw = NO_RAW
+    hip_driver_version: msgspec.Raw = NO_RAW
+    roctracer_version: msgspec.Raw = NO_RAW
+    record_shapes: msgspec.Raw = NO_RAW
+    with_stack: msgspec.Raw = NO_RAW
+    profile_memory: msgspec.Raw = NO_RAW
+    with_flops: msgspec.Raw = NO_RAW
+    with_modules: msgspec.Raw = NO_RAW
+    tracelens_run: msgspec.Raw = NO_RAW
+
+
+_DOC_DECODER = msgspec.json.Decoder(_Document)
+_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+
+
+@dataclass
+class Decoded:
+    """Events plus top-level metadata (values decoded to plain Python) and what was repaired on the way."""
+
+    events: list[Event]
+    metadata: dict[str, Any]
+    bare_array: bool
+    truncated: bool = False
+    dropped_tail_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def decode_trace(data: bytes, source: str) -> Decoded:
+    """Decode a whole trace; raise UnusableTraceError when nothing usable is in `data`."""
+    start = _first_non_space(data)
+    if start < 0:
+        raise UnusableTraceError(f"{source}: empty file; pass a trace written by torch.profiler")
+    opener = data[start : start + 1]
+    if opener not in (b"{", b"["):
+        raise UnusableTraceError(f"{source}: not JSON (it starts with {data[start : start + 12]!r})")
+    try:
+        return _decode_typed(data, opener == b"[")
+    except msgspec.ValidationError:
+        return _decode_lenient_json(data, source, opener == b"[")
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc):
+            return _salvage(data, source, opener == b"[")
+        try:
+            decoded = _decode_lenient_json(data, source, opener == b"[")
+        except UnusableTraceError:
+            return _salvage(data, source, opener == b"[")
+        decoded.notes.append(f"invalid JSON repaired by the lenient parser ({exc})")
+        return decoded
+
+
+def _first_non_space(data: bytes) -> int:
+    match = re.search(rb"\S", data[:4096])
+    return match.start() if match else (-1 if not data.strip() else len(data) - len(data.lstrip()))
+
+
+def _decode_typed(data: bytes, bare_array: bool) -> Decoded:
+    if bare_array:
+        return Decoded(_ARRAY_DECODER.decode(data), {}, True)
+    doc = _DOC_DECODER.decode(data)
+    if doc.traceEvents is None:
+        raise msgspec.ValidationError("no traceEvents")
+    return Decoded(doc.traceEvents, _metadata_of(doc), False)
+
+
+def _metadata_of(doc: _Document) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for key in METADATA_KEYS:
+        raw = getattr(doc, key)
+        if len(raw):
+            try:
+                metadata[key] = msgspec.json.decode(raw)
+            except msgspec.DecodeError:
+                continue
+    return metadata
+
+
+# ---------------------------------------------------------------- lenient path
+
+
+def _decode_lenient_json(data: bytes, source: str, bare_array: bool) -> Decoded:
+    """Stdlib JSON with control characters allowed, then field-by-field coercion."""
+    try:
+        document = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        try:
+            document = json.loads(data.decode("utf-8", errors="replace"), strict=False)
+        except (ValueError, RecursionError) as exc:
+            raise UnusableTraceError(f"{source}: not valid JSON ({exc})") from exc
+    return _from_plain(document, source, bare_array)
+
+
+def _from_plain(document: object, source: str, bare_array: bool) -> Decoded:
+    if isinstance(document, dict):
+        raw_events = document.get("traceEvents")
+        metadata = {key: document[key] for key in METADATA_KEYS if key in document}
+    else:
+        raw_events, metadata = document, {}
+    if not isinstance(raw_events, list):
+        raise UnusableTraceError(
+            f"{source}: JSON but not a trace: no 'traceEvents' list (is this a torch.profiler trace?)"
+        )
+    events = [event for item in raw_events if (event := _coerce_event(item)) is not None]
+    if raw_events and not events:
+        raise UnusableTraceError(f"{source}: JSON but not a trace: no item of 'traceEvents' is an event")
+    return Decoded(events, metadata, bare_array, notes=["odd field types were coerced"])
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _as_number(value: object) -> int | float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    return None
+
+
+def _as_id(value: object) -> int | str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | str):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return str(value)
+
+
+def _as_dims(value: object) -> list[int] | None:
+    if isinstance(value, list) and value and all(_as_int(v) is not None for v in value):
+        return [int(v) for v in value]
+    return None
+
+
+def _as_raw(value: object) -> msgspec.Raw:
+    if value is None:
+        return NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError):
+        return NO_RAW
+
+
+def _coerce_args(args: object) -> Args | None:
+    if not isinstance(args, dict):
+        return None
+    return Args(
+        external_id=_as_int(args.get("External id")),
+        external_id_legacy=_as_int(args.get("external id")),
+        correlation=_as_int(args.get("correlation")),
+        sequence_number=_as_int(args.get("Sequence number")),
+        device=_as_int(args.get("device")),
+        stream=_as_int(args.get("stream")),
+        bytes=_as_int(args.get("bytes")),
+        grid=_as_dims(args.get("grid")),
+        block=_as_dims(args.get("block")),
+        input_dims=_as_raw(args.get("Input Dims")),
+        input_type=_as_raw(args.get("Input type")),
+        concrete_inputs=_as_raw(args.get("Concrete Inputs")),
+    )
+
+
+def _coerce_event(item: object) -> Event | None:
+    if not isinstance(item, dict):
+        return None
+    name = item.get("name", "")
+    cat = item.get("cat", "")
+    ph = item.get("ph", "")
+    return Event(
+        ph=ph if isinstance(ph, str) else "",
+        cat=cat if isinstance(cat, str) else "",
+        name=name if isinstance(name, str) else str(name),
+        pid=_as_id(item.get("pid")),
+        tid=_as_id(item.get("tid")),
+        ts=_as_number(item.get("ts")),
+        dur=_as_number(item.get("dur")),
+        args=_coerce_args(item.get("args")),
+    )
+
+
+# ---------------------------------------------------------------- salvage of cut-off files
+
+_MAX_SALVAGE_TRIES = 64
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
+    """Keep every complete event of a file cut off mid-write; raise if none is complete."""
+    if bare_array:
+        events_start = _first_non_space(data) + 1
+        prefix_close = b"]"
+    else:
+        match = _EVENTS_KEY.search(data)
+        if match is None:
+            raise UnusableTraceError(f"{source}: cut off before the first event (no 'traceEvents' list)")
+        events_start = match.end()
+        prefix_close = b"]}"
+    cut = len(data)
+    for _ in range(_MAX_SALVAGE_TRIES):
+        cut = data.rfind(b"}", events_start, cut)
+        if cut < 0:
+            break
+        if not _ends_an_item(data, cut + 1):
+            continue
+        candidate = data[: cut + 1] + prefix_close
+        try:
+            decoded = _decode_typed(candidate, bare_array)
+        except msgspec.ValidationError:
+            decoded = _decode_lenient_json(candidate, source, bare_array)
+        except msgspec.DecodeError:
+            continue
+        decoded.truncated = True
+        decoded.dropped_tail_bytes = len(data) - (cut + 1)
+        return decoded
+    raise UnusableTraceError(f"{source}: not valid JSON and no complete event could be salvaged")
+
+
+def _ends_an_item(data: bytes, position: int) -> bool:
+    """True when the next non-space byte after `position` is ',' or ']' or the data ends."""
+    tail = data[position : position + 64].lstrip()
+    return not tail or tail[:1] in (b",", b"]")

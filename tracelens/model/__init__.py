@@ -1,0 +1,1 @@
+"""The trace model: columnar events, tracks, links, steps."""

@@ -1,0 +1,128 @@
+"""Kernel categories and readable short names, from kernel names (and the launch API for Triton)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+CATEGORIES = (
+    "gemm",
+    "attention",
+    "conv",
+    "elementwise",
+    "reduction",
+    "fused",
+    "copy",
+    "memset",
+    "communication",
+    "other",
+)
+
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "communication",
+        re.compile(
+            r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reducescatter|"
+            r"reduce_scatter|alltoall|sendrecv|c10d",
+            re.I,
+        ),
+    ),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|_fwd_kernel|_bwd_kernel", re.I)),
+    (
+        "reduction",
+        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm", re.I),
+    ),
+    ("conv", re.compile(r"conv|winograd|implicit_gemm|scudnn|fft", re.I)),
+    (
+        "gemm",
+        re.compile(
+            r"gemm|gemv|nvjet|cublas|xmma|wgmma|cutlass.*(?:tensorop|sm\d\d)|^Cijk_|triton_tem_|"
+            r"splitKreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt",
+            re.I,
+        ),
+    ),
+    ("fused", re.compile(r"^triton_|^fused_|_kernel_fused|^liger|^_liger", re.I)),
+    (
+        "reduction",
+        re.compile(
+            r"reduce|reduction|softmax|norm|welford|argmax|argmin|sum_kernel|cumsum|scan|"
+            r"topk|sort|embedding_backward|nll_loss|cross_entropy",
+            re.I,
+        ),
+    ),
+    ("copy", re.compile(r"copy|transpose|cat_|CatArray|gather|scatter|index|memcpy|permute|pad_", re.I)),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|unrolled|vectorized|pointwise|fill|foreach|activation|"
+            r"gelu|silu|relu|dropout|where|clamp|add|mul|div|exp",
+            re.I,
+        ),
+    ),
+)
+
+_TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+_PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@lru_cache(maxsize=65536)
+def categorize(name: str, launch_api: str = "") -> str:
+    """Category of a kernel; Triton kernels launched through the driver API with plain names are `fused`."""
+    if name.startswith(("Memcpy", "Memset")):
+        return "copy" if name.startswith("Memcpy") else "memset"
+    for category, pattern in _RULES:
+        if pattern.search(name):
+            if category == "fused" or not _is_triton(name, launch_api):
+                return category
+            break
+    if _is_triton(name, launch_api):
+        return "fused"
+    return "other"
+
+
+def _is_triton(name: str, launch_api: str) -> bool:
+    if name.startswith("triton_") and not name.startswith("triton_tem_"):
+        return True
+    return launch_api in _TRITON_LAUNCHES and bool(_PLAIN_IDENTIFIER.match(name)) and "gemm" not in name.lower()
+
+
+_OP_HINT = re.compile(
+    r"(?:CUDAFunctor_|CUDAFunctorOnSelf_|CUDAFunctorOnOther_|binary_internal::)?([A-Z][a-z]+|[a-z]+)"
+    r"(?:Functor|CUDAKernelImpl|_kernel_cuda|Kernel(?:Impl)?)\b"
+)
+_GENERIC_BASES = {"kernel", "kernel2", "device_kernel", "kernel_entry", "global_kernel"}
+_SKIP_HINTS = {"Binary", "Unary", "Compare", "Opmath", "Reduce", "Func", "Load", "Store", "Aligned"}
+
+
+@lru_cache(maxsize=65536)
+def short_name(name: str, max_len: int = 60) -> str:
+    """`void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl...>(...)` →
+    `vectorized_elementwise_kernel[gelu]`; plain names pass through (cut to `max_len`)."""
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "").strip()
+    if text.startswith(("Memcpy", "Memset")):
+        return text
+    base = _base_identifier(text)
+    if base.lower() in _GENERIC_BASES:
+        inner = _base_identifier(text[text.find("<") + 1 :]) if "<" in text else ""
+        base = inner or base
+    hint = _hint(text[len(base) :] if text.startswith(base) else text)
+    label = f"{base}[{hint}]" if hint and hint.lower() not in base.lower() else base
+    return label if len(label) <= max_len else label[: max_len - 1] + "…"
+
+
+def _base_identifier(text: str) -> str:
+    depth, cut = 0, len(text)
+    for position, char in enumerate(text):
+        if char in "<(,>" and depth == 0:
+            cut = position
+            break
+    head = text[:cut].strip()
+    return head.rsplit("::", 1)[-1] if head else text
+
+
+def _hint(rest: str) -> str:
+    for match in _OP_HINT.finditer(rest):
+        word = match.group(1)
+        if word not in _SKIP_HINTS:
+            return word.lower()
+    return ""

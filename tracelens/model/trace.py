@@ -1,0 +1,132 @@
+"""The trace model: events (columnar), tracks, metadata, links and steps, built once by the loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracelens.model.events import I32, I64, Bool, EventTable
+
+
+@dataclass(frozen=True)
+class TrackTable:
+    """One row per (pid, tid) pair; GPU tracks are device/stream pairs."""
+
+    pid: tuple[str, ...]
+    tid: tuple[str, ...]
+    is_gpu: Bool
+    device: I64  # GPU device index, -1 for CPU tracks
+    stream: I64  # GPU stream id, -1 for CPU tracks
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    def label(self, track: int) -> str:
+        if self.is_gpu[track]:
+            return f"GPU {self.device[track]} stream {self.stream[track]}"
+        return f"CPU {self.pid[track]}/{self.tid[track]}"
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int
+    name: str
+    num_sms: int | None
+    total_memory_bytes: int | None
+    compute_capability: str | None
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Facts about the recording, from the file's top-level keys."""
+
+    schema_version: int | None
+    devices: tuple[Device, ...]
+    cuda_runtime_version: str | None
+    cuda_driver_version: str | None
+    hip_runtime_version: str | None
+    base_time_ns: int | None
+    rank: int | None
+    world_size: int | None
+    format: str  # "kineto", "kineto-legacy" (2021 categories), "chrome-array"
+    run: dict[str, Any]  # the `tracelens_run` object written by our workloads, else {}
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Links:
+    """Who launched what. Index arrays into the event table; -1 where there is no link.
+
+    - `parent`: enclosing CPU-side event on the same thread (nesting).
+    - `launch`: for GPU activity, the runtime/driver call with the same correlation id.
+    - `op`: for API calls and GPU activity, the innermost CPU op that issued them.
+    - `step`: step index (into `StepTable`) of CPU events by their start and of GPU activity by its launch.
+    """
+
+    parent: I32
+    depth: I32
+    launch: I32
+    op: I32
+    step: I32
+    op_by_external_id: int  # launches whose External id resolved to an enclosing op
+    op_by_containment: int  # launches attributed by time containment instead
+
+
+@dataclass(frozen=True)
+class StepTable:
+    """Profiler steps (`ProfilerStep#N`), or one whole-trace window when the trace has none."""
+
+    number: I64
+    start_ns: I64
+    end_ns: I64
+    complete: Bool
+    source: str  # "ProfilerStep" or "whole_trace"
+
+    def __len__(self) -> int:
+        return int(self.number.shape[0])
+
+    @property
+    def duration_ns(self) -> I64:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Truncation:
+    truncated: bool = False
+    dropped_tail_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A loaded, linked trace. Build it with `tracelens.load()`."""
+
+    path: Path | None
+    events: EventTable
+    tracks: TrackTable
+    meta: TraceMeta
+    links: Links
+    steps: StepTable
+    origin_us: float  # event time 0 ns == this many µs in the file's own clock
+    uncompressed_bytes: int
+    truncation: Truncation = Truncation()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_events(self) -> int:
+        return len(self.events)
+
+    def gpu_mask(self) -> Bool:
+        from tracelens.model.events import GPU_ACTIVITY_KINDS
+
+        return np.isin(self.events.kind, np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))
+
+    def step_index(self, number: int) -> int | None:
+        hits = np.flatnonzero(self.steps.number == number)
+        return int(hits[0]) if hits.size else None
+
+
+def empty_i32(n: int) -> I32:
+    return np.full(n, -1, dtype=np.int32)

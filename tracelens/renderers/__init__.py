@@ -1,0 +1,7 @@
+"""Renderers turn analysis results into text for people (rich tables) or programs (versioned JSON)."""
+
+from __future__ import annotations
+
+from tracelens.renderers.base import Renderer, renderer_for
+
+__all__ = ["Renderer", "renderer_for"]

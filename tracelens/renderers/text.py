@@ -1,0 +1,182 @@
+"""Rich tables for people: `tracelens analyze` in the terminal."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tracelens.analyses import AnalysisReport
+from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+
+MAX_KERNEL_ROWS = 25
+MAX_OP_ROWS = 20
+
+
+def make_console(color: bool, width: int | None = None) -> Console:
+    return Console(
+        file=io.StringIO(),
+        force_terminal=color,
+        no_color=not color,
+        width=width or 120,
+        highlight=False,
+        soft_wrap=False,
+    )
+
+
+def render_to_string(console: Console) -> str:
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(output)
+
+
+def facts_table(facts: TraceFacts) -> Table:
+    table = Table(title="Trace", show_header=False, title_justify="left", box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("file", facts.path)
+    table.add_row("format", facts.format)
+    table.add_row("GPU", ", ".join(facts.gpus) or "none recorded")
+    versions = [
+        f"CUDA runtime {facts.cuda_runtime}" if facts.cuda_runtime else "",
+        f"driver {facts.cuda_driver}" if facts.cuda_driver else "",
+        f"HIP {facts.hip_runtime}" if facts.hip_runtime else "",
+        f"torch {facts.torch}" if facts.torch else "",
+    ]
+    table.add_row("versions", ", ".join(v for v in versions if v) or "not recorded")
+    if facts.run:
+        table.add_row("run", ", ".join(f"{k}={v}" for k, v in facts.run.items() if v is not None))
+    if facts.rank is not None:
+        table.add_row("rank", f"{facts.rank} of {facts.world_size}")
+    table.add_row("events", f"{facts.events:,} ({_kind_counts(facts)})")
+    table.add_row("span", f"{facts.span_us / 1000:,.3f} ms; {facts.uncompressed_bytes / 1e6:,.1f} MB of JSON")
+    steps = (
+        f"{facts.steps_in_trace} ProfilerSteps"
+        if facts.step_source == "ProfilerStep"
+        else "no ProfilerStep: one whole-trace window"
+    )
+    table.add_row("steps", steps)
+    table.add_row(
+        "linking",
+        f"{facts.launches_linked_by_external_id:,} launches by External id, "
+        f"{facts.launches_linked_by_containment:,} by time containment; "
+        f"{facts.unattributed_gpu_activities:,} GPU activities without a launch",
+    )
+    return table
+
+
+def _kind_counts(facts: TraceFacts) -> str:
+    order = ["cpu_op", "kernel", "runtime", "driver", "memcpy", "memset", "python", "user_annotation"]
+    return ", ".join(f"{facts.events_by_kind[k]:,} {k}" for k in order if facts.events_by_kind.get(k))
+
+
+def per_step_table(summary: Summary) -> Table:
+    label = "median over" if summary.steps > 1 else "of"
+    steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + ("…" if summary.steps > 12 else "")
+    window = (
+        f"{label} {summary.steps} complete step(s): {steps}"
+        if summary.step_numbers and summary.step_numbers[0] >= 0
+        else "whole trace"
+    )
+    table = Table(title=f"Per step ({window})", title_justify="left")
+    for column in (
+        "kernels",
+        "memcpy",
+        "memset",
+        "launches",
+        "CPU ops",
+        "CPU µs",
+        "GPU busy µs",
+        "kernel µs",
+        "step µs",
+    ):
+        table.add_column(column, justify="right")
+    table.add_row(*_figure_cells(summary.per_step))
+    if 1 < len(summary.step_table) <= 12:
+        table.add_section()
+        for row in summary.step_table:
+            table.add_row(*_figure_cells(row), style="dim")
+    return table
+
+
+def _figure_cells(row: StepFigures) -> list[str]:
+    return [
+        _count(row.kernels),
+        _count(row.memcpy),
+        _count(row.memset),
+        _count(row.launches),
+        _count(row.cpu_ops),
+        f"{row.cpu_us:,.1f}",
+        f"{row.gpu_busy_us:,.1f}",
+        f"{row.gpu_kernel_us:,.1f}",
+        f"{row.step_us:,.1f}",
+    ]
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def kernel_table(summary: Summary) -> Table:
+    table = Table(title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time)", title_justify="left")
+    table.add_column("kernel", overflow="fold")
+    table.add_column("category")
+    for column in ("calls/step", "total µs", "mean µs"):
+        table.add_column(column, justify="right")
+    table.add_column("launched by", overflow="ellipsis")
+    for row in summary.kernels[:MAX_KERNEL_ROWS]:
+        table.add_row(
+            row.short_name,
+            row.category,
+            _count(row.calls_per_step),
+            f"{row.total_us:,.1f}",
+            f"{row.mean_us:,.2f}",
+            row.op or "—",
+        )
+    if len(summary.kernels) > MAX_KERNEL_ROWS:
+        table.caption = f"{len(summary.kernels) - MAX_KERNEL_ROWS} more kernels in --format json"
+    return table
+
+
+def op_table(summary: Summary) -> Table:
+    table = Table(title="Ops → kernels they launched (per step)", title_justify="left")
+    table.add_column("op")
+    table.add_column("calls", justify="right")
+    table.add_column("kernels", justify="right")
+    table.add_column("GPU µs", justify="right")
+    table.add_column("kernels launched")
+    for row in summary.ops[:MAX_OP_ROWS]:
+        launched = ", ".join(f"{k.short_name} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
+        if len(row.kernels) > 4:
+            launched += f", +{len(row.kernels) - 4} more"
+        table.add_row(
+            row.name,
+            _count(row.calls_per_step),
+            _count(row.kernels_per_step),
+            f"{row.gpu_us_per_step:,.1f}",
+            launched,
+        )
+    return table
+
+
+class AnalyzeTextRenderer:
+    output_file_extension = ".txt"
+
+    def __init__(self, color: bool = False, width: int | None = None) -> None:
+        self.color = color
+        self.width = width
+
+    def render(self, result: AnalysisReport) -> str:
+        console = make_console(self.color, self.width)
+        summary = result.summary
+        console.print(facts_table(summary.facts))
+        console.print()
+        console.print(per_step_table(summary))
+        if summary.kernels:
+            console.print(kernel_table(summary))
+        if summary.ops:
+            console.print(op_table(summary))
+        for warning in summary.warnings:
+            console.print(Text(f"warning: {warning}", style="yellow"))
+        return render_to_string(console)
