@@ -1,0 +1,71 @@
+"""Shared test helpers: where the real-trace corpus lives, and tiny hand-written traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS", REPO.parent / "shared" / "anchor_traces"))
+TRACES = REPO / "traces"
+
+
+def anchor(relative: str) -> Path:
+    """Path of a corpus trace; skips the test when the corpus is not beside the checkout."""
+    path = ANCHORS / relative
+    if not path.exists():
+        pytest.skip(f"anchor trace corpus not found at {ANCHORS} (set TRACELENS_ANCHORS)")
+    return path
+
+
+def anchor_traces() -> list[Path]:
+    """Every .json/.json.gz trace in the corpus (tar archives excluded)."""
+    if not ANCHORS.exists():
+        return []
+    return sorted(p for p in ANCHORS.rglob("*.json*") if p.name.endswith((".json", ".json.gz"))
+                  and "trace_perf_report_csvs" not in p.parts and p.name != "execution_details.json")
+
+
+def recorded_trace(relative: str) -> Path:
+    path = TRACES / relative
+    if not path.exists():
+        pytest.skip(f"recorded trace {relative} not committed yet")
+    return path
+
+
+def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
+    """Write a tiny trace (gzip if the name ends in .gz) with `events` as traceEvents."""
+    document = {"schemaVersion": 1, **top, "traceEvents": events}
+    data = json.dumps(document).encode()
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+def op(name: str, ts: float, dur: float, ext: int | None = None, tid: int = 1, cat: str = "cpu_op",
+       **args: Any) -> dict[str, Any]:
+    if ext is not None:
+        args["External id"] = ext
+    return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def launch(name: str, ts: float, dur: float, correlation: int, ext: int | None = None, tid: int = 1,
+           cat: str = "cuda_runtime") -> dict[str, Any]:
+    args: dict[str, Any] = {"correlation": correlation, "cbid": 211}
+    if ext is not None:
+        args["External id"] = ext
+    return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def kernel(name: str, ts: float, dur: float, correlation: int, stream: int = 7, cat: str = "kernel",
+           **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "device": 0, "stream": stream, **args}}
+
+
+def step(number: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+    return op(f"ProfilerStep#{number}", ts, dur, cat="user_annotation", tid=tid)
