@@ -14,7 +14,7 @@ from tracelens.load.source import read_trace_bytes
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.nesting import nest
-from tracelens.model.steps import assign_steps, find_steps
+from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps
 from tracelens.model.trace import Links, Trace, Truncation
 
 Progress = Callable[[str, float], None]  # (phase, fraction done in [0, 1])
@@ -33,6 +33,8 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     report("decoding JSON", 0.0)
     decoded = decode_trace(raw.data, str(path))
     size = len(raw.data)
+    if raw.gzip_truncated and not decoded.truncated:
+        decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
     del raw
     report("building columns", 0.0)
     events = complete_events(decoded.events)
@@ -42,12 +44,15 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     del events, decoded.events
     meta = build_meta(decoded.metadata, categories, decoded.bare_array)
     report("linking", 0.0)
-    truncated = decoded.truncated or False
+    truncated = decoded.truncated
     parent, depth = nest(table)
     launch = link_launches(table)
     op, by_id, by_time = link_ops(table, parent, launch)
     steps = find_steps(table, truncated)
     step = assign_steps(table, steps, launch)
+    if truncated:
+        gpu_run = decoded.metadata.get("deviceProperties") != []  # kineto writes [] on CPU-only runs
+        steps = exclude_lossy_steps(table, steps, step, launch, op, expect_gpu=gpu_run)
     links = Links(parent, depth, launch, op, step, by_id, by_time)
     trace = Trace(
         path=path,
@@ -65,6 +70,26 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     return _with_warnings(trace, decoded.notes)
 
 
+def _truncation_warning(trace: Trace) -> str:
+    """Says where the file was cut, and how much that cost in steps (what followed the cut is unknown)."""
+    steps = trace.steps
+    text = (
+        f"the trace was cut off mid-write after {trace.uncompressed_bytes / 1e6:,.1f} MB of JSON (the closing of "
+        f"the file and everything written after the cut are lost; the incomplete last event, "
+        f"{trace.truncation.dropped_tail_bytes:,} bytes, was dropped)"
+    )
+    if steps.source != "ProfilerStep":
+        return text + "; the events before the cut are analyzed as one window"
+    lost = steps.number[~steps.complete]
+    kept = steps.number[steps.complete]
+    listed = ", ".join(str(n) for n in kept[:8]) + (", ..." if kept.size > 8 else "")
+    return (
+        text
+        + f"; {lost.size} of {len(steps)} steps lost events and are excluded"
+        + (f", per-step figures use step{'s' if kept.size > 1 else ''} {listed}" if kept.size else "")
+    )
+
+
 def _with_warnings(trace: Trace, notes: list[str]) -> Trace:
     from dataclasses import replace
 
@@ -73,11 +98,7 @@ def _with_warnings(trace: Trace, notes: list[str]) -> Trace:
     gpu = np.isin(kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
     n_gpu = int(gpu.sum())
     if trace.truncation.truncated:
-        warnings.append(
-            f"the trace was cut off mid-write: an incomplete tail of {trace.truncation.dropped_tail_bytes:,} "
-            f"bytes was dropped ({trace.uncompressed_bytes:,} bytes read); every complete event is used and "
-            "the last step is excluded"
-        )
+        warnings.append(_truncation_warning(trace))
     if n_gpu == 0:
         n_api = int(np.isin(kind, np.array(API_KINDS, np.int8)).sum())
         warnings.append(

@@ -83,18 +83,19 @@ def decode_trace(data: bytes, source: str) -> Decoded:
     opener = data[start : start + 1]
     if opener not in (b"{", b"["):
         raise UnusableTraceError(f"{source}: not JSON (it starts with {data[start : start + 12]!r})")
+    bare_array = opener == b"["
     try:
-        return _decode_typed(data, opener == b"[")
+        return _decode_typed(data, bare_array)
     except msgspec.ValidationError:
-        return _decode_lenient_json(data, source, opener == b"[")
+        return _decode_lenient_json(data, source, bare_array)
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
-            return _salvage(data, source, opener == b"[")
+            return _salvage(data, source, bare_array)
         try:
-            decoded = _decode_lenient_json(data, source, opener == b"[")
+            decoded = _decode_repaired(data, source, bare_array)
         except UnusableTraceError:
-            return _salvage(data, source, opener == b"[")
-        decoded.notes.append(f"invalid JSON repaired by the lenient parser ({exc})")
+            return _salvage(data, source, bare_array)
+        decoded.notes.append(f"invalid JSON repaired ({exc})")
         return decoded
 
 
@@ -131,12 +132,35 @@ def _decode_lenient_json(data: bytes, source: str, bare_array: bool) -> Decoded:
     """Stdlib JSON with control characters allowed, then field-by-field coercion."""
     try:
         document = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         try:
             document = json.loads(data.decode("utf-8", errors="replace"), strict=False)
         except (ValueError, RecursionError) as exc:
             raise UnusableTraceError(f"{source}: not valid JSON ({exc})") from exc
     return _from_plain(document, source, bare_array)
+
+
+# Old Kineto quirks, repaired only after the strict parse failed: an unescaped quote inside a string value
+# (`"name": "foo"bar",`), a trailing comma before `}` or `]`. Raw control characters and NaN/Infinity are
+# accepted by the stdlib parser (strict=False) directly.
+_UNESCAPED_QUOTE_VALUE = re.compile(rb'(:\s*")((?:[^"\\\n]|\\.|"(?![ \t]*[,}\]:\n]))*)("[ \t]*[,}\]\n])')
+_TRAILING_COMMA = re.compile(rb",(\s*[}\]])")
+_BARE_QUOTE = re.compile(rb'(?<!\\)"')
+
+
+def _decode_repaired(data: bytes, source: str, bare_array: bool) -> Decoded:
+    """Invalid JSON: the stdlib parser (control characters, NaN, Infinity), then with quirks repaired."""
+    try:
+        return _decode_lenient_json(data, source, bare_array)
+    except UnusableTraceError:
+        repaired = _TRAILING_COMMA.sub(rb"\1", _UNESCAPED_QUOTE_VALUE.sub(_escape_inner_quotes, data))
+        if repaired == data:
+            raise
+        return _decode_lenient_json(repaired, source, bare_array)
+
+
+def _escape_inner_quotes(match: re.Match[bytes]) -> bytes:
+    return match.group(1) + _BARE_QUOTE.sub(rb'\\"', match.group(2)) + match.group(3)
 
 
 def _from_plain(document: object, source: str, bare_array: bool) -> Decoded:
@@ -241,12 +265,17 @@ def _coerce_event(item: object) -> Event | None:
 
 # ---------------------------------------------------------------- salvage of cut-off files
 
-_MAX_SALVAGE_TRIES = 64
+_MAX_SALVAGE_DECODES = 8  # full decodes of a candidate prefix (each costs one pass over the file)
+_MAX_SALVAGE_CANDIDATES = 100_000  # `}` positions looked at, walking back from the cut
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
-    """Keep every complete event of a file cut off mid-write; raise if none is complete."""
+    """Keep every complete event of a file cut off mid-write; raise if none is complete.
+
+    Walks back from the cut over `}` that end a list item; candidates inside a string (odd count of
+    unescaped quotes before them) are skipped without decoding, so the work is bounded on any input.
+    """
     if bare_array:
         events_start = _first_non_space(data) + 1
         prefix_close = b"]"
@@ -257,23 +286,65 @@ def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
         events_start = match.end()
         prefix_close = b"]}"
     cut = len(data)
-    for _ in range(_MAX_SALVAGE_TRIES):
+    quotes = _quote_count(data, 0, cut)
+    decodes = 0
+    repaired = False
+    for _ in range(_MAX_SALVAGE_CANDIDATES):
+        previous = cut
         cut = data.rfind(b"}", events_start, cut)
         if cut < 0:
             break
-        if not _ends_an_item(data, cut + 1):
+        quotes -= _quote_count(data, cut, previous)
+        if quotes % 2 or not _ends_an_item(data, cut + 1):
             continue
-        candidate = data[: cut + 1] + prefix_close
+        end = cut + 1
+        list_closed = _next_byte(data, end) == b"]"
+        decodes += 1
         try:
-            decoded = _decode_typed(candidate, bare_array)
-        except msgspec.ValidationError:
-            decoded = _decode_lenient_json(candidate, source, bare_array)
-        except msgspec.DecodeError:
-            continue
-        decoded.truncated = True
-        decoded.dropped_tail_bytes = len(data) - (cut + 1)
+            decoded = _decode_prefix(data[:end], prefix_close, bare_array, source)
+        except msgspec.DecodeError as exc:
+            if "truncated" in str(exc) or repaired:
+                if decodes >= _MAX_SALVAGE_DECODES:
+                    break
+                continue
+            repaired = True  # invalid JSON before the cut: one repaired attempt
+            try:
+                decoded = _decode_repaired(data[:end] + prefix_close, source, bare_array)
+            except UnusableTraceError:
+                break
+            decoded.notes.append("invalid JSON repaired")
+        decoded.dropped_tail_bytes = len(data) - end
+        if list_closed and not bare_array:  # only top-level keys after the event list were lost
+            decoded.notes.append(
+                f"the file ends {decoded.dropped_tail_bytes:,} bytes after the complete event list (cut off while "
+                "writing the last top-level keys); no event was lost"
+            )
+        else:
+            decoded.truncated = True
         return decoded
     raise UnusableTraceError(f"{source}: not valid JSON and no complete event could be salvaged")
+
+
+def _decode_prefix(prefix: bytes, close: bytes, bare_array: bool, source: str) -> Decoded:
+    """Decode `prefix` closed with `close`; if the cut came after the event list, with `}` alone."""
+    for closer in (close, b"}") if close == b"]}" else (close,):
+        try:
+            try:
+                return _decode_typed(prefix + closer, bare_array)
+            except msgspec.ValidationError:
+                return _decode_lenient_json(prefix + closer, source, bare_array)
+        except msgspec.DecodeError as exc:
+            error = exc
+    raise error
+
+
+def _quote_count(data: bytes, start: int, end: int) -> int:
+    """Unescaped double quotes in data[start:end] (a `\\"` pair is rare enough to ignore)."""
+    return data.count(b'"', start, end) - data.count(b'\\"', start, end)
+
+
+def _next_byte(data: bytes, position: int) -> bytes:
+    return data[position : position + 64].lstrip()[:1]
 
 
 def _ends_an_item(data: bytes, position: int) -> bool:

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from tracelens.model.events import CPU_KINDS, I32, EventTable, Kind
+from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind
 from tracelens.model.trace import StepTable
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -76,3 +76,89 @@ def _step_at(steps: StepTable, times_ns: np.ndarray) -> I32:
     safe = np.maximum(index, 0)
     inside = (index >= 0) & (times_ns < steps.end_ns[safe])
     return np.where(inside, index, -1).astype(np.int32)
+
+
+_MIN_CORRELATION_GAP = 512
+
+
+def exclude_lossy_steps(
+    events: EventTable, steps: StepTable, step: I32, launch: I32, op: I32, expect_gpu: bool
+) -> StepTable:
+    """For a trace cut off mid-write: also mark incomplete every step that shows signs of lost events.
+
+    Kineto writes all CPU ops first, then CUPTI buffers (runtime calls and GPU activity together) in an
+    order unrelated to time, so a cut loses launch+kernel pairs from any step. Evidence of loss in a step:
+    a launch without its GPU activity or GPU activity without its launch starting in it; an op whose name
+    launched in every instance of some other step launching nothing here; a step past the point where the
+    last CPU thread written was cut; a jump in correlation ids over the step; or no GPU activity at all in a
+    GPU trace (cut before the activities).
+    """
+    if steps.source != "ProfilerStep" or len(steps) == 0:
+        return steps
+    lossy = np.zeros(len(steps), dtype=bool)
+    gpu = np.isin(events.kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
+    api = np.isin(events.kind, np.array(API_KINDS, np.int8))
+    if expect_gpu and not (gpu.any() or api.any()):
+        lossy[:] = True
+    launched = np.zeros(len(events), dtype=bool)
+    launched[launch[launch >= 0]] = True
+    launch_codes = np.unique(events.name[launched]) if launched.any() else np.zeros(0, np.int32)
+    orphan_launch = api & ~launched & (events.correlation >= 0) & np.isin(events.name, launch_codes)
+    _mark(lossy, step[orphan_launch])
+    orphan_gpu = gpu & (launch < 0)
+    _mark(lossy, _step_at(steps, events.ts_ns[orphan_gpu]))
+    _mark(lossy, _silent_launchers(events, step, op, launched, len(steps)))
+    lossy |= _correlation_gaps(events, steps, api)
+    cpu_side = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, np.int8)) & ~api)
+    if cpu_side.size:
+        last_written = cpu_side[-1]  # events keep file order
+        on_track = cpu_side[events.track[cpu_side] == events.track[last_written]]
+        lossy |= steps.end_ns > int(events.ts_ns[on_track].max())
+    return StepTable(steps.number, steps.start_ns, steps.end_ns, steps.complete & ~lossy, steps.source)
+
+
+def _mark(lossy: np.ndarray, step_indices: np.ndarray) -> None:
+    lossy[step_indices[step_indices >= 0]] = True
+
+
+def _correlation_gaps(events: EventTable, steps: StepTable, api: np.ndarray) -> np.ndarray:
+    """Steps overlapping a jump in the runtime calls' correlation ids (ids rise with time; a lost CUPTI
+    buffer leaves a gap far wider than the usual few ids of unrecorded calls), or after the last call."""
+    rows = np.flatnonzero(api & (events.correlation >= 0))
+    lossy = np.zeros(len(steps), dtype=bool)
+    if rows.size == 0:
+        return lossy
+    rows = rows[np.argsort(events.correlation[rows], kind="stable")]
+    ts = events.ts_ns[rows]
+    gaps = np.diff(events.correlation[rows])
+    if gaps.size:
+        big = np.flatnonzero(gaps > max(_MIN_CORRELATION_GAP, 8 * float(np.percentile(gaps, 99))))
+        low, high = ts[big], ts[big + 1]
+        lossy |= ((steps.start_ns[None, :] < high[:, None]) & (steps.end_ns[None, :] > low[:, None])).any(axis=0)
+    lossy |= steps.end_ns > int(ts.max())
+    lossy |= steps.end_ns < int(ts.min())
+    return lossy
+
+
+def _silent_launchers(events: EventTable, step: I32, op: I32, launched: np.ndarray, n_steps: int) -> np.ndarray:
+    """Steps holding an op that launched nothing while the op at the same place in another step launched.
+
+    "The same place": the k-th op of that name on that thread within its step (steps repeat one iteration).
+    """
+    ops = np.flatnonzero((events.kind == Kind.CPU_OP) & (step >= 0))
+    if ops.size == 0 or not launched.any():
+        return np.zeros(0, dtype=np.int64)
+    launches_of = np.bincount(op[launched & (op >= 0)], minlength=len(events))
+    ops = ops[np.lexsort((events.ts_ns[ops], step[ops], events.track[ops], events.name[ops]))]
+    place = np.stack([events.name[ops].astype(np.int64), events.track[ops].astype(np.int64), step[ops]])
+    new_group = np.ones(ops.size, dtype=bool)
+    new_group[1:] = (place[:, 1:] != place[:, :-1]).any(axis=0)
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(ops.size), 0))
+    rank = np.arange(ops.size) - group_start  # k: position among same-name ops of the thread in the step
+    key = np.stack([place[0], place[1], rank])
+    _, key_code = np.unique(key, axis=1, return_inverse=True)
+    key_code = key_code.ravel()
+    silent = launches_of[ops] == 0
+    launched_somewhere = np.bincount(key_code, weights=~silent) > 0
+    suspect = silent & launched_somewhere[key_code]
+    return step[ops[suspect]].astype(np.int64)
