@@ -266,7 +266,7 @@ def _coerce_event(item: object) -> Event | None:
 # ---------------------------------------------------------------- salvage of cut-off files
 
 _MAX_SALVAGE_DECODES = 8  # full decodes of a candidate prefix (each costs one pass over the file)
-_MAX_SALVAGE_CANDIDATES = 100_000  # `}` positions looked at, walking back from the cut
+_MAX_SALVAGE_CANDIDATES = 2_000_000  # `}` positions looked at, walking back from the cut (~1 µs each)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -285,8 +285,18 @@ def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
             raise UnusableTraceError(f"{source}: cut off before the first event (no 'traceEvents' list)")
         events_start = match.end()
         prefix_close = b"]}"
+    for trust_quotes in (True, False):  # unescaped quotes in names (old kineto) break the quote count
+        decoded = _salvage_walk(data, source, bare_array, events_start, prefix_close, trust_quotes)
+        if decoded is not None:
+            return decoded
+    raise UnusableTraceError(f"{source}: not valid JSON and no complete event could be salvaged")
+
+
+def _salvage_walk(
+    data: bytes, source: str, bare_array: bool, events_start: int, prefix_close: bytes, trust_quotes: bool
+) -> Decoded | None:
     cut = len(data)
-    quotes = _quote_count(data, 0, cut)
+    quotes = _quote_count(data, 0, cut) if trust_quotes else 0
     decodes = 0
     repaired = False
     for _ in range(_MAX_SALVAGE_CANDIDATES):
@@ -294,7 +304,8 @@ def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
         cut = data.rfind(b"}", events_start, cut)
         if cut < 0:
             break
-        quotes -= _quote_count(data, cut, previous)
+        if trust_quotes:
+            quotes -= _quote_count(data, cut, previous)
         if quotes % 2 or not _ends_an_item(data, cut + 1):
             continue
         end = cut + 1
@@ -303,15 +314,15 @@ def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
         try:
             decoded = _decode_prefix(data[:end], prefix_close, bare_array, source)
         except msgspec.DecodeError as exc:
+            if decodes >= _MAX_SALVAGE_DECODES:
+                break
             if "truncated" in str(exc) or repaired:
-                if decodes >= _MAX_SALVAGE_DECODES:
-                    break
                 continue
             repaired = True  # invalid JSON before the cut: one repaired attempt
             try:
                 decoded = _decode_repaired(data[:end] + prefix_close, source, bare_array)
             except UnusableTraceError:
-                break
+                continue
             decoded.notes.append("invalid JSON repaired")
         decoded.dropped_tail_bytes = len(data) - end
         if list_closed and not bare_array:  # only top-level keys after the event list were lost
@@ -322,7 +333,7 @@ def _salvage(data: bytes, source: str, bare_array: bool) -> Decoded:
         else:
             decoded.truncated = True
         return decoded
-    raise UnusableTraceError(f"{source}: not valid JSON and no complete event could be salvaged")
+    return None
 
 
 def _decode_prefix(prefix: bytes, close: bytes, bare_array: bool, source: str) -> Decoded:
