@@ -59,6 +59,7 @@ class _Document(msgspec.Struct, gc=False):
     tracelens_run: msgspec.Raw = NO_RAW
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
 _DOC_DECODER = msgspec.json.Decoder(_Document)
 _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
@@ -77,6 +78,8 @@ class Decoded:
 
 def decode_trace(data: bytes, source: str) -> Decoded:
     """Decode a whole trace; raise UnusableTraceError when nothing usable is in `data`."""
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
     start = _first_non_space(data)
     if start < 0:
         raise UnusableTraceError(f"{source}: empty file; pass a trace written by torch.profiler")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +33,7 @@ def read_trace_bytes(path: Path, progress: ProgressCallback | None = None) -> Ra
     if not path.exists():
         raise UnusableTraceError(f"{path}: no such file; pass the path of a .json or .json.gz trace")
     if path.is_dir():
-        raise UnusableTraceError(f"{path}: is a directory; pass one trace file")
+        raise UnusableTraceError(_directory_message(path))
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -39,15 +41,43 @@ def read_trace_bytes(path: Path, progress: ProgressCallback | None = None) -> Ra
             handle.seek(0)
             if head == GZIP_MAGIC:
                 data, truncated = _gunzip(handle, size, progress)
+                if truncated and not data:
+                    raise UnusableTraceError(f"{path}: corrupt or truncated gzip data: nothing could be decompressed")
+                _refuse_tar(path, data)
                 return RawTrace(path, data, size, truncated)
             if path.name.endswith(".gz"):
                 raise UnusableTraceError(
                     f"{path}: not gzip data despite the .gz suffix; rename it to .json if it is plain JSON"
                 )
             data = _read_plain(handle, size, progress)
+            _refuse_tar(path, data)
     except OSError as exc:
         raise UnusableTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return RawTrace(path, data, None, False)
+
+
+def _directory_message(path: Path) -> str:
+    traces = sorted(p.name for p in path.iterdir() if p.name.endswith((".json", ".json.gz")) and p.is_file())
+    if not traces:
+        return f"{path}: is a directory with no trace files (.json, .json.gz) in it; pass one trace file"
+    return f"{path}: is a directory ({len(traces)} trace files in it, e.g. {traces[0]}); pass one trace file"
+
+
+def _refuse_tar(path: Path, data: bytes) -> None:
+    """A tar archive (POSIX `ustar` magic at byte 257) holds several files: ask for one of them."""
+    if data[257:262] != b"ustar":
+        return
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            names = [member.name for member in archive.getmembers() if member.isfile()]
+    except (tarfile.TarError, EOFError):
+        names = []
+    listed = (
+        f" of {len(names)} file{'s' if len(names) > 1 else ''} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+        if names
+        else ""
+    )
+    raise UnusableTraceError(f"{path}: a tar archive{listed}; extract it (tar xf) and pass one trace file")
 
 
 def _read_plain(handle: object, size: int, progress: ProgressCallback | None) -> bytes:
