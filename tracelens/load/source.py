@@ -72,11 +72,8 @@ def _refuse_tar(path: Path, data: bytes) -> None:
             names = [member.name for member in archive.getmembers() if member.isfile()]
     except (tarfile.TarError, EOFError):
         names = []
-    listed = (
-        f" of {len(names)} file{'s' if len(names) > 1 else ''} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
-        if names
-        else ""
-    )
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    listed = f" of {len(names)} file{'s' if len(names) > 1 else ''} ({shown})" if names else ""
     raise UnusableTraceError(f"{path}: a tar archive{listed}; extract it (tar xf) and pass one trace file")
 
 

@@ -90,7 +90,8 @@ def exclude_lossy_steps(
     order unrelated to time, so a cut loses launch+kernel pairs from any step. Evidence of loss in a step:
     a launch without its GPU activity or GPU activity without its launch starting in it; an op whose name
     launched in every instance of some other step launching nothing here; a step past the point where the
-    last CPU thread written was cut; a jump in correlation ids over the step; or no GPU activity at all in a
+    last CPU thread written was cut; a jump in correlation ids over the step; an op of a launching name that
+    launched nothing before the first or after the last runtime call kept; or no GPU activity at all in a
     GPU trace (cut before the activities).
     """
     if steps.source != "ProfilerStep" or len(steps) == 0:
@@ -109,6 +110,7 @@ def exclude_lossy_steps(
     _mark(lossy, _step_at(steps, events.ts_ns[orphan_gpu]))
     _mark(lossy, _silent_launchers(events, step, op, launched, len(steps)))
     lossy |= _correlation_gaps(events, steps, api)
+    _mark(lossy, _silent_outside_calls(events, step, op, launched, api))
     cpu_side = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, np.int8)) & ~api)
     if cpu_side.size:
         last_written = cpu_side[-1]  # events keep file order
@@ -123,7 +125,7 @@ def _mark(lossy: np.ndarray, step_indices: np.ndarray) -> None:
 
 def _correlation_gaps(events: EventTable, steps: StepTable, api: np.ndarray) -> np.ndarray:
     """Steps overlapping a jump in the runtime calls' correlation ids (ids rise with time; a lost CUPTI
-    buffer leaves a gap far wider than the usual few ids of unrecorded calls), or after the last call."""
+    buffer leaves a gap far wider than the usual few ids of unrecorded calls)."""
     rows = np.flatnonzero(api & (events.correlation >= 0))
     lossy = np.zeros(len(steps), dtype=bool)
     if rows.size == 0:
@@ -135,9 +137,23 @@ def _correlation_gaps(events: EventTable, steps: StepTable, api: np.ndarray) -> 
         big = np.flatnonzero(gaps > max(_MIN_CORRELATION_GAP, 8 * float(np.percentile(gaps, 99))))
         low, high = ts[big], ts[big + 1]
         lossy |= ((steps.start_ns[None, :] < high[:, None]) & (steps.end_ns[None, :] > low[:, None])).any(axis=0)
-    lossy |= steps.end_ns > int(ts.max())
-    lossy |= steps.end_ns < int(ts.min())
     return lossy
+
+
+def _silent_outside_calls(events: EventTable, step: I32, op: I32, launched: np.ndarray, api: np.ndarray) -> I32:
+    """Steps of ops that launched nothing, of a name that launched elsewhere, before the first or after the
+    last runtime call kept (calls with lower or higher correlation ids may have been lost there)."""
+    calls = np.flatnonzero(api & (events.correlation >= 0))
+    ops = np.flatnonzero((events.kind == Kind.CPU_OP) & (step >= 0))
+    if calls.size == 0 or ops.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    launches_of = np.bincount(op[launched & (op >= 0)], minlength=len(events))
+    silent = launches_of[ops] == 0
+    launcher_names = np.unique(events.name[ops[~silent]])
+    first = int(events.ts_ns[calls[np.argmin(events.correlation[calls])]])
+    last = int(events.ts_ns[calls[np.argmax(events.correlation[calls])]])
+    outside = (events.ts_ns[ops] < first) | (events.ts_ns[ops] > last)
+    return step[ops[silent & outside & np.isin(events.name[ops], launcher_names)]]
 
 
 def _silent_launchers(events: EventTable, step: I32, op: I32, launched: np.ndarray, n_steps: int) -> np.ndarray:
