@@ -1,0 +1,85 @@
+"""Regenerate the golden analyze results under tests/golden/ for every corpus and recorded trace.
+
+    PYTHONPATH=. python scripts/regen_golden.py            # all traces
+    PYTHONPATH=. python scripts/regen_golden.py control    # only paths containing "control"
+
+Run it when a change of figures is intended, then review `git diff tests/golden` before committing: every
+changed number must be explained by the change. tests/test_golden.py compares against these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "golden"
+ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS", REPO.parent / "shared" / "anchor_traces"))
+TRACES = REPO / "traces"
+# the summary-derived sections of `tracelens analyze --format json`; later analyses' sections are not frozen
+SECTIONS = ("trace", "steps", "step_numbers", "per_step", "step_table", "kernels", "ops")
+
+
+def corpus() -> dict[str, Path]:
+    """Golden name (relative path under tests/golden, without .json) → trace file, sorted by name."""
+    found: dict[str, Path] = {}
+    if ANCHORS.exists():
+        for path in ANCHORS.rglob("*.json*"):
+            if _is_trace(path):
+                found[f"anchor_traces/{path.relative_to(ANCHORS).as_posix()}"] = path
+    if TRACES.exists():
+        for path in TRACES.rglob("*.json*"):
+            if _is_trace(path):
+                found[f"traces/{path.relative_to(TRACES).as_posix()}"] = path
+    return dict(sorted(found.items()))
+
+
+def _is_trace(path: Path) -> bool:
+    return (
+        path.is_file()
+        and path.name.endswith((".json", ".json.gz"))
+        and "trace_perf_report_csvs" not in path.parts
+        and path.name not in ("execution_details.json", "timings.json")
+    )
+
+
+def golden_document(path: Path) -> dict[str, Any]:
+    """The frozen part of the analyze JSON of `path`: SECTIONS, without the absolute path."""
+    from tracelens.analyses import analyze
+    from tracelens.load import load_trace
+    from tracelens.renderers.jsonout import analyze_dict
+
+    document = analyze_dict(analyze(load_trace(path)))
+    frozen = {key: document[key] for key in SECTIONS}
+    frozen["trace"] = {key: value for key, value in frozen["trace"].items() if key != "path"}
+    return frozen
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def golden_path(name: str) -> Path:
+    return GOLDEN / f"{name}.json"
+
+
+def main(argv: list[str]) -> int:
+    selected = {name: path for name, path in corpus().items() if not argv or any(a in name for a in argv)}
+    if not selected:
+        print(f"no trace matched (anchors at {ANCHORS}, recorded traces at {TRACES})", file=sys.stderr)
+        return 2
+    for name, path in selected.items():
+        target = golden_path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = dumps(golden_document(path))
+        old = target.read_text() if target.exists() else None
+        target.write_text(text)
+        print(f"{'unchanged' if old == text else 'new' if old is None else 'CHANGED'}  {target.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,170 @@
+"""Golden analyze results for every corpus and recorded trace (tests/golden/, made by scripts/regen_golden.py).
+
+Only the summary-derived sections are frozen, and only the keys present in the golden file are compared, so
+new fields and new sections do not break these tests; changed figures do. When a change of figures is
+intended: `PYTHONPATH=. python scripts/regen_golden.py`, then review `git diff tests/golden`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, anchor, recorded_trace
+from tracelens.cli import main
+
+_SPEC = importlib.util.spec_from_file_location("regen_golden", REPO / "scripts" / "regen_golden.py")
+assert _SPEC is not None and _SPEC.loader is not None
+regen = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(regen)
+
+CORPUS: dict[str, Path] = regen.corpus()
+
+
+def _subset_difference(golden: Any, actual: Any, where: str = "") -> str | None:
+    """First place where `actual` differs from `golden`, looking only at keys present in `golden`."""
+    if isinstance(golden, dict):
+        if not isinstance(actual, dict):
+            return f"{where}: expected an object, got {actual!r:.80}"
+        for key, value in golden.items():
+            if key not in actual:
+                return f"{where}.{key}: missing"
+            difference = _subset_difference(value, actual[key], f"{where}.{key}")
+            if difference:
+                return difference
+        return None
+    if isinstance(golden, list):
+        if not isinstance(actual, list) or len(actual) != len(golden):
+            got = len(actual) if isinstance(actual, list) else repr(actual)
+            return f"{where}: expected a list of {len(golden)}, got {got}"
+        for index, (want, got) in enumerate(zip(golden, actual, strict=True)):
+            difference = _subset_difference(want, got, f"{where}[{index}]")
+            if difference:
+                return difference
+        return None
+    if golden != actual or type(golden) is not type(actual):
+        return f"{where}: golden {golden!r:.120}, now {actual!r:.120}"
+    return None
+
+
+def test_subset_comparison_ignores_new_keys_only() -> None:
+    golden = {"a": 1, "b": [{"x": 1.5}, {"x": 2}]}
+    assert _subset_difference(golden, {"a": 1, "b": [{"x": 1.5, "new": 0}, {"x": 2}], "c": 3}) is None
+    assert _subset_difference(golden, {"a": 1, "b": [{"x": 1.5}, {"x": 3}]}) == ".b[1].x: golden 2, now 3"
+    assert _subset_difference(golden, {"a": 1, "b": [{"x": 1.5}]}) == ".b: expected a list of 2, got 1"
+    assert _subset_difference(golden, {"b": []}) == ".a: missing"
+    assert _subset_difference({"a": 1}, {"a": 1.0}) == ".a: golden 1, now 1.0"
+
+
+@pytest.mark.parametrize("name", list(CORPUS) or [pytest.param("none", marks=pytest.mark.skip("no corpus"))])
+def test_analyze_matches_golden(name: str) -> None:
+    golden_file = regen.golden_path(name)
+    assert golden_file.exists(), f"no golden result for {name}: run PYTHONPATH=. python scripts/regen_golden.py"
+    golden = json.loads(golden_file.read_text())
+    actual = json.loads(regen.dumps(regen.golden_document(CORPUS[name])))
+    difference = _subset_difference(golden, actual)
+    assert difference is None, f"{name}{difference} (if intended: scripts/regen_golden.py, review the diff)"
+
+
+def test_every_golden_file_has_its_trace() -> None:
+    if not (regen.ANCHORS.exists() and regen.TRACES.exists()):
+        pytest.skip("corpus or recorded traces missing")
+    stored = {p.relative_to(regen.GOLDEN).as_posix()[: -len(".json")] for p in regen.GOLDEN.rglob("*.json")}
+    assert stored == set(CORPUS)
+
+
+def test_the_golden_set_covers_the_corpus() -> None:
+    if not regen.ANCHORS.exists():
+        pytest.skip("corpus missing")
+    names = set(CORPUS)
+    assert "anchor_traces/hta/trace_diff/control/control.json.gz" in names
+    assert sum(n.startswith("anchor_traces/") for n in names) == 20
+    if regen.TRACES.exists():
+        assert "traces/h200/eager_mlp.json.gz" in names
+
+
+# ---------------------------------------------------------------- identical input → identical bytes
+
+
+def test_identical_input_gives_byte_identical_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = anchor("hta/trace_diff/control/control.json.gz")
+    copies = [tmp_path / "a" / source.name, tmp_path / "b" / source.name]
+    outputs = []
+    for copy in copies:
+        copy.parent.mkdir()
+        shutil.copyfile(source, copy)
+        for _ in range(2):
+            assert main(["analyze", str(copy), "--format", "json"]) == 0
+            outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert outputs[2] == outputs[3]
+    # another path to the same bytes: only the path differs
+    assert outputs[0].replace(str(copies[0]), "X") == outputs[2].replace(str(copies[1]), "X")
+    assert outputs[0].count(str(copies[0])) == 1
+
+
+def test_regenerating_gives_the_same_bytes() -> None:
+    path = anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
+    first = regen.dumps(regen.golden_document(path))
+    assert regen.dumps(regen.golden_document(path)) == first
+    assert regen.golden_path(f"anchor_traces/{path.relative_to(regen.ANCHORS).as_posix()}").read_text() == first
+
+
+# ---------------------------------------------------------------- figures checked by hand in the golden files
+
+
+def _golden(name: str) -> dict[str, Any]:
+    path = regen.golden_path(name)
+    if not path.exists():
+        pytest.skip(f"{name} not in the golden set")
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
+def test_golden_triton_example_one_kernel_of_1_76_us() -> None:
+    """The raw file has exactly one `kernel` event: triton_poi_fused_add_cos_sin_0, dur 1.76 (µs)."""
+    anchor("hta/triton_example/triton_example.json.gz")
+    golden = _golden("anchor_traces/hta/triton_example/triton_example.json.gz")
+    assert [(k["name"], k["calls"], k["total_us"]) for k in golden["kernels"]] == [
+        ("triton_poi_fused_add_cos_sin_0", 1, 1.76)
+    ]
+    assert golden["kernels"][0]["category"] == "fused"
+    assert golden["per_step"]["kernels"] == 1
+    assert golden["per_step"]["gpu_kernel_us"] == 1.76
+
+
+def test_golden_legacy_kineto_worker0_six_steps_of_1462_kernels() -> None:
+    """torch 1.9 trace: ProfilerStep#5..#10; counted by hand from the raw JSON (Runtime `correlation` →
+    Kernel, launch inside the step span): 1462 kernels in each of the 6 steps, 8772 Kernel events in all."""
+    anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
+    golden = _golden("anchor_traces/other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
+    assert golden["trace"]["format"] == "kineto-legacy"
+    assert golden["trace"]["steps_in_trace"] == 6
+    assert golden["step_numbers"] == [5, 6, 7, 8, 9, 10]
+    assert [row["kernels"] for row in golden["step_table"]] == [1462] * 6
+    assert golden["trace"]["events_by_kind"]["kernel"] == 8772
+
+
+def test_golden_control_six_steps_of_1428_kernels() -> None:
+    anchor("hta/trace_diff/control/control.json.gz")
+    golden = _golden("anchor_traces/hta/trace_diff/control/control.json.gz")
+    assert golden["step_numbers"] == [1009, 1010, 1011, 1012, 1013, 1014]
+    assert {row["kernels"] for row in golden["step_table"]} == {1428}
+    assert {row["launches"] for row in golden["step_table"]} == {1575}
+
+
+@pytest.mark.parametrize(
+    ("variant", "kernels_per_step"),
+    [("eager_linear", 1), ("compiled_linear", 1), ("eager_mlp", 5), ("compiled_mlp", 4), ("liger_mlp", 4)],
+)
+def test_golden_recorded_variants_kernels_per_step(variant: str, kernels_per_step: int) -> None:
+    recorded_trace(f"h200/{variant}.json.gz")
+    golden = _golden(f"traces/h200/{variant}.json.gz")
+    assert golden["trace"]["run"]["variant"] == variant
+    assert golden["per_step"]["kernels"] == kernels_per_step
+    assert {row["kernels"] for row in golden["step_table"]} == {kernels_per_step}
