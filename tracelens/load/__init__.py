@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.columns import build_columns, build_meta, complete_events
+from tracelens.load.columns import build_columns, build_meta, complete_events, drop_incredible_times
 from tracelens.load.decode import decode_trace
 from tracelens.load.source import read_trace_bytes
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind
@@ -37,10 +37,11 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
         decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
     del raw
     report("building columns", 0.0)
-    events = complete_events(decoded.events)
+    events, time_notes = drop_incredible_times(complete_events(decoded.events))
+    decoded.notes.extend(time_notes)
     if not events:
         raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
-    table, tracks, origin_us, categories = build_columns(events)
+    table, tracks, origin_us, categories, file_position = build_columns(events)
     del events, decoded.events
     meta = build_meta(decoded.metadata, categories, decoded.bare_array)
     report("linking", 0.0)
@@ -52,7 +53,7 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     step = assign_steps(table, steps, launch)
     if truncated:
         gpu_run = decoded.metadata.get("deviceProperties") != []  # kineto writes [] on CPU-only runs
-        steps = exclude_lossy_steps(table, steps, step, launch, op, expect_gpu=gpu_run)
+        steps = exclude_lossy_steps(table, steps, step, launch, op, file_position, expect_gpu=gpu_run)
     links = Links(parent, depth, launch, op, step, by_id, by_time)
     trace = Trace(
         path=path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
@@ -17,20 +18,59 @@ from tracelens.model.trace import Device, TraceMeta, TrackTable
 _EMPTY_ARGS = Args()
 
 
+MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
+
+
 def complete_events(events: Sequence[Event]) -> list[Event]:
     """The `ph: "X"` events that have a timestamp (instants, flows and metadata are not modelled)."""
     return [e for e in events if e.ph == "X" and e.ts is not None]
 
 
-def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:
-    """Columns for `events` (all `X`); returns the table, its tracks, the time origin (µs) and categories."""
+def drop_incredible_times(events: list[Event]) -> tuple[list[Event], list[str]]:
+    """Drop events whose `ts` is not finite or lies > MAX_OFFSET_US from the median `ts`; a `dur` that is
+    not finite or longer than that counts as 0. Returns the kept events and notes for the warnings."""
+    n = len(events)
+    ts = _floats(map(attrgetter("ts"), events), n)
+    finite = np.isfinite(ts)
+    median = float(np.median(ts[finite])) if finite.any() else 0.0
+    keep = finite & (np.abs(ts - median) <= MAX_OFFSET_US)
+    notes = []
+    if not keep.all():
+        events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
+        notes.append(f"{n - len(events):,} events with a timestamp that is not a number or days away were ignored")
+    dur = _floats((0.0 if e.dur is None else e.dur for e in events), len(events))
+    bad = np.flatnonzero(~(np.abs(dur) <= MAX_OFFSET_US))
+    for index in bad.tolist():
+        events[index].dur = None
+    if bad.size:
+        notes.append(f"{bad.size:,} events with a duration that is not a number or over a day count as 0 µs")
+    return events, notes
+
+
+def _floats(values: Iterable[Any], n: int) -> np.ndarray:
+    """float64 array of numbers; a Python int too large for a float becomes NaN."""
+    items = list(values)
+    try:
+        return np.fromiter(items, dtype=np.float64, count=n)
+    except OverflowError:
+        return np.array([v if abs(v) < 1e300 else math.nan for v in items], dtype=np.float64)
+
+
+def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str], I64]:
+    """Columns for `events` (all `X`); returns the table, its tracks, the time origin (µs), categories and
+    each row's position in `events`.
+
+    Rows are in a canonical order (time, duration, kind, External id, name, track, correlation); names and tracks are
+    coded in sorted order, so any permutation of the same events gives the same table.
+    """
     n = len(events)
     cat_codes, cat_values = pd.factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
     categories = {str(c) for c in cat_values}
     kind_of_cat = np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
     kind = kind_of_cat[cat_codes] if n else np.zeros(0, np.int8)
 
-    name_codes, name_values = pd.factorize(np.fromiter(map(attrgetter("name"), events), dtype=object, count=n))
+    names = np.fromiter(map(attrgetter("name"), events), dtype=object, count=n)
+    name_codes, name_values = pd.factorize(names, sort=True)
     ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
     dur_us = np.array([e.dur if e.dur is not None else 0.0 for e in events], dtype=np.float64)
     origin_us = float(np.floor(np.nanmin(ts_us))) if n else 0.0
@@ -70,7 +110,16 @@ def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, s
         concrete_inputs=_raw_column(args, "concrete_inputs"),
         names=tuple(str(v) for v in name_values),
     )
-    return table, tracks, origin_us, categories
+    # among ops with equal times, the smaller External id (created first: the enclosing op) sorts first
+    order = np.lexsort(
+        (table.correlation, table.track, table.name, table.external_id, table.kind, table.dur_ns, table.ts_ns)
+    )
+    return _reordered(table, order), tracks, origin_us, categories, order.astype(np.int64)
+
+
+def _reordered(table: EventTable, order: np.ndarray) -> EventTable:
+    columns = {f.name: getattr(table, f.name) for f in fields(table) if f.name != "names"}
+    return EventTable(**{name: column[order] for name, column in columns.items()}, names=table.names)
 
 
 def _to_ns(values_us: np.ndarray) -> I64:
@@ -96,7 +145,8 @@ def _int_or_minus_one(value: object) -> int:
 
 
 def _ints_or(values: np.ndarray, default: int) -> I64:
-    return np.fromiter((v if type(v) is int else default for v in values), dtype=np.int64, count=len(values))
+    in_range = (v if type(v) is int and -(2**63) <= v < 2**63 else default for v in values)
+    return np.fromiter(in_range, dtype=np.int64, count=len(values))
 
 
 def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
@@ -124,10 +174,10 @@ def _tracks(
     tid_labels = np.array([_label(t) for t in tids], dtype=object) if len(tids) else tids
     pid_labels = np.where(is_gpu, np.char.mod("gpu%d", device).astype(object), pid_labels)
     tid_labels = np.where(is_gpu, np.char.mod("%d", stream).astype(object), tid_labels)
-    pid_codes, pid_values = pd.factorize(pid_labels)
-    tid_codes, tid_values = pd.factorize(tid_labels)
+    pid_codes, pid_values = pd.factorize(pid_labels, sort=True)
+    tid_codes, tid_values = pd.factorize(tid_labels, sort=True)
     pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
-    track, unique_pairs = pd.factorize(pair)
+    track, unique_pairs = pd.factorize(pair, sort=True)
     first = _first_index(track, len(unique_pairs))
     tracks = TrackTable(
         pid=tuple(str(pid_values[pid_codes[i]]) for i in first),

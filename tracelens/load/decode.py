@@ -88,6 +88,13 @@ def decode_trace(data: bytes, source: str) -> Decoded:
         raise UnusableTraceError(f"{source}: not JSON (it starts with {data[start : start + 12]!r})")
     bare_array = opener == b"["
     try:
+        return _decode_any(data, source, bare_array)
+    except RecursionError as exc:
+        raise UnusableTraceError(f"{source}: JSON nested too deeply to read (an args value?)") from exc
+
+
+def _decode_any(data: bytes, source: str, bare_array: bool) -> Decoded:
+    try:
         return _decode_typed(data, bare_array)
     except msgspec.ValidationError:
         return _decode_lenient_json(data, source, bare_array)
@@ -95,11 +102,9 @@ def decode_trace(data: bytes, source: str) -> Decoded:
         if "truncated" in str(exc):
             return _salvage(data, source, bare_array)
         try:
-            decoded = _decode_repaired(data, source, bare_array)
+            return _decode_repaired(data, source, bare_array)
         except UnusableTraceError:
             return _salvage(data, source, bare_array)
-        decoded.notes.append(f"invalid JSON repaired ({exc})")
-        return decoded
 
 
 def _first_non_space(data: bytes) -> int:
@@ -134,14 +139,19 @@ def _metadata_of(doc: _Document) -> dict[str, Any]:
 
 def _decode_lenient_json(data: bytes, source: str, bare_array: bool) -> Decoded:
     """Stdlib JSON with control characters allowed, then field-by-field coercion."""
+    invalid = None
     try:
         document = msgspec.json.decode(data)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError) as exc:
+        invalid = exc
         try:
             document = json.loads(data.decode("utf-8", errors="replace"), strict=False)
-        except (ValueError, RecursionError) as exc:
-            raise UnusableTraceError(f"{source}: not valid JSON ({exc})") from exc
-    return _from_plain(document, source, bare_array)
+        except (ValueError, RecursionError) as error:
+            raise UnusableTraceError(f"{source}: not valid JSON ({error})") from error
+    decoded = _from_plain(document, source, bare_array)
+    if invalid is not None:
+        decoded.notes.append(f"invalid JSON repaired ({invalid})")
+    return decoded
 
 
 # Old Kineto quirks, repaired only after the strict parse failed: an unescaped quote inside a string value
@@ -160,7 +170,10 @@ def _decode_repaired(data: bytes, source: str, bare_array: bool) -> Decoded:
         repaired = _TRAILING_COMMA.sub(rb"\1", _UNESCAPED_QUOTE_VALUE.sub(_escape_inner_quotes, data))
         if repaired == data:
             raise
-        return _decode_lenient_json(repaired, source, bare_array)
+        decoded = _decode_lenient_json(repaired, source, bare_array)
+        if not any(note.startswith("invalid JSON repaired") for note in decoded.notes):
+            decoded.notes.append("invalid JSON repaired (unescaped quotes or trailing commas)")
+        return decoded
 
 
 def _escape_inner_quotes(match: re.Match[bytes]) -> bytes:
@@ -328,7 +341,6 @@ def _salvage_walk(
                 decoded = _decode_repaired(data[:end] + prefix_close, source, bare_array)
             except UnusableTraceError:
                 continue
-            decoded.notes.append("invalid JSON repaired")
         decoded.dropped_tail_bytes = len(data) - end
         if list_closed and not bare_array:  # only top-level keys after the event list were lost
             decoded.notes.append(

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind
+from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind
 from tracelens.model.trace import StepTable
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -82,7 +82,7 @@ _MIN_CORRELATION_GAP = 512
 
 
 def exclude_lossy_steps(
-    events: EventTable, steps: StepTable, step: I32, launch: I32, op: I32, expect_gpu: bool
+    events: EventTable, steps: StepTable, step: I32, launch: I32, op: I32, file_position: I64, expect_gpu: bool
 ) -> StepTable:
     """For a trace cut off mid-write: also mark incomplete every step that shows signs of lost events.
 
@@ -113,7 +113,7 @@ def exclude_lossy_steps(
     _mark(lossy, _silent_outside_calls(events, step, op, launched, api))
     cpu_side = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, np.int8)) & ~api)
     if cpu_side.size:
-        last_written = cpu_side[-1]  # events keep file order
+        last_written = cpu_side[np.argmax(file_position[cpu_side])]
         on_track = cpu_side[events.track[cpu_side] == events.track[last_written]]
         lossy |= steps.end_ns > int(events.ts_ns[on_track].max())
     return StepTable(steps.number, steps.start_ns, steps.end_ns, steps.complete & ~lossy, steps.source)
