@@ -36,6 +36,7 @@ from tracelens.renderers.jsonout import analyze_dict
 FUZZ = settings(  # TRACELENS_FUZZ_EXAMPLES=2000 to hunt for bugs locally; the default keeps CI fast
     max_examples=int(os.environ.get("TRACELENS_FUZZ_EXAMPLES", "60")),
     deadline=None,
+    database=None,  # no .hypothesis/ folder in the checkout
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -341,6 +342,26 @@ def test_garbage_bytes_never_crash(base: str, edits: list[tuple[float, bytes, in
         data[at : at + remove] = garbage
     with tempfile.TemporaryDirectory() as folder:
         path = _write(Path(folder), bytes(data), compress)
+        trace = _load_or_unusable(path)
+        if trace is not None:
+            check_invariants(trace)
+        assert (_check_cli(path) is None) == (trace is None)
+
+
+@FUZZ
+@given(
+    base=st.sampled_from(sorted(BASES)),
+    mutations=st.lists(mutation, max_size=3),
+    cut=st.floats(0, 1),
+    compress=st.booleans(),
+)
+def test_traces_cut_anywhere_never_crash(base: str, mutations: list[Mutation], cut: float, compress: bool) -> None:
+    data = _serialize(_mutate(BASES[base], mutations), False)
+    if compress:
+        data = gzip.compress(data, mtime=0)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / ("t.json.gz" if compress else "t.json")
+        path.write_bytes(data[: int(cut * len(data))])
         trace = _load_or_unusable(path)
         if trace is not None:
             check_invariants(trace)

@@ -168,3 +168,23 @@ def test_golden_recorded_variants_kernels_per_step(variant: str, kernels_per_ste
     assert golden["trace"]["run"]["variant"] == variant
     assert golden["per_step"]["kernels"] == kernels_per_step
     assert {row["kernels"] for row in golden["step_table"]} == {kernels_per_step}
+
+
+@pytest.mark.parametrize("name", list(CORPUS) or [pytest.param("none", marks=pytest.mark.skip("no corpus"))])
+def test_golden_figures_are_consistent(name: str) -> None:
+    """Invariants every stored result satisfies: attributed kernels ≤ kernels in the file, GPU busy ≤ span
+    (per GPU), the CPU span within the step span, per-step medians within the range of the steps."""
+    golden = _golden(name)
+    kernels_in_file = golden["trace"]["events_by_kind"].get("kernel", 0)
+    rows = golden["step_table"]
+    assert sum(row["kernels"] for row in rows) <= kernels_in_file
+    assert golden["steps"] == len(rows) == len(golden["step_numbers"])
+    n_gpus = max(1, len(golden["trace"]["gpus"]))
+    for row in rows:
+        assert row["complete"] is True
+        assert row["gpu_busy_us"] <= row["step_us"] * n_gpus + 1e-6
+        assert row["cpu_us"] <= row["step_us"] + 1e-6
+    for key, value in golden["per_step"].items():
+        if rows:
+            assert min(row[key] for row in rows) <= value <= max(row[key] for row in rows)
+    assert sum(k["calls"] for k in golden["kernels"]) == sum(r["kernels"] + r["memcpy"] + r["memset"] for r in rows)
