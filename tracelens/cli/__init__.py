@@ -9,6 +9,7 @@ from typing import Protocol
 
 from tracelens import __version__
 from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.annotate import AnnotateCommand
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
 
@@ -18,6 +19,7 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
   tracelens report traces/h200/eager_mlp.json.gz
+  tracelens annotate traces/h200/eager_mlp.json.gz -o eager_mlp.annotated.json.gz
 """
 
 
@@ -31,7 +33,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand(), ReportCommand()]
+COMMANDS: list[Command] = [AnalyzeCommand(), ReportCommand(), AnnotateCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

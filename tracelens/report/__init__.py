@@ -46,7 +46,7 @@ def build_report(
     sections: list[Section] = []
     if several:
         sections.append(comparison_section(list(zip(labels, (r for _, r in inputs), strict=True))))
-    budget = max(1000, max_slices // len(inputs))
+    budget = max(0, max_slices) // len(inputs)
     for index, ((trace, report), label) in enumerate(zip(inputs, labels, strict=True)):
         prefix = f"t{index}-" if several else ""
         sections += trace_sections(trace, report, prefix, label if several else "", budget, focus_step)

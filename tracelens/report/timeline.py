@@ -65,7 +65,7 @@ def timeline_panel(
     for label, color, mask in _groups(trace, lanes, category):
         chosen = mask & detailed
         if chosen.any():
-            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px)
+            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category)
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px)
     _lay_out_figure(fig, trace, lanes, selection.focus, height)
@@ -143,6 +143,7 @@ def _add_slices(
     color: str,
     op_of_row: np.ndarray,
     bar_px: float,
+    category: np.ndarray,
 ) -> None:
     rows = lanes.rows[picks]
     y = lanes.y[picks]
@@ -156,7 +157,7 @@ def _add_slices(
             mode="lines",
             line={"width": 0, "color": color},
             showlegend=False,
-            text=_hover_texts(trace, rows, op_of_row),
+            text=_hover_texts(trace, rows, op_of_row, category),
             hoverinfo="text",
             name=label,
             legendgroup=label,
@@ -184,7 +185,7 @@ def _lane_array(y: np.ndarray) -> np.ndarray:
     return y.astype(np.int16 if y.size == 0 or int(y.max()) < 2**15 else np.int32)
 
 
-def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray) -> list[str]:
+def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray) -> list[str]:
     ev = trace.events
     names = ev.names_at(rows)
     ops = op_of_row[rows]
@@ -195,7 +196,9 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray) -> list[str]:
         rows.tolist(), names, ops.tolist(), op_names, dims_rows.tolist(), strict=True
     ):
         title = short_name(name) if op_row >= 0 or ev.kind[row] == Kind.KERNEL else name
-        parts = [f"<b>{_escape(title)}</b>", f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"]
+        duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
+        code = int(category[row])
+        parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
         if op_row >= 0:
             parts.append(f"launched by: {_escape(op_name)}")
         shapes = _shapes(ev.input_dims[dims_row])
