@@ -3,21 +3,18 @@ request, and hovering a kernel on the timeline shows its tooltip. Skips without 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import browser_page
+from conftest import TRACES, anchor
+from report_helpers import tiny_trace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium import browser_page  # noqa: E402
-from report_helpers import tiny_trace  # noqa: E402
-
-from conftest import TRACES, anchor  # noqa: E402
-from tracelens.analyses import analyze  # noqa: E402
-from tracelens.load import load_trace  # noqa: E402
-from tracelens.renderers.html import HtmlReportRenderer  # noqa: E402
-from tracelens.report import build_report  # noqa: E402
+from tracelens.analyses import analyze
+from tracelens.load import load_trace
+from tracelens.renderers.html import HtmlReportRenderer
+from tracelens.report import build_report
 
 RENDERED = """() => {
   const charts = Array.from(document.querySelectorAll('.plotly-graph-div'));
