@@ -23,9 +23,9 @@ nav { padding: 8px 24px; background: #e5e7eb; font-size: 13px; position: sticky;
 nav a { margin-right: 14px; color: #1f2937; }
 main { padding: 8px 24px 40px; }
 section h2 { font-size: 17px; margin: 22px 0 8px; border-bottom: 1px solid #d1d5db; padding-bottom: 4px; }
-.panels { display: flex; flex-wrap: wrap; gap: 12px; }
+.panels { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
 .panel { background: #fff; border: 1px solid #e5e7eb; border-radius: 6px; padding: 10px 12px; flex: 1 1 520px;
-  min-width: 0; box-sizing: border-box; }
+  min-width: 0; box-sizing: border-box; overflow-x: auto; }
 .panel.wide { flex-basis: 100%; }
 .panel h3 { font-size: 14px; margin: 0 0 6px; }
 .note { font-size: 12px; color: #555; margin: 0 0 6px; }
@@ -89,7 +89,7 @@ def _section(section: Section) -> str:
 
 def _panel(panel: Panel) -> str:
     wide = (panel.figure is not None and "timeline" in panel.id) or (
-        panel.table is not None and len(panel.table.columns) > 6
+        panel.table is not None and len(panel.table.columns) >= 6
     )
     head = f'<div class="panel{" wide" if wide else ""}" id="panel-{_esc(panel.id)}"><h3>{_esc(panel.title)}</h3>'
     note_class = "note unavailable" if panel.figure is None and panel.table is None else "note"

@@ -28,11 +28,12 @@ from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, c
 MAX_SLICES = 40_000
 MAX_BLOCKS = 3_000
 MAX_LINKS = 4_000
-VISIBLE_LINKS = 1_500  # more links than this start hidden (toggle in the legend)
+VISIBLE_LINKS = 300  # more links than this start hidden (toggle in the legend)
 MAX_STEP_BUTTONS = 40
 HALF_HEIGHT = 0.4
 LANE_PX = 20
 MAX_HEIGHT_PX = 1600
+MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 NS_PER_US = 1000.0
@@ -59,7 +60,7 @@ def timeline_panel(
     category = _category_of_rows(trace, gpu)
     op_of_row = np.full(len(trace.events), -1, dtype=np.int64)
     op_of_row[gpu["row"].to_numpy()] = gpu["op_row"].to_numpy()
-    height = int(min(MAX_HEIGHT_PX, max(280, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * lanes.n_lanes)))
+    height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * lanes.n_lanes)))
     bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(lanes.n_lanes, 1), 2)
     fig = go.Figure()
     for label, color, mask in _groups(trace, lanes, category):
