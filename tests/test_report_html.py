@@ -79,3 +79,20 @@ def test_cli_unknown_step_is_a_clean_error(tmp_path: Path, capsys: pytest.Captur
     assert main(["report", str(tiny_trace(tmp_path)), "--step", "9", "-o", str(tmp_path / "x.html")]) == 2
     assert "no step 9" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_html_is_identical_across_processes(tmp_path: Path) -> None:
+    """Different hash seeds (set/dict iteration order) must not change a byte."""
+    import os
+    import subprocess
+    import sys
+
+    trace = tiny_trace(tmp_path)
+    pages = []
+    for seed in ("1", "2"):
+        output = tmp_path / f"seed{seed}.html"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        command = [sys.executable, "-m", "tracelens", "report", str(trace), "-o", str(output)]
+        subprocess.run(command, check=True, env=env, capture_output=True)
+        pages.append(output.read_bytes())
+    assert pages[0] == pages[1]

@@ -14,12 +14,12 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium import ARGS, chromium_path  # noqa: E402
+from chromium import ARGS, chromium_path
 
-from tracelens.analyses import analyze  # noqa: E402
-from tracelens.load import load_trace  # noqa: E402
-from tracelens.renderers.html import HtmlReportRenderer  # noqa: E402
-from tracelens.report import build_report  # noqa: E402
+from tracelens.analyses import analyze
+from tracelens.load import load_trace
+from tracelens.renderers.html import HtmlReportRenderer
+from tracelens.report import build_report
 
 
 def main() -> int:

@@ -155,7 +155,7 @@ def _add_slices(
         go.Scatter(
             x=(start + end) / 2,
             y=_lane_array(y),
-            mode="lines",
+            mode="none",
             line={"width": 0, "color": color},
             showlegend=False,
             text=_hover_texts(trace, rows, op_of_row, category),
@@ -279,7 +279,7 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
         go.Scatter(
             x=(s + e) / 2,
             y=y,
-            mode="lines",
+            mode="none",
             line={"width": 0, "color": AGGREGATED_COLOR},
             text=texts,
             hoverinfo="text",
