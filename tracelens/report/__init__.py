@@ -86,7 +86,13 @@ def trace_sections(
         Section(
             f"{prefix}findings",
             f"{head}Findings",
-            _ids(prefix, findings.bound_panel(report), findings.fusion_panel(report), findings.roofline_panel(report)),
+            _ids(
+                prefix,
+                findings.bound_panel(report),
+                findings.fusion_panel(report),
+                findings.roofline_panel(report),
+                findings.compiled_panel(report),
+            ),
         ),
     ]
 
