@@ -10,6 +10,7 @@ from typing import Protocol
 from tracelens import __version__
 from tracelens.cli.analyze import AnalyzeCommand
 from tracelens.cli.annotate import AnnotateCommand
+from tracelens.cli.compare import CompareCommand
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
 
@@ -18,6 +19,7 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
 
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
+  tracelens compare traces/h200/eager_mlp.json.gz traces/h200/compiled_mlp.json.gz traces/h200/liger_mlp.json.gz
   tracelens report traces/h200/eager_mlp.json.gz
   tracelens annotate traces/h200/eager_mlp.json.gz -o eager_mlp.annotated.json.gz
 """
@@ -33,7 +35,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand(), ReportCommand(), AnnotateCommand()]
+COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand(), ReportCommand(), AnnotateCommand()]
 
 
 class _Parser(argparse.ArgumentParser):
