@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from conftest import kernel, launch, op, step, write_trace
+
+from tests.conftest import kernel, launch, op, step, write_trace
 
 GEMM = "ampere_sgemm_128x64_nn"
 RELU = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::ReluFunctor<float>>(int)"

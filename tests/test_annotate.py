@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_trace
-from report_helpers import GEMM, tiny_events, tiny_trace
 
+from tests.conftest import write_trace
+from tests.report_helpers import GEMM, tiny_events, tiny_trace
 from tracelens.analyses import analyze
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.cli import main

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import ANCHORS, anchor, anchor_traces
-from report_helpers import tiny_trace
 
+from tests.conftest import ANCHORS, anchor, anchor_traces
+from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.load import load_trace

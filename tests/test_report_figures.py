@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_helpers import array, tiny_trace
 
+from tests.report_helpers import array, tiny_trace
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.load import load_trace
 from tracelens.model.kernel_names import CATEGORIES

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from plotly.offline import get_plotlyjs
-from report_helpers import tiny_trace
 
+from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.cli.report import default_output

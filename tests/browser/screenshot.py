@@ -13,9 +13,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium import ARGS, chromium_path
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.browser.chromium import ARGS, chromium_path
 from tracelens.analyses import analyze
 from tracelens.load import load_trace
 from tracelens.renderers.html import HtmlReportRenderer

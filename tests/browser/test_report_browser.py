@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import browser_page
-from conftest import TRACES, anchor
-from report_helpers import tiny_trace
 
+from tests.browser.chromium import browser_page
+from tests.conftest import TRACES, anchor
+from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.load import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
