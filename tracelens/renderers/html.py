@@ -4,6 +4,7 @@ the network), fixed element ids and a fixed order, so the same report gives byte
 from __future__ import annotations
 
 import html
+import json
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -13,6 +14,7 @@ from tracelens import __version__
 from tracelens.report.document import Panel, ReportDocument, Section, Table
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
+DEFAULT_HEIGHT_PX = 450
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #222; background: #f6f7f9; }
@@ -65,6 +67,7 @@ class HtmlReportRenderer:
         parts += [_section(section) for section in result.sections]
         parts += [
             "</main>",
+            _plot_script(result),
             f"<footer>Written by tracelens {_esc(__version__)}. Self-contained: works offline.</footer>",
             "</body>",
             "</html>",
@@ -96,24 +99,36 @@ def _panel(panel: Panel) -> str:
     note = f'<p class="{note_class}">{_esc(panel.note)}</p>' if panel.note else ""
     body = ""
     if panel.figure is not None:
-        body = figure_html(panel.figure, f"chart-{panel.id}")
+        body = chart_div(panel.figure, f"chart-{panel.id}")
     elif panel.table is not None:
         body = _table(panel.table)
     return f"{head}{note}{body}</div>"
 
 
-def figure_html(figure: go.Figure, div_id: str) -> str:
-    """The chart's div and script (no plotly.js), with a fixed div id."""
-    return str(
-        pio.to_html(
-            figure,
-            full_html=False,
-            include_plotlyjs=False,
-            div_id=div_id,
-            config=PLOTLY_CONFIG,
-            validate=False,
-        )
+def chart_div(figure: go.Figure, div_id: str) -> str:
+    """The empty element a chart is drawn into (by the script at the end of the page)."""
+    height = figure.layout.height or DEFAULT_HEIGHT_PX
+    return f'<div id="{_esc(div_id)}" class="plotly-graph-div" style="height:{int(height)}px; width:100%;"></div>'
+
+
+def _plot_script(document: ReportDocument) -> str:
+    """One script after every panel exists (so each chart gets its final width) that draws the charts in
+    page order."""
+    config = json.dumps(PLOTLY_CONFIG, sort_keys=True)
+    body = "\n".join(_draw(panel_id, figure, config) for panel_id, figure in document.figures())
+    return f'<script type="text/javascript">\n{body}\n</script>'
+
+
+def _draw(panel_id: str, figure: go.Figure, config: str) -> str:
+    figure_json = _figure_json(figure)
+    return (
+        f'(function () {{ var f = {figure_json}; Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config}); }})();'
     )
+
+
+def _figure_json(figure: go.Figure) -> str:
+    """The figure as JSON safe inside a script element (plotly escapes `<`, `>` and `/`)."""
+    return str(pio.to_json(figure, validate=False))
 
 
 def _table(table: Table) -> str:

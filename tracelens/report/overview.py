@@ -38,9 +38,9 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
         ("steps", f"{summary.steps} analyzed ({facts.step_source})"),
         ("uncompressed size", f"{facts.uncompressed_bytes / 1e6:,.1f} MB"),
     ]
-    for key, value in sorted(facts.run.items()):
-        if isinstance(value, str | int | float | bool):
-            rows.append((f"run: {key}", format_value(value)))
+    run = [f"{key}={format_value(value)}" for key, value in sorted(facts.run.items()) if _plain(value)]
+    if run:
+        rows.append(("recorded run", ", ".join(run)))
     return Panel(id=panel_id, title="Trace", table=Table(("", ""), tuple(rows)))
 
 
@@ -54,3 +54,7 @@ def per_step_panel(summary: Summary, panel_id: str = "per-step") -> Panel:
     rows = [("median", *per_step_row(summary.per_step))]
     rows += [(str(row.number), *per_step_row(row)) for row in summary.step_table[:50]]
     return Panel(id=panel_id, title="Per step (median first)", table=Table(columns, tuple(rows)))
+
+
+def _plain(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
