@@ -144,7 +144,8 @@ def test_breakdowns(tiny: tuple) -> None:
 
 
 def test_findings_say_not_available_without_the_analyses(tiny: tuple) -> None:
-    document = build_report([tiny])
+    trace, report = tiny
+    document = build_report([(trace, AnalysisReport(summary=report.summary))])
     for panel_id in ("bound", "fusion", "roofline", "dispatch", "gpu-idle", "compiled"):
         panel = document.panel(panel_id)
         assert panel.figure is None and panel.table is None

@@ -211,6 +211,9 @@ def _add_roofs(fig: go.Figure, roofline: Any, rows: list[Any]) -> None:
     """One roof per dtype peak: min(peak, intensity × bandwidth), over the plotted intensity range."""
     bandwidth = getattr(roofline, "peak_tbps", None)
     peaks = dict(getattr(roofline, "peaks_tflops", None) or {})
+    used = {str(getattr(r, "dtype", "")) for r in rows}
+    if used & set(peaks):  # only the roofs of the dtypes on the chart
+        peaks = {dtype: peak for dtype, peak in peaks.items() if dtype in used}
     if not peaks:
         return
     low = min(float(r.intensity_flop_per_byte) for r in rows) / 4
