@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import recorded_trace
 from tests.report_helpers import array, tiny_trace
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.load import load_trace
@@ -180,6 +181,21 @@ def test_comparison_of_two_traces(tmp_path: Path) -> None:
     gpu = document.panel("compare-gpu").figure.to_dict()["data"]
     assert [t["name"] for t in gpu] == ["gemm", "elementwise"]
     assert array(gpu[0]["y"]).tolist() == [20.0, 20.0]
+    counts = document.panel("compare-kernels").figure.to_dict()["data"]
+    assert [(t["name"], array(t["y"]).tolist()) for t in counts] == [("gemm", [1.0, 1.0]), ("elementwise", [1.0, 1.0])]
     assert document.panel("t0-timeline").figure is not None and document.panel("t1-timeline").figure is not None
     ids = [p.id for s in document.sections for p in s.panels]
     assert len(ids) == len(set(ids))
+
+
+def test_comparison_of_the_recorded_mlp_study() -> None:
+    """eager_mlp, compiled_mlp, liger_mlp: 5, 4 and 4 kernels per step; the fused variants' kernels are listed
+    with the eager ops they replace."""
+    paths = [recorded_trace(f"h200/{name}.json.gz") for name in ("eager_mlp", "compiled_mlp", "liger_mlp")]
+    inputs = [(trace, analyze(trace)) for trace in map(load_trace, paths)]
+    document = build_report(inputs)
+    table = document.panel("compare-table").table
+    assert table is not None
+    assert [(row[0], row[2]) for row in table.rows] == [("eager_mlp", "5"), ("compiled_mlp", "4"), ("liger_mlp", "4")]
+    fusions = document.panel("compare-fusions").table
+    assert fusions is not None and {row[0] for row in fusions.rows} == {"compiled_mlp", "liger_mlp"}

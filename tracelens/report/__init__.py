@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tracelens.analyses import AnalysisReport
+from tracelens.analyses.compare import variant_name
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.model.trace import Trace
 from tracelens.report import breakdowns, findings
@@ -19,20 +20,9 @@ from tracelens.report.document import Panel, ReportDocument, Section, Table
 from tracelens.report.overview import facts_panel, per_step_panel
 from tracelens.report.timeline import MAX_SLICES, timeline_panel
 
-__all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report", "variant_label"]
+__all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
 Input = tuple[Trace, AnalysisReport]
-
-
-def variant_label(trace: Trace) -> str:
-    """The recorded variant name (`tracelens_run.variant`), else the file name without `.json[.gz]`."""
-    variant = trace.meta.run.get("variant")
-    if isinstance(variant, str) and variant:
-        return variant
-    name = trace.path.name if trace.path else "trace"
-    for suffix in (".gz", ".json"):
-        name = name.removesuffix(suffix)
-    return name
 
 
 def build_report(
@@ -41,11 +31,11 @@ def build_report(
     """The report of one trace, or of several with a comparison first."""
     if not inputs:
         raise ValueError("build_report needs at least one trace")
-    labels = _unique_labels([variant_label(trace) for trace, _ in inputs])
+    labels = _unique_labels([variant_name(trace) for trace, _ in inputs])
     several = len(inputs) > 1
     sections: list[Section] = []
     if several:
-        sections.append(comparison_section(list(zip(labels, (r for _, r in inputs), strict=True))))
+        sections.append(comparison_section([(label, t, r) for label, (t, r) in zip(labels, inputs, strict=True)]))
     budget = max(0, max_slices) // len(inputs)
     for index, ((trace, report), label) in enumerate(zip(inputs, labels, strict=True)):
         prefix = f"t{index}-" if several else ""
