@@ -10,6 +10,15 @@ from rich.text import Text
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.text_analyses import (
+    api_table,
+    bound_steps_table,
+    bound_text,
+    compiled_parts,
+    dispatch_table,
+    fusion_table,
+    roofline_table,
+)
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -160,6 +169,22 @@ def op_table(summary: Summary) -> Table:
     return table
 
 
+def analysis_parts(report: AnalysisReport) -> list[Table | Text]:
+    """The later analyses' sections, in reading order: bound, dispatch, fusion, roofline, torch.compile."""
+    parts: list[Table | Text | None] = []
+    if report.compiled:
+        parts.extend(compiled_parts(report.compiled))
+    if report.bound:
+        parts += [bound_text(report.bound), bound_steps_table(report.bound)]
+    if report.dispatch:
+        parts += [dispatch_table(report.dispatch), api_table(report.dispatch)]
+    if report.fusion:
+        parts.append(fusion_table(report.fusion))
+    if report.roofline:
+        parts.append(roofline_table(report.roofline))
+    return [p for p in parts if p is not None]
+
+
 class AnalyzeTextRenderer:
     output_file_extension = ".txt"
 
@@ -177,6 +202,8 @@ class AnalyzeTextRenderer:
             console.print(kernel_table(summary))
         if summary.ops:
             console.print(op_table(summary))
+        for part in analysis_parts(result):
+            console.print(part)
         for warning in summary.warnings:
             console.print(Text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)
