@@ -4,12 +4,12 @@ Contract: `analyze_bound(trace, window, dispatch_us_per_step) -> Bound`; pure.
 
 Per device, GPU activity (kernels, copies, memsets on all streams) is merged into busy intervals. Each idle gap
 ends at the activity that starts the next busy interval and belongs to that activity's step. Its cause:
-- `sync`: a synchronisation or blocking host copy on the CPU overlapped the gap (the CPU could not run ahead);
-- `launch`: the activity's launch was issued after the GPU went idle and the activity started within
-  `LAUNCH_SLACK_NS` of the launch call returning: the GPU waited for the CPU to dispatch it (exposed dispatch);
-- `other`: nothing runnable was queued for another reason (cross-stream waits, work issued long before, no launch).
-Verdict: "cpu" when launch waits exceed GPU busy time; "gpu" when launch waits are under
-`GPU_BOUND_MAX_LAUNCH_WAIT` of the GPU span and the GPU is busy at least `GPU_BOUND_MIN_BUSY` of it; else "mixed".
+- `sync`: until the CPU returned from a synchronisation or blocking host copy that overlapped the gap;
+- `launch`: the rest, when the activity's launch call returned after that point and the activity started within
+  `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it (exposed dispatch);
+- `other`: the rest otherwise: work was queued but waited (cross-stream events), or no launch is recorded.
+Verdict: "cpu" when launch waits exceed GPU busy time; "gpu" when the GPU is busy at least `GPU_BOUND_MIN_BUSY`
+of its span (busy + idle); else "mixed".
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from tracelens.model.trace import Trace
 
 NS_PER_US = 1000.0
 LAUNCH_SLACK_NS = 10_000
-GPU_BOUND_MAX_LAUNCH_WAIT = 0.10
-GPU_BOUND_MIN_BUSY = 0.50
+GPU_BOUND_MIN_BUSY = 0.75
 CAUSES = ("launch", "sync", "other")
 
 
@@ -109,33 +108,49 @@ def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
-    """Cause index (into CAUSES) of each gap row (rows without a gap get "other" and length 0)."""
-    length = (gaps["gap_end_ns"] - gaps["gap_start_ns"]).to_numpy()
+    """Nanoseconds of each gap charged to each cause, shape (len(gaps), len(CAUSES)).
+
+    The part of a gap until the last overlapping sync returns is `sync`; the rest is `launch` when the activity
+    ending the gap was launched by a call that returned after that point and it started within
+    `LAUNCH_SLACK_NS` of the call returning, else `other`.
+    """
     start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+    length = np.maximum(end - start, 0)
     launch_ts, launch_end = gaps["launch_ts_ns"].to_numpy(), gaps["launch_end_ns"].to_numpy()
-    cause = np.full(length.size, CAUSES.index("other"), dtype=np.int8)
-    waited_for_launch = (launch_ts >= 0) & (launch_ts >= start) & (end <= launch_end + LAUNCH_SLACK_NS)
-    cause[waited_for_launch] = CAUSES.index("launch")
-    cause[_overlaps_sync(trace, start, end)] = CAUSES.index("sync")
-    cause[length <= 0] = CAUSES.index("other")
-    return cause
+    boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
+    rest_start = np.maximum(start, boundary)
+    waited = (launch_ts >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
+    amounts = np.zeros((start.size, len(CAUSES)), dtype=np.float64)
+    amounts[:, CAUSES.index("sync")] = boundary - start
+    rest = np.maximum(end - rest_start, 0) * (length > 0)
+    amounts[:, CAUSES.index("launch")] = np.where(waited, rest, 0)
+    amounts[:, CAUSES.index("other")] = np.where(waited, 0, rest)
+    return amounts
 
 
-def _overlaps_sync(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each gap: when the CPU left the last sync overlapping it (gap end if a sync outlasts the gap,
+    gap start if none overlaps)."""
     ev = trace.events
     layer = classify_layers(trace)
     sync = np.flatnonzero(np.isin(ev.kind, np.array(API_KINDS, np.int8)) & (layer == LAYERS.index("sync")))
-    if sync.size == 0:
-        return np.zeros(start.size, dtype=bool)
+    release = start.copy()
+    if sync.size == 0 or start.size == 0:
+        return release
     order = np.argsort(ev.end_ns[sync], kind="stable")
     sync_end, sync_start = ev.end_ns[sync][order], ev.ts_ns[sync][order]
-    # latest-starting sync among those ending at or after the gap start
     suffix_min_start = np.minimum.accumulate(sync_start[::-1])[::-1]
-    first = np.searchsorted(sync_end, start, side="left")
-    inside = first < sync_end.size
-    hit = np.zeros(start.size, dtype=bool)
-    hit[inside] = suffix_min_start[first[inside]] < end[inside]
-    return hit
+    last = np.searchsorted(sync_end, end, side="right") - 1  # last sync ending at or before the gap end
+    has_last = last >= 0
+    ends_inside = np.zeros(start.size, dtype=bool)
+    ends_inside[has_last] = sync_end[last[has_last]] > start[has_last]
+    release[ends_inside] = sync_end[last[ends_inside]]
+    later = last + 1
+    has_later = later < sync_end.size
+    outlasts = np.zeros(start.size, dtype=bool)
+    outlasts[has_later] = suffix_min_start[later[has_later]] < end[has_later]
+    release[outlasts] = end[outlasts]
+    return release
 
 
 def analyze_bound(trace: Trace, window: Window, dispatch_us_per_step: float) -> Bound:
@@ -144,14 +159,15 @@ def analyze_bound(trace: Trace, window: Window, dispatch_us_per_step: float) -> 
     n = max(window.n_steps, 1)
     if gaps.empty:
         return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, 0.0, [])
-    cause = classify_gaps(trace, gaps)
-    length_us = np.maximum(0, (gaps["gap_end_ns"] - gaps["gap_start_ns"]).to_numpy()) / NS_PER_US
+    amounts_us = classify_gaps(trace, gaps) / NS_PER_US
+    length_us = amounts_us.sum(axis=1)
     busy_us = gaps["busy_ns"].to_numpy() / NS_PER_US
     lookup = np.full(len(trace.steps), -1, dtype=np.int64)
     lookup[window.step_indices] = np.arange(window.n_steps)
     slot = lookup[gaps["step"].to_numpy()]
     grid = np.zeros((window.n_steps, len(CAUSES) + 1))
-    np.add.at(grid, (slot, cause), length_us)
+    for cause in range(len(CAUSES)):
+        np.add.at(grid[:, cause], slot, amounts_us[:, cause])
     np.add.at(grid[:, len(CAUSES)], slot, busy_us)
     steps = [
         StepBound(int(num), _r(g[3]), _r(g[0]), _r(g[1]), _r(g[2]), verdict(g[3], g[0], g[1] + g[2]))
@@ -179,7 +195,7 @@ def verdict(busy_us: float, launch_wait_us: float, other_idle_us: float) -> str:
         return "unknown"
     if launch_wait_us > busy_us:
         return "cpu"
-    if launch_wait_us <= GPU_BOUND_MAX_LAUNCH_WAIT * span and busy_us >= GPU_BOUND_MIN_BUSY * span:
+    if busy_us >= GPU_BOUND_MIN_BUSY * span:
         return "gpu"
     return "mixed"
 

@@ -276,17 +276,25 @@ def decode_inductor_ops(kernel_name: str) -> list[str]:
         return []
     text, ops = match.group("ops"), []
     while text:
-        text = text.lstrip("_")
-        for token in _KNOWN_TOKENS:
-            if text.startswith(token) and (len(text) == len(token) or text[len(token)] == "_"):
-                ops.append(token)
-                text = text[len(token) :]
-                break
-        else:
-            word, _, text = text.partition("_")
-            if word:
-                ops.append(word)
+        offset = 0
+        token = _known_prefix(text)
+        if token is None and text.startswith("_"):
+            offset, token = 1, _known_prefix(text[1:])
+        if token is not None:
+            ops.append(token)
+            text = text[offset + len(token) :]
+            continue
+        word, _, text = text.lstrip("_").partition("_")
+        if word:
+            ops.append(word)
     return ops
+
+
+def _known_prefix(text: str) -> str | None:
+    for token in _KNOWN_TOKENS:
+        if text.startswith(token) and (len(text) == len(token) or text[len(token)] == "_"):
+            return token
+    return None
 
 
 def _inductor(kernel_name: str, shapes: OpShapes) -> OpModel:

@@ -228,8 +228,8 @@ def _row(name: str, r: pd.Series, peaks: Peaks) -> RooflineRow:
         ops=str(r["ops"]),
         dtype=str(r["dtype"]),
         calls=calls,
-        gflop_per_call=round(flops / calls / 1e9, 6),
-        mb_per_call=round(moved / calls / 1e6, 6),
+        gflop_per_call=_sig(flops / calls / 1e9),
+        mb_per_call=_sig(moved / calls / 1e6),
         mean_us=round(float(r["dur_ns"]) / calls / 1000, 3),
         intensity_flop_per_byte=round(intensity, 3) if intensity is not None else None,
         achieved_tflops=round(tflops, 3),
@@ -239,3 +239,8 @@ def _row(name: str, r: pd.Series, peaks: Peaks) -> RooflineRow:
         limit="compute" if compute_bound else "memory",
         pct_of_peak=round(pct, 2) if pct is not None else None,
     )
+
+
+def _sig(value: float, digits: int = 6) -> float:
+    """`value` to `digits` significant digits (tiny kernels keep their figures)."""
+    return float(f"{value:.{digits}g}")

@@ -82,7 +82,14 @@ def op_shapes(events: EventTable, row: int) -> OpShapes | None:
 
 
 @lru_cache(maxsize=32768)
-def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes) -> OpShapes | None:
+def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_only: bool = False) -> OpShapes | None:
+    """Decode the three raw args; with `dims_only`, every list of ints counts as a tensor (dtype unknown)."""
+    if dims_only:
+        try:
+            dims = json.loads(dims_raw)
+        except ValueError:
+            return None
+        return OpShapes(tuple(_tensor(d, "float") for d in dims) if isinstance(dims, list) else (), ())
     try:
         dims, types, concrete = json.loads(dims_raw), json.loads(types_raw), json.loads(concrete_raw)
     except ValueError:
