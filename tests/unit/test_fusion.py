@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
-from tests.unit.tiny import BF16x1, BF16x2, GELU_KERNEL, MUL_KERNEL, cpu_bound_events, load_events
+from tests.unit.tiny import GELU_KERNEL, MUL_KERNEL, BF16x1, BF16x2, cpu_bound_events, load_events
 from tracelens.analyses.fusion import analyze_fusion
 from tracelens.analyses.window import select_window
 

@@ -53,7 +53,7 @@ class Fusion:
 
 
 def analyze_fusion(trace: Trace, window: Window, models: pd.DataFrame | None = None) -> Fusion:
-    ev, links = trace.events, trace.links
+    ev = trace.events
     models = kernel_models(trace, window) if models is None else models
     shapes_recorded = bool(np.any(ev.input_dims != None))  # noqa: E711 - elementwise on an object array
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
