@@ -28,7 +28,7 @@ def compiled_step(number: int, t0: float, compile_inside: bool = False) -> list[
 
 def test_regions_graph_breaks_recompiles_and_compile_steps_excluded(tmp_path: Path) -> None:
     events = compiled_step(1, 0, compile_inside=True) + compiled_step(2, 100) + compiled_step(3, 200)
-    trace = load_events(tmp_path, events + [op("tail", 300, 1)])
+    trace = load_events(tmp_path, [*events, op("tail", 300, 1)])
     result = analyze_compiled(trace, select_window(trace))
     assert result.frames == [0, 1] and result.graph_breaks == 1
     assert result.recompiles == ["Torch-Compiled Region: 0/1"]
