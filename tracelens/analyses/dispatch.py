@@ -260,18 +260,25 @@ def _api_calls(trace: Trace, window: Window, layer: np.ndarray, n_steps: int) ->
     ]
 
 
-def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
-    """Latency distribution over all launches, then per launch API."""
+def launch_latencies(trace: Trace, window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """(launch call rows, µs from each call's start to the first GPU start of what it launched) in the window."""
     ev, links = trace.events, trace.links
     gpu = np.flatnonzero(links.launch >= 0)
     gpu = gpu[window.in_window[gpu]]
     if gpu.size == 0:
-        return []
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
     first_start = np.full(len(ev), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_start, links.launch[gpu], ev.ts_ns[gpu])
     launches = np.unique(links.launch[gpu])
-    latency_us = (first_start[launches] - ev.ts_ns[launches]) / NS_PER_US
-    names = np.asarray(ev.names_at(launches), dtype=object)
+    return launches, (first_start[launches] - ev.ts_ns[launches]) / NS_PER_US
+
+
+def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
+    """Latency distribution over all launches, then per launch API."""
+    launches, latency_us = launch_latencies(trace, window)
+    if launches.size == 0:
+        return []
+    names = np.asarray(trace.events.names_at(launches), dtype=object)
     result = [_latency("all", latency_us)]
     for api in sorted(set(names.tolist())):
         result.append(_latency(str(api), latency_us[names == api]))
