@@ -63,3 +63,20 @@ def test_cuda_graph_replay_kernels_belong_to_the_launch_and_region(tmp_path: Pat
         1.0,
     )
     assert (replay.kernels_per_replay, replay.gpu_us_per_replay) == (3.0, 10.0)
+
+
+def test_compile_time_is_taken_out_of_gpu_idle_when_no_step_is_free_of_it(tmp_path: Path) -> None:
+    events = [
+        op("aten::mm", 0, 5, ext=1),
+        launch("cudaLaunchKernel", 1, 2, correlation=1, ext=1),
+        kernel("gemm_kernel", 5, 5, correlation=1),  # GPU busy 5-10
+        op("compile_fx_inner (dynamo_timed)", 20, 60, cat="user_annotation"),  # compiling 20-80
+        op("aten::mul", 84, 6, ext=2),
+        launch("cudaLaunchKernel", 85, 4, correlation=2, ext=2),
+        kernel("vectorized_elementwise_kernel", 90, 2, correlation=2),  # gap 10-90
+    ]
+    trace = load_events(tmp_path, events)
+    report = analyze(trace)
+    assert report.compiled is not None and report.compiled.excluded_events == 1
+    assert report.bound is not None
+    assert report.bound.launch_wait_us_per_step == 20.0  # the 80 µs gap less the 60 µs of compilation

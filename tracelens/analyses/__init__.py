@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracelens.analyses.bound import Bound, analyze_bound
-from tracelens.analyses.compiled import Compiled, analyze_compiled, steady_window
+from tracelens.analyses.compiled import Compiled, analyze_compiled, compile_intervals, steady_window
 from tracelens.analyses.devices import PeakOverride
 from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
 from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
@@ -43,7 +43,9 @@ def analyze(trace: Trace, step: int | None = None, peaks: PeakOverride | None = 
     return AnalysisReport(
         summary=summary,
         dispatch=dispatch,
-        bound=analyze_bound(trace, steady, dispatch.dispatch_us_per_step),
+        bound=analyze_bound(
+            trace, steady, dispatch.dispatch_us_per_step, compile_intervals(trace) if compiled.excluded_events else None
+        ),
         fusion=analyze_fusion(trace, steady, models),
         roofline=analyze_roofline(trace, steady, peaks, models),
         compiled=compiled,

@@ -54,7 +54,7 @@ class Bound:
     sync_wait_us_per_step: float
     other_idle_us_per_step: float
     dispatch_us_per_step: float
-    exposed_dispatch_us_per_step: float  # == launch waits: dispatch time the GPU actually waited for
+    exposed_dispatch_us_per_step: float  # launch waits, at most the dispatch time: dispatch the GPU waited for
     exposed_dispatch_pct: float | None
     gaps_per_step: float
     steps: list[StepBound]
@@ -153,13 +153,21 @@ def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarra
     return release
 
 
-def analyze_bound(trace: Trace, window: Window, dispatch_us_per_step: float) -> Bound:
+def analyze_bound(
+    trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None
+) -> Bound:
+    """`excluded`: merged (k, 2) ns intervals (e.g. compilation) whose time is taken out of every gap."""
     gaps = gap_table(trace, by="device")
     gaps = gaps[window.in_window[gaps["row"].to_numpy()]] if len(gaps) else gaps
     n = max(window.n_steps, 1)
     if gaps.empty:
         return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, 0.0, [])
     amounts_us = classify_gaps(trace, gaps) / NS_PER_US
+    if excluded is not None and excluded.shape[0]:
+        start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+        length = np.maximum(end - start, 0).astype(np.float64)
+        kept = length - _covered(excluded, start, end)
+        amounts_us *= np.divide(kept, length, out=np.zeros_like(length), where=length > 0)[:, None]
     length_us = amounts_us.sum(axis=1)
     busy_us = gaps["busy_ns"].to_numpy() / NS_PER_US
     lookup = np.full(len(trace.steps), -1, dtype=np.int64)
@@ -174,7 +182,7 @@ def analyze_bound(trace: Trace, window: Window, dispatch_us_per_step: float) -> 
         for num, g in zip(window.step_numbers, grid, strict=True)
     ]
     total = grid.sum(axis=0) / n
-    exposed = float(total[0])
+    exposed = min(float(total[0]), dispatch_us_per_step)
     return Bound(
         bound=verdict(total[3], total[0], total[1] + total[2]),
         gpu_busy_us_per_step=_r(total[3]),
@@ -187,6 +195,19 @@ def analyze_bound(trace: Trace, window: Window, dispatch_us_per_step: float) -> 
         gaps_per_step=_r(np.count_nonzero(length_us > 0) / n),
         steps=steps,
     )
+
+
+def _covered(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Length of [start, end) covered by sorted, disjoint `intervals` (k, 2), for each row."""
+    lengths = intervals[:, 1] - intervals[:, 0]
+    cumulative = np.concatenate(([0], np.cumsum(lengths)))
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(intervals[:, 0], t, side="right")  # intervals starting at or before t
+        inside = np.clip(t - intervals[np.maximum(i - 1, 0), 0], 0, lengths[np.maximum(i - 1, 0)])
+        return cumulative[np.maximum(i - 1, 0)] + np.where(i > 0, inside, 0)
+
+    return np.maximum(covered_before(end) - covered_before(start), 0).astype(np.float64)
 
 
 def verdict(busy_us: float, launch_wait_us: float, other_idle_us: float) -> str:

@@ -31,6 +31,8 @@ def bound_text(bound: Bound) -> Text:
         f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {bound.dispatch_us_per_step:,.1f} µs "
         f"CPU dispatch per step{pct} left the GPU waiting; the rest was hidden behind GPU work.\n"
     )
+    if bound.launch_wait_us_per_step > bound.dispatch_us_per_step:
+        text.append("(The GPU waited longer than all dispatch took: Python and other host work were exposed too.)\n")
     text.append(
         f"GPU per step: busy {bound.gpu_busy_us_per_step:,.1f} µs; idle waiting for launches "
         f"{bound.launch_wait_us_per_step:,.1f} µs, on syncs/host copies {bound.sync_wait_us_per_step:,.1f} µs, "
