@@ -9,6 +9,7 @@ from typing import Protocol
 
 from tracelens import __version__
 from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.check import CheckCommand
 from tracelens.errors import TracelensError
 
 DESCRIPTION = """\
@@ -16,6 +17,7 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
 
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
+  tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
 """
 
 
@@ -29,7 +31,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand()]
+COMMANDS: list[Command] = [AnalyzeCommand(), CheckCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

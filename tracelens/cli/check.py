@@ -1,0 +1,39 @@
+"""`tracelens check TRACE... --expect HYPOTHESES.toml`: each guess HELD or WRONG, with what the trace says."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
+from tracelens.cli.output import check_writable, emit
+from tracelens.hypotheses import check_document, evaluate, load_hypotheses
+from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult, CheckTextRenderer
+
+
+class CheckCommand:
+    """Check hypotheses (a TOML file) against traces: exit 0 all held, 1 any wrong, 2 malformed input."""
+
+    name = "check"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="Kineto traces (.json/.json.gz)")
+        parser.add_argument(
+            "--expect", required=True, type=Path, metavar="HYPOTHESES.toml", help="the hypotheses to check"
+        )
+        parser.add_argument("--step", type=int, help="check only ProfilerStep#N of every trace")
+        add_format_argument(parser)
+        add_output_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.output is not None:
+            check_writable(args.output, args.force)
+        hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
+        documents = [check_document(load_with_feedback(path), args.step) for path in args.traces]
+        result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
+        if args.format == "json":
+            text = CheckJsonRenderer().render(result)
+        else:
+            text = CheckTextRenderer(color=use_color() and args.output is None).render(result)
+        emit(text, args.output, args.force)
+        return 1 if result.wrong else 0
