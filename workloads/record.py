@@ -43,7 +43,7 @@ from .models import (
     make_liger_mlp,
 )
 from .profiling import environment, record_trace, run_meta, synchronize
-from .timing import time_fn
+from .timing import interleaved_times, time_fn
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192")
@@ -122,6 +122,27 @@ class Recorder:
         med = t.get("cuda_event_ms", t["host_sync_ms"])["median"]
         log("%s: trace %s (%d B); median %.4f ms (%s)" % (
             name, path, size, med, "cuda events" if "cuda_event_ms" in t else "host"))
+        return fn
+
+    def interleave(self, folder, group, fns, grad=False):
+        """Time the variants of one group round-robin (less exposed to clock
+        drift and ordering than the per-variant runs)."""
+        if self.device.type != "cuda" or len(fns) < 2:
+            return
+        try:
+            res = interleaved_times(fns, self.device, rounds=self.args.interleave_rounds, per_round=10, grad=grad)
+        except Exception as exc:
+            log("FAILED interleaved timing of %s: %r" % (group, exc))
+            traceback.print_exc()
+            self.failed.append("interleaved " + group)
+            return
+        path = self._timings_path(folder)
+        doc = self._timings[path]
+        doc.setdefault("interleaved", {})[group] = res
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1, sort_keys=False)
+        log("interleaved %s: %s" % (group, ", ".join(
+            "%s %.4f" % (k, v["cuda_event_ms"]["median"]) for k, v in res.items())))
 
     def guarded(self, folder, name, thunk):
         try:
@@ -145,6 +166,7 @@ class Recorder:
         with torch.no_grad():
             refs = {"linear": lin(x), "mlp": mlp(x)}
         liger_ok, why = liger_status(dev)
+        fns = {}
         for v in variants:
             name = prefix + v + suffix
             meta = run_meta(self.env, variant=v, tokens=tokens, hidden=hidden, intermediate=intermediate,
@@ -166,9 +188,10 @@ class Recorder:
                     model = compile_fn(copy.deepcopy(base), backend=self.backend)
                 else:
                     model = make_liger_mlp(mlp).eval()
-                self.run_one(folder, name, lambda: model(x), refs[kind], meta)
+                fns[name] = self.run_one(folder, name, lambda: model(x), refs[kind], meta)
 
             self.guarded(folder, name, thunk)
+        self.interleave(folder, "%s*%s" % (prefix, suffix), fns)
 
     def sweep(self, folder):
         a = self.args
@@ -185,6 +208,7 @@ class Recorder:
         with torch.no_grad():
             ref = mlp(x)
         liger_ok, why = liger_status(dev)
+        fns = {}
         for v in MLP_VARIANTS:
             name = "train_" + v
             if v == "liger_mlp" and not liger_ok:
@@ -217,10 +241,11 @@ class Recorder:
                                 dtype=a.dtype, mode="train", optimizer="AdamW(lr=1e-5, foreach default)",
                                 backward="y.backward(randn grad)",
                                 compile_backend=self.backend if v.startswith("compiled") else None)
-                self.run_one(folder, name, step, ref, meta, grad=True, iters=max(50, a.timing_iters // 2),
-                             check_fn=lambda: call(x))
+                fns[name] = self.run_one(folder, name, step, ref, meta, grad=True,
+                                         iters=max(50, a.timing_iters // 2), check_fn=lambda: call(x))
 
             self.guarded(folder, name, thunk)
+        self.interleave(folder, "train_*", fns, grad=True)
 
     def cudagraph(self, folder):
         a = self.args
@@ -257,6 +282,7 @@ class Recorder:
         q, k, v = (torch.randn(shape, device=dev, dtype=dt) for _ in range(3))
         with torch.no_grad():
             ref = attn_math(q, k, v)
+        fns = {}
         for name in ("attn_eager", "attn_sdpa", "attn_compiled"):
             if name == "attn_compiled" and self.backend == "none":
                 self.skip(folder, name, "compile disabled")
@@ -274,9 +300,10 @@ class Recorder:
                                 mode="forward", batch=a.attn_batch, heads=a.attn_heads, seq=a.attn_seq,
                                 head_dim=a.attn_head_dim, causal=False,
                                 compile_backend=self.backend if name == "attn_compiled" else None)
-                self.run_one(folder, name, lambda: f(q, k, v), ref, meta)
+                fns[name] = self.run_one(folder, name, lambda: f(q, k, v), ref, meta)
 
             self.guarded(folder, name, thunk)
+        self.interleave(folder, "attn_*", fns)
 
     def i8192(self, folder):
         a = self.args
@@ -312,6 +339,8 @@ def parse_args(argv=None):
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile backend: inductor (default on cuda), eager (default on cpu/smoke), none=skip")
     p.add_argument("--timing-iters", type=int, default=100, help=">= 50 CUDA-event timings per variant")
+    p.add_argument("--interleave-rounds", type=int, default=20,
+                   help="round-robin timing: rounds x 10 calls per variant per group (cuda)")
     p.add_argument("--gpu-warmup-s", type=float, default=2.0, help="seconds of matmuls before recording (cuda)")
     p.add_argument("--sweep-tokens", default="8,64,512,4096,16384")
     p.add_argument("--attn-batch", type=int, default=8)
