@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracelens.hypotheses.document import TraceDocument
-from tracelens.hypotheses.fusion import covered_ops
+from tracelens.hypotheses.fusion import coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 
@@ -82,7 +82,8 @@ def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Seque
         return Verdict(hypothesis, target.label, measured.found, measured.value, None, measured.evidence)
     expected, reference_evidence = _expected(hypothesis, target, documents)
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
-    return Verdict(hypothesis, target.label, held, measured.value, expected, measured.evidence + reference_evidence)
+    evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
+    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence)
 
 
 def _expected(
@@ -197,7 +198,7 @@ def _fusion_verdict(hypothesis: Hypothesis, target: TraceDocument) -> Verdict:
     for kernel in kernels:
         name = str(kernel.get("name", ""))
         ops = launchers.get(name, []) or [str(kernel.get("op", ""))]
-        source = covered_ops(name, str(kernel.get("short_name", "")), ops).covers(hypothesis.fuses)
+        source = coverage_source(hypothesis.fuses, name, str(kernel.get("short_name", "")), ops)
         if source:
             covering.append(name)
             evidence.append(f"{_entry_line('kernels', kernel)} ({source})")
@@ -221,9 +222,9 @@ def _separate_kernels(op: str, kernels: list[dict[str, Any]], launchers: dict[st
     alone = [
         str(k.get("short_name") or k.get("name"))
         for k in kernels
-        if covered_ops(
-            str(k.get("name", "")), str(k.get("short_name", "")), launchers.get(str(k.get("name")), [])
-        ).covers([op])
+        if coverage_source(
+            [op], str(k.get("name", "")), str(k.get("short_name", "")), launchers.get(str(k.get("name")), [])
+        )
     ]
     return f"{op}: " + (", ".join(alone[:3]) if alone else "no kernel names it")
 
