@@ -276,7 +276,8 @@ def _parse_than(raw: Any, subject: Subject, where: _EntryError) -> Reference:
     if len(kinds) > 1:
         raise where.error(f"than: at most one of metric, kernel, cpu_op, api_call (found {', '.join(kinds)})")
     if kinds:
-        other = _parse_subject(raw, kinds[0], where, "than: ")
+        inherited = {"measure": subject.measure} if kinds[0] != "metric" and subject.kind != "metric" else {}
+        other = _parse_subject({**inherited, **raw}, kinds[0], where, "than: ")
     elif "measure" in raw:
         other = _parse_subject({subject.kind: subject.target, "measure": raw["measure"]}, subject.kind, where, "than: ")
     else:
