@@ -342,7 +342,7 @@ def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], where: _EntryEr
 
 
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.7)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
