@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
@@ -34,6 +35,8 @@ class CheckCommand:
         if args.format == "json":
             text = CheckJsonRenderer().render(result)
         else:
-            text = CheckTextRenderer(color=use_color() and args.output is None).render(result)
+            color = use_color() and args.output is None
+            width = shutil.get_terminal_size((160, 24)).columns if color else None
+            text = CheckTextRenderer(color=color, width=max(width or 160, 100)).render(result)
         emit(text, args.output, args.force)
         return 1 if result.wrong else 0
