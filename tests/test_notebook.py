@@ -55,7 +55,7 @@ def test_notebook_executes_on_the_committed_traces(tmp_path: Path) -> None:
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "15 held, 10 wrong" in printed
+    assert "16 held, 9 wrong" in printed
     figures = [o for o in outputs if PLOTLY_MIME in o.get("data", {})]
     assert len(figures) == 6
     titles = [f["data"][PLOTLY_MIME]["layout"]["title"]["text"] for f in figures]
