@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracelens.analyses.summary import analyze_summary, gpu_activity_frame
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, analyze_summary, gpu_activity_frame
 from tracelens.model.events import API_KINDS, Kind
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
@@ -162,20 +162,7 @@ def steps_frame(trace: Trace) -> pd.DataFrame:
         {
             "step": pd.array([row.number for row in table], dtype="Int64"),
             "start_us": np.asarray(starts, dtype=np.float64),
-            **{
-                key: np.asarray([getattr(row, key) for row in table], dtype=np.float64)
-                for key in (
-                    "kernels",
-                    "memcpy",
-                    "memset",
-                    "launches",
-                    "cpu_ops",
-                    "cpu_us",
-                    "gpu_busy_us",
-                    "gpu_kernel_us",
-                    "step_us",
-                )
-            },
+            **{key: np.asarray([getattr(row, key) for row in table], dtype=np.float64) for key in STEP_FIGURE_KEYS},
             "complete": np.asarray([row.complete for row in table], dtype=bool),
         }
     )
