@@ -16,12 +16,20 @@ to ``<out>/extra/timings.json``):
   cudagraph  cudagraph_mlp: torch.compile(mode="reduce-overhead")
   attn       attn_eager / attn_sdpa / attn_compiled
   i8192      i8192_<variant>: the five main variants at intermediate 8192
+``--extra-variants`` restricts the groups that take main/MLP variants (sweep,
+train, i8192) to the named ones.
+
+``--merge-timings`` re-records a subset into an existing folder: each
+timings.json is read first, the re-recorded runs replace their entries (the
+replaced entries, and their interleaved results, move to ``superseded``), and
+the run is listed under ``merges``.  Without it timings.json is rewritten.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import json
 import os
 import sys
@@ -37,6 +45,7 @@ from .models import (
     attn_math,
     attn_sdpa,
     check_close,
+    LINEAR_BIAS_INIT,
     compile_fn,
     liger_status,
     make_linear_from,
@@ -71,23 +80,69 @@ class Recorder:
     def _timings_path(self, folder: str) -> str:
         return os.path.join(folder, "timings.json")
 
-    def save_timing(self, folder: str, name: str, entry: dict) -> None:
+    def _command(self) -> str:
+        return " ".join(["python -m workloads.record"] + sys.argv[1:])
+
+    def _doc(self, folder: str) -> dict:
+        """The timings document of ``folder``: new, or (--merge-timings) the
+        existing file with a new ``merges`` record for this run."""
         path = self._timings_path(folder)
-        doc = self._timings.setdefault(
-            path,
-            {
+        if path in self._timings:
+            return self._timings[path]
+        doc = None
+        if self.args.merge_timings and os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+            doc.setdefault("runs", {})
+            doc.setdefault("merges", []).append({
+                "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "command": self._command(),
+                "environment": self.env,
+                "device": str(self.device),
+                "runs": [],
+                "interleaved": [],
+            })
+            log("merging into existing %s (%d runs)" % (path, len(doc["runs"])))
+        if doc is None:
+            doc = {
                 "about": "CUDA-event and host timings measured outside the profiler; "
                 "see workloads/timing.py for definitions (ms)",
                 "environment": self.env,
                 "device": str(self.device),
-                "command": " ".join(["python -m workloads.record"] + sys.argv[1:]),
+                "command": self._command(),
                 "runs": {},
-            },
-        )
-        doc["runs"][name] = entry
+            }
+        self._timings[path] = doc
+        return doc
+
+    def _supersede(self, doc: dict, name: str) -> None:
+        """--merge-timings: move the entries ``name`` replaces to ``superseded``."""
+        merge = doc["merges"][-1]
+        if name in merge["runs"]:
+            return
+        merge["runs"].append(name)
+        old = {}
+        if name in doc["runs"]:  # the new entry takes its place (same key order)
+            old["run"] = doc["runs"][name]
+        for grp, res in doc.get("interleaved", {}).items():
+            if name in res:
+                old.setdefault("interleaved", {})[grp] = res.pop(name)
+        if old:
+            old["replaced_by_merge"] = len(doc["merges"]) - 1
+            doc.setdefault("superseded", {}).setdefault(name, []).append(old)
+
+    def _write(self, folder: str) -> None:
+        path = self._timings_path(folder)
         os.makedirs(folder, exist_ok=True)
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1, sort_keys=False)
+            json.dump(self._timings[path], f, indent=1, sort_keys=False)
+
+    def save_timing(self, folder: str, name: str, entry: dict) -> None:
+        doc = self._doc(folder)
+        if "merges" in doc and self.args.merge_timings:
+            self._supersede(doc, name)
+        doc["runs"][name] = entry
+        self._write(folder)
 
     def skip(self, folder: str, name: str, why: str) -> None:
         log("SKIP %s: %s" % (name, why))
@@ -136,11 +191,14 @@ class Recorder:
             traceback.print_exc()
             self.failed.append("interleaved " + group)
             return
-        path = self._timings_path(folder)
-        doc = self._timings[path]
+        doc = self._doc(folder)
+        if "merges" in doc and self.args.merge_timings:
+            if group in doc.get("interleaved", {}):
+                doc.setdefault("superseded_interleaved", {}).setdefault(group, []).append(
+                    {"results": doc["interleaved"].pop(group), "replaced_by_merge": len(doc["merges"]) - 1})
+            doc["merges"][-1]["interleaved"].append(group)
         doc.setdefault("interleaved", {})[group] = res
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1, sort_keys=False)
+        self._write(folder)
         log("interleaved %s: %s" % (group, ", ".join(
             "%s %.4f" % (k, v["cuda_event_ms"]["median"]) for k, v in res.items())))
 
@@ -156,8 +214,15 @@ class Recorder:
             self.save_timing(folder, name, {"failed": repr(exc)})
 
     # -- groups -------------------------------------------------------------
-    def mlp_set(self, tokens, hidden, intermediate, folder, prefix, variants, suffix=""):
-        """Main-style forward variants sharing one eager MLP's weights."""
+    def pick(self, variants):
+        """The variants of an extra group that --extra-variants keeps."""
+        keep = self.args.extra_variants
+        return [v for v in variants if keep is None or v in keep]
+
+    def mlp_set(self, tokens, hidden, intermediate, folder, prefix, variants, suffix="", full=MAIN_VARIANTS):
+        """Main-style forward variants sharing one eager MLP's weights.  The
+        interleaved group is ``<prefix>*<suffix>``, or, when ``variants`` is
+        not all of ``full``, ``<prefix>{v1,v2}<suffix>``."""
         dev, dt = self.device, self.dtype
         torch.manual_seed(0)
         mlp = GeGLUMLP(hidden, intermediate).to(device=dev, dtype=dt).eval()
@@ -169,10 +234,11 @@ class Recorder:
         fns = {}
         for v in variants:
             name = prefix + v + suffix
+            kind = "linear" if v.endswith("linear") else "mlp"
+            extra = {"bias": True, "bias_init": LINEAR_BIAS_INIT} if kind == "linear" else {}
             meta = run_meta(self.env, variant=v, tokens=tokens, hidden=hidden, intermediate=intermediate,
                             dtype=self.args.dtype, mode="forward",
-                            compile_backend=self.backend if v.startswith("compiled") else None)
-            kind = "linear" if v.endswith("linear") else "mlp"
+                            compile_backend=self.backend if v.startswith("compiled") else None, **extra)
             if v == "liger_mlp" and not liger_ok:
                 self.skip(folder, name, why)
                 continue
@@ -191,12 +257,14 @@ class Recorder:
                 fns[name] = self.run_one(folder, name, lambda: model(x), refs[kind], meta)
 
             self.guarded(folder, name, thunk)
-        self.interleave(folder, "%s*%s" % (prefix, suffix), fns)
+        star = "*" if set(full) <= set(variants) else "{%s}" % ",".join(variants)
+        self.interleave(folder, "%s%s%s" % (prefix, star, suffix), fns)
 
     def sweep(self, folder):
         a = self.args
         for t in a.sweep_tokens:
-            self.mlp_set(t, a.hidden, a.intermediate, folder, "sweep_", MLP_VARIANTS, suffix="_t%d" % t)
+            self.mlp_set(t, a.hidden, a.intermediate, folder, "sweep_", self.pick(MLP_VARIANTS), suffix="_t%d" % t,
+                         full=MLP_VARIANTS)
 
     def train(self, folder):
         a = self.args
@@ -209,7 +277,7 @@ class Recorder:
             ref = mlp(x)
         liger_ok, why = liger_status(dev)
         fns = {}
-        for v in MLP_VARIANTS:
+        for v in self.pick(MLP_VARIANTS):
             name = "train_" + v
             if v == "liger_mlp" and not liger_ok:
                 self.skip(folder, name, why)
@@ -307,7 +375,7 @@ class Recorder:
 
     def i8192(self, folder):
         a = self.args
-        self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", MAIN_VARIANTS)
+        self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", self.pick(MAIN_VARIANTS))
 
 
 def gpu_warmup(device, seconds: float) -> None:
@@ -328,6 +396,11 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variant", default="all", help="'all' or a comma list of %s" % ", ".join(MAIN_VARIANTS))
     p.add_argument("--extras", default="", help="'all' or a comma list of %s (written to OUT/extra/)" % ", ".join(EXTRAS))
+    p.add_argument("--extra-variants", default="all",
+                   help="'all' or a comma list of main variants: the only ones the sweep/train/i8192 groups run")
+    p.add_argument("--merge-timings", action="store_true",
+                   help="merge into existing timings.json files instead of rewriting them (re-recorded entries "
+                        "replace theirs; the replaced ones move to 'superseded')")
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--intermediate", type=int, default=16384)
@@ -363,6 +436,10 @@ def parse_args(argv=None):
     bad = [v for v in a.variants if v not in MAIN_VARIANTS]
     if bad:
         p.error("unknown variant(s) %s; choose from %s" % (bad, MAIN_VARIANTS))
+    a.extra_variants = None if a.extra_variants == "all" else [v for v in a.extra_variants.split(",") if v]
+    bad = [v for v in a.extra_variants or () if v not in MAIN_VARIANTS]
+    if bad:
+        p.error("unknown --extra-variants %s; choose from %s" % (bad, MAIN_VARIANTS))
     a.extra_groups = list(EXTRAS) if a.extras == "all" else [e for e in a.extras.split(",") if e]
     bad = [e for e in a.extra_groups if e not in EXTRAS]
     if bad:

@@ -53,6 +53,19 @@ class TraceFacts:
     launches_linked_by_containment: int
 
 
+STEP_FIGURE_KEYS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "cpu_ops",
+    "cpu_us",
+    "gpu_busy_us",
+    "gpu_kernel_us",
+    "step_us",
+)
+
+
 @dataclass(frozen=True)
 class StepFigures:
     """Figures of one step (or of the per-step median, with `number` = -1)."""

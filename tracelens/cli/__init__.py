@@ -9,6 +9,7 @@ from typing import Protocol
 
 from tracelens import __version__
 from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.check import CheckCommand
 from tracelens.cli.compare import CompareCommand
 from tracelens.errors import TracelensError
 
@@ -18,6 +19,7 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
   tracelens compare traces/h200/eager_mlp.json.gz traces/h200/compiled_mlp.json.gz traces/h200/liger_mlp.json.gz
+  tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
 """
 
 
@@ -31,7 +33,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand()]
+COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand(), CheckCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

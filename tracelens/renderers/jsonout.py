@@ -9,20 +9,10 @@ from typing import Any
 
 from tracelens import __version__
 from tracelens.analyses import AnalysisReport
-from tracelens.analyses.summary import StepFigures
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures
 
 ANALYZE_SCHEMA = "tracelens.analyze/1"
-PER_STEP_KEYS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "cpu_ops",
-    "cpu_us",
-    "gpu_busy_us",
-    "gpu_kernel_us",
-    "step_us",
-)
+PER_STEP_KEYS = STEP_FIGURE_KEYS
 
 
 def per_step_dict(figures: StepFigures) -> dict[str, float]:
