@@ -12,13 +12,16 @@ from tracelens.analyses.window import select_window
 
 def test_gap_waiting_for_a_launch_is_exposed_dispatch(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=34.0)
+    result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=24.0)
     # kernels 16-18 and 36-38: the 18 µs gap ends at a kernel launched 32-37 after the GPU went idle
     assert result.gpu_busy_us_per_step == 4.0
     assert result.launch_wait_us_per_step == 18.0
     assert result.sync_wait_us_per_step == 0.0
     assert result.bound == "cpu"
-    assert result.exposed_dispatch_pct == round(100 * 18 / 34, 3)
+    # the CPU's dispatch work inside that 18-36 µs wait: mul 18-20, the query 21-22, gelu 30-36 = 9 µs of 24
+    assert result.exposed_dispatch_us_per_step == 9.0
+    assert result.exposed_dispatch_pct == 37.5
+    assert result.exposed_dispatch_pct_of_gpu == round(100 * 9 / 22, 3)  # GPU time: 4 busy + 18 idle
 
 
 def test_gap_until_a_sync_returns_is_sync_then_launch(tmp_path: Path) -> None:

@@ -54,8 +54,9 @@ class Bound:
     sync_wait_us_per_step: float
     other_idle_us_per_step: float
     dispatch_us_per_step: float
-    exposed_dispatch_us_per_step: float  # launch waits, at most the dispatch time: dispatch the GPU waited for
-    exposed_dispatch_pct: float | None
+    exposed_dispatch_us_per_step: float  # dispatch work done while the GPU waited for a launch
+    exposed_dispatch_pct: float | None  # of the dispatch time
+    exposed_dispatch_pct_of_gpu: float | None  # of the GPU's time in the steps (busy + idle)
     gaps_per_step: float
     steps: list[StepBound]
 
@@ -108,7 +109,7 @@ def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
-    """Nanoseconds of each gap charged to each cause, shape (len(gaps), len(CAUSES)).
+    """Nanoseconds of each gap charged to each cause, shape (len(gaps), len(CAUSES)); see `launch_wait_spans`.
 
     The part of a gap until the last overlapping sync returns is `sync`; the rest is `launch` when the activity
     ending the gap was launched by a call that returned after that point and it started within
@@ -116,16 +117,43 @@ def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
     """
     start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
     length = np.maximum(end - start, 0)
-    launch_ts, launch_end = gaps["launch_ts_ns"].to_numpy(), gaps["launch_end_ns"].to_numpy()
-    boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
+    boundary, waited = launch_wait_spans(trace, gaps)
     rest_start = np.maximum(start, boundary)
-    waited = (launch_ts >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
     amounts = np.zeros((start.size, len(CAUSES)), dtype=np.float64)
     amounts[:, CAUSES.index("sync")] = boundary - start
     rest = np.maximum(end - rest_start, 0) * (length > 0)
     amounts[:, CAUSES.index("launch")] = np.where(waited, rest, 0)
     amounts[:, CAUSES.index("other")] = np.where(waited, 0, rest)
     return amounts
+
+
+def launch_wait_spans(trace: Trace, gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(when each gap's sync part ends, whether the rest of the gap waited for a launch)."""
+    start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+    launch_ts, launch_end = gaps["launch_ts_ns"].to_numpy(), gaps["launch_end_ns"].to_numpy()
+    boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
+    rest_start = np.maximum(start, boundary)
+    waited = (launch_ts >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
+    return boundary, waited
+
+
+def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
+    """Merged (k, 2) ns intervals when some thread ran dispatch work (ops, launches, queries, compile wrappers)."""
+    ev = trace.events
+    layer = classify_layers(trace)
+    dispatch_layers = [LAYERS.index(n) for n in LAYERS if n not in ("python", "sync")]
+    rows = np.flatnonzero(window.in_window & np.isin(layer, dispatch_layers))
+    if rows.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    order = np.argsort(ev.ts_ns[rows], kind="stable")
+    start, end = ev.ts_ns[rows][order], ev.end_ns[rows][order]
+    running = np.maximum.accumulate(end)
+    new = np.ones(start.size, dtype=bool)
+    new[1:] = start[1:] > running[:-1]
+    group = np.cumsum(new) - 1
+    merged_end = np.zeros(int(new.sum()), dtype=np.int64)
+    np.maximum.at(merged_end, group, end)
+    return np.stack([start[new], merged_end], axis=1)
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -161,7 +189,7 @@ def analyze_bound(
     gaps = gaps[window.in_window[gaps["row"].to_numpy()]] if len(gaps) else gaps
     n = max(window.n_steps, 1)
     if gaps.empty:
-        return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, 0.0, [])
+        return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, None, 0.0, [])
     amounts_us = classify_gaps(trace, gaps) / NS_PER_US
     if excluded is not None and excluded.shape[0]:
         start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
@@ -182,7 +210,7 @@ def analyze_bound(
         for num, g in zip(window.step_numbers, grid, strict=True)
     ]
     total = grid.sum(axis=0) / n
-    exposed = min(float(total[0]), dispatch_us_per_step)
+    exposed = min(_exposed_dispatch_us(trace, window, gaps) / n, dispatch_us_per_step, float(total[0]))
     return Bound(
         bound=verdict(total[3], total[0], total[1] + total[2]),
         gpu_busy_us_per_step=_r(total[3]),
@@ -192,9 +220,22 @@ def analyze_bound(
         dispatch_us_per_step=_r(dispatch_us_per_step),
         exposed_dispatch_us_per_step=_r(exposed),
         exposed_dispatch_pct=_r(100 * exposed / dispatch_us_per_step) if dispatch_us_per_step > 0 else None,
+        exposed_dispatch_pct_of_gpu=_r(100 * exposed / total.sum()) if total.sum() > 0 else None,
         gaps_per_step=_r(np.count_nonzero(length_us > 0) / n),
         steps=steps,
     )
+
+
+def _exposed_dispatch_us(trace: Trace, window: Window, gaps: pd.DataFrame) -> float:
+    """Dispatch time (union over threads) that fell inside the launch-wait part of a gap: the GPU sat idle
+    while the CPU was issuing its next work."""
+    boundary, waited = launch_wait_spans(trace, gaps)
+    timeline = _dispatch_timeline(trace, window)
+    if timeline.shape[0] == 0 or not waited.any():
+        return 0.0
+    start = np.maximum(gaps["gap_start_ns"].to_numpy(), boundary)[waited]
+    end = gaps["gap_end_ns"].to_numpy()[waited]
+    return float(_covered(timeline, start, np.maximum(end, start)).sum()) / NS_PER_US
 
 
 def _covered(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

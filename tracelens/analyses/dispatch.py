@@ -119,7 +119,7 @@ class StepLayers:
 class Dispatch:
     steps: int
     cpu_us_per_step: float  # sum of all layers
-    dispatch_us_per_step: float  # everything but python: ops, launches, queries, syncs, compiled wrappers
+    dispatch_us_per_step: float  # host work to issue GPU work: all layers but python and sync (waiting)
     layers: list[Layer]
     api_calls: list[ApiCall]
     launch_latency: list[LaunchLatency]  # first entry "all"
@@ -202,11 +202,12 @@ def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
         for i, name in enumerate(LAYERS)
     ]
     cpu_us = float(totals_ns.sum()) / NS_PER_US / n_steps
-    python_us = float(totals_ns[LAYERS.index("python")]) / NS_PER_US / n_steps
+    not_dispatch = totals_ns[LAYERS.index("python")] + totals_ns[LAYERS.index("sync")]
+    python_and_sync_us = float(not_dispatch) / NS_PER_US / n_steps
     return Dispatch(
         steps=window.n_steps,
         cpu_us_per_step=round(cpu_us, 3),
-        dispatch_us_per_step=round(cpu_us - python_us, 3),
+        dispatch_us_per_step=round(cpu_us - python_and_sync_us, 3),
         layers=layers,
         api_calls=_api_calls(trace, window, layer, n_steps),
         launch_latency=launch_latency(trace, window),

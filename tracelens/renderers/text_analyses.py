@@ -27,12 +27,15 @@ def bound_text(bound: Bound) -> Text:
     text.append(f"Bound: {bound.bound}", style="bold")
     text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
     pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
+    of_gpu = (
+        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU's time"
+        if bound.exposed_dispatch_pct_of_gpu is not None
+        else ""
+    )
     text.append(
         f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {bound.dispatch_us_per_step:,.1f} µs "
-        f"CPU dispatch per step{pct} left the GPU waiting; the rest was hidden behind GPU work.\n"
+        f"CPU dispatch per step{pct} ran while the GPU waited for it{of_gpu}; the rest was hidden behind GPU work.\n"
     )
-    if bound.launch_wait_us_per_step > bound.dispatch_us_per_step:
-        text.append("(The GPU waited longer than all dispatch took: Python and other host work were exposed too.)\n")
     text.append(
         f"GPU per step: busy {bound.gpu_busy_us_per_step:,.1f} µs; idle waiting for launches "
         f"{bound.launch_wait_us_per_step:,.1f} µs, on syncs/host copies {bound.sync_wait_us_per_step:,.1f} µs, "
