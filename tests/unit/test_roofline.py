@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,20 @@ def test_inductor_kernel_uses_its_wrapper_shapes(tmp_path: Path) -> None:
     assert (row.model, row.ops, row.dtype) == ("inductor", "add+cos+sin", "fp32")
     assert row.mb_per_call == 3 * 400 / 1e6  # three 10x10 fp32 tensors
     assert row.gflop_per_call == 3 * 100 / 1e9  # 100 elements x 3 ops
+
+
+def test_cli_peak_options_and_env(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import write_trace
+    from tracelens.cli import main
+
+    unknown = [{"id": 0, "name": "Mystery Accelerator 9000", "totalGlobalMem": 1}]
+    path = write_trace(tmp_path / "t.json", gemm_events(dur_us=1000.0), deviceProperties=unknown)
+    monkeypatch.setenv("TRACELENS_PEAKS", '{"bf16": 1000, "hbm_tbps": 2}')
+    assert main(["analyze", str(path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels"][0]["pct_of_peak"] == pytest.approx(27.49, abs=0.01)
+    assert main(["analyze", str(path), "--format", "json", "--peak-tflops", "bf16=500"]) == 0  # the option wins
+    assert json.loads(capsys.readouterr().out)["kernels"][0]["pct_of_peak"] == pytest.approx(54.98, abs=0.01)
+    assert main(["analyze", str(path), "--peak-tflops", "bf16=lots"]) == 2
+    assert "bad peak figures" in capsys.readouterr().err
