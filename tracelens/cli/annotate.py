@@ -24,8 +24,9 @@ def default_output(trace: Path) -> Path:
 
 
 class AnnotateCommand:
-    """Write the trace back with findings added (GPU idle gaps on their own track, the launching op in
-    each kernel's args), to open in Perfetto UI or chrome://tracing."""
+    """Write the trace back with findings added, to open in Perfetto UI or chrome://tracing: exposed GPU idle
+    gaps (by cause) and fusion opportunities on tracks of their own, the launching op, category and roofline
+    figures in each kernel's args."""
 
     name = "annotate"
 

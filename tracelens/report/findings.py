@@ -45,7 +45,9 @@ def bound_panel(report: AnalysisReport) -> Panel:
         ("GPU idle waiting for syncs µs/step", "sync_wait_us_per_step"),
         ("GPU idle, other µs/step", "other_idle_us_per_step"),
         ("CPU dispatch µs/step", "dispatch_us_per_step"),
-        ("exposed dispatch %", "exposed_dispatch_pct"),
+        ("exposed dispatch µs/step", "exposed_dispatch_us_per_step"),
+        ("exposed dispatch, % of dispatch", "exposed_dispatch_pct"),
+        ("exposed dispatch, % of GPU time", "exposed_dispatch_pct_of_gpu"),
         ("idle gaps per step", "gaps_per_step"),
     )
     rows = tuple((label, format_value(getattr(bound, name, None))) for label, name in fields if hasattr(bound, name))
