@@ -66,7 +66,7 @@ def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
     with browser_page() as page:
         errors, requests = open_report(page, report)
         charts = page.evaluate(CHART_IDS)
-        assert len(charts) == n_charts == 4
+        assert len(charts) == n_charts >= 4
         assert all(rendered for _, rendered in charts), charts
         # the GEMM of step 1 runs 30..50 µs on the GPU lane (y = 3)
         x, y = page.evaluate(POINT, ["chart-timeline", 40.0, 3])
