@@ -32,6 +32,7 @@ def make_console(color: bool, width: int | None = None) -> Console:
         width=width or 120,
         highlight=False,
         soft_wrap=False,
+        markup=False,  # kernel names like `elementwise_kernel[mul]` are data, not rich markup
     )
 
 
