@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 
 from rich.console import Console
 from rich.table import Table
@@ -24,14 +25,21 @@ MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
 
 
+DEFAULT_WIDTH = 140  # output to a pipe or file: fixed, so it is the same on every machine
+
+
 def make_console(color: bool, width: int | None = None) -> Console:
+    """A recording console; on a terminal (`color`) it takes the terminal's width."""
+    if width is None:
+        width = max(shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns, 80) if color else DEFAULT_WIDTH
     return Console(
         file=io.StringIO(),
         force_terminal=color,
         no_color=not color,
-        width=width or 120,
+        width=width,
         highlight=False,
         soft_wrap=False,
+        markup=False,  # kernel names like `elementwise_kernel[mul]` are data, not rich markup
     )
 
 
