@@ -197,5 +197,6 @@ def test_comparison_of_the_recorded_mlp_study() -> None:
     table = document.panel("compare-table").table
     assert table is not None
     assert [(row[0], row[2]) for row in table.rows] == [("eager_mlp", "5"), ("compiled_mlp", "4"), ("liger_mlp", "4")]
+    assert table.columns[-1] == "bound" and [row[-1] for row in table.rows] == [r.bound.bound for _, r in inputs]
     fusions = document.panel("compare-fusions").table
     assert fusions is not None and {row[0] for row in fusions.rows} == {"compiled_mlp", "liger_mlp"}

@@ -31,6 +31,9 @@ STUDY_COLUMNS = (
     "launches",
     "CPU ops",
     "metadata ops",
+    "dispatch µs",
+    "exposed dispatch µs",
+    "bound",
 )
 
 
@@ -57,6 +60,9 @@ def study_table(comparison: Comparison) -> Panel:
             format_value(v.per_step.launches),
             format_value(v.per_step.cpu_ops),
             format_value(v.metadata_ops_per_step),
+            _us(v.dispatch_us_per_step),
+            _us(v.exposed_dispatch_us_per_step),
+            v.bound or "—",
         )
         for v in comparison.variants
     )
@@ -143,3 +149,7 @@ def step_chart(items: Sequence[Item]) -> Panel:
         )
     fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="µs (median step)")
     return Panel(id="compare-steps", title="Median step by variant", figure=fig)
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
