@@ -77,9 +77,37 @@ def test_record_smoke(tmp_path):
         assert meta["mode"] == "forward"
         assert (meta["tokens"], meta["hidden"], meta["intermediate"], meta["dtype"]) == (8, 32, 64, "fp32")
         assert meta["steps_active"] == 5
+        if v.endswith("linear"):
+            assert meta["bias"] is True, meta  # nn.Linear(bias=True): eager dispatches to aten::addmm
         steps = {e["name"] for e in data["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
         assert len(steps) >= 5, steps
         assert runs[v]["host_call_ms"]["n"] >= 50
     # on a CPU-only torch, liger must be skipped, never attempted
     if "liger_mlp" in runs and "skipped" in runs["liger_mlp"]:
         assert "liger" in runs["liger_mlp"]["skipped"]
+
+    # --merge-timings: re-record one variant into the same folder; the other entries stay
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workloads.record",
+            "--smoke",
+            "--variant",
+            "eager_linear",
+            "--merge-timings",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    merged = json.loads((out / "timings.json").read_text())
+    assert list(merged["runs"]) == list(runs)
+    assert merged["runs"]["eager_mlp"] == runs["eager_mlp"]
+    assert merged["runs"]["eager_linear"] != runs["eager_linear"]
+    assert merged["superseded"]["eager_linear"][0]["run"] == runs["eager_linear"]
+    assert merged["merges"][-1]["runs"] == ["eager_linear"]

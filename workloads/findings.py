@@ -66,6 +66,34 @@ def table_kernels(root, names):
                                                            ks, rts, t, " orphans %d" % orph if orph else ""))
 
 
+def table_launch_ops(root, names):
+    """Per trace: each kernel/memset per step with the CPU op that launched it
+    (innermost cpu_op around the launch call) and the launch call."""
+    print("| trace | GPU ops per step: name [launching op, launch call] | aten ops/step |")
+    print("|---|---|---|")
+    for name in names:
+        p = os.path.join(root, name + ".json.gz")
+        if not os.path.exists(p):
+            print("| %s | (missing) | |" % name)
+            continue
+        s = summarize(load(p))
+        st = s["steps"]
+        per = collections.Counter()
+        for x in st:
+            for n, o, c in zip(x["kernel_names"], x["kernel_ops"], x["kernel_launch_calls"]):
+                per["%s [%s, %s]" % (short(n), o, c)] += 1
+            for n, o in x["other_gpu_ops"]:
+                per["%s [%s]" % (n, o)] += 1
+        ops = collections.Counter()
+        for x in st:
+            ops.update(x["aten"])
+        meta = s["meta"] or {}
+        print("| %s%s | %s | %s |" % (
+            name, " (bias)" if meta.get("bias") else "",
+            "; ".join("%g× %s" % (v / len(st), k) for k, v in sorted(per.items())),
+            ", ".join("%s %g" % (k, v / len(st)) for k, v in sorted(ops.items()))))
+
+
 def occupancy(paths):
     hits = collections.Counter()
     for p in paths:
@@ -106,6 +134,9 @@ def main(argv=None):
     table_kernels(root, MAIN)
     print("\n## i8192 extras\n")
     table_kernels(extra, ["i8192_" + v for v in MAIN])
+    print("\n## launching ops (main, i8192)\n")
+    table_launch_ops(root, MAIN)
+    table_launch_ops(extra, ["i8192_" + v for v in MAIN])
     ex = sorted(f[:-8] for f in os.listdir(extra) if f.endswith(".json.gz") and not f.startswith("i8192_"))
     print("\n## other extras\n")
     table_kernels(extra, ex)

@@ -122,8 +122,8 @@ class Recorder:
             return
         merge["runs"].append(name)
         old = {}
-        if name in doc["runs"]:
-            old["run"] = doc["runs"].pop(name)
+        if name in doc["runs"]:  # the new entry takes its place (same key order)
+            old["run"] = doc["runs"][name]
         for grp, res in doc.get("interleaved", {}).items():
             if name in res:
                 old.setdefault("interleaved", {})[grp] = res.pop(name)

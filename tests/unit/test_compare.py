@@ -69,3 +69,10 @@ def test_compare_text_shows_the_study_table(tmp_path: Path, capsys: pytest.Captu
     assert main(["compare", str(eager), str(compiled), "--name", "E", "--name", "C"]) == 0
     out = capsys.readouterr().out
     assert "triton_poi_fused_gelu_mul_0" in out and "aten::gelu" in out and "(E)" in out
+
+
+def test_text_output_keeps_bracketed_kernel_hints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `[mul]` would be swallowed as rich markup if cells were parsed as markup
+    assert main(["analyze", str(variant(tmp_path, "eager_mlp", False))]) == 0
+    out = capsys.readouterr().out
+    assert "vectorized_elementwise_kernel[gelu]" in out and "elementwise_kernel[mul]" in out

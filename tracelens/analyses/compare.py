@@ -43,6 +43,9 @@ class Variant:
     steps: int
     per_step: StepFigures
     metadata_ops_per_step: float
+    dispatch_us_per_step: float | None  # host work issuing GPU work (no Python, no sync waits)
+    exposed_dispatch_us_per_step: float | None  # of it, what the GPU waited for
+    bound: str | None
     kernels_by_category: dict[str, float]  # kernels per step
     kernels: list[KernelRow]
 
@@ -84,6 +87,9 @@ def _variant(name: str, trace: Trace, report: AnalysisReport) -> Variant:
         steps=summary.steps,
         per_step=summary.per_step,
         metadata_ops_per_step=round(_metadata_ops(trace) / n, 3),
+        dispatch_us_per_step=report.dispatch.dispatch_us_per_step if report.dispatch else None,
+        exposed_dispatch_us_per_step=report.bound.exposed_dispatch_us_per_step if report.bound else None,
+        bound=report.bound.bound if report.bound else None,
         kernels_by_category=dict(sorted(by_category.items())),
         kernels=summary.kernels,
     )

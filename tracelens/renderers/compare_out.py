@@ -23,7 +23,13 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "path": v.path,
             "run": v.run,
             "steps": v.steps,
-            "per_step": {**per_step_dict(v.per_step), "metadata_ops": v.metadata_ops_per_step},
+            "bound": v.bound,
+            "per_step": {
+                **per_step_dict(v.per_step),
+                "metadata_ops": v.metadata_ops_per_step,
+                "dispatch_us": v.dispatch_us_per_step,
+                "exposed_dispatch_us": v.exposed_dispatch_us_per_step,
+            },
             "kernels_by_category": v.kernels_by_category,
             "kernels": [dataclasses.asdict(k) for k in v.kernels],
         }
@@ -62,37 +68,45 @@ class CompareTextRenderer:
 
 def _variants_table(result: Comparison) -> Table:
     table = Table(title="Variants (per step, median over complete steps)", title_justify="left")
-    table.add_column("variant")
-    for column in (
-        "steps",
+    table.add_column("variant", no_wrap=True, min_width=max((len(v.name) for v in result.variants), default=7))
+    columns = (
         "kernels",
         "kernel µs",
         "GPU busy µs",
-        "CPU µs",
         "step µs",
+        "dispatch µs",
+        "exposed µs",
         "launches",
         "CPU ops",
         "metadata ops",
-    ):
+    )
+    for column in columns:
         table.add_column(column, justify="right")
+    table.add_column("bound")
     table.add_column("kernels by category")
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count:g}" for name, count in v.kernels_by_category.items())
         table.add_row(
             v.name,
-            str(v.steps),
             f"{p.kernels:g}",
             f"{p.gpu_kernel_us:,.1f}",
             f"{p.gpu_busy_us:,.1f}",
-            f"{p.cpu_us:,.1f}",
             f"{p.step_us:,.1f}",
+            _optional_us(v.dispatch_us_per_step),
+            _optional_us(v.exposed_dispatch_us_per_step),
             f"{p.launches:g}",
             f"{p.cpu_ops:g}",
             f"{v.metadata_ops_per_step:g}",
+            v.bound or "—",
             categories,
         )
+    table.caption = "dispatch: host work issuing GPU work; exposed: the part the GPU waited for"
     return table
+
+
+def _optional_us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 def _fusions_table(result: Comparison) -> Table:
