@@ -112,7 +112,6 @@ def test_regenerating_gives_the_same_bytes() -> None:
     path = anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
     first = regen.dumps(regen.golden_document(path))
     assert regen.dumps(regen.golden_document(path)) == first
-    assert regen.golden_path(f"anchor_traces/{path.relative_to(regen.ANCHORS).as_posix()}").read_text() == first
 
 
 # ---------------------------------------------------------------- figures checked by hand in the golden files
