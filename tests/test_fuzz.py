@@ -221,6 +221,9 @@ def check_invariants(trace: Trace) -> dict[str, Any]:
     gpu = np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
     kernels = ev.kind == Kind.KERNEL
     assert (ev.dur_ns >= 0).all()
+    assert (np.diff(ev.ts_ns) >= 0).all()  # canonical order: by time first
+    assert trace.source_rows is not None and trace.source_rows.size == n
+    assert np.unique(trace.source_rows).size == n and (trace.source_rows < trace.source_events).all()
     # a link points at an event of the right kind, or nowhere
     for array in (links.parent, links.launch, links.op):
         assert ((array >= -1) & (array < n)).all()

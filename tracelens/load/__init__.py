@@ -37,11 +37,14 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
         decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
     del raw
     report("building columns", 0.0)
-    events, time_notes = drop_incredible_times(complete_events(decoded.events))
+    events = complete_events(decoded.events)
+    n_complete = len(events)
+    events, kept, time_notes = drop_incredible_times(events)
     decoded.notes.extend(time_notes)
     if not events:
         raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
-    table, tracks, origin_us, categories, file_position = build_columns(events)
+    table, tracks, origin_us, categories, order = build_columns(events)
+    source_rows = kept[order]  # row → position among the file's complete events
     del events, decoded.events
     meta = build_meta(decoded.metadata, categories, decoded.bare_array)
     report("linking", 0.0)
@@ -53,7 +56,7 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     step = assign_steps(table, steps, launch)
     if truncated:
         gpu_run = decoded.metadata.get("deviceProperties") != []  # kineto writes [] on CPU-only runs
-        steps = exclude_lossy_steps(table, steps, step, launch, op, file_position, expect_gpu=gpu_run)
+        steps = exclude_lossy_steps(table, steps, step, launch, op, source_rows, expect_gpu=gpu_run)
     links = Links(parent, depth, launch, op, step, by_id, by_time)
     trace = Trace(
         path=path,
@@ -66,6 +69,8 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
         uncompressed_bytes=size,
         truncation=Truncation(truncated, decoded.dropped_tail_bytes),
         warnings=(),
+        source_rows=source_rows,
+        source_events=n_complete,
     )
     report("done", 1.0)
     return _with_warnings(trace, decoded.notes)

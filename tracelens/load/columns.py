@@ -22,29 +22,30 @@ MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time a
 
 
 def complete_events(events: Sequence[Event]) -> list[Event]:
-    """The `ph: "X"` events that have a timestamp (instants, flows and metadata are not modelled)."""
-    return [e for e in events if e.ph == "X" and e.ts is not None]
+    """The `ph: "X"` events that have a finite timestamp (instants, flows and metadata are not modelled)."""
+    return [e for e in events if e.ph == "X" and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))]
 
 
-def drop_incredible_times(events: list[Event]) -> tuple[list[Event], list[str]]:
-    """Drop events whose `ts` is not finite or lies > MAX_OFFSET_US from the median `ts`; a `dur` that is
-    not finite or longer than that counts as 0. Returns the kept events and notes for the warnings."""
+def drop_incredible_times(events: list[Event]) -> tuple[list[Event], I64, list[str]]:
+    """Drop events whose `ts` lies > MAX_OFFSET_US from the median `ts`; a `dur` that is not finite or longer
+    than that counts as 0. Returns the kept events, their positions in `events` and notes for the warnings."""
     n = len(events)
     ts = _floats(map(attrgetter("ts"), events), n)
     finite = np.isfinite(ts)
     median = float(np.median(ts[finite])) if finite.any() else 0.0
     keep = finite & (np.abs(ts - median) <= MAX_OFFSET_US)
+    kept = np.flatnonzero(keep).astype(np.int64)
     notes = []
     if not keep.all():
         events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
-        notes.append(f"{n - len(events):,} events with a timestamp that is not a number or days away were ignored")
+        notes.append(f"{n - len(events):,} events with a timestamp days away from the rest were ignored")
     dur = _floats((0.0 if e.dur is None else e.dur for e in events), len(events))
     bad = np.flatnonzero(~(np.abs(dur) <= MAX_OFFSET_US))
     for index in bad.tolist():
         events[index].dur = None
     if bad.size:
         notes.append(f"{bad.size:,} events with a duration that is not a number or over a day count as 0 µs")
-    return events, notes
+    return events, kept, notes
 
 
 def _floats(values: Iterable[Any], n: int) -> np.ndarray:

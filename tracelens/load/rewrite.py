@@ -2,7 +2,8 @@
 args into chosen events, append new slices on a track of their own, and encode it again.
 
 This lives in `load/` because it is the only other place that touches raw trace JSON. Rows are matched to the
-file's events in the loader's order: the n-th complete (`ph: "X"`) event with a timestamp is row n.
+file's events through `Trace.source_rows`: row i is the source_rows[i]-th complete (`ph: "X"`) event with a
+finite timestamp.
 """
 
 from __future__ import annotations
@@ -47,13 +48,15 @@ def rewrite_trace(trace: Trace, additions: Additions) -> bytes:
     document = _decode(trace)
     events = document["traceEvents"] if isinstance(document, dict) else document
     complete = [i for i, e in enumerate(events) if _is_complete(e)]
-    if len(complete) != len(trace.events):
+    rows = trace.source_rows  # table rows are not in file order
+    expected = trace.source_events if rows is not None else len(trace.events)
+    if len(complete) != expected:
         raise TracelensError(
-            f"{trace.path}: found {len(complete):,} complete events but the loader read {len(trace.events):,}; "
+            f"{trace.path}: found {len(complete):,} complete events but the loader read {expected:,}; "
             "cannot match events to add findings"
         )
     for row, extra in sorted(additions.row_args.items()):
-        event = events[complete[row]]
+        event = events[complete[int(rows[row]) if rows is not None else row]]
         args = event.get("args")
         event["args"] = {**(args if isinstance(args, dict) else {}), **extra}
     events.extend(_new_events(trace, events, additions))

@@ -113,6 +113,10 @@ class Trace:
     uncompressed_bytes: int
     truncation: Truncation = Truncation()
     warnings: tuple[str, ...] = ()
+    # rows are in a canonical order (time, ...), not file order: row i is the source_rows[i]-th complete
+    # (`ph: "X"`, finite `ts`) event of the file, which has source_events of them; None means row == position
+    source_rows: I64 | None = None
+    source_events: int = -1
 
     @property
     def n_events(self) -> int:
