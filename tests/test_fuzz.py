@@ -406,3 +406,17 @@ def test_very_deep_nesting_is_an_error_or_analyzed() -> None:
         if trace is not None:
             check_invariants(trace)
         assert (_check_cli(path) is None) == (trace is None)
+
+
+def test_names_ending_in_nul_bytes_are_stripped() -> None:
+    """Found by the fuzzer: numpy strings drop trailing NULs, so a launch named "\\x00" matched no API name."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = _write(
+            Path(folder), _serialize(_mutate(BASES["built"], [("name", 2, "cudaLaunchKernel\x00")]), False), False
+        )
+        trace = load_trace(path)
+        check_invariants(trace)
+        assert "cudaLaunchKernel\x00" not in trace.events.names
+        assert _check_cli(path) is not None
+        path = _write(Path(folder), _serialize(_mutate(BASES["built"], [("name", 2, "\x00")]), False), False)
+        check_invariants(load_trace(path))

@@ -72,6 +72,9 @@ def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, s
 
     names = np.fromiter(map(attrgetter("name"), events), dtype=object, count=n)
     name_codes, name_values = pd.factorize(names, sort=True)
+    if any(str(v).endswith("\x00") for v in name_values):  # numpy strings drop trailing NULs: drop them here
+        stripped = np.array([str(v).rstrip("\x00") for v in name_values], dtype=object)
+        name_codes, name_values = pd.factorize(stripped[name_codes], sort=True)
     ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
     dur_us = np.array([e.dur if e.dur is not None else 0.0 for e in events], dtype=np.float64)
     origin_us = float(np.floor(np.nanmin(ts_us))) if n else 0.0
