@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tracelens.load.schema import Args, Event
-from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, EventTable, Kind
+from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 
 _EMPTY_ARGS = Args()
@@ -22,55 +23,155 @@ def complete_events(events: Sequence[Event]) -> list[Event]:
     return [e for e in events if e.ph == "X" and e.ts is not None]
 
 
+@dataclass
+class ChunkColumns:
+    """Columns of one chunk of complete events; `*_codes` index the chunk's own `*_values`."""
+
+    cat_codes: np.ndarray
+    cat_values: list[str]
+    name_codes: np.ndarray
+    name_values: list[str]
+    pid_codes: np.ndarray  # track label codes (GPU events: "gpu<device>")
+    pid_values: list[str]
+    tid_codes: np.ndarray  # track label codes (GPU events: "<stream>")
+    tid_values: list[str]
+    is_gpu: Bool
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    ints: dict[str, I64]
+    raws: dict[str, tuple[I64, list[bytes]]]  # sparse: rows that have the field, and its raw JSON
+
+    def __len__(self) -> int:
+        return int(self.ts_us.shape[0])
+
+
+_INT_FIELDS = (
+    "correlation",
+    "external_id",
+    "sequence_number",
+    "device",
+    "stream",
+    "bytes",
+    "grid_blocks",
+    "block_threads",
+)
+_RAW_FIELDS = (("input_dims", "input_dims"), ("input_types", "input_type"), ("concrete_inputs", "concrete_inputs"))
+_GPU_TRACK_KINDS = np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8)
+
+
 def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:
     """Columns for `events` (all `X`); returns the table, its tracks, the time origin (µs) and categories."""
-    n = len(events)
-    cat_codes, cat_values = pd.factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
-    categories = {str(c) for c in cat_values}
-    kind_of_cat = np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
-    kind = kind_of_cat[cat_codes] if n else np.zeros(0, np.int8)
+    return merge_columns([columnize(events)])
 
-    name_codes, name_values = pd.factorize(np.fromiter(map(attrgetter("name"), events), dtype=object, count=n))
+
+def columnize(events: list[Event]) -> ChunkColumns:
+    """Columns of one chunk of complete (`X`) events."""
+    n = len(events)
+    cat_codes, cat_values = _factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
+    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    name_codes, name_values = _factorize(np.fromiter(map(attrgetter("name"), events), dtype=object, count=n))
     ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
-    dur_us = np.array([e.dur if e.dur is not None else 0.0 for e in events], dtype=np.float64)
-    origin_us = float(np.floor(np.nanmin(ts_us))) if n else 0.0
-    ts_ns = _to_ns(ts_us - origin_us)
-    dur_ns = np.maximum(_to_ns(dur_us), 0)
+    try:
+        dur_us = np.fromiter(map(attrgetter("dur"), events), dtype=np.float64, count=n)
+    except TypeError:
+        dur_us = np.array([e.dur if e.dur is not None else 0.0 for e in events], dtype=np.float64)
 
     args = [e.args or _EMPTY_ARGS for e in events]
     external_id = _int_column(args, "external_id")
     legacy = _int_column(args, "external_id_legacy")
     external_id = np.where(external_id >= 0, external_id, legacy)
 
-    is_gpu_event = np.isin(kind, np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8))
+    is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
     pids = np.fromiter(map(attrgetter("pid"), events), dtype=object, count=n)
     tids = np.fromiter(map(attrgetter("tid"), events), dtype=object, count=n)
     device = _int_column(args, "device")
     stream = _int_column(args, "stream")
-    device = np.where(is_gpu_event & (device < 0), _ints_or(pids, -1), device)
-    stream = np.where(is_gpu_event & (stream < 0), _ints_or(tids, -1), stream)
-    track, tracks = _tracks(pids, tids, is_gpu_event, device, stream)
+    gpu_rows = np.flatnonzero(is_gpu)
+    if gpu_rows.size:
+        device[gpu_rows] = np.where(device[gpu_rows] < 0, _ints_or(pids[gpu_rows], -1), device[gpu_rows])
+        stream[gpu_rows] = np.where(stream[gpu_rows] < 0, _ints_or(tids[gpu_rows], -1), stream[gpu_rows])
+    pid_codes, pid_values = _track_labels(pids, is_gpu, device, "gpu")
+    tid_codes, tid_values = _track_labels(tids, is_gpu, stream, "")
+    return ChunkColumns(
+        cat_codes=cat_codes,
+        cat_values=cat_values,
+        name_codes=name_codes,
+        name_values=name_values,
+        pid_codes=pid_codes,
+        pid_values=pid_values,
+        tid_codes=tid_codes,
+        tid_values=tid_values,
+        is_gpu=is_gpu,
+        ts_us=ts_us,
+        dur_us=dur_us,
+        ints={
+            "correlation": _int_column(args, "correlation"),
+            "external_id": external_id,
+            "sequence_number": _int_column(args, "sequence_number"),
+            "device": np.where(is_gpu, device, -1),
+            "stream": np.where(is_gpu, stream, -1),
+            "bytes": _int_column(args, "bytes"),
+            "grid_blocks": _dims_product(args, "grid", kind),
+            "block_threads": _dims_product(args, "block", kind),
+        },
+        raws={column: _raw_column(args, attribute) for column, attribute in _RAW_FIELDS},
+    )
 
+
+def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, float, set[str]]:
+    """One table from chunks in file order: identical to columnizing all their events at once."""
+    n = sum(len(c) for c in chunks)
+    cat_codes, cat_values = _merge_codes([(c.cat_codes, c.cat_values) for c in chunks])
+    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    name_codes, name_values = _merge_codes([(c.name_codes, c.name_values) for c in chunks])
+    pid_codes, pid_values = _merge_codes([(c.pid_codes, c.pid_values) for c in chunks])
+    tid_codes, tid_values = _merge_codes([(c.tid_codes, c.tid_values) for c in chunks])
+    ts_us = _concat([c.ts_us for c in chunks], np.float64)
+    origin_us = float(np.floor(np.nanmin(ts_us))) if n else 0.0
+    ts_ns = _to_ns(ts_us - origin_us)
+    del ts_us
+    dur_ns = np.maximum(_to_ns(_concat([c.dur_us for c in chunks], np.float64)), 0)
+    ints = {name: _concat([c.ints[name] for c in chunks], np.int64) for name in _INT_FIELDS}
+    raws = {name: _dense_raws([c.raws[name] for c in chunks], [len(c) for c in chunks], n) for name, _ in _RAW_FIELDS}
+    is_gpu = _concat([c.is_gpu for c in chunks], np.bool_)
+    track, tracks = _tracks(pid_codes, pid_values, tid_codes, tid_values, is_gpu, ints["device"], ints["stream"])
     table = EventTable(
         kind=kind.astype(np.int8),
         name=name_codes.astype(np.int32),
         track=track,
         ts_ns=ts_ns,
         dur_ns=dur_ns,
-        correlation=_int_column(args, "correlation"),
-        external_id=external_id,
-        sequence_number=_int_column(args, "sequence_number"),
-        device=np.where(is_gpu_event, device, -1),
-        stream=np.where(is_gpu_event, stream, -1),
-        bytes=_int_column(args, "bytes"),
-        grid_blocks=_dims_product(args, "grid", kind),
-        block_threads=_dims_product(args, "block", kind),
-        input_dims=_raw_column(args, "input_dims"),
-        input_types=_raw_column(args, "input_type"),
-        concrete_inputs=_raw_column(args, "concrete_inputs"),
         names=tuple(str(v) for v in name_values),
+        **ints,
+        **raws,
     )
-    return table, tracks, origin_us, categories
+    return table, tracks, origin_us, {str(c) for c in cat_values}
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), list(uniques)
+
+
+def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Codes into one list of values, in order of first appearance across the parts."""
+    if len(parts) == 1:
+        return parts[0]
+    all_values = np.array([v for _, values in parts for v in values], dtype=object)
+    if not all_values.size:
+        return np.zeros(sum(len(c) for c, _ in parts), np.int64), []
+    global_codes, uniques = pd.factorize(all_values)
+    offsets = np.cumsum([0] + [len(values) for _, values in parts])
+    codes = np.concatenate([global_codes[offset + c] for (c, _), offset in zip(parts, offsets, strict=False)])
+    return codes.astype(np.int64), list(uniques)
+
+
+def _kinds(cat_values: list[str]) -> np.ndarray:
+    return np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
 
 
 def _to_ns(values_us: np.ndarray) -> I64:
@@ -79,6 +180,10 @@ def _to_ns(values_us: np.ndarray) -> I64:
 
 
 def _int_column(args: list[Args], attribute: str) -> I64:
+    try:  # fast path: every value an int (absent ones default to -1)
+        return np.fromiter(map(attrgetter(attribute), args), dtype=np.int64, count=len(args))
+    except (TypeError, ValueError, OverflowError):
+        pass
     values = np.array(list(map(attrgetter(attribute), args)), dtype=object)
     present = values != None  # noqa: E711 (elementwise comparison on an object array)
     out = np.full(len(args), -1, dtype=np.int64)
@@ -101,37 +206,69 @@ def _ints_or(values: np.ndarray, default: int) -> I64:
 
 def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
     out = np.full(len(args), -1, dtype=np.int64)
-    for index in np.flatnonzero(kind == Kind.KERNEL):
-        dims = getattr(args[index], attribute)
-        if isinstance(dims, list) and dims:
-            out[index] = math.prod(dims)
+    rows = np.flatnonzero(kind == Kind.KERNEL)
+    dims = [getattr(args[index], attribute) for index in rows]
+    try:  # fast path: every kernel has dims of one length
+        matrix = np.array(dims, dtype=np.int64)
+        if matrix.ndim == 2 and matrix.shape[1] > 0:
+            out[rows] = matrix.prod(axis=1)
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    for index, value in zip(rows, dims, strict=True):
+        if isinstance(value, list) and value:
+            out[index] = math.prod(value)
     return out
 
 
-def _raw_column(args: list[Args], attribute: str) -> np.ndarray:
-    out = np.full(len(args), None, dtype=object)
-    for index, raw in enumerate(map(attrgetter(attribute), args)):
-        if len(raw):
-            out[index] = bytes(raw)  # copy out, so the input buffer can be freed
+def _raw_column(args: list[Args], attribute: str) -> tuple[I64, list[bytes]]:
+    raws = list(map(attrgetter(attribute), args))
+    rows = np.flatnonzero(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    return rows, [bytes(raws[index]) for index in rows]  # copied out, so the input buffer can be freed
+
+
+def _dense_raws(parts: list[tuple[I64, list[bytes]]], lengths: list[int], n: int) -> np.ndarray:
+    out = np.full(n, None, dtype=object)
+    offset = 0
+    for (rows, values), length in zip(parts, lengths, strict=True):
+        if rows.size:
+            holder = np.empty(len(values), dtype=object)
+            holder[:] = values
+            out[rows + offset] = holder
+        offset += length
     return out
+
+
+def _track_labels(values: np.ndarray, is_gpu: Bool, gpu_numbers: I64, prefix: str) -> tuple[np.ndarray, list[str]]:
+    """Per-event track label codes: str(pid/tid) for CPU events, f"{prefix}{number}" for GPU events."""
+    codes, uniques = pd.factorize(values)  # None -> -1
+    labels = [_label(v) for v in uniques] + [""]
+    codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
+    gpu_rows = np.flatnonzero(is_gpu)
+    if gpu_rows.size:
+        numbers, inverse = np.unique(gpu_numbers[gpu_rows], return_inverse=True)
+        codes[gpu_rows] = len(labels) + inverse
+        labels += [f"{prefix}{int(number)}" for number in numbers]
+    label_codes, label_values = pd.factorize(np.array(labels, dtype=object))
+    return label_codes[codes].astype(np.int64), [str(v) for v in label_values]
 
 
 def _tracks(
-    pids: np.ndarray, tids: np.ndarray, is_gpu: np.ndarray, device: I64, stream: I64
+    pid_codes: np.ndarray,
+    pid_values: list[str],
+    tid_codes: np.ndarray,
+    tid_values: list[str],
+    is_gpu: Bool,
+    device: I64,
+    stream: I64,
 ) -> tuple[np.ndarray, TrackTable]:
-    """Factorize (pid, tid); GPU events get (device, stream) tracks whatever their pid/tid say."""
-    pid_labels = np.array([_label(p) for p in pids], dtype=object) if len(pids) else pids
-    tid_labels = np.array([_label(t) for t in tids], dtype=object) if len(tids) else tids
-    pid_labels = np.where(is_gpu, np.char.mod("gpu%d", device).astype(object), pid_labels)
-    tid_labels = np.where(is_gpu, np.char.mod("%d", stream).astype(object), tid_labels)
-    pid_codes, pid_values = pd.factorize(pid_labels)
-    tid_codes, tid_values = pd.factorize(tid_labels)
+    """Factorize (pid label, tid label) pairs in order of first appearance."""
     pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
     track, unique_pairs = pd.factorize(pair)
     first = _first_index(track, len(unique_pairs))
     tracks = TrackTable(
-        pid=tuple(str(pid_values[pid_codes[i]]) for i in first),
-        tid=tuple(str(tid_values[tid_codes[i]]) for i in first),
+        pid=tuple(pid_values[pid_codes[i]] for i in first),
+        tid=tuple(tid_values[tid_codes[i]] for i in first),
         is_gpu=is_gpu[first].astype(bool),
         device=np.where(is_gpu[first], device[first], -1).astype(np.int64),
         stream=np.where(is_gpu[first], stream[first], -1).astype(np.int64),

@@ -59,8 +59,8 @@ class _Document(msgspec.Struct, gc=False):
     tracelens_run: msgspec.Raw = NO_RAW
 
 
-_DOC_DECODER = msgspec.json.Decoder(_Document)
-_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+DOC_DECODER = _DOC_DECODER = msgspec.json.Decoder(_Document)
+EVENTS_DECODER = _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
 
 @dataclass
@@ -109,10 +109,10 @@ def _decode_typed(data: bytes, bare_array: bool) -> Decoded:
     doc = _DOC_DECODER.decode(data)
     if doc.traceEvents is None:
         raise msgspec.ValidationError("no traceEvents")
-    return Decoded(doc.traceEvents, _metadata_of(doc), False)
+    return Decoded(doc.traceEvents, metadata_of(doc), False)
 
 
-def _metadata_of(doc: _Document) -> dict[str, Any]:
+def metadata_of(doc: _Document) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for key in METADATA_KEYS:
         raw = getattr(doc, key)

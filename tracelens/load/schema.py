@@ -12,13 +12,16 @@ NO_RAW = msgspec.Raw()  # default for absent raw fields (empty)
 
 
 class Args(msgspec.Struct, gc=False):
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
-    correlation: int | str | None = None
-    sequence_number: int | None = msgspec.field(default=None, name="Sequence number")
-    device: int | str | None = None
-    stream: int | str | None = None
-    bytes: int | str | None = None
+    """Selected `args`. Absent integer fields are -1 (not None) so columns build without a per-event check;
+    an explicit JSON null still decodes to None."""
+
+    external_id: int | None = msgspec.field(default=-1, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=-1, name="external id")
+    correlation: int | str | None = -1
+    sequence_number: int | None = msgspec.field(default=-1, name="Sequence number")
+    device: int | str | None = -1
+    stream: int | str | None = -1
+    bytes: int | str | None = -1
     grid: list[int] | str | None = None
     block: list[int] | str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
