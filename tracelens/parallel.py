@@ -127,11 +127,19 @@ def _run_dask(names: list[str], workers: int, scheduler: str, use_cache: bool) -
         ):
             return _gather(client, names, use_cache)
     try:
-        client = Client(scheduler, timeout="20s")  # type: ignore[no-untyped-call]
+        client = Client(scheduler, timeout=f"{_connect_timeout_s()}s")  # type: ignore[no-untyped-call]
     except OSError as exc:
         raise TracelensError(f"cannot reach the Dask scheduler at {scheduler} ({exc})", exit_code=2) from exc
     with client:
         return _gather(client, names, use_cache)
+
+
+def _connect_timeout_s() -> float:
+    setting = os.environ.get("TRACELENS_DASK_TIMEOUT_S", "")
+    try:
+        return max(1.0, float(setting))
+    except ValueError:
+        return 20.0
 
 
 def _gather(client: Any, names: list[str], use_cache: bool) -> list[Any]:

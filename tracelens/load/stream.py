@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 BLOCK_BYTES = 8 << 20  # read / gunzip output granularity
 CHUNK_BYTES = 32 << 20  # text decoded at once
 HEAD_LIMIT_BYTES = 64 << 20  # the traceEvents key must appear within this many bytes
+GZIP_RATIO = 10  # typical Kineto JSON compresses 10-20x; decides whether a pool pays off
 _EVENTS_KEY = re.compile(rb'^\s*\{.*?"traceEvents"\s*:\s*\[', re.S)
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
@@ -69,11 +70,12 @@ def stream_columns(
     thread of ours starts); results are merged in file order, so the outcome does not depend on `workers`.
     """
     size = path.stat().st_size
-    pool = _fork_pool(workers) if workers > 1 and size > 2 * chunk_bytes else None
+    with path.open("rb") as probe:
+        gz = probe.read(2) == GZIP_MAGIC
+    expected_text = size * (GZIP_RATIO if gz else 1)
+    pool = _fork_pool(workers) if workers > 1 and expected_text > 2 * chunk_bytes else None
     try:
         with path.open("rb") as handle:
-            gz = handle.read(2) == GZIP_MAGIC
-            handle.seek(0)
             if pool is not None and not gz:
                 return _decode_ranges(path, handle, size, progress, chunk_bytes, pool)
             blocks = _gunzip_blocks(handle) if gz else _plain_blocks(handle)
