@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -86,10 +86,10 @@ def columnize(events: list[Event]) -> ChunkColumns:
     tids = np.fromiter(map(attrgetter("tid"), events), dtype=object, count=n)
     device = _int_column(args, "device")
     stream = _int_column(args, "stream")
-    gpu_rows = np.flatnonzero(is_gpu)
-    if gpu_rows.size:
-        device[gpu_rows] = np.where(device[gpu_rows] < 0, _ints_or(pids[gpu_rows], -1), device[gpu_rows])
-        stream[gpu_rows] = np.where(stream[gpu_rows] < 0, _ints_or(tids[gpu_rows], -1), stream[gpu_rows])
+    no_device = np.flatnonzero(is_gpu & (device < 0))
+    device[no_device] = _ints_or(pids[no_device], -1)
+    no_stream = np.flatnonzero(is_gpu & (stream < 0))
+    stream[no_stream] = _ints_or(tids[no_stream], -1)
     pid_codes, pid_values = _track_labels(pids, is_gpu, device, "gpu")
     tid_codes, tid_values = _track_labels(tids, is_gpu, stream, "")
     return ChunkColumns(
@@ -207,7 +207,7 @@ def _ints_or(values: np.ndarray, default: int) -> I64:
 def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
     out = np.full(len(args), -1, dtype=np.int64)
     rows = np.flatnonzero(kind == Kind.KERNEL)
-    dims = [getattr(args[index], attribute) for index in rows]
+    dims = list(map(attrgetter(attribute), _pick(args, rows)))
     try:  # fast path: every kernel has dims of one length
         matrix = np.array(dims, dtype=np.int64)
         if matrix.ndim == 2 and matrix.shape[1] > 0:
@@ -219,6 +219,14 @@ def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
         if isinstance(value, list) and value:
             out[index] = math.prod(value)
     return out
+
+
+def _pick(items: list[Args], rows: np.ndarray) -> list[Args]:
+    if rows.size == 0:
+        return []
+    if rows.size == 1:
+        return [items[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(items))
 
 
 def _raw_column(args: list[Args], attribute: str) -> tuple[I64, list[bytes]]:

@@ -76,7 +76,7 @@ def stream_columns(
     pool = _fork_pool(workers) if workers > 1 and expected_text > 2 * chunk_bytes else None
     try:
         with path.open("rb") as handle:
-            if pool is not None and not gz:
+            if not gz:
                 return _decode_ranges(path, handle, size, progress, chunk_bytes, pool)
             blocks = _gunzip_blocks(handle) if gz else _plain_blocks(handle)
             return _decode_pieces(_background(blocks), size, progress, chunk_bytes, pool, workers)
@@ -109,7 +109,7 @@ def _fork_pool(workers: int) -> Any:
         return None
 
 
-def decode_piece(kind: str, text: bytes) -> tuple[dict[str, Any], ChunkColumns | None]:
+def decode_piece(kind: str, text: bytes | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(DOC_DECODER.decode(text)), None
@@ -121,21 +121,37 @@ def decode_piece(kind: str, text: bytes) -> tuple[dict[str, Any], ChunkColumns |
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
-    """`decode_piece` of bytes [start, end) of a plain file, read by the worker itself."""
-    with path.open("rb") as handle:
+    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer."""
+    prefix, suffix = _AFFIXES[kind]
+    buffer = bytearray(len(prefix) + (end - start) + len(suffix))
+    buffer[: len(prefix)] = prefix
+    if suffix:
+        buffer[-len(suffix) :] = suffix
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as handle:
         handle.seek(start)
-        text = handle.read(end - start)
+        filled = len(prefix)
+        while filled < len(prefix) + end - start:
+            got = handle.readinto(view[filled : len(prefix) + end - start])
+            if not got:
+                raise NotStreamable(f"{path} changed while being read")
+            filled += got
     try:
-        return decode_piece(kind, _payload(kind, text))
+        return decode_piece(kind, view)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise NotStreamable(str(exc)) from None
+    finally:
+        view.release()
 
 
 def _decode_ranges(
     path: Path, handle: Any, size: int, progress: ProgressCallback | None, chunk_bytes: int, pool: Any
 ) -> Streamed:
-    """Plain files: the workers read and decode byte ranges; this process only finds the cut points."""
+    """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
+    (then this process only finds the cut points)."""
     head = handle.read(1 << 20)
+    if head.lstrip()[:1] != b"{":
+        raise NotStreamable("not a JSON object")
     match = _EVENTS_KEY.match(head)
     if match is None:
         head += handle.read(HEAD_LIMIT_BYTES)
@@ -163,7 +179,8 @@ def _decode_ranges(
     ranges.append((path, "tail", start, size))
     chunks: list[ChunkColumns] = []
     try:
-        for (_, _, _, end), (extra, columns) in zip(ranges, pool.imap(_decode_range_args, ranges), strict=True):
+        results = pool.imap(_decode_range_args, ranges) if pool is not None else map(_decode_range_args, ranges)
+        for (_, _, _, end), (extra, columns) in zip(ranges, results, strict=True):
             metadata.update(extra)
             if columns is not None:
                 chunks.append(columns)
@@ -178,12 +195,12 @@ def _decode_range_args(job: tuple[Path, str, int, int]) -> tuple[dict[str, Any],
     return decode_range(*job)
 
 
+_AFFIXES = {"head": (b"", b"]}"), "events": (b"[", b"]"), "tail": (b'{"traceEvents":[', b"")}
+
+
 def _payload(kind: str, text: bytes | memoryview) -> bytes:
-    if kind == "head":
-        return b"".join((text, b"]}"))
-    if kind == "events":
-        return b"".join((b"[", text, b"]"))
-    return b"".join((b'{"traceEvents":[', text))
+    prefix, suffix = _AFFIXES[kind]
+    return b"".join((prefix, text, suffix))
 
 
 def _decode_pieces(
