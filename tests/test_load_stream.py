@@ -133,3 +133,15 @@ def test_pool_is_really_used_for_big_inputs(monkeypatch: pytest.MonkeyPatch) -> 
     assert made == [2]
     assert len(streamed.chunks) >= 4  # 8 MB gunzip blocks, cut after each 4 MB
     assert sum(len(c) for c in streamed.chunks) == 74_937  # X events with a timestamp
+
+
+def test_unknown_or_missing_phase_falls_back_with_the_same_result(tmp_path: Path) -> None:
+    events = _events(3)
+    events.insert(2, {"ph": "Z", "name": "future phase", "pid": 1, "tid": 1, "ts": 5})
+    events.insert(4, {"name": "no phase", "pid": 1, "tid": 1, "ts": 6, "dur": 1})
+    path = write_trace(tmp_path / "odd_phase.json", events)
+    with pytest.raises(stream.NotStreamable):
+        stream.stream_columns(path)
+    trace = load_trace(path)
+    assert_same_events(trace, _whole(path))
+    assert len(trace.events) == 12  # neither the unknown phase nor the event without "ph" is a complete event

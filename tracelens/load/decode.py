@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.schema import NO_RAW, Args, Event
+from tracelens.load.schema import NO_RAW, AnyPhaseEvent, Args, Event
 
 METADATA_KEYS = (
     "schemaVersion",
@@ -59,6 +59,12 @@ class _Document(msgspec.Struct, gc=False):
     tracelens_run: msgspec.Raw = NO_RAW
 
 
+class _StreamDocument(_Document, gc=False):
+    traceEvents: list[AnyPhaseEvent] | None = None  # type: ignore[assignment,valid-type]
+
+
+STREAM_DOC_DECODER = msgspec.json.Decoder(_StreamDocument)
+STREAM_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEvent])  # type: ignore[valid-type]
 DOC_DECODER = _DOC_DECODER = msgspec.json.Decoder(_Document)
 EVENTS_DECODER = _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 

@@ -5,6 +5,8 @@ Unknown keys are ignored; `Input Dims` and friends stay undecoded (`msgspec.Raw`
 
 from __future__ import annotations
 
+from typing import Union
+
 import msgspec
 
 Number = int | float
@@ -38,6 +40,28 @@ class Event(msgspec.Struct, gc=False):
     ts: Number | None = None
     dur: Number | None = None
     args: Args | None = None
+
+
+class CompleteEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """A `ph: "X"` event, for the streaming decoder's tagged union (same fields as `Event` but `ph`)."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Number | None = None
+    dur: Number | None = None
+    args: Args | None = None
+
+
+# Every other phase of the Chrome trace format decodes to an empty struct (its fields are skipped, not built).
+# A phase outside this list fails validation and the loader falls back to the whole-file decoder.
+OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c")
+_SKIPPED = tuple(
+    msgspec.defstruct(f"Skipped{index}", [], gc=False, tag_field="ph", tag=phase)
+    for index, phase in enumerate(OTHER_PHASES)
+)
+AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED)]  # type: ignore[valid-type]
 
 
 class TraceDocument(msgspec.Struct, gc=False):

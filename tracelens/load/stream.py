@@ -25,8 +25,9 @@ from typing import Any
 
 import msgspec
 
-from tracelens.load.columns import ChunkColumns, columnize, complete_events
-from tracelens.load.decode import DOC_DECODER, EVENTS_DECODER, metadata_of
+from tracelens.load.columns import ChunkColumns, columnize
+from tracelens.load.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
+from tracelens.load.schema import CompleteEvent
 from tracelens.load.source import GZIP_MAGIC
 
 _gzip_module: types.ModuleType = zlib
@@ -112,12 +113,16 @@ def _fork_pool(workers: int) -> Any:
 def decode_piece(kind: str, text: bytes | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
-        return metadata_of(DOC_DECODER.decode(text)), None
+        return metadata_of(STREAM_DOC_DECODER.decode(text)), None
     if kind == "events":
-        events = EVENTS_DECODER.decode(text)
-        return {}, columnize(complete_events(events))
-    doc = DOC_DECODER.decode(text)
-    return metadata_of(doc), columnize(complete_events(doc.traceEvents or []))
+        return {}, columnize(_complete(STREAM_EVENTS_DECODER.decode(text)))
+    doc = STREAM_DOC_DECODER.decode(text)
+    return metadata_of(doc), columnize(_complete(doc.traceEvents or []))
+
+
+def _complete(events: list[Any]) -> list[Any]:
+    """The complete (`X`) events that have a timestamp; other phases were decoded to empty structs."""
+    return [e for e in events if type(e) is CompleteEvent and e.ts is not None]
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
