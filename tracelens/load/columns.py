@@ -82,8 +82,8 @@ def columnize(events: list[Event]) -> ChunkColumns:
     external_id = np.where(external_id >= 0, external_id, legacy)
 
     is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
-    pids = np.fromiter(map(attrgetter("pid"), events), dtype=object, count=n)
-    tids = np.fromiter(map(attrgetter("tid"), events), dtype=object, count=n)
+    pids = _ids(events, "pid")
+    tids = _ids(events, "tid")
     device = _int_column(args, "device")
     stream = _int_column(args, "stream")
     no_device = np.flatnonzero(is_gpu & (device < 0))
@@ -200,7 +200,20 @@ def _int_or_minus_one(value: object) -> int:
     return number if number is not None and -(2**63) <= number < 2**63 else -1
 
 
+def _ids(events: list[Event], attribute: str) -> np.ndarray:
+    """pid/tid values: int64 when every one is an int (the common case), else an object array."""
+    values = list(map(attrgetter(attribute), events))
+    if set(map(type, values)) <= {int}:  # not bool, not digit strings: those keep their own labels
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
 def _ints_or(values: np.ndarray, default: int) -> I64:
+    if values.dtype != object:
+        return values.astype(np.int64)
     return np.fromiter((v if type(v) is int else default for v in values), dtype=np.int64, count=len(values))
 
 
