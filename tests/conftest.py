@@ -27,8 +27,13 @@ def anchor_traces() -> list[Path]:
     """Every .json/.json.gz trace in the corpus (tar archives excluded)."""
     if not ANCHORS.exists():
         return []
-    return sorted(p for p in ANCHORS.rglob("*.json*") if p.name.endswith((".json", ".json.gz"))
-                  and "trace_perf_report_csvs" not in p.parts and p.name != "execution_details.json")
+    return sorted(
+        p
+        for p in ANCHORS.rglob("*.json*")
+        if p.name.endswith((".json", ".json.gz"))
+        and "trace_perf_report_csvs" not in p.parts
+        and p.name != "execution_details.json"
+    )
 
 
 def recorded_trace(relative: str) -> Path:
@@ -46,25 +51,36 @@ def write_trace(path: Path, events: list[dict[str, Any]], **top: Any) -> Path:
     return path
 
 
-def op(name: str, ts: float, dur: float, ext: int | None = None, tid: int = 1, cat: str = "cpu_op",
-       **args: Any) -> dict[str, Any]:
+def op(
+    name: str, ts: float, dur: float, ext: int | None = None, tid: int = 1, cat: str = "cpu_op", **args: Any
+) -> dict[str, Any]:
     if ext is not None:
         args["External id"] = ext
     return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def launch(name: str, ts: float, dur: float, correlation: int, ext: int | None = None, tid: int = 1,
-           cat: str = "cuda_runtime") -> dict[str, Any]:
+def launch(
+    name: str, ts: float, dur: float, correlation: int, ext: int | None = None, tid: int = 1, cat: str = "cuda_runtime"
+) -> dict[str, Any]:
     args: dict[str, Any] = {"correlation": correlation, "cbid": 211}
     if ext is not None:
         args["External id"] = ext
     return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def kernel(name: str, ts: float, dur: float, correlation: int, stream: int = 7, cat: str = "kernel",
-           **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"correlation": correlation, "device": 0, "stream": stream, **args}}
+def kernel(
+    name: str, ts: float, dur: float, correlation: int, stream: int = 7, cat: str = "kernel", **args: Any
+) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": correlation, "device": 0, "stream": stream, **args},
+    }
 
 
 def step(number: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:

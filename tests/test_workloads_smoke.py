@@ -15,19 +15,32 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("eager_linear", "compiled_linear", "eager_mlp", "compiled_mlp", "liger_mlp")
-META_KEYS = {"variant", "tokens", "hidden", "intermediate", "dtype", "mode", "torch", "triton", "liger_kernel", "gpu",
-             "cuda", "steps_active", "tool"}
+META_KEYS = {
+    "variant",
+    "tokens",
+    "hidden",
+    "intermediate",
+    "dtype",
+    "mode",
+    "torch",
+    "triton",
+    "liger_kernel",
+    "gpu",
+    "cuda",
+    "steps_active",
+    "tool",
+}
 FORBIDDEN = ("tracelens", "msgspec", "plotly", "pandas", "rich")
 
 
 def test_workloads_do_not_import_analysis_deps():
     """workloads/ must stay independent of tracelens and its analysis deps."""
-    pat = re.compile(r"^\s*(?:import|from)\s+(%s)\b" % "|".join(FORBIDDEN), re.M)
+    pat = re.compile(r"^\s*(?:import|from)\s+({})\b".format("|".join(FORBIDDEN)), re.M)
     files = sorted((REPO / "workloads").glob("*.py"))
     assert files
     for f in files:
         m = pat.search(f.read_text())
-        assert m is None, "%s imports %s" % (f.name, m.group(1))
+        assert m is None, f"{f.name} imports {m.group(1)}"
 
 
 def test_record_smoke(tmp_path):
@@ -46,28 +59,55 @@ def test_record_smoke(tmp_path):
     timings = json.loads((out / "timings.json").read_text())
     runs = timings["runs"]
     for v in VARIANTS:
-        path = out / ("%s.json.gz" % v)
-        if v == "liger_mlp" or v.startswith("compiled"):
-            # liger needs CUDA + triton + liger-kernel; compile may be unsupported
-            # on this Python: then the variant is skipped with a printed note.
-            if not path.exists():
-                assert "skipped" in runs[v], runs.get(v)
-                assert "SKIP %s" % v in log
-                continue
+        path = out / (f"{v}.json.gz")
+        # liger needs CUDA + triton + liger-kernel; compile may be unsupported
+        # on this Python: then the variant is skipped with a printed note.
+        if (v == "liger_mlp" or v.startswith("compiled")) and not path.exists():
+            assert "skipped" in runs[v], runs.get(v)
+            assert f"SKIP {v}" in log
+            continue
         assert path.exists(), log
         with gzip.open(path, "rt") as f:
             data = json.load(f)
         assert isinstance(data["traceEvents"], list) and data["traceEvents"]
         meta = data["tracelens_run"]
-        assert META_KEYS <= set(meta), meta
+        assert set(meta) >= META_KEYS, meta
         assert meta["variant"] == v
         assert meta["tool"] == "tracelens.workloads/1"
         assert meta["mode"] == "forward"
         assert (meta["tokens"], meta["hidden"], meta["intermediate"], meta["dtype"]) == (8, 32, 64, "fp32")
         assert meta["steps_active"] == 5
+        if v.endswith("linear"):
+            assert meta["bias"] is True, meta  # nn.Linear(bias=True): eager dispatches to aten::addmm
         steps = {e["name"] for e in data["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
         assert len(steps) >= 5, steps
         assert runs[v]["host_call_ms"]["n"] >= 50
     # on a CPU-only torch, liger must be skipped, never attempted
     if "liger_mlp" in runs and "skipped" in runs["liger_mlp"]:
         assert "liger" in runs["liger_mlp"]["skipped"]
+
+    # --merge-timings: re-record one variant into the same folder; the other entries stay
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workloads.record",
+            "--smoke",
+            "--variant",
+            "eager_linear",
+            "--merge-timings",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    merged = json.loads((out / "timings.json").read_text())
+    assert list(merged["runs"]) == list(runs)
+    assert merged["runs"]["eager_mlp"] == runs["eager_mlp"]
+    assert merged["runs"]["eager_linear"] != runs["eager_linear"]
+    assert merged["superseded"]["eager_linear"][0]["run"] == runs["eager_linear"]
+    assert merged["merges"][-1]["runs"] == ["eager_linear"]

@@ -4,14 +4,16 @@
   ``nn.Linear`` layers named like Liger's ``LigerGEGLUMLP`` (gate_proj,
   up_proj, down_proj) so state dicts can be copied between them.
 * the "linear" variants are a single ``nn.Linear(hidden, intermediate,
-  bias=False)`` whose weight is a copy of the MLP's ``gate_proj``.
+  bias=True)`` whose weight is a copy of the MLP's ``gate_proj`` and whose
+  bias is ``randn(intermediate)`` from its own ``torch.Generator`` seeded with
+  ``LINEAR_BIAS_SEED`` (so the global RNG, hence the input ``x``, is
+  unchanged).  The bias makes eager Linear dispatch to ``aten::addmm``.
 * attention: eager math ``softmax(QK^T/sqrt(d)) V`` and
   ``F.scaled_dot_product_attention``.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import math
@@ -20,6 +22,9 @@ import types
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+LINEAR_BIAS_SEED = 1
+LINEAR_BIAS_INIT = "randn(intermediate), torch.Generator(cpu).manual_seed(%d)" % LINEAR_BIAS_SEED
 
 
 class GeGLUMLP(nn.Module):
@@ -38,8 +43,17 @@ class GeGLUMLP(nn.Module):
 
 
 def make_linear_from(mlp: GeGLUMLP) -> nn.Linear:
-    """A bias-free Linear(hidden -> intermediate) holding a copy of gate_proj."""
-    return copy.deepcopy(mlp.gate_proj)
+    """A Linear(hidden -> intermediate, bias=True) holding a copy of gate_proj's
+    weight and a deterministic random bias (see ``LINEAR_BIAS_INIT``).  Draws
+    nothing from the global RNG."""
+    w = mlp.gate_proj.weight
+    lin = nn.Linear(mlp.hidden_size, mlp.intermediate_size, bias=True, device="meta")
+    gen = torch.Generator(device="cpu").manual_seed(LINEAR_BIAS_SEED)
+    bias = torch.randn(mlp.intermediate_size, generator=gen)
+    lin.weight = nn.Parameter(w.detach().clone(), requires_grad=w.requires_grad)
+    lin.bias = nn.Parameter(bias.to(device=w.device, dtype=w.dtype), requires_grad=w.requires_grad)
+    lin.train(mlp.gate_proj.training)
+    return lin
 
 
 def liger_status(device: torch.device) -> tuple[bool, str]:

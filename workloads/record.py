@@ -16,12 +16,20 @@ to ``<out>/extra/timings.json``):
   cudagraph  cudagraph_mlp: torch.compile(mode="reduce-overhead")
   attn       attn_eager / attn_sdpa / attn_compiled
   i8192      i8192_<variant>: the five main variants at intermediate 8192
+``--extra-variants`` restricts the groups that take main/MLP variants (sweep,
+train, i8192) to the named ones.
+
+``--merge-timings`` re-records a subset into an existing folder: each
+timings.json is read first, the re-recorded runs replace their entries (the
+replaced entries, and their interleaved results, move to ``superseded``), and
+the run is listed under ``merges``.  Without it timings.json is rewritten.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import datetime
 import json
 import os
 import sys
@@ -37,13 +45,14 @@ from .models import (
     attn_math,
     attn_sdpa,
     check_close,
+    LINEAR_BIAS_INIT,
     compile_fn,
     liger_status,
     make_linear_from,
     make_liger_mlp,
 )
 from .profiling import environment, record_trace, run_meta, synchronize
-from .timing import time_fn
+from .timing import interleaved_times, time_fn
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192")
@@ -71,23 +80,69 @@ class Recorder:
     def _timings_path(self, folder: str) -> str:
         return os.path.join(folder, "timings.json")
 
-    def save_timing(self, folder: str, name: str, entry: dict) -> None:
+    def _command(self) -> str:
+        return " ".join(["python -m workloads.record"] + sys.argv[1:])
+
+    def _doc(self, folder: str) -> dict:
+        """The timings document of ``folder``: new, or (--merge-timings) the
+        existing file with a new ``merges`` record for this run."""
         path = self._timings_path(folder)
-        doc = self._timings.setdefault(
-            path,
-            {
+        if path in self._timings:
+            return self._timings[path]
+        doc = None
+        if self.args.merge_timings and os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+            doc.setdefault("runs", {})
+            doc.setdefault("merges", []).append({
+                "utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "command": self._command(),
+                "environment": self.env,
+                "device": str(self.device),
+                "runs": [],
+                "interleaved": [],
+            })
+            log("merging into existing %s (%d runs)" % (path, len(doc["runs"])))
+        if doc is None:
+            doc = {
                 "about": "CUDA-event and host timings measured outside the profiler; "
                 "see workloads/timing.py for definitions (ms)",
                 "environment": self.env,
                 "device": str(self.device),
-                "command": " ".join(["python -m workloads.record"] + sys.argv[1:]),
+                "command": self._command(),
                 "runs": {},
-            },
-        )
-        doc["runs"][name] = entry
+            }
+        self._timings[path] = doc
+        return doc
+
+    def _supersede(self, doc: dict, name: str) -> None:
+        """--merge-timings: move the entries ``name`` replaces to ``superseded``."""
+        merge = doc["merges"][-1]
+        if name in merge["runs"]:
+            return
+        merge["runs"].append(name)
+        old = {}
+        if name in doc["runs"]:  # the new entry takes its place (same key order)
+            old["run"] = doc["runs"][name]
+        for grp, res in doc.get("interleaved", {}).items():
+            if name in res:
+                old.setdefault("interleaved", {})[grp] = res.pop(name)
+        if old:
+            old["replaced_by_merge"] = len(doc["merges"]) - 1
+            doc.setdefault("superseded", {}).setdefault(name, []).append(old)
+
+    def _write(self, folder: str) -> None:
+        path = self._timings_path(folder)
         os.makedirs(folder, exist_ok=True)
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1, sort_keys=False)
+            json.dump(self._timings[path], f, indent=1, sort_keys=False)
+
+    def save_timing(self, folder: str, name: str, entry: dict) -> None:
+        doc = self._doc(folder)
+        if "merges" in doc and self.args.merge_timings:
+            self._supersede(doc, name)
+        doc["runs"][name] = entry
+        self._write(folder)
 
     def skip(self, folder: str, name: str, why: str) -> None:
         log("SKIP %s: %s" % (name, why))
@@ -122,6 +177,30 @@ class Recorder:
         med = t.get("cuda_event_ms", t["host_sync_ms"])["median"]
         log("%s: trace %s (%d B); median %.4f ms (%s)" % (
             name, path, size, med, "cuda events" if "cuda_event_ms" in t else "host"))
+        return fn
+
+    def interleave(self, folder, group, fns, grad=False):
+        """Time the variants of one group round-robin (less exposed to clock
+        drift and ordering than the per-variant runs)."""
+        if self.device.type != "cuda" or len(fns) < 2:
+            return
+        try:
+            res = interleaved_times(fns, self.device, rounds=self.args.interleave_rounds, per_round=10, grad=grad)
+        except Exception as exc:
+            log("FAILED interleaved timing of %s: %r" % (group, exc))
+            traceback.print_exc()
+            self.failed.append("interleaved " + group)
+            return
+        doc = self._doc(folder)
+        if "merges" in doc and self.args.merge_timings:
+            if group in doc.get("interleaved", {}):
+                doc.setdefault("superseded_interleaved", {}).setdefault(group, []).append(
+                    {"results": doc["interleaved"].pop(group), "replaced_by_merge": len(doc["merges"]) - 1})
+            doc["merges"][-1]["interleaved"].append(group)
+        doc.setdefault("interleaved", {})[group] = res
+        self._write(folder)
+        log("interleaved %s: %s" % (group, ", ".join(
+            "%s %.4f" % (k, v["cuda_event_ms"]["median"]) for k, v in res.items())))
 
     def guarded(self, folder, name, thunk):
         try:
@@ -135,8 +214,15 @@ class Recorder:
             self.save_timing(folder, name, {"failed": repr(exc)})
 
     # -- groups -------------------------------------------------------------
-    def mlp_set(self, tokens, hidden, intermediate, folder, prefix, variants, suffix=""):
-        """Main-style forward variants sharing one eager MLP's weights."""
+    def pick(self, variants):
+        """The variants of an extra group that --extra-variants keeps."""
+        keep = self.args.extra_variants
+        return [v for v in variants if keep is None or v in keep]
+
+    def mlp_set(self, tokens, hidden, intermediate, folder, prefix, variants, suffix="", full=MAIN_VARIANTS):
+        """Main-style forward variants sharing one eager MLP's weights.  The
+        interleaved group is ``<prefix>*<suffix>``, or, when ``variants`` is
+        not all of ``full``, ``<prefix>{v1,v2}<suffix>``."""
         dev, dt = self.device, self.dtype
         torch.manual_seed(0)
         mlp = GeGLUMLP(hidden, intermediate).to(device=dev, dtype=dt).eval()
@@ -145,12 +231,14 @@ class Recorder:
         with torch.no_grad():
             refs = {"linear": lin(x), "mlp": mlp(x)}
         liger_ok, why = liger_status(dev)
+        fns = {}
         for v in variants:
             name = prefix + v + suffix
+            kind = "linear" if v.endswith("linear") else "mlp"
+            extra = {"bias": True, "bias_init": LINEAR_BIAS_INIT} if kind == "linear" else {}
             meta = run_meta(self.env, variant=v, tokens=tokens, hidden=hidden, intermediate=intermediate,
                             dtype=self.args.dtype, mode="forward",
-                            compile_backend=self.backend if v.startswith("compiled") else None)
-            kind = "linear" if v.endswith("linear") else "mlp"
+                            compile_backend=self.backend if v.startswith("compiled") else None, **extra)
             if v == "liger_mlp" and not liger_ok:
                 self.skip(folder, name, why)
                 continue
@@ -166,14 +254,17 @@ class Recorder:
                     model = compile_fn(copy.deepcopy(base), backend=self.backend)
                 else:
                     model = make_liger_mlp(mlp).eval()
-                self.run_one(folder, name, lambda: model(x), refs[kind], meta)
+                fns[name] = self.run_one(folder, name, lambda: model(x), refs[kind], meta)
 
             self.guarded(folder, name, thunk)
+        star = "*" if set(full) <= set(variants) else "{%s}" % ",".join(variants)
+        self.interleave(folder, "%s%s%s" % (prefix, star, suffix), fns)
 
     def sweep(self, folder):
         a = self.args
         for t in a.sweep_tokens:
-            self.mlp_set(t, a.hidden, a.intermediate, folder, "sweep_", MLP_VARIANTS, suffix="_t%d" % t)
+            self.mlp_set(t, a.hidden, a.intermediate, folder, "sweep_", self.pick(MLP_VARIANTS), suffix="_t%d" % t,
+                         full=MLP_VARIANTS)
 
     def train(self, folder):
         a = self.args
@@ -185,7 +276,8 @@ class Recorder:
         with torch.no_grad():
             ref = mlp(x)
         liger_ok, why = liger_status(dev)
-        for v in MLP_VARIANTS:
+        fns = {}
+        for v in self.pick(MLP_VARIANTS):
             name = "train_" + v
             if v == "liger_mlp" and not liger_ok:
                 self.skip(folder, name, why)
@@ -217,10 +309,11 @@ class Recorder:
                                 dtype=a.dtype, mode="train", optimizer="AdamW(lr=1e-5, foreach default)",
                                 backward="y.backward(randn grad)",
                                 compile_backend=self.backend if v.startswith("compiled") else None)
-                self.run_one(folder, name, step, ref, meta, grad=True, iters=max(50, a.timing_iters // 2),
-                             check_fn=lambda: call(x))
+                fns[name] = self.run_one(folder, name, step, ref, meta, grad=True,
+                                         iters=max(50, a.timing_iters // 2), check_fn=lambda: call(x))
 
             self.guarded(folder, name, thunk)
+        self.interleave(folder, "train_*", fns, grad=True)
 
     def cudagraph(self, folder):
         a = self.args
@@ -257,6 +350,7 @@ class Recorder:
         q, k, v = (torch.randn(shape, device=dev, dtype=dt) for _ in range(3))
         with torch.no_grad():
             ref = attn_math(q, k, v)
+        fns = {}
         for name in ("attn_eager", "attn_sdpa", "attn_compiled"):
             if name == "attn_compiled" and self.backend == "none":
                 self.skip(folder, name, "compile disabled")
@@ -274,13 +368,14 @@ class Recorder:
                                 mode="forward", batch=a.attn_batch, heads=a.attn_heads, seq=a.attn_seq,
                                 head_dim=a.attn_head_dim, causal=False,
                                 compile_backend=self.backend if name == "attn_compiled" else None)
-                self.run_one(folder, name, lambda: f(q, k, v), ref, meta)
+                fns[name] = self.run_one(folder, name, lambda: f(q, k, v), ref, meta)
 
             self.guarded(folder, name, thunk)
+        self.interleave(folder, "attn_*", fns)
 
     def i8192(self, folder):
         a = self.args
-        self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", MAIN_VARIANTS)
+        self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", self.pick(MAIN_VARIANTS))
 
 
 def gpu_warmup(device, seconds: float) -> None:
@@ -301,6 +396,11 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variant", default="all", help="'all' or a comma list of %s" % ", ".join(MAIN_VARIANTS))
     p.add_argument("--extras", default="", help="'all' or a comma list of %s (written to OUT/extra/)" % ", ".join(EXTRAS))
+    p.add_argument("--extra-variants", default="all",
+                   help="'all' or a comma list of main variants: the only ones the sweep/train/i8192 groups run")
+    p.add_argument("--merge-timings", action="store_true",
+                   help="merge into existing timings.json files instead of rewriting them (re-recorded entries "
+                        "replace theirs; the replaced ones move to 'superseded')")
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--intermediate", type=int, default=16384)
@@ -312,6 +412,8 @@ def parse_args(argv=None):
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile backend: inductor (default on cuda), eager (default on cpu/smoke), none=skip")
     p.add_argument("--timing-iters", type=int, default=100, help=">= 50 CUDA-event timings per variant")
+    p.add_argument("--interleave-rounds", type=int, default=20,
+                   help="round-robin timing: rounds x 10 calls per variant per group (cuda)")
     p.add_argument("--gpu-warmup-s", type=float, default=2.0, help="seconds of matmuls before recording (cuda)")
     p.add_argument("--sweep-tokens", default="8,64,512,4096,16384")
     p.add_argument("--attn-batch", type=int, default=8)
@@ -334,6 +436,10 @@ def parse_args(argv=None):
     bad = [v for v in a.variants if v not in MAIN_VARIANTS]
     if bad:
         p.error("unknown variant(s) %s; choose from %s" % (bad, MAIN_VARIANTS))
+    a.extra_variants = None if a.extra_variants == "all" else [v for v in a.extra_variants.split(",") if v]
+    bad = [v for v in a.extra_variants or () if v not in MAIN_VARIANTS]
+    if bad:
+        p.error("unknown --extra-variants %s; choose from %s" % (bad, MAIN_VARIANTS))
     a.extra_groups = list(EXTRAS) if a.extras == "all" else [e for e in a.extras.split(",") if e]
     bad = [e for e in a.extra_groups if e not in EXTRAS]
     if bad:

@@ -6,7 +6,9 @@ Per trace: ProfilerStep windows; per step the GPU kernels launched from that
 step (kernel -> runtime launch by ``correlation``), their names and summed
 durations; runtime API calls per step (e.g. cudaOccupancy* queries); a few
 aten op counts (aten::t, aten::linear, aten::mm ...); and kernels whose launch
-is not in the trace (e.g. at the window's edges).
+is not in the trace (e.g. at the window's edges).  Each kernel's launching op
+is the innermost CPU op (``cat == "cpu_op"``) on the launch's thread whose
+interval contains the runtime/driver launch call.
 """
 
 from __future__ import annotations
@@ -42,6 +44,20 @@ def summarize(data: dict) -> dict:
         if c is not None:
             rt_by_corr[c] = e
 
+    ops_by_tid = collections.defaultdict(list)
+    for e in cpu_ops:
+        ops_by_tid[e.get("tid")].append(e)
+
+    def launching_op(launch):
+        """Innermost cpu_op around the runtime/driver call (None if none)."""
+        t0, t1 = launch["ts"], launch["ts"] + launch.get("dur", 0)
+        best = None
+        for o in ops_by_tid.get(launch.get("tid"), ()):
+            if o["ts"] <= t0 and o["ts"] + o["dur"] >= t1 and (
+                    best is None or (o["ts"], -o["dur"]) > (best["ts"], -best["dur"])):
+                best = o
+        return best["name"] if best else None
+
     def step_of(ts):
         for i, s in enumerate(steps):
             if s["ts"] <= ts <= s["ts"] + s["dur"]:
@@ -71,8 +87,11 @@ def summarize(data: dict) -> dict:
             outside.append(k)
             continue
         per_step[i]["gpu"].append(k)
+        k = dict(k, launch_op=launching_op(launch), launch_call=launch["name"])
         if k.get("cat") == "kernel":
             per_step[i]["kernels"].append(k)
+        else:
+            per_step[i].setdefault("other_gpu", []).append(k)
     t_first = min((e["ts"] for e in evs), default=0)
     out_steps = []
     for s in per_step:
@@ -84,6 +103,9 @@ def summarize(data: dict) -> dict:
             "n_kernels": len(ks),
             "kernel_names": [k["name"] for k in sorted(ks, key=lambda k: k["ts"])],
             "kernel_us": [k["dur"] for k in sorted(ks, key=lambda k: k["ts"])],
+            "kernel_ops": [k["launch_op"] for k in sorted(ks, key=lambda k: k["ts"])],
+            "kernel_launch_calls": [k["launch_call"] for k in sorted(ks, key=lambda k: k["ts"])],
+            "other_gpu_ops": [(k["name"], k["launch_op"]) for k in sorted(s.get("other_gpu", ()), key=lambda k: k["ts"])],
             "gpu_kernel_us": sum(k["dur"] for k in ks),
             "gpu_span_us": span,
             "n_memcpy_memset": len(s["gpu"]) - len(ks),
@@ -118,8 +140,13 @@ def report(path: str, s: dict) -> str:
     for x in st:
         for n, d in zip(x["kernel_names"], x["kernel_us"]):
             agg[n].append(d)
+    ops = {}
+    for x in st:
+        for n, o in zip(x["kernel_names"], x.get("kernel_ops", ())):
+            ops.setdefault(n, collections.Counter())[o] += 1
     for n, ds in sorted(agg.items(), key=lambda kv: -sum(kv[1])):
-        lines.append("    %5.2f/step  mean %8.2f us  %s" % (len(ds) / len(st), sum(ds) / len(ds), short(n)))
+        by = ", ".join("%s" % o for o in sorted(ops.get(n, {}), key=str))
+        lines.append("    %5.2f/step  mean %8.2f us  %s  [from %s]" % (len(ds) / len(st), sum(ds) / len(ds), short(n), by))
     rt = collections.Counter()
     for x in st:
         rt.update(x["runtime"])

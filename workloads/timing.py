@@ -87,3 +87,28 @@ def time_fn(fn: Callable[[], object], device: torch.device, iters: int = 100, wa
         res["host_call_ms"] = summary(call)
         res["host_sync_ms"] = summary(synced)
     return res
+
+
+def interleaved_times(fns: dict, device: torch.device, rounds: int = 10, per_round: int = 10, grad: bool = False) -> dict:
+    """Round-robin CUDA-event timing of several callables: in each of
+    ``rounds`` rounds every callable gets ``per_round`` isolated calls
+    (synchronize, event, call, event), as in ``time_fn``'s cuda_event_ms."""
+    grad_ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    ev = {k: [] for k in fns}
+    with grad_ctx:
+        for fn in fns.values():  # re-warm (Dynamo caches may have been reset since)
+            for _ in range(3):
+                fn()
+        torch.cuda.synchronize(device)
+        for _ in range(rounds):
+            for k, fn in fns.items():
+                for _ in range(per_round):
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    torch.cuda.synchronize(device)
+                    start.record()
+                    fn()
+                    end.record()
+                    end.synchronize()
+                    ev[k].append(start.elapsed_time(end))
+    return {k: {"cuda_event_ms": summary(v)} for k, v in ev.items()}

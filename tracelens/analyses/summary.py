@@ -53,6 +53,19 @@ class TraceFacts:
     launches_linked_by_containment: int
 
 
+STEP_FIGURE_KEYS = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "launches",
+    "cpu_ops",
+    "cpu_us",
+    "gpu_busy_us",
+    "gpu_kernel_us",
+    "step_us",
+)
+
+
 @dataclass(frozen=True)
 class StepFigures:
     """Figures of one step (or of the per-step median, with `number` = -1)."""
@@ -113,8 +126,9 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
 
 
-def analyze_summary(trace: Trace, step: int | None = None) -> Summary:
-    window = select_window(trace, step)
+def analyze_summary(trace: Trace, step: int | None = None, window: Window | None = None) -> Summary:
+    """`window` (default: `select_window(trace, step)`) lets callers drop steps, e.g. ones that compiled."""
+    window = window if window is not None else select_window(trace, step)
     gpu_frame = gpu_activity_frame(trace)
     in_window = gpu_frame[gpu_frame["step"].isin(window.step_indices)]
     step_table = _step_table(trace, window, gpu_frame)

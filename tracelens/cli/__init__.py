@@ -9,6 +9,10 @@ from typing import Protocol
 
 from tracelens import __version__
 from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.annotate import AnnotateCommand
+from tracelens.cli.check import CheckCommand
+from tracelens.cli.compare import CompareCommand
+from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
 
 DESCRIPTION = """\
@@ -16,6 +20,10 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
 
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
+  tracelens compare traces/h200/eager_mlp.json.gz traces/h200/compiled_mlp.json.gz traces/h200/liger_mlp.json.gz
+  tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
+  tracelens report traces/h200/eager_mlp.json.gz
+  tracelens annotate traces/h200/eager_mlp.json.gz -o eager_mlp.annotated.json.gz
 """
 
 
@@ -29,7 +37,7 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand()]
+COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand(), CheckCommand(), ReportCommand(), AnnotateCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

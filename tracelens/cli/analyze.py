@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from tracelens.analyses import analyze
+from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
 from tracelens.analyses.ranks import RankFigures
 from tracelens.cli.common import (
     add_cache_argument,
@@ -21,8 +22,19 @@ from tracelens.cli.common import (
     use_color,
 )
 from tracelens.cli.output import check_writable, emit
+from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 from tracelens.renderers.text import AnalyzeTextRenderer
+
+
+def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
+    """Peaks from TRACELENS_PEAKS, overridden by the command-line options."""
+    try:
+        from_env = override_from_env()
+        from_cli = PeakOverride(parse_tflops(tflops) if tflops else {}, tbps)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise TracelensError(f"bad peak figures ({exc}); use e.g. --peak-tflops bf16=989,fp32=67") from None
+    return merge_overrides(from_env, from_cli)
 
 
 class AnalyzeCommand:
@@ -36,6 +48,13 @@ class AnalyzeCommand:
             "trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz), or a directory / tar of rank traces"
         )
         parser.add_argument("--step", type=int, help="analyze only ProfilerStep#N")
+        parser.add_argument(
+            "--peak-tflops",
+            metavar="TFLOPS",
+            help="roofline compute peak: one figure for every dtype (989) or per dtype (bf16=989,fp32=67); "
+            "overrides the device table and TRACELENS_PEAKS",
+        )
+        parser.add_argument("--peak-tbps", type=float, metavar="TBPS", help="roofline memory peak in TB/s")
         add_format_argument(parser)
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -58,7 +77,7 @@ class AnalyzeCommand:
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
         trace = load_with_feedback(args.trace, use_cache=args.use_cache)
-        report = analyze(trace, step=args.step)
+        report = analyze(trace, step=args.step, peaks=peak_override(args.peak_tflops, args.peak_tbps))
         if args.format == "json":
             text = AnalyzeJsonRenderer().render(report)
         else:
@@ -75,7 +94,6 @@ def _is_archive(path: Path) -> bool:
 
 def _run_ranks(args: argparse.Namespace) -> int:
     from tracelens.analyses.ranks import analyze_ranks
-    from tracelens.errors import TracelensError
     from tracelens.parallel import rank_files, run_ranks
     from tracelens.renderers.ranks import RanksJsonRenderer, RanksTextRenderer
 

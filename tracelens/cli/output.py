@@ -27,10 +27,17 @@ def write_atomic(path: Path, content: str | bytes, force: bool) -> None:
     try:
         with os.fdopen(handle, "wb") as temp:
             temp.write(data)
+        os.chmod(temp_name, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def emit(text: str, output: Path | None, force: bool) -> None:

@@ -105,8 +105,9 @@ def decode_trace(data: bytes, source: str) -> Decoded:
 
 
 def _first_non_space(data: bytes) -> int:
-    match = re.search(rb"\S", data[:4096])
-    return match.start() if match else (-1 if not data.strip() else len(data) - len(data.lstrip()))
+    """Index of the first non-whitespace byte, -1 if there is none (no copy of `data` is made)."""
+    match = _NON_SPACE.search(data)
+    return match.start() if match else -1
 
 
 def _decode_typed(data: bytes, bare_array: bool) -> Decoded:
@@ -247,6 +248,7 @@ def _coerce_event(item: object) -> Event | None:
 
 # ---------------------------------------------------------------- salvage of cut-off files
 
+_NON_SPACE = re.compile(rb"\S")
 _MAX_SALVAGE_TRIES = 64
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 

@@ -28,10 +28,6 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|_fwd_kernel|_bwd_kernel", re.I)),
-    (
-        "reduction",
-        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm", re.I),
-    ),
     ("conv", re.compile(r"conv|winograd|implicit_gemm|scudnn|fft", re.I)),
     (
         "gemm",
@@ -40,6 +36,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"splitKreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt",
             re.I,
         ),
+    ),
+    (
+        "reduction",
+        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm", re.I),
     ),
     ("fused", re.compile(r"^triton_|^fused_|_kernel_fused|^liger|^_liger", re.I)),
     (
@@ -61,22 +61,27 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
+_LIBRARY_RULES = 4  # communication, attention, conv, gemm: recognised whatever the launch API
 _TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @lru_cache(maxsize=65536)
 def categorize(name: str, launch_api: str = "") -> str:
-    """Category of a kernel; Triton kernels launched through the driver API with plain names are `fused`."""
+    """Category of a kernel. Library kernels (cuBLAS, cuDNN, NCCL, flash) are named by what they do even when
+    launched through the driver API; other plain-named kernels launched that way are Triton: `fused`."""
     if name.startswith(("Memcpy", "Memset")):
         return "copy" if name.startswith("Memcpy") else "memset"
-    for category, pattern in _RULES:
+    if name.startswith("triton_") and not name.startswith("triton_tem_"):
+        return "fused"
+    for category, pattern in _RULES[:_LIBRARY_RULES]:
         if pattern.search(name):
-            if category == "fused" or not _is_triton(name, launch_api):
-                return category
-            break
+            return category
     if _is_triton(name, launch_api):
         return "fused"
+    for category, pattern in _RULES[_LIBRARY_RULES:]:
+        if pattern.search(name):
+            return category
     return "other"
 
 

@@ -9,20 +9,10 @@ from typing import Any
 
 from tracelens import __version__
 from tracelens.analyses import AnalysisReport
-from tracelens.analyses.summary import StepFigures
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures
 
 ANALYZE_SCHEMA = "tracelens.analyze/1"
-PER_STEP_KEYS = (
-    "kernels",
-    "memcpy",
-    "memset",
-    "launches",
-    "cpu_ops",
-    "cpu_us",
-    "gpu_busy_us",
-    "gpu_kernel_us",
-    "step_us",
-)
+PER_STEP_KEYS = STEP_FIGURE_KEYS
 
 
 def per_step_dict(figures: StepFigures) -> dict[str, float]:
@@ -42,7 +32,7 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
-        "kernels": [dataclasses.asdict(row) for row in summary.kernels],
+        "kernels": _kernels_with_roofline(report),
         "ops": [dataclasses.asdict(row) for row in summary.ops],
         "warnings": list(summary.warnings),
     }
@@ -51,13 +41,42 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
     return _clean(document)
 
 
+ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "achieved_tflops", "achieved_tbps", "limit", "model")
+
+
+def _kernels_with_roofline(report: AnalysisReport) -> list[dict[str, Any]]:
+    """The kernel table; kernels with a roofline model also get `pct_of_peak` (null on unknown GPUs) etc."""
+    by_kernel = report.roofline.by_kernel() if report.roofline else {}
+    rows = []
+    for row in report.summary.kernels:
+        entry = dataclasses.asdict(row)
+        model = by_kernel.get(row.name)
+        if model is not None:
+            entry.update({key: getattr(model, key) for key in ROOFLINE_KERNEL_KEYS})
+        rows.append(entry)
+    return rows
+
+
 def _extra_sections(report: AnalysisReport) -> dict[str, Any]:
-    """Sections of later analyses: each non-summary field of the report, under its own name."""
-    return {
-        field.name: dataclasses.asdict(value)
-        for field in dataclasses.fields(report)
-        if field.name != "summary" and (value := getattr(report, field.name)) is not None
-    }
+    """Sections of later analyses, each under a stable name. `bound` is the verdict string ("cpu", "gpu",
+    "mixed", "unknown") with its figures under `bound_breakdown`; `fusion_opportunities` is a list."""
+    sections: dict[str, Any] = {}
+    for field in dataclasses.fields(report):
+        value = getattr(report, field.name)
+        if field.name == "summary" or value is None:
+            continue
+        if field.name == "bound":
+            sections["bound"] = value.bound
+            sections["bound_breakdown"] = dataclasses.asdict(value)
+        elif field.name == "fusion":
+            sections["fusion_opportunities"] = [dataclasses.asdict(o) for o in value.opportunities]
+            sections["fusion"] = {
+                "shapes_recorded": value.shapes_recorded,
+                "est_saving_us_per_step": value.est_saving_us_per_step,
+            }
+        else:
+            sections[field.name] = dataclasses.asdict(value)
+    return sections
 
 
 def _number(value: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 
 from rich.console import Console
 from rich.table import Table
@@ -10,19 +11,35 @@ from rich.text import Text
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.text_analyses import (
+    api_table,
+    bound_steps_table,
+    bound_text,
+    compiled_parts,
+    dispatch_table,
+    fusion_table,
+    roofline_table,
+)
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
 
 
+DEFAULT_WIDTH = 140  # output to a pipe or file: fixed, so it is the same on every machine
+
+
 def make_console(color: bool, width: int | None = None) -> Console:
+    """A recording console; on a terminal (`color`) it takes the terminal's width."""
+    if width is None:
+        width = max(shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns, 80) if color else DEFAULT_WIDTH
     return Console(
         file=io.StringIO(),
         force_terminal=color,
         no_color=not color,
-        width=width or 120,
+        width=width,
         highlight=False,
         soft_wrap=False,
+        markup=False,  # kernel names like `elementwise_kernel[mul]` are data, not rich markup
     )
 
 
@@ -118,22 +135,28 @@ def _count(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
-def kernel_table(summary: Summary) -> Table:
+def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
+    """`pct_of_peak` (kernel name → % of roofline, from the roofline analysis) adds a "% peak" column."""
     table = Table(title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time)", title_justify="left")
     table.add_column("kernel", overflow="fold")
     table.add_column("category")
     for column in ("calls/step", "total µs", "mean µs"):
         table.add_column(column, justify="right")
+    if pct_of_peak is not None:
+        table.add_column("% peak", justify="right")
     table.add_column("launched by", overflow="ellipsis")
     for row in summary.kernels[:MAX_KERNEL_ROWS]:
-        table.add_row(
+        cells = [
             row.short_name,
             row.category,
             _count(row.calls_per_step),
             f"{row.total_us:,.1f}",
             f"{row.mean_us:,.2f}",
-            row.op or "—",
-        )
+        ]
+        if pct_of_peak is not None:
+            pct = pct_of_peak.get(row.name)
+            cells.append(f"{pct:,.1f}" if pct is not None else "—")
+        table.add_row(*cells, row.op or "—")
     if len(summary.kernels) > MAX_KERNEL_ROWS:
         table.caption = f"{len(summary.kernels) - MAX_KERNEL_ROWS} more kernels in --format json"
     return table
@@ -160,6 +183,22 @@ def op_table(summary: Summary) -> Table:
     return table
 
 
+def analysis_parts(report: AnalysisReport) -> list[Table | Text]:
+    """The later analyses' sections, in reading order: bound, dispatch, fusion, roofline, torch.compile."""
+    parts: list[Table | Text | None] = []
+    if report.compiled:
+        parts.extend(compiled_parts(report.compiled))
+    if report.bound:
+        parts += [bound_text(report.bound), bound_steps_table(report.bound)]
+    if report.dispatch:
+        parts += [dispatch_table(report.dispatch), api_table(report.dispatch)]
+    if report.fusion:
+        parts.append(fusion_table(report.fusion))
+    if report.roofline:
+        parts.append(roofline_table(report.roofline))
+    return [p for p in parts if p is not None]
+
+
 class AnalyzeTextRenderer:
     output_file_extension = ".txt"
 
@@ -174,9 +213,14 @@ class AnalyzeTextRenderer:
         console.print()
         console.print(per_step_table(summary))
         if summary.kernels:
-            console.print(kernel_table(summary))
+            peaks = (
+                {name: r.pct_of_peak for name, r in result.roofline.by_kernel().items()} if result.roofline else None
+            )
+            console.print(kernel_table(summary, peaks))
         if summary.ops:
             console.print(op_table(summary))
+        for part in analysis_parts(result):
+            console.print(part)
         for warning in summary.warnings:
             console.print(Text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

@@ -1,0 +1,69 @@
+"""Finding panels on a recorded H200 trace (eager_mlp: mm → gelu → mul → mm, 5 steps), checked against the
+analysis results they draw (the analyses' own figures are tested in their own tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import recorded_trace
+from tests.report_helpers import array
+from tracelens.analyses import AnalysisReport, analyze
+from tracelens.load import load_trace
+from tracelens.model.trace import Trace
+from tracelens.report import build_report
+from tracelens.report.document import ReportDocument
+
+
+@pytest.fixture(scope="module")
+def mlp() -> tuple[Trace, AnalysisReport, ReportDocument]:
+    trace = load_trace(recorded_trace("h200/eager_mlp.json.gz"))
+    report = analyze(trace)
+    return trace, report, build_report([(trace, report)])
+
+
+def test_idle_by_cause_draws_the_bound_steps(mlp: tuple) -> None:
+    _, report, document = mlp
+    data = document.panel("gpu-idle").figure.to_dict()["data"]
+    assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle"]
+    assert list(data[0]["x"]) == [str(s.number) for s in report.bound.steps] == ["3", "4", "5", "6", "7"]
+    assert array(data[0]["y"]).tolist() == [s.gpu_busy_us for s in report.bound.steps]
+    assert array(data[1]["y"]).tolist() == [s.launch_wait_us for s in report.bound.steps]
+    assert array(data[2]["y"]).tolist() == [s.sync_wait_us for s in report.bound.steps]
+
+
+def test_bound_panel_states_the_verdict(mlp: tuple) -> None:
+    _, report, document = mlp
+    panel = document.panel("bound")
+    assert panel.table is not None and panel.table.rows[0] == ("verdict", report.bound.bound)
+    assert panel.note.startswith({"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}[report.bound.bound])
+
+
+def test_dispatch_layers(mlp: tuple) -> None:
+    _, report, document = mlp
+    bar = document.panel("dispatch").figure.to_dict()["data"][0]
+    layers = [layer for layer in report.dispatch.layers if layer.us_per_step > 0][::-1]
+    assert list(bar["y"]) == [layer.name for layer in layers]
+    assert array(bar["x"]).tolist() == [layer.us_per_step for layer in layers]
+
+
+def test_fusion_table(mlp: tuple) -> None:
+    _, report, document = mlp
+    table = document.panel("fusion").table
+    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 1
+    assert table.rows[0][0] == "vectorized_elementwise_kernel[gelu] → vectorized_elementwise_kernel[mul]"
+    assert table.rows[0][1] == "aten::gelu → aten::mul"
+
+
+def test_roofline_points_and_roofs(mlp: tuple) -> None:
+    _, report, document = mlp
+    data = document.panel("roofline").figure.to_dict()["data"]
+    roofs = [t for t in data if t["name"].startswith("roof ")]
+    points = [t for t in data if t["name"].endswith("-limited kernels")]
+    dtypes = {r.dtype for r in report.roofline.rows}
+    assert [t["name"].split()[1] for t in roofs] == sorted(dtypes & set(report.roofline.peaks_tflops))
+    plotted = sum(array(t["x"]).size for t in points)
+    modelled = [r for r in report.roofline.rows if r.intensity_flop_per_byte and r.achieved_tflops]
+    assert plotted == len(modelled) > 0
+    compute = next(t for t in points if t["name"] == "compute-limited kernels")
+    rows = [r for r in modelled if r.limit == "compute"]
+    assert array(compute["y"]).tolist() == [r.achieved_tflops for r in rows]

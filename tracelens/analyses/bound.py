@@ -1,0 +1,266 @@
+"""Exposed vs hidden: why the GPU idles inside each step, and whether the window is CPU- or GPU-bound.
+
+Contract: `analyze_bound(trace, window, dispatch_us_per_step) -> Bound`; pure.
+
+Per device, GPU activity (kernels, copies, memsets on all streams) is merged into busy intervals. Each idle gap
+ends at the activity that starts the next busy interval and belongs to that activity's step. Its cause:
+- `sync`: until the CPU returned from a synchronisation or blocking host copy that overlapped the gap;
+- `launch`: the rest, when the activity's launch call returned after that point and the activity started within
+  `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it (exposed dispatch);
+- `other`: the rest otherwise: work was queued but waited (cross-stream events), or no launch is recorded.
+Verdict: "cpu" when launch waits exceed GPU busy time; "gpu" when the GPU is busy at least `GPU_BOUND_MIN_BUSY`
+of its span (busy + idle); else "mixed".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracelens.analyses.dispatch import LAYERS, classify_layers
+from tracelens.analyses.window import Window
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS
+from tracelens.model.trace import Trace
+
+NS_PER_US = 1000.0
+LAUNCH_SLACK_NS = 10_000
+GPU_BOUND_MIN_BUSY = 0.75
+CAUSES = ("launch", "sync", "other")
+
+
+@dataclass(frozen=True)
+class StepBound:
+    number: int
+    gpu_busy_us: float
+    launch_wait_us: float
+    sync_wait_us: float
+    other_idle_us: float
+    bound: str
+
+    @property
+    def idle_us(self) -> float:
+        return self.launch_wait_us + self.sync_wait_us + self.other_idle_us
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Per-step means over the analyzed window (busy and idle summed over devices)."""
+
+    bound: str  # "cpu" | "gpu" | "mixed" | "unknown" (no GPU activity)
+    gpu_busy_us_per_step: float
+    launch_wait_us_per_step: float
+    sync_wait_us_per_step: float
+    other_idle_us_per_step: float
+    dispatch_us_per_step: float
+    exposed_dispatch_us_per_step: float  # dispatch work done while the GPU waited for a launch
+    exposed_dispatch_pct: float | None  # of the dispatch time
+    exposed_dispatch_pct_of_gpu: float | None  # of the GPU's time in the steps (busy + idle)
+    gaps_per_step: float
+    steps: list[StepBound]
+
+
+def gap_table(trace: Trace, by: str = "device") -> pd.DataFrame:
+    """Every idle gap between busy intervals of GPU activity, grouped by "device" or "stream".
+
+    Columns: group, row (activity ending the gap), step, gap_start_ns, gap_end_ns, launch_ts_ns, launch_end_ns,
+    busy_ns (that activity's contribution to the busy union, for every activity, gap or not).
+    """
+    ev, links = trace.events, trace.links
+    rows = np.flatnonzero(np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8)))
+    group = (ev.device[rows] if by == "device" else ev.device[rows] * 1_000_003 + ev.stream[rows]).astype(np.int64)
+    order = np.lexsort((ev.ts_ns[rows], group))
+    rows, group = rows[order], group[order]
+    start, end = ev.ts_ns[rows], ev.end_ns[rows]
+    prev_end = _previous_running_max(group, end)
+    has_prev = prev_end > np.iinfo(np.int64).min // 2
+    busy = np.maximum(0, end - np.maximum(start, np.where(has_prev, prev_end, start)))
+    launch = links.launch[rows]
+    safe = np.maximum(launch, 0)
+    return pd.DataFrame(
+        {
+            "group": group,
+            "row": rows,
+            "step": links.step[rows],
+            "gap_start_ns": np.where(has_prev, prev_end, start),
+            "gap_end_ns": start,
+            "launch_ts_ns": np.where(launch >= 0, ev.ts_ns[safe], -1),
+            "launch_end_ns": np.where(launch >= 0, ev.end_ns[safe], -1),
+            "busy_ns": busy,
+        }
+    )
+
+
+def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For rows sorted by (group, start): the max end of earlier rows in the same group (very negative if none)."""
+    missing = np.iinfo(np.int64).min // 2
+    if group.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    span = int(end.max()) - int(min(0, end.min())) + 1
+    offset = (group - group.min()) * 2 * span
+    running = np.maximum.accumulate(end + offset) - offset
+    previous = np.full(group.size, missing, dtype=np.int64)
+    previous[1:] = running[:-1]
+    first = np.ones(group.size, dtype=bool)
+    first[1:] = group[1:] != group[:-1]
+    previous[first] = missing
+    return previous
+
+
+def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
+    """Nanoseconds of each gap charged to each cause, shape (len(gaps), len(CAUSES)); see `launch_wait_spans`.
+
+    The part of a gap until the last overlapping sync returns is `sync`; the rest is `launch` when the activity
+    ending the gap was launched by a call that returned after that point and it started within
+    `LAUNCH_SLACK_NS` of the call returning, else `other`.
+    """
+    start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+    length = np.maximum(end - start, 0)
+    boundary, waited = launch_wait_spans(trace, gaps)
+    rest_start = np.maximum(start, boundary)
+    amounts = np.zeros((start.size, len(CAUSES)), dtype=np.float64)
+    amounts[:, CAUSES.index("sync")] = boundary - start
+    rest = np.maximum(end - rest_start, 0) * (length > 0)
+    amounts[:, CAUSES.index("launch")] = np.where(waited, rest, 0)
+    amounts[:, CAUSES.index("other")] = np.where(waited, 0, rest)
+    return amounts
+
+
+def launch_wait_spans(trace: Trace, gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(when each gap's sync part ends, whether the rest of the gap waited for a launch)."""
+    start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+    launch_ts, launch_end = gaps["launch_ts_ns"].to_numpy(), gaps["launch_end_ns"].to_numpy()
+    boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
+    rest_start = np.maximum(start, boundary)
+    waited = (launch_ts >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
+    return boundary, waited
+
+
+def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
+    """Merged (k, 2) ns intervals when some thread ran dispatch work (ops, launches, queries, compile wrappers)."""
+    ev = trace.events
+    layer = classify_layers(trace)
+    dispatch_layers = [LAYERS.index(n) for n in LAYERS if n not in ("python", "sync")]
+    rows = np.flatnonzero(window.in_window & np.isin(layer, dispatch_layers))
+    if rows.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    order = np.argsort(ev.ts_ns[rows], kind="stable")
+    start, end = ev.ts_ns[rows][order], ev.end_ns[rows][order]
+    running = np.maximum.accumulate(end)
+    new = np.ones(start.size, dtype=bool)
+    new[1:] = start[1:] > running[:-1]
+    group = np.cumsum(new) - 1
+    merged_end = np.zeros(int(new.sum()), dtype=np.int64)
+    np.maximum.at(merged_end, group, end)
+    return np.stack([start[new], merged_end], axis=1)
+
+
+def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each gap: when the CPU left the last sync overlapping it (gap end if a sync outlasts the gap,
+    gap start if none overlaps)."""
+    ev = trace.events
+    layer = classify_layers(trace)
+    sync = np.flatnonzero(np.isin(ev.kind, np.array(API_KINDS, np.int8)) & (layer == LAYERS.index("sync")))
+    release = start.copy()
+    if sync.size == 0 or start.size == 0:
+        return release
+    order = np.argsort(ev.end_ns[sync], kind="stable")
+    sync_end, sync_start = ev.end_ns[sync][order], ev.ts_ns[sync][order]
+    suffix_min_start = np.minimum.accumulate(sync_start[::-1])[::-1]
+    last = np.searchsorted(sync_end, end, side="right") - 1  # last sync ending at or before the gap end
+    has_last = last >= 0
+    ends_inside = np.zeros(start.size, dtype=bool)
+    ends_inside[has_last] = sync_end[last[has_last]] > start[has_last]
+    release[ends_inside] = sync_end[last[ends_inside]]
+    later = last + 1
+    has_later = later < sync_end.size
+    outlasts = np.zeros(start.size, dtype=bool)
+    outlasts[has_later] = suffix_min_start[later[has_later]] < end[has_later]
+    release[outlasts] = end[outlasts]
+    return release
+
+
+def analyze_bound(
+    trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None
+) -> Bound:
+    """`excluded`: merged (k, 2) ns intervals (e.g. compilation) whose time is taken out of every gap."""
+    gaps = gap_table(trace, by="device")
+    gaps = gaps[window.in_window[gaps["row"].to_numpy()]] if len(gaps) else gaps
+    n = max(window.n_steps, 1)
+    if gaps.empty:
+        return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, None, 0.0, [])
+    amounts_us = classify_gaps(trace, gaps) / NS_PER_US
+    if excluded is not None and excluded.shape[0]:
+        start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+        length = np.maximum(end - start, 0).astype(np.float64)
+        kept = length - _covered(excluded, start, end)
+        amounts_us *= np.divide(kept, length, out=np.zeros_like(length), where=length > 0)[:, None]
+    length_us = amounts_us.sum(axis=1)
+    busy_us = gaps["busy_ns"].to_numpy() / NS_PER_US
+    lookup = np.full(len(trace.steps), -1, dtype=np.int64)
+    lookup[window.step_indices] = np.arange(window.n_steps)
+    slot = lookup[gaps["step"].to_numpy()]
+    grid = np.zeros((window.n_steps, len(CAUSES) + 1))
+    for cause in range(len(CAUSES)):
+        np.add.at(grid[:, cause], slot, amounts_us[:, cause])
+    np.add.at(grid[:, len(CAUSES)], slot, busy_us)
+    steps = [
+        StepBound(int(num), _r(g[3]), _r(g[0]), _r(g[1]), _r(g[2]), verdict(g[3], g[0], g[1] + g[2]))
+        for num, g in zip(window.step_numbers, grid, strict=True)
+    ]
+    total = grid.sum(axis=0) / n
+    exposed = min(_exposed_dispatch_us(trace, window, gaps) / n, dispatch_us_per_step, float(total[0]))
+    return Bound(
+        bound=verdict(total[3], total[0], total[1] + total[2]),
+        gpu_busy_us_per_step=_r(total[3]),
+        launch_wait_us_per_step=_r(total[0]),
+        sync_wait_us_per_step=_r(total[1]),
+        other_idle_us_per_step=_r(total[2]),
+        dispatch_us_per_step=_r(dispatch_us_per_step),
+        exposed_dispatch_us_per_step=_r(exposed),
+        exposed_dispatch_pct=_r(100 * exposed / dispatch_us_per_step) if dispatch_us_per_step > 0 else None,
+        exposed_dispatch_pct_of_gpu=_r(100 * exposed / total.sum()) if total.sum() > 0 else None,
+        gaps_per_step=_r(np.count_nonzero(length_us > 0) / n),
+        steps=steps,
+    )
+
+
+def _exposed_dispatch_us(trace: Trace, window: Window, gaps: pd.DataFrame) -> float:
+    """Dispatch time (union over threads) that fell inside the launch-wait part of a gap: the GPU sat idle
+    while the CPU was issuing its next work."""
+    boundary, waited = launch_wait_spans(trace, gaps)
+    timeline = _dispatch_timeline(trace, window)
+    if timeline.shape[0] == 0 or not waited.any():
+        return 0.0
+    start = np.maximum(gaps["gap_start_ns"].to_numpy(), boundary)[waited]
+    end = gaps["gap_end_ns"].to_numpy()[waited]
+    return float(_covered(timeline, start, np.maximum(end, start)).sum()) / NS_PER_US
+
+
+def _covered(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Length of [start, end) covered by sorted, disjoint `intervals` (k, 2), for each row."""
+    lengths = intervals[:, 1] - intervals[:, 0]
+    cumulative = np.concatenate(([0], np.cumsum(lengths)))
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(intervals[:, 0], t, side="right")  # intervals starting at or before t
+        inside = np.clip(t - intervals[np.maximum(i - 1, 0), 0], 0, lengths[np.maximum(i - 1, 0)])
+        return cumulative[np.maximum(i - 1, 0)] + np.where(i > 0, inside, 0)
+
+    return np.maximum(covered_before(end) - covered_before(start), 0).astype(np.float64)
+
+
+def verdict(busy_us: float, launch_wait_us: float, other_idle_us: float) -> str:
+    span = busy_us + launch_wait_us + other_idle_us
+    if span <= 0:
+        return "unknown"
+    if launch_wait_us > busy_us:
+        return "cpu"
+    if busy_us >= GPU_BOUND_MIN_BUSY * span:
+        return "gpu"
+    return "mixed"
+
+
+def _r(value: float | np.floating) -> float:
+    return round(float(value), 3)

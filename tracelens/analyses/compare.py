@@ -1,0 +1,147 @@
+"""Variants side by side: the study's table, and which eager ops each variant fused into one kernel.
+
+Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
+`triton_*_fused_*`, Liger / hand-written Triton) is matched to the eager ops it replaces by the op words decoded
+from its own name and from its launching op's name (`LigerGELUMulFunction` → gelu, mul), not by kernel name alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracelens.analyses import AnalysisReport
+from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
+from tracelens.analyses.window import select_window
+from tracelens.model.events import Kind
+from tracelens.model.op_names import METADATA_OPS, op_tokens
+from tracelens.model.trace import Trace
+
+MEMORY_BOUND = ("elementwise", "reduction", "copy")
+
+
+@dataclass(frozen=True)
+class FusedKernel:
+    """A fused kernel of one variant and the eager ops (from the baseline variant) it covers."""
+
+    variant: str
+    kernel: str
+    launched_by: str
+    ops: list[str]
+    kernel_us_per_step: float
+    baseline_variant: str
+    baseline_kernels: list[str]
+    baseline_us_per_step: float
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    path: str
+    run: dict[str, object]
+    steps: int
+    per_step: StepFigures
+    metadata_ops_per_step: float
+    dispatch_us_per_step: float | None  # host work issuing GPU work (no Python, no sync waits)
+    exposed_dispatch_us_per_step: float | None  # of it, what the GPU waited for
+    bound: str | None
+    kernels_by_category: dict[str, float]  # kernels per step
+    kernels: list[KernelRow]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    variants: list[Variant]
+    fusions: list[FusedKernel]
+
+
+def variant_name(trace: Trace) -> str:
+    """`tracelens_run.variant` when the workload wrote it, else the file name without trace suffixes."""
+    run_variant = trace.meta.run.get("variant")
+    if isinstance(run_variant, str) and run_variant:
+        return run_variant
+    if trace.path is None:
+        return "trace"
+    name = trace.path.name
+    for suffix in (".gz", ".json", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparison:
+    variants = [_variant(name, trace, report) for name, trace, report in items]
+    return Comparison(variants=variants, fusions=_fusions(items))
+
+
+def _variant(name: str, trace: Trace, report: AnalysisReport) -> Variant:
+    summary = report.summary
+    n = max(summary.steps, 1)
+    by_category: dict[str, float] = {}
+    for row in summary.kernels:
+        by_category[row.category] = round(by_category.get(row.category, 0.0) + row.calls_per_step, 3)
+    return Variant(
+        name=name,
+        path=summary.facts.path,
+        run=summary.facts.run,
+        steps=summary.steps,
+        per_step=summary.per_step,
+        metadata_ops_per_step=round(_metadata_ops(trace) / n, 3),
+        dispatch_us_per_step=report.dispatch.dispatch_us_per_step if report.dispatch else None,
+        exposed_dispatch_us_per_step=report.bound.exposed_dispatch_us_per_step if report.bound else None,
+        bound=report.bound.bound if report.bound else None,
+        kernels_by_category=dict(sorted(by_category.items())),
+        kernels=summary.kernels,
+    )
+
+
+def _metadata_ops(trace: Trace) -> int:
+    ev = trace.events
+    window = select_window(trace)
+    codes = np.array([c for c, name in enumerate(ev.names) if name in METADATA_OPS], dtype=np.int32)
+    metadata = (ev.kind == Kind.CPU_OP) & np.isin(ev.name, codes)
+    parent = trace.links.parent
+    nested = metadata & (parent >= 0) & metadata[np.maximum(parent, 0)]  # aten::t → transpose → as_strided is one
+    return int(np.count_nonzero(window.in_window & metadata & ~nested))
+
+
+def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> list[FusedKernel]:
+    """For every fused kernel of every variant, the baseline's memory-bound ops whose words it covers.
+
+    The baseline is the first variant given that has memory-bound kernels from unfused ops."""
+    baseline = next(
+        ((name, report) for name, _, report in items if _unfused_ops(report.summary.ops, report.summary.kernels)), None
+    )
+    if baseline is None:
+        return []
+    base_name, base_report = baseline
+    candidates = _unfused_ops(base_report.summary.ops, base_report.summary.kernels)
+    fusions: list[FusedKernel] = []
+    for name, _, report in items:
+        if name == base_name:
+            continue
+        for row in report.summary.kernels:
+            if row.category != "fused":
+                continue
+            words = op_tokens(row.name) | op_tokens(row.op)
+            covered = [op for op in candidates if op_tokens(op.name) and op_tokens(op.name) <= words]
+            if len(covered) < 1:
+                continue
+            fusions.append(
+                FusedKernel(
+                    variant=name,
+                    kernel=row.name,
+                    launched_by=row.op,
+                    ops=[op.name for op in covered],
+                    kernel_us_per_step=round(row.total_us / max(report.summary.steps, 1), 3),
+                    baseline_variant=base_name,
+                    baseline_kernels=[k.name for op in covered for k in op.kernels],
+                    baseline_us_per_step=round(sum(op.gpu_us_per_step for op in covered), 3),
+                )
+            )
+    return fusions
+
+
+def _unfused_ops(ops: list[OpRow], kernels: list[KernelRow]) -> list[OpRow]:
+    category = {row.name: row.category for row in kernels}
+    return [op for op in ops if op.kernels and all(category.get(k.name) in MEMORY_BOUND for k in op.kernels)]

@@ -1,0 +1,122 @@
+"""Op shapes from `Input Dims` / `Input type` / `Concrete Inputs` (raw JSON bytes in the event table).
+
+Contract: `op_shapes(events, row) -> OpShapes | None`, decoded once per distinct byte string (cached), so
+callers can map it over the few distinct signatures of a trace rather than over every event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tracelens.model.events import EventTable
+
+# `Input type` strings (c10 type names as torch prints them) → element size in bytes and a short dtype label.
+DTYPES: dict[str, tuple[int, str]] = {
+    "float": (4, "fp32"),
+    "double": (8, "fp64"),
+    "c10::BFloat16": (2, "bf16"),
+    "c10::Half": (2, "fp16"),
+    "c10::Float8_e4m3fn": (1, "fp8"),
+    "c10::Float8_e5m2": (1, "fp8"),
+    "c10::Float8_e4m3fnuz": (1, "fp8"),
+    "c10::Float8_e5m2fnuz": (1, "fp8"),
+    "c10::Float8_e8m0fnu": (1, "fp8"),
+    "signed char": (1, "int8"),
+    "unsigned char": (1, "uint8"),
+    "bool": (1, "bool"),
+    "short int": (2, "int16"),
+    "int": (4, "int32"),
+    "long int": (8, "int64"),
+    "long": (8, "int64"),
+    "int64_t": (8, "int64"),
+    "c10::complex<float>": (8, "complex64"),
+    "c10::complex<double>": (16, "complex128"),
+}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    dims: tuple[int, ...]
+    dtype: str  # short label: bf16, fp32, ...
+    itemsize: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+@dataclass(frozen=True)
+class OpShapes:
+    """Positional arguments of one op call: tensor (or None) per position, and the concrete values."""
+
+    args: tuple[Tensor | None, ...]
+    concrete: tuple[str, ...]
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.args if t is not None)
+
+    def tensor(self, position: int) -> Tensor | None:
+        return self.args[position] if position < len(self.args) else None
+
+    def value(self, position: int) -> str:
+        return self.concrete[position] if position < len(self.concrete) else ""
+
+    def flag(self, position: int) -> bool:
+        return self.value(position).strip().lower() in ("true", "1")
+
+
+def op_shapes(events: EventTable, row: int) -> OpShapes | None:
+    """Shapes of the op at `row`, or None when the trace has no `Input Dims` for it."""
+    dims, types = events.input_dims[row], events.input_types[row]
+    if dims is None or types is None:
+        return None
+    return decode_shapes(bytes(dims), bytes(types), bytes(events.concrete_inputs[row] or b"[]"))
+
+
+@lru_cache(maxsize=32768)
+def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_only: bool = False) -> OpShapes | None:
+    """Decode the three raw args; with `dims_only`, every list of ints counts as a tensor (dtype unknown)."""
+    if dims_only:
+        try:
+            dims = json.loads(dims_raw)
+        except ValueError:
+            return None
+        return OpShapes(tuple(_tensor(d, "float") for d in dims) if isinstance(dims, list) else (), ())
+    try:
+        dims, types, concrete = json.loads(dims_raw), json.loads(types_raw), json.loads(concrete_raw)
+    except ValueError:
+        return None
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    args = tuple(_tensor(d, t) for d, t in zip(dims, types, strict=False))
+    values = tuple(str(v) for v in concrete) if isinstance(concrete, list) else ()
+    return OpShapes(args, values)
+
+
+def _tensor(dims: object, type_name: object) -> Tensor | None:
+    if not isinstance(type_name, str) or type_name not in DTYPES or not isinstance(dims, list):
+        return None
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return None
+    itemsize, label = DTYPES[type_name]
+    return Tensor(tuple(int(d) for d in dims), label, itemsize)
+
+
+def broadcast_numel(tensors: tuple[Tensor, ...]) -> int:
+    """Element count of the broadcast of `tensors` (the output of an elementwise op); 0 if none."""
+    if not tensors:
+        return 0
+    rank = max(len(t.dims) for t in tensors)
+    out = [1] * rank
+    for t in tensors:
+        for axis, size in enumerate(t.dims, start=rank - len(t.dims)):
+            out[axis] = max(out[axis], size) if size != 1 else out[axis]
+    return math.prod(out)

@@ -1,0 +1,55 @@
+"""`tracelens annotate TRACE -o OUT.json.gz`: the trace written back with the findings added, for Perfetto."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+from pathlib import Path
+
+from tracelens.analyses import analyze
+from tracelens.cli.common import load_with_feedback
+from tracelens.cli.output import check_writable, write_atomic
+from tracelens.load.rewrite import rewrite_trace
+from tracelens.report.annotations import trace_additions
+
+SUFFIX = ".tracelens.json.gz"
+
+
+def default_output(trace: Path) -> Path:
+    """`x.json.gz` → `./x.tracelens.json.gz` in the current directory."""
+    name = trace.name
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return Path((name or "trace") + SUFFIX)
+
+
+class AnnotateCommand:
+    """Write the trace back with findings added, to open in Perfetto UI or chrome://tracing: exposed GPU idle
+    gaps (by cause) and fusion opportunities on tracks of their own, the launching op, category and roofline
+    figures in each kernel's args."""
+
+    name = "annotate"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz)")
+        parser.add_argument(
+            "-o",
+            "--output",
+            type=Path,
+            help=f"the trace to write; gzip when it ends in .gz (default: ./<trace name>{SUFFIX})",
+        )
+        parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+
+    def run(self, args: argparse.Namespace) -> int:
+        output = args.output if args.output is not None else default_output(args.trace)
+        check_writable(output, args.force)
+        trace = load_with_feedback(args.trace)
+        additions = trace_additions(trace, analyze(trace))
+        data = rewrite_trace(trace, additions)
+        if output.name.endswith(".gz"):
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        write_atomic(output, data, args.force)
+        print(
+            f"Wrote {output} ({len(additions.slices):,} finding slices, {len(additions.row_args):,} events annotated)"
+        )
+        return 0

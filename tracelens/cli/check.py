@@ -1,0 +1,59 @@
+"""`tracelens check TRACE... --expect HYPOTHESES.toml`: each guess HELD or WRONG, with what the trace says."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
+from tracelens.cli.output import check_writable, emit
+from tracelens.hypotheses import check_document, evaluate, load_hypotheses
+from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult, CheckTextRenderer
+
+FILE_FORMAT = """\
+hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
+recorded variant; without it the hypothesis is checked on every trace), and one subject:
+  metric = "per_step.kernels"         dotted path into the analyze JSON (kernels.name, step_table.0.step_us,
+                                      ops[aten::mm].calls_per_step)
+  kernel | cpu_op | api_call = "glob" matching names; measure = calls_per_step (default) | us_per_step |
+                                      mean_us | calls | total_us; with no op it states that one exists
+  fuses = ["gelu", "mul"]             one kernel covers all these ops
+then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "not-contains" with value = ... or
+than = { trace = "eager_mlp", factor = 0.9 } (optionally another metric/kernel/cpu_op/api_call), and for
+== and != tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 }.
+
+  tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
+"""
+
+
+class CheckCommand:
+    """Check hypotheses (a TOML file) against traces: exit 0 all held, 1 any wrong, 2 malformed input."""
+
+    name = "check"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.epilog = FILE_FORMAT
+        parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="Kineto traces (.json/.json.gz)")
+        parser.add_argument(
+            "--expect", required=True, type=Path, metavar="HYPOTHESES.toml", help="the hypotheses to check"
+        )
+        parser.add_argument("--step", type=int, help="check only ProfilerStep#N of every trace")
+        add_format_argument(parser)
+        add_output_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.output is not None:
+            check_writable(args.output, args.force)
+        hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
+        documents = [check_document(load_with_feedback(path), args.step) for path in args.traces]
+        result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
+        if args.format == "json":
+            text = CheckJsonRenderer().render(result)
+        else:
+            color = use_color() and args.output is None
+            width = shutil.get_terminal_size((160, 24)).columns if color else None
+            text = CheckTextRenderer(color=color, width=max(width or 160, 100)).render(result)
+        emit(text, args.output, args.force)
+        return 1 if result.wrong else 0

@@ -1,0 +1,56 @@
+"""`tracelens compare TRACE...`: variants side by side, and what each fused."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses.compare import compare_variants, variant_name
+from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
+from tracelens.cli.output import check_writable, emit
+from tracelens.errors import TracelensError
+from tracelens.model.trace import Trace
+from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
+
+
+class CompareCommand:
+    """Compare variants (e.g. eager vs torch.compile vs Liger): kernels, times, and fused ops, per step."""
+
+    name = "compare"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("traces", type=Path, nargs="+", help="two or more traces, in the order to show")
+        parser.add_argument(
+            "--name",
+            action="append",
+            default=[],
+            help="name for the next trace (repeatable; default: the recorded variant or file stem)",
+        )
+        add_format_argument(parser)
+        add_output_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        if args.output is not None:
+            check_writable(args.output, args.force)
+        if len(args.name) > len(args.traces):
+            raise TracelensError(f"{len(args.name)} --name values for {len(args.traces)} traces")
+        items: list[tuple[str, Trace, AnalysisReport]] = []
+        for index, path in enumerate(args.traces):
+            trace = load_with_feedback(path)
+            name = args.name[index] if index < len(args.name) else variant_name(trace)
+            items.append((_unique(name, [n for n, _, _ in items]), trace, analyze(trace)))
+        comparison = compare_variants(items)
+        if args.format == "json":
+            text = CompareJsonRenderer().render(comparison)
+        else:
+            text = CompareTextRenderer(color=use_color() and args.output is None).render(comparison)
+        emit(text, args.output, args.force)
+        return 0
+
+
+def _unique(name: str, taken: list[str]) -> str:
+    candidate, counter = name, 2
+    while candidate in taken:
+        candidate, counter = f"{name}#{counter}", counter + 1
+    return candidate

@@ -1,0 +1,168 @@
+"""pandas DataFrames of a loaded trace, for notebooks: one row per kernel, op, launch or step.
+
+Times are µs relative to the trace's first event (`*_us`), step numbers are `ProfilerStep#N` numbers
+(`<NA>` outside any step), and `op` is the CPU op that launched the work (Inductor wrappers named like the
+kernel are skipped, as in `tracelens analyze`). Building a frame is vectorised; nothing is cached.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, analyze_summary, gpu_activity_frame
+from tracelens.model.events import API_KINDS, Kind
+from tracelens.model.kernel_names import short_name
+from tracelens.model.trace import Trace
+
+NS_PER_US = 1000.0
+
+__all__ = ["kernels_frame", "launches_frame", "ops_frame", "steps_frame"]
+
+
+def _step_numbers(trace: Trace, step_index: np.ndarray) -> pd.array:
+    """Step indices (-1 = none) → nullable ProfilerStep numbers."""
+    numbers = np.where(step_index >= 0, trace.steps.number[np.maximum(step_index, 0)], 0)
+    return pd.array(np.where(step_index >= 0, numbers, pd.NA), dtype="Int64")
+
+
+def _us(values_ns: np.ndarray) -> np.ndarray:
+    return np.asarray(values_ns, dtype=np.float64) / NS_PER_US
+
+
+def _kind_names(kinds: np.ndarray) -> list[str]:
+    return [Kind(int(k)).name.lower() for k in kinds]
+
+
+def kernels_frame(trace: Trace) -> pd.DataFrame:
+    """One row per GPU activity (kernels, memcpy, memset), in time order.
+
+    Columns: step, name, short_name, kind, category, op, launch_api, start_us, dur_us, end_us,
+    launch_start_us, queue_us (kernel start − launch start; NaN without a launch), device, stream,
+    grid_blocks, block_threads.
+    """
+    gpu = gpu_activity_frame(trace)
+    ev = trace.events
+    rows = gpu["row"].to_numpy()
+    launch = gpu["launch"].to_numpy()
+    start = _us(gpu["ts_ns"].to_numpy())
+    dur = _us(gpu["dur_ns"].to_numpy())
+    launch_start = np.where(launch >= 0, _us(ev.ts_ns[np.maximum(launch, 0)]), np.nan)
+    names = gpu["name"].tolist()
+    frame = pd.DataFrame(
+        {
+            "step": _step_numbers(trace, gpu["step"].to_numpy()),
+            "name": names,
+            "short_name": [short_name(n) for n in names],
+            "kind": _kind_names(gpu["kind"].to_numpy()),
+            "category": gpu["category"].to_numpy(),
+            "op": gpu["op"].to_numpy(),
+            "launch_api": gpu["launch_api"].to_numpy(),
+            "start_us": start,
+            "dur_us": dur,
+            "end_us": start + dur,
+            "launch_start_us": launch_start,
+            "queue_us": start - launch_start,
+            "device": gpu["device"].to_numpy(),
+            "stream": gpu["stream"].to_numpy(),
+            "grid_blocks": ev.grid_blocks[rows],
+            "block_threads": ev.block_threads[rows],
+        }
+    )
+    return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
+
+
+def ops_frame(trace: Trace) -> pd.DataFrame:
+    """One row per CPU op (`cpu_op` events), in time order.
+
+    Columns: step, name, parent (enclosing CPU event), depth, thread, start_us, dur_us, end_us,
+    kernels (GPU activities it launched directly), gpu_us (their summed duration), input_dims (JSON text).
+    """
+    ev, links = trace.events, trace.links
+    rows = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    launched, gpu_ns = _launched_by_op(trace, ev.kind.size)
+    start = _us(ev.ts_ns[rows])
+    dur = _us(ev.dur_ns[rows])
+    frame = pd.DataFrame(
+        {
+            "step": _step_numbers(trace, links.step[rows]),
+            "name": ev.names_at(rows),
+            "parent": ev.names_at(links.parent[rows]),
+            "depth": links.depth[rows],
+            "thread": [trace.tracks.label(int(t)) for t in ev.track[rows]],
+            "start_us": start,
+            "dur_us": dur,
+            "end_us": start + dur,
+            "kernels": launched[rows],
+            "gpu_us": _us(gpu_ns[rows]),
+            "input_dims": [raw.decode("utf-8", "replace") if raw else None for raw in ev.input_dims[rows]],
+        }
+    )
+    return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
+
+
+def _launched_by_op(trace: Trace, n: int) -> tuple[np.ndarray, np.ndarray]:
+    gpu = gpu_activity_frame(trace)
+    op = gpu["op_row"].to_numpy()
+    has = op >= 0
+    counts = np.bincount(op[has], minlength=n)
+    dur = np.bincount(op[has], weights=gpu["dur_ns"].to_numpy()[has].astype(np.float64), minlength=n)
+    return counts, dur
+
+
+def launches_frame(trace: Trace) -> pd.DataFrame:
+    """One row per CUDA/HIP runtime or driver call (launches, syncs, occupancy queries, ...), in time order.
+
+    Columns: step, name, api ("runtime"/"driver"), op (innermost CPU op around it), start_us, dur_us,
+    kernels (GPU activities it launched), kernel (the first one's name, "" if none), kernel_start_us,
+    launch_to_start_us (kernel start − call start).
+    """
+    ev, links = trace.events, trace.links
+    rows = np.flatnonzero(np.isin(ev.kind, np.array(API_KINDS, np.int8)))
+    gpu_rows = np.flatnonzero(links.launch >= 0)
+    order = np.lexsort((ev.ts_ns[gpu_rows], links.launch[gpu_rows]))
+    gpu_rows = gpu_rows[order]
+    launchers = links.launch[gpu_rows]
+    counts = np.bincount(launchers, minlength=ev.kind.size)
+    first = np.full(ev.kind.size, -1, dtype=np.int64)
+    first_of_group = np.ones(launchers.size, dtype=bool)
+    first_of_group[1:] = launchers[1:] != launchers[:-1]
+    first[launchers[first_of_group]] = gpu_rows[first_of_group]
+    kernel = first[rows]
+    start = _us(ev.ts_ns[rows])
+    kernel_start = np.where(kernel >= 0, _us(ev.ts_ns[np.maximum(kernel, 0)]), np.nan)
+    frame = pd.DataFrame(
+        {
+            "step": _step_numbers(trace, links.step[rows]),
+            "name": ev.names_at(rows),
+            "api": ["driver" if k == Kind.DRIVER else "runtime" for k in ev.kind[rows]],
+            "op": ev.names_at(links.op[rows]),
+            "start_us": start,
+            "dur_us": _us(ev.dur_ns[rows]),
+            "kernels": counts[rows],
+            "kernel": ev.names_at(kernel),
+            "kernel_start_us": kernel_start,
+            "launch_to_start_us": kernel_start - start,
+        }
+    )
+    return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
+
+
+def steps_frame(trace: Trace) -> pd.DataFrame:
+    """One row per complete step, with the per-step figures of `tracelens analyze`.
+
+    Columns: step, start_us, kernels, memcpy, memset, launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us,
+    step_us (step start → its last GPU end), complete.
+    """
+    summary = analyze_summary(trace)
+    index = {int(n): i for i, n in enumerate(trace.steps.number)}
+    table = summary.step_table
+    starts = [_us(trace.steps.start_ns[index[row.number]]) if row.number in index else np.nan for row in table]
+    return pd.DataFrame(
+        {
+            "step": pd.array([row.number for row in table], dtype="Int64"),
+            "start_us": np.asarray(starts, dtype=np.float64),
+            **{key: np.asarray([getattr(row, key) for row in table], dtype=np.float64) for key in STEP_FIGURE_KEYS},
+            "complete": np.asarray([row.complete for row in table], dtype=bool),
+        }
+    )

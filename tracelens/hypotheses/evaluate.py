@@ -1,0 +1,282 @@
+"""Evaluate hypotheses over analyze documents: each one HELD or WRONG, with the measured value and the evidence.
+
+Contract: `evaluate(hypotheses, documents) -> list[Verdict]`; pure. A hypothesis that cannot be evaluated
+(unknown trace, metric path not in the document, a comparison that does not fit the value) raises
+`HypothesisError` (exit status 2): that is a malformed guess, not a wrong one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracelens.hypotheses.document import TraceDocument
+from tracelens.hypotheses.fusion import coverage_source
+from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, Reference, Subject
+from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
+
+SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
+MAX_EVIDENCE = 8
+_EVIDENCE_SECTION = {
+    "kernels": "kernels",
+    "gpu_kernel_us": "kernels",
+    "gpu_busy_us": "kernels",
+    "launches": "api_calls",
+    "cpu_ops": "cpu_ops",
+    "cpu_us": "cpu_ops",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one hypothesis on one trace."""
+
+    hypothesis: Hypothesis
+    trace: str  # label of the trace it was measured on
+    held: bool
+    measured: Any  # what the trace says
+    expected: Any  # the value it was compared with (after `than` and `factor`), or None
+    evidence: tuple[str, ...]  # which kernels, ops, steps or paths the measurement came from
+
+    @property
+    def status(self) -> str:
+        return "HELD" if self.held else "WRONG"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    value: Any
+    evidence: tuple[str, ...]
+    found: bool = True  # False when a pattern matched nothing
+
+
+def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument]) -> list[Verdict]:
+    """One verdict per hypothesis and trace it applies to (its `trace`, or every trace when it names none)."""
+    if not documents:
+        raise ValueError("evaluate needs at least one trace document")
+    verdicts: list[Verdict] = []
+    for hypothesis in hypotheses:
+        targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
+        verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+    return verdicts
+
+
+def find_document(hypothesis: Hypothesis, name: str, documents: Sequence[TraceDocument]) -> TraceDocument:
+    hits = [d for d in documents if d.answers_to(name)]
+    if len(hits) == 1:
+        return hits[0]
+    labels = [d.label for d in documents]
+    if hits:
+        paths = ", ".join(d.path for d in hits)
+        raise hypothesis.error(f'trace "{name}" is ambiguous: {paths}')
+    raise hypothesis.error(f'no trace named "{name}" among the traces given ({", ".join(labels)})')
+
+
+def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:
+    if hypothesis.subject is None:
+        return _fusion_verdict(hypothesis, target)
+    measured = measure(hypothesis, hypothesis.subject, target)
+    if hypothesis.op is None:
+        return Verdict(hypothesis, target.label, measured.found, measured.value, None, measured.evidence)
+    expected, reference_evidence = _expected(hypothesis, target, documents)
+    held = compare(hypothesis, measured.value, hypothesis.op, expected)
+    evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
+    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence)
+
+
+def _expected(
+    hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]
+) -> tuple[Any, tuple[str, ...]]:
+    reference = hypothesis.than
+    if reference is None:
+        return hypothesis.value, ()
+    other = find_document(hypothesis, reference.trace, documents) if reference.trace else target
+    measured = measure(hypothesis, reference.subject, other)
+    value = measured.value
+    if not _is_number(value):
+        if reference.factor != 1.0 or hypothesis.op in ORDERING_OPS:
+            raise hypothesis.error(f"than: {reference.subject.describe()} on {other.label} is {value!r}, not a number")
+        return value, (f"reference on {other.label}: {value!r}", *measured.evidence)
+    scaled = round(float(value) * reference.factor, 6)
+    return scaled, (_reference_line(reference, other.label, value, scaled), *measured.evidence)
+
+
+def _reference_line(reference: Reference, label: str, value: Any, scaled: float) -> str:
+    factor = f" × {reference.factor:g} = {scaled:g}" if reference.factor != 1.0 else ""
+    return f"reference: {reference.subject.describe()} on {label} = {value:g}{factor}"
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def measure(hypothesis: Hypothesis, subject: Subject, target: TraceDocument) -> Measurement:
+    if subject.kind == "metric":
+        return _measure_metric(hypothesis, subject.target, target)
+    return _measure_pattern(hypothesis, subject, target)
+
+
+def _measure_metric(hypothesis: Hypothesis, path: str, target: TraceDocument) -> Measurement:
+    try:
+        value = resolve(target.document, path)
+    except MetricPathError as exc:
+        raise hypothesis.error(f'metric "{path}" on {target.label}: {exc}') from None
+    if isinstance(value, dict):
+        raise hypothesis.error(
+            f'metric "{path}" on {target.label} is a table; pick one of its keys{close_keys("", list(value))}'
+        )
+    return Measurement(value, (f"{path} = {_short(value)}", *_metric_evidence(path, target.document)))
+
+
+def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
+    """For per_step.X: the value of every analyzed step, and the kernels / ops / API calls behind it."""
+    head, _, key = path.partition(".")
+    if head != "per_step" or not key:
+        return ()
+    lines: list[str] = []
+    rows = [row for row in document.get("step_table", []) if isinstance(row, dict) and key in row]
+    if rows:
+        values = ", ".join(_short(row[key]) for row in rows)
+        lines.append(f"median of {len(rows)} step(s) #{rows[0]['number']}..#{rows[-1]['number']}: {values}")
+    section = _EVIDENCE_SECTION.get(key)
+    if section:
+        lines.extend(_entry_line(section, entry) for entry in document.get(section, [])[:MAX_EVIDENCE])
+    return tuple(lines)
+
+
+def _measure_pattern(hypothesis: Hypothesis, subject: Subject, target: TraceDocument) -> Measurement:
+    section = SECTIONS[subject.kind]
+    entries = target.document.get(section)
+    if not isinstance(entries, list):
+        raise hypothesis.error(f'{target.label} has no "{section}" section to match {subject.kind} patterns against')
+    pattern = subject.target.lower()
+    hits = [e for e in entries if _matches(e, pattern)]
+    steps = max(int(target.document.get("steps") or 0), 1)
+    calls = sum(int(e.get("calls", 0)) for e in hits)
+    total_us = round(sum(float(e.get("total_us", 0.0)) for e in hits), 3)
+    values: dict[str, Any] = {
+        "calls": calls,
+        "calls_per_step": round(sum(float(e.get("calls_per_step", 0.0)) for e in hits), 3),
+        "total_us": total_us,
+        "us_per_step": round(total_us / steps, 3),
+        "mean_us": round(total_us / calls, 3) if calls else None,
+    }
+    if hits:
+        evidence = tuple(_entry_line(section, e) for e in hits[:MAX_EVIDENCE])
+        if len(hits) > MAX_EVIDENCE:
+            evidence += (f"… and {len(hits) - MAX_EVIDENCE} more",)
+    else:
+        names = [str(e.get("name", "")) for e in entries]
+        evidence = (f"no {subject.kind} matches {subject.target!r}{close_keys(subject.target, names, limit=5)}",)
+    return Measurement(values[subject.measure], evidence, found=bool(hits))
+
+
+def _matches(entry: Any, pattern: str) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    names = (str(entry.get("name", "")), str(entry.get("short_name", "")))
+    return any(name and fnmatch.fnmatchcase(name.lower(), pattern) for name in names)
+
+
+def _entry_line(section: str, entry: dict[str, Any]) -> str:
+    name = entry.get("short_name") or entry.get("name")
+    line = f"{name}: {_short(entry.get('calls_per_step'))}/step, mean {_short(entry.get('mean_us'))} µs"
+    if section == "kernels" and entry.get("op"):
+        line += f", launched by {entry['op']}"
+    return line
+
+
+# ---------------------------------------------------------------- fusion
+
+
+def _fusion_verdict(hypothesis: Hypothesis, target: TraceDocument) -> Verdict:
+    kernels = [k for k in target.document.get("kernels", []) if isinstance(k, dict)]
+    launchers = _launching_ops(target.document)
+    covering: list[str] = []
+    evidence: list[str] = []
+    for kernel in kernels:
+        name = str(kernel.get("name", ""))
+        ops = launchers.get(name, []) or [str(kernel.get("op", ""))]
+        source = coverage_source(hypothesis.fuses, name, str(kernel.get("short_name", "")), ops)
+        if source:
+            covering.append(name)
+            evidence.append(f"{_entry_line('kernels', kernel)} ({source})")
+    if not covering:
+        evidence = [_separate_kernels(op, kernels, launchers) for op in hypothesis.fuses]
+    measured = covering[0] if len(covering) == 1 else (covering or "no single kernel")
+    return Verdict(hypothesis, target.label, bool(covering), measured, None, tuple(evidence[:MAX_EVIDENCE]))
+
+
+def _launching_ops(document: dict[str, Any]) -> dict[str, list[str]]:
+    """kernel name → every op that launched it (from the op → kernels section)."""
+    launchers: dict[str, list[str]] = {}
+    for op in document.get("ops", []):
+        for kernel in op.get("kernels", []) if isinstance(op, dict) else []:
+            launchers.setdefault(str(kernel.get("name", "")), []).append(str(op.get("name", "")))
+    return launchers
+
+
+def _separate_kernels(op: str, kernels: list[dict[str, Any]], launchers: dict[str, list[str]]) -> str:
+    """Where one of the ops ran instead: the kernels that cover it alone."""
+    alone = [
+        str(k.get("short_name") or k.get("name"))
+        for k in kernels
+        if coverage_source(
+            [op], str(k.get("name", "")), str(k.get("short_name", "")), launchers.get(str(k.get("name")), [])
+        )
+    ]
+    return f"{op}: " + (", ".join(alone[:3]) if alone else "no kernel names it")
+
+
+# ---------------------------------------------------------------- comparing
+
+
+def compare(hypothesis: Hypothesis, measured: Any, op: str, expected: Any) -> bool:
+    """Apply `op`; raise `HypothesisError` when it cannot apply to these values."""
+    if op in MEMBERSHIP_OPS:
+        return _contains(hypothesis, measured, expected) == (op == "contains")
+    if isinstance(measured, list):
+        raise hypothesis.error(f'op "{op}" cannot compare a list ({_short(measured)}); use contains / not-contains')
+    if op in ("==", "!="):
+        return _equal(hypothesis, measured, expected) == (op == "==")
+    if measured is None:
+        return False
+    if not _is_number(measured):
+        raise hypothesis.error(f'op "{op}" needs a number; {hypothesis.statement()} measured {measured!r}')
+    m, e = float(measured), float(expected)
+    return {"<": m < e, "<=": m <= e, ">": m > e, ">=": m >= e}[op]
+
+
+def _equal(hypothesis: Hypothesis, measured: Any, expected: Any) -> bool:
+    if _is_number(measured) and _is_number(expected):
+        if hypothesis.tolerance is not None:
+            return hypothesis.tolerance.allows(float(measured), float(expected))
+        return float(measured) == float(expected)
+    if hypothesis.tolerance is not None and measured is not None:
+        raise hypothesis.error(f"tolerance needs numbers; measured {measured!r}")
+    return bool(measured == expected) and type(measured) is type(expected)
+
+
+def _contains(hypothesis: Hypothesis, measured: Any, expected: Any) -> bool:
+    if isinstance(measured, str):
+        needle = str(expected)
+        return fnmatch.fnmatchcase(measured, needle) if _is_glob(needle) else needle in measured
+    if isinstance(measured, list):
+        if isinstance(expected, str) and _is_glob(expected):
+            return any(isinstance(item, str) and fnmatch.fnmatchcase(item, expected) for item in measured)
+        return any(item == expected for item in measured)
+    raise hypothesis.error(f"contains needs a list or a string; measured {measured!r}")
+
+
+def _is_glob(text: str) -> bool:
+    return any(char in text for char in "*?[")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

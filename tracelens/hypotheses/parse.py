@@ -1,0 +1,351 @@
+"""Hypotheses files: TOML `[[hypothesis]]` tables → validated, typed `Hypothesis` objects.
+
+Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; every problem raises
+`HypothesisError` (exit status 2) with one line naming the file, the entry and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracelens.errors import TracelensError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+OPS = ("==", "!=", "<", "<=", ">", ">=", "contains", "not-contains")
+ORDERING_OPS = ("<", "<=", ">", ">=")
+MEMBERSHIP_OPS = ("contains", "not-contains")
+SUBJECTS = ("metric", "kernel", "cpu_op", "api_call", "fuses")
+PATTERN_SUBJECTS = ("kernel", "cpu_op", "api_call")
+MEASURES = ("calls_per_step", "us_per_step", "mean_us", "calls", "total_us")
+HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than", "tolerance", "note")
+THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "factor")
+
+Scalar = float | int | str | bool
+
+
+class HypothesisError(TracelensError):
+    """A malformed hypotheses file or entry (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What is measured: a metric path, or calls/times of the kernels, CPU ops or API calls matching a pattern."""
+
+    kind: str  # "metric", "kernel", "cpu_op" or "api_call"
+    target: str  # the dotted path or the glob pattern
+    measure: str = "calls_per_step"  # for pattern subjects
+
+    def describe(self) -> str:
+        if self.kind == "metric":
+            return self.target
+        return f"{self.kind} {self.target!r} {self.measure}"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """`than = {...}`: the value to compare against, measured on (another) trace, times `factor`."""
+
+    trace: str | None
+    subject: Subject
+    factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """`|measured - expected| <= max(absolute, relative * |expected|)` counts as equal."""
+
+    absolute: float = 0.0
+    relative: float = 0.0
+
+    def allows(self, measured: float, expected: float) -> bool:
+        return abs(measured - expected) <= max(self.absolute, self.relative * abs(expected)) + 1e-12
+
+    def describe(self) -> str:
+        parts = [f"±{self.relative * 100:g}%" if self.relative else "", f"±{self.absolute:g}" if self.absolute else ""]
+        return " or ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One guess. `subject` is None for `fuses`; `op` is None for an existence statement."""
+
+    index: int  # 1-based position in the file
+    name: str
+    trace: str | None
+    subject: Subject | None
+    fuses: tuple[str, ...]
+    op: str | None
+    value: Scalar | None
+    than: Reference | None
+    tolerance: Tolerance | None
+    note: str = ""
+    source: str = "hypotheses"  # the file it came from, for error messages
+
+    def error(self, message: str) -> HypothesisError:
+        """An exit-2 error naming this entry, for problems found while evaluating it."""
+        return HypothesisError(f'{self.source}: hypothesis {self.index} ("{self.name}"): {message}')
+
+    def statement(self) -> str:
+        """The claim in one line, e.g. `per_step.kernels == 4`."""
+        if self.subject is None:
+            return "a kernel fuses " + " + ".join(self.fuses)
+        if self.op is None:
+            return f"{self.subject.kind} {self.subject.target!r} exists"
+        right = _describe_reference(self.than) if self.than is not None else repr(self.value)
+        tolerance = f" ({self.tolerance.describe()})" if self.tolerance else ""
+        return f"{self.subject.describe()} {self.op} {right}{tolerance}"
+
+
+def _describe_reference(reference: Reference) -> str:
+    where = reference.trace or "same trace"
+    factor = f"{reference.factor:g} × " if reference.factor != 1.0 else ""
+    return f"{factor}{reference.subject.describe()} of {where}"
+
+
+def load_hypotheses(path: str | Path) -> list[Hypothesis]:
+    """Read and validate a hypotheses TOML file."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HypothesisError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HypothesisError(f"{source}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise HypothesisError(f"{source}: not valid TOML: {exc}") from None
+    return parse_hypotheses(data, source)
+
+
+def parse_hypotheses(data: Mapping[str, Any], source: str = "hypotheses") -> list[Hypothesis]:
+    """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`)."""
+    unknown = [key for key in data if key != "hypothesis"]
+    if unknown:
+        raise HypothesisError(f"{source}: unknown top-level key {unknown[0]!r}; write hypotheses as [[hypothesis]]")
+    entries = data.get("hypothesis")
+    if not isinstance(entries, list) or not entries:
+        raise HypothesisError(f"{source}: no [[hypothesis]] entries")
+    hypotheses = [_parse_entry(entry, i, source) for i, entry in enumerate(entries, start=1)]
+    seen: dict[str, int] = {}
+    for hypothesis in hypotheses:
+        if hypothesis.name in seen:
+            raise _EntryError(source, hypothesis.index, hypothesis.name).error(
+                f"duplicate name (also hypothesis {seen[hypothesis.name]})"
+            )
+        seen[hypothesis.name] = hypothesis.index
+    return hypotheses
+
+
+@dataclass(frozen=True)
+class _EntryError:
+    source: str
+    index: int
+    name: str | None
+
+    def error(self, message: str) -> HypothesisError:
+        label = f' ("{self.name}")' if self.name else ""
+        return HypothesisError(f"{self.source}: hypothesis {self.index}{label}: {message}")
+
+
+def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
+    if not isinstance(entry, dict):
+        raise _EntryError(source, index, None).error("not a table")
+    raw_name = entry.get("name")
+    where = _EntryError(source, index, raw_name if isinstance(raw_name, str) else None)
+    _check_keys(entry, HYPOTHESIS_KEYS, where, "")
+    if not isinstance(raw_name, str) or not raw_name.strip():
+        raise where.error('needs a name = "..." (a non-empty string)')
+    trace = _optional_str(entry, "trace", where)
+    subjects = [key for key in SUBJECTS if key in entry]
+    if len(subjects) != 1:
+        found = ", ".join(subjects) if subjects else "none"
+        raise where.error(f"needs exactly one of {', '.join(SUBJECTS)} (found {found})")
+    if subjects[0] == "fuses":
+        return _parse_fuses(entry, index, raw_name, trace, where)
+    subject = _parse_subject(entry, subjects[0], where, "")
+    op = _parse_op(entry, where)
+    value, than = _parse_expected(entry, op, subject, where)
+    tolerance = _parse_tolerance(entry.get("tolerance"), op, where)
+    return Hypothesis(
+        index=index,
+        name=raw_name,
+        trace=trace,
+        subject=subject,
+        fuses=(),
+        op=op,
+        value=value,
+        than=than,
+        tolerance=tolerance,
+        note=_optional_str(entry, "note", where) or "",
+        source=where.source,
+    )
+
+
+def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None, where: _EntryError) -> Hypothesis:
+    extra = [key for key in ("measure", "op", "value", "than", "tolerance") if key in entry]
+    if extra:
+        raise where.error(f"{extra[0]!r} does not apply to fuses (it states that one kernel covers the ops)")
+    ops = entry["fuses"]
+    if not isinstance(ops, list) or len(ops) < 2 or not all(isinstance(o, str) and o.strip() for o in ops):
+        raise where.error('fuses needs a list of at least two op names, e.g. fuses = ["gelu", "mul"]')
+    return Hypothesis(
+        index=index,
+        name=name,
+        trace=trace,
+        subject=None,
+        fuses=tuple(o.strip().lower() for o in ops),
+        op=None,
+        value=None,
+        than=None,
+        tolerance=None,
+        note=_optional_str(entry, "note", where) or "",
+        source=where.source,
+    )
+
+
+def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix: str) -> Subject:
+    target = table[kind]
+    if not isinstance(target, str) or not target.strip():
+        raise where.error(f"{prefix}{kind} must be a non-empty string")
+    measure = table.get("measure")
+    if kind == "metric":
+        if measure is not None:
+            raise where.error(f"{prefix}measure applies to kernel, cpu_op and api_call, not to metric")
+        return Subject(kind, target.strip())
+    if measure is None:
+        measure = "calls_per_step"
+    if measure not in MEASURES:
+        raise where.error(f"{prefix}unknown measure {measure!r}{_suggest(str(measure), MEASURES)}")
+    return Subject(kind, target.strip(), str(measure))
+
+
+def _parse_op(entry: dict[str, Any], where: _EntryError) -> str | None:
+    if "op" not in entry:
+        return None
+    op = entry["op"]
+    if not isinstance(op, str) or op not in OPS:
+        raise where.error(f'unknown op "{op}"; use one of {" ".join(OPS)}')
+    return op
+
+
+def _parse_expected(
+    entry: dict[str, Any], op: str | None, subject: Subject, where: _EntryError
+) -> tuple[Scalar | None, Reference | None]:
+    has_value, has_than = "value" in entry, "than" in entry
+    if op is None:
+        if subject.kind == "metric":
+            raise where.error("needs an op (one of " + " ".join(OPS) + ")")
+        if has_value or has_than:
+            raise where.error("value/than need an op")
+        return None, None
+    if has_value == has_than:
+        raise where.error(f'op "{op}" needs exactly one of value = ... or than = {{...}}')
+    if has_than:
+        if op in MEMBERSHIP_OPS:
+            raise where.error(f'op "{op}" compares with a value, not with than')
+        return None, _parse_than(entry["than"], subject, where)
+    value = entry["value"]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise where.error("value must be finite")
+    if not isinstance(value, int | float | str | bool):
+        raise where.error(f"value must be a number, string or boolean, not {type(value).__name__}")
+    if op in ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise where.error(f'op "{op}" needs a number as value, not {value!r}')
+    if op in MEMBERSHIP_OPS and not isinstance(value, str | int | float):
+        raise where.error(f'op "{op}" needs a string or number as value')
+    return value, None
+
+
+def _parse_than(raw: Any, subject: Subject, where: _EntryError) -> Reference:
+    if not isinstance(raw, dict):
+        raise where.error('than must be a table, e.g. than = { trace = "eager_mlp" }')
+    _check_keys(raw, THAN_KEYS, where, "than: ")
+    kinds = [key for key in ("metric", *PATTERN_SUBJECTS) if key in raw]
+    if len(kinds) > 1:
+        raise where.error(f"than: at most one of metric, kernel, cpu_op, api_call (found {', '.join(kinds)})")
+    if kinds:
+        inherited = {"measure": subject.measure} if kinds[0] != "metric" and subject.kind != "metric" else {}
+        other = _parse_subject({**inherited, **raw}, kinds[0], where, "than: ")
+    elif "measure" in raw:
+        other = _parse_subject({subject.kind: subject.target, "measure": raw["measure"]}, subject.kind, where, "than: ")
+    else:
+        other = subject
+    trace = _optional_str(raw, "trace", where, "than: ")
+    factor = raw.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not math.isfinite(factor) or factor <= 0:
+        raise where.error(f"than: factor must be a positive number, not {factor!r}")
+    if trace is None and other == subject and factor == 1.0:
+        raise where.error("than compares with itself; name another trace, metric or a factor")
+    return Reference(trace, other, float(factor))
+
+
+def _parse_tolerance(raw: Any, op: str | None, where: _EntryError) -> Tolerance | None:
+    if raw is None:
+        return None
+    if op not in ("==", "!="):
+        raise where.error('tolerance applies to "==" and "!=" only')
+    if isinstance(raw, str) and raw.strip().endswith("%"):
+        relative = _non_negative(raw.strip()[:-1], where, "tolerance")
+        return Tolerance(relative=relative / 100.0)
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return Tolerance(absolute=_non_negative(raw, where, "tolerance"))
+    if isinstance(raw, dict):
+        _check_keys(raw, ("rel", "abs"), where, "tolerance: ")
+        if not raw:
+            raise where.error("tolerance: give rel and/or abs")
+        return Tolerance(
+            absolute=_non_negative(raw.get("abs", 0.0), where, "tolerance.abs"),
+            relative=_non_negative(raw.get("rel", 0.0), where, "tolerance.rel"),
+        )
+    raise where.error(
+        f'tolerance must be a number (absolute), "5%" (relative) or {{ rel = ..., abs = ... }}, not {raw!r}'
+    )
+
+
+def _non_negative(raw: Any, where: _EntryError, what: str) -> float:
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        number = float(raw)
+    except (TypeError, ValueError):
+        raise where.error(f"{what} must be a number, not {raw!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise where.error(f"{what} must be a finite number ≥ 0, not {raw!r}")
+    return number
+
+
+def _optional_str(table: dict[str, Any], key: str, where: _EntryError, prefix: str = "") -> str | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise where.error(f"{prefix}{key} must be a non-empty string")
+    return value.strip()
+
+
+def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], where: _EntryError, prefix: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise where.error(f"{prefix}unknown key {key!r}{_suggest(key, allowed)}")
+
+
+def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.7)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def suggest(word: str, choices: list[str]) -> str:
+    """`; did you mean 'x'?` for the closest of `choices`, or ''."""
+    return _suggest(word, choices)

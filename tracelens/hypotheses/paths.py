@@ -1,0 +1,122 @@
+"""Dotted metric paths into an analyze document: `per_step.kernels`, `kernels.name` (a list projected
+over its entries), `step_table.0.step_us` (an index), `ops[aten::addmm].kernels_per_step` (the entry named so).
+
+Contract: `resolve(document, path)` returns the value or raises `MetricPathError` naming the bad segment and
+the close valid keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
+
+
+class MetricPathError(Exception):
+    """The path does not exist in the document (a malformed hypothesis, not a wrong one)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    text: str
+    selector: bool  # written as [name]
+
+
+def parse_path(path: str) -> list[Segment]:
+    """Split `a.b[c d].e` into segments; raise `MetricPathError` on empty segments or stray brackets."""
+    segments: list[Segment] = []
+    position = 0
+    while position < len(path):
+        if segments and not path.startswith("[", position):
+            if not path.startswith(".", position):
+                raise MetricPathError(f'cannot read metric path "{path}" at character {position + 1}')
+            position += 1
+        match = _SEGMENT.match(path, position)
+        if match is None:
+            raise MetricPathError(f'cannot read metric path "{path}" at character {position + 1}')
+        selector = match.group(1) is not None
+        text = (match.group(1) if selector else match.group(2)).strip()
+        if not text:
+            raise MetricPathError(f'empty segment in metric path "{path}"')
+        segments.append(Segment(text, selector))
+        position = match.end()
+    if not segments:
+        raise MetricPathError("empty metric path")
+    return segments
+
+
+def resolve(document: Any, path: str) -> Any:
+    """The value at `path` in `document`."""
+    current = document
+    walked = ""
+    for segment in parse_path(path):
+        current = _step(current, segment, walked or "the document")
+        walked += _show(segment) if segment.selector or not walked else "." + segment.text
+    return current
+
+
+def _show(segment: Segment) -> str:
+    return f"[{segment.text}]" if segment.selector else segment.text
+
+
+def _step(current: Any, segment: Segment, where: str) -> Any:
+    if isinstance(current, dict):
+        if segment.text in current:
+            return current[segment.text]
+        raise MetricPathError(f'no key "{segment.text}" in {where}{close_keys(segment.text, list(current))}')
+    if isinstance(current, list):
+        if not segment.selector and segment.text.lstrip("-").isdigit():
+            return _index(current, int(segment.text), where)
+        if segment.selector:
+            return _select(current, segment.text, where)
+        return _project(current, segment.text, where)
+    kind = "null" if current is None else type(current).__name__
+    raise MetricPathError(f'{where} is a {kind} ({current!r}); it has no "{segment.text}"')
+
+
+def _index(items: list[Any], index: int, where: str) -> Any:
+    if -len(items) <= index < len(items):
+        return items[index]
+    raise MetricPathError(f"{where} has {len(items)} entries; no index {index}")
+
+
+def _select(items: list[Any], name: str, where: str) -> Any:
+    """The entry whose `name` (or `short_name`) is `name`; a glob must match exactly one entry."""
+    named = [item for item in items if isinstance(item, dict) and "name" in item]
+    for key in ("name", "short_name"):
+        hits = [item for item in named if item.get(key) == name]
+        if hits:
+            return hits[0]
+    hits = [item for item in named if fnmatch.fnmatchcase(str(item["name"]), name)]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        listed = ", ".join(str(h["name"]) for h in hits[:4])
+        raise MetricPathError(f"[{name}] matches {len(hits)} entries of {where} ({listed}); make it match one")
+    names = [str(item["name"]) for item in named]
+    raise MetricPathError(f'no entry named "{name}" in {where}{close_keys(name, names)}')
+
+
+def _project(items: list[Any], key: str, where: str) -> list[Any]:
+    """`kernels.name` → the `name` of every entry."""
+    tables = [item for item in items if isinstance(item, dict)]
+    if len(tables) != len(items):
+        raise MetricPathError(f'{where} is a list of values; it has no "{key}" (use an index, e.g. {where}.0)')
+    if tables and not any(key in item for item in tables):
+        raise MetricPathError(f'no key "{key}" in the entries of {where}{close_keys(key, list(tables[0]))}')
+    return [item.get(key) for item in tables]
+
+
+def close_keys(word: str, keys: list[str], limit: int = 12) -> str:
+    """`; close: a, b` (the closest keys), or every key when none is close."""
+    close = difflib.get_close_matches(word, keys, n=4, cutoff=0.5)
+    if close:
+        return "; close: " + ", ".join(close)
+    if not keys:
+        return " (it is empty)"
+    shown = ", ".join(keys[:limit]) + (", …" if len(keys) > limit else "")
+    return f"; valid: {shown}"

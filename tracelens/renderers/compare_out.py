@@ -1,0 +1,126 @@
+"""Renderers for `tracelens compare`: the study's table (rich) and `tracelens.compare/1` JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.table import Table
+
+from tracelens import __version__
+from tracelens.analyses.compare import Comparison
+from tracelens.model.kernel_names import short_name
+from tracelens.renderers.jsonout import _clean, dumps, per_step_dict
+from tracelens.renderers.text import make_console, render_to_string
+
+COMPARE_SCHEMA = "tracelens.compare/1"
+
+
+def compare_dict(comparison: Comparison) -> dict[str, Any]:
+    variants = [
+        {
+            "name": v.name,
+            "path": v.path,
+            "run": v.run,
+            "steps": v.steps,
+            "bound": v.bound,
+            "per_step": {
+                **per_step_dict(v.per_step),
+                "metadata_ops": v.metadata_ops_per_step,
+                "dispatch_us": v.dispatch_us_per_step,
+                "exposed_dispatch_us": v.exposed_dispatch_us_per_step,
+            },
+            "kernels_by_category": v.kernels_by_category,
+            "kernels": [dataclasses.asdict(k) for k in v.kernels],
+        }
+        for v in comparison.variants
+    ]
+    document = {
+        "schema": COMPARE_SCHEMA,
+        "tool": {"name": "tracelens", "version": __version__},
+        "variants": variants,
+        "fusions": [dataclasses.asdict(f) for f in comparison.fusions],
+    }
+    return _clean(document)  # type: ignore[no-any-return]
+
+
+class CompareJsonRenderer:
+    output_file_extension = ".json"
+
+    def render(self, result: Comparison) -> str:
+        return dumps(compare_dict(result))
+
+
+class CompareTextRenderer:
+    output_file_extension = ".txt"
+
+    def __init__(self, color: bool = False, width: int | None = None) -> None:
+        self.color = color
+        self.width = width
+
+    def render(self, result: Comparison) -> str:
+        console = make_console(self.color, self.width)
+        console.print(_variants_table(result))
+        if result.fusions:
+            console.print(_fusions_table(result))
+        return render_to_string(console)
+
+
+def _variants_table(result: Comparison) -> Table:
+    table = Table(title="Variants (per step, median over complete steps)", title_justify="left")
+    table.add_column("variant", no_wrap=True, min_width=max((len(v.name) for v in result.variants), default=7))
+    columns = (
+        "kernels",
+        "kernel µs",
+        "GPU busy µs",
+        "step µs",
+        "dispatch µs",
+        "exposed µs",
+        "launches",
+        "CPU ops",
+        "metadata ops",
+    )
+    for column in columns:
+        table.add_column(column, justify="right")
+    table.add_column("bound")
+    table.add_column("kernels by category")
+    for v in result.variants:
+        p = v.per_step
+        categories = ", ".join(f"{name} {count:g}" for name, count in v.kernels_by_category.items())
+        table.add_row(
+            v.name,
+            f"{p.kernels:g}",
+            f"{p.gpu_kernel_us:,.1f}",
+            f"{p.gpu_busy_us:,.1f}",
+            f"{p.step_us:,.1f}",
+            _optional_us(v.dispatch_us_per_step),
+            _optional_us(v.exposed_dispatch_us_per_step),
+            f"{p.launches:g}",
+            f"{p.cpu_ops:g}",
+            f"{v.metadata_ops_per_step:g}",
+            v.bound or "—",
+            categories,
+        )
+    table.caption = "dispatch: host work issuing GPU work; exposed: the part the GPU waited for"
+    return table
+
+
+def _optional_us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _fusions_table(result: Comparison) -> Table:
+    table = Table(title="Fused kernels and the eager ops they replace (per step)", title_justify="left")
+    for column in ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs"):
+        table.add_column(column, justify="right" if column.endswith("µs") else "left")
+    for f in result.fusions:
+        table.add_row(
+            f.variant,
+            short_name(f.kernel),
+            f.launched_by or "—",
+            f"{', '.join(f.ops)} ({f.baseline_variant})",
+            f"{f.kernel_us_per_step:,.1f}",
+            f"{f.baseline_us_per_step:,.1f}",
+            f"{f.baseline_us_per_step - f.kernel_us_per_step:,.1f}",
+        )
+    return table

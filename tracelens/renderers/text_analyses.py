@@ -1,0 +1,178 @@
+"""Rich tables for the later analyses: bound, CPU dispatch, fusion, roofline, torch.compile."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from tracelens.analyses.bound import Bound
+from tracelens.analyses.compiled import Compiled
+from tracelens.analyses.dispatch import Dispatch
+from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.roofline import Roofline
+
+MAX_API_ROWS = 12
+MAX_FUSION_ROWS = 10
+MAX_ROOFLINE_ROWS = 15
+VERDICT = {
+    "cpu": "CPU-bound: the GPU waits for launches",
+    "gpu": "GPU-bound: the GPU stays busy while the CPU runs ahead",
+    "mixed": "mixed: the GPU both works and waits for launches",
+    "unknown": "unknown: no GPU activity in the window",
+}
+
+
+def bound_text(bound: Bound) -> Text:
+    text = Text()
+    text.append(f"Bound: {bound.bound}", style="bold")
+    text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+    pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
+    of_gpu = (
+        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU's time"
+        if bound.exposed_dispatch_pct_of_gpu is not None
+        else ""
+    )
+    text.append(
+        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {bound.dispatch_us_per_step:,.1f} µs "
+        f"CPU dispatch per step{pct} ran while the GPU waited for it{of_gpu}; the rest was hidden behind GPU work.\n"
+    )
+    text.append(
+        f"GPU per step: busy {bound.gpu_busy_us_per_step:,.1f} µs; idle waiting for launches "
+        f"{bound.launch_wait_us_per_step:,.1f} µs, on syncs/host copies {bound.sync_wait_us_per_step:,.1f} µs, "
+        f"other {bound.other_idle_us_per_step:,.1f} µs"
+    )
+    return text
+
+
+def bound_steps_table(bound: Bound) -> Table | None:
+    if not 1 < len(bound.steps) <= 12:
+        return None
+    table = Table(title="GPU idle by cause, per step (µs)", title_justify="left")
+    for column in ("step", "busy", "launch wait", "sync wait", "other idle", "bound"):
+        table.add_column(column, justify="right" if column != "bound" else "left")
+    for s in bound.steps:
+        table.add_row(
+            str(s.number),
+            f"{s.gpu_busy_us:,.1f}",
+            f"{s.launch_wait_us:,.1f}",
+            f"{s.sync_wait_us:,.1f}",
+            f"{s.other_idle_us:,.1f}",
+            s.bound,
+        )
+    return table
+
+
+def dispatch_table(dispatch: Dispatch) -> Table:
+    table = Table(
+        title=f"CPU time per step by layer (self time, all threads): {dispatch.cpu_us_per_step:,.1f} µs",
+        title_justify="left",
+    )
+    table.add_column("layer")
+    table.add_column("calls", justify="right")
+    table.add_column("µs", justify="right")
+    table.add_column("what", overflow="fold")
+    for layer in dispatch.layers:
+        if layer.calls_per_step or layer.us_per_step:
+            table.add_row(layer.name, f"{layer.calls_per_step:,.1f}", f"{layer.us_per_step:,.1f}", layer.description)
+    if dispatch.launch_latency:
+        latency = dispatch.launch_latency[0]
+        table.caption = (
+            f"launch → GPU start over {latency.launches:,} launches: p50 {latency.p50_us:,.1f} µs, "
+            f"p90 {latency.p90_us:,.1f} µs, max {latency.max_us:,.1f} µs"
+        )
+    return table
+
+
+def api_table(dispatch: Dispatch) -> Table | None:
+    rows = [a for a in dispatch.api_calls if a.layer in ("query", "sync", "other_api")][:MAX_API_ROWS]
+    if not rows:
+        return None
+    table = Table(title="Runtime queries and syncs per step, by the op that issued them", title_justify="left")
+    for column in ("API", "layer", "issued by", "calls", "µs"):
+        table.add_column(column, justify="right" if column in ("calls", "µs") else "left")
+    for a in rows:
+        table.add_row(a.name, a.layer, a.issued_by, f"{a.calls_per_step:,.1f}", f"{a.us_per_step:,.1f}")
+    return table
+
+
+def fusion_table(fusion: Fusion) -> Table | Text:
+    if not fusion.opportunities:
+        reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
+        return Text(f"Fusion opportunities: none found{reason}")
+    table = Table(
+        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step)",
+        title_justify="left",
+    )
+    for column in ("ops", "kernels", "calls", "kernel µs", "MB now → fused", "saving µs"):
+        table.add_column(column, justify="right" if column in ("calls", "kernel µs", "saving µs") else "left")
+    for o in fusion.opportunities[:MAX_FUSION_ROWS]:
+        table.add_row(
+            " → ".join(op.removeprefix("aten::") for op in o.ops),
+            ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
+            f"{o.calls_per_step:,.1f}",
+            f"{o.kernel_us_per_step:,.1f}",
+            f"{o.bytes_now / 1e6:,.2f} → {o.bytes_fused / 1e6:,.2f}",
+            f"{o.est_saving_us:,.1f}",
+        )
+    return table
+
+
+def roofline_table(roofline: Roofline) -> Table | Text:
+    if not roofline.rows:
+        return Text("Roofline: no kernel has a FLOP/byte model (shapes not recorded or ops not modelled)")
+    peaks = ", ".join(f"{k} {v:g}" for k, v in roofline.peaks_tflops.items() if k in ("bf16", "fp16", "fp32", "fp8"))
+    table = Table(
+        title=f"Roofline on {roofline.device} ({roofline.modelled_kernel_time_pct:g} % of kernel time modelled)",
+        title_justify="left",
+    )
+    for column in ("kernel", "op", "dtype", "calls", "GFLOP", "MB", "TFLOP/s", "TB/s", "limit", "% peak"):
+        table.add_column(column, justify="left" if column in ("kernel", "op", "dtype", "limit") else "right")
+    for r in roofline.rows[:MAX_ROOFLINE_ROWS]:
+        table.add_row(
+            r.short_name,
+            r.ops or r.op.removeprefix("aten::"),
+            r.dtype,
+            f"{r.calls:,}",
+            f"{r.gflop_per_call:,.3f}",
+            f"{r.mb_per_call:,.2f}",
+            f"{r.achieved_tflops:,.1f}",
+            f"{r.achieved_tbps:,.2f}",
+            r.limit,
+            f"{r.pct_of_peak:,.1f}" if r.pct_of_peak is not None else "—",
+        )
+    if roofline.peak_tbps is None and not roofline.peaks_tflops:
+        table.caption = "unknown GPU: pass --peak-tflops / --peak-tbps (or TRACELENS_PEAKS) for % of peak"
+    else:
+        table.caption = f"peaks: TFLOP/s {peaks or 'n/a'}; {roofline.peak_tbps or 'n/a'} TB/s — {roofline.peaks_source}"
+    return table
+
+
+def compiled_parts(compiled: Compiled) -> list[Table | Text]:
+    parts: list[Table | Text] = []
+    if compiled.note:
+        parts.append(Text(f"torch.compile: {compiled.note}", style="yellow"))
+    if compiled.regions:
+        table = Table(
+            title=f"Compiled regions per step (wrapper overhead {compiled.overhead_us_per_step:,.1f} µs)",
+            title_justify="left",
+        )
+        for column in ("region", "calls", "µs inside", "overhead µs"):
+            table.add_column(column, justify="left" if column == "region" else "right")
+        for r in compiled.regions:
+            table.add_row(r.name, f"{r.calls_per_step:,.1f}", f"{r.us_per_step:,.1f}", f"{r.overhead_us_per_step:,.1f}")
+        parts.append(table)
+    if compiled.graph_replays:
+        table = Table(title="CUDA-graph replays per step", title_justify="left")
+        for column in ("launch", "issued by", "region", "replays", "kernels/replay", "GPU µs/replay"):
+            table.add_column(column, justify="left" if column in ("launch", "issued by", "region") else "right")
+        for g in compiled.graph_replays:
+            table.add_row(
+                g.launch_api,
+                g.op,
+                g.region,
+                f"{g.replays_per_step:,.1f}",
+                f"{g.kernels_per_replay:,.1f}",
+                f"{g.gpu_us_per_replay:,.1f}",
+            )
+        parts.append(table)
+    return parts

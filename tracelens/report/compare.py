@@ -1,0 +1,155 @@
+"""The comparison of several traces (variants): the study's table, the fused kernels, and side-by-side charts.
+
+Contract: `comparison_section([(name, trace, report), ...]) -> Section`; pure. The figures come from
+`analyses.compare.compare_variants` (the same table `tracelens compare` prints) and the summaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from tracelens.analyses import AnalysisReport
+from tracelens.analyses.compare import Comparison, compare_variants
+from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.trace import Trace
+from tracelens.report.breakdowns import category_us_per_step
+from tracelens.report.document import Panel, Section, Table
+from tracelens.report.generic import format_value
+from tracelens.report.palette import category_color, variant_colors
+
+Item = tuple[str, Trace, AnalysisReport]
+STUDY_COLUMNS = (
+    "variant",
+    "steps",
+    "kernels",
+    "kernel µs",
+    "GPU busy µs",
+    "CPU µs",
+    "step µs",
+    "launches",
+    "CPU ops",
+    "metadata ops",
+    "dispatch µs",
+    "exposed dispatch µs",
+    "bound",
+)
+
+
+def comparison_section(items: Sequence[Item]) -> Section:
+    comparison = compare_variants(list(items))
+    panels = [study_table(comparison)]
+    if comparison.fusions:
+        panels.append(fusion_table(comparison))
+    panels += [gpu_category_chart(items), kernel_count_chart(comparison), step_chart(items)]
+    return Section(id="compare", title="Comparison", panels=tuple(panels))
+
+
+def study_table(comparison: Comparison) -> Panel:
+    """Per variant, per step (median over complete steps): the table `tracelens compare` prints."""
+    rows = tuple(
+        (
+            v.name,
+            str(v.steps),
+            format_value(v.per_step.kernels),
+            f"{v.per_step.gpu_kernel_us:,.1f}",
+            f"{v.per_step.gpu_busy_us:,.1f}",
+            f"{v.per_step.cpu_us:,.1f}",
+            f"{v.per_step.step_us:,.1f}",
+            format_value(v.per_step.launches),
+            format_value(v.per_step.cpu_ops),
+            format_value(v.metadata_ops_per_step),
+            _us(v.dispatch_us_per_step),
+            _us(v.exposed_dispatch_us_per_step),
+            v.bound or "—",
+        )
+        for v in comparison.variants
+    )
+    return Panel(id="compare-table", title="Variants (per step, median)", table=Table(STUDY_COLUMNS, rows))
+
+
+def fusion_table(comparison: Comparison) -> Panel:
+    """Fused kernels of each variant and the eager ops (of the baseline) they replace, per step."""
+    columns = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
+    rows = tuple(
+        (
+            f.variant,
+            short_name(f.kernel),
+            f.launched_by or "—",
+            f"{', '.join(f.ops)} ({f.baseline_variant})",
+            f"{f.kernel_us_per_step:,.1f}",
+            f"{f.baseline_us_per_step:,.1f}",
+            f"{f.baseline_us_per_step - f.kernel_us_per_step:,.1f}",
+        )
+        for f in comparison.fusions
+    )
+    return Panel(id="compare-fusions", title="Fused kernels and the eager ops they replace", table=Table(columns, rows))
+
+
+def gpu_category_chart(items: Sequence[Item]) -> Panel:
+    """Stacked bars: GPU µs per step by kernel category, one bar per variant."""
+    labels = [name for name, _, _ in items]
+    per_variant = [category_us_per_step(report.summary) for _, _, report in items]
+    fig = go.Figure()
+    for category in CATEGORIES:
+        values = [p.get(category, 0.0) for p in per_variant]
+        if any(values):
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=values,
+                    name=category,
+                    marker_color=category_color(category),
+                    hovertemplate=f"%{{x}}<br>{category}: %{{y:,.1f}} µs per step<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        template="plotly_white", barmode="stack", height=360, yaxis_title="GPU µs per step", margin={"t": 30}
+    )
+    return Panel(id="compare-gpu", title="GPU time per step by kernel category", figure=fig)
+
+
+def kernel_count_chart(comparison: Comparison) -> Panel:
+    """Stacked bars: kernels per step by category, one bar per variant."""
+    labels = [v.name for v in comparison.variants]
+    fig = go.Figure()
+    for category in CATEGORIES:
+        values = [v.kernels_by_category.get(category, 0.0) for v in comparison.variants]
+        if any(values):
+            fig.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=values,
+                    name=category,
+                    marker_color=category_color(category),
+                    hovertemplate=f"%{{x}}<br>{category}: %{{y:g}} kernels per step<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        template="plotly_white", barmode="stack", height=360, yaxis_title="kernels per step", margin={"t": 30}
+    )
+    return Panel(id="compare-kernels", title="Kernels per step by category", figure=fig)
+
+
+def step_chart(items: Sequence[Item]) -> Panel:
+    """Grouped bars per variant: median step, CPU step and GPU busy time (µs)."""
+    metrics = (("step_us", "step µs"), ("cpu_us", "CPU step µs"), ("gpu_busy_us", "GPU busy µs"))
+    fig = go.Figure()
+    for color, (label, _, report) in zip(variant_colors(len(items)), items, strict=True):
+        figures = report.summary.per_step
+        fig.add_trace(
+            go.Bar(
+                x=[name for _, name in metrics],
+                y=[getattr(figures, key) for key, _ in metrics],
+                name=label,
+                marker_color=color,
+                hovertemplate=f"{label}<br>%{{x}}: %{{y:,.1f}}<extra></extra>",
+            )
+        )
+    fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="µs (median step)")
+    return Panel(id="compare-steps", title="Median step by variant", figure=fig)
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"

@@ -1,0 +1,61 @@
+"""The report as data: sections of panels (a Plotly figure, a table or a note), built before any HTML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table of already formatted cells."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One box of the page. `id` is stable and becomes the HTML element id; exactly one of
+    `figure` / `table` is set, or neither when the panel only says why it is empty (`note`)."""
+
+    id: str
+    title: str
+    figure: go.Figure | None = None
+    table: Table | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    panels: tuple[Panel, ...]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportDocument:
+    """Everything the HTML page shows, in page order."""
+
+    title: str
+    subtitle: str
+    sections: tuple[Section, ...]
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def figures(self) -> list[tuple[str, go.Figure]]:
+        """(panel id, figure) of every chart, in page order."""
+        return [(p.id, p.figure) for s in self.sections for p in s.panels if p.figure is not None]
+
+    def panel(self, panel_id: str) -> Panel:
+        for section in self.sections:
+            for candidate in section.panels:
+                if candidate.id == panel_id:
+                    return candidate
+        raise KeyError(panel_id)
+
+
+def unavailable(panel_id: str, title: str, why: str) -> Panel:
+    """A panel that says its data is not available, and why."""
+    return Panel(id=panel_id, title=title, note=f"not available: {why}")

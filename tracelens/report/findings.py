@@ -1,0 +1,284 @@
+"""Finding panels: what bounds a step, GPU idle by cause, CPU dispatch by layer, fusion opportunities,
+the roofline, and torch.compile facts.
+
+Contract: each function takes an `AnalysisReport` and returns a `Panel`; pure. They read optional fields of
+the report (`dispatch`, `bound`, `fusion`, `roofline`, `compiled`) by name; when a field is absent or None the
+panel says "not available" (so the report works with any version of the analyses).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+
+from tracelens.analyses import AnalysisReport
+from tracelens.report.document import Panel, Table, unavailable
+from tracelens.report.generic import format_value, result_table
+
+MISSING = "this version of tracelens does not compute it"
+IDLE_CAUSES = (
+    ("gpu_busy_us", "GPU busy", "#2ca02c"),
+    ("launch_wait_us", "idle: waiting for launches (exposed CPU dispatch)", "#d62728"),
+    ("sync_wait_us", "idle: waiting for a CPU sync", "#ff7f0e"),
+    ("other_idle_us", "idle: other (queued behind other streams, no launch recorded)", "#9e9e9e"),
+)
+MAX_FUSION_ROWS = 20
+
+
+def finding(report: AnalysisReport, field: str) -> Any:
+    """The optional analysis result `field` of `report`, or None."""
+    return getattr(report, field, None)
+
+
+def bound_panel(report: AnalysisReport) -> Panel:
+    """The verdict (CPU-, GPU-bound or mixed) and the figures behind it, per step."""
+    panel_id, title = "bound", "What bounds a step"
+    bound = finding(report, "bound")
+    if bound is None:
+        return unavailable(panel_id, title, MISSING)
+    fields = (
+        ("verdict", "bound"),
+        ("GPU busy µs/step", "gpu_busy_us_per_step"),
+        ("GPU idle waiting for launches µs/step", "launch_wait_us_per_step"),
+        ("GPU idle waiting for syncs µs/step", "sync_wait_us_per_step"),
+        ("GPU idle, other µs/step", "other_idle_us_per_step"),
+        ("CPU dispatch µs/step", "dispatch_us_per_step"),
+        ("exposed dispatch µs/step", "exposed_dispatch_us_per_step"),
+        ("exposed dispatch, % of dispatch", "exposed_dispatch_pct"),
+        ("exposed dispatch, % of GPU time", "exposed_dispatch_pct_of_gpu"),
+        ("idle gaps per step", "gaps_per_step"),
+    )
+    rows = tuple((label, format_value(getattr(bound, name, None))) for label, name in fields if hasattr(bound, name))
+    if not rows:
+        return _generic(bound, panel_id, title)
+    verdict = str(getattr(bound, "bound", ""))
+    note = {
+        "cpu": "CPU-bound: the GPU waits for kernel launches longer than it computes.",
+        "gpu": "GPU-bound: the GPU is busy most of each step.",
+        "mixed": "Mixed: neither launch waits nor GPU work clearly dominate.",
+    }.get(verdict, "")
+    return Panel(id=panel_id, title=title, table=Table(("", ""), rows), note=note)
+
+
+def idle_panel(report: AnalysisReport) -> Panel:
+    """Stacked bars per step: GPU busy, then idle time split by cause."""
+    panel_id, title = "gpu-idle", "GPU busy and idle by cause, per step"
+    bound = finding(report, "bound")
+    steps = list(getattr(bound, "steps", None) or []) if bound is not None else []
+    if bound is None:
+        return unavailable(panel_id, title, MISSING)
+    if not steps:
+        return unavailable(panel_id, title, "no analyzed step has GPU activity")
+    labels = [str(getattr(s, "number", i)) for i, s in enumerate(steps)]
+    fig = go.Figure()
+    for key, name, color in IDLE_CAUSES:
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=[float(getattr(s, key, 0.0)) for s in steps],
+                name=name,
+                marker_color=color,
+                hovertemplate=f"step %{{x}}<br>{name}: %{{y:,.1f}} µs<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        template="plotly_white",
+        barmode="stack",
+        height=360,
+        xaxis={"title": {"text": "step"}, "type": "category"},
+        yaxis_title="µs",
+        legend={"orientation": "h", "y": -0.25},
+        margin={"t": 30},
+    )
+    return Panel(id=panel_id, title=title, figure=fig)
+
+
+def dispatch_panel(report: AnalysisReport) -> Panel:
+    """CPU time per step by dispatch layer (Python, aten ops, launches, syncs, ...)."""
+    panel_id, title = "dispatch", "CPU time per step by dispatch layer"
+    dispatch = finding(report, "dispatch")
+    if dispatch is None:
+        return unavailable(panel_id, title, MISSING)
+    layers = [layer for layer in getattr(dispatch, "layers", None) or [] if float(layer.us_per_step) > 0]
+    if not layers:
+        return (
+            _generic(dispatch, panel_id, title)
+            if not hasattr(dispatch, "layers")
+            else unavailable(panel_id, title, "no CPU time in the analyzed steps")
+        )
+    layers = layers[::-1]
+    fig = go.Figure(
+        go.Bar(
+            y=[str(layer.name) for layer in layers],
+            x=[float(layer.us_per_step) for layer in layers],
+            orientation="h",
+            marker_color="#fdae6b",
+            customdata=[
+                [float(getattr(layer, "calls_per_step", 0.0)), str(getattr(layer, "description", ""))]
+                for layer in layers
+            ],
+            hovertemplate="%{y}: %{x:,.1f} µs per step<br>%{customdata[0]:,.1f} calls per step<br>%{customdata[1]}"
+            "<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        template="plotly_white",
+        height=max(260, 60 + 28 * len(layers)),
+        xaxis_title="CPU µs per step (self time)",
+        yaxis={"automargin": True},
+        margin={"t": 30, "l": 10},
+    )
+    total = getattr(dispatch, "dispatch_us_per_step", None)
+    note = f"Dispatch (everything but Python): {format_value(total)} µs per step." if total is not None else ""
+    return Panel(id=panel_id, title=title, figure=fig, note=note)
+
+
+def fusion_panel(report: AnalysisReport) -> Panel:
+    """Runs of kernels that could be one kernel, with the estimated saving per step."""
+    panel_id, title = "fusion", "Fusion opportunities"
+    fusion = finding(report, "fusion")
+    if fusion is None:
+        return unavailable(panel_id, title, MISSING)
+    opportunities = list(getattr(fusion, "opportunities", None) or [])
+    if not opportunities:
+        return Panel(id=panel_id, title=title, note="No fusion opportunity found in the analyzed steps.")
+    rows = tuple(
+        (
+            " → ".join(str(k) for k in o.kernels),
+            " → ".join(dict.fromkeys(str(op) for op in o.ops)),
+            format_value(float(o.calls_per_step)),
+            format_value(float(o.kernel_us_per_step)),
+            format_value(float(o.est_saving_us)),
+        )
+        for o in opportunities[:MAX_FUSION_ROWS]
+    )
+    columns = ("kernels (stream order)", "ops", "runs/step", "kernel µs/step", "est. saving µs/step")
+    saving = getattr(fusion, "est_saving_us_per_step", None)
+    note = f"{len(opportunities)} opportunities; estimated saving {format_value(saving)} µs per step."
+    if getattr(fusion, "shapes_recorded", True) is False:
+        note += " Shapes were not recorded (record_shapes=False): savings are rough."
+    return Panel(id=panel_id, title=title, table=Table(columns, rows), note=note)
+
+
+def roofline_panel(report: AnalysisReport) -> Panel:
+    """Achieved TFLOP/s against arithmetic intensity per kernel, under the device's roofs."""
+    panel_id, title = "roofline", "Roofline: achieved vs peak"
+    roofline = finding(report, "roofline")
+    if roofline is None:
+        return unavailable(panel_id, title, MISSING)
+    rows = [
+        r
+        for r in getattr(roofline, "rows", None) or []
+        if _positive(r.intensity_flop_per_byte) and _positive(r.achieved_tflops)
+    ]
+    if not rows:
+        return unavailable(panel_id, title, "no kernel has a FLOP/byte model (shapes not recorded or unknown ops)")
+    fig = go.Figure()
+    _add_roofs(fig, roofline, rows)
+    for limit, color in (("compute", "#1f77b4"), ("memory", "#d62728")):
+        chosen = [r for r in rows if r.limit == limit]
+        if not chosen:
+            continue
+        total_us = [float(r.calls) * float(r.mean_us) for r in chosen]
+        biggest = max(total_us) or 1.0
+        fig.add_trace(
+            go.Scatter(
+                x=[float(r.intensity_flop_per_byte) for r in chosen],
+                y=[float(r.achieved_tflops) for r in chosen],
+                mode="markers",
+                name=f"{limit}-limited kernels",
+                marker={"color": color, "size": [8 + 22 * math.sqrt(t / biggest) for t in total_us], "opacity": 0.75},
+                text=[_roofline_hover(r) for r in chosen],
+                hoverinfo="text",
+            )
+        )
+    fig.update_layout(
+        template="plotly_white",
+        height=420,
+        xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
+        yaxis={"type": "log", "title": {"text": "achieved TFLOP/s"}},
+        margin={"t": 30},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    share = getattr(roofline, "modelled_kernel_time_pct", None)
+    note = f"{getattr(roofline, 'device', '')}: peaks from {getattr(roofline, 'peaks_source', '?')}."
+    if share is not None:
+        note += f" Kernels with a model cover {format_value(share)} % of kernel time. Marker area ∝ total time."
+    return Panel(id=panel_id, title=title, figure=fig, note=note)
+
+
+def _add_roofs(fig: go.Figure, roofline: Any, rows: list[Any]) -> None:
+    """One roof per dtype peak: min(peak, intensity × bandwidth), over the plotted intensity range."""
+    bandwidth = getattr(roofline, "peak_tbps", None)
+    peaks = dict(getattr(roofline, "peaks_tflops", None) or {})
+    used = {str(getattr(r, "dtype", "")) for r in rows}
+    if used & set(peaks):  # only the roofs of the dtypes on the chart
+        peaks = {dtype: peak for dtype, peak in peaks.items() if dtype in used}
+    if not peaks:
+        return
+    low = min(float(r.intensity_flop_per_byte) for r in rows) / 4
+    high = max(float(r.intensity_flop_per_byte) for r in rows) * 4
+    for dtype, peak in sorted(peaks.items()):
+        ridge = peak / bandwidth if bandwidth else None
+        xs = [low, ridge, high] if ridge is not None and low < ridge < high else [low, high]
+        ys = [min(peak, x * bandwidth) if bandwidth else peak for x in xs]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                name=f"roof {dtype} ({format_value(peak)} TFLOP/s)",
+                line={"dash": "dot", "width": 1},
+                hoverinfo="name",
+            )
+        )
+
+
+def _roofline_hover(row: Any) -> str:
+    parts = [
+        f"<b>{row.short_name}</b>",
+        f"op: {row.op}" if row.op else "",
+        f"model: {row.model}",
+        f"{format_value(float(row.achieved_tflops))} TFLOP/s, {format_value(float(row.achieved_tbps))} TB/s",
+        f"{format_value(row.pct_of_peak)} % of the {row.limit} roof" if row.pct_of_peak is not None else "",
+        f"{row.calls:,} calls, mean {format_value(float(row.mean_us))} µs",
+    ]
+    return "<br>".join(p for p in parts if p)
+
+
+def compiled_panel(report: AnalysisReport) -> Panel:
+    """torch.compile regions, graph breaks and recompiles."""
+    panel_id, title = "compiled", "torch.compile"
+    compiled = finding(report, "compiled")
+    if compiled is None:
+        return unavailable(panel_id, title, MISSING)
+    regions = list(getattr(compiled, "regions", None) or [])
+    note = str(getattr(compiled, "note", "") or "")
+    if not regions:
+        return Panel(id=panel_id, title=title, note=note or "No torch.compile region in the trace.")
+    rows = tuple(
+        (
+            str(r.name),
+            format_value(float(r.calls_per_step)),
+            format_value(float(r.us_per_step)),
+            format_value(float(r.overhead_us_per_step)),
+        )
+        for r in regions
+    )
+    columns = ("region", "calls/step", "µs/step", "wrapper overhead µs/step")
+    breaks = getattr(compiled, "graph_breaks", None)
+    head = f"Graph breaks: {format_value(breaks)}. " if breaks is not None else ""
+    return Panel(id=panel_id, title=title, table=Table(columns, rows), note=head + note)
+
+
+def _positive(value: Any) -> bool:
+    return value is not None and isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def _generic(result: Any, panel_id: str, title: str) -> Panel:
+    table = result_table(result)
+    if table is None:
+        return unavailable(panel_id, title, "the analysis found nothing to show")
+    return Panel(id=panel_id, title=title, table=table)

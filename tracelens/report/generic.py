@@ -1,0 +1,49 @@
+"""A fallback view of any analysis result (a dataclass): its scalar fields as a table, or its longest list
+of dataclass rows as a table. Used for results that have no dedicated chart yet."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tracelens.report.document import Table
+
+MAX_ROWS = 30
+
+
+def result_table(result: Any) -> Table | None:
+    """A table of `result` (a dataclass instance); None when it has nothing tabular."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return None
+    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    lists = {k: v for k, v in values.items() if isinstance(v, list | tuple) and v and _is_row(v[0])}
+    if lists:
+        name = max(lists, key=lambda k: len(lists[k]))
+        rows = lists[name][:MAX_ROWS]
+        columns = tuple(f.name for f in dataclasses.fields(rows[0]) if _scalar(getattr(rows[0], f.name)))
+        return Table(columns, tuple(tuple(format_value(getattr(r, c)) for c in columns) for r in rows))
+    scalars = [(k, v) for k, v in values.items() if _scalar(v)]
+    if not scalars:
+        return None
+    return Table(("field", "value"), tuple((k, format_value(v)) for k, v in scalars))
+
+
+def _is_row(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def format_value(value: Any) -> str:
+    """Numbers with thousands separators and at most 3 decimals; None as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if value == value else "nan"
+    return str(value)

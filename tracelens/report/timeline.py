@@ -1,0 +1,364 @@
+"""The timeline: CPU threads (ops nested by depth) and GPU streams (kernels coloured by category).
+
+Contract: `timeline_panel(trace, gpu, max_slices=..., focus_step=None) -> Panel`, pure. One step (`focus_step`,
+else the complete step of median length) is drawn slice by slice, at most `max_slices` slices (GPU activity
+first, then CPU events from the outermost level in); everything else is merged into grey blocks per lane, and
+the panel note says how much was merged. Slices are filled polygons (one SVG path per colour group), hover
+points sit at slice centres, and launch → kernel links are line segments.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from tracelens.errors import TracelensError
+from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
+from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.trace import Trace
+from tracelens.report.document import Panel
+from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
+from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
+
+MAX_SLICES = 40_000
+MAX_BLOCKS = 3_000
+MAX_LINKS = 4_000
+VISIBLE_LINKS = 300  # more links than this start hidden (toggle in the legend)
+MAX_STEP_BUTTONS = 40
+HALF_HEIGHT = 0.4
+LANE_PX = 20
+MAX_HEIGHT_PX = 1600
+MIN_HEIGHT_PX = 440
+MARGIN_TOP_PX = 40
+MARGIN_BOTTOM_PX = 50
+NS_PER_US = 1000.0
+TEXT_CHARS = 120
+
+
+@dataclass(frozen=True)
+class _Selection:
+    lanes: Lanes
+    detailed: np.ndarray  # bool over lanes.rows
+    focus: int | None  # step index drawn in full
+
+
+def timeline_panel(
+    trace: Trace,
+    gpu: pd.DataFrame,
+    max_slices: int = MAX_SLICES,
+    focus_step: int | None = None,
+    panel_id: str = "timeline",
+) -> Panel:
+    """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`."""
+    selection = _select(trace, max_slices, focus_step)
+    lanes, detailed = selection.lanes, selection.detailed
+    category = _category_of_rows(trace, gpu)
+    op_of_row = np.full(len(trace.events), -1, dtype=np.int64)
+    op_of_row[gpu["row"].to_numpy()] = gpu["op_row"].to_numpy()
+    height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * lanes.n_lanes)))
+    bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(lanes.n_lanes, 1), 2)
+    fig = go.Figure()
+    for label, color, mask in _groups(trace, lanes, category):
+        chosen = mask & detailed
+        if chosen.any():
+            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category)
+    links = _add_links(fig, trace, lanes, detailed)
+    blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px)
+    _lay_out_figure(fig, trace, lanes, selection.focus, height)
+    note = _note(trace, selection, blocks, links)
+    return Panel(id=panel_id, title="Timeline", figure=fig, note=note)
+
+
+# ---------------------------------------------------------------- what is drawn one by one
+
+
+def focus_step_index(trace: Trace, focus_step: int | None = None) -> int | None:
+    """Index of the step drawn in full: `focus_step` if given, else the complete step of median length."""
+    steps = trace.steps
+    if focus_step is not None:
+        index = trace.step_index(focus_step)
+        if index is None:
+            raise TracelensError(f"no step {focus_step} in {trace.path}")
+        return index
+    candidates = np.flatnonzero(steps.complete)
+    if candidates.size == 0:
+        candidates = np.arange(len(steps))
+    if candidates.size == 0:
+        return None
+    order = np.argsort(steps.duration_ns[candidates], kind="stable")
+    return int(candidates[order[(order.size - 1) // 2]])
+
+
+def _select(trace: Trace, max_slices: int, focus_step: int | None) -> _Selection:
+    lanes = lay_out(trace)
+    focus = focus_step_index(trace, focus_step)
+    n = lanes.rows.size
+    if n <= max_slices:
+        return _Selection(lanes, np.ones(n, dtype=bool), focus)
+    ev = trace.events
+    in_focus = trace.links.step[lanes.rows] == focus if focus is not None else np.ones(n, dtype=bool)
+    candidates = np.flatnonzero(in_focus)
+    is_gpu = np.isin(ev.kind[lanes.rows[candidates]], np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))
+    depth = trace.links.depth[lanes.rows[candidates]]
+    order = np.lexsort((ev.ts_ns[lanes.rows[candidates]], depth, ~is_gpu))
+    detailed = np.zeros(n, dtype=bool)
+    detailed[candidates[order[:max_slices]]] = True
+    return _Selection(lanes, detailed, focus)
+
+
+def _category_of_rows(trace: Trace, gpu: pd.DataFrame) -> np.ndarray:
+    """Category code (index into CATEGORIES) of each GPU activity row, -1 elsewhere."""
+    codes = np.full(len(trace.events), -1, dtype=np.int64)
+    index = {name: i for i, name in enumerate(CATEGORIES)}
+    codes[gpu["row"].to_numpy()] = [index.get(c, index["other"]) for c in gpu["category"]]
+    return codes
+
+
+def _groups(trace: Trace, lanes: Lanes, category: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
+    """(legend label, colour, mask over lanes.rows) per colour group, in a fixed order."""
+    kind = trace.events.kind[lanes.rows]
+    cat = category[lanes.rows]
+    groups = [
+        ("CPU op", CPU_COLORS["CPU op"], kind == Kind.CPU_OP),
+        ("user annotation", CPU_COLORS["user annotation"], kind == Kind.USER_ANNOTATION),
+        ("runtime / driver call", CPU_COLORS["runtime / driver call"], (kind == Kind.RUNTIME) | (kind == Kind.DRIVER)),
+    ]
+    groups += [(f"GPU: {name}", category_color(name), cat == i) for i, name in enumerate(CATEGORIES)]
+    return groups
+
+
+# ---------------------------------------------------------------- traces
+
+
+def _add_slices(
+    fig: go.Figure,
+    trace: Trace,
+    lanes: Lanes,
+    picks: np.ndarray,
+    label: str,
+    color: str,
+    op_of_row: np.ndarray,
+    bar_px: float,
+    category: np.ndarray,
+) -> None:
+    rows = lanes.rows[picks]
+    y = lanes.y[picks]
+    start = trace.events.ts_ns[rows] / NS_PER_US
+    end = start + trace.events.dur_ns[rows] / NS_PER_US
+    fig.add_trace(_bars(start, end, y, color, bar_px, name=label, legendgroup=label))
+    fig.add_trace(
+        go.Scatter(
+            x=(start + end) / 2,
+            y=_lane_array(y),
+            mode="none",
+            line={"width": 0, "color": color},
+            showlegend=False,
+            text=_hover_texts(trace, rows, op_of_row, category),
+            hoverinfo="text",
+            name=label,
+            legendgroup=label,
+        )
+    )
+
+
+def _bars(start: np.ndarray, end: np.ndarray, y: np.ndarray, color: str, bar_px: float, **common: object) -> go.Scatter:
+    """Horizontal bars as thick line segments: x = (start, end, gap) per bar, one SVG path for all of them.
+    The y axis is fixed, so a lane has a known height in pixels and `bar_px` fills most of it."""
+    nan = np.full(start.size, np.nan)
+    lane = _lane_array(y)
+    return go.Scatter(
+        x=np.stack([start, end, nan], axis=1).ravel(),
+        y=np.stack([lane, lane, lane], axis=1).ravel(),  # the NaN in x breaks the line
+        mode="lines",
+        line={"width": bar_px, "color": color},
+        hoverinfo="skip",
+        **common,
+    )
+
+
+def _lane_array(y: np.ndarray) -> np.ndarray:
+    """Lane numbers as the smallest integer type (sent to the browser as a compact typed array)."""
+    return y.astype(np.int16 if y.size == 0 or int(y.max()) < 2**15 else np.int32)
+
+
+def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray) -> list[str]:
+    ev = trace.events
+    names = ev.names_at(rows)
+    ops = op_of_row[rows]
+    op_names = ev.names_at(ops)
+    dims_rows = np.where(ops >= 0, ops, rows)
+    texts = []
+    for row, name, op_row, op_name, dims_row in zip(
+        rows.tolist(), names, ops.tolist(), op_names, dims_rows.tolist(), strict=True
+    ):
+        title = short_name(name) if op_row >= 0 or ev.kind[row] == Kind.KERNEL else name
+        duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
+        code = int(category[row])
+        parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
+        if op_row >= 0:
+            parts.append(f"launched by: {_escape(op_name)}")
+        shapes = _shapes(ev.input_dims[dims_row])
+        if shapes:
+            parts.append(f"shapes: {shapes}")
+        texts.append("<br>".join(parts))
+    return texts
+
+
+def _escape(text: str) -> str:
+    cut = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+    return html.escape(cut, quote=False)
+
+
+def _shapes(raw: bytes | None) -> str:
+    """`Input Dims` raw JSON → `[8, 512], [512, 512]` (empty entries for non-tensors dropped)."""
+    if not raw:
+        return ""
+    try:
+        dims = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return ""
+    if not isinstance(dims, list):
+        return ""
+    text = ", ".join(str(d) for d in dims if d not in ([], "", None))
+    return _escape(text)
+
+
+def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray) -> int:
+    """Segments from each drawn launch call to the GPU activity it launched; returns how many."""
+    ev, launch = trace.events, trace.links.launch
+    drawn = lanes.rows[detailed]
+    y_of_row = np.full(len(ev), -1, dtype=np.int64)
+    y_of_row[drawn] = lanes.y[detailed]
+    gpu = drawn[np.isin(ev.kind[drawn], np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))]
+    source = launch[gpu]
+    ok = source >= 0
+    ok[ok] = y_of_row[source[ok]] >= 0
+    gpu, source = gpu[ok][:MAX_LINKS], source[ok][:MAX_LINKS]
+    if gpu.size == 0:
+        return 0
+    nan = np.full(gpu.size, np.nan)
+    x0 = ev.ts_ns[source] / NS_PER_US
+    x1 = ev.ts_ns[gpu] / NS_PER_US
+    y0, y1 = y_of_row[source].astype(np.float64), y_of_row[gpu] - HALF_HEIGHT
+    fig.add_trace(
+        go.Scatter(
+            x=np.stack([x0, x1, nan], axis=1).ravel(),
+            y=np.stack([y0, y1, nan], axis=1).ravel(),
+            mode="lines",
+            line={"width": 0.7, "color": LINK_COLOR},
+            name="launch → GPU",
+            hoverinfo="skip",
+            visible=True if gpu.size <= VISIBLE_LINKS else "legendonly",
+        )
+    )
+    return int(gpu.size)
+
+
+def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, bar_px: float) -> int:
+    """Grey blocks for events not drawn one by one; returns the number of blocks."""
+    if not rest.any():
+        return 0
+    ev = trace.events
+    rows = lanes.rows[rest]
+    start, end = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
+    blocks = merge_into_blocks(lanes.y[rest], start, end, gap_ns=gap_for_blocks(lanes.y[rest], start, end, MAX_BLOCKS))
+    s, e = blocks.start_ns / NS_PER_US, blocks.end_ns / NS_PER_US
+    y = _lane_array(blocks.y)
+    label = "merged (not drawn one by one)"
+    fig.add_trace(_bars(s, e, blocks.y, AGGREGATED_COLOR, bar_px, name=label, legendgroup=label))
+    texts = [
+        f"{count:,} merged events<br>{busy / NS_PER_US:,.1f} µs summed"
+        for count, busy in zip(blocks.count.tolist(), blocks.busy_ns.tolist(), strict=True)
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=(s + e) / 2,
+            y=y,
+            mode="none",
+            line={"width": 0, "color": AGGREGATED_COLOR},
+            text=texts,
+            hoverinfo="text",
+            showlegend=False,
+            name=label,
+            legendgroup=label,
+        )
+    )
+    return len(blocks)
+
+
+# ---------------------------------------------------------------- layout and note
+
+
+def _lay_out_figure(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | None, height: int) -> None:
+    steps = trace.steps
+    buttons = [{"label": "whole trace", "method": "relayout", "args": [{"xaxis.autorange": True}]}]
+    for index in range(min(len(steps), MAX_STEP_BUTTONS)):
+        label = f"step {int(steps.number[index])}" if steps.source == "ProfilerStep" else "trace window"
+        buttons.append({"label": label, "method": "relayout", "args": [{"xaxis.range": _step_range(trace, index)}]})
+    xaxis: dict[str, object] = {"title": {"text": "time since trace start (µs)"}, "showgrid": True}
+    if focus is not None and len(steps) > 1:
+        xaxis["range"] = _step_range(trace, focus)
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin={"l": 10, "r": 10, "t": MARGIN_TOP_PX, "b": MARGIN_BOTTOM_PX},
+        hovermode="closest",
+        hoverdistance=40,
+        xaxis=xaxis,
+        yaxis={
+            "tickvals": [t for t, _ in lanes.ticks],
+            "ticktext": [label for _, label in lanes.ticks],
+            "range": [lanes.n_lanes - 0.5, -0.5],
+            "showgrid": False,
+            "zeroline": False,
+            "fixedrange": True,
+        },
+        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top", "font": {"size": 11}},
+        updatemenus=[
+            {
+                "type": "dropdown",
+                "buttons": buttons,
+                "x": 0,
+                "xanchor": "left",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "active": 1 + focus if focus is not None and len(steps) > 1 and focus < MAX_STEP_BUTTONS else 0,
+            }
+        ],
+    )
+
+
+def _step_range(trace: Trace, index: int) -> list[float]:
+    start = float(trace.steps.start_ns[index]) / NS_PER_US
+    end = float(trace.steps.end_ns[index]) / NS_PER_US
+    pad = (end - start) * 0.01
+    return [round(start - pad, 3), round(end + pad, 3)]
+
+
+def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
+    lanes, detailed = selection.lanes, selection.detailed
+    n, drawn = lanes.rows.size, int(detailed.sum())
+    parts = []
+    if drawn < n:
+        where = f"step {int(trace.steps.number[selection.focus])}" if selection.focus is not None else "the trace"
+        parts.append(
+            f"{drawn:,} of {n:,} slices are drawn one by one (from {where}: GPU activity first, then CPU events from "
+            f"the outermost level in); the other {n - drawn:,} are merged into {blocks:,} grey blocks per lane "
+            "(hover a block for its count)."
+        )
+    else:
+        parts.append(f"All {n:,} slices are drawn one by one.")
+    python = int((trace.events.kind == Kind.PYTHON).sum())
+    if python:
+        parts.append(f"{python:,} Python stack events are not drawn.")
+    if lanes.clamped:
+        parts.append(f"{lanes.clamped:,} CPU events nested deeper than 12 levels share their thread's last lane.")
+    if links:
+        parts.append(f"{links:,} launch → GPU links drawn (toggle them in the legend).")
+    parts.append("Use the menu to zoom to a step; drag to zoom, double-click to reset.")
+    return " ".join(parts)
