@@ -121,3 +121,19 @@ def test_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert cache.cache_dir() == tmp_path / "tracelens"
     monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
     assert not cache.cache_enabled()
+
+
+def test_changed_loader_code_invalidates_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_trace(tmp_path / "t.json", [step(1, 0, 50), op("aten::mm", 1, 20)])
+    cache.load_cached(path)
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "another loader")
+    decoded: list[Path] = []
+    real = cache.load_trace
+
+    def spy(p: Path, *args: object, **kwargs: object) -> Trace:
+        decoded.append(p)
+        return real(p, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache, "load_trace", spy)
+    cache.load_cached(path)
+    assert decoded == [path]

@@ -2,10 +2,11 @@
 
 One entry per trace *content*: `<dir>/<content key>.npz` (uncompressed numpy arrays: every EventTable column,
 tracks, links, steps) plus `<content key>.json` (names, metadata, warnings). The content key is a BLAKE2b
-hash of the file's bytes, the cache format and the tracelens version, so edited files, new loaders and new
-releases never see stale entries. Hashing a big file costs time, so `<dir>/paths/<hash of path, size,
-mtime>` remembers the content key of a file that has not changed since. Everything under the directory is
-derived data: deleting it is always safe.
+hash of the file's bytes and of the code that builds a Trace (tracelens/load, tracelens/model, this module),
+so edited files, changed loaders and new releases never see stale entries. Hashing a big file costs time, so
+`<dir>/paths/<hash of path, size, mtime, code>` remembers the content key of a file that has not changed
+since. Everything under the directory is derived data: deleting it is always safe. Traces under 16 MB of JSON
+are not stored (they decode about as fast as they would hash).
 
 Location: `$TRACELENS_CACHE_DIR`, else `$XDG_CACHE_HOME/tracelens`, else `~/.cache/tracelens`.
 `TRACELENS_NO_CACHE=1` turns the cache off, like `--no-cache`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -33,6 +35,17 @@ CACHE_FORMAT = 1  # bump when the loader's output or this layout changes
 MIN_CACHED_BYTES = 16 << 20  # smaller traces load faster than they hash: not stored
 _RAW_COLUMNS = ("input_dims", "input_types", "concrete_inputs")
 _HASH_BLOCK = 8 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the code that builds a Trace (load/ and model/): editing it invalidates every entry."""
+    digest = hashlib.blake2b(f"{CACHE_FORMAT}\0{__version__}".encode(), digest_size=8)
+    root = Path(__file__).resolve().parent
+    for source in sorted([*root.glob("load/*.py"), *root.glob("model/*.py"), Path(__file__).resolve()]):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -76,7 +89,7 @@ def content_key(path: Path, folder: Path) -> str:
     """The content key of `path`, from the (path, size, mtime) memo when the file has not changed."""
     stat = path.stat()
     fast = hashlib.blake2b(
-        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{CACHE_FORMAT}\0{__version__}".encode(),
+        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{code_fingerprint()}".encode(),
         digest_size=16,
     ).hexdigest()
     memo = folder / "paths" / fast
@@ -87,7 +100,7 @@ def content_key(path: Path, folder: Path) -> str:
     except OSError:
         pass
     digest = hashlib.blake2b(digest_size=20)
-    digest.update(f"{CACHE_FORMAT}\0{__version__}\0".encode())
+    digest.update(f"{code_fingerprint()}\0".encode())
     with path.open("rb") as handle:
         while block := handle.read(_HASH_BLOCK):
             digest.update(block)
@@ -124,6 +137,7 @@ def write_entry(folder: Path, key: str, trace: Trace) -> None:
     document = {
         "format": CACHE_FORMAT,
         "version": __version__,
+        "code": code_fingerprint(),
         "names": list(events.names),
         "tracks": {"pid": list(trace.tracks.pid), "tid": list(trace.tracks.tid)},
         "links": {"by_id": trace.links.op_by_external_id, "by_time": trace.links.op_by_containment},
@@ -156,7 +170,7 @@ def read_entry(folder: Path, key: str, path: Path) -> Trace | None:
         document = json.loads((folder / f"{key}.json").read_bytes())
     except FileNotFoundError:
         return None
-    if document.get("format") != CACHE_FORMAT or document.get("version") != __version__:
+    if document.get("code") != code_fingerprint():
         return None
     with np.load(folder / f"{key}.npz", allow_pickle=False) as stored:
         arrays = {name: stored[name] for name in stored.files}
