@@ -145,3 +145,18 @@ def test_unknown_or_missing_phase_falls_back_with_the_same_result(tmp_path: Path
     trace = load_trace(path)
     assert_same_events(trace, _whole(path))
     assert len(trace.events) == 12  # neither the unknown phase nor the event without "ph" is a complete event
+
+
+def test_decoded_events_may_outlive_the_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampling profiler (Dask's) can hold frames whose events reference the chunk buffer (Raw args)."""
+    held: list[object] = []
+    real = stream.columnize
+
+    def holding(events: list[object]) -> object:
+        held.append(events)
+        return real(events)
+
+    monkeypatch.setattr(stream, "columnize", holding)
+    path = write_trace(tmp_path / "t.json", _events(5))
+    streamed = stream.stream_columns(path, workers=1)
+    assert sum(len(c) for c in streamed.chunks) == 20 and held

@@ -110,7 +110,7 @@ def _fork_pool(workers: int) -> Any:
         return None
 
 
-def decode_piece(kind: str, text: bytes | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
+def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(STREAM_DOC_DECODER.decode(text)), None
@@ -141,12 +141,10 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
             if not got:
                 raise NotStreamable(f"{path} changed while being read")
             filled += got
-    try:
-        return decode_piece(kind, view)
+    try:  # no view.release(): a sampling profiler (Dask's) may briefly hold frames that reference Raw args
+        return decode_piece(kind, buffer)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise NotStreamable(str(exc)) from None
-    finally:
-        view.release()
 
 
 def _decode_ranges(
