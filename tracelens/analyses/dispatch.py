@@ -16,6 +16,7 @@ import pandas as pd
 
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, CPU_KINDS, EventTable, Kind
+from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 
 NS_PER_US = 1000.0
@@ -126,8 +127,9 @@ class Dispatch:
     step_layers: list[StepLayers]
 
 
+@per_trace
 def classify_layers(trace: Trace) -> np.ndarray:
-    """Layer index (into LAYERS) of every event; -1 for non-CPU events."""
+    """Layer index (into LAYERS) of every event; -1 for non-CPU events. Cached per trace: do not mutate."""
     ev = trace.events
     layer = np.full(len(ev), -1, dtype=np.int8)
     names = np.asarray(ev.names, dtype=object)
