@@ -1,13 +1,26 @@
-"""`tracelens analyze TRACE`: trace facts, per-step figures, kernels and the ops that launched them."""
+"""`tracelens analyze TRACE`: trace facts, per-step figures, kernels and the ops that launched them.
+
+Given a directory or a tar archive of rank traces, the ranks are analyzed in parallel and compared instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
+import tempfile
 from pathlib import Path
 
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
-from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
+from tracelens.analyses.ranks import RankFigures
+from tracelens.cli.common import (
+    add_cache_argument,
+    add_format_argument,
+    add_output_arguments,
+    load_with_feedback,
+    use_color,
+)
 from tracelens.cli.output import check_writable, emit
 from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
@@ -25,12 +38,15 @@ def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
 
 
 class AnalyzeCommand:
-    """Analyze one trace: kernels per step and who launched them, CPU and GPU time."""
+    """Analyze one trace: kernels per step and who launched them, CPU and GPU time. Given a directory or a
+    tar archive of rank traces: every rank in parallel, and a cross-rank view."""
 
     name = "analyze"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz)")
+        parser.add_argument(
+            "trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz), or a directory / tar of rank traces"
+        )
         parser.add_argument("--step", type=int, help="analyze only ProfilerStep#N")
         parser.add_argument(
             "--peak-tflops",
@@ -41,11 +57,26 @@ class AnalyzeCommand:
         parser.add_argument("--peak-tbps", type=float, metavar="TBPS", help="roofline memory peak in TB/s")
         add_format_argument(parser)
         add_output_arguments(parser)
+        add_cache_argument(parser)
+        parser.add_argument(
+            "--workers",
+            type=int,
+            metavar="N",
+            help="ranks: processes analyzing ranks (default: one per CPU); with --scheduler local, Dask workers",
+        )
+        parser.add_argument(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="ranks: run per-rank work on Dask: 'local' (a LocalCluster of --workers processes) or "
+            "tcp://host:port of a running scheduler whose workers can read the traces",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
             check_writable(args.output, args.force)
-        trace = load_with_feedback(args.trace)
+        if args.trace.is_dir() or _is_archive(args.trace):
+            return _run_ranks(args)
+        trace = load_with_feedback(args.trace, use_cache=args.use_cache)
         report = analyze(trace, step=args.step, peaks=peak_override(args.peak_tflops, args.peak_tbps))
         if args.format == "json":
             text = AnalyzeJsonRenderer().render(report)
@@ -53,3 +84,45 @@ class AnalyzeCommand:
             text = AnalyzeTextRenderer(color=use_color() and args.output is None).render(report)
         emit(text, args.output, args.force)
         return 0
+
+
+def _is_archive(path: Path) -> bool:
+    from tracelens.parallel import is_archive
+
+    return is_archive(path)
+
+
+def _run_ranks(args: argparse.Namespace) -> int:
+    from tracelens.analyses.ranks import analyze_ranks
+    from tracelens.parallel import rank_files, run_ranks
+    from tracelens.renderers.ranks import RanksJsonRenderer, RanksTextRenderer
+
+    if args.step is not None:
+        raise TracelensError("--step applies to one trace, not to a directory or archive of ranks")
+    if args.workers is not None and args.workers < 1:
+        raise TracelensError("--workers must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="tracelens_ranks_") as scratch:
+        paths = rank_files(args.trace, Path(scratch))
+        labels = {str(p): _label(args.trace, p) for p in paths}
+        print(f"tracelens: analyzing {len(paths)} rank trace(s) of {args.trace}", file=sys.stderr)
+        figures, failed = run_ranks(paths, args.workers, args.scheduler, args.use_cache)
+    figures = [_relabel(f, labels) for f in figures]
+    if not figures:
+        raise TracelensError(f"{args.trace}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
+    report = analyze_ranks(figures, str(args.trace), failed)
+    if args.format == "json":
+        text = RanksJsonRenderer().render(report)
+    else:
+        text = RanksTextRenderer(color=use_color() and args.output is None).render(report)
+    emit(text, args.output, args.force)
+    return 0
+
+
+def _label(source: Path, path: Path) -> str:
+    if source.is_dir():
+        return str(path.relative_to(source))
+    return path.name  # extracted from the archive: its member's file name
+
+
+def _relabel(figures: RankFigures, labels: dict[str, str]) -> RankFigures:
+    return dataclasses.replace(figures, path=labels.get(figures.path, figures.path))

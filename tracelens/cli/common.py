@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracelens.cache import load_cached
 from tracelens.cli.progress import LoadProgress
-from tracelens.load import load_trace
 from tracelens.model.trace import Trace
 
 
@@ -20,10 +20,20 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
 
 
-def load_with_feedback(path: Path, quiet: bool = False) -> Trace:
-    """Load one trace with a progress bar (terminal only) and print its warnings on stderr."""
+def add_cache_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-cache",
+        dest="use_cache",
+        action="store_false",
+        help="decode the trace even if it is in the cache ($TRACELENS_CACHE_DIR or ~/.cache/tracelens)",
+    )
+
+
+def load_with_feedback(path: Path, quiet: bool = False, use_cache: bool = True) -> Trace:
+    """Load one trace (from the cache when possible) with a progress bar (terminal only) and print its
+    warnings on stderr."""
     with LoadProgress(f"loading {path.name}") as progress:
-        trace = load_trace(path, progress)
+        trace = load_cached(path, progress, use_cache=use_cache)
     if not quiet:
         for warning in trace.warnings:
             print(f"tracelens: warning: {path.name}: {warning}", file=sys.stderr)

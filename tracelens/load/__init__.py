@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.columns import build_columns, build_meta, complete_events, drop_incredible_times
-from tracelens.load.decode import decode_trace
-from tracelens.load.source import read_trace_bytes
+from tracelens.load.columns import ChunkColumns, build_meta, columnize, complete_events, merge_columns_full
+from tracelens.load.decode import Decoded, decode_trace
+from tracelens.load.source import check_readable, read_trace_bytes
+from tracelens.load.stream import NotStreamable, auto_workers, stream_columns
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.nesting import nest
@@ -22,30 +23,36 @@ Progress = Callable[[str, float], None]  # (phase, fraction done in [0, 1])
 __all__ = ["Progress", "load_trace"]
 
 
-def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
+def load_trace(path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
     """Read, decode, columnise and link one trace file.
 
     Raises `UnusableTraceError` for input that is not a trace; odd-but-usable input loads with `warnings`.
+    `workers`: processes that decode chunks of a big file (default: `auto_workers()`); same result for any value.
     """
     path = Path(path)
     report = progress or (lambda phase, fraction: None)
-    raw = read_trace_bytes(path, lambda done, total: report("reading", done / max(total, 1)))
-    report("decoding JSON", 0.0)
-    decoded = decode_trace(raw.data, str(path))
-    size = len(raw.data)
-    if raw.gzip_truncated and not decoded.truncated:
-        decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
-    del raw
+    check_readable(path)
+    try:
+        streamed = stream_columns(
+            path,
+            lambda done, total: report("reading and decoding", done / max(total, 1)),
+            workers=auto_workers() if workers is None else workers,
+        )
+        decoded = Decoded([], streamed.metadata, False)
+        chunks, size = streamed.chunks, streamed.uncompressed_bytes
+        del streamed
+    except NotStreamable:
+        decoded, chunks, size = _decode_whole(path, report)
     report("building columns", 0.0)
-    events = complete_events(decoded.events)
-    n_complete = len(events)
-    events, kept, time_notes = drop_incredible_times(events)
-    decoded.notes.extend(time_notes)
-    if not events:
+    if not sum(len(chunk) for chunk in chunks):
         raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
-    table, tracks, origin_us, categories, order = build_columns(events)
-    source_rows = kept[order]  # row → position among the file's complete events
-    del events, decoded.events
+    merged = merge_columns_full(chunks)
+    n_complete = sum(len(chunk) for chunk in chunks)
+    del chunks
+    table, tracks, origin_us, categories = merged.table, merged.tracks, merged.origin_us, merged.categories
+    decoded.notes.extend(merged.notes)
+    if not len(table):
+        raise UnusableTraceError(f"{path}: a trace with no events with a usable time; nothing to analyze")
     meta = build_meta(decoded.metadata, categories, decoded.bare_array)
     report("linking", 0.0)
     truncated = decoded.truncated
@@ -56,7 +63,7 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
     step = assign_steps(table, steps, launch)
     if truncated:
         gpu_run = decoded.metadata.get("deviceProperties") != []  # kineto writes [] on CPU-only runs
-        steps = exclude_lossy_steps(table, steps, step, launch, op, source_rows, expect_gpu=gpu_run)
+        steps = exclude_lossy_steps(table, steps, step, launch, op, merged.source_rows, expect_gpu=gpu_run)
     links = Links(parent, depth, launch, op, step, by_id, by_time)
     trace = Trace(
         path=path,
@@ -69,11 +76,25 @@ def load_trace(path: str | Path, progress: Progress | None = None) -> Trace:
         uncompressed_bytes=size,
         truncation=Truncation(truncated, decoded.dropped_tail_bytes),
         warnings=(),
-        source_rows=source_rows,
+        source_rows=merged.source_rows,
         source_events=n_complete,
     )
     report("done", 1.0)
     return _with_warnings(trace, decoded.notes)
+
+
+def _decode_whole(path: Path, report: Progress) -> tuple[Decoded, list[ChunkColumns], int]:
+    """The whole-file path: every lenient repair (odd types, invalid JSON, cut-off files, bare arrays)."""
+    raw = read_trace_bytes(path, lambda done, total: report("reading", done / max(total, 1)))
+    report("decoding JSON", 0.0)
+    decoded = decode_trace(raw.data, str(path))
+    size = len(raw.data)
+    if raw.gzip_truncated and not decoded.truncated:
+        decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
+    del raw
+    chunks = [columnize(complete_events(decoded.events))]
+    decoded.events = []
+    return decoded, chunks, size
 
 
 def _truncation_warning(trace: Trace) -> str:

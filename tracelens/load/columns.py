@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
-from operator import attrgetter
+from dataclasses import dataclass, fields
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tracelens.load.schema import Args, Event
-from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, EventTable, Kind
+from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 
 _EMPTY_ARGS = Args()
@@ -26,104 +26,224 @@ def complete_events(events: Sequence[Event]) -> list[Event]:
     return [e for e in events if e.ph == "X" and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))]
 
 
-def drop_incredible_times(events: list[Event]) -> tuple[list[Event], I64, list[str]]:
-    """Drop events whose `ts` lies > MAX_OFFSET_US from the median `ts`; a `dur` that is not finite or longer
-    than that counts as 0. Returns the kept events, their positions in `events` and notes for the warnings."""
+@dataclass
+class ChunkColumns:
+    """Columns of one chunk of complete events; `*_codes` index the chunk's own `*_values`."""
+
+    cat_codes: np.ndarray
+    cat_values: list[str]
+    name_codes: np.ndarray
+    name_values: list[str]
+    pid_codes: np.ndarray  # track label codes (GPU events: "gpu<device>")
+    pid_values: list[str]
+    tid_codes: np.ndarray  # track label codes (GPU events: "<stream>")
+    tid_values: list[str]
+    is_gpu: Bool
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    ints: dict[str, I64]
+    raws: dict[str, tuple[I64, list[bytes]]]  # sparse: rows that have the field, and its raw JSON
+
+    def __len__(self) -> int:
+        return int(self.ts_us.shape[0])
+
+
+_INT_FIELDS = (
+    "correlation",
+    "external_id",
+    "sequence_number",
+    "device",
+    "stream",
+    "bytes",
+    "grid_blocks",
+    "block_threads",
+)
+_RAW_FIELDS = (("input_dims", "input_dims"), ("input_types", "input_type"), ("concrete_inputs", "concrete_inputs"))
+_GPU_TRACK_KINDS = np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8)
+
+
+def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:
+    """Columns for `events` (all `X`); returns the table, its tracks, the time origin (µs) and categories."""
+    return merge_columns([columnize(events)])
+
+
+def columnize(events: list[Event]) -> ChunkColumns:
+    """Columns of one chunk of complete (`X`) events."""
     n = len(events)
-    ts = _floats(map(attrgetter("ts"), events), n)
-    finite = np.isfinite(ts)
-    median = float(np.median(ts[finite])) if finite.any() else 0.0
-    keep = finite & (np.abs(ts - median) <= MAX_OFFSET_US)
-    kept = np.flatnonzero(keep).astype(np.int64)
-    notes = []
-    if not keep.all():
-        events = [e for e, k in zip(events, keep.tolist(), strict=True) if k]
-        notes.append(f"{n - len(events):,} events with a timestamp days away from the rest were ignored")
-    dur = _floats((0.0 if e.dur is None else e.dur for e in events), len(events))
-    bad = np.flatnonzero(~(np.abs(dur) <= MAX_OFFSET_US))
-    for index in bad.tolist():
-        events[index].dur = None
-    if bad.size:
-        notes.append(f"{bad.size:,} events with a duration that is not a number or over a day count as 0 µs")
-    return events, kept, notes
-
-
-def _floats(values: Iterable[Any], n: int) -> np.ndarray:
-    """float64 array of numbers; a Python int too large for a float becomes NaN."""
-    items = list(values)
+    cat_codes, cat_values = _factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
+    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    name_codes, name_values = _factorize(np.fromiter(map(attrgetter("name"), events), dtype=object, count=n))
+    ts_us = _floats(list(map(attrgetter("ts"), events)))
     try:
-        return np.fromiter(items, dtype=np.float64, count=n)
-    except OverflowError:
-        return np.array([v if abs(v) < 1e300 else math.nan for v in items], dtype=np.float64)
-
-
-def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str], I64]:
-    """Columns for `events` (all `X`); returns the table, its tracks, the time origin (µs), categories and
-    each row's position in `events`.
-
-    Rows are in a canonical order (time, duration, kind, External id, name, track, correlation); names and tracks are
-    coded in sorted order, so any permutation of the same events gives the same table.
-    """
-    n = len(events)
-    cat_codes, cat_values = pd.factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
-    categories = {str(c) for c in cat_values}
-    kind_of_cat = np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
-    kind = kind_of_cat[cat_codes] if n else np.zeros(0, np.int8)
-
-    names = np.fromiter(map(attrgetter("name"), events), dtype=object, count=n)
-    name_codes, name_values = pd.factorize(names, sort=True)
-    if any(str(v).endswith("\x00") for v in name_values):  # numpy strings drop trailing NULs: drop them here
-        stripped = np.array([str(v).rstrip("\x00") for v in name_values], dtype=object)
-        name_codes, name_values = pd.factorize(stripped[name_codes], sort=True)
-    ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
-    dur_us = np.array([e.dur if e.dur is not None else 0.0 for e in events], dtype=np.float64)
-    origin_us = float(np.floor(np.nanmin(ts_us))) if n else 0.0
-    ts_ns = _to_ns(ts_us - origin_us)
-    dur_ns = np.maximum(_to_ns(dur_us), 0)
+        dur_us = np.fromiter(map(attrgetter("dur"), events), dtype=np.float64, count=n)
+    except (TypeError, OverflowError):
+        dur_us = _floats([e.dur if e.dur is not None else 0.0 for e in events])
 
     args = [e.args or _EMPTY_ARGS for e in events]
     external_id = _int_column(args, "external_id")
     legacy = _int_column(args, "external_id_legacy")
     external_id = np.where(external_id >= 0, external_id, legacy)
 
-    is_gpu_event = np.isin(kind, np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8))
-    pids = np.fromiter(map(attrgetter("pid"), events), dtype=object, count=n)
-    tids = np.fromiter(map(attrgetter("tid"), events), dtype=object, count=n)
+    is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
+    pids = _ids(events, "pid")
+    tids = _ids(events, "tid")
     device = _int_column(args, "device")
     stream = _int_column(args, "stream")
-    device = np.where(is_gpu_event & (device < 0), _ints_or(pids, -1), device)
-    stream = np.where(is_gpu_event & (stream < 0), _ints_or(tids, -1), stream)
-    track, tracks = _tracks(pids, tids, is_gpu_event, device, stream)
+    no_device = np.flatnonzero(is_gpu & (device < 0))
+    device[no_device] = _ints_or(pids[no_device], -1)
+    no_stream = np.flatnonzero(is_gpu & (stream < 0))
+    stream[no_stream] = _ints_or(tids[no_stream], -1)
+    pid_codes, pid_values = _track_labels(pids, is_gpu, device, "gpu")
+    tid_codes, tid_values = _track_labels(tids, is_gpu, stream, "")
+    return ChunkColumns(
+        cat_codes=cat_codes,
+        cat_values=cat_values,
+        name_codes=name_codes,
+        name_values=name_values,
+        pid_codes=pid_codes,
+        pid_values=pid_values,
+        tid_codes=tid_codes,
+        tid_values=tid_values,
+        is_gpu=is_gpu,
+        ts_us=ts_us,
+        dur_us=dur_us,
+        ints={
+            "correlation": _int_column(args, "correlation"),
+            "external_id": external_id,
+            "sequence_number": _int_column(args, "sequence_number"),
+            "device": np.where(is_gpu, device, -1),
+            "stream": np.where(is_gpu, stream, -1),
+            "bytes": _int_column(args, "bytes"),
+            "grid_blocks": _dims_product(args, "grid", kind),
+            "block_threads": _dims_product(args, "block", kind),
+        },
+        raws={column: _raw_column(args, attribute) for column, attribute in _RAW_FIELDS},
+    )
 
+
+def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, float, set[str]]:
+    """One table from chunks in file order: identical to columnizing all their events at once."""
+    merged = merge_columns_full(chunks)
+    return merged.table, merged.tracks, merged.origin_us, merged.categories
+
+
+@dataclass
+class MergedColumns:
+    """The table in canonical row order, and what was done to get there.
+
+    Rows are sorted by (time, duration, kind, External id, name, track, correlation) and names and tracks are
+    coded in sorted order, so any permutation of the same events gives the same table. `source_rows[i]` is
+    the position of row i among the chunks' events (file order); events with incredible times are dropped.
+    """
+
+    table: EventTable
+    tracks: TrackTable
+    origin_us: float
+    categories: set[str]
+    source_rows: I64
+    notes: list[str]
+
+
+def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
+    """Merge chunks (in file order), drop events with incredible times, sort rows canonically."""
+    n = sum(len(c) for c in chunks)
+    cat_codes, cat_values = _merge_codes([(c.cat_codes, c.cat_values) for c in chunks])
+    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    name_codes, name_values = _sorted_codes(*_merge_codes([(c.name_codes, c.name_values) for c in chunks]))
+    pid_codes, pid_values = _sorted_codes(*_merge_codes([(c.pid_codes, c.pid_values) for c in chunks]))
+    tid_codes, tid_values = _sorted_codes(*_merge_codes([(c.tid_codes, c.tid_values) for c in chunks]))
+    ts_us = _concat([c.ts_us for c in chunks], np.float64)
+    dur_us = _concat([c.dur_us for c in chunks], np.float64)
+    keep, notes = _credible_times(ts_us, dur_us)
+    ts_us[~keep] = np.nan
+    origin_us = float(np.floor(np.nanmin(ts_us))) if keep.any() else 0.0
+    ts_ns = _to_ns(ts_us - origin_us)
+    del ts_us
+    dur_ns = np.maximum(_to_ns(dur_us), 0)
+    ints = {name: _concat([c.ints[name] for c in chunks], np.int64) for name in _INT_FIELDS}
+    raws = {name: _dense_raws([c.raws[name] for c in chunks], [len(c) for c in chunks], n) for name, _ in _RAW_FIELDS}
+    is_gpu = _concat([c.is_gpu for c in chunks], np.bool_)
+    track, tracks = _tracks(pid_codes, pid_values, tid_codes, tid_values, is_gpu, ints["device"], ints["stream"])
     table = EventTable(
         kind=kind.astype(np.int8),
         name=name_codes.astype(np.int32),
         track=track,
         ts_ns=ts_ns,
         dur_ns=dur_ns,
-        correlation=_int_column(args, "correlation"),
-        external_id=external_id,
-        sequence_number=_int_column(args, "sequence_number"),
-        device=np.where(is_gpu_event, device, -1),
-        stream=np.where(is_gpu_event, stream, -1),
-        bytes=_int_column(args, "bytes"),
-        grid_blocks=_dims_product(args, "grid", kind),
-        block_threads=_dims_product(args, "block", kind),
-        input_dims=_raw_column(args, "input_dims"),
-        input_types=_raw_column(args, "input_type"),
-        concrete_inputs=_raw_column(args, "concrete_inputs"),
         names=tuple(str(v) for v in name_values),
+        **ints,
+        **raws,
     )
+    kept = np.flatnonzero(keep)
+    t = table
     # among ops with equal times, the smaller External id (created first: the enclosing op) sorts first
-    order = np.lexsort(
-        (table.correlation, table.track, table.name, table.external_id, table.kind, table.dur_ns, table.ts_ns)
-    )
-    return _reordered(table, order), tracks, origin_us, categories, order.astype(np.int64)
-
-
-def _reordered(table: EventTable, order: np.ndarray) -> EventTable:
+    keys = (t.correlation, t.track, t.name, t.external_id, t.kind, t.dur_ns, t.ts_ns)
+    order = kept[np.lexsort(tuple(key[kept] for key in keys))]
     columns = {f.name: getattr(table, f.name) for f in fields(table) if f.name != "names"}
-    return EventTable(**{name: column[order] for name, column in columns.items()}, names=table.names)
+    table = EventTable(**{name: column[order] for name, column in columns.items()}, names=table.names)
+    return MergedColumns(table, tracks, origin_us, {str(c) for c in cat_values}, order.astype(np.int64), notes)
+
+
+def _sorted_codes(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Recode so that values are sorted (and trailing NULs, which numpy strings drop, are stripped)."""
+    if not values:
+        return codes, values
+    cleaned = np.array([str(v).rstrip("\x00") for v in values], dtype=object)
+    uniques, inverse = np.unique(cleaned, return_inverse=True)
+    return inverse.ravel()[codes].astype(np.int64), [str(v) for v in uniques]
+
+
+def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
+    than that is set to 0 in place. Returns the mask and notes for the warnings."""
+    finite = np.isfinite(ts_us)
+    median = float(np.median(ts_us[finite])) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
+        bad_dur = ~(np.abs(dur_us) <= MAX_OFFSET_US)
+    notes = []
+    if not keep.all():
+        notes.append(f"{int((~keep).sum()):,} events with a timestamp days away from the rest were ignored")
+    if bad_dur[keep].any():
+        notes.append(
+            f"{int(bad_dur[keep].sum()):,} events with a duration that is not a number or over a day count as 0 µs"
+        )
+    dur_us[bad_dur] = 0.0
+    return keep, notes
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    """float64 array of numbers; a Python int too large for a float becomes NaN."""
+    try:
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except OverflowError:
+        return np.array([v if abs(v) < 1e300 else math.nan for v in values], dtype=np.float64)
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64), list(uniques)
+
+
+def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Codes into one list of values, in order of first appearance across the parts."""
+    if len(parts) == 1:
+        return parts[0]
+    all_values = np.array([v for _, values in parts for v in values], dtype=object)
+    if not all_values.size:
+        return np.zeros(sum(len(c) for c, _ in parts), np.int64), []
+    global_codes, uniques = pd.factorize(all_values)
+    offsets = np.cumsum([0] + [len(values) for _, values in parts])
+    codes = np.concatenate([global_codes[offset + c] for (c, _), offset in zip(parts, offsets, strict=False)])
+    return codes.astype(np.int64), list(uniques)
+
+
+def _kinds(cat_values: list[str]) -> np.ndarray:
+    return np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
 
 
 def _to_ns(values_us: np.ndarray) -> I64:
@@ -132,6 +252,10 @@ def _to_ns(values_us: np.ndarray) -> I64:
 
 
 def _int_column(args: list[Args], attribute: str) -> I64:
+    try:  # fast path: every value an int (absent ones default to -1)
+        return np.fromiter(map(attrgetter(attribute), args), dtype=np.int64, count=len(args))
+    except (TypeError, ValueError, OverflowError):
+        pass
     values = np.array(list(map(attrgetter(attribute), args)), dtype=object)
     present = values != None  # noqa: E711 (elementwise comparison on an object array)
     out = np.full(len(args), -1, dtype=np.int64)
@@ -148,44 +272,97 @@ def _int_or_minus_one(value: object) -> int:
     return number if number is not None and -(2**63) <= number < 2**63 else -1
 
 
+def _ids(events: list[Event], attribute: str) -> np.ndarray:
+    """pid/tid values: int64 when every one is an int (the common case), else an object array."""
+    values = list(map(attrgetter(attribute), events))
+    if set(map(type, values)) <= {int}:  # not bool, not digit strings: those keep their own labels
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
 def _ints_or(values: np.ndarray, default: int) -> I64:
+    if values.dtype != object:
+        return values.astype(np.int64)
     in_range = (v if type(v) is int and -(2**63) <= v < 2**63 else default for v in values)
     return np.fromiter(in_range, dtype=np.int64, count=len(values))
 
 
 def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
     out = np.full(len(args), -1, dtype=np.int64)
-    for index in np.flatnonzero(kind == Kind.KERNEL):
-        dims = getattr(args[index], attribute)
-        if isinstance(dims, list) and dims:
-            out[index] = math.prod(dims)
+    rows = np.flatnonzero(kind == Kind.KERNEL)
+    dims = list(map(attrgetter(attribute), _pick(args, rows)))
+    try:  # fast path: every kernel has dims of one length
+        matrix = np.array(dims, dtype=np.int64)
+        if matrix.ndim == 2 and matrix.shape[1] > 0:
+            out[rows] = matrix.prod(axis=1)
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    for index, value in zip(rows, dims, strict=True):
+        if isinstance(value, list) and value:
+            out[index] = math.prod(value)
     return out
 
 
-def _raw_column(args: list[Args], attribute: str) -> np.ndarray:
-    out = np.full(len(args), None, dtype=object)
-    for index, raw in enumerate(map(attrgetter(attribute), args)):
-        if len(raw):
-            out[index] = bytes(raw)  # copy out, so the input buffer can be freed
+def _pick(items: list[Args], rows: np.ndarray) -> list[Args]:
+    if rows.size == 0:
+        return []
+    if rows.size == 1:
+        return [items[int(rows[0])]]
+    return list(itemgetter(*rows.tolist())(items))
+
+
+def _raw_column(args: list[Args], attribute: str) -> tuple[I64, list[bytes]]:
+    raws = list(map(attrgetter(attribute), args))
+    rows = np.flatnonzero(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    return rows, [bytes(raws[index]) for index in rows]  # copied out, so the input buffer can be freed
+
+
+def _dense_raws(parts: list[tuple[I64, list[bytes]]], lengths: list[int], n: int) -> np.ndarray:
+    out = np.full(n, None, dtype=object)
+    offset = 0
+    for (rows, values), length in zip(parts, lengths, strict=True):
+        if rows.size:
+            holder = np.empty(len(values), dtype=object)
+            holder[:] = values
+            out[rows + offset] = holder
+        offset += length
     return out
+
+
+def _track_labels(values: np.ndarray, is_gpu: Bool, gpu_numbers: I64, prefix: str) -> tuple[np.ndarray, list[str]]:
+    """Per-event track label codes: str(pid/tid) for CPU events, f"{prefix}{number}" for GPU events."""
+    codes, uniques = pd.factorize(values)  # None -> -1
+    labels = [_label(v) for v in uniques] + [""]
+    codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
+    gpu_rows = np.flatnonzero(is_gpu)
+    if gpu_rows.size:
+        numbers, inverse = np.unique(gpu_numbers[gpu_rows], return_inverse=True)
+        codes[gpu_rows] = len(labels) + inverse
+        labels += [f"{prefix}{int(number)}" for number in numbers]
+    label_codes, label_values = pd.factorize(np.array(labels, dtype=object))
+    return label_codes[codes].astype(np.int64), [str(v) for v in label_values]
 
 
 def _tracks(
-    pids: np.ndarray, tids: np.ndarray, is_gpu: np.ndarray, device: I64, stream: I64
+    pid_codes: np.ndarray,
+    pid_values: list[str],
+    tid_codes: np.ndarray,
+    tid_values: list[str],
+    is_gpu: Bool,
+    device: I64,
+    stream: I64,
 ) -> tuple[np.ndarray, TrackTable]:
-    """Factorize (pid, tid); GPU events get (device, stream) tracks whatever their pid/tid say."""
-    pid_labels = np.array([_label(p) for p in pids], dtype=object) if len(pids) else pids
-    tid_labels = np.array([_label(t) for t in tids], dtype=object) if len(tids) else tids
-    pid_labels = np.where(is_gpu, np.char.mod("gpu%d", device).astype(object), pid_labels)
-    tid_labels = np.where(is_gpu, np.char.mod("%d", stream).astype(object), tid_labels)
-    pid_codes, pid_values = pd.factorize(pid_labels, sort=True)
-    tid_codes, tid_values = pd.factorize(tid_labels, sort=True)
+    """Factorize (pid label, tid label) pairs in sorted order."""
     pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
     track, unique_pairs = pd.factorize(pair, sort=True)
     first = _first_index(track, len(unique_pairs))
     tracks = TrackTable(
-        pid=tuple(str(pid_values[pid_codes[i]]) for i in first),
-        tid=tuple(str(tid_values[tid_codes[i]]) for i in first),
+        pid=tuple(pid_values[pid_codes[i]] for i in first),
+        tid=tuple(tid_values[tid_codes[i]] for i in first),
         is_gpu=is_gpu[first].astype(bool),
         device=np.where(is_gpu[first], device[first], -1).astype(np.int64),
         stream=np.where(is_gpu[first], stream[first], -1).astype(np.int64),

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.schema import NO_RAW, Args, Event
+from tracelens.load.schema import NO_RAW, AnyPhaseEvent, Args, Event
 
 METADATA_KEYS = (
     "schemaVersion",
@@ -60,8 +60,16 @@ class _Document(msgspec.Struct, gc=False):
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
-_DOC_DECODER = msgspec.json.Decoder(_Document)
-_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+
+
+class _StreamDocument(_Document, gc=False):
+    traceEvents: list[AnyPhaseEvent] | None = None  # type: ignore[assignment,valid-type]
+
+
+STREAM_DOC_DECODER = msgspec.json.Decoder(_StreamDocument)
+STREAM_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEvent])  # type: ignore[valid-type]
+DOC_DECODER = _DOC_DECODER = msgspec.json.Decoder(_Document)
+EVENTS_DECODER = _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
 
 @dataclass
@@ -119,10 +127,10 @@ def _decode_typed(data: bytes, bare_array: bool) -> Decoded:
     doc = _DOC_DECODER.decode(data)
     if doc.traceEvents is None:
         raise msgspec.ValidationError("no traceEvents")
-    return Decoded(doc.traceEvents, _metadata_of(doc), False)
+    return Decoded(doc.traceEvents, metadata_of(doc), False)
 
 
-def _metadata_of(doc: _Document) -> dict[str, Any]:
+def metadata_of(doc: _Document) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     for key in METADATA_KEYS:
         raw = getattr(doc, key)

@@ -5,6 +5,8 @@ Unknown keys are ignored; `Input Dims` and friends stay undecoded (`msgspec.Raw`
 
 from __future__ import annotations
 
+from typing import Union
+
 import msgspec
 
 Number = int | float
@@ -12,13 +14,16 @@ NO_RAW = msgspec.Raw()  # default for absent raw fields (empty)
 
 
 class Args(msgspec.Struct, gc=False):
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
-    correlation: int | str | None = None
-    sequence_number: int | None = msgspec.field(default=None, name="Sequence number")
-    device: int | str | None = None
-    stream: int | str | None = None
-    bytes: int | str | None = None
+    """Selected `args`. Absent integer fields are -1 (not None) so columns build without a per-event check;
+    an explicit JSON null still decodes to None."""
+
+    external_id: int | None = msgspec.field(default=-1, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=-1, name="external id")
+    correlation: int | str | None = -1
+    sequence_number: int | None = msgspec.field(default=-1, name="Sequence number")
+    device: int | str | None = -1
+    stream: int | str | None = -1
+    bytes: int | str | None = -1
     grid: list[int] | str | None = None
     block: list[int] | str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
@@ -35,6 +40,28 @@ class Event(msgspec.Struct, gc=False):
     ts: Number | None = None
     dur: Number | None = None
     args: Args | None = None
+
+
+class CompleteEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
+    """A `ph: "X"` event, for the streaming decoder's tagged union (same fields as `Event` but `ph`)."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Number | None = None
+    dur: Number | None = None
+    args: Args | None = None
+
+
+# Every other phase of the Chrome trace format decodes to an empty struct (its fields are skipped, not built).
+# A phase outside this list fails validation and the loader falls back to the whole-file decoder.
+OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c")
+_SKIPPED = tuple(
+    msgspec.defstruct(f"Skipped{index}", [], gc=False, tag_field="ph", tag=phase)
+    for index, phase in enumerate(OTHER_PHASES)
+)
+AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED)]  # type: ignore[valid-type]
 
 
 class TraceDocument(msgspec.Struct, gc=False):

@@ -30,10 +30,7 @@ class RawTrace:
 
 def read_trace_bytes(path: Path, progress: ProgressCallback | None = None) -> RawTrace:
     """Read `path` (gzip detected by magic, not by suffix); raise UnusableTraceError on unusable files."""
-    if not path.exists():
-        raise UnusableTraceError(f"{path}: no such file; pass the path of a .json or .json.gz trace")
-    if path.is_dir():
-        raise UnusableTraceError(_directory_message(path))
+    check_readable(path)
     try:
         size = path.stat().st_size
         with path.open("rb") as handle:
@@ -54,6 +51,14 @@ def read_trace_bytes(path: Path, progress: ProgressCallback | None = None) -> Ra
     except OSError as exc:
         raise UnusableTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return RawTrace(path, data, None, False)
+
+
+def check_readable(path: Path) -> None:
+    """Raise UnusableTraceError unless `path` is an existing file."""
+    if not path.exists():
+        raise UnusableTraceError(f"{path}: no such file; pass the path of a .json or .json.gz trace")
+    if path.is_dir():
+        raise UnusableTraceError(_directory_message(path))
 
 
 def _directory_message(path: Path) -> str:

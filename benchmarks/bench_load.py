@@ -1,0 +1,286 @@
+"""Side-by-side load benchmark: tracelens `analyze` end to end, HTA `TraceAnalysis` load, and the raw msgspec
+decode floor, on the same files, each run in a fresh subprocess.
+
+Figures per run: wall seconds (parent clock, Python start-up included), MB/s of *uncompressed* JSON,
+CPU seconds (user+sys of the process and the workers it waited for, from `os.wait4`), peak RSS (the sum of
+each process's own peak, VmHWM, sampled every 20 ms: an upper bound for the process tree) and peak PSS of the
+whole process tree (sampled from /proc/*/smaps_rollup: forked decode workers counted, shared pages once).
+
+    python benchmarks/bench_load.py                      # anchors + 72 MB and 450 MB synthetic files
+    python benchmarks/bench_load.py --quick              # anchors + 72 MB only, no HTA on big files
+    python benchmarks/bench_load.py FILE... --methods tracelens,floor
+
+Writes benchmarks/results.md (a markdown table) unless --output says otherwise. The synthetic files are made
+in /tmp by make_big_trace.py (not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ANCHORS = Path(
+    os.environ.get("TRACELENS_ANCHORS")
+    or next(
+        (
+            p
+            for p in (REPO.parent / "shared" / "anchor_traces", REPO.parent.parent / "shared" / "anchor_traces")
+            if p.exists()
+        ),
+        REPO.parent / "shared" / "anchor_traces",
+    )
+)
+DEFAULT_ANCHORS = (
+    "hta/df_index_resolver/df_index_resolver.json.gz",
+    "hta/trace_diff/control/control.json.gz",
+    "other/facebookresearch__param/resnet_kineto.json.gz",
+)
+SYNTHETIC = (("big72.json", 72), ("big450.json", 450))
+SYNTHETIC_SOURCE = "hta/df_index_resolver/df_index_resolver.json.gz"
+
+FLOOR = r"""
+import gzip, sys, msgspec
+class E(msgspec.Struct, gc=False):
+    ph: str = ""; cat: str = ""; name: str = ""; pid: int | str | None = None; tid: int | str | None = None
+    ts: int | float | None = None; dur: int | float | None = None; args: msgspec.Raw = msgspec.Raw()
+class D(msgspec.Struct, gc=False):
+    traceEvents: list[E] = []
+data = open(sys.argv[1], "rb").read()
+if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+events = msgspec.json.Decoder(D).decode(data).traceEvents
+print(sum(e.dur or 0 for e in events if e.cat == "kernel"))
+"""
+
+HTA = r"""
+import logging, sys
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+print(len(analysis.t.get_trace(analysis.t.get_ranks()[0])))
+"""
+
+
+@dataclass
+class Run:
+    file: str
+    size_mb: float
+    method: str
+    wall_s: float
+    cpu_s: float
+    rss_mb: float
+    pss_mb: float
+    ok: bool
+    note: str = ""
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.size_mb / self.wall_s if self.ok and self.wall_s else float("nan")
+
+
+def uncompressed_bytes(path: Path) -> int:
+    if path.read_bytes()[:2] != b"\x1f\x8b":
+        return path.stat().st_size
+    total = 0
+    with gzip.open(path, "rb") as handle:
+        while block := handle.read(16 << 20):
+            total += len(block)
+    return total
+
+
+def _tree_memory_kb(root: int, hwm: dict[int, int]) -> int:
+    """PSS of `root` and its descendants now (kB); records each process's peak RSS (VmHWM) in `hwm`."""
+    total = 0
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    hwm[pid] = max(hwm.get(pid, 0), int(line.split()[1]))
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                children = (task / "children").read_text().split()
+                stack.extend(int(c) for c in children)
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def measure(command: list[str], timeout_s: float, env: dict[str, str]) -> tuple[float, float, float, float, bool, str]:
+    """(wall s, cpu s, ru_maxrss MB, tree PSS MB, ok, note) of one subprocess."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    hwm: dict[int, int] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_memory_kb(process.pid, hwm))
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    deadline = start + timeout_s
+    status = None
+    usage = None
+    while status is None:
+        pid, code, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            status = code
+            break
+        if time.perf_counter() > deadline:
+            process.kill()
+            _, status, usage = os.wait4(process.pid, 0)
+            done.set()
+            return timeout_s, float("nan"), float("nan"), peak[0] / 1024, False, f"timed out after {timeout_s:.0f} s"
+        time.sleep(0.01)
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    ok = process.returncode == 0
+    note = "" if ok else (stderr.strip().splitlines() or ["failed"])[-1][:120]
+    assert usage is not None
+    rss_mb = sum(hwm.values()) / 1024 if hwm else usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, rss_mb, peak[0] / 1024, ok, note
+
+
+def run_method(
+    method: str, path: Path, timeout_s: float, cache_dir: Path
+) -> tuple[float, float, float, float, bool, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), TRACELENS_CACHE_DIR=str(cache_dir))
+    python = sys.executable
+    if method == "floor":
+        return measure([python, "-c", FLOOR, str(path)], timeout_s, env)
+    if method == "hta":
+        with tempfile.TemporaryDirectory(prefix="bench_hta_") as folder:
+            os.symlink(path, Path(folder) / path.name)
+            return measure([python, "-c", HTA, folder], timeout_s, env)
+    analyze = [python, "-m", "tracelens", "analyze", str(path), "--format", "json"]
+    if method == "tracelens":
+        return measure([*analyze, "--no-cache"] if _has_cache_flag() else analyze, timeout_s, env)
+    if method == "tracelens-1proc":
+        env["TRACELENS_WORKERS"] = "1"
+        return measure([*analyze, "--no-cache"] if _has_cache_flag() else analyze, timeout_s, env)
+    if method == "tracelens-cached":
+        measure(analyze, timeout_s, env)  # fills the cache
+        return measure(analyze, timeout_s, env)
+    raise ValueError(method)
+
+
+def _has_cache_flag() -> bool:
+    return (REPO / "tracelens" / "cache.py").exists()
+
+
+def ensure_synthetic(folder: Path, which: tuple[tuple[str, int], ...]) -> list[Path]:
+    paths = []
+    for name, megabytes in which:
+        path = folder / name
+        if not path.exists():
+            print(f"making {path} ({megabytes} MB)…", file=sys.stderr)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(REPO / "benchmarks" / "make_big_trace.py"),
+                    str(ANCHORS / SYNTHETIC_SOURCE),
+                    str(path),
+                    "--target-mb",
+                    str(megabytes),
+                ],
+                check=True,
+            )
+        paths.append(path)
+    return paths
+
+
+def render(runs: list[Run], header: str) -> str:
+    lines = [
+        header,
+        "",
+        "| trace | uncompressed MB | method | wall s | MB/s | CPU s | peak RSS MB (sum over processes) "
+        "| peak PSS MB (all processes) | PSS ÷ size |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in runs:
+        if not run.ok:
+            lines.append(f"| {run.file} | {run.size_mb:.1f} | {run.method} | – | – | – | – | – | {run.note} |")
+            continue
+        lines.append(
+            f"| {run.file} | {run.size_mb:.1f} | {run.method} | {run.wall_s:.2f} | {run.mb_per_s:.0f} | "
+            f"{run.cpu_s:.2f} | {run.rss_mb:.0f} | {run.pss_mb:.0f} | {run.pss_mb / run.size_mb:.2f}× |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="traces (default: the anchors + synthetic files)")
+    parser.add_argument("--methods", default="tracelens,tracelens-cached,hta,floor")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per method and file, the fastest kept (HTA: always one run)"
+    )
+    parser.add_argument("--quick", action="store_true", help="only the 72 MB synthetic file, no HTA above 100 MB")
+    parser.add_argument("--synthetic-dir", type=Path, default=Path("/tmp"))
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--hta-max-mb", type=float, default=1e9, help="skip HTA on files bigger than this")
+    parser.add_argument("-o", "--output", type=Path, default=REPO / "benchmarks" / "results.md")
+    args = parser.parse_args(argv)
+    files = list(args.files)
+    if not files:
+        files = [ANCHORS / a for a in DEFAULT_ANCHORS if (ANCHORS / a).exists()]
+        files += ensure_synthetic(args.synthetic_dir, SYNTHETIC[:1] if args.quick else SYNTHETIC)
+    methods = [m for m in args.methods.split(",") if m]
+    runs: list[Run] = []
+    cache_dir = Path(tempfile.mkdtemp(prefix="bench_cache_"))
+    try:
+        for path in files:
+            size_mb = uncompressed_bytes(path) / 1e6
+            for method in methods:
+                if method == "hta" and size_mb > (100 if args.quick else args.hta_max_mb):
+                    continue
+                best = None
+                for _ in range(1 if method == "hta" else args.repeat):
+                    shutil.rmtree(cache_dir, ignore_errors=True)
+                    result = run_method(method, path, args.timeout, cache_dir)
+                    if best is None or (result[4] and (not best[4] or result[0] < best[0])):
+                        best = result
+                assert best is not None
+                run = Run(path.name, size_mb, method, *best)
+                runs.append(run)
+                print(render([run], "").splitlines()[-1], file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    load = os.getloadavg()
+    header = (
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}; load average at the end "
+        f"{load[0]:.1f} (other jobs share this machine: wall times are noisy, CPU s less so). "
+        f"Best of {args.repeat} run(s) (HTA: one); each run is a fresh process, Python start-up included. "
+        "tracelens = auto workers (forked chunk decoders), tracelens-1proc = TRACELENS_WORKERS=1, "
+        "tracelens-cached = second run with the cache filled, floor = msgspec typed decode only."
+    )
+    text = render(runs, header)
+    args.output.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The streaming / multi-process loader gives exactly what the whole-file decoder gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import anchor, kernel, launch, op, step, write_trace
+from tracelens.load import load_trace
+from tracelens.model.trace import Trace
+
+stream = importlib.import_module("tracelens.load.stream")
+columns = importlib.import_module("tracelens.load.columns")
+decode = importlib.import_module("tracelens.load.decode")
+
+
+def _whole(path: Path) -> Trace:
+    """The reference: whole-file decode, no streaming."""
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    decoded = decode.decode_trace(data, str(path))
+    table, tracks, origin, _ = columns.build_columns(columns.complete_events(decoded.events))
+    return Trace(path, table, tracks, None, None, None, origin, len(data))  # type: ignore[arg-type]
+
+
+def assert_same_events(a: Trace, b: Trace) -> None:
+    for field in dataclasses.fields(a.events):
+        left, right = getattr(a.events, field.name), getattr(b.events, field.name)
+        if isinstance(left, np.ndarray):
+            assert left.dtype == right.dtype, field.name
+            assert left.tolist() == right.tolist(), field.name
+        else:
+            assert left == right, field.name
+    assert a.tracks.pid == b.tracks.pid and a.tracks.tid == b.tracks.tid
+    assert a.tracks.device.tolist() == b.tracks.device.tolist()
+    assert a.origin_us == b.origin_us
+    assert a.uncompressed_bytes == b.uncompressed_bytes
+
+
+def _events(n_steps: int) -> list[dict[str, object]]:
+    events: list[dict[str, object]] = []
+    for s in range(n_steps):
+        t = s * 100.0
+        events += [
+            step(s + 1, t, 90.0),
+            op("aten::mm", t + 1, 20, ext=10 + s, **{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float"]}),
+            launch("cudaLaunchKernel", t + 2, 3, correlation=100 + s, ext=10 + s),
+            kernel(f"gemm_{s % 3}", t + 30, 5.5, correlation=100 + s, grid=[2, 3, 4], block=[128, 1, 1]),
+            {"ph": "f", "id": 100 + s, "pid": 0, "tid": 7, "ts": t + 30, "cat": "ac2g", "name": "ac2g"},
+        ]
+    return events
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_small_chunks_match_whole_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, workers: int
+) -> None:
+    path = write_trace(tmp_path / name, _events(40), distributedInfo={"rank": 3, "world_size": 4})
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 97)
+    streamed = stream.stream_columns(path, chunk_bytes=500, workers=workers)
+    assert len(streamed.chunks) > 10  # really cut into many chunks
+    assert streamed.metadata["distributedInfo"] == {"rank": 3, "world_size": 4}
+    table, tracks, origin, _ = columns.merge_columns(streamed.chunks)
+    reference = _whole(path)
+    got = Trace(path, table, tracks, None, None, None, origin, streamed.uncompressed_bytes)  # type: ignore[arg-type]
+    assert_same_events(got, reference)
+    assert len(table) == 160 and table.names.count("gemm_0") == 1
+
+
+def test_metadata_after_the_events_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "after.json"
+    path.write_text(json.dumps({"traceEvents": _events(3), "distributedInfo": {"rank": 5}, "traceName": "x"}))
+    trace = load_trace(path, workers=1)
+    assert trace.meta.rank == 5 and len(trace.steps) == 3
+
+
+def test_odd_types_fall_back_to_the_lenient_decoder(tmp_path: Path) -> None:
+    events = _events(2)
+    events[1] = {**events[1], "ts": "12"}  # a string timestamp: typed decode fails, lenient coerces
+    path = write_trace(tmp_path / "odd.json", events)
+    with pytest.raises(stream.NotStreamable):
+        stream.stream_columns(path)
+    trace = load_trace(path)
+    assert "odd field types were coerced" in trace.warnings
+    assert len(trace.events) == 7  # the event with a string ts is dropped (no timestamp)
+
+
+def test_cut_off_file_falls_back_to_salvage(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "cut.json", _events(5))
+    text = path.read_bytes()
+    path.write_bytes(text[: int(len(text) * 0.7)])
+    trace = load_trace(path)
+    assert trace.truncation.truncated
+
+
+def test_bare_array_is_not_streamed_but_loads(tmp_path: Path) -> None:
+    path = tmp_path / "bare.json"
+    path.write_text(json.dumps(_events(2)))
+    assert load_trace(path).meta.format == "chrome-array"
+
+
+def test_anchor_through_the_process_pool_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = anchor("hta/trace_diff/control/control.json.gz")
+    reference = load_trace(path, workers=1)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 4 << 20)
+    monkeypatch.setattr(stream.stream_columns, "__defaults__", (None, 4 << 20, 1))
+    pooled = load_trace(path, workers=2)
+    assert_same_events(pooled, reference)
+    assert pooled.uncompressed_bytes == 34_825_284
+    assert pooled.links.launch.tolist() == reference.links.launch.tolist()
+    assert pooled.steps.number.tolist() == [1009, 1010, 1011, 1012, 1013, 1014]
+
+
+def test_pool_is_really_used_for_big_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    real = stream._fork_pool
+
+    def spy(workers: int) -> object:
+        made.append(workers)
+        return real(workers)
+
+    monkeypatch.setattr(stream, "_fork_pool", spy)
+    path = anchor("hta/trace_diff/control/control.json.gz")
+    streamed = stream.stream_columns(path, chunk_bytes=4 << 20, workers=2)
+    assert made == [2]
+    assert len(streamed.chunks) >= 4  # 8 MB gunzip blocks, cut after each 4 MB
+    assert sum(len(c) for c in streamed.chunks) == 74_937  # X events with a timestamp
+
+
+def test_unknown_or_missing_phase_falls_back_with_the_same_result(tmp_path: Path) -> None:
+    events = _events(3)
+    events.insert(2, {"ph": "Z", "name": "future phase", "pid": 1, "tid": 1, "ts": 5})
+    events.insert(4, {"name": "no phase", "pid": 1, "tid": 1, "ts": 6, "dur": 1})
+    path = write_trace(tmp_path / "odd_phase.json", events)
+    with pytest.raises(stream.NotStreamable):
+        stream.stream_columns(path)
+    trace = load_trace(path)
+    assert_same_events(trace, _whole(path))
+    assert len(trace.events) == 12  # neither the unknown phase nor the event without "ph" is a complete event
+
+
+def test_decoded_events_may_outlive_the_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampling profiler (Dask's) can hold frames whose events reference the chunk buffer (Raw args)."""
+    held: list[object] = []
+    real = stream.columnize
+
+    def holding(events: list[object]) -> object:
+        held.append(events)
+        return real(events)
+
+    monkeypatch.setattr(stream, "columnize", holding)
+    path = write_trace(tmp_path / "t.json", _events(5))
+    streamed = stream.stream_columns(path, workers=1)
+    assert sum(len(c) for c in streamed.chunks) == 20 and held

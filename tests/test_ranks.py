@@ -1,0 +1,140 @@
+"""Many ranks: directory / tar analysis, the cross-rank view, missing ranks. Figures checked by hand against
+the raw JSON of the 8 DLRM rank traces (ProfilerStep#10 durations, NCCL kernel durations launched in it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import anchor, kernel, launch, op, step, write_trace
+from tracelens.analyses.ranks import RankFigures, analyze_ranks
+from tracelens.cli import main
+from tracelens.parallel import rank_files, run_ranks
+
+DLRM = "other/facebookresearch__param/dlrm_kineto.tar.gz"
+STEP_US = [14455, 19901, 13017, 19313, 17979, 17797, 13091, 12509]  # ProfilerStep#10 "dur" per rank
+COLLECTIVE_US = [5798, 11336, 3492, 9774, 6587, 6251, 3558, 1746]  # NCCL kernels launched in the step
+COMPUTE_US = [1034, 1043, 1068, 1064, 1126, 1041, 1051, 1059]  # other kernels launched in the step
+TRANSFER_US = 217  # sum over the 8 calls of the shortest duration of each call across ranks
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _dlrm_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+    assert main(["analyze", str(anchor(DLRM)), "--format", "json", "--no-cache", *extra]) == 0
+    document: dict[str, object] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def test_dlrm_archive_cross_rank_view(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _dlrm_json(capsys, "--workers", "2")
+    assert doc["schema"] == "tracelens.ranks/1"
+    assert doc["world_size"] == 8 and doc["ranks_found"] == list(range(8))
+    assert doc["missing_ranks"] == [] and doc["duplicate_ranks"] == [] and doc["failed_files"] == []
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    assert [r["rank"] for r in rows] == list(range(8))
+    assert [r["steps"] for r in rows] == [1] * 8
+    assert [r["step_numbers"] for r in rows] == [[10]] * 8
+    assert [r["step_us"] for r in rows] == STEP_US
+    assert [r["collective_us"] for r in rows] == COLLECTIVE_US
+    assert [r["compute_us"] for r in rows] == COMPUTE_US
+    assert [r["collective_calls"] for r in rows] == [8] * 8
+    assert [r["transfer_us"] for r in rows] == [TRANSFER_US] * 8
+    assert [r["waiting_us"] for r in rows] == [c - TRANSFER_US for c in COLLECTIVE_US]
+    assert doc["step_us_median"] == 16126  # (14455 + 17797) / 2
+    assert (doc["step_us_min"], doc["step_us_max"]) == (12509, 19901)
+    assert doc["slowest_rank"] == 1 and doc["fastest_rank"] == 7
+    assert doc["skew_pct"] == pytest.approx((19901 - 12509) / 16126 * 100)
+    # rank 7 waits 1529 µs per step, under half the median wait (5807.5 µs): the others wait for it
+    assert doc["stragglers"] == [7]
+    assert doc["matched_collectives"] == 8
+
+
+def test_directory_with_a_missing_rank_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with tarfile.open(anchor(DLRM)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    folder = tmp_path / "dlrm_kineto"
+    for path in folder.glob("worker5_*"):
+        path.unlink()
+    shutil.copy(next(folder.glob("worker2_*")), folder / "copy_of_rank2.json")
+    (folder / "notes.txt").write_text("not a trace")
+    assert main(["analyze", str(folder), "--format", "json", "--no-cache", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["missing_ranks"] == [5]
+    assert doc["duplicate_ranks"] == [2]
+    assert [r["rank"] for r in doc["rows"]] == [0, 1, 2, 2, 3, 4, 6, 7]
+    assert main(["analyze", str(folder), "--no-cache", "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "missing ranks: 5" in text and "ranks with more than one trace: 2" in text
+    assert "7 rank(s) of world size 8: 0-4, 6-7" in text
+
+
+def test_unusable_and_unranked_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = [
+        step(1, 0, 100),
+        op("aten::mm", 1, 20, ext=1),
+        launch("cudaLaunchKernel", 2, 2, 9, ext=1),
+        kernel("ncclKernel_AllReduce", 30, 40, 9),
+    ]
+    write_trace(tmp_path / "a.json", events, distributedInfo={"rank": 0, "world_size": 2})
+    write_trace(tmp_path / "b.json", events)
+    (tmp_path / "broken.json").write_text("{not json")
+    assert main(["analyze", str(tmp_path), "--format", "json", "--no-cache", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unranked_files"] == ["b.json"] and doc["missing_ranks"] == [1]
+    assert len(doc["failed_files"]) == 1 and doc["failed_files"][0].startswith("broken.json: ")
+
+
+def test_single_file_behaviour_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(anchor("other/facebookresearch__param/resnet_kineto.json.gz"))
+    assert main(["analyze", path, "--format", "json", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "tracelens.analyze/1"
+
+
+def test_process_pool_equals_serial(tmp_path: Path) -> None:
+    paths = rank_files(anchor(DLRM), tmp_path)
+    assert len(paths) == 8
+    serial, _ = run_ranks(paths, workers=1, use_cache=False)
+    pooled, _ = run_ranks(paths, workers=2, use_cache=False)
+    assert serial == pooled
+
+
+def _figures(rank: int, collectives: list[tuple[str, float]], step_us: float = 100.0) -> RankFigures:
+    total = sum(d for _, d in collectives)
+    return RankFigures(
+        rank,
+        3,
+        f"r{rank}",
+        10,
+        2,
+        [1, 2],
+        step_us,
+        [step_us, step_us],
+        0.0,
+        50.0,
+        total / 2,
+        len(collectives) / 2,
+        collectives,
+    )
+
+
+def test_waiting_is_the_excess_over_the_fastest_rank() -> None:
+    figures = [
+        _figures(0, [("ar", 10.0), ("ar", 30.0), ("sr", 5.0)]),
+        _figures(1, [("ar", 14.0), ("ar", 20.0), ("sr", 9.0)]),
+        _figures(2, [("ar", 50.0), ("ar", 26.0)], step_us=130.0),  # no "sr": only "ar" is matched
+    ]
+    report = analyze_ranks(figures, "x")
+    # ar#1: min 10 -> waits 0, 4, 40; ar#2: min 20 -> 10, 0, 6; per step (2 steps): 5, 2, 23
+    assert [row.waiting_us for row in report.rows] == [5.0, 2.0, 23.0]
+    assert report.matched_collectives == 2
+    assert report.missing_ranks == [] and report.world_size == 3
+    assert report.step_us_median == 100.0 and report.slowest_rank == 2

@@ -1,0 +1,224 @@
+"""Many ranks: per-rank figures (computed where the trace is, in parallel) and the cross-rank reduction.
+
+Contract:
+- `rank_figures(trace) -> RankFigures`: small and picklable; the only thing that travels back from a worker.
+- `analyze_ranks(figures, sources) -> RanksReport`: pure; groups by `distributedInfo.rank`, states missing,
+  duplicate and unranked files, and compares ranks.
+
+Definitions (per step = total over the analyzed steps / their number; analyzed steps = complete steps):
+- step time: median `ProfilerStep` duration; skew = (slowest − fastest) / median of the per-rank step times.
+- collectives: GPU kernels of category "communication" (NCCL/RCCL). Their duration is transfer plus waiting
+  for the peers to arrive. Clocks of different hosts are not comparable, so waiting is estimated without
+  them: the k-th call of a collective kernel (same name, same order in the analyzed steps) is matched across
+  ranks; the shortest of its durations is the transfer, each rank's excess over it is waiting.
+- straggler: a rank the others wait for. With collectives: waits per step below half the median
+  wait while the median wait is at least 10 % of the median collective time. Without collectives: step time
+  over 110 % of the median.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracelens.analyses.summary import analyze_summary, gpu_activity_frame
+from tracelens.analyses.window import select_window
+from tracelens.model.events import Kind
+from tracelens.model.trace import Trace
+
+COMMUNICATION = "communication"
+STRAGGLER_WAIT_FRACTION = 0.5
+MIN_WAIT_SHARE = 0.10
+SLOW_STEP_FACTOR = 1.10
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """What one rank contributes to the cross-rank view (per-step figures are means over analyzed steps)."""
+
+    rank: int | None
+    world_size: int | None
+    path: str
+    events: int
+    steps: int
+    step_numbers: list[int]
+    step_us: float  # median step time
+    step_us_by_step: list[float]
+    gpu_kernel_us: float  # per step, every kernel
+    compute_us: float  # per step, kernels that are not collectives
+    collective_us: float  # per step
+    collective_calls: float  # per step
+    collectives: list[tuple[str, float]] = field(repr=False)  # (kernel name, µs) in order, for matching
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank in the cross-rank table."""
+
+    rank: int | None
+    path: str
+    steps: int
+    step_numbers: list[int]
+    step_us_by_step: list[float]
+    step_us: float  # median
+    compute_us: float
+    collective_us: float
+    waiting_us: float  # per step, estimated (see module docstring)
+    transfer_us: float  # per step = collective_us - waiting_us
+    collective_calls: float
+    straggler: bool
+
+
+@dataclass(frozen=True)
+class RanksReport:
+    """The cross-rank view of one directory or archive of rank traces."""
+
+    source: str
+    world_size: int | None
+    ranks_found: list[int]
+    missing_ranks: list[int]
+    duplicate_ranks: list[int]
+    unranked_files: list[str]
+    failed_files: list[str]  # "path: error"
+    rows: list[RankRow]
+    step_us_median: float
+    step_us_min: float
+    step_us_max: float
+    skew_pct: float
+    slowest_rank: int | None
+    fastest_rank: int | None
+    stragglers: list[int]
+    matched_collectives: int  # collective calls matched across all ranks (per rank)
+    notes: list[str]
+
+
+def rank_figures(trace: Trace) -> RankFigures:
+    """Per-rank figures of one loaded trace."""
+    summary = analyze_summary(trace)
+    window = select_window(trace)
+    frame = gpu_activity_frame(trace)
+    frame = frame[frame["step"].isin(window.step_indices) & (frame["kind"] == int(Kind.KERNEL))]
+    frame = frame.sort_values(["ts_ns", "row"], kind="stable")
+    n = max(window.n_steps, 1)
+    is_comm = (frame["category"] == COMMUNICATION).to_numpy()
+    dur_us = frame["dur_ns"].to_numpy() / 1000.0
+    names = frame["name"].to_numpy()
+    durations = trace.steps.duration_ns[window.step_indices] / 1000.0
+    return RankFigures(
+        rank=trace.meta.rank,
+        world_size=trace.meta.world_size,
+        path=str(trace.path),
+        events=trace.n_events,
+        steps=window.n_steps,
+        step_numbers=list(window.step_numbers),
+        step_us=float(summary.per_step.step_us),
+        step_us_by_step=[float(d) for d in durations],
+        gpu_kernel_us=float(dur_us.sum() / n),
+        compute_us=float(dur_us[~is_comm].sum() / n),
+        collective_us=float(dur_us[is_comm].sum() / n),
+        collective_calls=float(is_comm.sum() / n),
+        collectives=[(str(name), float(d)) for name, d in zip(names[is_comm], dur_us[is_comm], strict=True)],
+        warnings=list(trace.warnings),
+    )
+
+
+def analyze_ranks(
+    figures: list[RankFigures], source: str, failed: list[str] | None = None, notes: list[str] | None = None
+) -> RanksReport:
+    """Reduce per-rank figures to the cross-rank view (pure)."""
+    notes = list(notes or [])
+    ranked = sorted((f for f in figures if f.rank is not None), key=lambda f: (f.rank, f.path))
+    unranked = sorted(f.path for f in figures if f.rank is None)
+    counts: dict[int, int] = {}
+    for f in ranked:
+        assert f.rank is not None
+        counts[f.rank] = counts.get(f.rank, 0) + 1
+    duplicates = sorted(r for r, c in counts.items() if c > 1)
+    sizes = {f.world_size for f in ranked if f.world_size is not None}
+    world_size = max(sizes) if sizes else None
+    if len(sizes) > 1:
+        notes.append(f"ranks disagree on world_size: {sorted(sizes)}; using {world_size}")
+    found = sorted(counts)
+    expected = range(world_size) if world_size is not None else range(max(found) + 1 if found else 0)
+    missing = [r for r in expected if r not in counts]
+    waits = _waiting_us(ranked + [f for f in figures if f.rank is None])
+    matched = waits.pop(-1, 0.0)
+    everyone = ranked + [f for f in figures if f.rank is None]
+    step_times = np.array([f.step_us for f in everyone if f.steps > 0], dtype=float)
+    median = float(np.median(step_times)) if step_times.size else float("nan")
+    stragglers = _stragglers(everyone, waits, median)
+    rows = [
+        RankRow(
+            rank=f.rank,
+            path=f.path,
+            steps=f.steps,
+            step_numbers=f.step_numbers,
+            step_us_by_step=f.step_us_by_step,
+            step_us=f.step_us,
+            compute_us=f.compute_us,
+            collective_us=f.collective_us,
+            waiting_us=waits.get(index, float("nan")),
+            transfer_us=f.collective_us - waits.get(index, float("nan")),
+            collective_calls=f.collective_calls,
+            straggler=index in stragglers,
+        )
+        for index, f in enumerate(everyone)
+    ]
+    timed = [(f.step_us, f.rank) for f in everyone if f.steps > 0 and f.rank is not None]
+    return RanksReport(
+        source=source,
+        world_size=world_size,
+        ranks_found=found,
+        missing_ranks=missing,
+        duplicate_ranks=duplicates,
+        unranked_files=unranked,
+        failed_files=list(failed or []),
+        rows=rows,
+        step_us_median=median,
+        step_us_min=float(step_times.min()) if step_times.size else float("nan"),
+        step_us_max=float(step_times.max()) if step_times.size else float("nan"),
+        skew_pct=float((step_times.max() - step_times.min()) / median * 100) if step_times.size else float("nan"),
+        slowest_rank=max(timed)[1] if timed else None,
+        fastest_rank=min(timed)[1] if timed else None,
+        stragglers=sorted(r for i, f in enumerate(everyone) if i in stragglers and (r := f.rank) is not None),
+        matched_collectives=int(matched),
+        notes=notes,
+    )
+
+
+def _waiting_us(figures: list[RankFigures]) -> dict[int, float]:
+    """Per-step waiting of each figure (by index); key -1 holds the number of matched calls per rank."""
+    if len(figures) < 2 or not all(f.collectives for f in figures):
+        return {}
+    by_name: list[dict[str, list[float]]] = []
+    for f in figures:
+        groups: dict[str, list[float]] = {}
+        for name, duration in f.collectives:
+            groups.setdefault(name, []).append(duration)
+        by_name.append(groups)
+    common = set(by_name[0]).intersection(*by_name[1:])
+    wait = np.zeros(len(figures))
+    matched = 0
+    for name in sorted(common):
+        k = min(len(groups[name]) for groups in by_name)
+        matrix = np.array([groups[name][:k] for groups in by_name])  # ranks x calls
+        wait += (matrix - matrix.min(axis=0)).sum(axis=1)
+        matched += k
+    result = {i: float(wait[i] / max(f.steps, 1)) for i, f in enumerate(figures)}
+    result[-1] = float(matched)
+    return result
+
+
+def _stragglers(figures: list[RankFigures], waits: dict[int, float], median_step_us: float) -> set[int]:
+    if len(figures) < 2:
+        return set()
+    if waits:
+        wait = np.array([waits[i] for i in range(len(figures))])
+        collective = np.median([f.collective_us for f in figures])
+        median_wait = float(np.median(wait))
+        if collective > 0 and median_wait >= MIN_WAIT_SHARE * collective:
+            return {i for i in range(len(figures)) if wait[i] < STRAGGLER_WAIT_FRACTION * median_wait}
+        return set()
+    return {i for i, f in enumerate(figures) if f.steps and f.step_us > SLOW_STEP_FACTOR * median_step_us}

@@ -1,0 +1,369 @@
+"""Streaming decode: the file is read (and gunzipped) in blocks, the `traceEvents` array is cut into chunks
+of whole events, and each chunk is decoded and turned into columns before the next one is read.
+
+Peak memory is the columns plus one chunk of text and its decoded events, not the whole text plus every
+decoded event. Chunks are cut at `}` `,` `{` between events without parsing; a cut in the wrong place
+cannot go unnoticed, because the chunk before it would not be valid JSON. Anything unexpected (a bare
+array, invalid JSON, odd field types, a truncated file) raises `NotStreamable` and the caller falls back
+to the whole-file decoder, which owns every lenient repair.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import queue
+import re
+import threading
+import types
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from tracelens.load.columns import ChunkColumns, columnize
+from tracelens.load.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
+from tracelens.load.schema import CompleteEvent
+from tracelens.load.source import GZIP_MAGIC
+
+_gzip_module: types.ModuleType = zlib
+try:  # optional: python-isal gunzips ~1.6x faster than zlib
+    from isal import isal_zlib
+
+    _gzip_module = isal_zlib
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
+BLOCK_BYTES = 8 << 20  # read / gunzip output granularity
+CHUNK_BYTES = 16 << 20  # text decoded at once
+HEAD_LIMIT_BYTES = 64 << 20  # the traceEvents key must appear within this many bytes
+GZIP_RATIO = 10  # typical Kineto JSON compresses 10-20x; decides whether a pool pays off
+_EVENTS_KEY = re.compile(rb'^\s*\{.*?"traceEvents"\s*:\s*\[', re.S)
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+class NotStreamable(Exception):
+    """The file needs the whole-file decoder (or is not usable); the caller falls back."""
+
+
+@dataclass
+class Streamed:
+    """Column chunks in file order plus the top-level metadata."""
+
+    chunks: list[ChunkColumns]
+    metadata: dict[str, Any]
+    uncompressed_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+
+def stream_columns(
+    path: Path, progress: ProgressCallback | None = None, chunk_bytes: int = CHUNK_BYTES, workers: int = 1
+) -> Streamed:
+    """Decode `path` chunk by chunk into columns; raise NotStreamable when the fast path does not apply.
+
+    With `workers` > 1 the chunks are decoded by that many forked processes (the pool is made before any
+    thread of ours starts); results are merged in file order, so the outcome does not depend on `workers`.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as probe:
+        gz = probe.read(2) == GZIP_MAGIC
+    expected_text = size * (GZIP_RATIO if gz else 1)
+    pool = _fork_pool(workers) if workers > 1 and expected_text > 2 * chunk_bytes else None
+    try:
+        with path.open("rb") as handle:
+            if not gz:
+                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool)
+            blocks = _gunzip_blocks(handle) if gz else _plain_blocks(handle)
+            return _decode_pieces(_background(blocks), size, progress, chunk_bytes, pool, workers)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+
+def auto_workers() -> int:
+    """Processes for chunk decoding: $TRACELENS_WORKERS if set, else up to 4 CPUs, but 1 where forking is
+    unsafe or unavailable."""
+    if (setting := os.environ.get("TRACELENS_WORKERS", "").strip()).isdigit():
+        return max(1, int(setting))
+    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.parent_process() is not None:
+        return 1
+    if threading.active_count() > 1:  # forking a threaded process can deadlock the child
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def _fork_pool(workers: int) -> Any:
+    try:
+        return multiprocessing.get_context("fork").Pool(workers)
+    except (OSError, ValueError):  # pragma: no cover - no fork or no resources
+        return None
+
+
+def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
+    """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
+    if kind == "head":
+        return metadata_of(STREAM_DOC_DECODER.decode(text)), None
+    if kind == "events":
+        return {}, columnize(_complete(STREAM_EVENTS_DECODER.decode(text)))
+    doc = STREAM_DOC_DECODER.decode(text)
+    return metadata_of(doc), columnize(_complete(doc.traceEvents or []))
+
+
+def _complete(events: list[Any]) -> list[Any]:
+    """The complete (`X`) events that have a timestamp; other phases were decoded to empty structs."""
+    return [
+        e
+        for e in events
+        if type(e) is CompleteEvent and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))
+    ]
+
+
+def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
+    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer."""
+    prefix, suffix = _AFFIXES[kind]
+    buffer = bytearray(len(prefix) + (end - start) + len(suffix))
+    buffer[: len(prefix)] = prefix
+    if suffix:
+        buffer[-len(suffix) :] = suffix
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as handle:
+        handle.seek(start)
+        filled = len(prefix)
+        while filled < len(prefix) + end - start:
+            got = handle.readinto(view[filled : len(prefix) + end - start])
+            if not got:
+                raise NotStreamable(f"{path} changed while being read")
+            filled += got
+    try:  # no view.release(): a sampling profiler (Dask's) may briefly hold frames that reference Raw args
+        return decode_piece(kind, buffer)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise NotStreamable(str(exc)) from None
+
+
+def _decode_ranges(
+    path: Path, handle: Any, size: int, progress: ProgressCallback | None, chunk_bytes: int, pool: Any
+) -> Streamed:
+    """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
+    (then this process only finds the cut points)."""
+    head = handle.read(1 << 20)
+    if head.lstrip()[:1] != b"{":
+        raise NotStreamable("not a JSON object")
+    match = _EVENTS_KEY.match(head)
+    if match is None:
+        head += handle.read(HEAD_LIMIT_BYTES)
+        match = _EVENTS_KEY.match(head)
+        if match is None:
+            raise NotStreamable("no traceEvents array near the start")
+    try:
+        metadata = decode_piece("head", _payload("head", head[: match.end()]))[0]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise NotStreamable(str(exc)) from exc
+    ranges: list[tuple[Path, str, int, int]] = []
+    start = match.end()
+    target = start + chunk_bytes
+    while target < size - chunk_bytes // 4:
+        handle.seek(target)
+        window = handle.read(1 << 20)
+        found = _BOUNDARY.search(window)
+        if found is None:
+            target += chunk_bytes
+            continue
+        end = target + found.start() + 1
+        ranges.append((path, "events", start, end))
+        start = target + found.end() - 1
+        target = start + chunk_bytes
+    ranges.append((path, "tail", start, size))
+    chunks: list[ChunkColumns] = []
+    try:
+        results = pool.imap(_decode_range_args, ranges) if pool is not None else map(_decode_range_args, ranges)
+        for (_, _, _, end), (extra, columns) in zip(ranges, results, strict=True):
+            metadata.update(extra)
+            if columns is not None:
+                chunks.append(columns)
+            if progress:
+                progress(end, size)
+    except (msgspec.DecodeError, msgspec.ValidationError, OSError) as exc:
+        raise NotStreamable(str(exc)) from exc
+    return Streamed(chunks, metadata, size)
+
+
+def _decode_range_args(job: tuple[Path, str, int, int]) -> tuple[dict[str, Any], ChunkColumns | None]:
+    return decode_range(*job)
+
+
+_AFFIXES = {"head": (b"", b"]}"), "events": (b"[", b"]"), "tail": (b'{"traceEvents":[', b"")}
+
+
+def _payload(kind: str, text: bytes | memoryview) -> bytes:
+    prefix, suffix = _AFFIXES[kind]
+    return b"".join((prefix, text, suffix))
+
+
+def _decode_pieces(
+    blocks: Iterator[tuple[bytes, int]],
+    size: int,
+    progress: ProgressCallback | None,
+    chunk_bytes: int,
+    pool: Any = None,
+    workers: int = 1,
+) -> Streamed:
+    chunks: list[ChunkColumns] = []
+    metadata: dict[str, Any] = {}
+    total = [0]
+    pending: deque[Any] = deque()
+
+    def counted() -> Iterator[tuple[bytes, int]]:
+        for block, done in blocks:
+            total[0] += len(block)
+            yield block, done
+
+    def absorb(result: tuple[dict[str, Any], ChunkColumns | None]) -> None:
+        metadata.update(result[0])
+        if result[1] is not None:
+            chunks.append(result[1])
+
+    try:
+        for kind, text, done in _pieces(counted(), chunk_bytes):
+            payload = _payload(kind, text)
+            del text
+            if pool is not None and kind == "events":
+                pending.append(pool.apply_async(decode_piece, (kind, payload)))
+                while len(pending) > 2 * workers:
+                    absorb(pending.popleft().get())
+            else:
+                while pending and kind == "tail":
+                    absorb(pending.popleft().get())
+                absorb(decode_piece(kind, payload))
+            del payload
+            if progress:
+                progress(done, size)
+    except (msgspec.DecodeError, msgspec.ValidationError, zlib.error, OSError) as exc:
+        raise NotStreamable(str(exc)) from exc
+    return Streamed(chunks, metadata, total[0])
+
+
+def _pieces(blocks: Iterator[tuple[bytes, int]], chunk_bytes: int) -> Iterator[tuple[str, bytes | memoryview, int]]:
+    """("head", text up to and including `"traceEvents": [`), ("events", whole events), ("tail", the rest)."""
+    pending: list[bytes] = []
+    pending_bytes = 0
+    head_done = False
+    done = 0
+    for block, done in blocks:
+        pending.append(block)
+        pending_bytes += len(block)
+        if not head_done:
+            text = b"".join(pending)
+            match = _EVENTS_KEY.match(text)
+            if match is None:
+                if len(text) > HEAD_LIMIT_BYTES or text.lstrip()[:1] not in (b"{", b""):
+                    raise NotStreamable("no traceEvents array near the start")
+                pending = [text]
+                continue
+            yield "head", text[: match.end()], done
+            pending, pending_bytes, head_done = [text[match.end() :]], len(text) - match.end(), True
+        if pending_bytes >= chunk_bytes:
+            text = b"".join(pending)
+            cut = _last_boundary(text)
+            if cut is None:
+                pending = [text]
+                continue
+            yield "events", memoryview(text)[: cut[0]], done
+            rest = text[cut[1] :]
+            pending, pending_bytes = [rest], len(rest)
+    if not head_done:
+        raise NotStreamable("no traceEvents array")
+    yield "tail", b"".join(pending), done
+
+
+def _last_boundary(text: bytes) -> tuple[int, int] | None:
+    """(end of the last event, start of the next) for the last `}`,`{` separator in `text`."""
+    position = len(text)
+    while (position := text.rfind(b"}", 0, position)) >= 0:
+        match = _BOUNDARY.match(text, position)
+        if match is not None:
+            return position + 1, match.end() - 1
+    return None
+
+
+def _plain_blocks(handle: Any) -> Iterator[tuple[bytes, int]]:
+    done = 0
+    while block := handle.read(BLOCK_BYTES):
+        done += len(block)
+        yield block, done
+
+
+def _gunzip_blocks(handle: Any) -> Iterator[tuple[bytes, int]]:
+    """Decompressed blocks of every gzip member; a stream cut short raises NotStreamable."""
+    done = 0
+    decomp = _gzip_module.decompressobj(wbits=47)
+    fed = False  # the current member has input but has not reached its end
+    while compressed := handle.read(BLOCK_BYTES):
+        done += len(compressed)
+        data = compressed
+        while True:
+            out = decomp.decompress(data, BLOCK_BYTES)
+            fed = True
+            if out:
+                yield out, done
+            if decomp.eof:
+                data = decomp.unused_data
+                decomp = _gzip_module.decompressobj(wbits=47)
+                fed = False
+                if not data:
+                    break
+                continue
+            data = decomp.unconsumed_tail
+            if not data and len(out) < BLOCK_BYTES:
+                break
+    if fed:
+        raise NotStreamable("gzip stream cut short")
+
+
+_END = object()
+
+
+def _background(blocks: Iterator[tuple[bytes, int]], depth: int = 4) -> Iterator[tuple[bytes, int]]:
+    """Produce `blocks` on a thread (reading and gunzip release the GIL, so they overlap decoding)."""
+    slots: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in blocks:
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as exc:  # handed to the consumer
+            put(exc)
+
+    thread = threading.Thread(target=produce, name="tracelens-reader", daemon=True)
+    thread.start()
+    try:
+        while (item := slots.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()

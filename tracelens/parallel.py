@@ -1,0 +1,147 @@
+"""Running per-rank work: find the rank traces of a directory or tar archive, and compute each rank's figures
+in worker processes (concurrent.futures) or on a Dask cluster; the reduction happens in the caller.
+
+Dask (optional extra `tracelens-kineto[dask]`): `scheduler="local"` starts a LocalCluster of `workers`
+processes; `scheduler="tcp://host:port"` uses a running cluster, whose workers must be able to read the trace
+paths (a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tracelens.analyses.ranks import RankFigures, rank_figures
+from tracelens.errors import TracelensError
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def is_archive(path: Path) -> bool:
+    return path.is_file() and not is_trace_name(path.name) and tarfile.is_tarfile(path)
+
+
+def rank_files(source: Path, scratch: Path) -> list[Path]:
+    """Trace files of a directory (recursively) or a tar archive (extracted into `scratch`), sorted."""
+    if source.is_dir():
+        files = sorted(p for p in source.rglob("*") if p.is_file() and is_trace_name(p.name))
+    elif is_archive(source):
+        files = _extract(source, scratch)
+    else:
+        raise TracelensError(f"{source}: neither a trace, a directory nor a tar archive", exit_code=2)
+    if not files:
+        raise TracelensError(f"{source}: no .json or .json.gz traces in it", exit_code=2)
+    return files
+
+
+def _extract(archive: Path, scratch: Path) -> list[Path]:
+    paths: list[Path] = []
+    try:
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.isfile() and is_trace_name(m.name)]
+            for index, member in enumerate(members):
+                source = tar.extractfile(member)
+                if source is None:
+                    continue
+                target = scratch / f"{index:05d}" / Path(member.name).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with source, target.open("wb") as out:
+                    while block := source.read(8 << 20):
+                        out.write(block)
+                paths.append(target)
+    except (tarfile.TarError, OSError) as exc:
+        raise TracelensError(f"{archive}: cannot read the archive ({exc})", exit_code=2) from exc
+    return sorted(paths)
+
+
+def figures_for(path: str, use_cache: bool = True) -> RankFigures | str:
+    """One rank's figures, or "path: error" when the trace is unusable (never raises for bad input)."""
+    from tracelens.cache import load_cached
+
+    try:
+        trace = load_cached(Path(path), use_cache=use_cache, workers=1)
+        return rank_figures(trace)
+    except TracelensError as exc:
+        return f"{Path(path).name}: {exc}"
+
+
+def default_workers(n_jobs: int) -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, n_jobs))
+
+
+def run_ranks(
+    paths: list[Path],
+    workers: int | None = None,
+    scheduler: str | None = None,
+    use_cache: bool = True,
+    on_done: Callable[[int, int], None] | None = None,
+) -> tuple[list[RankFigures], list[str]]:
+    """Figures of every path (in path order) and the errors of unusable ones."""
+    names = [str(p) for p in paths]
+    n_workers = workers or default_workers(len(names))
+    if scheduler:
+        results = _run_dask(names, n_workers, scheduler, use_cache)
+    elif n_workers == 1 or len(names) == 1:
+        results = []
+        for done, name in enumerate(names, 1):
+            results.append(figures_for(name, use_cache))
+            if on_done:
+                on_done(done, len(names))
+    else:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            results = []
+            for done, result in enumerate(pool.map(figures_for, names, [use_cache] * len(names)), 1):
+                results.append(result)
+                if on_done:
+                    on_done(done, len(names))
+    figures = [r for r in results if isinstance(r, RankFigures)]
+    failed = [r for r in results if isinstance(r, str)]
+    return figures, failed
+
+
+def _run_dask(names: list[str], workers: int, scheduler: str, use_cache: bool) -> list[Any]:
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as exc:
+        raise TracelensError(
+            "--scheduler needs dask.distributed: pip install 'tracelens-kineto[dask]'", exit_code=2
+        ) from exc
+    if scheduler == "local":
+        with (
+            LocalCluster(  # type: ignore[no-untyped-call]
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,  # type: ignore[no-untyped-call]
+        ):
+            return _gather(client, names, use_cache)
+    try:
+        client = Client(scheduler, timeout=f"{_connect_timeout_s()}s")  # type: ignore[no-untyped-call]
+    except OSError as exc:
+        raise TracelensError(f"cannot reach the Dask scheduler at {scheduler} ({exc})", exit_code=2) from exc
+    with client:
+        return _gather(client, names, use_cache)
+
+
+def _connect_timeout_s() -> float:
+    setting = os.environ.get("TRACELENS_DASK_TIMEOUT_S", "")
+    try:
+        return max(1.0, float(setting))
+    except ValueError:
+        return 20.0
+
+
+def _gather(client: Any, names: list[str], use_cache: bool) -> list[Any]:
+    futures = client.map(figures_for, names, use_cache=use_cache, pure=False)
+    return list(client.gather(futures))

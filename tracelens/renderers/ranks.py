@@ -1,0 +1,121 @@
+"""The cross-rank view: a rich table for people and the versioned `tracelens.ranks/1` JSON for programs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from tracelens import __version__
+from tracelens.analyses.ranks import RanksReport
+from tracelens.renderers.jsonout import _clean, dumps
+from tracelens.renderers.text import make_console, render_to_string
+
+RANKS_SCHEMA = "tracelens.ranks/1"
+
+
+def ranks_dict(report: RanksReport) -> dict[str, Any]:
+    """The `tracelens.ranks/1` document (field names are stable: add, never rename)."""
+    document = {
+        "schema": RANKS_SCHEMA,
+        "tool": {"name": "tracelens", "version": __version__},
+        **dataclasses.asdict(report),
+    }
+    return dict(_clean(document))
+
+
+def _ms(value_us: float) -> str:
+    return "–" if value_us != value_us else f"{value_us / 1000:,.3f}"
+
+
+def ranks_table(report: RanksReport) -> Table:
+    table = Table(title=f"Ranks of {report.source} (per step, ms)", title_justify="left")
+    table.add_column("rank", justify="right")
+    for column in ("steps", "step", "compute", "collectives", "waiting", "transfer", "calls"):
+        table.add_column(column, justify="right")
+    table.add_column("")
+    table.add_column("file", overflow="ellipsis")
+    for row in report.rows:
+        flags = []
+        if row.straggler:
+            flags.append("straggler")
+        if row.rank is not None and row.rank == report.slowest_rank:
+            flags.append("slowest")
+        table.add_row(
+            "?" if row.rank is None else str(row.rank),
+            str(row.steps),
+            _ms(row.step_us),
+            _ms(row.compute_us),
+            _ms(row.collective_us),
+            _ms(row.waiting_us),
+            _ms(row.transfer_us),
+            f"{row.collective_calls:,.1f}".removesuffix(".0"),
+            ", ".join(flags),
+            row.path,
+        )
+    return table
+
+
+def summary_lines(report: RanksReport) -> list[str]:
+    world = f" of world size {report.world_size}" if report.world_size is not None else ""
+    lines = [f"{len(report.ranks_found)} rank(s){world}: {_ranges(report.ranks_found) or 'none'}"]
+    if report.missing_ranks:
+        lines.append(f"missing ranks: {_ranges(report.missing_ranks)}")
+    if report.duplicate_ranks:
+        lines.append(f"ranks with more than one trace: {_ranges(report.duplicate_ranks)}")
+    if report.unranked_files:
+        lines.append(f"traces without distributedInfo.rank: {', '.join(report.unranked_files)}")
+    for failure in report.failed_files:
+        lines.append(f"unusable: {failure}")
+    if report.step_us_median == report.step_us_median:
+        lines.append(
+            f"step time: median {_ms(report.step_us_median)} ms, fastest {_ms(report.step_us_min)} ms "
+            f"(rank {report.fastest_rank}), slowest {_ms(report.step_us_max)} ms (rank {report.slowest_rank}); "
+            f"skew {report.skew_pct:.1f} % of the median"
+        )
+    if report.matched_collectives:
+        lines.append(
+            f"waiting = time in a collective kernel beyond the fastest rank's duration of the same call "
+            f"({report.matched_collectives} calls matched per rank)"
+        )
+    lines.append(
+        f"stragglers (ranks the others wait for): {_ranges(report.stragglers)}"
+        if report.stragglers
+        else "stragglers: none found"
+    )
+    return lines + report.notes
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    spans: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if spans and spans[-1][1] == number - 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+class RanksTextRenderer:
+    output_file_extension = ".txt"
+
+    def __init__(self, color: bool = False, width: int | None = None) -> None:
+        self.color = color
+        self.width = width
+
+    def render(self, result: RanksReport) -> str:
+        console = make_console(self.color, self.width or 140)
+        console.print(ranks_table(result))
+        for line in summary_lines(result):
+            console.print(Text(line))
+        return render_to_string(console)
+
+
+class RanksJsonRenderer:
+    output_file_extension = ".json"
+
+    def render(self, result: RanksReport) -> str:
+        return dumps(ranks_dict(result))
