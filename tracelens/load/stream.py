@@ -148,7 +148,7 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
             filled += got
     try:  # no view.release(): a sampling profiler (Dask's) may briefly hold frames that reference Raw args
         return decode_piece(kind, buffer)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from None
 
 
@@ -168,7 +168,7 @@ def _decode_ranges(
             raise NotStreamable("no traceEvents array near the start")
     try:
         metadata = decode_piece("head", _payload("head", head[: match.end()]))[0]
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from exc
     ranges: list[tuple[Path, str, int, int]] = []
     start = match.end()
@@ -194,7 +194,7 @@ def _decode_ranges(
                 chunks.append(columns)
             if progress:
                 progress(end, size)
-    except (msgspec.DecodeError, msgspec.ValidationError, OSError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, size)
 
@@ -249,7 +249,7 @@ def _decode_pieces(
             del payload
             if progress:
                 progress(done, size)
-    except (msgspec.DecodeError, msgspec.ValidationError, zlib.error, OSError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, zlib.error, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, total[0])
 
