@@ -60,6 +60,10 @@ CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "gzip of non-JSON": (_write("t.json.gz", gzip.compress(b"hello world")), "t.json.gz: not JSON"),
     "gzip of nothing": (_write("t.json.gz", gzip.compress(b"")), "t.json.gz: empty file"),
     "corrupt gzip": (_write("t.json.gz", b"\x1f\x8b\x08\x00garbage"), "t.json.gz: corrupt or truncated gzip data"),
+    "corrupt deflate data": (
+        _write("t.json.gz", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbagegarbage"),
+        "t.json.gz: corrupt gzip data",
+    ),
     "JSON cut before any event": (_write("t.json", b'{"schemaVersion": 1, "traceE'), "t.json: cut off before the"),
     "binary garbage": (_write("t.json", bytes(range(256)) * 4), "t.json: not JSON"),
 }

@@ -249,7 +249,14 @@ def _decode_pieces(
             del payload
             if progress:
                 progress(done, size)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, zlib.error, OSError) as exc:
+    except (
+        msgspec.DecodeError,
+        msgspec.ValidationError,
+        RecursionError,
+        zlib.error,
+        _gzip_module.error,
+        OSError,
+    ) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, total[0])
 
