@@ -85,3 +85,9 @@ def kernel(
 
 def step(number: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
     return op(f"ProfilerStep#{number}", ts, dur, cat="user_annotation", tid=tid)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never write to the user's ~/.cache/tracelens."""
+    os.environ["TRACELENS_CACHE_DIR"] = str(tmp_path_factory.mktemp("tracelens-cache"))

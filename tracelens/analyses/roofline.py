@@ -115,16 +115,32 @@ def kernel_models(trace: Trace, window: Window) -> pd.DataFrame:
 def _models_for(trace: Trace, ops: np.ndarray, category: np.ndarray, kernels: np.ndarray) -> list[OpModel | None]:
     """Models for (op, kernel) pairs, computed once per distinct (op name, shapes, kernel category/name)."""
     ev = trace.events
-    cache: dict[tuple[object, ...], OpModel | None] = {}
-    result: list[OpModel | None] = []
-    for op_row, cat, kernel_row in zip(ops.tolist(), category.tolist(), kernels.tolist(), strict=True):
-        op_name = ev.names[int(ev.name[op_row])]
-        kernel_name = ev.names[int(ev.name[kernel_row])] if op_name.startswith("triton_") else ""
-        key = (op_name, ev.input_dims[op_row], ev.input_types[op_row], ev.concrete_inputs[op_row], cat, kernel_name)
-        if key not in cache:
-            cache[key] = model_op(op_name, op_shapes(ev, op_row), str(cat), kernel_name)
-        result.append(cache[key])
-    return result
+    if ops.size == 0:
+        return []
+    op_code = ev.name[ops]
+    triton = np.isin(op_code, np.array([c for c, n in enumerate(ev.names) if n.startswith("triton_")], np.int32))
+    keys = pd.DataFrame(
+        {
+            "op": op_code,
+            "dims": ev.input_dims[ops],
+            "types": ev.input_types[ops],
+            "concrete": ev.concrete_inputs[ops],
+            "category": category,
+            "kernel": np.where(triton, ev.name[kernels], -1),
+        }
+    )
+    group = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
+    firsts = np.unique(group, return_index=True)[1]
+    models = [
+        model_op(
+            ev.names[int(op_code[i])],
+            op_shapes(ev, int(ops[i])),
+            str(category[i]),
+            ev.names[int(ev.name[kernels[i]])] if triton[i] else "",
+        )
+        for i in firsts
+    ]
+    return [models[g] for g in group.tolist()]
 
 
 def _split_by_time(frame: pd.DataFrame) -> pd.DataFrame:
