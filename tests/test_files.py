@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -114,3 +115,16 @@ def test_read_only_input_is_not_modified(tmp_path: Path, name: str, capsys: pyte
         copy.chmod(0o644)
         copy.unlink()
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", ["analyze", "annotate", "report"])
+def test_force_never_writes_over_the_input_trace(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json"
+    shutil.copy(anchor("hta/triton_example/triton_example.json.gz"), tmp_path / "t.json.gz")
+    trace.write_bytes(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))
+    before = trace.read_bytes()
+    assert main([command, str(trace), "-o", str(trace), "--force"]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    assert trace.read_bytes() == before

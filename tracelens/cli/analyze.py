@@ -73,7 +73,7 @@ class AnalyzeCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
-            check_writable(args.output, args.force)
+            check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
         trace = load_with_feedback(args.trace, use_cache=args.use_cache)

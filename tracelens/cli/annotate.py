@@ -42,7 +42,7 @@ class AnnotateCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         output = args.output if args.output is not None else default_output(args.trace)
-        check_writable(output, args.force)
+        check_writable(output, args.force, [args.trace])
         trace = load_with_feedback(args.trace)
         additions = trace_additions(trace, analyze(trace))
         data = rewrite_trace(trace, additions)

@@ -45,7 +45,7 @@ class CheckCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
-            check_writable(args.output, args.force)
+            check_writable(args.output, args.force, args.traces)
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
         documents = [check_document(load_with_feedback(path), args.step) for path in args.traces]
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))

@@ -32,7 +32,7 @@ class CompareCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         if args.output is not None:
-            check_writable(args.output, args.force)
+            check_writable(args.output, args.force, args.traces)
         if len(args.name) > len(args.traces):
             raise TracelensError(f"{len(args.name)} --name values for {len(args.traces)} traces")
         items: list[tuple[str, Trace, AnalysisReport]] = []

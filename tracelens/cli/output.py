@@ -5,13 +5,18 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from tracelens.errors import TracelensError
 
 
-def check_writable(path: Path, force: bool) -> None:
-    """Raise before any work is done if `path` exists and `force` is off."""
+def check_writable(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+    """Raise before any work is done if `path` exists and `force` is off, or if it is one of the `inputs`
+    (even `--force` never writes over the trace being read)."""
+    for source in inputs:
+        if path.exists() and source.exists() and path.resolve() == source.resolve():
+            raise TracelensError(f"{path} is an input of this command; pick another output file")
     if path.exists() and not force:
         raise TracelensError(f"{path} exists; pass --force to overwrite it")
     if path.is_dir():

@@ -56,7 +56,7 @@ class ReportCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         output = args.output if args.output is not None else default_output(args.traces)
-        check_writable(output, args.force)
+        check_writable(output, args.force, args.traces)
         started = time.perf_counter()
         inputs = []
         for path in args.traces:
