@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tracelens.analyses.dispatch import LAYERS, classify_layers
-from tracelens.analyses.window import Window
+from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS
 from tracelens.model.trace import Trace
 
@@ -143,17 +143,7 @@ def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
     layer = classify_layers(trace)
     dispatch_layers = [LAYERS.index(n) for n in LAYERS if n not in ("python", "sync")]
     rows = np.flatnonzero(window.in_window & np.isin(layer, dispatch_layers))
-    if rows.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    order = np.argsort(ev.ts_ns[rows], kind="stable")
-    start, end = ev.ts_ns[rows][order], ev.end_ns[rows][order]
-    running = np.maximum.accumulate(end)
-    new = np.ones(start.size, dtype=bool)
-    new[1:] = start[1:] > running[:-1]
-    group = np.cumsum(new) - 1
-    merged_end = np.zeros(int(new.sum()), dtype=np.int64)
-    np.maximum.at(merged_end, group, end)
-    return np.stack([start[new], merged_end], axis=1)
+    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_time_ns
-from tracelens.analyses.window import Window
+from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.trace import Trace
 
@@ -72,18 +72,7 @@ def compile_intervals(trace: Trace) -> np.ndarray:
     ev = trace.events
     codes = np.array([c for c, s in enumerate(ev.names) if COMPILE_SPAN.search(s)], dtype=np.int32)
     rows = np.flatnonzero(np.isin(ev.name, codes) & np.isin(ev.kind, np.array(CPU_KINDS, np.int8)))
-    if rows.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    order = np.argsort(ev.ts_ns[rows], kind="stable")
-    start, end = ev.ts_ns[rows][order], ev.end_ns[rows][order]
-    running = np.maximum.accumulate(end)
-    new = np.ones(start.size, dtype=bool)
-    new[1:] = start[1:] > running[:-1]
-    group = np.cumsum(new) - 1
-    merged_start = start[new]
-    merged_end = np.zeros(merged_start.size, dtype=np.int64)
-    np.maximum.at(merged_end, group, end)
-    return np.stack([merged_start, merged_end], axis=1)
+    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
 
 
 def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray) -> np.ndarray:

@@ -73,3 +73,17 @@ def interval_union_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarr
     covered = np.maximum(0, e - np.maximum(s, previous))
     np.add.at(out, g, covered.astype(np.float64))
     return out
+
+
+def merge_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Union of [start, end) intervals as sorted, disjoint rows of a (k, 2) int64 array."""
+    if start_ns.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    order = np.argsort(start_ns, kind="stable")
+    start, end = start_ns[order], end_ns[order]
+    running = np.maximum.accumulate(end)
+    new = np.ones(start.size, dtype=bool)
+    new[1:] = start[1:] > running[:-1]
+    merged_end = np.zeros(int(new.sum()), dtype=np.int64)
+    np.maximum.at(merged_end, np.cumsum(new) - 1, end)
+    return np.stack([start[new], merged_end], axis=1)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from tracelens import __version__
-from tracelens.analyses.compare import Comparison
+from tracelens.analyses.compare import Comparison, FusedKernel
 from tracelens.model.kernel_names import short_name
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict
 from tracelens.renderers.text import make_console, render_to_string
@@ -109,18 +109,26 @@ def _optional_us(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
+FUSION_COLUMNS = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
+
+
+def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
+    """One row of the fused-kernels table, as text (shared by the terminal and HTML renderers)."""
+    return (
+        fusion.variant,
+        short_name(fusion.kernel),
+        fusion.launched_by or "—",
+        f"{', '.join(fusion.ops)} ({fusion.baseline_variant})",
+        f"{fusion.kernel_us_per_step:,.1f}",
+        f"{fusion.baseline_us_per_step:,.1f}",
+        f"{fusion.baseline_us_per_step - fusion.kernel_us_per_step:,.1f}",
+    )
+
+
 def _fusions_table(result: Comparison) -> Table:
     table = Table(title="Fused kernels and the eager ops they replace (per step)", title_justify="left")
-    for column in ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs"):
+    for column in FUSION_COLUMNS:
         table.add_column(column, justify="right" if column.endswith("µs") else "left")
-    for f in result.fusions:
-        table.add_row(
-            f.variant,
-            short_name(f.kernel),
-            f.launched_by or "—",
-            f"{', '.join(f.ops)} ({f.baseline_variant})",
-            f"{f.kernel_us_per_step:,.1f}",
-            f"{f.baseline_us_per_step:,.1f}",
-            f"{f.baseline_us_per_step - f.kernel_us_per_step:,.1f}",
-        )
+    for fusion in result.fusions:
+        table.add_row(*fusion_cells(fusion))
     return table

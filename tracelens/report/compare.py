@@ -12,8 +12,9 @@ import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import Comparison, compare_variants
-from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
+from tracelens.renderers.compare_out import FUSION_COLUMNS, fusion_cells
 from tracelens.report.breakdowns import category_us_per_step
 from tracelens.report.document import Panel, Section, Table
 from tracelens.report.generic import format_value
@@ -71,26 +72,31 @@ def study_table(comparison: Comparison) -> Panel:
 
 def fusion_table(comparison: Comparison) -> Panel:
     """Fused kernels of each variant and the eager ops (of the baseline) they replace, per step."""
-    columns = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
-    rows = tuple(
-        (
-            f.variant,
-            short_name(f.kernel),
-            f.launched_by or "—",
-            f"{', '.join(f.ops)} ({f.baseline_variant})",
-            f"{f.kernel_us_per_step:,.1f}",
-            f"{f.baseline_us_per_step:,.1f}",
-            f"{f.baseline_us_per_step - f.kernel_us_per_step:,.1f}",
-        )
-        for f in comparison.fusions
-    )
+    rows = tuple(fusion_cells(f) for f in comparison.fusions)
+    columns = FUSION_COLUMNS
     return Panel(id="compare-fusions", title="Fused kernels and the eager ops they replace", table=Table(columns, rows))
 
 
 def gpu_category_chart(items: Sequence[Item]) -> Panel:
     """Stacked bars: GPU µs per step by kernel category, one bar per variant."""
-    labels = [name for name, _, _ in items]
     per_variant = [category_us_per_step(report.summary) for _, _, report in items]
+    fig = _stacked_by_category([name for name, _, _ in items], per_variant, "GPU µs per step", ":,.1f} µs per step")
+    return Panel(id="compare-gpu", title="GPU time per step by kernel category", figure=fig)
+
+
+def kernel_count_chart(comparison: Comparison) -> Panel:
+    """Stacked bars: kernels per step by category, one bar per variant."""
+    per_variant = [v.kernels_by_category for v in comparison.variants]
+    fig = _stacked_by_category(
+        [v.name for v in comparison.variants], per_variant, "kernels per step", ":g} kernels per step"
+    )
+    return Panel(id="compare-kernels", title="Kernels per step by category", figure=fig)
+
+
+def _stacked_by_category(
+    labels: list[str], per_variant: Sequence[dict[str, float]], y_title: str, hover_format: str
+) -> go.Figure:
+    """One stacked bar per variant, one colour per kernel category present in any variant."""
     fig = go.Figure()
     for category in CATEGORIES:
         values = [p.get(category, 0.0) for p in per_variant]
@@ -101,35 +107,11 @@ def gpu_category_chart(items: Sequence[Item]) -> Panel:
                     y=values,
                     name=category,
                     marker_color=category_color(category),
-                    hovertemplate=f"%{{x}}<br>{category}: %{{y:,.1f}} µs per step<extra></extra>",
+                    hovertemplate=f"%{{x}}<br>{category}: %{{y{hover_format}<extra></extra>",
                 )
             )
-    fig.update_layout(
-        template="plotly_white", barmode="stack", height=360, yaxis_title="GPU µs per step", margin={"t": 30}
-    )
-    return Panel(id="compare-gpu", title="GPU time per step by kernel category", figure=fig)
-
-
-def kernel_count_chart(comparison: Comparison) -> Panel:
-    """Stacked bars: kernels per step by category, one bar per variant."""
-    labels = [v.name for v in comparison.variants]
-    fig = go.Figure()
-    for category in CATEGORIES:
-        values = [v.kernels_by_category.get(category, 0.0) for v in comparison.variants]
-        if any(values):
-            fig.add_trace(
-                go.Bar(
-                    x=labels,
-                    y=values,
-                    name=category,
-                    marker_color=category_color(category),
-                    hovertemplate=f"%{{x}}<br>{category}: %{{y:g}} kernels per step<extra></extra>",
-                )
-            )
-    fig.update_layout(
-        template="plotly_white", barmode="stack", height=360, yaxis_title="kernels per step", margin={"t": 30}
-    )
-    return Panel(id="compare-kernels", title="Kernels per step by category", figure=fig)
+    fig.update_layout(template="plotly_white", barmode="stack", height=360, yaxis_title=y_title, margin={"t": 30})
+    return fig
 
 
 def step_chart(items: Sequence[Item]) -> Panel:
