@@ -155,21 +155,24 @@ def _aggregate(
     trace: Trace, kernels: np.ndarray, info: pd.DataFrame, runs: list[list[int]], n: int, shapes: bool
 ) -> Fusion:
     ev = trace.events
+    size = info["bytes"].to_numpy(dtype=np.float64)
+    out_size = info["out_bytes"].to_numpy(dtype=np.float64)
+    dur_ns = info["dur_ns"].to_numpy(dtype=np.float64)
+    op_row = info["op_row"].to_numpy()
+    names = info["name"].to_numpy(dtype=object)
     records = []
     for positions in runs:
-        first = positions[0]
-        part = info.iloc[positions]
-        now = float(part["bytes"].sum())
-        saved = min(2.0 * float(part["out_bytes"].iloc[:-1].sum()), 0.9 * now)
-        fused = now - saved
-        dur = float(part["dur_ns"].sum())
+        at = np.asarray(positions)
+        now = float(size[at].sum())
+        saved = min(2.0 * float(out_size[at[:-1]].sum()), 0.9 * now)
+        dur = float(dur_ns[at].sum())
         records.append(
             {
-                "ops": tuple(ev.names_at(part["op_row"].to_numpy())),
-                "kernels": tuple(short_name(k) for k in part["name"]),
-                "stream": int(ev.stream[kernels[first]]),
+                "ops": tuple(ev.names_at(op_row[at])),
+                "kernels": tuple(short_name(k) for k in names[at]),
+                "stream": int(ev.stream[kernels[positions[0]]]),
                 "now": now,
-                "fused": fused,
+                "fused": now - saved,
                 "dur_ns": dur,
                 "saving_ns": dur * (saved / now) if now > 0 else 0.0,
             }

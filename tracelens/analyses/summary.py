@@ -289,25 +289,30 @@ def _kernel_rows(gpu: pd.DataFrame, n_steps: int) -> list[KernelRow]:
     if gpu.empty:
         return []
     grouped = gpu.groupby("name", sort=False).agg(
-        calls=("dur_ns", "size"),
-        total_ns=("dur_ns", "sum"),
-        category=("category", "first"),
-        op=("op", lambda ops: ops.mode().iat[0] if len(ops) else ""),
+        calls=("dur_ns", "size"), total_ns=("dur_ns", "sum"), category=("category", "first")
     )
+    grouped["op"] = _most_frequent_op(gpu).reindex(grouped.index).fillna("")
     grouped = grouped.sort_values(["total_ns", "calls"], ascending=[False, False], kind="stable")
     return [
         KernelRow(
             name=str(name),
             short_name=short_name(str(name)),
-            category=str(row.category),
-            calls=int(row.calls),
-            calls_per_step=round(row.calls / n_steps, 3),
-            total_us=round(row.total_ns / NS_PER_US, 3),
-            mean_us=round(row.total_ns / NS_PER_US / row.calls, 3),
-            op=str(row.op),
+            category=str(category),
+            calls=int(calls),
+            calls_per_step=round(calls / n_steps, 3),
+            total_us=round(total_ns / NS_PER_US, 3),
+            mean_us=round(total_ns / NS_PER_US / calls, 3),
+            op=str(op),
         )
-        for name, row in grouped.iterrows()
+        for name, calls, total_ns, category, op in grouped.itertuples()
     ]
+
+
+def _most_frequent_op(gpu: pd.DataFrame) -> pd.Series:
+    """Per kernel name, the op that launched it most often (ties: the alphabetically first)."""
+    counts = gpu.groupby(["name", "op"], sort=False).size().rename("count").reset_index()
+    counts = counts.sort_values(["name", "count", "op"], ascending=[True, False, True], kind="stable")
+    return counts.drop_duplicates("name").set_index("name")["op"]
 
 
 def _op_rows(trace: Trace, window: Window, gpu: pd.DataFrame, n_steps: int) -> list[OpRow]:
@@ -317,26 +322,32 @@ def _op_rows(trace: Trace, window: Window, gpu: pd.DataFrame, n_steps: int) -> l
     ev = trace.events
     op_calls = pd.Series(ev.names_at(np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP)))).value_counts()
     pairs = kernels.groupby(["op", "name"], sort=False).agg(calls=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-    rows = []
-    for op_name, group in pairs.groupby(level=0, sort=False):
-        group = group.sort_values("total_ns", ascending=False, kind="stable")
-        rows.append(
-            OpRow(
-                name=str(op_name) or "(no op)",
-                calls_per_step=round(float(op_calls.get(op_name, 0)) / n_steps, 3),
-                kernels_per_step=round(float(group["calls"].sum()) / n_steps, 3),
-                gpu_us_per_step=round(float(group["total_ns"].sum()) / NS_PER_US / n_steps, 3),
-                kernels=[
-                    OpKernel(
-                        name=str(kernel),
-                        short_name=short_name(str(kernel)),
-                        calls_per_step=round(float(r.calls) / n_steps, 3),
-                        us_per_step=round(float(r.total_ns) / NS_PER_US / n_steps, 3),
-                    )
-                    for (_, kernel), r in group.iterrows()
-                ],
+    pairs = pairs.reset_index().assign(first_seen=np.arange(len(pairs)))
+    pairs = pairs.sort_values(["op", "total_ns", "first_seen"], ascending=[True, False, True], kind="stable")
+    launched: dict[str, list[OpKernel]] = {}
+    totals: dict[str, list[float]] = {}
+    for op_name, kernel, calls, total_ns, _ in pairs.itertuples(index=False):
+        launched.setdefault(op_name, []).append(
+            OpKernel(
+                name=str(kernel),
+                short_name=short_name(str(kernel)),
+                calls_per_step=round(float(calls) / n_steps, 3),
+                us_per_step=round(float(total_ns) / NS_PER_US / n_steps, 3),
             )
         )
+        sums = totals.setdefault(op_name, [0.0, 0.0])
+        sums[0] += float(calls)
+        sums[1] += float(total_ns)
+    rows = [
+        OpRow(
+            name=str(op_name) or "(no op)",
+            calls_per_step=round(float(op_calls.get(op_name, 0)) / n_steps, 3),
+            kernels_per_step=round(totals[op_name][0] / n_steps, 3),
+            gpu_us_per_step=round(totals[op_name][1] / NS_PER_US / n_steps, 3),
+            kernels=op_kernels,
+        )
+        for op_name, op_kernels in launched.items()
+    ]
     rows.sort(key=lambda r: (-r.gpu_us_per_step, r.name))
     return rows
 
