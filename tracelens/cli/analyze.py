@@ -18,10 +18,10 @@ from tracelens.cli.common import (
     add_cache_argument,
     add_format_argument,
     add_output_arguments,
+    emit_result,
     load_with_feedback,
-    use_color,
 )
-from tracelens.cli.output import check_writable, emit
+from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 from tracelens.renderers.text import AnalyzeTextRenderer
@@ -78,11 +78,7 @@ class AnalyzeCommand:
             return _run_ranks(args)
         trace = load_with_feedback(args.trace, use_cache=args.use_cache)
         report = analyze(trace, step=args.step, peaks=peak_override(args.peak_tflops, args.peak_tbps))
-        if args.format == "json":
-            text = AnalyzeJsonRenderer().render(report)
-        else:
-            text = AnalyzeTextRenderer(color=use_color() and args.output is None).render(report)
-        emit(text, args.output, args.force)
+        emit_result(args, report, AnalyzeJsonRenderer(), lambda color: AnalyzeTextRenderer(color=color))
         return 0
 
 
@@ -110,11 +106,7 @@ def _run_ranks(args: argparse.Namespace) -> int:
     if not figures:
         raise TracelensError(f"{args.trace}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
     report = analyze_ranks(figures, str(args.trace), failed)
-    if args.format == "json":
-        text = RanksJsonRenderer().render(report)
-    else:
-        text = RanksTextRenderer(color=use_color() and args.output is None).render(report)
-    emit(text, args.output, args.force)
+    emit_result(args, report, RanksJsonRenderer(), lambda color: RanksTextRenderer(color=color))
     return 0
 
 

@@ -6,8 +6,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
-from tracelens.cli.output import check_writable, emit
+from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
+from tracelens.cli.output import check_writable
 from tracelens.hypotheses import check_document, evaluate, load_hypotheses
 from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult, CheckTextRenderer
 
@@ -49,11 +49,11 @@ class CheckCommand:
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
         documents = [check_document(load_with_feedback(path), args.step) for path in args.traces]
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
-        if args.format == "json":
-            text = CheckJsonRenderer().render(result)
-        else:
-            color = use_color() and args.output is None
-            width = shutil.get_terminal_size((160, 24)).columns if color else None
-            text = CheckTextRenderer(color=color, width=max(width or 160, 100)).render(result)
-        emit(text, args.output, args.force)
+        emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
         return 1 if result.wrong else 0
+
+
+def _check_text_renderer(color: bool) -> CheckTextRenderer:
+    """The verdict table is wide: at least 100 columns, the terminal's width on a terminal, else 160."""
+    width = shutil.get_terminal_size((160, 24)).columns if color else 160
+    return CheckTextRenderer(color=color, width=max(width, 100))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tracelens.cache import load_cached
+from tracelens.cli.output import emit
 from tracelens.cli.progress import LoadProgress
 from tracelens.model.trace import Trace
 
@@ -42,3 +45,11 @@ def load_with_feedback(path: Path, quiet: bool = False, use_cache: bool = True) 
 
 def use_color() -> bool:
     return sys.stdout.isatty()
+
+
+def emit_result(
+    args: argparse.Namespace, result: Any, json_renderer: Any, text_renderer: Callable[[bool], Any]
+) -> None:
+    """Render `result` as `--format` asks (text gets colour only on a terminal) and write it to stdout or `-o`."""
+    renderer = json_renderer if args.format == "json" else text_renderer(use_color() and args.output is None)
+    emit(renderer.render(result), args.output, args.force)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.analyses.compare import compare_variants, variant_name
-from tracelens.cli.common import add_format_argument, add_output_arguments, load_with_feedback, use_color
-from tracelens.cli.output import check_writable, emit
+from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
+from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
 from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
@@ -41,11 +41,7 @@ class CompareCommand:
             name = args.name[index] if index < len(args.name) else variant_name(trace)
             items.append((_unique(name, [n for n, _, _ in items]), trace, analyze(trace)))
         comparison = compare_variants(items)
-        if args.format == "json":
-            text = CompareJsonRenderer().render(comparison)
-        else:
-            text = CompareTextRenderer(color=use_color() and args.output is None).render(comparison)
-        emit(text, args.output, args.force)
+        emit_result(args, comparison, CompareJsonRenderer(), lambda color: CompareTextRenderer(color=color))
         return 0
 
 
