@@ -31,27 +31,24 @@ class Args(msgspec.Struct, gc=False):
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
 
 
-class Event(msgspec.Struct, gc=False):
+class _EventFields(msgspec.Struct, gc=False):
+    """Fields every event shares; `ph` is declared by the subclasses (a plain field or a union tag)."""
+
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Number | None = None
+    dur: Number | None = None
+    args: Args | None = None
+
+
+class Event(_EventFields, gc=False):
     ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: Number | None = None
-    dur: Number | None = None
-    args: Args | None = None
 
 
-class CompleteEvent(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """A `ph: "X"` event, for the streaming decoder's tagged union (same fields as `Event` but `ph`)."""
-
-    cat: str = ""
-    name: str = ""
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: Number | None = None
-    dur: Number | None = None
-    args: Args | None = None
+class CompleteEvent(_EventFields, gc=False, tag_field="ph", tag="X"):
+    """A `ph: "X"` event, for the streaming decoder's tagged union."""
 
 
 # Every other phase of the Chrome trace format decodes to an empty struct (its fields are skipped, not built).
