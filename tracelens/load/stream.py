@@ -79,7 +79,7 @@ def stream_columns(
     try:
         with path.open("rb") as handle:
             if not gz:
-                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool)
+                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool, workers if pool else 1)
             blocks = _gunzip_blocks(handle) if gz else _plain_blocks(handle)
             return _decode_pieces(_background(blocks), size, progress, chunk_bytes, pool, workers)
     finally:
@@ -153,10 +153,17 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
 
 
 def _decode_ranges(
-    path: Path, handle: Any, size: int, progress: ProgressCallback | None, chunk_bytes: int, pool: Any
+    path: Path,
+    handle: Any,
+    size: int,
+    progress: ProgressCallback | None,
+    chunk_bytes: int,
+    pool: Any,
+    workers: int = 1,
 ) -> Streamed:
     """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
-    (then this process only finds the cut points)."""
+    (then this process only finds the cut points, and the ranges are sized so that every worker gets the same
+    number of equal ranges)."""
     head = handle.read(1 << 20)
     if head.lstrip()[:1] != b"{":
         raise NotStreamable("not a JSON object")
@@ -172,6 +179,7 @@ def _decode_ranges(
         raise NotStreamable(str(exc)) from exc
     ranges: list[tuple[Path, str, int, int]] = []
     start = match.end()
+    chunk_bytes = balanced_chunk_bytes(size - start, chunk_bytes, workers)
     target = start + chunk_bytes
     while target < size - chunk_bytes // 4:
         handle.seek(target)
@@ -197,6 +205,15 @@ def _decode_ranges(
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, size)
+
+
+def balanced_chunk_bytes(total_bytes: int, chunk_bytes: int, workers: int) -> int:
+    """The range size that splits `total_bytes` into a multiple of `workers` ranges of at most about
+    `chunk_bytes` each (so no worker decodes a last, lone range while the others wait)."""
+    if workers <= 1 or total_bytes <= 0:
+        return chunk_bytes
+    rounds = max(1, math.ceil(total_bytes / (workers * chunk_bytes)))
+    return max(1, math.ceil(total_bytes / (rounds * workers)))
 
 
 def _decode_range_args(job: tuple[Path, str, int, int]) -> tuple[dict[str, Any], ChunkColumns | None]:
