@@ -10,6 +10,7 @@ import dataclasses
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
@@ -24,7 +25,9 @@ from tracelens.cli.common import (
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
-from tracelens.renderers.text import AnalyzeTextRenderer
+
+if TYPE_CHECKING:
+    from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
@@ -78,8 +81,14 @@ class AnalyzeCommand:
             return _run_ranks(args)
         trace = load_with_feedback(args.trace, use_cache=args.use_cache)
         report = analyze(trace, step=args.step, peaks=peak_override(args.peak_tflops, args.peak_tbps))
-        emit_result(args, report, AnalyzeJsonRenderer(), lambda color: AnalyzeTextRenderer(color=color))
+        emit_result(args, report, AnalyzeJsonRenderer(), _text_renderer)
         return 0
+
+
+def _text_renderer(color: bool) -> AnalyzeTextRenderer:
+    from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
+
+    return AnalyzeTextRenderer(color=color)
 
 
 def _is_archive(path: Path) -> bool:
