@@ -107,7 +107,7 @@ def content_key(path: Path, folder: Path) -> str:
     key = digest.hexdigest()
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(memo, key.encode())
+        write_file_atomic(memo, key.encode())
     except OSError:
         pass
     return key
@@ -161,7 +161,7 @@ def write_entry(folder: Path, key: str, trace: Trace) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
-    _write_atomic(folder / f"{key}.json", text)  # written last: its presence marks a complete entry
+    write_file_atomic(folder / f"{key}.json", text)  # written last: its presence marks a complete entry
 
 
 def read_entry(folder: Path, key: str, path: Path) -> Trace | None:
@@ -244,7 +244,8 @@ def _unpack_raw(name: str, arrays: dict[str, np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
+def write_file_atomic(target: Path, data: bytes) -> None:
+    """Write `data` to `target` via a temporary file in the same folder: readers never see half of it."""
     handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as temp:
