@@ -3,6 +3,7 @@ the same output and the same warnings, and misses whenever the file, its path, t
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib
 import shutil
@@ -11,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kernel, launch, op, step, write_trace
+from tracelens.analyses import analyze
+from tracelens.analysis_cache import CachedAnalysis
 from tracelens.cli import main
+from tracelens.load import load_trace
 
 analysis_cache = importlib.import_module("tracelens.analysis_cache")
 cli_analyze = importlib.import_module("tracelens.cli.analyze")
@@ -113,3 +117,16 @@ def test_no_cache_a_corrupt_entry_and_changed_code(
     monkeypatch.setattr(analysis_cache, "package_fingerprint", lambda: "other code")
     assert _analyze(capsys, str(path)) == fresh
     assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
+
+
+def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
+    path = _trace(tmp_path)
+
+    def compute() -> CachedAnalysis:
+        report = analyze(load_trace(path))
+        odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
+        return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
+
+    first = analysis_cache.analyze_cached(path, {}, compute)
+    assert first.report.summary.steps == 1.0
+    assert not list((cache_dir / "analyses").glob("*.msgpack"))

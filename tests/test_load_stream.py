@@ -180,3 +180,17 @@ def test_a_plain_file_is_cut_into_equal_ranges_per_worker(tmp_path: Path) -> Non
     assert len(sizes) == 2 * 3  # 5 ranges' worth of bytes become 3 rounds of 2 equal ranges
     assert sum(sizes) == 4 * 3000  # every complete event, once
     assert max(sizes) <= 1.03 * min(sizes)  # equal bytes; events differ a little in length
+
+
+def test_gzip_chunks_are_sized_from_the_trailer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 64 << 10)  # gunzip output comes in blocks smaller than a chunk
+    path = tmp_path / "t.json.gz"
+    text = json.dumps({"traceEvents": _events(3000)}).encode()
+    path.write_bytes(gzip.compress(text))
+    with path.open("rb") as handle:
+        assert stream._gzip_text_bytes(handle, path.stat().st_size) == len(text)
+    streamed = stream.stream_columns(path, chunk_bytes=len(text) // 5, workers=2)
+    sizes = [len(chunk) for chunk in streamed.chunks]
+    assert len(sizes) in (6, 7)  # 3 rounds of 2 (+ the tail piece when a cut falls just short of the end)
+    assert sum(sizes) == 4 * 3000
+    assert max(sizes[:6]) <= 1.03 * min(sizes[:6])

@@ -61,9 +61,20 @@ def analyze_cached(
     result = compute()
     if entry is not None:
         with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            write_file_atomic(entry, msgspec.msgpack.encode(result))
+            encoded = msgspec.msgpack.encode(result)
+            if _round_trips(encoded):
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                write_file_atomic(entry, encoded)
     return result
+
+
+def _round_trips(encoded: bytes) -> bool:
+    """Whether the entry decodes to the very same values (an int in a field typed float would come back as a
+    float and print differently): only exact entries are stored."""
+    try:
+        return msgspec.msgpack.encode(msgspec.msgpack.decode(encoded, type=CachedAnalysis)) == encoded
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def _entry_path(path: Path, options: Mapping[str, object]) -> Path | None:
