@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
 from tracelens.analyses.ranks import RankFigures
-from tracelens.analysis_cache import CachedAnalysis, analyze_cached
 from tracelens.cli.common import (
     add_cache_argument,
     add_format_argument,
@@ -27,6 +26,7 @@ from tracelens.cli.common import (
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+from tracelens.results_cache import CachedAnalysis, analyze_cached
 
 if TYPE_CHECKING:
     from tracelens.renderers.text import AnalyzeTextRenderer

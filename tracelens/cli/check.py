@@ -7,10 +7,18 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
+from tracelens.cli.common import (
+    add_cache_argument,
+    add_format_argument,
+    add_output_arguments,
+    emit_result,
+    load_with_feedback,
+    print_warnings,
+)
 from tracelens.cli.output import check_writable
 
 if TYPE_CHECKING:
+    from tracelens.hypotheses.document import TraceDocument
     from tracelens.hypotheses.render import CheckTextRenderer
 
 FILE_FORMAT = """\
@@ -29,6 +37,22 @@ than = { trace = "eager_mlp", factor = 0.9 } (optionally another metric/kernel/c
 """
 
 
+def trace_document(path: Path, step: int | None, use_cache: bool = True) -> TraceDocument:
+    """The document of the trace at `path` (cached by content, path, step and code), its load warnings printed.
+    The hypotheses are not part of it: they are evaluated afresh every run."""
+    from tracelens.hypotheses.document import CachedDocument, check_document
+    from tracelens.results_cache import cached, library_versions
+
+    def compute() -> CachedDocument:
+        trace = load_with_feedback(path, quiet=True, use_cache=use_cache)
+        return CachedDocument(check_document(trace, step), trace.warnings)
+
+    options = {"step": step, **library_versions("pandas")}
+    result = cached("documents", [path], options, CachedDocument, compute, use_cache)
+    print_warnings(path, result.warnings)
+    return result.document
+
+
 class CheckCommand:
     """Check hypotheses (a TOML file) against traces: exit 0 all held, 1 any wrong, 2 malformed input."""
 
@@ -44,15 +68,17 @@ class CheckCommand:
         parser.add_argument("--step", type=int, help="check only ProfilerStep#N of every trace")
         add_format_argument(parser)
         add_output_arguments(parser)
+        add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.hypotheses import check_document, evaluate, load_hypotheses
+        from tracelens.hypotheses.evaluate import evaluate
+        from tracelens.hypotheses.parse import load_hypotheses
         from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult
 
         if args.output is not None:
             check_writable(args.output, args.force, args.traces)
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
-        documents = [check_document(load_with_feedback(path), args.step) for path in args.traces]
+        documents = [trace_document(path, args.step, args.use_cache) for path in args.traces]
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
         emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
         return 1 if result.wrong else 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from tracelens.cli.common import load_with_feedback
+from tracelens.cli.common import add_cache_argument, load_with_feedback, print_warnings
 from tracelens.cli.output import check_writable, write_atomic
 
 SUFFIX = ".tracelens.html"
@@ -32,6 +33,14 @@ def _stem(path: Path) -> str:
     return name or "trace"
 
 
+@dataclass(frozen=True)
+class CachedPage:
+    """What `tracelens report` writes (`tracelens.results_cache`): the page and each input's load warnings."""
+
+    page: bytes  # UTF-8 HTML
+    warnings: tuple[tuple[str, ...], ...]  # one tuple per input, in the order given
+
+
 class ReportCommand:
     """Write an interactive HTML report (timeline, breakdowns, findings) that works offline."""
 
@@ -50,23 +59,43 @@ class ReportCommand:
             default=None,
             help="timeline slices drawn one by one before merging the rest (default: 40,000)",
         )
+        add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.analyses import analyze
-        from tracelens.renderers.html import HtmlReportRenderer
-        from tracelens.report import MAX_SLICES, build_report
+        from tracelens.results_cache import cached, library_versions
 
-        max_slices = MAX_SLICES if args.max_slices is None else max(args.max_slices, 0)
+        max_slices = None if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
         check_writable(output, args.force, args.traces)
         started = time.perf_counter()
-        inputs = []
-        for path in args.traces:
-            trace = load_with_feedback(path)
-            inputs.append((trace, analyze(trace, step=args.step)))
-        document = build_report(inputs, max_slices=max_slices, focus_step=args.step)
-        page = HtmlReportRenderer().render(document)
-        write_atomic(output, page, args.force)
+        computed = False
+
+        def compute() -> CachedPage:
+            nonlocal computed
+            computed = True
+            return _build_page(args.traces, args.step, max_slices, args.use_cache)
+
+        options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
+        result = cached("pages", args.traces, options, CachedPage, compute, args.use_cache)
+        if not computed:  # a computed page's warnings were printed as each trace loaded
+            for path, warnings in zip(args.traces, result.warnings, strict=True):
+                print_warnings(path, warnings)
+        write_atomic(output, result.page, args.force)
         elapsed = time.perf_counter() - started
-        print(f"Wrote {output} ({len(page.encode()) / 1e6:.1f} MB in {elapsed:.1f} s)")
+        print(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
         return 0
+
+
+def _build_page(paths: list[Path], step: int | None, max_slices: int | None, use_cache: bool) -> CachedPage:
+    """Load and analyze every trace (printing load warnings as it goes) and render the page."""
+    from tracelens.analyses import analyze
+    from tracelens.renderers.html import HtmlReportRenderer
+    from tracelens.report import MAX_SLICES, build_report
+
+    inputs = []
+    for path in paths:
+        trace = load_with_feedback(path, use_cache=use_cache)
+        inputs.append((trace, analyze(trace, step=step)))
+    document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
+    page = HtmlReportRenderer().render(document).encode("utf-8")
+    return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))

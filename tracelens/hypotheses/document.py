@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracelens.analyses import analyze
 from tracelens.analyses.window import select_window
@@ -34,6 +33,14 @@ class TraceDocument:
 
     def answers_to(self, name: str) -> bool:
         return name == self.label or name in self.aliases
+
+
+@dataclass(frozen=True)
+class CachedDocument:
+    """What `tracelens check` keeps of one trace (`tracelens.results_cache`): its document and load warnings."""
+
+    document: TraceDocument
+    warnings: tuple[str, ...]
 
 
 def trace_stem(path: str | Path) -> str:
@@ -71,6 +78,8 @@ def check_document(trace: Trace, step: int | None = None) -> TraceDocument:
 
 def _calls_by_name(trace: Trace, mask: np.ndarray, n_steps: int) -> list[dict[str, Any]]:
     """Per name: calls, calls per step, total and mean duration (µs) of the events in `mask`."""
+    import pandas as pd  # only on a miss of `tracelens check`'s cache
+
     rows = np.flatnonzero(mask)
     if rows.size == 0:
         return []

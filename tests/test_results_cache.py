@@ -1,0 +1,399 @@
+"""The results cache: `tracelens analyze`, `check` and `report` on the same files and options again neither load
+nor analyze, print and write the same output and the same warnings, and miss whenever a file, its path, the
+options or the code change; `check` evaluates its hypotheses afresh every run."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import kernel, launch, op, step, write_trace
+from tracelens.analyses import analyze
+from tracelens.cli import main
+from tracelens.hypotheses.document import CachedDocument, TraceDocument
+from tracelens.load import load_trace
+from tracelens.results_cache import CachedAnalysis, identical
+
+results_cache = importlib.import_module("tracelens.results_cache")
+cli_analyze = importlib.import_module("tracelens.cli.analyze")
+cli_check = importlib.import_module("tracelens.cli.check")
+cli_report = importlib.import_module("tracelens.cli.report")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Paths that `tracelens analyze`, `check` or `report` really loaded (not served from the results cache)."""
+    seen: list[Path] = []
+    real = cli_analyze.load_with_feedback
+
+    def spy(path: Path, *args: object, **kwargs: object) -> object:
+        seen.append(path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    for module in (cli_analyze, cli_check, cli_report):
+        monkeypatch.setattr(module, "load_with_feedback", spy)
+    return seen
+
+
+def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
+    events = [
+        step(1, 0, 50),
+        op("aten::mm", 1, 20, ext=7),
+        launch("cudaLaunchKernel", 3, 2, correlation=70, ext=7),
+        kernel("gemm", 10, kernel_us, correlation=70),
+    ]
+    return write_trace(folder / name, events)
+
+
+def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    assert main(["analyze", *argv]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_second_run_is_served_without_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    path = _trace(tmp_path)
+    first = _analyze(capsys, str(path), "--format", "json")
+    second = _analyze(capsys, str(path), "--format", "json")
+    assert second == first
+    assert loads == [path]  # the second run neither loaded nor analyzed
+    assert len(list((cache_dir / "analyses").glob("*.msgpack"))) == 1
+    assert '"kernels": 1' in first[0]
+
+
+def test_options_path_and_content_are_part_of_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
+) -> None:
+    path = _trace(tmp_path)
+    _analyze(capsys, str(path), "--format", "json")
+    _analyze(capsys, str(path), "--format", "json", "--step", "1")
+    _analyze(capsys, str(path), "--format", "json", "--peak-tflops", "100")
+    text = _analyze(capsys, str(path))[0]  # the format is not part of the key: the same entry renders as text
+    assert "gemm" in text
+    copy = tmp_path / "copy.json"
+    shutil.copy(path, copy)
+    out = _analyze(capsys, str(copy), "--format", "json")[0]
+    assert str(copy) in out and str(path) not in out  # the report names the path it was given
+    _trace(tmp_path, kernel_us=7)  # same path, new content
+    out = _analyze(capsys, str(path), "--format", "json")[0]
+    assert '"total_us": 7.0' in out
+    assert loads == [path, path, path, copy, path]
+
+
+def test_warnings_are_repeated_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _trace(tmp_path)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
+    first = _analyze(capsys, str(cut))
+    assert "cut off mid-write" in first[1]
+    assert _analyze(capsys, str(cut)) == first
+
+
+def test_no_cache_a_corrupt_entry_and_changed_code(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    loads: list[Path],
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = _trace(tmp_path)
+    _analyze(capsys, str(path), "--no-cache")
+    assert not cache_dir.exists()
+    fresh = _analyze(capsys, str(path))
+    (entry,) = (cache_dir / "analyses").glob("*.msgpack")
+    entry.write_bytes(b"\x93not an entry")
+    assert _analyze(capsys, str(path)) == fresh  # ignored and rewritten
+    assert _analyze(capsys, str(path)) == fresh
+    monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
+    assert _analyze(capsys, str(path)) == fresh
+    assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
+
+
+def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
+    path = _trace(tmp_path)
+
+    def compute() -> CachedAnalysis:
+        report = analyze(load_trace(path))
+        odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
+        return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
+
+    first = results_cache.analyze_cached(path, {}, compute)
+    assert first.report.summary.steps == 1.0
+    assert not list((cache_dir / "analyses").glob("*.msgpack"))
+
+
+# ---------------------------------------------------------------- check
+
+HYPOTHESES = """
+[[hypothesis]]
+name = "one gemm"
+kernel = "gemm"
+measure = "total_us"
+op = "=="
+value = 5
+
+[[hypothesis]]
+name = "one kernel per step"
+metric = "per_step.kernels"
+op = "=="
+value = 1
+"""
+
+
+def _check(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> tuple[str, str]:
+    assert main(["check", *argv]) == expect
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def _hypotheses(folder: Path, text: str = HYPOTHESES) -> str:
+    path = folder / "h.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _verdicts(out: str) -> list[tuple[str, str, object]]:
+    return [(v["name"], v["status"], v["measured"]) for v in json.loads(out)["verdicts"]]
+
+
+def test_check_repeat_is_served_without_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    argv = (str(first_trace), str(second_trace), "--expect", _hypotheses(tmp_path), "--format", "json")
+    first = _check(capsys, *argv, expect=1)
+    second = _check(capsys, *argv, expect=1)
+    assert second == first
+    assert loads == [first_trace, second_trace]
+    assert len(list((cache_dir / "documents").glob("*.msgpack"))) == 2
+    assert _verdicts(first[0]) == [
+        ("one gemm", "held", 5),
+        ("one gemm", "wrong", 6),
+        ("one kernel per step", "held", 1),
+        ("one kernel per step", "held", 1),
+    ]
+    text = _check(capsys, *argv[:4], expect=1)[0]  # the format is not part of the key
+    assert text.rstrip().endswith("3 held, 1 wrong")
+    assert len(loads) == 2
+
+
+def test_check_evaluates_an_edited_hypotheses_file_afresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
+) -> None:
+    path = _trace(tmp_path)
+    _check(capsys, str(path), "--expect", _hypotheses(tmp_path), "--format", "json")
+    edited = _hypotheses(tmp_path, HYPOTHESES.replace("value = 5", "value = 4"))
+    out = _check(capsys, str(path), "--expect", edited, "--format", "json", expect=1)[0]
+    assert _verdicts(out) == [("one gemm", "wrong", 5), ("one kernel per step", "held", 1)]
+    assert loads == [path]
+
+
+def test_check_options_path_content_and_no_cache_miss(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    loads: list[Path],
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = _trace(tmp_path)
+    expect = ("--expect", _hypotheses(tmp_path), "--format", "json")
+    _check(capsys, str(path), *expect)
+    _check(capsys, str(path), *expect, "--step", "1")
+    copy = tmp_path / "copy.json"
+    shutil.copy(path, copy)
+    out = _check(capsys, str(copy), *expect)[0]
+    assert [t["path"] for t in json.loads(out)["traces"]] == [str(copy)]
+    _trace(tmp_path, kernel_us=7)  # same path, new content
+    out = _check(capsys, str(path), *expect, expect=1)[0]
+    assert _verdicts(out)[0] == ("one gemm", "wrong", 7)
+    entries = sorted((cache_dir / "documents").glob("*.msgpack"))
+    assert len(entries) == 4
+    _check(capsys, str(path), *expect, "--no-cache", expect=1)
+    monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
+    _check(capsys, str(path), *expect, expect=1)
+    assert sorted((cache_dir / "documents").glob("*.msgpack")) == entries
+    assert loads == [path, path, copy, path, path, path]
+
+
+def test_check_repeats_warnings_and_ignores_a_corrupt_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    path = _trace(tmp_path)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
+    argv = (str(cut), "--expect", _hypotheses(tmp_path))
+    first = _check(capsys, *argv, expect=1)
+    assert "tracelens: warning: cut.json.gz: the trace was cut off mid-write" in first[1]
+    assert _check(capsys, *argv, expect=1) == first
+    (entry,) = (cache_dir / "documents").glob("*.msgpack")
+    entry.write_bytes(b"\x92\xa3bad")
+    assert _check(capsys, *argv, expect=1) == first  # ignored and rewritten
+    assert _check(capsys, *argv, expect=1) == first
+    assert loads == [cut, cut]
+
+
+def test_check_errors_are_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    path = _trace(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json at all")
+    for _ in range(2):  # an unusable trace is never cached: the same one-line error each time
+        out, err = _check(capsys, str(path), str(bad), "--expect", _hypotheses(tmp_path), expect=2)
+        assert out == "" and err.count("\n") == 1 and err.startswith("tracelens: error: ")
+    malformed = _hypotheses(tmp_path, "[[hypothesis]]\nname = 1\n")
+    out, err = _check(capsys, str(path), "--expect", malformed, expect=2)
+    assert out == "" and err.count("\n") == 1 and err.startswith("tracelens: error: ")
+    assert loads == [path, bad, bad]  # the document of `path` was served from the cache the second time
+    assert len(list((cache_dir / "documents").glob("*.msgpack"))) == 1
+
+
+# ---------------------------------------------------------------- report
+
+
+def _report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    assert main(["report", *argv]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_report_repeat_writes_the_same_page_without_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    traces = (str(first_trace), str(second_trace))
+    first_out, second_out, fresh_out = tmp_path / "1.html", tmp_path / "2.html", tmp_path / "3.html"
+    first = _report(capsys, *traces, "-o", str(first_out))
+    second = _report(capsys, *traces, "-o", str(second_out))
+    assert loads == [first_trace, second_trace]
+    assert second_out.read_bytes() == first_out.read_bytes()
+    assert second[0].startswith(f"Wrote {second_out} (") and second[1] == first[1] == ""
+    assert len(list((cache_dir / "pages").glob("*.msgpack"))) == 1
+    _report(capsys, *traces, "-o", str(fresh_out), "--no-cache")
+    assert fresh_out.read_bytes() == first_out.read_bytes()
+    assert loads == [first_trace, second_trace] * 2
+
+
+def test_report_on_a_hit_still_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
+) -> None:
+    path = _trace(tmp_path)
+    output = tmp_path / "page.html"
+    _report(capsys, str(path), "-o", str(output))
+    output.write_text("mine")
+    assert main(["report", str(path), "-o", str(output)]) == 2
+    assert capsys.readouterr().err == f"tracelens: error: {output} exists; pass --force to overwrite it\n"
+    assert output.read_text() == "mine"
+    assert main(["report", str(path), "-o", str(path), "--force"]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    _report(capsys, str(path), "-o", str(output), "--force")
+    assert output.read_bytes().startswith(b"<!DOCTYPE html>")
+    assert loads == [path]
+
+
+def test_report_options_paths_order_and_content_miss(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    loads: list[Path],
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    output = ("-o", str(tmp_path / "page.html"), "--force")
+    _report(capsys, str(first_trace), *output)
+    _report(capsys, str(first_trace), *output, "--step", "1")
+    _report(capsys, str(first_trace), *output, "--max-slices", "10")
+    _report(capsys, str(first_trace), str(second_trace), *output)
+    _report(capsys, str(second_trace), str(first_trace), *output)
+    copy = tmp_path / "copy.json"
+    shutil.copy(first_trace, copy)
+    _report(capsys, str(copy), *output)
+    assert b"<title>tracelens report: copy</title>" in (tmp_path / "page.html").read_bytes()
+    _trace(tmp_path, "a.json", kernel_us=7)  # same path, new content
+    _report(capsys, str(first_trace), *output)
+    entries = sorted((cache_dir / "pages").glob("*.msgpack"))
+    assert len(entries) == 7
+    monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
+    _report(capsys, str(first_trace), *output)
+    assert sorted((cache_dir / "pages").glob("*.msgpack")) == entries
+    assert loads == [
+        first_trace,
+        first_trace,
+        first_trace,
+        first_trace,
+        second_trace,
+        second_trace,
+        first_trace,
+        copy,
+        first_trace,
+        first_trace,
+    ]
+
+
+def test_report_repeats_warnings_and_ignores_a_corrupt_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    path = _trace(tmp_path)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
+    output = tmp_path / "page.html"
+    argv = (str(path), str(cut), "-o", str(output), "--force")
+    first = _report(capsys, *argv)
+    page = output.read_bytes()
+    assert first[1].count("tracelens: warning: ") == first[1].count("tracelens: warning: cut.json.gz: ") >= 1
+    assert "cut off mid-write" in first[1]
+    second = _report(capsys, *argv)
+    assert second[1] == first[1] and output.read_bytes() == page
+    (entry,) = (cache_dir / "pages").glob("*.msgpack")
+    entry.write_bytes(entry.read_bytes()[:1000])  # cut short
+    assert _report(capsys, *argv)[1] == first[1]
+    assert output.read_bytes() == page
+    assert loads == [path, cut, path, cut]
+
+
+# ---------------------------------------------------------------- only exact records are stored
+
+
+def test_identical_compares_types_all_the_way_down() -> None:
+    assert identical({"a": [1, 2.5, None, "x"], "b": (True,)}, {"a": [1, 2.5, None, "x"], "b": (True,)})
+    assert identical(math.nan, math.nan)
+    assert not identical(1, 1.0)
+    assert not identical([(1, 2)], [[1, 2]])
+    assert not identical({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not identical(True, 1)
+    document = TraceDocument("t", ("t",), "t.json", {"steps": 1})
+    assert identical(CachedDocument(document, ()), CachedDocument(document, ()))
+    assert not identical(CachedDocument(document, ()), CachedDocument(document, ("w",)))
+
+
+def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
+    path = _trace(tmp_path)
+    document = TraceDocument("t", ("t",), str(path), {"shape": (2, 3)})  # a tuple would come back a list
+
+    def compute() -> CachedDocument:
+        return CachedDocument(document, ())
+
+    assert results_cache.cached("documents", [path], {}, CachedDocument, compute).document is document
+    assert not (cache_dir / "documents").exists()
+    plain = TraceDocument("t", ("t",), str(path), {"shape": [2, 3]})
+    stored = results_cache.cached("documents", [path], {}, CachedDocument, lambda: CachedDocument(plain, ()))
+    assert stored.document is plain
+    served = results_cache.cached("documents", [path], {}, CachedDocument, compute)
+    assert served == CachedDocument(plain, ()) and served.document is not plain
