@@ -41,14 +41,13 @@ def trace_document(path: Path, step: int | None, use_cache: bool = True) -> Trac
     """The document of the trace at `path` (cached by content, path, step and code), its load warnings printed.
     The hypotheses are not part of it: they are evaluated afresh every run."""
     from tracelens.hypotheses.document import CachedDocument, check_document
-    from tracelens.results_cache import cached, library_versions
+    from tracelens.results_cache import cached
 
     def compute() -> CachedDocument:
         trace = load_with_feedback(path, quiet=True, use_cache=use_cache)
         return CachedDocument(check_document(trace, step), trace.warnings)
 
-    options = {"step": step, **library_versions("pandas")}
-    result = cached("documents", [path], options, CachedDocument, compute, use_cache)
+    result = cached("documents", [path], {"step": step}, CachedDocument, compute, use_cache)
     print_warnings(path, result.warnings)
     return result.document
 

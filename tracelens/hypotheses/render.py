@@ -6,15 +6,15 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
 from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.evaluate import Verdict
-from tracelens.renderers.text import make_console, render_to_string
+
+if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
+    from rich.table import Table
+    from rich.text import Text
 
 CHECK_SCHEMA = "tracelens.check/1"
 
@@ -91,6 +91,10 @@ class CheckTextRenderer:
         self.evidence_lines = evidence_lines
 
     def render(self, result: CheckResult) -> str:
+        from rich.text import Text
+
+        from tracelens.renderers.text import make_console, render_to_string
+
         console = make_console(self.color, self.width)
         console.print(self.table(result))
         held, wrong = result.held, result.wrong
@@ -99,6 +103,9 @@ class CheckTextRenderer:
         return render_to_string(console)
 
     def table(self, result: CheckResult) -> Table:
+        from rich.table import Table
+        from rich.text import Text
+
         several = len(result.traces) > 1
         table = Table(title=f"Hypotheses: {result.source}", title_justify="left", show_lines=True)
         table.add_column("#", justify="right")
