@@ -1,28 +1,28 @@
-"""The results cache: `tracelens analyze`, `check` and `report` on the same files and options again neither load
-nor analyze, print and write the same output and the same warnings, and miss whenever a file, its path, the
-options or the code change; `check` evaluates its hypotheses afresh every run."""
+"""The results cache for `tracelens check` and `report` (`analyze`: tests/test_analysis_cache.py): the same files
+and options again neither load nor analyze, print and write the same output and the same warnings, and miss
+whenever a file, its path or the options change; `check` evaluates its hypotheses afresh every run. Only
+records that decode to identical values are stored."""
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import importlib
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import kernel, launch, op, step, write_trace
-from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.hypotheses.document import CachedDocument, TraceDocument
-from tracelens.load import load_trace
-from tracelens.results_cache import CachedAnalysis, identical
+from tracelens.results_cache import identical
 
 results_cache = importlib.import_module("tracelens.results_cache")
-cli_analyze = importlib.import_module("tracelens.cli.analyze")
 cli_check = importlib.import_module("tracelens.cli.check")
 cli_report = importlib.import_module("tracelens.cli.report")
 
@@ -37,15 +37,15 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Paths that `tracelens analyze`, `check` or `report` really loaded (not served from the results cache)."""
+    """Paths that `tracelens check` or `report` really loaded (not served from the results cache)."""
     seen: list[Path] = []
-    real = cli_analyze.load_with_feedback
+    real = cli_check.load_with_feedback
 
     def spy(path: Path, *args: object, **kwargs: object) -> object:
         seen.append(path)
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    for module in (cli_analyze, cli_check, cli_report):
+    for module in (cli_check, cli_report):
         monkeypatch.setattr(module, "load_with_feedback", spy)
     return seen
 
@@ -64,79 +64,6 @@ def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
     assert main(["analyze", *argv]) == 0
     captured = capsys.readouterr()
     return captured.out, captured.err
-
-
-def test_second_run_is_served_without_loading(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
-) -> None:
-    path = _trace(tmp_path)
-    first = _analyze(capsys, str(path), "--format", "json")
-    second = _analyze(capsys, str(path), "--format", "json")
-    assert second == first
-    assert loads == [path]  # the second run neither loaded nor analyzed
-    assert len(list((cache_dir / "analyses").glob("*.msgpack"))) == 1
-    assert '"kernels": 1' in first[0]
-
-
-def test_options_path_and_content_are_part_of_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
-) -> None:
-    path = _trace(tmp_path)
-    _analyze(capsys, str(path), "--format", "json")
-    _analyze(capsys, str(path), "--format", "json", "--step", "1")
-    _analyze(capsys, str(path), "--format", "json", "--peak-tflops", "100")
-    text = _analyze(capsys, str(path))[0]  # the format is not part of the key: the same entry renders as text
-    assert "gemm" in text
-    copy = tmp_path / "copy.json"
-    shutil.copy(path, copy)
-    out = _analyze(capsys, str(copy), "--format", "json")[0]
-    assert str(copy) in out and str(path) not in out  # the report names the path it was given
-    _trace(tmp_path, kernel_us=7)  # same path, new content
-    out = _analyze(capsys, str(path), "--format", "json")[0]
-    assert '"total_us": 7.0' in out
-    assert loads == [path, path, path, copy, path]
-
-
-def test_warnings_are_repeated_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _trace(tmp_path)
-    cut = tmp_path / "cut.json.gz"
-    cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
-    first = _analyze(capsys, str(cut))
-    assert "cut off mid-write" in first[1]
-    assert _analyze(capsys, str(cut)) == first
-
-
-def test_no_cache_a_corrupt_entry_and_changed_code(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    loads: list[Path],
-    cache_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    path = _trace(tmp_path)
-    _analyze(capsys, str(path), "--no-cache")
-    assert not cache_dir.exists()
-    fresh = _analyze(capsys, str(path))
-    (entry,) = (cache_dir / "analyses").glob("*.msgpack")
-    entry.write_bytes(b"\x93not an entry")
-    assert _analyze(capsys, str(path)) == fresh  # ignored and rewritten
-    assert _analyze(capsys, str(path)) == fresh
-    monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
-    assert _analyze(capsys, str(path)) == fresh
-    assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
-
-
-def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
-    path = _trace(tmp_path)
-
-    def compute() -> CachedAnalysis:
-        report = analyze(load_trace(path))
-        odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
-        return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
-
-    first = results_cache.analyze_cached(path, {}, compute)
-    assert first.report.summary.steps == 1.0
-    assert not list((cache_dir / "analyses").glob("*.msgpack"))
 
 
 # ---------------------------------------------------------------- check
@@ -397,3 +324,47 @@ def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: P
     assert stored.document is plain
     served = results_cache.cached("documents", [path], {}, CachedDocument, compute)
     assert served == CachedDocument(plain, ()) and served.document is not plain
+
+
+# ---------------------------------------------------------------- code changes and the cost of a hit
+
+
+def test_changed_code_misses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _trace(tmp_path)
+    expect = ("--expect", _hypotheses(tmp_path), "--format", "json")
+    check = _check(capsys, str(path), *expect)
+    report = _report(capsys, str(path), "-o", str(tmp_path / "page.html"))[1]
+    monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
+    assert _check(capsys, str(path), *expect) == check
+    assert _report(capsys, str(path), "-o", str(tmp_path / "page.html"), "--force")[1] == report
+    assert loads == [path] * 4
+
+
+HIT_PROBE = """
+import sys
+from tracelens.cli import main
+code = main(sys.argv[1:])
+print(code, sorted(m for m in ("tracelens.analyses", "pandas", "plotly") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_a_hit_imports_neither_the_analyses_nor_pandas_nor_plotly(
+    tmp_path: Path, cache_dir: Path, command: str
+) -> None:
+    path = _trace(tmp_path)
+    if command == "check":
+        argv = ["check", str(path), "--expect", _hypotheses(tmp_path), "--format", "json"]
+    else:
+        argv = ["report", str(path), "-o", str(tmp_path / "page.html"), "--force"]
+    env = {**os.environ, "TRACELENS_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(Path(__file__).parents[1])}
+    runs = [
+        subprocess.run([sys.executable, "-c", HIT_PROBE, *argv], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    first, second = (run.stdout.splitlines()[-1] for run in runs)
+    assert first.startswith("0 ['pandas', 'plotly', 'tracelens.analyses']" if command == "report" else "0 [")
+    assert "tracelens.analyses" in first  # the miss analyzed
+    assert second == "0 []"

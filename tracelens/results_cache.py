@@ -2,9 +2,12 @@
 the same command on the same files with the same options again skips loading and analyzing altogether.
 
 An entry is `<cache dir>/<kind>/<key>.msgpack`, one typed record (a frozen dataclass) encoded with msgspec
-(no pickle: a tampered entry fails to decode and is ignored). Kinds in use: `analyses` (`analyze`: the
-`AnalysisReport` and load warnings, a few kB), `documents` (`check`: one trace's `TraceDocument` and load
-warnings) and `pages` (`report`: the finished HTML page, up to ~10 MB, and every input's load warnings).
+(no pickle: a tampered entry fails to decode and is ignored). Kinds in use: `analyses` (`analyze`:
+`tracelens.analysis_cache.CachedAnalysis`, the `AnalysisReport` and load warnings, a few kB), `documents`
+(`check`: `tracelens.hypotheses.document.CachedDocument`, one trace's `TraceDocument` and load warnings) and
+`pages` (`report`: `tracelens.cli.report.CachedPage`, the finished HTML page, up to ~10 MB, and every input's
+load warnings). Records live beside the code that makes them; this module imports none of them, so a hit
+of `check` or `report` never imports the analyses.
 The key hashes the kind, the content key of every input file (`tracelens.cache.content_key`), the paths as
 given (results name them), the options, and the code of the whole `tracelens` package and the numpy version
 (any change to the code is a miss); callers add the versions of other libraries their result depends on to
@@ -22,7 +25,6 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,19 +32,10 @@ import msgspec
 import numpy as np
 
 from tracelens import __version__
-from tracelens.analyses import AnalysisReport
 from tracelens.cache import cache_dir, cache_enabled, content_key, write_file_atomic
 
 ENTRY_FORMAT = 2  # bump when the entry layout or key changes
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class CachedAnalysis:
-    """What `tracelens analyze` prints: the report and the warnings the load gave."""
-
-    report: AnalysisReport
-    warnings: tuple[str, ...]
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,13 +87,6 @@ def cached(
                 entry.parent.mkdir(parents=True, exist_ok=True)
                 write_file_atomic(entry, encoded)
     return result
-
-
-def analyze_cached(
-    path: Path, options: Mapping[str, object], compute: Callable[[], CachedAnalysis], use_cache: bool = True
-) -> CachedAnalysis:
-    """`compute()`, or its stored result for this file content, code, path and `options` (JSON-able)."""
-    return cached("analyses", [path], options, CachedAnalysis, compute, use_cache)
 
 
 def _round_trips(encoded: bytes, original: object, record_type: type[T]) -> bool:

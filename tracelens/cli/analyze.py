@@ -12,9 +12,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelens.analyses import analyze
-from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
-from tracelens.analyses.ranks import RankFigures
 from tracelens.cli.common import (
     add_cache_argument,
     add_format_argument,
@@ -25,15 +22,18 @@ from tracelens.cli.common import (
 )
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
-from tracelens.renderers.jsonout import AnalyzeJsonRenderer
-from tracelens.results_cache import CachedAnalysis, analyze_cached
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
+    # results cache never does
+    from tracelens.analyses.devices import PeakOverride
+    from tracelens.analyses.ranks import RankFigures
     from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
     """Peaks from TRACELENS_PEAKS, overridden by the command-line options."""
+    from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
+
     try:
         from_env = override_from_env()
         from_cli = PeakOverride(parse_tflops(tflops) if tflops else {}, tbps)
@@ -77,6 +77,10 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracelens.analyses import analyze
+        from tracelens.analysis_cache import CachedAnalysis, analyze_cached
+        from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+
         if args.output is not None:
             check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):

@@ -12,11 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tracelens.analyses import analyze
-from tracelens.analyses.window import select_window
 from tracelens.model.events import API_KINDS, Kind
 from tracelens.model.trace import Trace
-from tracelens.renderers.jsonout import analyze_dict
 
 NS_PER_US = 1000.0
 TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace")
@@ -66,6 +63,10 @@ def document_from(path: str | Path, document: dict[str, Any]) -> TraceDocument:
 
 def check_document(trace: Trace, step: int | None = None) -> TraceDocument:
     """Analyze `trace` and add the sections hypotheses about CPU ops and API calls need."""
+    from tracelens.analyses import analyze  # here: documents served from the results cache need no analyses
+    from tracelens.analyses.window import select_window
+    from tracelens.renderers.jsonout import analyze_dict
+
     document = analyze_dict(analyze(trace, step))
     window = select_window(trace, step)
     n_steps = max(window.n_steps, 1)
