@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracelens.model.events import EventTable
+import numpy as np
+
+from tracelens.model.events import I64, EventTable
 
 # `Input type` strings (c10 type names as torch prints them) → element size in bytes and a short dtype label.
 DTYPES: dict[str, tuple[int, str]] = {
@@ -79,6 +81,36 @@ def op_shapes(events: EventTable, row: int) -> OpShapes | None:
     if dims is None or types is None:
         return None
     return decode_shapes(bytes(dims), bytes(types), bytes(events.concrete_inputs[row] or b"[]"))
+
+
+def signature_codes(events: EventTable, rows: np.ndarray, dims_only: bool = False) -> tuple[I64, I64]:
+    """Codes of the ops at `rows` (-1 = no op) by their raw shapes: equal `Input Dims`, `Input type` and
+    `Concrete Inputs` bytes (with `dims_only`: equal `Input Dims`) give equal codes, numbered in order of
+    first appearance; -1 where the op has no `Input Dims` (or, unless `dims_only`, no `Input type`): there
+    `op_shapes` is None. Returns (code per row, position in `rows` of the first row of each code). Decode
+    once per code, not per row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    present = np.flatnonzero(rows >= 0)
+    present = present[np.flatnonzero(events.input_dims[rows[present]])]  # raw JSON is never empty: None is false
+    if dims_only:
+        keys: list[object] = events.input_dims[rows[present]].tolist()
+    else:
+        present = present[np.flatnonzero(events.input_types[rows[present]])]
+        picked = rows[present]
+        keys = list(
+            zip(
+                events.input_dims[picked].tolist(),
+                events.input_types[picked].tolist(),
+                events.concrete_inputs[picked].tolist(),
+                strict=True,
+            )
+        )
+    seen: dict[object, int] = {}
+    found = [seen.setdefault(key, len(seen)) for key in keys]
+    codes = np.full(rows.size, -1, dtype=np.int64)
+    codes[present] = found
+    first = np.unique(np.asarray(found, dtype=np.int64), return_index=True)[1]
+    return codes, present[first].astype(np.int64)
 
 
 @lru_cache(maxsize=32768)
