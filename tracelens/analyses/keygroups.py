@@ -1,8 +1,8 @@
 """Group-bys on integer keys with numpy, giving the figures pandas' `groupby(sort=False)` gives, bit for bit.
 
 Analyses group by codes (name codes, shape-signature codes), not strings. Group ids are numbered in order of
-first appearance; sums are Kahan-compensated in row order as pandas computes them (`group_sums`), so switching
-an analysis from pandas to these helpers changes no figure.
+first appearance, as pandas numbers them; sums and means follow pandas' own arithmetic (`group_sums`), so
+switching an analysis from pandas to these helpers changes no figure.
 """
 
 from __future__ import annotations
