@@ -10,7 +10,7 @@ import numpy as np
 from tests.conftest import op, step
 from tests.unit.tiny import BF16x1, BF16x2, load_events
 from tracelens.analyses.opmodels import decode_inductor_ops, model_op
-from tracelens.analyses.shapes import OpShapes, broadcast_numel, decode_shapes, signature_codes
+from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel, decode_shapes, signature_codes
 
 
 def shapes(dims: list[object], types: list[str], concrete: list[str] | None = None) -> OpShapes:
@@ -92,3 +92,12 @@ def test_signature_codes_group_ops_by_their_raw_shapes(tmp_path: Path) -> None:
     codes, first = signature_codes(ev, rows, dims_only=True)
     assert codes.tolist() == [0, 0, 1, 0, -1, -1, 0]  # only Input Dims count
     assert first.tolist() == [0, 2]
+
+
+def test_shapes_decode_whatever_json_takes() -> None:
+    # msgspec does the decoding, json what msgspec refuses (NaN, a UTF-8 byte-order mark, numbers beyond float)
+    decoded = decode_shapes(b"[[2, 3], [true, 1], [4]]", b'["float", "float", "long int"]', b"[NaN, 1e999, 1]")
+    assert decoded is not None and decoded.concrete == ("nan", "inf", "1")
+    assert [t.dims if t else None for t in decoded.args] == [(2, 3), None, (4,)]  # a bool is not a size
+    assert decode_shapes(b"\xef\xbb\xbf[[5]]", b'["c10::Half"]', b"[]") == OpShapes((Tensor((5,), "fp16", 2),), ())
+    assert decode_shapes(b"[[1, 2],]", b'["float"]', b"[]") is None  # not JSON at all
