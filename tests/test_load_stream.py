@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import importlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +161,36 @@ def test_decoded_events_may_outlive_the_chunk(tmp_path: Path, monkeypatch: pytes
     path = write_trace(tmp_path / "t.json", _events(5))
     streamed = stream.stream_columns(path, workers=1)
     assert sum(len(c) for c in streamed.chunks) == 20 and held
+
+
+def test_ranges_are_balanced_over_the_workers() -> None:
+    mb = 1 << 20
+    # 72 MB over 2 workers with 16 MB ranges: 6 ranges of 12 MB (3 rounds), not 4 x 16 + 8
+    assert stream.balanced_chunk_bytes(72 * mb, 16 * mb, 2) == 12 * mb
+    assert stream.balanced_chunk_bytes(72 * mb, 16 * mb, 1) == 16 * mb  # one process: as asked
+    assert stream.balanced_chunk_bytes(10 * mb, 16 * mb, 4) == math.ceil(10 * mb / 4)
+    assert stream.balanced_chunk_bytes(0, 16 * mb, 2) == 16 * mb
+
+
+def test_a_plain_file_is_cut_into_equal_ranges_per_worker(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _events(3000)}))
+    streamed = stream.stream_columns(path, chunk_bytes=path.stat().st_size // 5, workers=2)
+    sizes = [len(chunk) for chunk in streamed.chunks]
+    assert len(sizes) == 2 * 3  # 5 ranges' worth of bytes become 3 rounds of 2 equal ranges
+    assert sum(sizes) == 4 * 3000  # every complete event, once
+    assert max(sizes) <= 1.03 * min(sizes)  # equal bytes; events differ a little in length
+
+
+def test_gzip_chunks_are_sized_from_the_trailer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 64 << 10)  # gunzip output comes in blocks smaller than a chunk
+    path = tmp_path / "t.json.gz"
+    text = json.dumps({"traceEvents": _events(3000)}).encode()
+    path.write_bytes(gzip.compress(text))
+    with path.open("rb") as handle:
+        assert stream._gzip_text_bytes(handle, path.stat().st_size) == len(text)
+    streamed = stream.stream_columns(path, chunk_bytes=len(text) // 5, workers=2)
+    sizes = [len(chunk) for chunk in streamed.chunks]
+    assert len(sizes) in (6, 7)  # 3 rounds of 2 (+ the tail piece when a cut falls just short of the end)
+    assert sum(sizes) == 4 * 3000
+    assert max(sizes[:6]) <= 1.03 * min(sizes[:6])

@@ -6,18 +6,56 @@
 >>> report.summary.per_step.kernels
 >>> tracelens.kernels_frame(trace)          # one row per kernel: step, op, dur_us, ...
 >>> tracelens.check([trace], "notebooks/study_hypotheses.toml")   # [Verdict(held=..., measured=...), ...]
+
+Public names are imported on first use, so `import tracelens` (and the `tracelens analyze` command) does not
+pay for modules it does not need (pandas, plotly).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from tracelens.analyses import AnalysisReport, analyze
+# the loader and the model are always needed; `load` must be bound here because it shadows the subpackage
 from tracelens.errors import TracelensError, UnusableTraceError
-from tracelens.frames import kernels_frame, launches_frame, ops_frame, steps_frame
-from tracelens.hypotheses import Hypothesis, HypothesisError, Verdict, check
 from tracelens.load import load_trace as load
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport, analyze
+    from tracelens.frames import kernels_frame, launches_frame, ops_frame, steps_frame
+    from tracelens.hypotheses import Hypothesis, HypothesisError, Verdict, check
+
+# public names imported on first use: name -> (module, attribute)
+_LAZY = {
+    "AnalysisReport": ("tracelens.analyses", "AnalysisReport"),
+    "Hypothesis": ("tracelens.hypotheses", "Hypothesis"),
+    "HypothesisError": ("tracelens.hypotheses", "HypothesisError"),
+    "Verdict": ("tracelens.hypotheses", "Verdict"),
+    "analyze": ("tracelens.analyses", "analyze"),
+    "check": ("tracelens.hypotheses", "check"),
+    "kernels_frame": ("tracelens.frames", "kernels_frame"),
+    "launches_frame": ("tracelens.frames", "launches_frame"),
+    "ops_frame": ("tracelens.frames", "ops_frame"),
+    "steps_frame": ("tracelens.frames", "steps_frame"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first access (PEP 562) and keep it as a module attribute."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tracelens' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "AnalysisReport",

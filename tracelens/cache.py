@@ -1,7 +1,7 @@
 """A cache of loaded traces in columnar form, so a trace is decoded once and re-read in a fraction of the time.
 
 One entry per trace *content*: `<dir>/<content key>.npz` (uncompressed numpy arrays: every EventTable column,
-tracks, links, steps) plus `<content key>.json` (names, metadata, warnings). The content key is a BLAKE2b
+tracks, links, steps) plus `<content key>.json` (names, metadata, warnings). The content key is a SHA-256
 hash of the file's bytes and of the code that builds a Trace (tracelens/load, tracelens/model, this module),
 so edited files, changed loaders and new releases never see stale entries. Hashing a big file costs time, so
 `<dir>/paths/<hash of path, size, mtime, code>` remembers the content key of a file that has not changed
@@ -99,15 +99,15 @@ def content_key(path: Path, folder: Path) -> str:
             return remembered
     except OSError:
         pass
-    digest = hashlib.blake2b(digest_size=20)
+    digest = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x BLAKE2b's speed on big files
     digest.update(f"{code_fingerprint()}\0".encode())
     with path.open("rb") as handle:
         while block := handle.read(_HASH_BLOCK):
             digest.update(block)
-    key = digest.hexdigest()
+    key = digest.hexdigest()[:40]
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(memo, key.encode())
+        write_file_atomic(memo, key.encode())
     except OSError:
         pass
     return key
@@ -161,7 +161,7 @@ def write_entry(folder: Path, key: str, trace: Trace) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
-    _write_atomic(folder / f"{key}.json", text)  # written last: its presence marks a complete entry
+    write_file_atomic(folder / f"{key}.json", text)  # written last: its presence marks a complete entry
 
 
 def read_entry(folder: Path, key: str, path: Path) -> Trace | None:
@@ -244,7 +244,8 @@ def _unpack_raw(name: str, arrays: dict[str, np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
+def write_file_atomic(target: Path, data: bytes) -> None:
+    """Write `data` to `target` via a temporary file in the same folder: readers never see half of it."""
     handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "wb") as temp:

@@ -46,8 +46,8 @@ class FusionOpportunity:
     kernels: list[str]  # short names, in stream order
     calls_per_step: float
     kernel_us_per_step: float
-    bytes_now: float  # per call of the run
-    bytes_fused: float
+    bytes_now: int  # per call of the run
+    bytes_fused: int
     est_saving_us: float  # per step
     stream: int
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelens.analyses.summary import analyze_summary, gpu_activity_frame
+from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.summary import analyze_summary
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
+from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
 
 COMMUNICATION = "communication"
@@ -98,13 +100,13 @@ def rank_figures(trace: Trace) -> RankFigures:
     """Per-rank figures of one loaded trace."""
     summary = analyze_summary(trace)
     window = select_window(trace)
-    frame = gpu_activity_frame(trace)
-    frame = frame[frame["step"].isin(window.step_indices) & (frame["kind"] == int(Kind.KERNEL))]
-    frame = frame.sort_values(["ts_ns", "row"], kind="stable")
+    gpu = gpu_activity(trace).in_steps(window.step_indices)
+    kernels = gpu.subset(gpu.kind == Kind.KERNEL)
+    order = np.lexsort((kernels.row, kernels.ts_ns))
     n = max(window.n_steps, 1)
-    is_comm = (frame["category"] == COMMUNICATION).to_numpy()
-    dur_us = frame["dur_ns"].to_numpy() / 1000.0
-    names = frame["name"].to_numpy()
+    is_comm = kernels.category[order] == CATEGORIES.index(COMMUNICATION)
+    dur_us = kernels.dur_ns[order] / 1000.0
+    names = np.asarray(trace.events.names, dtype=object)[kernels.name[order][is_comm]]
     durations = trace.steps.duration_ns[window.step_indices] / 1000.0
     return RankFigures(
         rank=trace.meta.rank,
@@ -119,7 +121,7 @@ def rank_figures(trace: Trace) -> RankFigures:
         compute_us=float(dur_us[~is_comm].sum() / n),
         collective_us=float(dur_us[is_comm].sum() / n),
         collective_calls=float(is_comm.sum() / n),
-        collectives=[(str(name), float(d)) for name, d in zip(names[is_comm], dur_us[is_comm], strict=True)],
+        collectives=[(str(name), float(d)) for name, d in zip(names, dur_us[is_comm], strict=True)],
         warnings=list(trace.warnings),
     )
 

@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from tracelens.analyses.activity import GpuActivity, gpu_activity, string_keys
 from tracelens.analyses.window import (
     Window,
     interval_union_per_group,
+    kind_mask,
     per_step_counts,
     per_step_sums,
     select_window,
 )
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, EventTable, Kind
-from tracelens.model.kernel_names import categorize, short_name
-from tracelens.model.nesting import nearest_ancestor_of_kind
+from tracelens.model.events import API_KINDS, I64, EventTable, Kind
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LAUNCH_API = re.compile(r"launch|memcpy|memset", re.I)
 NS_PER_US = 1000.0
@@ -129,9 +132,9 @@ class Summary:
 def analyze_summary(trace: Trace, step: int | None = None, window: Window | None = None) -> Summary:
     """`window` (default: `select_window(trace, step)`) lets callers drop steps, e.g. ones that compiled."""
     window = window if window is not None else select_window(trace, step)
-    gpu_frame = gpu_activity_frame(trace)
-    in_window = gpu_frame[gpu_frame["step"].isin(window.step_indices)]
-    step_table = _step_table(trace, window, gpu_frame)
+    gpu = gpu_activity(trace)
+    in_window = gpu.in_steps(window.step_indices)
+    step_table = _step_table(trace, window, gpu)
     per_step = _median(step_table)
     n = max(window.n_steps, 1)
     return Summary(
@@ -140,7 +143,7 @@ def analyze_summary(trace: Trace, step: int | None = None, window: Window | None
         step_numbers=list(window.step_numbers),
         per_step=per_step,
         step_table=step_table,
-        kernels=_kernel_rows(in_window, n),
+        kernels=_kernel_rows(trace.events.names, in_window, n),
         ops=_op_rows(trace, window, in_window, n),
         warnings=list(trace.warnings),
     )
@@ -150,72 +153,56 @@ def analyze_summary(trace: Trace, step: int | None = None, window: Window | None
 
 
 def gpu_activity_frame(trace: Trace) -> pd.DataFrame:
-    """One row per kernel/memcpy/memset: name, category, times, step, launching op (Inductor wrappers skipped)."""
-    ev = trace.events
-    rows = np.flatnonzero(np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8)))
-    launch = trace.links.launch[rows]
-    op = _display_op(trace, rows)
-    names = ev.names_at(rows)
-    launch_names = ev.names_at(launch)
+    """One row per kernel/memcpy/memset: name, category, times, step, launching op (Inductor wrappers skipped).
+
+    Columns: row, kind, name, category, ts_ns, dur_ns, device, stream, step, launch, launch_api, op_row, op.
+    A pandas view of `activity.gpu_activity(trace)` for reports and notebooks; analyses use the arrays."""
+    import pandas as pd
+
+    gpu = gpu_activity(trace)
+    names = np.asarray((*trace.events.names, ""), dtype=object)  # code -1 picks the trailing ""
     return pd.DataFrame(
         {
-            "row": rows,
-            "kind": ev.kind[rows].astype(np.int64),
-            "name": names,
-            "category": [categorize(n, api) for n, api in zip(names, launch_names, strict=True)],
-            "ts_ns": ev.ts_ns[rows],
-            "dur_ns": ev.dur_ns[rows],
-            "device": ev.device[rows],
-            "stream": ev.stream[rows],
-            "step": trace.links.step[rows],
-            "launch": launch,
-            "launch_api": launch_names,
-            "op_row": op,
-            "op": ev.names_at(op),
+            "row": gpu.row,
+            "kind": gpu.kind.astype(np.int64),
+            "name": names[gpu.name].tolist(),
+            "category": np.asarray(CATEGORIES, dtype=object)[gpu.category].tolist(),
+            "ts_ns": gpu.ts_ns,
+            "dur_ns": gpu.dur_ns,
+            "device": gpu.device,
+            "stream": gpu.stream,
+            "step": gpu.step,
+            "launch": gpu.launch,
+            "launch_api": names[gpu.launch_name].tolist(),
+            "op_row": gpu.op_row,
+            "op": names[gpu.op_name].tolist(),
         }
     )
-
-
-def _display_op(trace: Trace, gpu_rows: np.ndarray) -> np.ndarray:
-    """The launching op, or its enclosing op when it is an Inductor/Triton wrapper named like a kernel."""
-    ev = trace.events
-    op = trace.links.op[gpu_rows].astype(np.int64)
-    has = op >= 0
-    wrapper = np.zeros(op.size, dtype=bool)
-    wrapper[has] = ev.name[op[has]] == ev.name[gpu_rows[has]]
-    wrapper[has] |= np.isin(ev.name[op[has]], _triton_name_codes(ev))
-    if wrapper.any():
-        op[wrapper] = nearest_ancestor_of_kind(trace.links.parent, ev.kind, Kind.CPU_OP, op[wrapper])
-    return op
-
-
-def _triton_name_codes(ev: EventTable) -> np.ndarray:
-    return np.array([code for code, name in enumerate(ev.names) if name.startswith("triton_")], dtype=np.int32)
 
 
 # ---------------------------------------------------------------- per-step figures
 
 
-def _step_table(trace: Trace, window: Window, gpu: pd.DataFrame) -> list[StepFigures]:
+def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigures]:
     ev, links, steps = trace.events, trace.links, trace.steps
     n_all = len(steps)
-    step_of_gpu = gpu["step"].to_numpy()
-    kind = gpu["kind"].to_numpy()
+    step_of_gpu = gpu.step
+    kind = gpu.kind
 
     def count(kind_value: Kind) -> np.ndarray:
         return per_step_counts(np.where(kind == kind_value, step_of_gpu, -1), window, n_all)
 
-    api = np.isin(ev.kind, np.array(API_KINDS, np.int8))
+    api = kind_mask(ev.kind, API_KINDS)
     launched_something = np.zeros(len(ev), dtype=bool)
     launched_something[links.launch[links.launch >= 0]] = True
-    launch_named = np.isin(ev.name, _launch_name_codes(ev))
+    launch_name = np.zeros(len(ev.names), dtype=bool)
+    launch_name[_launch_name_codes(ev)] = True
+    launch_named = launch_name[ev.name]
     is_launch = api & (launched_something | launch_named)
     launches = per_step_counts(np.where(is_launch, links.step, -1), window, n_all)
     cpu_ops = per_step_counts(np.where(ev.kind == Kind.CPU_OP, links.step, -1), window, n_all)
     kernel_rows = kind == Kind.KERNEL
-    kernel_us = per_step_sums(
-        np.where(kernel_rows, step_of_gpu, -1), gpu["dur_ns"].to_numpy() / NS_PER_US, window, n_all
-    )
+    kernel_us = per_step_sums(np.where(kernel_rows, step_of_gpu, -1), gpu.dur_ns / NS_PER_US, window, n_all)
     busy_us, step_us = _gpu_busy_and_span(trace, window, gpu)
     cpu_us = steps.duration_ns[window.step_indices] / NS_PER_US
     kernels, memcpy, memset = count(Kind.KERNEL), count(Kind.MEMCPY), count(Kind.MEMSET)
@@ -241,16 +228,18 @@ def _launch_name_codes(ev: EventTable) -> np.ndarray:
     return np.array([c for c, name in enumerate(ev.names) if LAUNCH_API.search(name)], dtype=np.int32)
 
 
-def _gpu_busy_and_span(trace: Trace, window: Window, gpu: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_busy_and_span(trace: Trace, window: Window, gpu: GpuActivity) -> tuple[np.ndarray, np.ndarray]:
     """Union of GPU activity per step (summed over devices) and step span to its last GPU end, in µs."""
-    position = {int(s): i for i, s in enumerate(window.step_indices)}
-    sel = gpu[gpu["step"].isin(window.step_indices)]
-    slot = np.array([position[int(s)] for s in sel["step"]], dtype=np.int64)
+    position = np.full(len(trace.steps) + 1, -1, dtype=np.int64)  # step index -1 → the trailing -1
+    position[window.step_indices] = np.arange(window.n_steps)
+    slot = position[gpu.step]
+    sel = slot >= 0
+    slot = slot[sel]
     n = window.n_steps
-    devices, device_code = np.unique(sel["device"].to_numpy(), return_inverse=True)
+    devices, device_code = np.unique(gpu.device[sel], return_inverse=True)
     group = slot * max(devices.size, 1) + device_code
-    start = sel["ts_ns"].to_numpy()
-    end = start + sel["dur_ns"].to_numpy()
+    start = gpu.ts_ns[sel]
+    end = start + gpu.dur_ns[sel]
     union = interval_union_per_group(group, start, end, n * max(devices.size, 1))
     busy_us = union.reshape(n, max(devices.size, 1)).sum(axis=1) / NS_PER_US
     steps = trace.steps
@@ -285,62 +274,97 @@ def _median(table: list[StepFigures]) -> StepFigures:
 # ---------------------------------------------------------------- kernel table and op → kernels
 
 
-def _kernel_rows(gpu: pd.DataFrame, n_steps: int) -> list[KernelRow]:
-    if gpu.empty:
+def _kernel_rows(names: tuple[str, ...], gpu: GpuActivity, n_steps: int) -> list[KernelRow]:
+    """Per kernel name: calls and time, the first entry's category and the most frequent op; by total time,
+    then calls (descending), then first appearance."""
+    if len(gpu) == 0:
         return []
-    grouped = gpu.groupby("name", sort=False).agg(
-        calls=("dur_ns", "size"), total_ns=("dur_ns", "sum"), category=("category", "first")
-    )
-    grouped["op"] = _most_frequent_op(gpu).reindex(grouped.index).fillna("")
-    grouped = grouped.sort_values(["total_ns", "calls"], ascending=[False, False], kind="stable")
+    name_key, name_text = string_keys(names, gpu.name)  # dense: every key 0..len(name_text)-1 occurs
+    first = np.unique(name_key, return_index=True)[1]
+    calls = np.bincount(name_key)
+    total_ns = np.bincount(name_key, weights=gpu.dur_ns).astype(np.int64)  # exact below 2**53 ns
+    op_key, op_text = string_keys(names, gpu.op_name)
+    op = most_frequent(name_key, op_key, len(name_text))
+    order = np.lexsort((first, -calls, -total_ns))
     return [
         KernelRow(
-            name=str(name),
-            short_name=short_name(str(name)),
-            category=str(category),
-            calls=int(calls),
-            calls_per_step=round(calls / n_steps, 3),
-            total_us=round(total_ns / NS_PER_US, 3),
-            mean_us=round(total_ns / NS_PER_US / calls, 3),
-            op=str(op),
+            name=name_text[key],
+            short_name=short_name(name_text[key]),
+            category=CATEGORIES[category],
+            calls=n_calls,
+            calls_per_step=round(n_calls / n_steps, 3),
+            total_us=round(total / NS_PER_US, 3),
+            mean_us=round(total / NS_PER_US / n_calls, 3),
+            op=op_text[op_of_kernel],
         )
-        for name, calls, total_ns, category, op in grouped.itertuples()
+        for key, category, n_calls, total, op_of_kernel in zip(
+            order.tolist(),
+            gpu.category[first[order]].tolist(),
+            calls[order].tolist(),
+            total_ns[order].tolist(),
+            op[order].tolist(),
+            strict=True,
+        )
     ]
 
 
-def _most_frequent_op(gpu: pd.DataFrame) -> pd.Series:
-    """Per kernel name, the op that launched it most often (ties: the alphabetically first)."""
-    counts = gpu.groupby(["name", "op"], sort=False).size().rename("count").reset_index()
-    counts = counts.sort_values(["name", "count", "op"], ascending=[True, False, True], kind="stable")
-    return counts.drop_duplicates("name").set_index("name")["op"]
+def most_frequent(group: np.ndarray, value: np.ndarray, n_groups: int) -> I64:
+    """Per group 0..n_groups-1, the value (a non-negative integer key) occurring most often in it; ties: the
+    smallest value; -1 for a group without entries."""
+    result = np.full(n_groups, -1, dtype=np.int64)
+    if group.size == 0:
+        return result
+    n_values = int(value.max()) + 1
+    pairs, counts = np.unique(group.astype(np.int64) * n_values + value, return_counts=True)
+    groups, values = np.divmod(pairs, n_values)
+    order = np.lexsort((values, -counts, groups))
+    groups, values = groups[order], values[order]
+    first = np.ones(groups.size, dtype=bool)
+    first[1:] = groups[1:] != groups[:-1]
+    result[groups[first]] = values[first]
+    return result
 
 
-def _op_rows(trace: Trace, window: Window, gpu: pd.DataFrame, n_steps: int) -> list[OpRow]:
-    kernels = gpu[gpu["kind"] == int(Kind.KERNEL)]
-    if kernels.empty:
+def _op_rows(trace: Trace, window: Window, gpu: GpuActivity, n_steps: int) -> list[OpRow]:
+    """Ops by GPU time per step (then name); each op's kernels by time, then first appearance."""
+    kernels = gpu.subset(gpu.kind == Kind.KERNEL)
+    if len(kernels) == 0:
         return []
     ev = trace.events
-    op_calls = pd.Series(ev.names_at(np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP)))).value_counts()
-    pairs = kernels.groupby(["op", "name"], sort=False).agg(calls=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-    pairs = pairs.reset_index().assign(first_seen=np.arange(len(pairs)))
-    pairs = pairs.sort_values(["op", "total_ns", "first_seen"], ascending=[True, False, True], kind="stable")
+    op_calls = _calls_by_name(ev, window.in_window & (ev.kind == Kind.CPU_OP))
+    op_key, op_text = string_keys(ev.names, kernels.op_name)
+    name_key, name_text = string_keys(ev.names, kernels.name)
+    pair_key = op_key * len(name_text) + name_key
+    pairs, first, group = np.unique(pair_key, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    calls = np.bincount(group)
+    total_ns = np.bincount(group, weights=kernels.dur_ns).astype(np.int64)
+    op_of_pair, name_of_pair = np.divmod(pairs, len(name_text))
+    order = np.lexsort((first, -total_ns, op_of_pair))
     launched: dict[str, list[OpKernel]] = {}
     totals: dict[str, list[float]] = {}
-    for op_name, kernel, calls, total_ns, _ in pairs.itertuples(index=False):
+    for op, kernel, n_calls, total in zip(
+        op_of_pair[order].tolist(),
+        name_of_pair[order].tolist(),
+        calls[order].tolist(),
+        total_ns[order].tolist(),
+        strict=True,
+    ):
+        op_name, kernel_name = op_text[op], name_text[kernel]
         launched.setdefault(op_name, []).append(
             OpKernel(
-                name=str(kernel),
-                short_name=short_name(str(kernel)),
-                calls_per_step=round(float(calls) / n_steps, 3),
-                us_per_step=round(float(total_ns) / NS_PER_US / n_steps, 3),
+                name=kernel_name,
+                short_name=short_name(kernel_name),
+                calls_per_step=round(float(n_calls) / n_steps, 3),
+                us_per_step=round(float(total) / NS_PER_US / n_steps, 3),
             )
         )
         sums = totals.setdefault(op_name, [0.0, 0.0])
-        sums[0] += float(calls)
-        sums[1] += float(total_ns)
+        sums[0] += float(n_calls)
+        sums[1] += float(total)
     rows = [
         OpRow(
-            name=str(op_name) or "(no op)",
+            name=op_name or "(no op)",
             calls_per_step=round(float(op_calls.get(op_name, 0)) / n_steps, 3),
             kernels_per_step=round(totals[op_name][0] / n_steps, 3),
             gpu_us_per_step=round(totals[op_name][1] / NS_PER_US / n_steps, 3),
@@ -352,6 +376,15 @@ def _op_rows(trace: Trace, window: Window, gpu: pd.DataFrame, n_steps: int) -> l
     return rows
 
 
+def _calls_by_name(ev: EventTable, mask: np.ndarray) -> dict[str, int]:
+    """Number of events under `mask` per name."""
+    counts = np.bincount(ev.name[mask], minlength=len(ev.names))
+    calls: dict[str, int] = {}
+    for code in np.flatnonzero(counts).tolist():
+        calls[ev.names[code]] = calls.get(ev.names[code], 0) + int(counts[code])
+    return calls
+
+
 # ---------------------------------------------------------------- facts
 
 
@@ -359,9 +392,8 @@ def _facts(trace: Trace) -> TraceFacts:
     ev, meta = trace.events, trace.meta
     used_devices = set(np.unique(ev.device[ev.device >= 0]).tolist())
     gpus = [d.name for d in meta.devices if d.index in used_devices] or [d.name for d in meta.devices[:1]]
-    kinds, counts = np.unique(ev.kind, return_counts=True)
-    by_kind = {Kind(int(k)).name.lower(): int(c) for k, c in zip(kinds, counts, strict=True)}
-    gpu = np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
+    counts = np.bincount(ev.kind) if len(ev) else np.zeros(0, dtype=np.int64)
+    by_kind = {Kind(k).name.lower(): int(counts[k]) for k in np.flatnonzero(counts).tolist()}
     span_ns = int((ev.ts_ns + ev.dur_ns).max() - ev.ts_ns.min()) if len(ev) else 0
     torch_version = meta.run.get("torch")
     return TraceFacts(
@@ -382,7 +414,7 @@ def _facts(trace: Trace) -> TraceFacts:
         steps_in_trace=len(trace.steps) if trace.steps.source == "ProfilerStep" else 0,
         step_source=trace.steps.source,
         truncated=trace.truncation.truncated,
-        unattributed_gpu_activities=int((gpu & (trace.links.launch < 0)).sum()),
+        unattributed_gpu_activities=int((gpu_activity(trace).launch < 0).sum()),
         launches_linked_by_external_id=trace.links.op_by_external_id,
         launches_linked_by_containment=trace.links.op_by_containment,
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.errors import TracelensError
-from tracelens.model.events import I32, Bool
+from tracelens.model.events import I32, Bool, Kind
 from tracelens.model.trace import Trace
 
 
@@ -39,8 +39,24 @@ def select_window(trace: Trace, step: int | None = None) -> Window:
         chosen = np.array([index], dtype=np.int32)
     else:
         chosen = np.flatnonzero(steps.complete).astype(np.int32)
-    mask = np.isin(trace.links.step, chosen)
+    mask = step_mask(trace.links.step, chosen)
     return Window(chosen, tuple(int(n) for n in steps.number[chosen]), mask)
+
+
+def step_mask(step_of_rows: np.ndarray, step_indices: np.ndarray) -> Bool:
+    """`np.isin(step_of_rows, step_indices)` for step indices (-1 = none), by table look-up."""
+    if step_of_rows.size == 0:
+        return np.zeros(0, dtype=bool)
+    table = np.zeros(max(int(step_of_rows.max()), int(step_indices.max(initial=0))) + 2, dtype=bool)
+    table[step_indices] = True  # -1 reads the last entry, which no step index reaches
+    return table[step_of_rows]
+
+
+def kind_mask(kind: np.ndarray, kinds: tuple[Kind, ...]) -> Bool:
+    """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up."""
+    table = np.zeros(max(Kind) + 1, dtype=bool)
+    table[list(kinds)] = True
+    return table[kind]
 
 
 def per_step_counts(step_of_rows: np.ndarray, window: Window, n_steps_total: int) -> np.ndarray:

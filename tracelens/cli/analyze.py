@@ -10,21 +10,26 @@ import dataclasses
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
 from tracelens.analyses.ranks import RankFigures
+from tracelens.analysis_cache import CachedAnalysis, analyze_cached
 from tracelens.cli.common import (
     add_cache_argument,
     add_format_argument,
     add_output_arguments,
     emit_result,
     load_with_feedback,
+    print_warnings,
 )
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.renderers.jsonout import AnalyzeJsonRenderer
-from tracelens.renderers.text import AnalyzeTextRenderer
+
+if TYPE_CHECKING:
+    from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
@@ -76,10 +81,23 @@ class AnalyzeCommand:
             check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
-        trace = load_with_feedback(args.trace, use_cache=args.use_cache)
-        report = analyze(trace, step=args.step, peaks=peak_override(args.peak_tflops, args.peak_tbps))
-        emit_result(args, report, AnalyzeJsonRenderer(), lambda color: AnalyzeTextRenderer(color=color))
+        peaks = peak_override(args.peak_tflops, args.peak_tbps)
+
+        def compute() -> CachedAnalysis:
+            trace = load_with_feedback(args.trace, use_cache=args.use_cache, quiet=True)
+            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), trace.warnings)
+
+        options = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
+        result = analyze_cached(args.trace, options, compute, use_cache=args.use_cache)
+        print_warnings(args.trace, result.warnings)
+        emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
         return 0
+
+
+def _text_renderer(color: bool) -> AnalyzeTextRenderer:
+    from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
+
+    return AnalyzeTextRenderer(color=color)
 
 
 def _is_archive(path: Path) -> bool:

@@ -6,11 +6,8 @@ import argparse
 import gzip
 from pathlib import Path
 
-from tracelens.analyses import analyze
 from tracelens.cli.common import load_with_feedback
 from tracelens.cli.output import check_writable, write_atomic
-from tracelens.load.rewrite import rewrite_trace
-from tracelens.report.annotations import trace_additions
 
 SUFFIX = ".tracelens.json.gz"
 
@@ -41,6 +38,10 @@ class AnnotateCommand:
         parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracelens.analyses import analyze
+        from tracelens.load.rewrite import rewrite_trace
+        from tracelens.report.annotations import trace_additions
+
         output = args.output if args.output is not None else default_output(args.trace)
         check_writable(output, args.force, [args.trace])
         trace = load_with_feedback(args.trace)

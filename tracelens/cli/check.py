@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
 from tracelens.cli.output import check_writable
-from tracelens.hypotheses import check_document, evaluate, load_hypotheses
-from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult, CheckTextRenderer
+
+if TYPE_CHECKING:
+    from tracelens.hypotheses.render import CheckTextRenderer
 
 FILE_FORMAT = """\
 hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
@@ -44,6 +46,9 @@ class CheckCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracelens.hypotheses import check_document, evaluate, load_hypotheses
+        from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult
+
         if args.output is not None:
             check_writable(args.output, args.force, args.traces)
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
@@ -55,5 +60,7 @@ class CheckCommand:
 
 def _check_text_renderer(color: bool) -> CheckTextRenderer:
     """The verdict table is wide: at least 100 columns, the terminal's width on a terminal, else 160."""
+    from tracelens.hypotheses.render import CheckTextRenderer
+
     width = shutil.get_terminal_size((160, 24)).columns if color else 160
     return CheckTextRenderer(color=color, width=max(width, 100))

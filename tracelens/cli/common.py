@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,14 @@ def load_with_feedback(path: Path, quiet: bool = False, use_cache: bool = True) 
     with LoadProgress(f"loading {path.name}") as progress:
         trace = load_cached(path, progress, use_cache=use_cache)
     if not quiet:
-        for warning in trace.warnings:
-            print(f"tracelens: warning: {path.name}: {warning}", file=sys.stderr)
+        print_warnings(path, trace.warnings)
     return trace
+
+
+def print_warnings(path: Path, warnings: Sequence[str]) -> None:
+    """One `tracelens: warning:` line per warning on stderr."""
+    for warning in warnings:
+        print(f"tracelens: warning: {path.name}: {warning}", file=sys.stderr)
 
 
 def use_color() -> bool:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracelens.analyses import AnalysisReport, analyze
-from tracelens.analyses.compare import compare_variants, variant_name
 from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
-from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
 
 
 class CompareCommand:
@@ -31,6 +32,10 @@ class CompareCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracelens.analyses import analyze
+        from tracelens.analyses.compare import compare_variants, variant_name
+        from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
+
         if args.output is not None:
             check_writable(args.output, args.force, args.traces)
         if len(args.name) > len(args.traces):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:  # rich is imported when a bar is shown, not by every command
+    from rich.progress import Progress, TaskID
 
 SHOW_AFTER_S = 1.0
 
@@ -28,6 +29,9 @@ class LoadProgress:
         if self.progress is None:
             if time.monotonic() - self.started < SHOW_AFTER_S:
                 return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self.progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),

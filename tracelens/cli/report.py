@@ -6,11 +6,8 @@ import argparse
 import time
 from pathlib import Path
 
-from tracelens.analyses import analyze
 from tracelens.cli.common import load_with_feedback
 from tracelens.cli.output import check_writable, write_atomic
-from tracelens.renderers.html import HtmlReportRenderer
-from tracelens.report import MAX_SLICES, build_report
 
 SUFFIX = ".tracelens.html"
 
@@ -50,11 +47,16 @@ class ReportCommand:
         parser.add_argument(
             "--max-slices",
             type=int,
-            default=MAX_SLICES,
-            help=f"timeline slices drawn one by one before merging the rest (default: {MAX_SLICES:,})",
+            default=None,
+            help="timeline slices drawn one by one before merging the rest (default: 40,000)",
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracelens.analyses import analyze
+        from tracelens.renderers.html import HtmlReportRenderer
+        from tracelens.report import MAX_SLICES, build_report
+
+        max_slices = MAX_SLICES if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
         check_writable(output, args.force, args.traces)
         started = time.perf_counter()
@@ -62,7 +64,7 @@ class ReportCommand:
         for path in args.traces:
             trace = load_with_feedback(path)
             inputs.append((trace, analyze(trace, step=args.step)))
-        document = build_report(inputs, max_slices=max(args.max_slices, 0), focus_step=args.step)
+        document = build_report(inputs, max_slices=max_slices, focus_step=args.step)
         page = HtmlReportRenderer().render(document)
         write_atomic(output, page, args.force)
         elapsed = time.perf_counter() - started

@@ -9,7 +9,6 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from tracelens.load.schema import Args, Event
 from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, Bool, EventTable, Kind
@@ -70,9 +69,9 @@ def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, s
 def columnize(events: list[Event]) -> ChunkColumns:
     """Columns of one chunk of complete (`X`) events."""
     n = len(events)
-    cat_codes, cat_values = _factorize(np.fromiter(map(attrgetter("cat"), events), dtype=object, count=n))
+    cat_codes, cat_values = factorize(list(map(attrgetter("cat"), events)))
     kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
-    name_codes, name_values = _factorize(np.fromiter(map(attrgetter("name"), events), dtype=object, count=n))
+    name_codes, name_values = factorize(list(map(attrgetter("name"), events)))
     ts_us = _floats(list(map(attrgetter("ts"), events)))
     try:
         dur_us = np.fromiter(map(attrgetter("dur"), events), dtype=np.float64, count=n)
@@ -224,9 +223,30 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    codes, uniques = pd.factorize(values)
-    return codes.astype(np.int64), list(uniques)
+def factorize(values: Sequence[Any] | np.ndarray) -> tuple[I64, list[Any]]:
+    """(codes, uniques) with uniques in order of first appearance; None gets code -1 and is not a unique.
+
+    Values must be hashable; equal values (1 and 1.0) share a code, like a dict's keys.
+    """
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return _factorize_numbers(values)
+    uniques = dict.fromkeys(values)
+    has_none = None in uniques
+    uniques.pop(None, None)
+    lookup: dict[Any, int] = {value: code for code, value in enumerate(uniques)}
+    if has_none:
+        lookup[None] = -1
+    codes = np.fromiter(map(lookup.__getitem__, values), dtype=np.int64, count=len(values))
+    return codes, list(uniques)
+
+
+def _factorize_numbers(values: np.ndarray) -> tuple[I64, list[Any]]:
+    """`factorize` of a numeric array (no None), without a Python object per value."""
+    sorted_uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_appearance)
+    rank[by_appearance] = np.arange(by_appearance.size)
+    return rank[inverse.ravel()].astype(np.int64), sorted_uniques[by_appearance].tolist()
 
 
 def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
@@ -236,7 +256,7 @@ def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray,
     all_values = np.array([v for _, values in parts for v in values], dtype=object)
     if not all_values.size:
         return np.zeros(sum(len(c) for c, _ in parts), np.int64), []
-    global_codes, uniques = pd.factorize(all_values)
+    global_codes, uniques = factorize(all_values)
     offsets = np.cumsum([0] + [len(values) for _, values in parts])
     codes = np.concatenate([global_codes[offset + c] for (c, _), offset in zip(parts, offsets, strict=False)])
     return codes.astype(np.int64), list(uniques)
@@ -335,7 +355,7 @@ def _dense_raws(parts: list[tuple[I64, list[bytes]]], lengths: list[int], n: int
 
 def _track_labels(values: np.ndarray, is_gpu: Bool, gpu_numbers: I64, prefix: str) -> tuple[np.ndarray, list[str]]:
     """Per-event track label codes: str(pid/tid) for CPU events, f"{prefix}{number}" for GPU events."""
-    codes, uniques = pd.factorize(values)  # None -> -1
+    codes, uniques = factorize(values)  # None -> -1
     labels = [_label(v) for v in uniques] + [""]
     codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
     gpu_rows = np.flatnonzero(is_gpu)
@@ -343,7 +363,7 @@ def _track_labels(values: np.ndarray, is_gpu: Bool, gpu_numbers: I64, prefix: st
         numbers, inverse = np.unique(gpu_numbers[gpu_rows], return_inverse=True)
         codes[gpu_rows] = len(labels) + inverse
         labels += [f"{prefix}{int(number)}" for number in numbers]
-    label_codes, label_values = pd.factorize(np.array(labels, dtype=object))
+    label_codes, label_values = factorize(labels)
     return label_codes[codes].astype(np.int64), [str(v) for v in label_values]
 
 
@@ -358,7 +378,7 @@ def _tracks(
 ) -> tuple[np.ndarray, TrackTable]:
     """Factorize (pid label, tid label) pairs in sorted order."""
     pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
-    track, unique_pairs = pd.factorize(pair, sort=True)
+    unique_pairs, track = np.unique(pair, return_inverse=True)
     first = _first_index(track, len(unique_pairs))
     tracks = TrackTable(
         pid=tuple(pid_values[pid_codes[i]] for i in first),

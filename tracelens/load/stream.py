@@ -74,18 +74,29 @@ def stream_columns(
     size = path.stat().st_size
     with path.open("rb") as probe:
         gz = probe.read(2) == GZIP_MAGIC
-    expected_text = size * (GZIP_RATIO if gz else 1)
+        expected_text = _gzip_text_bytes(probe, size) if gz else size
     pool = _fork_pool(workers) if workers > 1 and expected_text > 2 * chunk_bytes else None
     try:
         with path.open("rb") as handle:
             if not gz:
-                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool)
-            blocks = _gunzip_blocks(handle) if gz else _plain_blocks(handle)
-            return _decode_pieces(_background(blocks), size, progress, chunk_bytes, pool, workers)
+                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool, workers if pool else 1)
+            if pool is not None:
+                chunk_bytes = balanced_chunk_bytes(expected_text, chunk_bytes, workers)
+            return _decode_pieces(_background(_gunzip_blocks(handle)), size, progress, chunk_bytes, pool, workers)
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
+
+
+def _gzip_text_bytes(handle: Any, size: int) -> int:
+    """The uncompressed size a gzip file announces in its trailer (ISIZE, modulo 4 GiB, last member only);
+    a typical ratio where that cannot be right. Used only to size chunks."""
+    if size < 18:
+        return size * GZIP_RATIO
+    handle.seek(size - 4)
+    announced = int.from_bytes(handle.read(4), "little")
+    return announced if announced >= size else size * GZIP_RATIO
 
 
 def auto_workers() -> int:
@@ -153,10 +164,17 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
 
 
 def _decode_ranges(
-    path: Path, handle: Any, size: int, progress: ProgressCallback | None, chunk_bytes: int, pool: Any
+    path: Path,
+    handle: Any,
+    size: int,
+    progress: ProgressCallback | None,
+    chunk_bytes: int,
+    pool: Any,
+    workers: int = 1,
 ) -> Streamed:
     """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
-    (then this process only finds the cut points)."""
+    (then this process only finds the cut points, and the ranges are sized so that every worker gets the same
+    number of equal ranges)."""
     head = handle.read(1 << 20)
     if head.lstrip()[:1] != b"{":
         raise NotStreamable("not a JSON object")
@@ -172,6 +190,7 @@ def _decode_ranges(
         raise NotStreamable(str(exc)) from exc
     ranges: list[tuple[Path, str, int, int]] = []
     start = match.end()
+    chunk_bytes = balanced_chunk_bytes(size - start, chunk_bytes, workers)
     target = start + chunk_bytes
     while target < size - chunk_bytes // 4:
         handle.seek(target)
@@ -197,6 +216,15 @@ def _decode_ranges(
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, size)
+
+
+def balanced_chunk_bytes(total_bytes: int, chunk_bytes: int, workers: int) -> int:
+    """The range size that splits `total_bytes` into a multiple of `workers` ranges of at most about
+    `chunk_bytes` each (so no worker decodes a last, lone range while the others wait)."""
+    if workers <= 1 or total_bytes <= 0:
+        return chunk_bytes
+    rounds = max(1, math.ceil(total_bytes / (workers * chunk_bytes)))
+    return max(1, math.ceil(total_bytes / (rounds * workers)))
 
 
 def _decode_range_args(job: tuple[Path, str, int, int]) -> tuple[dict[str, Any], ChunkColumns | None]:
@@ -282,33 +310,23 @@ def _pieces(blocks: Iterator[tuple[bytes, int]], chunk_bytes: int) -> Iterator[t
             pending, pending_bytes, head_done = [text[match.end() :]], len(text) - match.end(), True
         if pending_bytes >= chunk_bytes:
             text = b"".join(pending)
-            cut = _last_boundary(text)
-            if cut is None:
-                pending = [text]
-                continue
-            yield "events", memoryview(text)[: cut[0]], done
-            rest = text[cut[1] :]
+            start = 0
+            while (cut := _boundary_after(text, start + chunk_bytes)) is not None:
+                yield "events", memoryview(text)[start : cut[0]], done
+                start = cut[1]
+            rest = text[start:] if start else text
             pending, pending_bytes = [rest], len(rest)
     if not head_done:
         raise NotStreamable("no traceEvents array")
     yield "tail", b"".join(pending), done
 
 
-def _last_boundary(text: bytes) -> tuple[int, int] | None:
-    """(end of the last event, start of the next) for the last `}`,`{` separator in `text`."""
-    position = len(text)
-    while (position := text.rfind(b"}", 0, position)) >= 0:
-        match = _BOUNDARY.match(text, position)
-        if match is not None:
-            return position + 1, match.end() - 1
-    return None
-
-
-def _plain_blocks(handle: Any) -> Iterator[tuple[bytes, int]]:
-    done = 0
-    while block := handle.read(BLOCK_BYTES):
-        done += len(block)
-        yield block, done
+def _boundary_after(text: bytes, position: int) -> tuple[int, int] | None:
+    """(end of an event, start of the next) at the first `}`,`{` separator at or after `position`."""
+    if position >= len(text):
+        return None
+    found = _BOUNDARY.search(text, position)
+    return (found.start() + 1, found.end() - 1) if found is not None else None
 
 
 def _gunzip_blocks(handle: Any) -> Iterator[tuple[bytes, int]]:

@@ -1,0 +1,132 @@
+"""The analysis cache: `tracelens analyze` on the same file and options again neither loads nor analyzes, prints
+the same output and the same warnings, and misses whenever the file, its path, the options or the code change."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import importlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import kernel, launch, op, step, write_trace
+from tracelens.analyses import analyze
+from tracelens.analysis_cache import CachedAnalysis
+from tracelens.cli import main
+from tracelens.load import load_trace
+
+analysis_cache = importlib.import_module("tracelens.analysis_cache")
+cli_analyze = importlib.import_module("tracelens.cli.analyze")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Paths that `tracelens analyze` really loaded (not served from the analysis cache)."""
+    seen: list[Path] = []
+    real = cli_analyze.load_with_feedback
+
+    def spy(path: Path, *args: object, **kwargs: object) -> object:
+        seen.append(path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli_analyze, "load_with_feedback", spy)
+    return seen
+
+
+def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
+    events = [
+        step(1, 0, 50),
+        op("aten::mm", 1, 20, ext=7),
+        launch("cudaLaunchKernel", 3, 2, correlation=70, ext=7),
+        kernel("gemm", 10, kernel_us, correlation=70),
+    ]
+    return write_trace(folder / name, events)
+
+
+def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
+    assert main(["analyze", *argv]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_second_run_is_served_without_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
+) -> None:
+    path = _trace(tmp_path)
+    first = _analyze(capsys, str(path), "--format", "json")
+    second = _analyze(capsys, str(path), "--format", "json")
+    assert second == first
+    assert loads == [path]  # the second run neither loaded nor analyzed
+    assert len(list((cache_dir / "analyses").glob("*.msgpack"))) == 1
+    assert '"kernels": 1' in first[0]
+
+
+def test_options_path_and_content_are_part_of_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
+) -> None:
+    path = _trace(tmp_path)
+    _analyze(capsys, str(path), "--format", "json")
+    _analyze(capsys, str(path), "--format", "json", "--step", "1")
+    _analyze(capsys, str(path), "--format", "json", "--peak-tflops", "100")
+    text = _analyze(capsys, str(path))[0]  # the format is not part of the key: the same entry renders as text
+    assert "gemm" in text
+    copy = tmp_path / "copy.json"
+    shutil.copy(path, copy)
+    out = _analyze(capsys, str(copy), "--format", "json")[0]
+    assert str(copy) in out and str(path) not in out  # the report names the path it was given
+    _trace(tmp_path, kernel_us=7)  # same path, new content
+    out = _analyze(capsys, str(path), "--format", "json")[0]
+    assert '"total_us": 7.0' in out
+    assert loads == [path, path, path, copy, path]
+
+
+def test_warnings_are_repeated_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _trace(tmp_path)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
+    first = _analyze(capsys, str(cut))
+    assert "cut off mid-write" in first[1]
+    assert _analyze(capsys, str(cut)) == first
+
+
+def test_no_cache_a_corrupt_entry_and_changed_code(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    loads: list[Path],
+    cache_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = _trace(tmp_path)
+    _analyze(capsys, str(path), "--no-cache")
+    assert not cache_dir.exists()
+    fresh = _analyze(capsys, str(path))
+    (entry,) = (cache_dir / "analyses").glob("*.msgpack")
+    entry.write_bytes(b"\x93not an entry")
+    assert _analyze(capsys, str(path)) == fresh  # ignored and rewritten
+    assert _analyze(capsys, str(path)) == fresh
+    monkeypatch.setattr(analysis_cache, "package_fingerprint", lambda: "other code")
+    assert _analyze(capsys, str(path)) == fresh
+    assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
+
+
+def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
+    path = _trace(tmp_path)
+
+    def compute() -> CachedAnalysis:
+        report = analyze(load_trace(path))
+        odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
+        return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
+
+    first = analysis_cache.analyze_cached(path, {}, compute)
+    assert first.report.summary.steps == 1.0
+    assert not list((cache_dir / "analyses").glob("*.msgpack"))
