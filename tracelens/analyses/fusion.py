@@ -177,7 +177,6 @@ class _RunFigures:
     fused: F64
     dur_ns: F64
     saving_ns: F64
-    positions: list[I64]  # the run's kernels (positions into the stream-ordered kernels)
 
 
 def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tuple[I64, I64]) -> _RunFigures:
@@ -189,7 +188,6 @@ def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tu
     short_code = _short_name_codes(ev, kernels)
     figures = np.zeros((4, starts.size), dtype=np.float64)
     key = np.zeros(starts.size, dtype=np.int64)
-    positions: list[I64] = [np.zeros(0, dtype=np.int64)] * starts.size
     offset = 0
     for size in np.unique(length).tolist():
         which = np.flatnonzero(length == size)
@@ -206,9 +204,7 @@ def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tu
         local = np.unique(signature, axis=0, return_inverse=True)[1].ravel()
         key[which] = offset + local
         offset += int(local.max()) + 1
-        for w, row in zip(which.tolist(), at, strict=True):
-            positions[w] = row
-    return _RunFigures(key, figures[0], figures[1], figures[2], figures[3], positions)
+    return _RunFigures(key, figures[0], figures[1], figures[2], figures[3])
 
 
 def _short_name_codes(ev: EventTable, kernels: I64) -> I64:
@@ -223,6 +219,7 @@ def _aggregate(trace: Trace, kernels: I64, info: _Kernels, runs: tuple[I64, I64]
     saving; largest saving first."""
     ev = trace.events
     cand = np.flatnonzero(info.candidate)
+    starts, ends = runs
     figures = _run_figures(trace, kernels, info, cand, runs)
     group, first = first_seen_groups(figures.key)
     k = first.size
@@ -233,7 +230,8 @@ def _aggregate(trace: Trace, kernels: I64, info: _Kernels, runs: tuple[I64, I64]
     saving_ns = group_sums(figures.saving_ns, group, k)
     opportunities = []
     for g in descending_order(saving_ns).tolist():
-        at = figures.positions[int(first[g])]
+        run = int(first[g])
+        at = cand[starts[run] : ends[run] + 1]  # the first run of the group: its kernels' positions
         opportunities.append(
             FusionOpportunity(
                 ops=ev.names_at(info.op_row[at]),
