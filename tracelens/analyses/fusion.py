@@ -30,7 +30,7 @@ from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_
 from tracelens.analyses.shapes import decode_shapes, op_shapes, signature_codes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I64, Bool, EventTable, Kind
-from tracelens.model.kernel_names import short_name
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 
 MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
@@ -133,11 +133,12 @@ def _candidates(trace: Trace, kernels: np.ndarray, models: KernelModels) -> _Ker
     entry = np.where(models.row[by_row[at]] == kernels, by_row[at], -1)
     modelled = entry >= 0
     entry = np.maximum(entry, 0)
-    category, categories = kernel_categories(trace, kernels)
-    memory_category = np.isin(np.asarray(categories, dtype=object), MEMORY_CATEGORIES)
+    memory_category = np.isin(np.asarray(CATEGORIES, dtype=object), MEMORY_CATEGORIES)[
+        kernel_categories(trace, kernels)
+    ]
     memory_model = np.asarray([label.model in MEMORY_MODELS for label in models.labels], dtype=bool)
     op_row = np.where(modelled, models.op_row[entry], -1)
-    candidate = memory_category[category] & modelled & memory_model[models.label[entry]] & (op_row >= 0)
+    candidate = memory_category & modelled & memory_model[models.label[entry]] & (op_row >= 0)
     numel = np.zeros(kernels.size, dtype=np.int64)
     chosen = np.flatnonzero(candidate)
     codes, first = signature_codes(ev, op_row[chosen])

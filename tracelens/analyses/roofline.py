@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.devices import PeakOverride, Peaks, override_from_env, peaks_for
 from tracelens.analyses.keygroups import (
     F64,
@@ -28,8 +29,8 @@ from tracelens.analyses.keygroups import (
 from tracelens.analyses.opmodels import OpModel, model_op
 from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
-from tracelens.model.events import I64, Kind
-from tracelens.model.kernel_names import categorize, short_name
+from tracelens.model.events import I8, I64, Kind
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
 from tracelens.model.trace import Trace
 
@@ -113,7 +114,7 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
     """The modelled GPU activities of the window (see `KernelModels`)."""
     ev, links = trace.events, trace.links
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
-    category, categories = kernel_categories(trace, kernels)
+    category = kernel_categories(trace, kernels)
     chosen_op = np.full(kernels.size, -1, dtype=np.int64)
     chosen_model = np.full(kernels.size, -1, dtype=np.int64)
     models: list[OpModel] = []
@@ -122,7 +123,7 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
         todo = np.flatnonzero((chosen_op < 0) & (candidate >= 0))
         if todo.size == 0:
             break
-        found = _models_for(trace, candidate[todo], category[todo], categories, kernels[todo], models)
+        found = _models_for(trace, candidate[todo], category[todo], kernels[todo], models)
         hit = todo[found >= 0]
         chosen_model[hit], chosen_op[hit] = found[found >= 0], candidate[hit]
         candidate[todo] = nearest_ancestor_of_kind(links.parent, ev.kind, Kind.CPU_OP, candidate[todo])
@@ -147,25 +148,14 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
     )
 
 
-def kernel_categories(trace: Trace, kernels: np.ndarray) -> tuple[I64, list[str]]:
-    """Category of each kernel at `kernels` as a code into the returned list; `categorize` runs once per
-    distinct (kernel name, launch API name) pair."""
-    ev = trace.events
-    if kernels.size == 0:
-        return np.zeros(0, dtype=np.int64), []
-    launch = trace.links.launch[kernels]
-    radix = len(ev.names) + 1  # API code len(names): no launch call
-    api = np.where(launch >= 0, ev.name[np.maximum(launch, 0)], radix - 1)
-    pairs, pair = np.unique(ev.name[kernels].astype(np.int64) * radix + api, return_inverse=True)
-    names = (*ev.names, "")
-    found = [categorize(names[p // radix], names[p % radix]) for p in pairs.tolist()]
-    codes, categories = string_ranks(found)
-    return codes[pair.ravel()], categories
+def kernel_categories(trace: Trace, kernels: np.ndarray) -> I8:
+    """Category of each kernel at `kernels` (rows of GPU activity) as an index into `CATEGORIES`, from the
+    trace's memoised GPU activity table (the summary has built it already)."""
+    activity = gpu_activity(trace)
+    return activity.category[np.searchsorted(activity.row, kernels)]
 
 
-def _models_for(
-    trace: Trace, ops: I64, category: I64, categories: list[str], kernels: I64, models: list[OpModel]
-) -> I64:
+def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list[OpModel]) -> I64:
     """Index into `models` (appended to) of the model of each (op, kernel) pair, -1 where none fits; computed
     once per distinct (op name, shapes, kernel category, kernel name for `triton_*` ops)."""
     ev = trace.events
@@ -184,7 +174,7 @@ def _models_for(
         model = model_op(
             ev.names[int(op_code[i])],
             op_shapes(ev, int(ops[has[i]])),
-            categories[int(category[has[i]])],
+            CATEGORIES[int(category[has[i]])],
             ev.names[int(kernel_code[i])] if triton[i] else "",
         )
         if model is not None:
