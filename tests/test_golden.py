@@ -1,6 +1,6 @@
 """Golden analyze results for every corpus and recorded trace (tests/golden/, made by scripts/regen_golden.py).
 
-Only the summary-derived sections are frozen, and only the keys present in the golden file are compared, so
+Every section of the analyze JSON is frozen, and only the keys present in the golden file are compared, so
 new fields and new sections do not break these tests; changed figures do. When a change of figures is
 intended: `PYTHONPATH=. python scripts/regen_golden.py`, then review `git diff tests/golden`.
 """

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
+
+from tests.conftest import op, step
+from tests.unit.tiny import BF16x1, BF16x2, load_events
 from tracelens.analyses.opmodels import decode_inductor_ops, model_op
-from tracelens.analyses.shapes import OpShapes, broadcast_numel, decode_shapes
+from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel, decode_shapes, signature_codes
 
 
 def shapes(dims: list[object], types: list[str], concrete: list[str] | None = None) -> OpShapes:
@@ -62,3 +67,37 @@ def test_elementwise_output_is_the_broadcast_of_the_inputs() -> None:
     assert broadcast_numel(mul.tensors) == 16 * 559 * 1024
     model = model_op("aten::mul", mul, "elementwise", "")
     assert model is not None and model.bytes == 2 * (1024 + 2 * 16 * 559 * 1024)
+
+
+def test_signature_codes_group_ops_by_their_raw_shapes(tmp_path: Path) -> None:
+    dims_only = {"Input Dims": [[8, 16], [8, 16]]}  # no Input type
+    trace = load_events(
+        tmp_path,
+        [
+            step(1, 0, 100),
+            op("aten::mul", 10, 1, **BF16x2),
+            op("aten::add", 20, 1, **BF16x2),
+            op("aten::gelu", 30, 1, **BF16x1),
+            op("aten::mul", 40, 1, **dims_only),
+            op("aten::t", 50, 1),
+        ],
+    )
+    ev = trace.events
+    mul, add, gelu, mul_dims, t = (int(np.flatnonzero(ev.ts_ns == us * 1000)[0]) for us in (10, 20, 30, 40, 50))
+    rows = np.array([mul, add, gelu, mul_dims, t, -1, mul], dtype=np.int64)
+    codes, first = signature_codes(ev, rows)
+    # equal bytes, equal code (whatever the op); no Input type, no shapes or no op: -1
+    assert codes.tolist() == [0, 0, 1, -1, -1, -1, 0]
+    assert first.tolist() == [0, 2]
+    codes, first = signature_codes(ev, rows, dims_only=True)
+    assert codes.tolist() == [0, 0, 1, 0, -1, -1, 0]  # only Input Dims count
+    assert first.tolist() == [0, 2]
+
+
+def test_shapes_decode_whatever_json_takes() -> None:
+    # msgspec does the decoding, json what msgspec refuses (NaN, a UTF-8 byte-order mark, numbers beyond float)
+    decoded = decode_shapes(b"[[2, 3], [true, 1], [4]]", b'["float", "float", "long int"]', b"[NaN, 1e999, 1]")
+    assert decoded is not None and decoded.concrete == ("nan", "inf", "1")
+    assert [t.dims if t else None for t in decoded.args] == [(2, 3), None, (4,)]  # a bool is not a size
+    assert decode_shapes(b"\xef\xbb\xbf[[5]]", b'["c10::Half"]', b"[]") == OpShapes((Tensor((5,), "fp16", 2),), ())
+    assert decode_shapes(b"[[1, 2],]", b'["float"]', b"[]") is None  # not JSON at all

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kernel, launch, op, step
-from tests.unit.tiny import H200, cpu_bound_events, load_events
+from tests.unit.tiny import H200, MUL_KERNEL, BF16x2, cpu_bound_events, load_events
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride
-from tracelens.analyses.roofline import analyze_roofline
+from tracelens.analyses.roofline import analyze_roofline, kernel_models
 from tracelens.analyses.window import select_window
 from tracelens.renderers.jsonout import analyze_dict
 
@@ -92,3 +92,56 @@ def test_cli_peak_options_and_env(
     assert json.loads(capsys.readouterr().out)["kernels"][0]["pct_of_peak"] == pytest.approx(54.98, abs=0.01)
     assert main(["analyze", str(path), "--peak-tflops", "bf16=lots"]) == 2
     assert "bad peak figures" in capsys.readouterr().err
+
+
+def test_an_op_call_shares_its_model_among_its_kernels_by_time_and_copies_count_twice(tmp_path: Path) -> None:
+    other_mul = "void at::native::unrolled_elementwise_kernel<MulFunctor>"
+    dtod = "Memcpy DtoD (Device -> Device)"
+    events = [
+        step(1, 0, 100),
+        op("aten::mul", 10, 10, ext=1, **BF16x2),
+        launch("cudaLaunchKernel", 11, 2, correlation=1, ext=1),
+        launch("cudaLaunchKernel", 14, 2, correlation=2, ext=1),
+        kernel(MUL_KERNEL, 20, 3, correlation=1),
+        kernel(other_mul, 24, 1, correlation=2),
+        op("aten::copy_", 30, 10, ext=2),
+        launch("cudaMemcpyAsync", 31, 2, correlation=3, ext=2),
+        launch("cudaMemcpyAsync", 34, 2, correlation=4, ext=2),
+        kernel(dtod, 40, 2, correlation=3, cat="gpu_memcpy", bytes=1000),
+        kernel("Memcpy HtoD (Pageable -> Device)", 43, 2, correlation=4, cat="gpu_memcpy", bytes=1000),
+    ]
+    trace = load_events(tmp_path, events, deviceProperties=H200)
+    models = kernel_models(trace, select_window(trace))
+    names = [trace.events.name_of(int(r)) for r in models.row]
+    assert names == [MUL_KERNEL, other_mul, dtod]  # the host-to-device copy is left out
+    # aten::mul on two bf16 [8, 16]: 128 FLOP, 768 bytes (two inputs and the output), split 3 µs : 1 µs
+    assert models.flops.tolist() == [96.0, 32.0, 0.0]
+    assert models.bytes.tolist() == [576.0, 192.0, 2000.0]  # a copy reads and writes its bytes
+    assert models.out_bytes.tolist() == [256.0, 256.0, 1000.0]
+    assert [models.labels[i].model for i in models.label] == ["elementwise", "elementwise", "copy"]
+    rows = analyze_roofline(trace, select_window(trace)).rows
+    assert [(r.kernel, r.op, r.calls) for r in rows] == [
+        (MUL_KERNEL, "aten::mul", 1),
+        (dtod, "aten::copy_", 1),
+        (other_mul, "aten::mul", 1),
+    ]  # largest time first
+    assert rows[1].mb_per_call == 0.002 and rows[1].achieved_tbps == 0.001 and rows[1].limit == "memory"
+
+
+def test_a_kernel_launched_by_several_ops_names_the_most_common_then_the_alphabetically_first(
+    tmp_path: Path,
+) -> None:
+    fp32 = {"Input Dims": [[8, 16], [8, 16]], "Input type": ["float", "float"]}
+    calls = [("aten::mul", BF16x2), ("aten::add", fp32), ("aten::mul", fp32), ("aten::add", BF16x2)]
+    events: list[dict[str, object]] = [step(1, 0, 1000)]
+    for i, (name, shapes) in enumerate(calls, start=1):
+        events += [
+            op(name, 100 * i, 10, ext=i, **shapes),
+            launch("cudaLaunchKernel", 100 * i + 1, 2, correlation=i, ext=i),
+            kernel(MUL_KERNEL, 100 * i + 5, 1, correlation=i),
+        ]
+    trace = load_events(tmp_path, events, deviceProperties=H200)
+    (row,) = analyze_roofline(trace, select_window(trace)).rows
+    # two calls each: the ties go to "aten::add" (though aten::mul came first) and to "bf16" (before "fp32")
+    assert (row.calls, row.op, row.dtype) == (4, "aten::add", "bf16")
+    assert row.mb_per_call == round((2 * 768 + 2 * 1536) / 4 / 1e6, 6)

@@ -17,13 +17,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from tracelens.analyses.roofline import kernel_models
-from tracelens.analyses.shapes import decode_shapes, op_shapes
+from tracelens.analyses.keygroups import (
+    F64,
+    descending_order,
+    first_seen_groups,
+    group_means,
+    group_sums,
+    string_ranks,
+)
+from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
+from tracelens.analyses.shapes import decode_shapes, op_shapes, signature_codes
 from tracelens.analyses.window import Window
-from tracelens.model.events import Kind
-from tracelens.model.kernel_names import categorize, short_name
+from tracelens.model.events import I64, Bool, EventTable, Kind
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 
 MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
@@ -52,35 +59,47 @@ class Fusion:
     est_saving_us_per_step: float
 
 
-def analyze_fusion(trace: Trace, window: Window, models: pd.DataFrame | None = None) -> Fusion:
+def analyze_fusion(trace: Trace, window: Window, models: KernelModels | None = None) -> Fusion:
     ev = trace.events
     models = kernel_models(trace, window) if models is None else models
-    shapes_recorded = bool(np.any(ev.input_dims != None))  # noqa: E711 - elementwise on an object array
+    shapes_recorded = bool(np.flatnonzero(ev.input_dims).size)  # raw JSON is never empty: only None is false
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
-    if kernels.size < 2 or models.empty:
+    if kernels.size < 2 or len(models) == 0:
         return Fusion(shapes_recorded, [], 0.0)
     order = np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))
     kernels = kernels[order]
     info = _candidates(trace, kernels, models)
-    linked_pairs = _links(trace, kernels, info)
-    runs = _runs(linked_pairs)
-    if not runs:
+    starts, ends = _runs(_links(trace, kernels, info))
+    if starts.size == 0:
         return Fusion(shapes_recorded, [], 0.0)
-    return _aggregate(trace, kernels, info, runs, max(window.n_steps, 1), shapes_recorded)
+    return _aggregate(trace, kernels, info, (starts, ends), max(window.n_steps, 1), shapes_recorded)
 
 
-def _links(trace: Trace, kernels: np.ndarray, info: pd.DataFrame) -> np.ndarray:
+@dataclass(frozen=True)
+class _Kernels:
+    """Per kernel, in stream order: whether it is a fusion candidate, and its modelled figures."""
+
+    candidate: Bool
+    numel: I64  # largest tensor of the op whose model it got (0 = unknown)
+    op_row: I64  # that op, -1 = no model
+    bytes: F64
+    out_bytes: F64
+    dur_ns: F64
+    any_op_row: I64  # the launching op, whether or not it gave a model
+
+
+def _links(trace: Trace, kernels: np.ndarray, info: _Kernels) -> np.ndarray:
     """Positions (into `kernels`) of candidates, and whether each is linked to the next candidate: shape (k, 2)
     array of [position, linked-to-next] rows."""
     ev, links = trace.events, trace.links
-    cand = np.flatnonzero(info["candidate"].to_numpy())
+    cand = np.flatnonzero(info.candidate)
     if cand.size < 2:
         return np.zeros((0, 2), dtype=np.int64)
     here, nxt = cand[:-1], cand[1:]
     lane = ev.device[kernels] * 1_000_003 + ev.stream[kernels]
     step = links.step[kernels]
-    numel = info["numel"].to_numpy()
-    touched = _numel_matrix(trace, info["any_op_row"].to_numpy())
+    numel = info.numel
+    touched = _numel_matrix(trace, info.any_op_row)
     ok = (lane[here] == lane[nxt]) & (step[here] == step[nxt]) & (numel[here] == numel[nxt]) & (numel[here] > 0)
     ok &= nxt - here - 1 <= MAX_SKIPPED
     for offset in range(1, MAX_SKIPPED + 1):
@@ -97,107 +116,134 @@ def _links(trace: Trace, kernels: np.ndarray, info: pd.DataFrame) -> np.ndarray:
 def _numel_matrix(trace: Trace, op_rows: np.ndarray) -> np.ndarray:
     """Element counts of the first tensors of each op (−1 padding; UNKNOWN when the op has no shapes)."""
     ev = trace.events
-    safe = np.maximum(op_rows, 0)
-    keys = np.where(op_rows >= 0, ev.input_dims[safe], None)
-    codes, uniques = pd.factorize(pd.Series(keys, dtype=object), use_na_sentinel=True)
-    table = np.full((len(uniques) + 1, NUMELS_KEPT), -1, dtype=np.int64)
+    codes, first = signature_codes(ev, op_rows, dims_only=True)
+    table = np.full((first.size + 1, NUMELS_KEPT), -1, dtype=np.int64)
     table[-1, 0] = UNKNOWN  # code -1: no op or no shapes
-    for i, raw in enumerate(uniques):
-        shapes = decode_shapes(bytes(raw), b"[]", b"[]", dims_only=True)
+    for i, row in enumerate(op_rows[first].tolist()):
+        shapes = decode_shapes(bytes(ev.input_dims[row]), b"[]", b"[]", dims_only=True)
         numels = [t.numel for t in shapes.tensors][:NUMELS_KEPT] if shapes else [UNKNOWN]
         table[i, : len(numels)] = numels
-    return table[np.where(codes >= 0, codes, len(uniques))]
+    return table[codes]
 
 
-def _candidates(trace: Trace, kernels: np.ndarray, models: pd.DataFrame) -> pd.DataFrame:
+def _candidates(trace: Trace, kernels: np.ndarray, models: KernelModels) -> _Kernels:
     ev, links = trace.events, trace.links
-    by_row = models.set_index("row")
-    names = ev.names_at(kernels)
-    apis = ev.names_at(links.launch[kernels])
-    category = np.array([categorize(n, a) for n, a in zip(names, apis, strict=True)], dtype=object)
-    model = by_row["model"].reindex(kernels).to_numpy()
-    op_row = by_row["op_row"].reindex(kernels).fillna(-1).to_numpy(dtype=np.int64)
-    candidate = np.isin(category, MEMORY_CATEGORIES) & np.isin(model, MEMORY_MODELS) & (op_row >= 0)
+    by_row = np.argsort(models.row, kind="stable")
+    at = np.minimum(np.searchsorted(models.row[by_row], kernels), by_row.size - 1)
+    entry = np.where(models.row[by_row[at]] == kernels, by_row[at], -1)
+    modelled = entry >= 0
+    entry = np.maximum(entry, 0)
+    memory_category = np.isin(np.asarray(CATEGORIES, dtype=object), MEMORY_CATEGORIES)[
+        kernel_categories(trace, kernels)
+    ]
+    memory_model = np.asarray([label.model in MEMORY_MODELS for label in models.labels], dtype=bool)
+    op_row = np.where(modelled, models.op_row[entry], -1)
+    candidate = memory_category & modelled & memory_model[models.label[entry]] & (op_row >= 0)
     numel = np.zeros(kernels.size, dtype=np.int64)
-    cache: dict[int, int] = {}
-    for i in np.flatnonzero(candidate):
-        row = int(op_row[i])
-        if row not in cache:
-            shapes = op_shapes(ev, row)
-            cache[row] = max((t.numel for t in shapes.tensors), default=0) if shapes else 0
-        numel[i] = cache[row]
-    return pd.DataFrame(
-        {
-            "candidate": candidate,
-            "numel": numel,
-            "op_row": op_row,
-            "bytes": by_row["bytes"].reindex(kernels).fillna(0).to_numpy(),
-            "out_bytes": by_row["out_bytes"].reindex(kernels).fillna(0).to_numpy(),
-            "dur_ns": ev.dur_ns[kernels],
-            "name": names,
-            "any_op_row": links.op[kernels].astype(np.int64),
-        }
+    chosen = np.flatnonzero(candidate)
+    codes, first = signature_codes(ev, op_row[chosen])
+    largest = np.zeros(first.size + 1, dtype=np.int64)  # code -1: no shapes
+    for i, row in enumerate(op_row[chosen][first].tolist()):
+        shapes = op_shapes(ev, row)
+        largest[i] = max((t.numel for t in shapes.tensors), default=0) if shapes else 0
+    numel[chosen] = largest[codes]
+    return _Kernels(
+        candidate=candidate,
+        numel=numel,
+        op_row=op_row,
+        bytes=np.where(modelled, models.bytes[entry], 0.0),
+        out_bytes=np.where(modelled, models.out_bytes[entry], 0.0),
+        dur_ns=ev.dur_ns[kernels].astype(np.float64),
+        any_op_row=links.op[kernels].astype(np.int64),
     )
 
 
-def _runs(pairs: np.ndarray) -> list[list[int]]:
-    """Positions of the kernels in each maximal chain of linked candidates."""
+def _runs(pairs: np.ndarray) -> tuple[I64, I64]:
+    """Each maximal chain of linked candidates as a slice of the candidates: (first, last) indices into
+    `pairs`; the run's kernels are at `pairs[first : last + 1, 0]`."""
     if pairs.shape[0] == 0 or not pairs[:, 1].any():
-        return []
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     linked = pairs[:, 1].astype(bool)
     padded = np.concatenate(([False], linked, [False])).astype(np.int8)
     edges = np.diff(padded)
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return [pairs[a : b + 1, 0].tolist() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
 
-def _aggregate(
-    trace: Trace, kernels: np.ndarray, info: pd.DataFrame, runs: list[list[int]], n: int, shapes: bool
-) -> Fusion:
+@dataclass(frozen=True)
+class _RunFigures:
+    """Per run (in order): its group key and figures."""
+
+    key: I64  # equal for runs of the same ops, kernel short names and stream
+    now: F64
+    fused: F64
+    dur_ns: F64
+    saving_ns: F64
+
+
+def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tuple[I64, I64]) -> _RunFigures:
+    """Bytes now and fused, time and saving of each run; runs of one length are done together (a row sum of a
+    2-D array adds up exactly as the sum of that row alone)."""
     ev = trace.events
-    size = info["bytes"].to_numpy(dtype=np.float64)
-    out_size = info["out_bytes"].to_numpy(dtype=np.float64)
-    dur_ns = info["dur_ns"].to_numpy(dtype=np.float64)
-    op_row = info["op_row"].to_numpy()
-    names = info["name"].to_numpy(dtype=object)
-    records = []
-    for positions in runs:
-        at = np.asarray(positions)
-        now = float(size[at].sum())
-        saved = min(2.0 * float(out_size[at[:-1]].sum()), 0.9 * now)
-        dur = float(dur_ns[at].sum())
-        records.append(
-            {
-                "ops": tuple(ev.names_at(op_row[at])),
-                "kernels": tuple(short_name(k) for k in names[at]),
-                "stream": int(ev.stream[kernels[positions[0]]]),
-                "now": now,
-                "fused": now - saved,
-                "dur_ns": dur,
-                "saving_ns": dur * (saved / now) if now > 0 else 0.0,
-            }
+    starts, ends = runs
+    length = ends - starts + 1
+    short_code = _short_name_codes(ev, kernels)
+    figures = np.zeros((4, starts.size), dtype=np.float64)
+    key = np.zeros(starts.size, dtype=np.int64)
+    offset = 0
+    for size in np.unique(length).tolist():
+        which = np.flatnonzero(length == size)
+        at = cand[starts[which][:, None] + np.arange(size)]
+        now = info.bytes[at].sum(axis=1)
+        saved = np.minimum(2.0 * info.out_bytes[at[:, :-1]].sum(axis=1), 0.9 * now)
+        dur = info.dur_ns[at].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            saving = np.where(now > 0, dur * (saved / now), 0.0)
+        figures[:, which] = (now, now - saved, dur, saving)
+        signature = np.concatenate(
+            [ev.name[info.op_row[at]], short_code[at], ev.stream[kernels[at[:, :1]]]], axis=1
+        ).astype(np.int64)
+        local = np.unique(signature, axis=0, return_inverse=True)[1].ravel()
+        key[which] = offset + local
+        offset += int(local.max()) + 1
+    return _RunFigures(key, figures[0], figures[1], figures[2], figures[3])
+
+
+def _short_name_codes(ev: EventTable, kernels: I64) -> I64:
+    """Codes of the kernels' short names (equal short names, equal codes), one `short_name` per distinct name."""
+    distinct, index = np.unique(ev.name[kernels], return_inverse=True)
+    codes, _ = string_ranks([short_name(ev.names[c]) for c in distinct.tolist()])
+    return codes[index.ravel()] if kernels.size else np.zeros(0, dtype=np.int64)
+
+
+def _aggregate(trace: Trace, kernels: I64, info: _Kernels, runs: tuple[I64, I64], n: int, shapes: bool) -> Fusion:
+    """Runs with the same ops, kernels and stream make one opportunity: count, mean bytes, summed time and
+    saving; largest saving first."""
+    ev = trace.events
+    cand = np.flatnonzero(info.candidate)
+    starts, ends = runs
+    figures = _run_figures(trace, kernels, info, cand, runs)
+    group, first = first_seen_groups(figures.key)
+    k = first.size
+    calls = np.bincount(group, minlength=k)
+    now = group_means(figures.now, group, k)
+    fused = group_means(figures.fused, group, k)
+    dur_ns = group_sums(figures.dur_ns, group, k)
+    saving_ns = group_sums(figures.saving_ns, group, k)
+    opportunities = []
+    for g in descending_order(saving_ns).tolist():
+        run = int(first[g])
+        at = cand[starts[run] : ends[run] + 1]  # the first run of the group: its kernels' positions
+        opportunities.append(
+            FusionOpportunity(
+                ops=ev.names_at(info.op_row[at]),
+                kernels=[short_name(name) for name in ev.names_at(kernels[at])],
+                calls_per_step=round(float(calls[g]) / n, 3),
+                kernel_us_per_step=round(float(dur_ns[g]) / 1000 / n, 3),
+                bytes_now=round(float(now[g])),
+                bytes_fused=round(float(fused[g])),
+                est_saving_us=round(float(saving_ns[g]) / 1000 / n, 3),
+                stream=int(ev.stream[kernels[at[0]]]),
+            )
         )
-    frame = pd.DataFrame(records)
-    grouped = frame.groupby(["ops", "kernels", "stream"], sort=False).agg(
-        calls=("now", "size"),
-        now=("now", "mean"),
-        fused=("fused", "mean"),
-        dur_ns=("dur_ns", "sum"),
-        saving_ns=("saving_ns", "sum"),
-    )
-    grouped = grouped.sort_values("saving_ns", ascending=False, kind="stable")
-    opportunities = [
-        FusionOpportunity(
-            ops=list(ops),
-            kernels=list(kernel_names),
-            calls_per_step=round(float(g["calls"]) / n, 3),
-            kernel_us_per_step=round(float(g["dur_ns"]) / 1000 / n, 3),
-            bytes_now=round(float(g["now"])),
-            bytes_fused=round(float(g["fused"])),
-            est_saving_us=round(float(g["saving_ns"]) / 1000 / n, 3),
-            stream=int(stream),
-        )
-        for (ops, kernel_names, stream), g in grouped.iterrows()
-    ]
     total = round(sum(o.est_saving_us for o in opportunities), 3)
     return Fusion(shapes, opportunities, total)

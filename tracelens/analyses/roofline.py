@@ -12,16 +12,25 @@ achieved TB/s ÷ memory peak. Device-to-device copies use their recorded bytes. 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 
+from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.devices import PeakOverride, Peaks, override_from_env, peaks_for
+from tracelens.analyses.keygroups import (
+    F64,
+    descending_order,
+    first_seen_groups,
+    group_modes,
+    group_sums,
+    string_ranks,
+)
 from tracelens.analyses.opmodels import OpModel, model_op
-from tracelens.analyses.shapes import op_shapes
+from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
-from tracelens.model.events import Kind
-from tracelens.model.kernel_names import categorize, short_name
+from tracelens.model.events import I8, I64, Kind
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
 from tracelens.model.trace import Trace
 
@@ -74,121 +83,139 @@ def device_peaks(trace: Trace, override: PeakOverride | None = None) -> Peaks:
     return peaks_for(chosen.name, chosen.total_memory_bytes, override)
 
 
-def kernel_models(trace: Trace, window: Window) -> pd.DataFrame:
-    """One row per GPU activity in the window with a model: row, name, op_row, model fields, flops, bytes."""
+@dataclass(frozen=True)
+class KernelModels:
+    """The GPU activities of a window that have a model, one entry each: kernels that got an op's model (in row
+    order), then device-to-device copies (in row order). Columns of equal length."""
+
+    row: I64  # event row of the kernel or copy
+    op_row: I64  # the op whose shapes gave the model (copies: the launching op, -1 if none)
+    dur_ns: I64
+    label: I64  # code into `labels`
+    flops: F64  # this activity's share of its op call's FLOPs (split by kernel time)
+    bytes: F64  # ... and of its bytes
+    out_bytes: F64  # bytes of the op's output (not split)
+    labels: tuple[ModelLabel, ...]
+
+    def __len__(self) -> int:
+        return int(self.row.shape[0])
+
+
+class ModelLabel(NamedTuple):
+    model: str
+    ops: str
+    dtype: str
+
+
+COPY_LABEL = ModelLabel("copy", "", "")
+
+
+def kernel_models(trace: Trace, window: Window) -> KernelModels:
+    """The modelled GPU activities of the window (see `KernelModels`)."""
     ev, links = trace.events, trace.links
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
-    names = ev.names_at(kernels)
-    apis = ev.names_at(links.launch[kernels])
-    category = np.asarray([categorize(n, a) for n, a in zip(names, apis, strict=True)], dtype=object)
+    category = kernel_categories(trace, kernels)
     chosen_op = np.full(kernels.size, -1, dtype=np.int64)
-    models: list[OpModel | None] = [None] * kernels.size
+    chosen_model = np.full(kernels.size, -1, dtype=np.int64)
+    models: list[OpModel] = []
     candidate = links.op[kernels].astype(np.int64)
     for _ in range(MAX_OP_ANCESTORS + 1):
         todo = np.flatnonzero((chosen_op < 0) & (candidate >= 0))
         if todo.size == 0:
             break
-        for i, model in zip(todo, _models_for(trace, candidate[todo], category[todo], kernels[todo]), strict=True):
-            if model is not None:
-                models[i], chosen_op[i] = model, candidate[i]
+        found = _models_for(trace, candidate[todo], category[todo], kernels[todo], models)
+        hit = todo[found >= 0]
+        chosen_model[hit], chosen_op[hit] = found[found >= 0], candidate[hit]
         candidate[todo] = nearest_ancestor_of_kind(links.parent, ev.kind, Kind.CPU_OP, candidate[todo])
     hit = np.flatnonzero(chosen_op >= 0)
-    frame = pd.DataFrame(
-        {
-            "row": kernels[hit],
-            "name": [names[i] for i in hit],
-            "op_row": chosen_op[hit],
-            "dur_ns": ev.dur_ns[kernels[hit]],
-            "model": [models[i].model for i in hit],  # type: ignore[union-attr]
-            "ops": [models[i].ops for i in hit],  # type: ignore[union-attr]
-            "dtype": [models[i].dtype for i in hit],  # type: ignore[union-attr]
-            "op_flops": [models[i].flops for i in hit],  # type: ignore[union-attr]
-            "op_bytes": [models[i].bytes for i in hit],  # type: ignore[union-attr]
-            "out_bytes": [models[i].out_bytes for i in hit],  # type: ignore[union-attr]
-        }
+    labels: dict[ModelLabel, int] = {COPY_LABEL: 0}
+    model_label = np.asarray(
+        [labels.setdefault(ModelLabel(m.model, m.ops, m.dtype), len(labels)) for m in models], dtype=np.int64
     )
-    frame = pd.concat([_split_by_time(frame), _copies(trace, window)], ignore_index=True)
-    frame["op"] = ev.names_at(frame["op_row"].to_numpy(dtype=np.int64)) if len(frame) else []
-    return frame
+    model_figures = np.asarray([(m.flops, m.bytes, m.out_bytes) for m in models], dtype=np.float64).reshape(-1, 3)
+    rows, op_rows, picked = kernels[hit], chosen_op[hit], chosen_model[hit]
+    share = _time_shares(op_rows, ev.dur_ns[rows])
+    copies = _copies(trace, window)
+    return KernelModels(
+        row=np.concatenate([rows, copies]),
+        op_row=np.concatenate([op_rows, links.op[copies].astype(np.int64)]),
+        dur_ns=ev.dur_ns[np.concatenate([rows, copies])],
+        label=np.concatenate([model_label[picked], np.zeros(copies.size, dtype=np.int64)]),
+        flops=np.concatenate([model_figures[picked, 0] * share, np.zeros(copies.size)]),
+        bytes=np.concatenate([model_figures[picked, 1] * share, ev.bytes[copies] * 2.0]),
+        out_bytes=np.concatenate([model_figures[picked, 2], ev.bytes[copies].astype(np.float64)]),
+        labels=tuple(labels),
+    )
 
 
-def _models_for(trace: Trace, ops: np.ndarray, category: np.ndarray, kernels: np.ndarray) -> list[OpModel | None]:
-    """Models for (op, kernel) pairs, computed once per distinct (op name, shapes, kernel category/name)."""
+def kernel_categories(trace: Trace, kernels: np.ndarray) -> I8:
+    """Category of each kernel at `kernels` (rows of GPU activity) as an index into `CATEGORIES`, from the
+    trace's memoised GPU activity table (the summary has built it already)."""
+    activity = gpu_activity(trace)
+    return activity.category[np.searchsorted(activity.row, kernels)]
+
+
+def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list[OpModel]) -> I64:
+    """Index into `models` (appended to) of the model of each (op, kernel) pair, -1 where none fits; computed
+    once per distinct (op name, shapes, kernel category, kernel name for `triton_*` ops)."""
     ev = trace.events
-    if ops.size == 0:
-        return []
-    op_code = ev.name[ops]
-    triton = np.isin(op_code, np.array([c for c, n in enumerate(ev.names) if n.startswith("triton_")], np.int32))
-    keys = pd.DataFrame(
-        {
-            "op": op_code,
-            "dims": ev.input_dims[ops],
-            "types": ev.input_types[ops],
-            "concrete": ev.concrete_inputs[ops],
-            "category": category,
-            "kernel": np.where(triton, ev.name[kernels], -1),
-        }
-    )
-    group = keys.groupby(list(keys.columns), sort=False, dropna=False).ngroup().to_numpy()
-    firsts = np.unique(group, return_index=True)[1]
-    models = [
-        model_op(
+    result = np.full(ops.size, -1, dtype=np.int64)
+    shape, _ = signature_codes(ev, ops)
+    has = np.flatnonzero(shape >= 0)  # no shapes: no model
+    if has.size == 0:
+        return result
+    op_code, kernel_code = ev.name[ops[has]], ev.name[kernels[has]]
+    distinct_ops, op_index = np.unique(op_code, return_inverse=True)
+    triton = np.asarray([ev.names[c].startswith("triton_") for c in distinct_ops.tolist()], dtype=bool)
+    triton = triton[op_index.ravel()]
+    group, first = first_seen_groups(op_code, shape[has], category[has], np.where(triton, kernel_code, -1))
+    index = np.full(first.size, -1, dtype=np.int64)
+    for g, i in enumerate(first.tolist()):
+        model = model_op(
             ev.names[int(op_code[i])],
-            op_shapes(ev, int(ops[i])),
-            str(category[i]),
-            ev.names[int(ev.name[kernels[i]])] if triton[i] else "",
+            op_shapes(ev, int(ops[has[i]])),
+            CATEGORIES[int(category[has[i]])],
+            ev.names[int(kernel_code[i])] if triton[i] else "",
         )
-        for i in firsts
-    ]
-    return [models[g] for g in group.tolist()]
+        if model is not None:
+            index[g] = len(models)
+            models.append(model)
+    result[has] = index[group]
+    return result
 
 
-def _split_by_time(frame: pd.DataFrame) -> pd.DataFrame:
-    """Share each op call's FLOPs/bytes among the kernels it launched that got its model, by kernel time."""
-    if frame.empty:
-        return frame.assign(flops=[], bytes=[]).drop(columns=["op_flops", "op_bytes"])
-    total = frame.groupby("op_row")["dur_ns"].transform("sum").to_numpy(dtype=np.float64)
-    count = frame.groupby("op_row")["dur_ns"].transform("size").to_numpy(dtype=np.float64)
-    share = np.where(total > 0, frame["dur_ns"].to_numpy() / np.maximum(total, 1), 1 / count)
-    return frame.assign(flops=frame["op_flops"] * share, bytes=frame["op_bytes"] * share).drop(
-        columns=["op_flops", "op_bytes"]
-    )
+def _time_shares(op_rows: I64, dur_ns: I64) -> F64:
+    """Share of each kernel in its op call's FLOPs/bytes among the kernels of that call that got its model: by
+    kernel time, or evenly when they took no time."""
+    if op_rows.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    call = np.unique(op_rows, return_inverse=True)[1].ravel()
+    total = np.bincount(call, weights=dur_ns)[call]
+    count = np.bincount(call).astype(np.float64)[call]
+    return np.where(total > 0, dur_ns / np.maximum(total, 1), 1 / count)
 
 
-def _copies(trace: Trace, window: Window) -> pd.DataFrame:
-    """Device-to-device copies: recorded bytes, read and written. Memsets are left out: small ones land in L2
-    and "beat" DRAM bandwidth (measured: 127 % of an RTX 4090 D's 1 TB/s), which says nothing useful."""
-    ev, links = trace.events, trace.links
+def _copies(trace: Trace, window: Window) -> I64:
+    """Rows of device-to-device copies (recorded bytes, read and written). Memsets are left out: small ones
+    land in L2 and "beat" DRAM bandwidth (measured: 127 % of an RTX 4090 D's 1 TB/s), which says nothing
+    useful."""
+    ev = trace.events
     rows = np.flatnonzero(window.in_window & (ev.kind == Kind.MEMCPY) & (ev.bytes > 0))
-    names = ev.names_at(rows)
-    dtod = np.array([("DtoD" in n or "Device -> Device" in n) for n in names], dtype=bool)
-    rows = rows[dtod]
-    return pd.DataFrame(
-        {
-            "row": rows,
-            "name": [n for n, k in zip(names, dtod, strict=True) if k],
-            "op_row": links.op[rows].astype(np.int64),
-            "dur_ns": ev.dur_ns[rows],
-            "model": "copy",
-            "ops": "",
-            "dtype": "",
-            "flops": 0.0,
-            "bytes": ev.bytes[rows] * 2.0,
-            "out_bytes": ev.bytes[rows].astype(np.float64),
-        }
-    )
+    codes, index = np.unique(ev.name[rows], return_inverse=True)
+    dtod = np.asarray([("DtoD" in ev.names[c] or "Device -> Device" in ev.names[c]) for c in codes.tolist()], bool)
+    return rows[dtod[index.ravel()]] if rows.size else rows
 
 
 def analyze_roofline(
-    trace: Trace, window: Window, override: PeakOverride | None = None, models: pd.DataFrame | None = None
+    trace: Trace, window: Window, override: PeakOverride | None = None, models: KernelModels | None = None
 ) -> Roofline:
     """`models` (from `kernel_models`) may be passed in to share the work with the fusion analysis."""
     peaks = device_peaks(trace, override)
-    frame = kernel_models(trace, window) if models is None else models
+    models = kernel_models(trace, window) if models is None else models
     ev = trace.events
     kernel_time = float(ev.dur_ns[window.in_window & (ev.kind == Kind.KERNEL)].sum())
-    modelled = float(frame.loc[np.isin(frame["row"], np.flatnonzero(ev.kind == Kind.KERNEL)), "dur_ns"].sum())
-    rows = _rows(frame, peaks) if len(frame) else []
+    modelled = float(models.dur_ns[ev.kind[models.row] == Kind.KERNEL].sum())
+    rows = _rows(trace, models, peaks) if len(models) else []
     return Roofline(
         device=peaks.device,
         peaks_tflops=dict(peaks.tflops),
@@ -199,27 +226,55 @@ def analyze_roofline(
     )
 
 
-def _rows(frame: pd.DataFrame, peaks: Peaks) -> list[RooflineRow]:
-    grouped = frame.groupby("name", sort=False).agg(
-        calls=("row", "size"),
-        dur_ns=("dur_ns", "sum"),
-        flops=("flops", "sum"),
-        bytes=("bytes", "sum"),
-        op=("op", lambda s: s.mode().iat[0]),
-        model=("model", "first"),
-        ops=("ops", "first"),
-        dtype=("dtype", lambda s: s.mode().iat[0]),
-    )
-    grouped = grouped.sort_values("dur_ns", ascending=False, kind="stable")
-    return [_row(str(name), r, peaks) for name, r in grouped.iterrows() if r["dur_ns"] > 0]
+def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]:
+    """One row per kernel (or copy) name, by total time, largest first: summed time, FLOPs and bytes, the most
+    common op and dtype (alphabetically first on ties), the first entry's model."""
+    ev = trace.events
+    group, first = first_seen_groups(ev.name[models.row])
+    n = first.size
+    calls = np.bincount(group, minlength=n)
+    dur_ns = np.bincount(group, weights=models.dur_ns, minlength=n)
+    flops = group_sums(models.flops, group, n)
+    moved = group_sums(models.bytes, group, n)
+    op_code = np.where(models.op_row >= 0, ev.name[np.maximum(models.op_row, 0)], -1)
+    distinct_ops, op_index = np.unique(op_code, return_inverse=True)
+    op_rank, op_names = string_ranks([ev.names[c] if c >= 0 else "" for c in distinct_ops.tolist()])
+    op = group_modes(group, op_rank[op_index.ravel()], n)
+    dtype_rank, dtypes = string_ranks([label.dtype for label in models.labels])
+    dtype = group_modes(group, dtype_rank[models.label], n)
+    label = models.label[first]
+    return [
+        _row(
+            ev.names[int(ev.name[models.row[first[g]]])],
+            int(calls[g]),
+            float(dur_ns[g]),
+            float(flops[g]),
+            float(moved[g]),
+            op_names[op[g]],
+            models.labels[label[g]],
+            dtypes[dtype[g]],
+            peaks,
+        )
+        for g in descending_order(dur_ns).tolist()
+        if dur_ns[g] > 0
+    ]
 
 
-def _row(name: str, r: pd.Series, peaks: Peaks) -> RooflineRow:
-    seconds = float(r["dur_ns"]) / NS_PER_S
-    flops, moved = float(r["flops"]), float(r["bytes"])
+def _row(
+    name: str,
+    calls: int,
+    dur_ns: float,
+    flops: float,
+    moved: float,
+    op: str,
+    label: ModelLabel,
+    dtype: str,
+    peaks: Peaks,
+) -> RooflineRow:
+    seconds = dur_ns / NS_PER_S
     tflops, tbps = flops / seconds / 1e12, moved / seconds / 1e12
     intensity = flops / moved if moved > 0 else None
-    peak_flops = peaks.flops_peak(str(r["dtype"])) if flops > 0 else None
+    peak_flops = peaks.flops_peak(dtype) if flops > 0 else None
     peak_bw = peaks.hbm_tbps
     compute_bound = flops > 0 and (
         moved <= 0
@@ -234,18 +289,17 @@ def _row(name: str, r: pd.Series, peaks: Peaks) -> RooflineRow:
         pct = 100 * tflops / peak_flops if peak_flops else None
     else:
         pct = 100 * tbps / peak_bw if peak_bw else None
-    calls = int(r["calls"])
     return RooflineRow(
         kernel=name,
         short_name=short_name(name),
-        op=str(r["op"]),
-        model=str(r["model"]),
-        ops=str(r["ops"]),
-        dtype=str(r["dtype"]),
+        op=op,
+        model=label.model,
+        ops=label.ops,
+        dtype=dtype,
         calls=calls,
         gflop_per_call=_sig(flops / calls / 1e9),
         mb_per_call=_sig(moved / calls / 1e6),
-        mean_us=round(float(r["dur_ns"]) / calls / 1000, 3),
+        mean_us=round(dur_ns / calls / 1000, 3),
         intensity_flop_per_byte=round(intensity, 3) if intensity is not None else None,
         achieved_tflops=round(tflops, 3),
         achieved_tbps=round(tbps, 4),
