@@ -12,8 +12,15 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from tracelens.analyses.codes import (
+    first_seen_groups,
+    kind_mask,
+    name_codes_at,
+    name_mask,
+    names_with_blank,
+    unique_rows,
+)
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, CPU_KINDS, EventTable, Kind
 from tracelens.model.memo import per_trace
@@ -132,22 +139,20 @@ def classify_layers(trace: Trace) -> np.ndarray:
     """Layer index (into LAYERS) of every event; -1 for non-CPU events. Cached per trace: do not mutate."""
     ev = trace.events
     layer = np.full(len(ev), -1, dtype=np.int8)
-    names = np.asarray(ev.names, dtype=object)
-    code_layer = _api_layer_by_code(names)
-    compiled_code = np.array([bool(COMPILED_OP.match(str(s))) for s in names], dtype=bool)
+    code_layer = _api_layer_by_code(ev.names)
     kind = ev.kind
-    api = np.isin(kind, np.array(API_KINDS, np.int8))
+    api = kind_mask(kind, API_KINDS)
     layer[api] = code_layer[ev.name[api]]
     layer[api & _blocking_copy_launches(trace)] = LAYERS.index("sync")
     cpu_op = kind == Kind.CPU_OP
     launches = _subtree_launches(trace, api & (layer == LAYERS.index("launch")))
     layer[cpu_op] = np.where(launches[cpu_op], LAYERS.index("ops_launching"), LAYERS.index("cpu_only_ops"))
     layer[(kind == Kind.USER_ANNOTATION) | (kind == Kind.PYTHON)] = LAYERS.index("python")
-    layer[(cpu_op | (kind == Kind.USER_ANNOTATION)) & compiled_code[ev.name]] = LAYERS.index("compiled")
+    layer[(cpu_op | (kind == Kind.USER_ANNOTATION)) & name_mask(ev, COMPILED_OP.match)] = LAYERS.index("compiled")
     return layer
 
 
-def _api_layer_by_code(names: np.ndarray) -> np.ndarray:
+def _api_layer_by_code(names: tuple[str, ...]) -> np.ndarray:
     def one(name: str) -> int:
         if name in LAUNCH_APIS:
             return LAYERS.index("launch")
@@ -157,29 +162,29 @@ def _api_layer_by_code(names: np.ndarray) -> np.ndarray:
             return LAYERS.index("query")
         return LAYERS.index("other_api")
 
-    return np.array([one(str(s)) for s in names], dtype=np.int8)
+    return np.array([one(s) for s in names], dtype=np.int8)
 
 
 def _blocking_copy_launches(trace: Trace) -> np.ndarray:
     """API calls whose copy lands in pageable host memory (D2H to pageable blocks the CPU: `.item()`)."""
     ev, links = trace.events, trace.links
     out = np.zeros(len(ev), dtype=bool)
-    codes = np.array([c for c, s in enumerate(ev.names) if BLOCKING_COPY.search(s)], dtype=np.int32)
-    copies = np.flatnonzero((ev.kind == Kind.MEMCPY) & np.isin(ev.name, codes) & (links.launch >= 0))
+    copies = np.flatnonzero((ev.kind == Kind.MEMCPY) & name_mask(ev, BLOCKING_COPY.search) & (links.launch >= 0))
     out[links.launch[copies]] = True
     return out
 
 
 def _subtree_launches(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
-    """True for every event with a launch call somewhere below it (pointer walk up from the launches)."""
+    """True for every event with a launch call somewhere below it (pointer walk up from the launches; a walk
+    stops at an event already marked; duplicates within one level are cheaper to keep than to deduplicate)."""
     parent = trace.links.parent
     has = np.zeros(len(parent), dtype=bool)
-    frontier = np.unique(parent[is_launch])
+    frontier = parent[is_launch]
     frontier = frontier[frontier >= 0]
     while frontier.size:
         frontier = frontier[~has[frontier]]
         has[frontier] = True
-        frontier = np.unique(parent[frontier])
+        frontier = parent[frontier]
         frontier = frontier[frontier >= 0]
     return has
 
@@ -196,7 +201,7 @@ def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
     n_steps = max(window.n_steps, 1)
     layer = classify_layers(trace)
     self_ns = self_time_ns(ev, links.parent)
-    cpu = window.in_window & np.isin(ev.kind, np.array(CPU_KINDS, np.int8)) & (layer >= 0)
+    cpu = window.in_window & kind_mask(ev.kind, CPU_KINDS) & (layer >= 0)
     totals_ns = np.bincount(layer[cpu], weights=self_ns[cpu], minlength=len(LAYERS))
     counts = np.bincount(layer[cpu], minlength=len(LAYERS))
     layers = [
@@ -227,9 +232,9 @@ def _step_layers(
         return []
     lookup = np.full(len(trace.steps), -1, dtype=np.int64)
     lookup[window.step_indices] = np.arange(window.n_steps)
-    position = lookup[step[rows]]
-    grid = np.zeros((window.n_steps, len(LAYERS)))
-    np.add.at(grid, (position, layer[rows]), self_ns[rows] / NS_PER_US)
+    cell = lookup[step[rows]] * len(LAYERS) + layer[rows]  # rows in the window belong to an analyzed step
+    grid = np.bincount(cell, weights=self_ns[rows] / NS_PER_US, minlength=window.n_steps * len(LAYERS))
+    grid = grid.reshape(window.n_steps, len(LAYERS))
     return [
         StepLayers(int(number), {name: round(float(grid[i, j]), 3) for j, name in enumerate(LAYERS)})
         for i, number in enumerate(window.step_numbers)
@@ -237,29 +242,28 @@ def _step_layers(
 
 
 def _api_calls(trace: Trace, window: Window, layer: np.ndarray, n_steps: int) -> list[ApiCall]:
+    """Calls grouped by (API name, layer, issuing op), most time first (then most calls, then first seen)."""
     ev, links = trace.events, trace.links
-    rows = np.flatnonzero(window.in_window & np.isin(ev.kind, np.array(API_KINDS, np.int8)))
+    rows = np.flatnonzero(window.in_window & kind_mask(ev.kind, API_KINDS))
     if rows.size == 0:
         return []
-    frame = pd.DataFrame(
-        {
-            "name": ev.names_at(rows),
-            "layer": [LAYERS[i] for i in layer[rows]],
-            "op": ev.names_at(links.op[rows]),
-            "dur_ns": ev.dur_ns[rows],
-        }
-    )
-    grouped = frame.groupby(["name", "layer", "op"], sort=False)["dur_ns"].agg(["size", "sum"])
-    grouped = grouped.sort_values(["sum", "size"], ascending=False, kind="stable")
+    name, op = ev.name[rows], name_codes_at(ev, links.op[rows])
+    group, first = first_seen_groups(name, layer[rows], op)
+    calls = np.bincount(group)
+    total_ns = np.bincount(group, weights=ev.dur_ns[rows])  # exact: sums stay far below 2**53 ns
+    order = np.lexsort((-calls, -total_ns))
+    labels = names_with_blank(ev)
+    calls_per_step = calls / n_steps
+    us_per_step = total_ns / NS_PER_US / n_steps
     return [
         ApiCall(
-            str(name),
-            str(lay),
-            str(op_name) or "(no op)",
-            _r(r["size"] / n_steps),
-            _r(r["sum"] / NS_PER_US / n_steps),
+            ev.names[name[first[g]]],
+            LAYERS[layer[rows[first[g]]]],
+            labels[op[first[g]]] or "(no op)",
+            _r(calls_per_step[g]),
+            _r(us_per_step[g]),
         )
-        for (name, lay, op_name), r in grouped.iterrows()
+        for g in order.tolist()
     ]
 
 
@@ -272,19 +276,20 @@ def launch_latencies(trace: Trace, window: Window) -> tuple[np.ndarray, np.ndarr
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     first_start = np.full(len(ev), np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_start, links.launch[gpu], ev.ts_ns[gpu])
-    launches = np.unique(links.launch[gpu])
+    launches = unique_rows(links.launch[gpu], len(ev))
     return launches, (first_start[launches] - ev.ts_ns[launches]) / NS_PER_US
 
 
 def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
-    """Latency distribution over all launches, then per launch API."""
+    """Latency distribution over all launches, then per launch API (sorted by name)."""
     launches, latency_us = launch_latencies(trace, window)
     if launches.size == 0:
         return []
-    names = np.asarray(trace.events.names_at(launches), dtype=object)
+    ev = trace.events
+    codes = ev.name[launches]
     result = [_latency("all", latency_us)]
-    for api in sorted(set(names.tolist())):
-        result.append(_latency(str(api), latency_us[names == api]))
+    for code in sorted(np.unique(codes).tolist(), key=lambda c: ev.names[c]):
+        result.append(_latency(ev.names[code], latency_us[codes == code]))
     return result
 
 
