@@ -62,10 +62,36 @@ def test_missing_op_has_the_code_of_an_op_named_blank(tmp_path: Path) -> None:
     assert codes[0] == codes[1] == ev.names.index("")
     calls = analyze_dispatch(trace, select_window(trace)).api_calls
     assert [(c.name, c.issued_by, c.calls_per_step) for c in calls] == [("cudaLaunchKernel", "(no op)", 2.0)]
-    assert name_mask(ev, lambda s: s.startswith("cuda")).tolist() == [ev.names[c].startswith("cuda") for c in ev.name]
+    is_cuda = [name.startswith("cuda") for name in ev.names]
+    assert name_mask(trace, lambda s: s.startswith("cuda")).tolist() == [is_cuda[c] for c in ev.name]
+
+
+def test_name_mask_of_kinds_tests_only_their_names(tmp_path: Path) -> None:
+    trace = load_events(tmp_path, [step(1, 0, 100), op("aten::mm", 10, 10), op("aten::mul", 30, 5)])
+    tested: list[str] = []
+
+    def is_aten_m(name: str) -> bool:
+        tested.append(name)
+        return name.startswith("aten::m")
+
+    mask = name_mask(trace, is_aten_m, (Kind.CPU_OP,))
+    assert sorted(tested) == ["aten::mm", "aten::mul"]  # not the step's annotation
+    assert mask.tolist() == [trace.events.kind[i] == Kind.CPU_OP for i in range(len(trace.events))]
+    assert name_mask(trace, lambda s: s.startswith("ProfilerStep"), (Kind.CPU_OP,)).sum() == 0
 
 
 def test_missing_op_without_blank_name_gets_a_code_past_the_names(tmp_path: Path) -> None:
     trace = load_events(tmp_path, [step(1, 0, 100), launch("cudaLaunchKernel", 30, 5, correlation=2)])
     ev = trace.events
     assert name_codes_at(ev, np.array([-1, 0])).tolist() == [len(ev.names), int(ev.name[0])]
+
+
+def test_sparse_and_dense_keys_group_alike() -> None:
+    rng = np.random.default_rng(7)
+    small = rng.integers(0, 5, size=200)
+    spread = small * 10**9  # same grouping, keys too sparse for a table over their range
+    dense_group, dense_first = first_seen_groups(small, small % 2)
+    sparse_group, sparse_first = first_seen_groups(spread, small % 2)
+    assert dense_group.tolist() == sparse_group.tolist()
+    assert dense_first.tolist() == sparse_first.tolist()
+    assert dense_first.tolist() == sorted(int(np.flatnonzero(small == v)[0]) for v in np.unique(small))

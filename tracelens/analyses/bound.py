@@ -190,7 +190,7 @@ def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
     layer = classify_layers(trace)
     dispatch = (layer >= 0) & (layer != LAYERS.index("python")) & (layer != LAYERS.index("sync"))
     rows = np.flatnonzero(window.in_window & dispatch)
-    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
+    return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -202,8 +202,10 @@ def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarra
     release = start.copy()
     if sync.size == 0 or start.size == 0:
         return release
-    order = np.argsort(ev.end_ns[sync], kind="stable")
-    sync_end, sync_start = ev.end_ns[sync][order], ev.ts_ns[sync][order]
+    sync_start = ev.ts_ns[sync]
+    sync_end = sync_start + ev.dur_ns[sync]
+    order = np.argsort(sync_end, kind="stable")
+    sync_end, sync_start = sync_end[order], sync_start[order]
     suffix_min_start = np.minimum.accumulate(sync_start[::-1])[::-1]
     last = np.searchsorted(sync_end, end, side="right") - 1  # last sync ending at or before the gap end
     has_last = last >= 0

@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tracelens.model.events import I64, Bool, EventTable
+from tracelens.model.events import I64, Bool, EventTable, Kind
+from tracelens.model.memo import per_trace
+from tracelens.model.trace import Trace
 
 
 def kind_mask(kind: np.ndarray, kinds: Iterable[int]) -> Bool:
@@ -21,10 +23,30 @@ def kind_mask(kind: np.ndarray, kinds: Iterable[int]) -> Bool:
     return mask
 
 
-def name_mask(events: EventTable, predicate: Callable[[str], object]) -> Bool:
-    """For every event: whether its name satisfies `predicate` (evaluated once per distinct name)."""
-    table = np.fromiter((bool(predicate(s)) for s in events.names), dtype=bool, count=len(events.names))
-    return table[events.name] if table.size else np.zeros(len(events), dtype=bool)
+def name_mask(trace: Trace, predicate: Callable[[str], object], kinds: Iterable[int] | None = None) -> Bool:
+    """For every event: whether its name satisfies `predicate`, evaluated once per distinct name. With `kinds`,
+    only events of those kinds (and only their names are tested)."""
+    ev = trace.events
+    kinds = None if kinds is None else tuple(kinds)
+    codes = np.arange(len(ev.names)) if kinds is None else names_of_kinds(trace, kinds)
+    table = np.zeros(len(ev.names), dtype=bool)
+    table[codes] = [bool(predicate(ev.names[c])) for c in codes.tolist()]
+    mask = table[ev.name]
+    return mask if kinds is None else mask & kind_mask(ev.kind, kinds)
+
+
+def names_of_kinds(trace: Trace, kinds: Iterable[int]) -> I64:
+    """Sorted name codes that events of these kinds use."""
+    return np.flatnonzero(_kind_name_pairs(trace)[list(kinds)].any(axis=0))
+
+
+@per_trace
+def _kind_name_pairs(trace: Trace) -> Bool:
+    """Which (kind, name code) pairs occur: shape (len(Kind), len(names)). Cached per trace."""
+    ev = trace.events
+    pairs = np.zeros((len(Kind), len(ev.names)), dtype=bool)
+    pairs[ev.kind, ev.name] = True
+    return pairs
 
 
 def name_codes_at(events: EventTable, indices: np.ndarray) -> I64:
@@ -54,11 +76,20 @@ def first_seen_groups(*keys: np.ndarray) -> tuple[I64, I64]:
     key = _combined_key(keys)
     if key.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    renumber = np.empty(order.size, dtype=np.int64)
-    renumber[order] = np.arange(order.size)
-    return renumber[inverse.ravel()], first[order].astype(np.int64)
+    span = int(key.max()) + 1
+    if span > 8 * key.size + 65_536:  # sparse keys: sort them
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        renumber = np.empty(order.size, dtype=np.int64)
+        renumber[order] = np.arange(order.size)
+        return renumber[inverse.ravel()], first[order].astype(np.int64)
+    first_of_key = np.full(span, key.size, dtype=np.int64)  # dense keys: a table over their range
+    np.minimum.at(first_of_key, key, np.arange(key.size, dtype=np.int64))
+    present = np.flatnonzero(first_of_key < key.size)
+    first = np.sort(first_of_key[present])
+    renumber = np.empty(span, dtype=np.int64)
+    renumber[key[first]] = np.arange(first.size)
+    return renumber[key], first
 
 
 def _combined_key(keys: tuple[np.ndarray, ...]) -> I64:

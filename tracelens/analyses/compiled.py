@@ -21,7 +21,7 @@ from tracelens.analyses.codes import (
     names_with_blank,
     unique_rows,
 )
-from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_time_ns
+from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.memo import per_trace
@@ -79,8 +79,8 @@ class Compiled:
 def compile_intervals(trace: Trace) -> np.ndarray:
     """Merged [start, end) ns intervals of compile-phase spans, shape (k, 2). Cached per trace: do not mutate."""
     ev = trace.events
-    rows = np.flatnonzero(name_mask(ev, COMPILE_SPAN.search) & kind_mask(ev.kind, CPU_KINDS))
-    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
+    rows = np.flatnonzero(name_mask(trace, COMPILE_SPAN.search, CPU_KINDS))
+    return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
 def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray) -> np.ndarray:
@@ -95,13 +95,12 @@ def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray
 
 
 def analyze_compiled(trace: Trace, window: Window) -> Compiled:
-    ev, links = trace.events, trace.links
     spans = compile_intervals(trace)
     excluded_steps, excluded_mask = _exclusions(trace, window, spans)
     steady = _apply(window, excluded_steps, excluded_mask, trace)
     n = max(steady.n_steps, 1)
     layer = classify_layers(trace)
-    self_ns = self_time_ns(ev, links.parent)
+    self_ns = self_times(trace)
     compiled_layer = steady.in_window & (layer == LAYERS.index("compiled"))
     regions = _regions(trace, steady, compiled_layer, self_ns, n)
     lookup = steady.in_window & _named(trace, "TorchDynamo Cache Lookup")
@@ -185,9 +184,10 @@ def _region_of(trace: Trace, rows: np.ndarray, is_region: np.ndarray) -> np.ndar
     return result
 
 
+@per_trace
 def _region_calls(trace: Trace) -> np.ndarray:
-    """CPU ops named like a compiled region (`Torch-Compiled Region: frame/recompile`)."""
-    return name_mask(trace.events, REGION.match) & (trace.events.kind == Kind.CPU_OP)
+    """CPU ops named like a compiled region (`Torch-Compiled Region: frame/recompile`). Cached per trace."""
+    return name_mask(trace, REGION.match, (Kind.CPU_OP,))
 
 
 def _regions(trace: Trace, window: Window, compiled_layer: np.ndarray, self_ns: np.ndarray, n: int) -> list[Region]:
@@ -225,7 +225,7 @@ def _regions(trace: Trace, window: Window, compiled_layer: np.ndarray, self_ns: 
 def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
     """Per (launch API, op, region), in order of the first launch: replays, kernels each, GPU time each."""
     ev, links = trace.events, trace.links
-    graph_launch = name_mask(ev, GRAPH_LAUNCH_APIS.__contains__)
+    graph_launch = name_mask(trace, GRAPH_LAUNCH_APIS.__contains__)
     gpu = np.flatnonzero(kind_mask(ev.kind, GPU_ACTIVITY_KINDS) & (links.launch >= 0))
     gpu = gpu[window.in_window[gpu] & graph_launch[links.launch[gpu]]]
     if gpu.size == 0:

@@ -18,6 +18,7 @@ from tracelens.analyses.codes import (
     kind_mask,
     name_codes_at,
     name_mask,
+    names_of_kinds,
     names_with_blank,
     unique_rows,
 )
@@ -139,20 +140,21 @@ def classify_layers(trace: Trace) -> np.ndarray:
     """Layer index (into LAYERS) of every event; -1 for non-CPU events. Cached per trace: do not mutate."""
     ev = trace.events
     layer = np.full(len(ev), -1, dtype=np.int8)
-    code_layer = _api_layer_by_code(ev.names)
     kind = ev.kind
     api = kind_mask(kind, API_KINDS)
-    layer[api] = code_layer[ev.name[api]]
+    layer[api] = _api_layer_by_code(trace)[ev.name[api]]
     layer[api & _blocking_copy_launches(trace)] = LAYERS.index("sync")
     cpu_op = kind == Kind.CPU_OP
     launches = _subtree_launches(trace, api & (layer == LAYERS.index("launch")))
     layer[cpu_op] = np.where(launches[cpu_op], LAYERS.index("ops_launching"), LAYERS.index("cpu_only_ops"))
     layer[(kind == Kind.USER_ANNOTATION) | (kind == Kind.PYTHON)] = LAYERS.index("python")
-    layer[(cpu_op | (kind == Kind.USER_ANNOTATION)) & name_mask(ev, COMPILED_OP.match)] = LAYERS.index("compiled")
+    layer[name_mask(trace, COMPILED_OP.match, (Kind.CPU_OP, Kind.USER_ANNOTATION))] = LAYERS.index("compiled")
     return layer
 
 
-def _api_layer_by_code(names: tuple[str, ...]) -> np.ndarray:
+def _api_layer_by_code(trace: Trace) -> np.ndarray:
+    """Layer of every name code that API calls use; other codes get `other_api`."""
+
     def one(name: str) -> int:
         if name in LAUNCH_APIS:
             return LAYERS.index("launch")
@@ -162,14 +164,18 @@ def _api_layer_by_code(names: tuple[str, ...]) -> np.ndarray:
             return LAYERS.index("query")
         return LAYERS.index("other_api")
 
-    return np.array([one(s) for s in names], dtype=np.int8)
+    names = trace.events.names
+    table = np.full(len(names), LAYERS.index("other_api"), dtype=np.int8)
+    codes = names_of_kinds(trace, API_KINDS)
+    table[codes] = [one(names[c]) for c in codes.tolist()]
+    return table
 
 
 def _blocking_copy_launches(trace: Trace) -> np.ndarray:
     """API calls whose copy lands in pageable host memory (D2H to pageable blocks the CPU: `.item()`)."""
     ev, links = trace.events, trace.links
     out = np.zeros(len(ev), dtype=bool)
-    copies = np.flatnonzero((ev.kind == Kind.MEMCPY) & name_mask(ev, BLOCKING_COPY.search) & (links.launch >= 0))
+    copies = np.flatnonzero(name_mask(trace, BLOCKING_COPY.search, (Kind.MEMCPY,)) & (links.launch >= 0))
     out[links.launch[copies]] = True
     return out
 
@@ -189,6 +195,12 @@ def _subtree_launches(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
     return has
 
 
+@per_trace
+def self_times(trace: Trace) -> np.ndarray:
+    """`self_time_ns` of every event of `trace`. Cached per trace: do not mutate."""
+    return self_time_ns(trace.events, trace.links.parent)
+
+
 def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
     """Duration minus the summed duration of direct children (clipped at 0), for every event."""
     child = np.flatnonzero(parent >= 0)
@@ -197,10 +209,10 @@ def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
 
 
 def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
-    ev, links = trace.events, trace.links
+    ev = trace.events
     n_steps = max(window.n_steps, 1)
     layer = classify_layers(trace)
-    self_ns = self_time_ns(ev, links.parent)
+    self_ns = self_times(trace)
     cpu = window.in_window & kind_mask(ev.kind, CPU_KINDS) & (layer >= 0)
     totals_ns = np.bincount(layer[cpu], weights=self_ns[cpu], minlength=len(LAYERS))
     counts = np.bincount(layer[cpu], minlength=len(LAYERS))
@@ -294,11 +306,12 @@ def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
 
 
 def _latency(api: str, values: np.ndarray) -> LaunchLatency:
+    p50, p90 = np.percentile(values, [50, 90])
     return LaunchLatency(
         api,
         int(values.size),
-        _r(np.percentile(values, 50)),
-        _r(np.percentile(values, 90)),
+        _r(p50),
+        _r(p90),
         _r(values.max()),
     )
 
