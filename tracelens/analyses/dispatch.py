@@ -137,19 +137,35 @@ class Dispatch:
 
 @per_trace
 def classify_layers(trace: Trace) -> np.ndarray:
-    """Layer index (into LAYERS) of every event; -1 for non-CPU events. Cached per trace: do not mutate."""
+    """Layer index (into LAYERS) of every event; -1 for non-CPU events. Cached per trace: do not mutate.
+
+    One table over (kind, name) gives each event its layer; then blocking copies become `sync` and CPU ops
+    without a launch below them `cpu_only_ops`."""
     ev = trace.events
-    layer = np.full(len(ev), -1, dtype=np.int8)
-    kind = ev.kind
-    api = kind_mask(kind, API_KINDS)
-    layer[api] = _api_layer_by_code(trace)[ev.name[api]]
-    layer[api & _blocking_copy_launches(trace)] = LAYERS.index("sync")
-    cpu_op = kind == Kind.CPU_OP
-    launches = _subtree_launches(trace, api & (layer == LAYERS.index("launch")))
-    layer[cpu_op] = np.where(launches[cpu_op], LAYERS.index("ops_launching"), LAYERS.index("cpu_only_ops"))
-    layer[(kind == Kind.USER_ANNOTATION) | (kind == Kind.PYTHON)] = LAYERS.index("python")
-    layer[name_mask(trace, COMPILED_OP.match, (Kind.CPU_OP, Kind.USER_ANNOTATION))] = LAYERS.index("compiled")
+    layer = _layer_by_kind_and_name(trace)[ev.kind, ev.name]
+    blocking = _blocking_copy_launches(trace)
+    layer[blocking[kind_mask(ev.kind[blocking], API_KINDS)]] = LAYERS.index("sync")
+    launches = _subtree_launches(trace, layer == LAYERS.index("launch"))
+    layer[(layer == LAYERS.index("ops_launching")) & ~launches] = LAYERS.index("cpu_only_ops")
     return layer
+
+
+def _layer_by_kind_and_name(trace: Trace) -> np.ndarray:
+    """Layer of each (kind, name code), shape (len(Kind), len(names)): API calls by name, CPU ops
+    `ops_launching` (refined later), annotations and Python `python`, compile wrappers `compiled`."""
+    names = trace.events.names
+    table = np.full((len(Kind), len(names)), -1, dtype=np.int8)
+    api_layer = _api_layer_by_code(trace)
+    for kind in API_KINDS:
+        table[kind] = api_layer
+    table[Kind.CPU_OP] = LAYERS.index("ops_launching")
+    table[Kind.USER_ANNOTATION] = LAYERS.index("python")
+    table[Kind.PYTHON] = LAYERS.index("python")
+    wrappers = (Kind.CPU_OP, Kind.USER_ANNOTATION)
+    compiled = [c for c in names_of_kinds(trace, wrappers).tolist() if COMPILED_OP.match(names[c])]
+    for kind in wrappers:
+        table[kind, compiled] = LAYERS.index("compiled")
+    return table
 
 
 def _api_layer_by_code(trace: Trace) -> np.ndarray:
@@ -172,12 +188,11 @@ def _api_layer_by_code(trace: Trace) -> np.ndarray:
 
 
 def _blocking_copy_launches(trace: Trace) -> np.ndarray:
-    """API calls whose copy lands in pageable host memory (D2H to pageable blocks the CPU: `.item()`)."""
-    ev, links = trace.events, trace.links
-    out = np.zeros(len(ev), dtype=bool)
+    """Rows of the API calls whose copy lands in pageable host memory (D2H to pageable blocks the CPU:
+    `.item()`)."""
+    links = trace.links
     copies = np.flatnonzero(name_mask(trace, BLOCKING_COPY.search, (Kind.MEMCPY,)) & (links.launch >= 0))
-    out[links.launch[copies]] = True
-    return out
+    return links.launch[copies]
 
 
 def _subtree_launches(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
