@@ -23,7 +23,7 @@ from tracelens.analyses.codes import (
     unique_rows,
 )
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, CPU_KINDS, EventTable, Kind
+from tracelens.model.events import API_KINDS, EventTable, Kind
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 
@@ -224,13 +224,12 @@ def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
 
 
 def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
-    ev = trace.events
     n_steps = max(window.n_steps, 1)
     layer = classify_layers(trace)
-    self_ns = self_times(trace)
-    cpu = window.in_window & kind_mask(ev.kind, CPU_KINDS) & (layer >= 0)
-    totals_ns = np.bincount(layer[cpu], weights=self_ns[cpu], minlength=len(LAYERS))
-    counts = np.bincount(layer[cpu], minlength=len(LAYERS))
+    rows = np.flatnonzero(window.in_window & (layer >= 0))  # CPU-side events (only they have a layer)
+    row_layer, row_self_ns = layer[rows], self_times(trace)[rows]
+    totals_ns = np.bincount(row_layer, weights=row_self_ns, minlength=len(LAYERS))
+    counts = np.bincount(row_layer, minlength=len(LAYERS))
     layers = [
         Layer(name, LAYER_HELP[name], _r(counts[i] / n_steps), _r(totals_ns[i] / NS_PER_US / n_steps))
         for i, name in enumerate(LAYERS)
@@ -245,22 +244,20 @@ def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
         layers=layers,
         api_calls=_api_calls(trace, window, layer, n_steps),
         launch_latency=launch_latency(trace, window),
-        step_layers=_step_layers(trace, window, layer, self_ns, cpu),
+        step_layers=_step_layers(trace, window, rows, row_layer, row_self_ns),
     )
 
 
 def _step_layers(
-    trace: Trace, window: Window, layer: np.ndarray, self_ns: np.ndarray, cpu: np.ndarray
+    trace: Trace, window: Window, rows: np.ndarray, row_layer: np.ndarray, row_self_ns: np.ndarray
 ) -> list[StepLayers]:
-    step = trace.links.step
-    rows = np.flatnonzero(cpu)
-    slot = {int(s): i for i, s in enumerate(window.step_indices)}
-    if not rows.size or not slot:
+    """Self time per analyzed step and layer, µs, of the CPU-side `rows` (their layers and self times given)."""
+    if not rows.size or not window.n_steps:
         return []
     lookup = np.full(len(trace.steps), -1, dtype=np.int64)
     lookup[window.step_indices] = np.arange(window.n_steps)
-    cell = lookup[step[rows]] * len(LAYERS) + layer[rows]  # rows in the window belong to an analyzed step
-    grid = np.bincount(cell, weights=self_ns[rows] / NS_PER_US, minlength=window.n_steps * len(LAYERS))
+    cell = lookup[trace.links.step[rows]] * len(LAYERS) + row_layer  # rows in the window are in analyzed steps
+    grid = np.bincount(cell, weights=row_self_ns / NS_PER_US, minlength=window.n_steps * len(LAYERS))
     grid = grid.reshape(window.n_steps, len(LAYERS))
     return [
         StepLayers(int(number), {name: round(float(grid[i, j]), 3) for j, name in enumerate(LAYERS)})
@@ -315,7 +312,7 @@ def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
     ev = trace.events
     codes = ev.name[launches]
     result = [_latency("all", latency_us)]
-    for code in sorted(np.unique(codes).tolist(), key=lambda c: ev.names[c]):
+    for code in sorted(unique_rows(codes, len(ev.names)).tolist(), key=lambda c: ev.names[c]):
         result.append(_latency(ev.names[code], latency_us[codes == code]))
     return result
 
