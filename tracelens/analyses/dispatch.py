@@ -142,7 +142,8 @@ def classify_layers(trace: Trace) -> np.ndarray:
     One table over (kind, name) gives each event its layer; then blocking copies become `sync` and CPU ops
     without a launch below them `cpu_only_ops`."""
     ev = trace.events
-    layer = _layer_by_kind_and_name(trace)[ev.kind, ev.name]
+    table = _layer_by_kind_and_name(trace)
+    layer = table.ravel()[ev.kind.astype(np.intp) * table.shape[1] + ev.name]  # flat: twice as fast as 2-D
     blocking = _blocking_copy_launches(trace)
     layer[blocking[kind_mask(ev.kind[blocking], API_KINDS)]] = LAYERS.index("sync")
     launches = _subtree_launches(trace, layer == LAYERS.index("launch"))
@@ -218,9 +219,8 @@ def self_times(trace: Trace) -> np.ndarray:
 
 def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
     """Duration minus the summed duration of direct children (clipped at 0), for every event."""
-    child = np.flatnonzero(parent >= 0)
-    children_ns = np.bincount(parent[child], weights=events.dur_ns[child], minlength=len(events))
-    return np.maximum(events.dur_ns - children_ns, 0).astype(np.int64)
+    by_parent_ns = np.bincount(parent + 1, weights=events.dur_ns, minlength=len(events) + 1)  # bin 0: no parent
+    return np.maximum(events.dur_ns - by_parent_ns[1:], 0).astype(np.int64)
 
 
 def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
