@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import MUL_KERNEL, cpu_bound_events, load_events
-from tracelens.analyses.bound import analyze_bound, verdict
+from tracelens.analyses.bound import Gaps, analyze_bound, classify_gaps, gap_arrays, gap_table, verdict
 from tracelens.analyses.window import select_window
 
 
@@ -56,6 +56,23 @@ def test_kernel_queued_long_before_its_gap_is_other_idle(tmp_path: Path) -> None
     result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=10.0)
     assert (result.launch_wait_us_per_step, result.other_idle_us_per_step) == (0.0, 20.0)
     assert result.bound == "mixed"  # busy 40 of 60
+
+
+def test_gap_table_is_the_arrays_and_both_classify_alike(tmp_path: Path) -> None:
+    """The report filters `gap_table` frames and classifies them; analyses classify `Gaps` arrays."""
+    trace = load_events(tmp_path, cpu_bound_events())
+    gaps = gap_arrays(trace)
+    frame = gap_table(trace)
+    assert list(frame.columns) == ["group", "row", "step", "gap_start_ns", "gap_end_ns", "launch_ts_ns",
+                                   "launch_end_ns", "busy_ns"]  # fmt: skip
+    assert frame["gap_start_ns"].tolist() == [16_000, 18_000]  # kernels 16-18 and 36-38 on device 0
+    assert frame["gap_end_ns"].tolist() == [16_000, 36_000]
+    assert frame["launch_ts_ns"].tolist() == [12_000, 32_000]
+    assert frame["busy_ns"].tolist() == [2_000, 2_000]
+    later = frame[frame["gap_end_ns"] > 20_000]
+    assert classify_gaps(trace, later).tolist() == [[18_000.0, 0.0, 0.0]]  # launch, sync, other
+    assert classify_gaps(trace, gaps.take(gaps.gap_end_ns > 20_000)).tolist() == [[18_000.0, 0.0, 0.0]]
+    assert Gaps.of(frame).gap_end_ns.tolist() == gaps.gap_end_ns.tolist()
 
 
 def test_verdict_thresholds() -> None:

@@ -14,15 +14,19 @@ of its span (busy + idle); else "mixed".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from tracelens.analyses.codes import kind_mask
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NS_PER_US = 1000.0
 LAUNCH_SLACK_NS = 10_000
@@ -61,35 +65,73 @@ class Bound:
     steps: list[StepBound]
 
 
-def gap_table(trace: Trace, by: str = "device") -> pd.DataFrame:
+@dataclass(frozen=True)
+class Gaps:
+    """Numpy core of `gap_table`: one entry per GPU activity, sorted by (group, start); columns as there."""
+
+    group: I64
+    row: I64
+    step: I32
+    gap_start_ns: I64
+    gap_end_ns: I64
+    launch_ts_ns: I64
+    launch_end_ns: I64
+    busy_ns: I64
+
+    def __len__(self) -> int:
+        return int(self.row.size)
+
+    def take(self, index: np.ndarray) -> Gaps:
+        """The entries at `index` (a boolean mask or positions), in that order."""
+        return Gaps(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    def frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame({f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def of(cls, gaps: Gaps | pd.DataFrame) -> Gaps:
+        """`gaps` itself, or the arrays of a `gap_table` frame (possibly filtered)."""
+        if isinstance(gaps, Gaps):
+            return gaps
+        return cls(*(gaps[f.name].to_numpy() for f in fields(cls)))
+
+
+def gap_arrays(trace: Trace, by: str = "device") -> Gaps:
     """Every idle gap between busy intervals of GPU activity, grouped by "device" or "stream".
 
     Columns: group, row (activity ending the gap), step, gap_start_ns, gap_end_ns, launch_ts_ns, launch_end_ns,
     busy_ns (that activity's contribution to the busy union, for every activity, gap or not).
     """
     ev, links = trace.events, trace.links
-    rows = np.flatnonzero(np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8)))
+    rows = np.flatnonzero(kind_mask(ev.kind, GPU_ACTIVITY_KINDS))
     group = (ev.device[rows] if by == "device" else ev.device[rows] * 1_000_003 + ev.stream[rows]).astype(np.int64)
     order = np.lexsort((ev.ts_ns[rows], group))
     rows, group = rows[order], group[order]
-    start, end = ev.ts_ns[rows], ev.end_ns[rows]
+    start, end = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
     prev_end = _previous_running_max(group, end)
     has_prev = prev_end > np.iinfo(np.int64).min // 2
-    busy = np.maximum(0, end - np.maximum(start, np.where(has_prev, prev_end, start)))
+    gap_start = np.where(has_prev, prev_end, start)
+    busy = np.maximum(0, end - np.maximum(start, gap_start))
     launch = links.launch[rows]
     safe = np.maximum(launch, 0)
-    return pd.DataFrame(
-        {
-            "group": group,
-            "row": rows,
-            "step": links.step[rows],
-            "gap_start_ns": np.where(has_prev, prev_end, start),
-            "gap_end_ns": start,
-            "launch_ts_ns": np.where(launch >= 0, ev.ts_ns[safe], -1),
-            "launch_end_ns": np.where(launch >= 0, ev.end_ns[safe], -1),
-            "busy_ns": busy,
-        }
+    launch_ts = ev.ts_ns[safe]
+    return Gaps(
+        group=group,
+        row=rows,
+        step=links.step[rows],
+        gap_start_ns=gap_start,
+        gap_end_ns=start,
+        launch_ts_ns=np.where(launch >= 0, launch_ts, -1),
+        launch_end_ns=np.where(launch >= 0, launch_ts + ev.dur_ns[safe], -1),
+        busy_ns=busy,
     )
+
+
+def gap_table(trace: Trace, by: str = "device") -> pd.DataFrame:
+    """`gap_arrays(trace, by)` as a DataFrame (for reports and tests; analyses use the arrays)."""
+    return gap_arrays(trace, by).frame()
 
 
 def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -108,16 +150,20 @@ def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
     return previous
 
 
-def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
+def classify_gaps(trace: Trace, gaps: Gaps | pd.DataFrame) -> np.ndarray:
     """Nanoseconds of each gap charged to each cause, shape (len(gaps), len(CAUSES)); see `launch_wait_spans`.
 
     The part of a gap until the last overlapping sync returns is `sync`; the rest is `launch` when the activity
     ending the gap was launched by a call that returned after that point and it started within
-    `LAUNCH_SLACK_NS` of the call returning, else `other`.
+    `LAUNCH_SLACK_NS` of the call returning, else `other`. `gaps`: `gap_arrays` or `gap_table` entries.
     """
-    start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+    gaps = Gaps.of(gaps)
+    return _cause_amounts(gaps, *launch_wait_spans(trace, gaps))
+
+
+def _cause_amounts(gaps: Gaps, boundary: np.ndarray, waited: np.ndarray) -> np.ndarray:
+    start, end = gaps.gap_start_ns, gaps.gap_end_ns
     length = np.maximum(end - start, 0)
-    boundary, waited = launch_wait_spans(trace, gaps)
     rest_start = np.maximum(start, boundary)
     amounts = np.zeros((start.size, len(CAUSES)), dtype=np.float64)
     amounts[:, CAUSES.index("sync")] = boundary - start
@@ -127,13 +173,14 @@ def classify_gaps(trace: Trace, gaps: pd.DataFrame) -> np.ndarray:
     return amounts
 
 
-def launch_wait_spans(trace: Trace, gaps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def launch_wait_spans(trace: Trace, gaps: Gaps | pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(when each gap's sync part ends, whether the rest of the gap waited for a launch)."""
-    start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
-    launch_ts, launch_end = gaps["launch_ts_ns"].to_numpy(), gaps["launch_end_ns"].to_numpy()
+    gaps = Gaps.of(gaps)
+    start, end = gaps.gap_start_ns, gaps.gap_end_ns
     boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
     rest_start = np.maximum(start, boundary)
-    waited = (launch_ts >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
+    launch_end = gaps.launch_end_ns
+    waited = (gaps.launch_ts_ns >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
     return boundary, waited
 
 
@@ -141,9 +188,9 @@ def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
     """Merged (k, 2) ns intervals when some thread ran dispatch work (ops, launches, queries, compile wrappers)."""
     ev = trace.events
     layer = classify_layers(trace)
-    dispatch_layers = [LAYERS.index(n) for n in LAYERS if n not in ("python", "sync")]
-    rows = np.flatnonzero(window.in_window & np.isin(layer, dispatch_layers))
-    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
+    dispatch = (layer >= 0) & (layer != LAYERS.index("python")) & (layer != LAYERS.index("sync"))
+    rows = np.flatnonzero(window.in_window & dispatch)
+    return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -151,12 +198,14 @@ def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarra
     gap start if none overlaps)."""
     ev = trace.events
     layer = classify_layers(trace)
-    sync = np.flatnonzero(np.isin(ev.kind, np.array(API_KINDS, np.int8)) & (layer == LAYERS.index("sync")))
+    sync = np.flatnonzero(kind_mask(ev.kind, API_KINDS) & (layer == LAYERS.index("sync")))
     release = start.copy()
     if sync.size == 0 or start.size == 0:
         return release
-    order = np.argsort(ev.end_ns[sync], kind="stable")
-    sync_end, sync_start = ev.end_ns[sync][order], ev.ts_ns[sync][order]
+    sync_start = ev.ts_ns[sync]
+    sync_end = sync_start + ev.dur_ns[sync]
+    order = np.argsort(sync_end, kind="stable")
+    sync_end, sync_start = sync_end[order], sync_start[order]
     suffix_min_start = np.minimum.accumulate(sync_start[::-1])[::-1]
     last = np.searchsorted(sync_end, end, side="right") - 1  # last sync ending at or before the gap end
     has_last = last >= 0
@@ -175,32 +224,34 @@ def analyze_bound(
     trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None
 ) -> Bound:
     """`excluded`: merged (k, 2) ns intervals (e.g. compilation) whose time is taken out of every gap."""
-    gaps = gap_table(trace, by="device")
-    gaps = gaps[window.in_window[gaps["row"].to_numpy()]] if len(gaps) else gaps
+    gaps = gap_arrays(trace, by="device")
+    gaps = gaps.take(window.in_window[gaps.row])
     n = max(window.n_steps, 1)
-    if gaps.empty:
+    if len(gaps) == 0:
         return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, None, 0.0, [])
-    amounts_us = classify_gaps(trace, gaps) / NS_PER_US
+    boundary, waited = launch_wait_spans(trace, gaps)
+    amounts_us = _cause_amounts(gaps, boundary, waited) / NS_PER_US
     if excluded is not None and excluded.shape[0]:
-        start, end = gaps["gap_start_ns"].to_numpy(), gaps["gap_end_ns"].to_numpy()
+        start, end = gaps.gap_start_ns, gaps.gap_end_ns
         length = np.maximum(end - start, 0).astype(np.float64)
         kept = length - _covered(excluded, start, end)
         amounts_us *= np.divide(kept, length, out=np.zeros_like(length), where=length > 0)[:, None]
     length_us = amounts_us.sum(axis=1)
-    busy_us = gaps["busy_ns"].to_numpy() / NS_PER_US
+    busy_us = gaps.busy_ns / NS_PER_US
     lookup = np.full(len(trace.steps), -1, dtype=np.int64)
     lookup[window.step_indices] = np.arange(window.n_steps)
-    slot = lookup[gaps["step"].to_numpy()]
+    slot = lookup[gaps.step]  # activity in the window belongs to an analyzed step
     grid = np.zeros((window.n_steps, len(CAUSES) + 1))
     for cause in range(len(CAUSES)):
-        np.add.at(grid[:, cause], slot, amounts_us[:, cause])
-    np.add.at(grid[:, len(CAUSES)], slot, busy_us)
+        grid[:, cause] = np.bincount(slot, weights=amounts_us[:, cause], minlength=window.n_steps)
+    grid[:, len(CAUSES)] = np.bincount(slot, weights=busy_us, minlength=window.n_steps)
     steps = [
         StepBound(int(num), _r(g[3]), _r(g[0]), _r(g[1]), _r(g[2]), verdict(g[3], g[0], g[1] + g[2]))
         for num, g in zip(window.step_numbers, grid, strict=True)
     ]
     total = grid.sum(axis=0) / n
-    exposed = min(_exposed_dispatch_us(trace, window, gaps) / n, dispatch_us_per_step, float(total[0]))
+    exposed_us = _exposed_dispatch_us(trace, window, gaps, boundary, waited)
+    exposed = min(exposed_us / n, dispatch_us_per_step, float(total[0]))
     return Bound(
         bound=verdict(total[3], total[0], total[1] + total[2]),
         gpu_busy_us_per_step=_r(total[3]),
@@ -216,15 +267,16 @@ def analyze_bound(
     )
 
 
-def _exposed_dispatch_us(trace: Trace, window: Window, gaps: pd.DataFrame) -> float:
+def _exposed_dispatch_us(trace: Trace, window: Window, gaps: Gaps, boundary: np.ndarray, waited: np.ndarray) -> float:
     """Dispatch time (union over threads) that fell inside the launch-wait part of a gap: the GPU sat idle
-    while the CPU was issuing its next work."""
-    boundary, waited = launch_wait_spans(trace, gaps)
-    timeline = _dispatch_timeline(trace, window)
-    if timeline.shape[0] == 0 or not waited.any():
+    while the CPU was issuing its next work. `boundary`, `waited`: `launch_wait_spans` of `gaps`."""
+    if not waited.any():
         return 0.0
-    start = np.maximum(gaps["gap_start_ns"].to_numpy(), boundary)[waited]
-    end = gaps["gap_end_ns"].to_numpy()[waited]
+    timeline = _dispatch_timeline(trace, window)
+    if timeline.shape[0] == 0:
+        return 0.0
+    start = np.maximum(gaps.gap_start_ns, boundary)[waited]
+    end = gaps.gap_end_ns[waited]
     return float(_covered(timeline, start, np.maximum(end, start)).sum()) / NS_PER_US
 
 

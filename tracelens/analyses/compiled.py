@@ -12,11 +12,19 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_time_ns
+from tracelens.analyses.codes import (
+    first_seen_groups,
+    kind_mask,
+    name_codes_at,
+    name_mask,
+    names_with_blank,
+    unique_rows,
+)
+from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
+from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 
 NS_PER_US = 1000.0
@@ -67,12 +75,12 @@ class Compiled:
     note: str
 
 
+@per_trace
 def compile_intervals(trace: Trace) -> np.ndarray:
-    """Merged [start, end) ns intervals of compile-phase spans, shape (k, 2)."""
+    """Merged [start, end) ns intervals of compile-phase spans, shape (k, 2). Cached per trace: do not mutate."""
     ev = trace.events
-    codes = np.array([c for c, s in enumerate(ev.names) if COMPILE_SPAN.search(s)], dtype=np.int32)
-    rows = np.flatnonzero(np.isin(ev.name, codes) & np.isin(ev.kind, np.array(CPU_KINDS, np.int8)))
-    return merge_intervals(ev.ts_ns[rows], ev.end_ns[rows])
+    rows = np.flatnonzero(name_mask(trace, COMPILE_SPAN.search, CPU_KINDS))
+    return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
 def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray) -> np.ndarray:
@@ -87,18 +95,15 @@ def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray
 
 
 def analyze_compiled(trace: Trace, window: Window) -> Compiled:
-    ev, links = trace.events, trace.links
     spans = compile_intervals(trace)
     excluded_steps, excluded_mask = _exclusions(trace, window, spans)
     steady = _apply(window, excluded_steps, excluded_mask, trace)
     n = max(steady.n_steps, 1)
     layer = classify_layers(trace)
-    self_ns = self_time_ns(ev, links.parent)
+    self_ns = self_times(trace)
     compiled_layer = steady.in_window & (layer == LAYERS.index("compiled"))
     regions = _regions(trace, steady, compiled_layer, self_ns, n)
-    lookup_codes = np.array([c for c, s in enumerate(ev.names) if s == "TorchDynamo Cache Lookup"], dtype=np.int32)
-    lookup = steady.in_window & np.isin(ev.name, lookup_codes)
-    fga_codes = np.array([c for c, s in enumerate(ev.names) if s == "cudaFuncGetAttributes"], dtype=np.int32)
+    lookup = steady.in_window & _named(trace, "TorchDynamo Cache Lookup")
     frames = sorted({r.frame for r in regions})
     compile_us = float((spans[:, 1] - spans[:, 0]).sum()) / NS_PER_US if spans.size else 0.0
     result = Compiled(
@@ -111,7 +116,7 @@ def analyze_compiled(trace: Trace, window: Window) -> Compiled:
         compile_in_window=bool(spans.shape[0]),
         compile_us=_r(compile_us),
         compile_spans=int(spans.shape[0]),
-        func_get_attributes_calls=int(np.count_nonzero(np.isin(ev.name, fga_codes))),
+        func_get_attributes_calls=int(np.count_nonzero(_named(trace, "cudaFuncGetAttributes"))),
         excluded_steps=excluded_steps,
         excluded_events=int(excluded_mask.sum()),
         graph_replays=_graph_replays(trace, steady, n),
@@ -139,7 +144,7 @@ def _exclusions(trace: Trace, window: Window, spans: np.ndarray) -> tuple[list[i
         hit = overlaps_intervals(steps.start_ns[chosen], steps.end_ns[chosen], spans)
         if hit.any() and not hit.all():
             return [int(steps.number[i]) for i in chosen[hit]], none
-    cpu = np.isin(ev.kind, np.array(CPU_KINDS, np.int8))
+    cpu = kind_mask(ev.kind, CPU_KINDS)
     mask = cpu & overlaps_intervals(ev.ts_ns, ev.end_ns, spans)
     gpu = np.flatnonzero(trace.links.launch >= 0)
     mask[gpu] = mask[trace.links.launch[gpu]]
@@ -156,15 +161,22 @@ def _apply(window: Window, excluded_steps: list[int], excluded_mask: np.ndarray,
     return window
 
 
-def _region_of(trace: Trace, rows: np.ndarray, region_codes: np.ndarray) -> np.ndarray:
-    """Nearest enclosing-or-self compiled region of each row (-1 if none)."""
-    ev, parent = trace.events, trace.links.parent
+def _named(trace: Trace, name: str) -> np.ndarray:
+    """Events called exactly `name`."""
+    ev = trace.events
+    code = ev.names.index(name) if name in ev.names else -1
+    return ev.name == code
+
+
+def _region_of(trace: Trace, rows: np.ndarray, is_region: np.ndarray) -> np.ndarray:
+    """Nearest enclosing-or-self compiled region of each row (-1 if none); `is_region`: mask over events."""
+    parent = trace.links.parent
     current = rows.astype(np.int64)
     result = np.full(rows.size, -1, dtype=np.int64)
     active = np.arange(rows.size)
     while active.size:
         here = current[active]
-        found = np.isin(ev.name[here], region_codes) & (ev.kind[here] == Kind.CPU_OP)
+        found = is_region[here]
         result[active[found]] = here[found]
         active = active[~found]
         current[active] = parent[current[active]]
@@ -172,19 +184,29 @@ def _region_of(trace: Trace, rows: np.ndarray, region_codes: np.ndarray) -> np.n
     return result
 
 
+@per_trace
+def _region_calls(trace: Trace) -> np.ndarray:
+    """CPU ops named like a compiled region (`Torch-Compiled Region: frame/recompile`). Cached per trace."""
+    return name_mask(trace, REGION.match, (Kind.CPU_OP,))
+
+
 def _regions(trace: Trace, window: Window, compiled_layer: np.ndarray, self_ns: np.ndarray, n: int) -> list[Region]:
     ev = trace.events
-    region_codes = np.array([c for c, s in enumerate(ev.names) if REGION.match(s)], dtype=np.int32)
-    if region_codes.size == 0:
+    is_region = _region_calls(trace)
+    calls = np.flatnonzero(window.in_window & is_region)
+    if calls.size == 0:
         return []
-    calls = np.flatnonzero(window.in_window & np.isin(ev.name, region_codes) & (ev.kind == Kind.CPU_OP))
     wrappers = np.flatnonzero(compiled_layer)
-    owner = _region_of(trace, wrappers, region_codes)
-    overhead = pd.Series(self_ns[wrappers][owner >= 0]).groupby(ev.name[owner[owner >= 0]]).sum()
-    frame = pd.DataFrame({"code": ev.name[calls], "dur": ev.dur_ns[calls]}).groupby("code")["dur"].agg(["size", "sum"])
+    owner = _region_of(trace, wrappers, is_region)
+    owned = owner >= 0
+    n_names = len(ev.names)
+    overhead_ns = np.bincount(ev.name[owner[owned]], weights=self_ns[wrappers][owned], minlength=n_names)
+    code = ev.name[calls]
+    count = np.bincount(code, minlength=n_names)
+    total_ns = np.bincount(code, weights=ev.dur_ns[calls], minlength=n_names)  # exact below 2**53 ns
     regions = []
-    for code, row in frame.iterrows():
-        name = ev.names[int(code)]
+    for c in np.flatnonzero(count).tolist():
+        name = ev.names[c]
         match = REGION.match(name)
         assert match is not None
         regions.append(
@@ -192,42 +214,43 @@ def _regions(trace: Trace, window: Window, compiled_layer: np.ndarray, self_ns: 
                 name,
                 int(match.group(1)),
                 int(match.group(2)),
-                _r(row["size"] / n),
-                _r(row["sum"] / NS_PER_US / n),
-                _r(float(overhead.get(code, 0)) / NS_PER_US / n),
+                _r(count[c] / n),
+                _r(total_ns[c] / NS_PER_US / n),
+                _r(float(overhead_ns[c]) / NS_PER_US / n),
             )
         )
     return sorted(regions, key=lambda r: (r.frame, r.recompile))
 
 
 def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
+    """Per (launch API, op, region), in order of the first launch: replays, kernels each, GPU time each."""
     ev, links = trace.events, trace.links
-    graph_codes = np.array([c for c, s in enumerate(ev.names) if s in GRAPH_LAUNCH_APIS], dtype=np.int32)
-    gpu = np.flatnonzero(np.isin(ev.kind, np.array(GPU_ACTIVITY_KINDS, np.int8)) & (links.launch >= 0))
-    gpu = gpu[window.in_window[gpu] & np.isin(ev.name[links.launch[gpu]], graph_codes)]
+    graph_launch = name_mask(trace, GRAPH_LAUNCH_APIS.__contains__)
+    gpu = np.flatnonzero(kind_mask(ev.kind, GPU_ACTIVITY_KINDS) & (links.launch >= 0))
+    gpu = gpu[window.in_window[gpu] & graph_launch[links.launch[gpu]]]
     if gpu.size == 0:
         return []
-    launches = links.launch[gpu]
-    region_codes = np.array([c for c, s in enumerate(ev.names) if REGION.match(s)], dtype=np.int32)
-    unique_launch = np.unique(launches)
-    region = _region_of(trace, unique_launch, region_codes)
-    per_launch = pd.DataFrame({"launch": launches, "dur": ev.dur_ns[gpu]}).groupby("launch")["dur"].agg(["size", "sum"])
-    per_launch["api"] = ev.names_at(per_launch.index.to_numpy())
-    per_launch["op"] = ev.names_at(links.op[per_launch.index.to_numpy()])
-    per_launch["region"] = ev.names_at(region[np.searchsorted(unique_launch, per_launch.index.to_numpy())])
-    grouped = per_launch.groupby(["api", "op", "region"], sort=False).agg(
-        replays=("size", "size"), kernels=("size", "sum"), gpu_ns=("sum", "sum")
-    )
+    launch = unique_rows(links.launch[gpu], len(ev))
+    slot = np.searchsorted(launch, links.launch[gpu])
+    kernels = np.bincount(slot)
+    gpu_ns = np.bincount(slot, weights=ev.dur_ns[gpu])  # exact below 2**53 ns
+    api, op = ev.name[launch], name_codes_at(ev, links.op[launch])
+    region = name_codes_at(ev, _region_of(trace, launch, _region_calls(trace)))
+    group, first = first_seen_groups(api, op, region)
+    replays = np.bincount(group)
+    kernels_per_replay = np.bincount(group, weights=kernels) / replays
+    gpu_us_per_replay = np.bincount(group, weights=gpu_ns) / NS_PER_US / replays
+    labels = names_with_blank(ev)
     return [
         GraphReplay(
-            str(api),
-            str(op) or "(no op)",
-            str(reg) or "(none)",
-            _r(g["replays"] / n),
-            _r(g["kernels"] / g["replays"]),
-            _r(g["gpu_ns"] / NS_PER_US / g["replays"]),
+            ev.names[api[f]],
+            labels[op[f]] or "(no op)",
+            labels[region[f]] or "(none)",
+            _r(replays[g] / n),
+            _r(kernels_per_replay[g]),
+            _r(gpu_us_per_replay[g]),
         )
-        for (api, op, reg), g in grouped.iterrows()
+        for g, f in enumerate(first.tolist())
     ]
 
 
