@@ -10,9 +10,11 @@ import pytest
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
-from tracelens.analyses.activity import gpu_activity, string_keys
+from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.codes import kind_mask
+from tracelens.analyses.keygroups import string_keys
 from tracelens.analyses.summary import analyze_summary, gpu_activity_frame, most_frequent
-from tracelens.analyses.window import kind_mask, step_mask
+from tracelens.analyses.window import step_mask
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS
 
 

@@ -8,8 +8,9 @@ import numpy as np
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
-from tracelens.analyses.codes import first_seen_groups, kind_mask, name_codes_at, name_mask, unique_rows
+from tracelens.analyses.codes import kind_mask, name_codes_at, name_mask, unique_rows
 from tracelens.analyses.dispatch import analyze_dispatch
+from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import select_window
 from tracelens.model.events import API_KINDS, Kind
 

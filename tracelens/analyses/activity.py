@@ -1,7 +1,7 @@
 """GPU activity (kernels, memcpy, memset) as numpy columns, with category and launching op; no pandas.
 
 Contract: `gpu_activity(trace) -> GpuActivity`, memoised per trace; one entry per GPU activity event, in event
-row order. Names are codes into `trace.events.names` (-1 = none); `string_keys` turns codes into keys that
+row order. Names are codes into `trace.events.names` (-1 = none); `keygroups.string_keys` turns codes into keys that
 group and sort exactly as the strings do, so analyses group by integers and make strings only for output.
 """
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from tracelens.analyses.window import kind_mask, step_mask
+from tracelens.analyses.codes import kind_mask
+from tracelens.analyses.window import step_mask
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, categorize
 from tracelens.model.memo import per_trace
@@ -74,21 +75,6 @@ def gpu_activity(trace: Trace) -> GpuActivity:
         "op_name": _name_codes(ev, op),
     }
     return GpuActivity(**{key: _frozen(value) for key, value in columns.items()})
-
-
-def string_keys(names: tuple[str, ...], codes: np.ndarray) -> tuple[I64, list[str]]:
-    """Dense keys 0..k-1 for name `codes` (-1 = ""): equal strings share a key and keys sort as the strings
-    do. Also returns the k strings, by key. Python work is per distinct code, not per entry."""
-    slot = np.asarray(codes, dtype=np.int64) + 1  # 0 is the "" of code -1
-    present = np.zeros(len(names) + 1, dtype=bool)
-    present[slot] = True
-    used = np.flatnonzero(present)
-    strings = ["" if s == 0 else names[s - 1] for s in used.tolist()]
-    distinct = sorted(set(strings))
-    rank = {text: key for key, text in enumerate(distinct)}
-    lookup = np.zeros(len(names) + 1, dtype=np.int64)
-    lookup[used] = [rank[text] for text in strings]
-    return lookup[slot], distinct
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.analyses.codes import (
-    first_seen_groups,
     kind_mask,
     name_codes_at,
     name_mask,
@@ -22,6 +21,7 @@ from tracelens.analyses.codes import (
     unique_rows,
 )
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
+from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.memo import per_trace

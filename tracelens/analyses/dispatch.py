@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.analyses.codes import (
-    first_seen_groups,
     kind_mask,
     name_codes_at,
     name_mask,
@@ -22,6 +21,7 @@ from tracelens.analyses.codes import (
     names_with_blank,
     unique_rows,
 )
+from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, EventTable, Kind
 from tracelens.model.memo import per_trace

@@ -19,15 +19,26 @@ _EXACT_LIMIT = 2.0**52  # whole numbers whose absolute sum stays below this add 
 
 
 def first_seen_groups(*keys: np.ndarray) -> tuple[I64, I64]:
-    """Group rows by equal values in all `keys` (integer arrays of one length), groups numbered in order of
-    first appearance. Returns (group id per row, first row of each group)."""
-    if not keys or keys[0].size == 0:
+    """Group rows by equal values in all `keys` (integer columns of one length), numbering groups in order of
+    first appearance, like pandas `groupby(sort=False)`. Returns (group id of every row, first row of every
+    group)."""
+    key = combined_key(*keys)
+    if key.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    _, first, inverse = np.unique(combined_key(*keys), return_index=True, return_inverse=True)
-    order = np.argsort(first)  # first rows are distinct
-    renumber = np.empty(order.size, dtype=np.int64)
-    renumber[order] = np.arange(order.size)
-    return renumber[inverse.ravel()], first[order].astype(np.int64)
+    span = int(key.max()) + 1
+    if span > 8 * key.size + 65_536:  # sparse keys: sort them
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        renumber = np.empty(order.size, dtype=np.int64)
+        renumber[order] = np.arange(order.size)
+        return renumber[inverse.ravel()], first[order].astype(np.int64)
+    first_of_key = np.full(span, key.size, dtype=np.int64)  # dense keys: a table over their range
+    np.minimum.at(first_of_key, key, np.arange(key.size, dtype=np.int64))
+    present = np.flatnonzero(first_of_key < key.size)
+    first = np.sort(first_of_key[present])
+    renumber = np.empty(span, dtype=np.int64)
+    renumber[key[first]] = np.arange(first.size)
+    return renumber[key], first
 
 
 def combined_key(*keys: np.ndarray) -> I64:
@@ -122,6 +133,20 @@ def string_ranks(strings: Sequence[str]) -> tuple[I64, list[str]]:
         return np.zeros(0, dtype=np.int64), []
     uniques, inverse = np.unique(np.asarray(strings, dtype=object), return_inverse=True)
     return inverse.ravel().astype(np.int64), [str(s) for s in uniques]
+
+
+def string_keys(names: Sequence[str], codes: np.ndarray) -> tuple[I64, list[str]]:
+    """Dense keys 0..k-1 for name `codes` into `names` (-1 = ""): equal strings share a key and keys sort as
+    the strings do (`string_ranks` of the names in use). Also returns the k strings, by key. Python work is per
+    distinct code, not per entry."""
+    slot = np.asarray(codes, dtype=np.int64) + 1  # 0 is the "" of code -1
+    present = np.zeros(len(names) + 1, dtype=bool)
+    present[slot] = True
+    used = np.flatnonzero(present)
+    ranks, distinct = string_ranks(["" if s == 0 else names[s - 1] for s in used.tolist()])
+    lookup = np.zeros(len(names) + 1, dtype=np.int64)
+    lookup[used] = ranks
+    return lookup[slot], distinct
 
 
 def descending_order(values: np.ndarray) -> I64:

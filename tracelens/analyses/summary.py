@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracelens.analyses.activity import GpuActivity, gpu_activity, string_keys
+from tracelens.analyses.activity import GpuActivity, gpu_activity
+from tracelens.analyses.codes import kind_mask
+from tracelens.analyses.keygroups import string_keys
 from tracelens.analyses.window import (
     Window,
     interval_union_per_group,
-    kind_mask,
     per_step_counts,
     per_step_sums,
     select_window,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.errors import TracelensError
-from tracelens.model.events import I32, Bool, Kind
+from tracelens.model.events import I32, Bool
 from tracelens.model.trace import Trace
 
 
@@ -50,13 +50,6 @@ def step_mask(step_of_rows: np.ndarray, step_indices: np.ndarray) -> Bool:
     table = np.zeros(max(int(step_of_rows.max()), int(step_indices.max(initial=0))) + 2, dtype=bool)
     table[step_indices] = True  # -1 reads the last entry, which no step index reaches
     return table[step_of_rows]
-
-
-def kind_mask(kind: np.ndarray, kinds: tuple[Kind, ...]) -> Bool:
-    """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up."""
-    table = np.zeros(max(Kind) + 1, dtype=bool)
-    table[list(kinds)] = True
-    return table[kind]
 
 
 def per_step_counts(step_of_rows: np.ndarray, window: Window, n_steps_total: int) -> np.ndarray:
