@@ -122,8 +122,14 @@ def _tree_memory_kb(root: int, hwm: dict[int, int]) -> int:
     return total
 
 
-def measure(command: list[str], timeout_s: float, env: dict[str, str]) -> tuple[float, float, float, float, bool, str]:
-    """(wall s, cpu s, ru_maxrss MB, tree PSS MB, ok, note) of one subprocess."""
+def measure(
+    command: list[str], timeout_s: float, env: dict[str, str], sample_memory: bool = False
+) -> tuple[float, float, float, float, bool, str]:
+    """(wall s, cpu s, peak RSS MB, tree PSS MB, ok, note) of one subprocess.
+
+    Memory is sampled from /proc only when `sample_memory` (reading smaps takes the process's memory-map lock
+    and costs CPU, which slows a 2-core run measurably): timed runs and memory runs are separate runs.
+    """
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     peak = [0]
@@ -136,7 +142,8 @@ def measure(command: list[str], timeout_s: float, env: dict[str, str]) -> tuple[
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    if sample_memory:
+        sampler.start()
     deadline = start + timeout_s
     status = None
     usage = None
@@ -153,7 +160,8 @@ def measure(command: list[str], timeout_s: float, env: dict[str, str]) -> tuple[
         time.sleep(0.01)
     wall = time.perf_counter() - start
     done.set()
-    sampler.join()
+    if sample_memory:
+        sampler.join()
     process.returncode = os.waitstatus_to_exitcode(status)
     stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
     ok = process.returncode == 0
@@ -164,31 +172,31 @@ def measure(command: list[str], timeout_s: float, env: dict[str, str]) -> tuple[
 
 
 def run_method(
-    method: str, path: Path, timeout_s: float, cache_dir: Path
+    method: str, path: Path, timeout_s: float, cache_dir: Path, sample_memory: bool = False
 ) -> tuple[float, float, float, float, bool, str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), TRACELENS_CACHE_DIR=str(cache_dir))
     python = sys.executable
     if method == "floor":
-        return measure([python, "-c", FLOOR, str(path)], timeout_s, env)
+        return measure([python, "-c", FLOOR, str(path)], timeout_s, env, sample_memory)
     if method == "hta":
         with tempfile.TemporaryDirectory(prefix="bench_hta_") as folder:
             os.symlink(path, Path(folder) / path.name)
-            return measure([python, "-c", HTA, folder], timeout_s, env)
+            return measure([python, "-c", HTA, folder], timeout_s, env, sample_memory)
     analyze = [python, "-m", "tracelens", "analyze", str(path), "--format", "json"]
     if method == "tracelens":
-        return measure([*analyze, "--no-cache"] if _has_cache_flag() else analyze, timeout_s, env)
+        return measure([*analyze, "--no-cache"], timeout_s, env, sample_memory)
     if method == "tracelens-1proc":
         env["TRACELENS_WORKERS"] = "1"
-        return measure([*analyze, "--no-cache"] if _has_cache_flag() else analyze, timeout_s, env)
+        return measure([*analyze, "--no-cache"], timeout_s, env, sample_memory)
     if method == "tracelens-first":
-        return measure(analyze, timeout_s, env)  # empty cache: hashes the file and stores both entries
+        return measure(analyze, timeout_s, env, sample_memory)  # empty cache: hashes the file, stores entries
     if method == "tracelens-trace-cached":
         measure(analyze, timeout_s, env)  # fills the cache
         shutil.rmtree(cache_dir / "analyses", ignore_errors=True)  # keep only the columnar trace
-        return measure(analyze, timeout_s, env)
+        return measure(analyze, timeout_s, env, sample_memory)
     if method == "tracelens-cached":
         measure(analyze, timeout_s, env)  # fills the cache
-        return measure(analyze, timeout_s, env)
+        return measure(analyze, timeout_s, env, sample_memory)
     raise ValueError(method)
 
 
@@ -196,10 +204,6 @@ def compile_package() -> None:
     """Byte-compile tracelens as `pip install` does, so that no run pays for compiling it (with
     PYTHONDONTWRITEBYTECODE set, a source checkout would otherwise compile every module on every run)."""
     compileall.compile_dir(REPO / "tracelens", quiet=1)
-
-
-def _has_cache_flag() -> bool:
-    return (REPO / "tracelens" / "cache.py").exists()
 
 
 def ensure_synthetic(folder: Path, which: tuple[tuple[str, int], ...]) -> list[Path]:
@@ -280,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                     if best is None or (result[4] and (not best[4] or result[0] < best[0])):
                         best = result
                 assert best is not None
-                run = Run(path.name, size_mb, method, *best)
+                shutil.rmtree(cache_dir, ignore_errors=True)
+                memory = run_method(method, path, args.timeout, cache_dir, sample_memory=True)
+                run = Run(path.name, size_mb, method, best[0], best[1], memory[2], memory[3], best[4], best[5])
                 runs.append(run)
                 print(render([run], "").splitlines()[-1], file=sys.stderr, flush=True)
     finally:
@@ -290,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}; load average at the end "
         f"{load[0]:.1f} (other jobs share this machine: wall times are noisy, CPU s less so). "
-        f"Best of {args.repeat} run(s) (HTA above 100 MB: one); each run is a fresh process, Python start-up included. "
+        f"Wall and CPU: best of {args.repeat} run(s) (HTA above 100 MB: one); memory: one more run sampled every "
+        "20 ms (sampling slows a run, so it is not timed). Each run is a fresh process, Python start-up included. "
         "tracelens = `analyze --format json --no-cache`, auto workers (forked chunk decoders); tracelens-1proc = "
         "TRACELENS_WORKERS=1; tracelens-first = a first run with the cache on (hashes the file, stores the entries); "
         "tracelens-trace-cached = the columnar trace from the cache, analyses run (what report/check get); "
