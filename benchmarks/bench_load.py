@@ -227,6 +227,32 @@ def ensure_synthetic(folder: Path, which: tuple[tuple[str, int], ...]) -> list[P
     return paths
 
 
+def measure_file(path: Path, methods: list[str], args: argparse.Namespace, cache_dir: Path) -> list[Run]:
+    """Every method on one file. Timed runs are interleaved (round r runs every method once), so that a
+    machine that speeds up or slows down over minutes affects every method alike; then one memory run each."""
+    size_mb = uncompressed_bytes(path) / 1e6
+    methods = [m for m in methods if not (m == "hta" and size_mb > (100 if args.quick else args.hta_max_mb))]
+    best: dict[str, tuple[float, float, float, float, bool, str]] = {}
+    for round_index in range(args.repeat):
+        for method in methods:
+            if method == "hta" and size_mb > 100 and round_index > 0:
+                continue  # minutes per run: one is enough
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            result = run_method(method, path, args.timeout, cache_dir)
+            previous = best.get(method)
+            if previous is None or (result[4] and (not previous[4] or result[0] < previous[0])):
+                best[method] = result
+    runs = []
+    for method in methods:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        memory = run_method(method, path, args.timeout, cache_dir, sample_memory=True)
+        timed = best[method]
+        run = Run(path.name, size_mb, method, timed[0], timed[1], memory[2], memory[3], timed[4], timed[5])
+        runs.append(run)
+        print(render([run], "").splitlines()[-1], file=sys.stderr, flush=True)
+    return runs
+
+
 def render(runs: list[Run], header: str) -> str:
     lines = [
         header,
@@ -273,22 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = Path(tempfile.mkdtemp(prefix="bench_cache_"))
     try:
         for path in files:
-            size_mb = uncompressed_bytes(path) / 1e6
-            for method in methods:
-                if method == "hta" and size_mb > (100 if args.quick else args.hta_max_mb):
-                    continue
-                best = None
-                for _ in range(1 if method == "hta" and size_mb > 100 else args.repeat):
-                    shutil.rmtree(cache_dir, ignore_errors=True)
-                    result = run_method(method, path, args.timeout, cache_dir)
-                    if best is None or (result[4] and (not best[4] or result[0] < best[0])):
-                        best = result
-                assert best is not None
-                shutil.rmtree(cache_dir, ignore_errors=True)
-                memory = run_method(method, path, args.timeout, cache_dir, sample_memory=True)
-                run = Run(path.name, size_mb, method, best[0], best[1], memory[2], memory[3], best[4], best[5])
-                runs.append(run)
-                print(render([run], "").splitlines()[-1], file=sys.stderr, flush=True)
+            runs += measure_file(path, methods, args, cache_dir)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     load = os.getloadavg()
@@ -296,8 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}; load average at the end "
         f"{load[0]:.1f} (other jobs share this machine: wall times are noisy, CPU s less so). "
-        f"Wall and CPU: best of {args.repeat} run(s) (HTA above 100 MB: one); memory: one more run sampled every "
-        "20 ms (sampling slows a run, so it is not timed). Each run is a fresh process, Python start-up included. "
+        f"Wall and CPU: best of {args.repeat} interleaved run(s) (HTA above 100 MB: one); memory: one more run "
+        "sampled every 20 ms (sampling slows a run, so it is not timed). Each run is a fresh process, Python start-up included. "
         "tracelens = `analyze --format json --no-cache`, auto workers (forked chunk decoders); tracelens-1proc = "
         "TRACELENS_WORKERS=1; tracelens-first = a first run with the cache on (hashes the file, stores the entries); "
         "tracelens-trace-cached = the columnar trace from the cache, analyses run (what report/check get); "
