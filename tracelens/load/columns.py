@@ -84,16 +84,15 @@ def columnize(events: list[Event]) -> ChunkColumns:
     external_id = np.where(external_id >= 0, external_id, legacy)
 
     is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
-    pids = _ids(events, "pid")
-    tids = _ids(events, "tid")
-    device = _int_column(args, "device")
-    stream = _int_column(args, "stream")
+    pids = factorize(list(map(attrgetter("pid"), events)))
+    tids = factorize(list(map(attrgetter("tid"), events)))
+    device, stream = _gpu_int_columns(args, is_gpu, ("device", "stream"))
     no_device = np.flatnonzero(is_gpu & (device < 0))
-    device[no_device] = _ints_or(pids[no_device], -1)
+    device[no_device] = _id_numbers(pids[0][no_device], pids[1])
     no_stream = np.flatnonzero(is_gpu & (stream < 0))
-    stream[no_stream] = _ints_or(tids[no_stream], -1)
-    pid_codes, pid_values = _track_labels(pids, is_gpu, device, "gpu")
-    tid_codes, tid_values = _track_labels(tids, is_gpu, stream, "")
+    stream[no_stream] = _id_numbers(tids[0][no_stream], tids[1])
+    pid_codes, pid_values = _track_labels(*pids, is_gpu, device, "gpu")
+    tid_codes, tid_values = _track_labels(*tids, is_gpu, stream, "")
     return ChunkColumns(
         cat_codes=cat_codes,
         cat_values=cat_values,
@@ -110,8 +109,8 @@ def columnize(events: list[Event]) -> ChunkColumns:
             "correlation": _int_column(args, "correlation"),
             "external_id": external_id,
             "sequence_number": _int_column(args, "sequence_number"),
-            "device": np.where(is_gpu, device, -1),
-            "stream": np.where(is_gpu, stream, -1),
+            "device": device,
+            "stream": stream,
             "bytes": _int_column(args, "bytes"),
             "grid_blocks": _dims_product(args, "grid", kind),
             "block_threads": _dims_product(args, "block", kind),
@@ -310,22 +309,23 @@ def _int_or_minus_one(value: object) -> int:
     return number if number is not None and -(2**63) <= number < 2**63 else -1
 
 
-def _ids(events: list[Event], attribute: str) -> np.ndarray:
-    """pid/tid values: int64 when every one is an int (the common case), else an object array."""
-    values = list(map(attrgetter(attribute), events))
-    if set(map(type, values)) <= {int}:  # not bool, not digit strings: those keep their own labels
-        try:
-            return np.fromiter(values, dtype=np.int64, count=len(values))
-        except OverflowError:
-            pass
-    return np.fromiter(values, dtype=object, count=len(values))
+def _gpu_int_columns(args: list[Args], is_gpu: Bool, attributes: tuple[str, ...]) -> list[I64]:
+    """Integer `args` fields that only GPU-track events keep (-1 on every other row), read from those rows only."""
+    rows = np.flatnonzero(is_gpu)
+    picked = _pick(args, rows)
+    columns = []
+    for attribute in attributes:
+        column = np.full(len(args), -1, dtype=np.int64)
+        column[rows] = _int_column(picked, attribute)
+        columns.append(column)
+    return columns
 
 
-def _ints_or(values: np.ndarray, default: int) -> I64:
-    if values.dtype != object:
-        return values.astype(np.int64)
-    in_range = (v if type(v) is int and -(2**63) <= v < 2**63 else default for v in values)
-    return np.fromiter(in_range, dtype=np.int64, count=len(values))
+def _id_numbers(codes: I64, uniques: list[Any]) -> I64:
+    """The pid/tid of each event (codes into `uniques`, -1 = None) as an int; -1 for strings, None and ints
+    outside int64."""
+    table = [u if type(u) is int and -(2**63) <= u < 2**63 else -1 for u in uniques]
+    return np.array([*table, -1], dtype=np.int64)[codes]  # code -1 reads the final -1
 
 
 def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
@@ -371,9 +371,11 @@ def _dense_raws(parts: list[tuple[I64, list[bytes]]], lengths: list[int], n: int
     return out
 
 
-def _track_labels(values: np.ndarray, is_gpu: Bool, gpu_numbers: I64, prefix: str) -> tuple[np.ndarray, list[str]]:
-    """Per-event track label codes: str(pid/tid) for CPU events, f"{prefix}{number}" for GPU events."""
-    codes, uniques = factorize(values)  # None -> -1
+def _track_labels(
+    codes: I64, uniques: list[Any], is_gpu: Bool, gpu_numbers: I64, prefix: str
+) -> tuple[np.ndarray, list[str]]:
+    """Per-event track label codes: str(pid/tid) for CPU events (pid/tid `codes` into `uniques`, -1 = None),
+    f"{prefix}{number}" for GPU events."""
     labels = [_label(v) for v in uniques] + [""]
     codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
     gpu_rows = np.flatnonzero(is_gpu)
