@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     pass
 
 BLOCK_BYTES = 8 << 20  # read / gunzip output granularity
-CHUNK_BYTES = 16 << 20  # text decoded at once
+CHUNK_BYTES = 4 << 20  # text decoded at once: small chunks stay in CPU caches (measured faster than 8 or 16 MB)
 HEAD_LIMIT_BYTES = 64 << 20  # the traceEvents key must appear within this many bytes
 GZIP_RATIO = 10  # typical Kineto JSON compresses 10-20x; decides whether a pool pays off
 _EVENTS_KEY = re.compile(rb'^\s*\{.*?"traceEvents"\s*:\s*\[', re.S)
