@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, analyze_summary, gpu_activity_frame
-from tracelens.model.events import API_KINDS, Kind
+from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
 
@@ -118,7 +118,7 @@ def launches_frame(trace: Trace) -> pd.DataFrame:
     launch_to_start_us (kernel start − call start).
     """
     ev, links = trace.events, trace.links
-    rows = np.flatnonzero(np.isin(ev.kind, np.array(API_KINDS, np.int8)))
+    rows = np.flatnonzero(kind_mask(ev.kind, API_KINDS))
     gpu_rows = np.flatnonzero(links.launch >= 0)
     order = np.lexsort((ev.ts_ns[gpu_rows], links.launch[gpu_rows]))
     gpu_rows = gpu_rows[order]

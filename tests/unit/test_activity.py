@@ -11,11 +11,9 @@ import pytest
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
 from tracelens.analyses.activity import gpu_activity
-from tracelens.analyses.codes import kind_mask
 from tracelens.analyses.keygroups import string_keys
 from tracelens.analyses.summary import analyze_summary, gpu_activity_frame, most_frequent
 from tracelens.analyses.window import step_mask
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS
 
 
 def test_string_keys_group_and_sort_as_the_strings() -> None:
@@ -32,11 +30,8 @@ def test_most_frequent_breaks_ties_by_the_smallest_value() -> None:
     assert most_frequent(np.zeros(0, np.int64), np.zeros(0, np.int64), 2).tolist() == [-1, -1]
 
 
-def test_masks_equal_isin() -> None:
+def test_step_mask_equals_isin() -> None:
     rng = np.random.default_rng(7)
-    kinds = rng.integers(0, 12, 500).astype(np.int8)
-    for wanted in (GPU_ACTIVITY_KINDS, API_KINDS):
-        assert (kind_mask(kinds, wanted) == np.isin(kinds, np.array(wanted, np.int8))).all()
     steps = rng.integers(-1, 9, 500).astype(np.int32)
     for chosen in ([], [0], [3, 8], [2, 5, 9]):
         indices = np.array(chosen, dtype=np.int32)

@@ -8,17 +8,20 @@ import numpy as np
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
-from tracelens.analyses.codes import kind_mask, name_codes_at, name_mask, unique_rows
+from tracelens.analyses.codes import name_codes_at, name_mask, unique_rows
 from tracelens.analyses.dispatch import analyze_dispatch
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import select_window
-from tracelens.model.events import API_KINDS, Kind
+from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 
 
 def test_kind_mask_is_isin() -> None:
     kind = np.array([0, 4, 5, 1, 4, 6], dtype=np.int8)
     assert kind_mask(kind, API_KINDS).tolist() == [False, True, True, False, True, False]
     assert kind_mask(kind, ()).tolist() == [False] * 6
+    kinds = np.random.default_rng(7).integers(0, max(Kind) + 1, 500).astype(np.int8)
+    for wanted in (GPU_ACTIVITY_KINDS, API_KINDS, CPU_KINDS):
+        assert (kind_mask(kinds, wanted) == np.isin(kinds, np.array(wanted, np.int8))).all()
 
 
 def test_groups_are_numbered_in_order_of_first_appearance() -> None:

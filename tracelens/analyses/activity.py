@@ -11,9 +11,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from tracelens.analyses.codes import kind_mask
 from tracelens.analyses.window import step_mask
-from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind
+from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, categorize
 from tracelens.model.memo import per_trace
 from tracelens.model.nesting import nearest_ancestor_of_kind

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelens.analyses.codes import kind_mask
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.analyses.codes import (
-    kind_mask,
     name_codes_at,
     name_mask,
     names_with_blank,
@@ -23,7 +22,7 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
+from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 

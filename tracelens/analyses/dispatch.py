@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.analyses.codes import (
-    kind_mask,
     name_codes_at,
     name_mask,
     names_of_kinds,
@@ -23,7 +22,7 @@ from tracelens.analyses.codes import (
 )
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, EventTable, Kind
+from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 

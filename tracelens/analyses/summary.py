@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
-from tracelens.analyses.codes import kind_mask
 from tracelens.analyses.keygroups import string_keys
 from tracelens.analyses.window import (
     Window,
@@ -22,7 +21,7 @@ from tracelens.analyses.window import (
     per_step_sums,
     select_window,
 )
-from tracelens.model.events import API_KINDS, I64, EventTable, Kind
+from tracelens.model.events import API_KINDS, I64, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tracelens.model.events import API_KINDS, Kind
+from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.trace import Trace
 
 NS_PER_US = 1000.0
@@ -72,7 +72,7 @@ def check_document(trace: Trace, step: int | None = None) -> TraceDocument:
     n_steps = max(window.n_steps, 1)
     kind = trace.events.kind
     document.setdefault("cpu_ops", _calls_by_name(trace, window.in_window & (kind == Kind.CPU_OP), n_steps))
-    api = np.isin(kind, np.array(API_KINDS, np.int8))
+    api = kind_mask(kind, API_KINDS)
     document.setdefault("api_calls", _calls_by_name(trace, window.in_window & api, n_steps))
     return document_from(trace.path or "trace", document)
 

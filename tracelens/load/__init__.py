@@ -5,14 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 from tracelens.errors import UnusableTraceError
 from tracelens.load.columns import ChunkColumns, build_meta, columnize, complete_events, merge_columns_full
 from tracelens.load.decode import Decoded, decode_trace
 from tracelens.load.source import check_readable, read_trace_bytes
 from tracelens.load.stream import NotStreamable, auto_workers, stream_columns
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.nesting import nest
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps
@@ -122,12 +120,12 @@ def _with_warnings(trace: Trace, notes: list[str]) -> Trace:
 
     warnings = [f"{note}" for note in notes]
     kind = trace.events.kind
-    gpu = np.isin(kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
+    gpu = kind_mask(kind, GPU_ACTIVITY_KINDS)
     n_gpu = int(gpu.sum())
     if trace.truncation.truncated:
         warnings.append(_truncation_warning(trace))
     if n_gpu == 0:
-        n_api = int(np.isin(kind, np.array(API_KINDS, np.int8)).sum())
+        n_api = int(kind_mask(kind, API_KINDS).sum())
         warnings.append(
             "no GPU activity (kernels, memcpy, memset) in the trace"
             + (f" although it has {n_api:,} runtime/driver calls" if n_api else "")

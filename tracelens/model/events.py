@@ -64,6 +64,13 @@ CATEGORY_KINDS: dict[str, Kind] = {
 }
 
 
+def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) -> Bool:
+    """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up (several times faster)."""
+    table = np.zeros(max(Kind) + 1, dtype=bool)
+    table[[int(k) for k in kinds]] = True
+    return table[kind]
+
+
 @dataclass(frozen=True)
 class EventTable:
     """Columns of equal length `n`; `name` and `track` are codes into `names` / `Trace.tracks`."""

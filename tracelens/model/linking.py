@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask
 from tracelens.model.nesting import nearest_ancestor_of_kind
 
 CONTAINMENT_TOLERANCE_NS = 1000  # integer-µs traces round ends
@@ -22,8 +22,8 @@ def link_launches(events: EventTable) -> I32:
     """`launch[i]` for GPU activity i: the API call with the same correlation id, else -1."""
     n = len(events)
     launch = np.full(n, -1, dtype=np.int32)
-    api = np.flatnonzero(np.isin(events.kind, np.array(API_KINDS, np.int8)) & (events.correlation >= 0))
-    gpu = np.flatnonzero(np.isin(events.kind, np.array(GPU_ACTIVITY_KINDS, np.int8)) & (events.correlation >= 0))
+    api = np.flatnonzero(kind_mask(events.kind, API_KINDS) & (events.correlation >= 0))
+    gpu = np.flatnonzero(kind_mask(events.kind, GPU_ACTIVITY_KINDS) & (events.correlation >= 0))
     if api.size == 0 or gpu.size == 0:
         return launch
     keys, first = np.unique(events.correlation[api], return_index=True)
@@ -38,7 +38,7 @@ def link_ops(events: EventTable, parent: I32, launch: I32) -> tuple[I32, int, in
     """`op[i]` for API calls and GPU activity; also counts of links made by External id / by containment."""
     n = len(events)
     op = np.full(n, -1, dtype=np.int32)
-    api = np.flatnonzero(np.isin(events.kind, np.array(API_KINDS, np.int8)))
+    api = np.flatnonzero(kind_mask(events.kind, API_KINDS))
     by_time = nearest_ancestor_of_kind(parent, events.kind, Kind.CPU_OP, api)
     by_id = _op_by_external_id(events, api)
     chosen = np.where(by_id >= 0, by_id, by_time)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracelens.model.events import CPU_KINDS, I32, EventTable, Kind
+from tracelens.model.events import CPU_KINDS, I32, EventTable, Kind, kind_mask
 
 # Ties in (start, end): the outer one sorts first.
 _TIE_PRIORITY = np.zeros(max(Kind) + 1, dtype=np.int8)
@@ -25,7 +25,7 @@ def nest(events: EventTable) -> tuple[I32, I32]:
     n = len(events)
     parent = np.full(n, -1, dtype=np.int32)
     depth = np.zeros(n, dtype=np.int32)
-    cpu = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, dtype=np.int8)))
+    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
     if cpu.size == 0:
         return parent, depth
     start = events.ts_ns[cpu]

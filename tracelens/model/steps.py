@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind
+from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.trace import StepTable
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -22,7 +22,7 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
     """Steps sorted by start. The last step of a truncated trace, or one running past the last CPU event,
     is marked incomplete."""
     step_codes = [code for code, name in enumerate(events.names) if STEP_NAME.match(name)]
-    cpu = np.isin(events.kind, np.array(CPU_KINDS, np.int8))
+    cpu = kind_mask(events.kind, CPU_KINDS)
     is_step = cpu & np.isin(events.name, np.array(step_codes, dtype=np.int32)) & (events.kind != Kind.RUNTIME)
     rows = np.flatnonzero(is_step)
     if rows.size == 0:
@@ -64,7 +64,7 @@ def assign_steps(events: EventTable, steps: StepTable, launch: I32) -> I32:
     step = np.full(n, -1, dtype=np.int32)
     if len(steps) == 0:
         return step
-    cpu = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, np.int8)))
+    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
     step[cpu] = _step_at(steps, events.ts_ns[cpu])
     gpu = np.flatnonzero(launch >= 0)
     step[gpu] = step[launch[gpu]]
@@ -97,8 +97,8 @@ def exclude_lossy_steps(
     if steps.source != "ProfilerStep" or len(steps) == 0:
         return steps
     lossy = np.zeros(len(steps), dtype=bool)
-    gpu = np.isin(events.kind, np.array(GPU_ACTIVITY_KINDS, np.int8))
-    api = np.isin(events.kind, np.array(API_KINDS, np.int8))
+    gpu = kind_mask(events.kind, GPU_ACTIVITY_KINDS)
+    api = kind_mask(events.kind, API_KINDS)
     if expect_gpu and not (gpu.any() or api.any()):
         lossy[:] = True
     launched = np.zeros(len(events), dtype=bool)
@@ -111,7 +111,7 @@ def exclude_lossy_steps(
     _mark(lossy, _silent_launchers(events, step, op, launched, len(steps)))
     lossy |= _correlation_gaps(events, steps, api)
     _mark(lossy, _silent_outside_calls(events, step, op, launched, api))
-    cpu_side = np.flatnonzero(np.isin(events.kind, np.array(CPU_KINDS, np.int8)) & ~api)
+    cpu_side = np.flatnonzero(kind_mask(events.kind, CPU_KINDS) & ~api)
     if cpu_side.size:
         last_written = cpu_side[np.argmax(file_position[cpu_side])]
         on_track = cpu_side[events.track[cpu_side] == events.track[last_written]]

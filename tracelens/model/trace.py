@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tracelens.model.events import I32, I64, Bool, EventTable
+from tracelens.model.events import I32, I64, Bool, EventTable, kind_mask
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Trace:
     def gpu_mask(self) -> Bool:
         from tracelens.model.events import GPU_ACTIVITY_KINDS
 
-        return np.isin(self.events.kind, np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))
+        return kind_mask(self.events.kind, GPU_ACTIVITY_KINDS)
 
     def step_index(self, number: int) -> int | None:
         hits = np.flatnonzero(self.steps.number == number)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracelens.model.events import I64, Kind
+from tracelens.model.events import I64, Kind, kind_mask
 from tracelens.model.trace import Trace
 
 DRAWN_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.DRIVER, Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
@@ -31,7 +31,7 @@ class Lanes:
 def lay_out(trace: Trace) -> Lanes:
     """Lanes for every CPU op / annotation / runtime call and every GPU activity of `trace`."""
     ev, tracks = trace.events, trace.tracks
-    rows = np.flatnonzero(np.isin(ev.kind, np.array(DRAWN_KINDS, dtype=np.int8))).astype(np.int64)
+    rows = np.flatnonzero(kind_mask(ev.kind, DRAWN_KINDS)).astype(np.int64)
     track = ev.track[rows].astype(np.int64)
     is_gpu = tracks.is_gpu[track] if len(tracks) else np.zeros(rows.size, dtype=bool)
     depth = np.where(is_gpu, 0, trace.links.depth[rows]).astype(np.int64)

@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from tracelens.errors import TracelensError
-from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
+from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 from tracelens.report.document import Panel
@@ -103,7 +103,7 @@ def _select(trace: Trace, max_slices: int, focus_step: int | None) -> _Selection
     ev = trace.events
     in_focus = trace.links.step[lanes.rows] == focus if focus is not None else np.ones(n, dtype=bool)
     candidates = np.flatnonzero(in_focus)
-    is_gpu = np.isin(ev.kind[lanes.rows[candidates]], np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))
+    is_gpu = kind_mask(ev.kind[lanes.rows[candidates]], GPU_ACTIVITY_KINDS)
     depth = trace.links.depth[lanes.rows[candidates]]
     order = np.lexsort((ev.ts_ns[lanes.rows[candidates]], depth, ~is_gpu))
     detailed = np.zeros(n, dtype=bool)
@@ -234,7 +234,7 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
     drawn = lanes.rows[detailed]
     y_of_row = np.full(len(ev), -1, dtype=np.int64)
     y_of_row[drawn] = lanes.y[detailed]
-    gpu = drawn[np.isin(ev.kind[drawn], np.array(GPU_ACTIVITY_KINDS, dtype=np.int8))]
+    gpu = drawn[kind_mask(ev.kind[drawn], GPU_ACTIVITY_KINDS)]
     source = launch[gpu]
     ok = source >= 0
     ok[ok] = y_of_row[source[ok]] >= 0
