@@ -3,6 +3,7 @@ costs the loader and the analyses, not the start-up of libraries it does not use
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,3 +48,17 @@ def test_analyze_json_imports_no_pandas_plotly_or_rich(tmp_path: Path) -> None:
 @pytest.mark.skipif(not TRACE.exists(), reason="bundled traces missing")
 def test_analyze_text_needs_only_rich(tmp_path: Path) -> None:
     assert _imported("analyze", str(TRACE), tmp_path=tmp_path) == {"rich"}
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="bundled traces missing")
+def test_the_command_flushes_its_output_before_its_fast_exit(tmp_path: Path) -> None:
+    env = dict(os.environ, TRACELENS_CACHE_DIR=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "tracelens", "analyze"]
+    done = subprocess.run([*command, str(TRACE), "--format", "json"], capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["per_step"]["kernels"] == 5
+    missing = subprocess.run([*command, str(tmp_path / "none.json")], capture_output=True, env=env, timeout=120)
+    assert missing.returncode == 2 and missing.stderr.decode().count("\n") == 1
+    piped = subprocess.run(
+        f"{sys.executable} -m tracelens analyze {TRACE} | head -c 5", shell=True, capture_output=True, env=env
+    )
+    assert piped.stdout == b"Trace" and b"Traceback" not in piped.stderr

@@ -1,5 +1,3 @@
-import sys
+from tracelens.cli import run
 
-from tracelens.cli import main
-
-sys.exit(main())
+run()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Protocol
@@ -79,5 +81,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def run() -> None:
+    """The console entry point: `main()`, then the process ends without tearing the interpreter down.
+
+    Freeing a big trace's objects and the final garbage collection only delay the exit (~50 ms on a 72 MB
+    trace); stdout and stderr are flushed first, and every file we write is complete (atomic) before `main`
+    returns. In-process callers (tests, notebooks) use `main`, which returns normally.
+    """
+    status = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
+            stream.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
