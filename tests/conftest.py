@@ -91,3 +91,26 @@ def step(number: int, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Tests never write to the user's ~/.cache/tracelens."""
     os.environ["TRACELENS_CACHE_DIR"] = str(tmp_path_factory.mktemp("tracelens-cache"))
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache folder of this test's own, with the cache turned on (tests of the caches use it)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
+    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
+    return folder
+
+
+def spy_on_loads(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[Path]:
+    """Wrap `load_with_feedback` in these CLI modules; returns the list of paths they really load."""
+    seen: list[Path] = []
+    real = modules[0].load_with_feedback
+
+    def spy(path: Path, *args: object, **kwargs: object) -> object:
+        seen.append(path)
+        return real(path, *args, **kwargs)
+
+    for module in modules:
+        monkeypatch.setattr(module, "load_with_feedback", spy)
+    return seen

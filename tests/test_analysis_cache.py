@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kernel, launch, op, step, write_trace
+from tests.conftest import kernel, launch, op, spy_on_loads, step, write_trace
 from tracelens.analyses import analyze
 from tracelens.analysis_cache import CachedAnalysis
 from tracelens.cli import main
@@ -23,25 +23,14 @@ cli_analyze = importlib.import_module("tracelens.cli.analyze")
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
-    return folder
+def _fresh_cache(cache_dir: Path) -> Path:
+    return cache_dir
 
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Paths that `tracelens analyze` really loaded (not served from the analysis cache)."""
-    seen: list[Path] = []
-    real = cli_analyze.load_with_feedback
-
-    def spy(path: Path, *args: object, **kwargs: object) -> object:
-        seen.append(path)
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(cli_analyze, "load_with_feedback", spy)
-    return seen
+    """Paths that `tracelens analyze` really loaded (not served from the results cache)."""
+    return spy_on_loads(monkeypatch, cli_analyze)
 
 
 def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:

@@ -19,12 +19,9 @@ cache = importlib.import_module("tracelens.cache")
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
+def _every_trace_cached(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "MIN_CACHED_BYTES", 0)
-    return folder
+    return cache_dir
 
 
 def _equal(a: Trace, b: Trace) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kernel, launch, op, step, write_trace
+from tests.conftest import kernel, launch, op, spy_on_loads, step, write_trace
 from tracelens.cli import main
 from tracelens.hypotheses.document import CachedDocument, TraceDocument
 from tracelens.results_cache import identical
@@ -28,26 +28,14 @@ cli_report = importlib.import_module("tracelens.cli.report")
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("TRACELENS_CACHE_DIR", str(folder))
-    monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
-    return folder
+def _fresh_cache(cache_dir: Path) -> Path:
+    return cache_dir
 
 
 @pytest.fixture
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Paths that `tracelens check` or `report` really loaded (not served from the results cache)."""
-    seen: list[Path] = []
-    real = cli_check.load_with_feedback
-
-    def spy(path: Path, *args: object, **kwargs: object) -> object:
-        seen.append(path)
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    for module in (cli_check, cli_report):
-        monkeypatch.setattr(module, "load_with_feedback", spy)
-    return seen
+    return spy_on_loads(monkeypatch, cli_check, cli_report)
 
 
 def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
