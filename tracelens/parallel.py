@@ -17,12 +17,7 @@ from typing import Any
 
 from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
-
-TRACE_SUFFIXES = (".json", ".json.gz")
-
-
-def is_trace_name(name: str) -> bool:
-    return name.endswith(TRACE_SUFFIXES)
+from tracelens.load.source import is_trace_name
 
 
 def is_archive(path: Path) -> bool:

@@ -22,6 +22,7 @@ from tracelens.cli.common import (
 )
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
+from tracelens.load.source import is_trace_name
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
@@ -105,6 +106,8 @@ def _text_renderer(color: bool) -> AnalyzeTextRenderer:
 
 
 def _is_archive(path: Path) -> bool:
+    if is_trace_name(path.name):  # the common case: no need to import the rank machinery
+        return False
     from tracelens.parallel import is_archive
 
     return is_archive(path)

@@ -72,7 +72,10 @@ def columnize(events: list[Event]) -> ChunkColumns:
     cat_codes, cat_values = factorize(list(map(attrgetter("cat"), events)))
     kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
     name_codes, name_values = factorize(list(map(attrgetter("name"), events)))
-    ts_us = _floats(list(map(attrgetter("ts"), events)))
+    try:
+        ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
+    except OverflowError:  # an int too large for a float
+        ts_us = _floats(list(map(attrgetter("ts"), events)))
     try:
         dur_us = np.fromiter(map(attrgetter("dur"), events), dtype=np.float64, count=n)
     except (TypeError, OverflowError):

@@ -13,6 +13,14 @@ from pathlib import Path
 from tracelens.errors import UnusableTraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
+TRACE_SUFFIXES = (".json", ".json.gz")  # file names taken for traces in directories and archives of ranks
+
+
+def is_trace_name(name: str) -> bool:
+    """Whether a file of this name is taken for a trace (not, e.g., an archive of rank traces)."""
+    return name.endswith(TRACE_SUFFIXES)
+
+
 CHUNK_BYTES = 8 << 20
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)

@@ -194,8 +194,11 @@ def _decode_ranges(
     target = start + chunk_bytes
     while target < size - chunk_bytes // 4:
         handle.seek(target)
-        window = handle.read(1 << 20)
+        window = handle.read(64 << 10)  # events are small: a boundary is almost always this close
         found = _BOUNDARY.search(window)
+        if found is None:
+            window += handle.read((1 << 20) - len(window))
+            found = _BOUNDARY.search(window)
         if found is None:
             target += chunk_bytes
             continue
