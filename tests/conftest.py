@@ -114,3 +114,23 @@ def spy_on_loads(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[Path]:
     for module in modules:
         monkeypatch.setattr(module, "load_with_feedback", spy)
     return seen
+
+
+def one_gemm_trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
+    """A one-step trace: aten::mm launching one `gemm` kernel of `kernel_us`."""
+    events = [
+        step(1, 0, 50),
+        op("aten::mm", 1, 20, ext=7),
+        launch("cudaLaunchKernel", 3, 2, correlation=70, ext=7),
+        kernel("gemm", 10, kernel_us, correlation=70),
+    ]
+    return write_trace(folder / name, events)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> tuple[str, str]:
+    """`tracelens ARGV` in-process; asserts its exit status and returns (stdout, stderr)."""
+    from tracelens.cli import main
+
+    assert main(list(argv)) == expect
+    captured = capsys.readouterr()
+    return captured.out, captured.err

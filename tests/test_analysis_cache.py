@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kernel, launch, op, spy_on_loads, step, write_trace
+from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
 from tracelens.analyses import analyze
 from tracelens.analysis_cache import CachedAnalysis
-from tracelens.cli import main
 from tracelens.load import load_trace
 
 analysis_cache = importlib.import_module("tracelens.analysis_cache")
@@ -33,28 +32,12 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return spy_on_loads(monkeypatch, cli_analyze)
 
 
-def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
-    events = [
-        step(1, 0, 50),
-        op("aten::mm", 1, 20, ext=7),
-        launch("cudaLaunchKernel", 3, 2, correlation=70, ext=7),
-        kernel("gemm", 10, kernel_us, correlation=70),
-    ]
-    return write_trace(folder / name, events)
-
-
-def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
-    assert main(["analyze", *argv]) == 0
-    captured = capsys.readouterr()
-    return captured.out, captured.err
-
-
 def test_second_run_is_served_without_loading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    path = _trace(tmp_path)
-    first = _analyze(capsys, str(path), "--format", "json")
-    second = _analyze(capsys, str(path), "--format", "json")
+    path = one_gemm_trace(tmp_path)
+    first = run_cli(capsys, "analyze", str(path), "--format", "json")
+    second = run_cli(capsys, "analyze", str(path), "--format", "json")
     assert second == first
     assert loads == [path]  # the second run neither loaded nor analyzed
     assert len(list((cache_dir / "analyses").glob("*.msgpack"))) == 1
@@ -64,29 +47,29 @@ def test_second_run_is_served_without_loading(
 def test_options_path_and_content_are_part_of_the_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
 ) -> None:
-    path = _trace(tmp_path)
-    _analyze(capsys, str(path), "--format", "json")
-    _analyze(capsys, str(path), "--format", "json", "--step", "1")
-    _analyze(capsys, str(path), "--format", "json", "--peak-tflops", "100")
-    text = _analyze(capsys, str(path))[0]  # the format is not part of the key: the same entry renders as text
+    path = one_gemm_trace(tmp_path)
+    run_cli(capsys, "analyze", str(path), "--format", "json")
+    run_cli(capsys, "analyze", str(path), "--format", "json", "--step", "1")
+    run_cli(capsys, "analyze", str(path), "--format", "json", "--peak-tflops", "100")
+    text = run_cli(capsys, "analyze", str(path))[0]  # the format is not part of the key: the same entry renders as text
     assert "gemm" in text
     copy = tmp_path / "copy.json"
     shutil.copy(path, copy)
-    out = _analyze(capsys, str(copy), "--format", "json")[0]
+    out = run_cli(capsys, "analyze", str(copy), "--format", "json")[0]
     assert str(copy) in out and str(path) not in out  # the report names the path it was given
-    _trace(tmp_path, kernel_us=7)  # same path, new content
-    out = _analyze(capsys, str(path), "--format", "json")[0]
+    one_gemm_trace(tmp_path, kernel_us=7)  # same path, new content
+    out = run_cli(capsys, "analyze", str(path), "--format", "json")[0]
     assert '"total_us": 7.0' in out
     assert loads == [path, path, path, copy, path]
 
 
 def test_warnings_are_repeated_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
-    first = _analyze(capsys, str(cut))
+    first = run_cli(capsys, "analyze", str(cut))
     assert "cut off mid-write" in first[1]
-    assert _analyze(capsys, str(cut)) == first
+    assert run_cli(capsys, "analyze", str(cut)) == first
 
 
 def test_no_cache_a_corrupt_entry_and_changed_code(
@@ -96,21 +79,21 @@ def test_no_cache_a_corrupt_entry_and_changed_code(
     cache_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = _trace(tmp_path)
-    _analyze(capsys, str(path), "--no-cache")
+    path = one_gemm_trace(tmp_path)
+    run_cli(capsys, "analyze", str(path), "--no-cache")
     assert not cache_dir.exists()
-    fresh = _analyze(capsys, str(path))
+    fresh = run_cli(capsys, "analyze", str(path))
     (entry,) = (cache_dir / "analyses").glob("*.msgpack")
     entry.write_bytes(b"\x93not an entry")
-    assert _analyze(capsys, str(path)) == fresh  # ignored and rewritten
-    assert _analyze(capsys, str(path)) == fresh
+    assert run_cli(capsys, "analyze", str(path)) == fresh  # ignored and rewritten
+    assert run_cli(capsys, "analyze", str(path)) == fresh
     monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
-    assert _analyze(capsys, str(path)) == fresh
+    assert run_cli(capsys, "analyze", str(path)) == fresh
     assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
 
 
 def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
 
     def compute() -> CachedAnalysis:
         report = analyze(load_trace(path))

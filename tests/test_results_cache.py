@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kernel, launch, op, spy_on_loads, step, write_trace
+from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
 from tracelens.cli import main
 from tracelens.hypotheses.document import CachedDocument, TraceDocument
 from tracelens.results_cache import identical
@@ -38,22 +38,6 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return spy_on_loads(monkeypatch, cli_check, cli_report)
 
 
-def _trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> Path:
-    events = [
-        step(1, 0, 50),
-        op("aten::mm", 1, 20, ext=7),
-        launch("cudaLaunchKernel", 3, 2, correlation=70, ext=7),
-        kernel("gemm", 10, kernel_us, correlation=70),
-    ]
-    return write_trace(folder / name, events)
-
-
-def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
-    assert main(["analyze", *argv]) == 0
-    captured = capsys.readouterr()
-    return captured.out, captured.err
-
-
 # ---------------------------------------------------------------- check
 
 HYPOTHESES = """
@@ -72,12 +56,6 @@ value = 1
 """
 
 
-def _check(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> tuple[str, str]:
-    assert main(["check", *argv]) == expect
-    captured = capsys.readouterr()
-    return captured.out, captured.err
-
-
 def _hypotheses(folder: Path, text: str = HYPOTHESES) -> str:
     path = folder / "h.toml"
     path.write_text(text, encoding="utf-8")
@@ -91,10 +69,10 @@ def _verdicts(out: str) -> list[tuple[str, str, object]]:
 def test_check_repeat_is_served_without_loading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    first_trace, second_trace = one_gemm_trace(tmp_path, "a.json"), one_gemm_trace(tmp_path, "b.json", kernel_us=6)
     argv = (str(first_trace), str(second_trace), "--expect", _hypotheses(tmp_path), "--format", "json")
-    first = _check(capsys, *argv, expect=1)
-    second = _check(capsys, *argv, expect=1)
+    first = run_cli(capsys, "check", *argv, expect=1)
+    second = run_cli(capsys, "check", *argv, expect=1)
     assert second == first
     assert loads == [first_trace, second_trace]
     assert len(list((cache_dir / "documents").glob("*.msgpack"))) == 2
@@ -104,7 +82,7 @@ def test_check_repeat_is_served_without_loading(
         ("one kernel per step", "held", 1),
         ("one kernel per step", "held", 1),
     ]
-    text = _check(capsys, *argv[:4], expect=1)[0]  # the format is not part of the key
+    text = run_cli(capsys, "check", *argv[:4], expect=1)[0]  # the format is not part of the key
     assert text.rstrip().endswith("3 held, 1 wrong")
     assert len(loads) == 2
 
@@ -112,10 +90,10 @@ def test_check_repeat_is_served_without_loading(
 def test_check_evaluates_an_edited_hypotheses_file_afresh(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
 ) -> None:
-    path = _trace(tmp_path)
-    _check(capsys, str(path), "--expect", _hypotheses(tmp_path), "--format", "json")
+    path = one_gemm_trace(tmp_path)
+    run_cli(capsys, "check", str(path), "--expect", _hypotheses(tmp_path), "--format", "json")
     edited = _hypotheses(tmp_path, HYPOTHESES.replace("value = 5", "value = 4"))
-    out = _check(capsys, str(path), "--expect", edited, "--format", "json", expect=1)[0]
+    out = run_cli(capsys, "check", str(path), "--expect", edited, "--format", "json", expect=1)[0]
     assert _verdicts(out) == [("one gemm", "wrong", 5), ("one kernel per step", "held", 1)]
     assert loads == [path]
 
@@ -127,22 +105,22 @@ def test_check_options_path_content_and_no_cache_miss(
     cache_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     expect = ("--expect", _hypotheses(tmp_path), "--format", "json")
-    _check(capsys, str(path), *expect)
-    _check(capsys, str(path), *expect, "--step", "1")
+    run_cli(capsys, "check", str(path), *expect)
+    run_cli(capsys, "check", str(path), *expect, "--step", "1")
     copy = tmp_path / "copy.json"
     shutil.copy(path, copy)
-    out = _check(capsys, str(copy), *expect)[0]
+    out = run_cli(capsys, "check", str(copy), *expect)[0]
     assert [t["path"] for t in json.loads(out)["traces"]] == [str(copy)]
-    _trace(tmp_path, kernel_us=7)  # same path, new content
-    out = _check(capsys, str(path), *expect, expect=1)[0]
+    one_gemm_trace(tmp_path, kernel_us=7)  # same path, new content
+    out = run_cli(capsys, "check", str(path), *expect, expect=1)[0]
     assert _verdicts(out)[0] == ("one gemm", "wrong", 7)
     entries = sorted((cache_dir / "documents").glob("*.msgpack"))
     assert len(entries) == 4
-    _check(capsys, str(path), *expect, "--no-cache", expect=1)
+    run_cli(capsys, "check", str(path), *expect, "--no-cache", expect=1)
     monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
-    _check(capsys, str(path), *expect, expect=1)
+    run_cli(capsys, "check", str(path), *expect, expect=1)
     assert sorted((cache_dir / "documents").glob("*.msgpack")) == entries
     assert loads == [path, path, copy, path, path, path]
 
@@ -150,31 +128,31 @@ def test_check_options_path_content_and_no_cache_miss(
 def test_check_repeats_warnings_and_ignores_a_corrupt_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
     argv = (str(cut), "--expect", _hypotheses(tmp_path))
-    first = _check(capsys, *argv, expect=1)
+    first = run_cli(capsys, "check", *argv, expect=1)
     assert "tracelens: warning: cut.json.gz: the trace was cut off mid-write" in first[1]
-    assert _check(capsys, *argv, expect=1) == first
+    assert run_cli(capsys, "check", *argv, expect=1) == first
     (entry,) = (cache_dir / "documents").glob("*.msgpack")
     entry.write_bytes(b"\x92\xa3bad")
-    assert _check(capsys, *argv, expect=1) == first  # ignored and rewritten
-    assert _check(capsys, *argv, expect=1) == first
+    assert run_cli(capsys, "check", *argv, expect=1) == first  # ignored and rewritten
+    assert run_cli(capsys, "check", *argv, expect=1) == first
     assert loads == [cut, cut]
 
 
 def test_check_errors_are_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     bad = tmp_path / "bad.json"
     bad.write_text("not json at all")
     for _ in range(2):  # an unusable trace is never cached: the same one-line error each time
-        out, err = _check(capsys, str(path), str(bad), "--expect", _hypotheses(tmp_path), expect=2)
+        out, err = run_cli(capsys, "check", str(path), str(bad), "--expect", _hypotheses(tmp_path), expect=2)
         assert out == "" and err.count("\n") == 1 and err.startswith("tracelens: error: ")
     malformed = _hypotheses(tmp_path, "[[hypothesis]]\nname = 1\n")
-    out, err = _check(capsys, str(path), "--expect", malformed, expect=2)
+    out, err = run_cli(capsys, "check", str(path), "--expect", malformed, expect=2)
     assert out == "" and err.count("\n") == 1 and err.startswith("tracelens: error: ")
     assert loads == [path, bad, bad]  # the document of `path` was served from the cache the second time
     assert len(list((cache_dir / "documents").glob("*.msgpack"))) == 1
@@ -183,25 +161,19 @@ def test_check_errors_are_unchanged(
 # ---------------------------------------------------------------- report
 
 
-def _report(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
-    assert main(["report", *argv]) == 0
-    captured = capsys.readouterr()
-    return captured.out, captured.err
-
-
 def test_report_repeat_writes_the_same_page_without_loading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    first_trace, second_trace = one_gemm_trace(tmp_path, "a.json"), one_gemm_trace(tmp_path, "b.json", kernel_us=6)
     traces = (str(first_trace), str(second_trace))
     first_out, second_out, fresh_out = tmp_path / "1.html", tmp_path / "2.html", tmp_path / "3.html"
-    first = _report(capsys, *traces, "-o", str(first_out))
-    second = _report(capsys, *traces, "-o", str(second_out))
+    first = run_cli(capsys, "report", *traces, "-o", str(first_out))
+    second = run_cli(capsys, "report", *traces, "-o", str(second_out))
     assert loads == [first_trace, second_trace]
     assert second_out.read_bytes() == first_out.read_bytes()
     assert second[0].startswith(f"Wrote {second_out} (") and second[1] == first[1] == ""
     assert len(list((cache_dir / "pages").glob("*.msgpack"))) == 1
-    _report(capsys, *traces, "-o", str(fresh_out), "--no-cache")
+    run_cli(capsys, "report", *traces, "-o", str(fresh_out), "--no-cache")
     assert fresh_out.read_bytes() == first_out.read_bytes()
     assert loads == [first_trace, second_trace] * 2
 
@@ -209,16 +181,16 @@ def test_report_repeat_writes_the_same_page_without_loading(
 def test_report_on_a_hit_still_refuses_to_overwrite(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path]
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     output = tmp_path / "page.html"
-    _report(capsys, str(path), "-o", str(output))
+    run_cli(capsys, "report", str(path), "-o", str(output))
     output.write_text("mine")
     assert main(["report", str(path), "-o", str(output)]) == 2
     assert capsys.readouterr().err == f"tracelens: error: {output} exists; pass --force to overwrite it\n"
     assert output.read_text() == "mine"
     assert main(["report", str(path), "-o", str(path), "--force"]) == 2
     assert "is an input of this command" in capsys.readouterr().err
-    _report(capsys, str(path), "-o", str(output), "--force")
+    run_cli(capsys, "report", str(path), "-o", str(output), "--force")
     assert output.read_bytes().startswith(b"<!DOCTYPE html>")
     assert loads == [path]
 
@@ -230,23 +202,23 @@ def test_report_options_paths_order_and_content_miss(
     cache_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    first_trace, second_trace = _trace(tmp_path, "a.json"), _trace(tmp_path, "b.json", kernel_us=6)
+    first_trace, second_trace = one_gemm_trace(tmp_path, "a.json"), one_gemm_trace(tmp_path, "b.json", kernel_us=6)
     output = ("-o", str(tmp_path / "page.html"), "--force")
-    _report(capsys, str(first_trace), *output)
-    _report(capsys, str(first_trace), *output, "--step", "1")
-    _report(capsys, str(first_trace), *output, "--max-slices", "10")
-    _report(capsys, str(first_trace), str(second_trace), *output)
-    _report(capsys, str(second_trace), str(first_trace), *output)
+    run_cli(capsys, "report", str(first_trace), *output)
+    run_cli(capsys, "report", str(first_trace), *output, "--step", "1")
+    run_cli(capsys, "report", str(first_trace), *output, "--max-slices", "10")
+    run_cli(capsys, "report", str(first_trace), str(second_trace), *output)
+    run_cli(capsys, "report", str(second_trace), str(first_trace), *output)
     copy = tmp_path / "copy.json"
     shutil.copy(first_trace, copy)
-    _report(capsys, str(copy), *output)
+    run_cli(capsys, "report", str(copy), *output)
     assert b"<title>tracelens report: copy</title>" in (tmp_path / "page.html").read_bytes()
-    _trace(tmp_path, "a.json", kernel_us=7)  # same path, new content
-    _report(capsys, str(first_trace), *output)
+    one_gemm_trace(tmp_path, "a.json", kernel_us=7)  # same path, new content
+    run_cli(capsys, "report", str(first_trace), *output)
     entries = sorted((cache_dir / "pages").glob("*.msgpack"))
     assert len(entries) == 7
     monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
-    _report(capsys, str(first_trace), *output)
+    run_cli(capsys, "report", str(first_trace), *output)
     assert sorted((cache_dir / "pages").glob("*.msgpack")) == entries
     assert loads == [
         first_trace,
@@ -265,20 +237,20 @@ def test_report_options_paths_order_and_content_miss(
 def test_report_repeats_warnings_and_ignores_a_corrupt_entry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], cache_dir: Path
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(path.read_bytes()[:-40]))
     output = tmp_path / "page.html"
     argv = (str(path), str(cut), "-o", str(output), "--force")
-    first = _report(capsys, *argv)
+    first = run_cli(capsys, "report", *argv)
     page = output.read_bytes()
     assert first[1].count("tracelens: warning: ") == first[1].count("tracelens: warning: cut.json.gz: ") >= 1
     assert "cut off mid-write" in first[1]
-    second = _report(capsys, *argv)
+    second = run_cli(capsys, "report", *argv)
     assert second[1] == first[1] and output.read_bytes() == page
     (entry,) = (cache_dir / "pages").glob("*.msgpack")
     entry.write_bytes(entry.read_bytes()[:1000])  # cut short
-    assert _report(capsys, *argv)[1] == first[1]
+    assert run_cli(capsys, "report", *argv)[1] == first[1]
     assert output.read_bytes() == page
     assert loads == [path, cut, path, cut]
 
@@ -299,7 +271,7 @@ def test_identical_compares_types_all_the_way_down() -> None:
 
 
 def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: Path, cache_dir: Path) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     document = TraceDocument("t", ("t",), str(path), {"shape": (2, 3)})  # a tuple would come back a list
 
     def compute() -> CachedDocument:
@@ -320,13 +292,13 @@ def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: P
 def test_changed_code_misses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], loads: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     expect = ("--expect", _hypotheses(tmp_path), "--format", "json")
-    check = _check(capsys, str(path), *expect)
-    report = _report(capsys, str(path), "-o", str(tmp_path / "page.html"))[1]
+    check = run_cli(capsys, "check", str(path), *expect)
+    report = run_cli(capsys, "report", str(path), "-o", str(tmp_path / "page.html"))[1]
     monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
-    assert _check(capsys, str(path), *expect) == check
-    assert _report(capsys, str(path), "-o", str(tmp_path / "page.html"), "--force")[1] == report
+    assert run_cli(capsys, "check", str(path), *expect) == check
+    assert run_cli(capsys, "report", str(path), "-o", str(tmp_path / "page.html"), "--force")[1] == report
     assert loads == [path] * 4
 
 
@@ -342,7 +314,7 @@ print(code, sorted(m for m in ("tracelens.analyses", "pandas", "plotly") if m in
 def test_a_hit_imports_neither_the_analyses_nor_pandas_nor_plotly(
     tmp_path: Path, cache_dir: Path, command: str
 ) -> None:
-    path = _trace(tmp_path)
+    path = one_gemm_trace(tmp_path)
     if command == "check":
         argv = ["check", str(path), "--expect", _hypotheses(tmp_path), "--format", "json"]
     else:
