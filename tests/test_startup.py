@@ -1,5 +1,5 @@
-"""`tracelens analyze` starts fast: it imports neither pandas nor plotly (nor rich for JSON output), so a run
-costs the loader and the analyses, not the start-up of libraries it does not use."""
+"""`tracelens analyze` starts fast: it imports neither pandas nor plotly (nor rich for JSON output, nor numpy.ma),
+so a run costs the loader and the analyses, not the start-up of libraries it does not use."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ PROBE = """
 import sys
 from tracelens.cli import main
 status = main(sys.argv[1:])
-heavy = sorted(m for m in ("pandas", "plotly", "rich", "tracelens.report", "tracelens.hypotheses") if m in sys.modules)
+heavy = sorted(
+    m for m in ("pandas", "plotly", "rich", "numpy.ma", "tracelens.report", "tracelens.hypotheses") if m in sys.modules
+)
 print("imported:", ",".join(heavy), file=sys.stderr)
 sys.exit(status)
 """

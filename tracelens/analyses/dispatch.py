@@ -24,6 +24,7 @@ from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
+from tracelens.model.stats import percentiles
 from tracelens.model.trace import Trace
 
 NS_PER_US = 1000.0
@@ -317,7 +318,7 @@ def launch_latency(trace: Trace, window: Window) -> list[LaunchLatency]:
 
 
 def _latency(api: str, values: np.ndarray) -> LaunchLatency:
-    p50, p90 = np.percentile(values, [50, 90])
+    p50, p90 = percentiles(values, [50, 90])
     return LaunchLatency(
         api,
         int(values.size),

@@ -31,6 +31,7 @@ from tracelens.analyses.shapes import decode_shapes, op_shapes, signature_codes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I64, Bool, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
@@ -190,7 +191,7 @@ def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tu
     figures = np.zeros((4, starts.size), dtype=np.float64)
     key = np.zeros(starts.size, dtype=np.int64)
     offset = 0
-    for size in np.unique(length).tolist():
+    for size in distinct_ints(length).tolist():
         which = np.flatnonzero(length == size)
         at = cand[starts[which][:, None] + np.arange(size)]
         now = info.bytes[at].sum(axis=1)

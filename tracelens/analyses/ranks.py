@@ -27,6 +27,7 @@ from tracelens.analyses.summary import analyze_summary
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
+from tracelens.model.stats import median
 from tracelens.model.trace import Trace
 
 COMMUNICATION = "communication"
@@ -149,8 +150,8 @@ def analyze_ranks(
     matched = waits.pop(-1, 0.0)
     everyone = ranked + [f for f in figures if f.rank is None]
     step_times = np.array([f.step_us for f in everyone if f.steps > 0], dtype=float)
-    median = float(np.median(step_times)) if step_times.size else float("nan")
-    stragglers = _stragglers(everyone, waits, median)
+    median_step_us = median(step_times)
+    stragglers = _stragglers(everyone, waits, median_step_us)
     rows = [
         RankRow(
             rank=f.rank,
@@ -178,10 +179,12 @@ def analyze_ranks(
         unranked_files=unranked,
         failed_files=list(failed or []),
         rows=rows,
-        step_us_median=median,
+        step_us_median=median_step_us,
         step_us_min=float(step_times.min()) if step_times.size else float("nan"),
         step_us_max=float(step_times.max()) if step_times.size else float("nan"),
-        skew_pct=float((step_times.max() - step_times.min()) / median * 100) if step_times.size else float("nan"),
+        skew_pct=float((step_times.max() - step_times.min()) / median_step_us * 100)
+        if step_times.size
+        else float("nan"),
         slowest_rank=max(timed)[1] if timed else None,
         fastest_rank=min(timed)[1] if timed else None,
         stragglers=sorted(r for i, f in enumerate(everyone) if i in stragglers and (r := f.rank) is not None),
@@ -218,8 +221,8 @@ def _stragglers(figures: list[RankFigures], waits: dict[int, float], median_step
         return set()
     if waits:
         wait = np.array([waits[i] for i in range(len(figures))])
-        collective = np.median([f.collective_us for f in figures])
-        median_wait = float(np.median(wait))
+        collective = median([f.collective_us for f in figures])
+        median_wait = median(wait)
         if collective > 0 and median_wait >= MIN_WAIT_SHARE * collective:
             return {i for i in range(len(figures)) if wait[i] < STRAGGLER_WAIT_FRACTION * median_wait}
         return set()

@@ -32,6 +32,7 @@ from tracelens.analyses.window import Window
 from tracelens.model.events import I8, I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 MAX_OP_ANCESTORS = 3
@@ -75,7 +76,7 @@ class Roofline:
 def device_peaks(trace: Trace, override: PeakOverride | None = None) -> Peaks:
     """Peaks of the first GPU the trace used (by `deviceProperties[].name`), with overrides applied."""
     ev, devices = trace.events, trace.meta.devices
-    used = set(np.unique(ev.device[(ev.kind == Kind.KERNEL) & (ev.device >= 0)]).tolist())
+    used = set(distinct_ints(ev.device[(ev.kind == Kind.KERNEL) & (ev.device >= 0)]).tolist())
     chosen = next((d for d in devices if d.index in used), devices[0] if devices else None)
     override = override if override is not None else override_from_env()
     if chosen is None:

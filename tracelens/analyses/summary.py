@@ -23,6 +23,7 @@ from tracelens.analyses.window import (
 )
 from tracelens.model.events import API_KINDS, I64, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -255,7 +256,7 @@ def _median(table: list[StepFigures]) -> StepFigures:
         return StepFigures(-1, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0)
 
     def med(attribute: str) -> float:
-        return round(float(np.median([getattr(row, attribute) for row in table])), 3)
+        return round(median([getattr(row, attribute) for row in table]), 3)
 
     return StepFigures(
         number=-1,
@@ -390,7 +391,7 @@ def _calls_by_name(ev: EventTable, mask: np.ndarray) -> dict[str, int]:
 
 def _facts(trace: Trace) -> TraceFacts:
     ev, meta = trace.events, trace.meta
-    used_devices = set(np.unique(ev.device[ev.device >= 0]).tolist())
+    used_devices = set(distinct_ints(ev.device[ev.device >= 0]).tolist())
     gpus = [d.name for d in meta.devices if d.index in used_devices] or [d.name for d in meta.devices[:1]]
     counts = np.bincount(ev.kind) if len(ev) else np.zeros(0, dtype=np.int64)
     by_kind = {Kind(k).name.lower(): int(counts[k]) for k in np.flatnonzero(counts).tolist()}

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tracelens.load.schema import Args, Event
+from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 
@@ -216,7 +217,7 @@ def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, 
     """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
     than that is set to 0 in place. Returns the mask and notes for the warnings."""
     finite = np.isfinite(ts_us)
-    median = float(np.median(ts_us[finite])) if finite.any() else 0.0
+    median = stats.median(ts_us[finite]) if finite.any() else 0.0
     with np.errstate(invalid="ignore"):
         keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
         bad_dur = ~(np.abs(dur_us) <= MAX_OFFSET_US)

@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
+from tracelens.model.stats import distinct_ints, percentiles
 from tracelens.model.trace import StepTable
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
@@ -103,7 +104,7 @@ def exclude_lossy_steps(
         lossy[:] = True
     launched = np.zeros(len(events), dtype=bool)
     launched[launch[launch >= 0]] = True
-    launch_codes = np.unique(events.name[launched]) if launched.any() else np.zeros(0, np.int32)
+    launch_codes = distinct_ints(events.name[launched]) if launched.any() else np.zeros(0, np.int32)
     orphan_launch = api & ~launched & (events.correlation >= 0) & np.isin(events.name, launch_codes)
     _mark(lossy, step[orphan_launch])
     orphan_gpu = gpu & (launch < 0)
@@ -134,7 +135,7 @@ def _correlation_gaps(events: EventTable, steps: StepTable, api: np.ndarray) -> 
     ts = events.ts_ns[rows]
     gaps = np.diff(events.correlation[rows])
     if gaps.size:
-        big = np.flatnonzero(gaps > max(_MIN_CORRELATION_GAP, 8 * float(np.percentile(gaps, 99))))
+        big = np.flatnonzero(gaps > max(_MIN_CORRELATION_GAP, 8 * percentiles(gaps, [99])[0]))
         low, high = ts[big], ts[big + 1]
         lossy |= ((steps.start_ns[None, :] < high[:, None]) & (steps.end_ns[None, :] > low[:, None])).any(axis=0)
     return lossy
@@ -149,7 +150,7 @@ def _silent_outside_calls(events: EventTable, step: I32, op: I32, launched: np.n
         return np.zeros(0, dtype=np.int32)
     launches_of = np.bincount(op[launched & (op >= 0)], minlength=len(events))
     silent = launches_of[ops] == 0
-    launcher_names = np.unique(events.name[ops[~silent]])
+    launcher_names = distinct_ints(events.name[ops[~silent]])
     first = int(events.ts_ns[calls[np.argmin(events.correlation[calls])]])
     last = int(events.ts_ns[calls[np.argmax(events.correlation[calls])]])
     outside = (events.ts_ns[ops] < first) | (events.ts_ns[ops] > last)
