@@ -88,8 +88,8 @@ def columnize(events: list[Event]) -> ChunkColumns:
     external_id = np.where(external_id >= 0, external_id, legacy)
 
     is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
-    pids = factorize(list(map(attrgetter("pid"), events)))
-    tids = factorize(list(map(attrgetter("tid"), events)))
+    pids = _factorize_ids(events, "pid")
+    tids = _factorize_ids(events, "tid")
     device, stream = _gpu_int_columns(args, is_gpu, ("device", "stream"))
     no_device = np.flatnonzero(is_gpu & (device < 0))
     device[no_device] = _id_numbers(pids[0][no_device], pids[1])
@@ -323,6 +323,14 @@ def _gpu_int_columns(args: list[Args], is_gpu: Bool, attributes: tuple[str, ...]
         column[rows] = _int_column(picked, attribute)
         columns.append(column)
     return columns
+
+
+def _factorize_ids(events: list[Event], attribute: str) -> tuple[I64, list[Any]]:
+    """`factorize` of the events' pid or tid; all-integer ids (the usual case) without a dict look-up per event."""
+    try:
+        return _factorize_numbers(np.fromiter(map(attrgetter(attribute), events), np.int64, count=len(events)))
+    except (TypeError, ValueError, OverflowError):
+        return factorize(list(map(attrgetter(attribute), events)))
 
 
 def _id_numbers(codes: I64, uniques: list[Any]) -> I64:
