@@ -18,45 +18,42 @@ CATEGORIES = (
     "other",
 )
 
+# Patterns are lowercase and matched against the lowercased name (much faster than re.IGNORECASE).
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "communication",
         re.compile(
             r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reducescatter|"
             r"reduce_scatter|alltoall|sendrecv|c10d",
-            re.I,
         ),
     ),
-    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|_fwd_kernel|_bwd_kernel", re.I)),
-    ("conv", re.compile(r"conv|winograd|implicit_gemm|scudnn|fft", re.I)),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|_fwd_kernel|_bwd_kernel")),
+    ("conv", re.compile(r"conv|winograd|implicit_gemm|scudnn|fft")),
     (
         "gemm",
         re.compile(
-            r"gemm|gemv|nvjet|cublas|xmma|wgmma|cutlass.*(?:tensorop|sm\d\d)|^Cijk_|triton_tem_|"
-            r"splitKreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt",
-            re.I,
+            r"gemm|gemv|nvjet|cublas|xmma|wgmma|cutlass.*(?:tensorop|sm\d\d)|^cijk_|triton_tem_|"
+            r"splitkreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt",
         ),
     ),
     (
         "reduction",
-        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm", re.I),
+        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm"),
     ),
-    ("fused", re.compile(r"^triton_|^fused_|_kernel_fused|^liger|^_liger", re.I)),
+    ("fused", re.compile(r"^(?:triton_|fused_|liger|_liger)|_kernel_fused")),
     (
         "reduction",
         re.compile(
             r"reduce|reduction|softmax|norm|welford|argmax|argmin|sum_kernel|cumsum|scan|"
             r"topk|sort|embedding_backward|nll_loss|cross_entropy",
-            re.I,
         ),
     ),
-    ("copy", re.compile(r"copy|transpose|cat_|CatArray|gather|scatter|index|memcpy|permute|pad_", re.I)),
+    ("copy", re.compile(r"copy|transpose|cat_|catarray|gather|scatter|index|memcpy|permute|pad_")),
     (
         "elementwise",
         re.compile(
             r"elementwise|unrolled|vectorized|pointwise|fill|foreach|activation|"
             r"gelu|silu|relu|dropout|where|clamp|add|mul|div|exp",
-            re.I,
         ),
     ),
 )
@@ -74,13 +71,14 @@ def categorize(name: str, launch_api: str = "") -> str:
         return "copy" if name.startswith("Memcpy") else "memset"
     if name.startswith("triton_") and not name.startswith("triton_tem_"):
         return "fused"
+    lowered = name.lower()
     for category, pattern in _RULES[:_LIBRARY_RULES]:
-        if pattern.search(name):
+        if pattern.search(lowered):
             return category
     if _is_triton(name, launch_api):
         return "fused"
     for category, pattern in _RULES[_LIBRARY_RULES:]:
-        if pattern.search(name):
+        if pattern.search(lowered):
             return category
     return "other"
 
