@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import tarfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +79,8 @@ def _refuse_tar(path: Path, data: bytes) -> None:
     """A tar archive (POSIX `ustar` magic at byte 257) holds several files: ask for one of them."""
     if data[257:262] != b"ustar":
         return
+    import tarfile  # only here: 5-7 ms of start-up otherwise
+
     try:
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:
             names = [member.name for member in archive.getmembers() if member.isfile()]
