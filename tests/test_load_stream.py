@@ -112,8 +112,10 @@ def test_anchor_through_the_process_pool_matches(monkeypatch: pytest.MonkeyPatch
     path = anchor("hta/trace_diff/control/control.json.gz")
     reference = load_trace(path, workers=1)
     monkeypatch.setattr(stream, "CHUNK_BYTES", 4 << 20)
-    monkeypatch.setattr(stream.stream_columns, "__defaults__", (None, 4 << 20, 1))
-    pooled = load_trace(path, workers=2)
+    monkeypatch.setattr(stream.stream_columns, "__defaults__", (None, 4 << 20, 1, None))
+    calls: list[str] = []
+    pooled = load_trace(path, workers=2, meanwhile=lambda: calls.append("meanwhile"))
+    assert calls == ["meanwhile"]  # once, while the workers decode
     assert_same_events(pooled, reference)
     assert pooled.uncompressed_bytes == 34_825_284
     assert pooled.links.launch.tolist() == reference.links.launch.tolist()
@@ -175,9 +177,15 @@ def test_ranges_are_balanced_over_the_workers() -> None:
 def test_a_plain_file_is_cut_into_equal_ranges_per_worker(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": _events(3000)}))
-    streamed = stream.stream_columns(path, chunk_bytes=path.stat().st_size // 5, workers=2)
+    calls: list[int] = []
+    streamed = stream.stream_columns(
+        path, chunk_bytes=path.stat().st_size // 5, workers=2, meanwhile=lambda: calls.append(1)
+    )
+    assert calls == [1]
     sizes = [len(chunk) for chunk in streamed.chunks]
     assert len(sizes) == 2 * 3  # 5 ranges' worth of bytes become 3 rounds of 2 equal ranges
+    alone = stream.stream_columns(path, chunk_bytes=path.stat().st_size // 5, meanwhile=lambda: calls.append(2))
+    assert calls == [1] and sum(len(chunk) for chunk in alone.chunks) == 4 * 3000  # no workers: nothing to overlap
     assert sum(sizes) == 4 * 3000  # every complete event, once
     assert max(sizes) <= 1.03 * min(sizes)  # equal bytes; events differ a little in length
 

@@ -277,12 +277,12 @@ def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: P
     def compute() -> CachedDocument:
         return CachedDocument(document, ())
 
-    assert results_cache.cached("documents", [path], {}, CachedDocument, compute).document is document
+    assert results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute).document is document
     assert not (cache_dir / "documents").exists()
     plain = TraceDocument("t", ("t",), str(path), {"shape": [2, 3]})
-    stored = results_cache.cached("documents", [path], {}, CachedDocument, lambda: CachedDocument(plain, ()))
+    stored = results_cache.cached("documents", [path], {}, lambda: CachedDocument, lambda: CachedDocument(plain, ()))
     assert stored.document is plain
-    served = results_cache.cached("documents", [path], {}, CachedDocument, compute)
+    served = results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
     assert served == CachedDocument(plain, ()) and served.document is not plain
 
 

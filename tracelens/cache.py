@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +62,20 @@ def cache_enabled() -> bool:
 
 
 def load_cached(
-    path: str | Path, progress: Progress | None = None, use_cache: bool = True, workers: int | None = None
+    path: str | Path,
+    progress: Progress | None = None,
+    use_cache: bool = True,
+    workers: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Trace:
     """`load_trace(path)`, served from the cache when the same content was loaded before.
 
-    A cache that cannot be read or written is ignored: loading never fails because of it.
+    A cache that cannot be read or written is ignored: loading never fails because of it. `meanwhile` as in
+    `load_trace` (not called when the trace comes from the cache).
     """
     path = Path(path)
     if not (use_cache and cache_enabled()) or not path.is_file():
-        return load_trace(path, progress, workers=workers)
+        return load_trace(path, progress, workers=workers, meanwhile=meanwhile)
     folder = cache_dir()
     try:
         key = content_key(path, folder)
@@ -78,7 +84,7 @@ def load_cached(
         key, trace = None, None
     if trace is not None:
         return trace
-    trace = load_trace(path, progress, workers=workers)
+    trace = load_trace(path, progress, workers=workers, meanwhile=meanwhile)
     if key is not None and trace.uncompressed_bytes >= MIN_CACHED_BYTES:
         with contextlib.suppress(OSError, ValueError):
             write_entry(folder, key, trace)

@@ -3,7 +3,7 @@ the same command on the same files with the same options again skips loading and
 
 An entry is `<cache dir>/<kind>/<key>.msgpack`, one typed record (a frozen dataclass) encoded with msgspec
 (no pickle: a tampered entry fails to decode and is ignored). Kinds in use: `analyses` (`analyze`:
-`tracelens.analysis_cache.CachedAnalysis`, the `AnalysisReport` and load warnings, a few kB), `documents`
+`tracelens.analyses.record.CachedAnalysis`, the `AnalysisReport` and load warnings, a few kB), `documents`
 (`check`: `tracelens.hypotheses.document.CachedDocument`, one trace's `TraceDocument` and load warnings) and
 `pages` (`report`: `tracelens.cli.report.CachedPage`, the finished HTML page, up to ~10 MB, and every input's
 load warnings). Records live beside the code that makes them; this module imports none of them, so a hit
@@ -66,24 +66,26 @@ def cached(
     kind: str,
     inputs: Sequence[Path],
     options: Mapping[str, object],
-    record_type: type[T],
+    record_type: Callable[[], type[T]],
     compute: Callable[[], T],
     use_cache: bool = True,
 ) -> T:
     """`compute()`, or its stored result for this kind, these input files (content and path as given), the
-    code and `options` (JSON-able). `record_type` is what `compute` returns: a msgspec-encodable type.
+    code and `options` (JSON-able). `record_type()` gives the type `compute` returns (msgspec-encodable); it
+    is called only when an entry is read or written, so the record's modules need not be imported before.
 
     A cache that cannot be read or written is ignored: the command never fails because of it.
     """
     entry = _entry_path(kind, inputs, options) if use_cache and cache_enabled() else None
     if entry is not None:
         with contextlib.suppress(OSError, msgspec.DecodeError, msgspec.ValidationError):
-            return msgspec.msgpack.decode(entry.read_bytes(), type=record_type)
+            encoded = entry.read_bytes()
+            return msgspec.msgpack.decode(encoded, type=record_type())
     result = compute()
     if entry is not None:
         with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
             encoded = msgspec.msgpack.encode(result)
-            if _round_trips(encoded, result, record_type):
+            if _round_trips(encoded, result, record_type()):
                 entry.parent.mkdir(parents=True, exist_ok=True)
                 write_file_atomic(entry, encoded)
     return result

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check`
     # results cache never does
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.ranks import RankFigures
+    from tracelens.analyses.record import CachedAnalysis
     from tracelens.renderers.text import AnalyzeTextRenderer
 
 
@@ -78,9 +79,7 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.analyses import analyze
-        from tracelens.analysis_cache import CachedAnalysis, analyze_cached
-        from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+        from tracelens.analysis_cache import analyze_cached
 
         if args.output is not None:
             check_writable(args.output, args.force, [args.trace])
@@ -89,14 +88,30 @@ class AnalyzeCommand:
         peaks = peak_override(args.peak_tflops, args.peak_tbps)
 
         def compute() -> CachedAnalysis:
-            trace = load_with_feedback(args.trace, use_cache=args.use_cache, quiet=True)
+            trace = load_with_feedback(
+                args.trace, use_cache=args.use_cache, quiet=True, meanwhile=lambda: _import_for(args.format)
+            )
+            from tracelens.analyses import analyze
+            from tracelens.analyses.record import CachedAnalysis
+
             return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), trace.warnings)
 
         options = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
         result = analyze_cached(args.trace, options, compute, use_cache=args.use_cache)
         print_warnings(args.trace, result.warnings)
+        from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+
         emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
         return 0
+
+
+def _import_for(output_format: str) -> None:
+    """Import the analyses and the renderer (done while worker processes decode the trace)."""
+    import tracelens.analyses.record
+    import tracelens.renderers.jsonout
+
+    if output_format == "text":
+        import tracelens.renderers.text  # noqa: F401
 
 
 def _text_renderer(color: bool) -> AnalyzeTextRenderer:

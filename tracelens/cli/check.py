@@ -44,10 +44,10 @@ def trace_document(path: Path, step: int | None, use_cache: bool = True) -> Trac
     from tracelens.results_cache import cached
 
     def compute() -> CachedDocument:
-        trace = load_with_feedback(path, quiet=True, use_cache=use_cache)
+        trace = load_with_feedback(path, quiet=True, use_cache=use_cache, meanwhile=_import_document_machinery)
         return CachedDocument(check_document(trace, step), trace.warnings)
 
-    result = cached("documents", [path], {"step": step}, CachedDocument, compute, use_cache)
+    result = cached("documents", [path], {"step": step}, lambda: CachedDocument, compute, use_cache)
     print_warnings(path, result.warnings)
     return result.document
 
@@ -81,6 +81,14 @@ class CheckCommand:
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
         emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
         return 1 if result.wrong else 0
+
+
+def _import_document_machinery() -> None:
+    """Import the analyses and pandas for `check_document` (done while worker processes decode the trace)."""
+    import pandas  # noqa: F401
+
+    import tracelens.analyses.pipeline
+    import tracelens.renderers.jsonout  # noqa: F401
 
 
 def _check_text_renderer(color: bool) -> CheckTextRenderer:

@@ -32,11 +32,13 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_with_feedback(path: Path, quiet: bool = False, use_cache: bool = True) -> Trace:
+def load_with_feedback(
+    path: Path, quiet: bool = False, use_cache: bool = True, meanwhile: Callable[[], object] | None = None
+) -> Trace:
     """Load one trace (from the cache when possible) with a progress bar (terminal only) and print its
-    warnings on stderr."""
+    warnings on stderr. `meanwhile`: as in `load_trace` (imports the command needs next, while workers decode)."""
     with LoadProgress(f"loading {path.name}") as progress:
-        trace = load_cached(path, progress, use_cache=use_cache)
+        trace = load_cached(path, progress, use_cache=use_cache, meanwhile=meanwhile)
     if not quiet:
         print_warnings(path, trace.warnings)
     return trace

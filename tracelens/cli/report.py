@@ -76,7 +76,7 @@ class ReportCommand:
             return _build_page(args.traces, args.step, max_slices, args.use_cache)
 
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        result = cached("pages", args.traces, options, CachedPage, compute, args.use_cache)
+        result = cached("pages", args.traces, options, lambda: CachedPage, compute, args.use_cache)
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
@@ -88,14 +88,22 @@ class ReportCommand:
 
 def _build_page(paths: list[Path], step: int | None, max_slices: int | None, use_cache: bool) -> CachedPage:
     """Load and analyze every trace (printing load warnings as it goes) and render the page."""
-    from tracelens.analyses import analyze
+    inputs = []
+    for path in paths:
+        trace = load_with_feedback(path, use_cache=use_cache, meanwhile=_import_report_machinery)
+        from tracelens.analyses import analyze
+
+        inputs.append((trace, analyze(trace, step=step)))
     from tracelens.renderers.html import HtmlReportRenderer
     from tracelens.report import MAX_SLICES, build_report
 
-    inputs = []
-    for path in paths:
-        trace = load_with_feedback(path, use_cache=use_cache)
-        inputs.append((trace, analyze(trace, step=step)))
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
     page = HtmlReportRenderer().render(document).encode("utf-8")
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
+
+
+def _import_report_machinery() -> None:
+    """Import the analyses, pandas and plotly (done while worker processes decode the first trace)."""
+    import tracelens.analyses.pipeline
+    import tracelens.renderers.html
+    import tracelens.report  # noqa: F401

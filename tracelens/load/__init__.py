@@ -21,11 +21,18 @@ Progress = Callable[[str, float], None]  # (phase, fraction done in [0, 1])
 __all__ = ["Progress", "load_trace"]
 
 
-def load_trace(path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
+def load_trace(
+    path: str | Path,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> Trace:
     """Read, decode, columnise and link one trace file.
 
     Raises `UnusableTraceError` for input that is not a trace; odd-but-usable input loads with `warnings`.
     `workers`: processes that decode chunks of a big file (default: `auto_workers()`); same result for any value.
+    `meanwhile`: work for this process while worker processes decode (typically importing what the caller needs
+    next); called at most once, and not at all when no worker process is used.
     """
     path = Path(path)
     report = progress or (lambda phase, fraction: None)
@@ -35,6 +42,7 @@ def load_trace(path: str | Path, progress: Progress | None = None, workers: int 
             path,
             lambda done, total: report("reading and decoding", done / max(total, 1)),
             workers=auto_workers() if workers is None else workers,
+            meanwhile=meanwhile,
         )
         decoded = Decoded([], streamed.metadata, False)
         chunks, size = streamed.chunks, streamed.uncompressed_bytes

@@ -64,12 +64,17 @@ class Streamed:
 
 
 def stream_columns(
-    path: Path, progress: ProgressCallback | None = None, chunk_bytes: int = CHUNK_BYTES, workers: int = 1
+    path: Path,
+    progress: ProgressCallback | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    workers: int = 1,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Streamed:
     """Decode `path` chunk by chunk into columns; raise NotStreamable when the fast path does not apply.
 
     With `workers` > 1 the chunks are decoded by that many forked processes (the pool is made before any
     thread of ours starts); results are merged in file order, so the outcome does not depend on `workers`.
+    `meanwhile` runs in this process once the workers have work (never without workers).
     """
     size = path.stat().st_size
     with path.open("rb") as probe:
@@ -79,10 +84,13 @@ def stream_columns(
     try:
         with path.open("rb") as handle:
             if not gz:
-                return _decode_ranges(path, handle, size, progress, chunk_bytes, pool, workers if pool else 1)
+                return _decode_ranges(
+                    path, handle, size, progress, chunk_bytes, pool, workers if pool else 1, meanwhile
+                )
             if pool is not None:
                 chunk_bytes = balanced_chunk_bytes(expected_text, chunk_bytes, workers)
-            return _decode_pieces(_background(_gunzip_blocks(handle)), size, progress, chunk_bytes, pool, workers)
+            blocks = _background(_gunzip_blocks(handle))
+            return _decode_pieces(blocks, size, progress, chunk_bytes, pool, workers, meanwhile)
     finally:
         if pool is not None:
             pool.terminate()
@@ -171,6 +179,7 @@ def _decode_ranges(
     chunk_bytes: int,
     pool: Any,
     workers: int = 1,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Streamed:
     """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
     (then this process only finds the cut points, and the ranges are sized so that every worker gets the same
@@ -210,6 +219,8 @@ def _decode_ranges(
     chunks: list[ChunkColumns] = []
     try:
         results = pool.imap(_decode_range_args, ranges) if pool is not None else map(_decode_range_args, ranges)
+        if pool is not None and meanwhile is not None:
+            meanwhile()
         for (_, _, _, end), (extra, columns) in zip(ranges, results, strict=True):
             metadata.update(extra)
             if columns is not None:
@@ -249,6 +260,7 @@ def _decode_pieces(
     chunk_bytes: int,
     pool: Any = None,
     workers: int = 1,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Streamed:
     chunks: list[ChunkColumns] = []
     metadata: dict[str, Any] = {}
@@ -271,6 +283,9 @@ def _decode_pieces(
             del text
             if pool is not None and kind == "events":
                 pending.append(pool.apply_async(decode_piece, (kind, payload)))
+                if meanwhile is not None and len(pending) > workers:  # every worker has a piece
+                    meanwhile()
+                    meanwhile = None
                 while len(pending) > 2 * workers:
                     absorb(pending.popleft().get())
             else:
