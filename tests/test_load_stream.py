@@ -155,9 +155,9 @@ def test_decoded_events_may_outlive_the_chunk(tmp_path: Path, monkeypatch: pytes
     held: list[object] = []
     real = stream.columnize
 
-    def holding(events: list[object]) -> object:
+    def holding(events: list[object], complete_type: type | None = None) -> object:
         held.append(events)
-        return real(events)
+        return real(events, complete_type)
 
     monkeypatch.setattr(stream, "columnize", holding)
     path = write_trace(tmp_path / "t.json", _events(5))

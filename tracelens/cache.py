@@ -40,10 +40,12 @@ _HASH_BLOCK = 8 << 20
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of the code that builds a Trace (load/ and model/): editing it invalidates every entry."""
+    """A hash of the code that builds a Trace (load/ and model/, the C accelerator's source and build included):
+    editing it invalidates every entry."""
     digest = hashlib.blake2b(f"{CACHE_FORMAT}\0{__version__}".encode(), digest_size=8)
     root = Path(__file__).resolve().parent
-    for source in sorted([*root.glob("load/*.py"), *root.glob("model/*.py"), Path(__file__).resolve()]):
+    sources = [*root.glob("load/*.py"), *root.glob("load/_native*"), *root.glob("model/*.py"), Path(__file__).resolve()]
+    for source in sorted(sources):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()

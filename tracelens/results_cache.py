@@ -40,10 +40,11 @@ T = TypeVar("T")
 
 @functools.lru_cache(maxsize=1)
 def package_fingerprint() -> str:
-    """A hash of every module of the installed `tracelens` package and of the numpy version."""
+    """A hash of every module of the installed `tracelens` package (the C accelerator's source and build
+    included) and of the numpy version."""
     digest = hashlib.blake2b(f"{ENTRY_FORMAT}\0{__version__}\0{np.__version__}".encode(), digest_size=10)
     root = Path(__file__).resolve().parent
-    for source in sorted(root.rglob("*.py")):
+    for source in sorted([*root.rglob("*.py"), *root.rglob("_native*")]):
         digest.update(str(source.relative_to(root)).encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()

@@ -5,18 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
-from tracelens.load.schema import Args, Event
+from tracelens.load.fields import GPU_TRACK_KINDS, event_fields, factorize, int_or_none
+from tracelens.load.schema import Event
 from tracelens.model import stats
-from tracelens.model.events import CATEGORY_KINDS, GPU_ACTIVITY_KINDS, I64, Bool, EventTable, Kind
+from tracelens.model.events import CATEGORY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
-
-_EMPTY_ARGS = Args()
-
 
 MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
 
@@ -59,7 +56,6 @@ _INT_FIELDS = (
     "block_threads",
 )
 _RAW_FIELDS = (("input_dims", "input_dims"), ("input_types", "input_type"), ("concrete_inputs", "concrete_inputs"))
-_GPU_TRACK_KINDS = np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8)
 
 
 def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:
@@ -67,60 +63,53 @@ def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, s
     return merge_columns([columnize(events)])
 
 
-def columnize(events: list[Event]) -> ChunkColumns:
-    """Columns of one chunk of complete (`X`) events."""
-    n = len(events)
-    cat_codes, cat_values = factorize(list(map(attrgetter("cat"), events)))
-    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
-    name_codes, name_values = factorize(list(map(attrgetter("name"), events)))
-    try:
-        ts_us = np.fromiter(map(attrgetter("ts"), events), dtype=np.float64, count=n)
-    except OverflowError:  # an int too large for a float
-        ts_us = _floats(list(map(attrgetter("ts"), events)))
-    try:
-        dur_us = np.fromiter(map(attrgetter("dur"), events), dtype=np.float64, count=n)
-    except (TypeError, OverflowError):
-        dur_us = _floats([e.dur if e.dur is not None else 0.0 for e in events])
-
-    args = [e.args or _EMPTY_ARGS for e in events]
-    external_id = _int_column(args, "external_id")
-    legacy = _int_column(args, "external_id_legacy")
-    external_id = np.where(external_id >= 0, external_id, legacy)
-
-    is_gpu = np.isin(kind, _GPU_TRACK_KINDS)
-    pids = _factorize_ids(events, "pid")
-    tids = _factorize_ids(events, "tid")
-    device, stream = _gpu_int_columns(args, is_gpu, ("device", "stream"))
+def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColumns:
+    """Columns of one chunk of complete (`X`) events; with `complete_type`, of the complete events among
+    decoded events of every phase (see `fields.event_fields`)."""
+    fields = event_fields(events, _kinds_of, complete_type)
+    cat_codes, cat_values = fields.cat
+    kind = _kinds_of(cat_codes, cat_values)
+    is_gpu = np.isin(kind, GPU_TRACK_KINDS)
+    ints = fields.ints
+    external_id = np.where(ints["external_id"] >= 0, ints["external_id"], ints["external_id_legacy"])
+    device = np.where(is_gpu, ints["device"], -1)
+    stream = np.where(is_gpu, ints["stream"], -1)
+    pids, tids = fields.pid, fields.tid
     no_device = np.flatnonzero(is_gpu & (device < 0))
     device[no_device] = _id_numbers(pids[0][no_device], pids[1])
     no_stream = np.flatnonzero(is_gpu & (stream < 0))
     stream[no_stream] = _id_numbers(tids[0][no_stream], tids[1])
     pid_codes, pid_values = _track_labels(*pids, is_gpu, device, "gpu")
     tid_codes, tid_values = _track_labels(*tids, is_gpu, stream, "")
+    kernel = kind == Kind.KERNEL
     return ChunkColumns(
         cat_codes=cat_codes,
         cat_values=cat_values,
-        name_codes=name_codes,
-        name_values=name_values,
+        name_codes=fields.name[0],
+        name_values=fields.name[1],
         pid_codes=pid_codes,
         pid_values=pid_values,
         tid_codes=tid_codes,
         tid_values=tid_values,
         is_gpu=is_gpu,
-        ts_us=ts_us,
-        dur_us=dur_us,
+        ts_us=fields.ts_us,
+        dur_us=fields.dur_us,
         ints={
-            "correlation": _int_column(args, "correlation"),
+            "correlation": ints["correlation"],
             "external_id": external_id,
-            "sequence_number": _int_column(args, "sequence_number"),
+            "sequence_number": ints["sequence_number"],
             "device": device,
             "stream": stream,
-            "bytes": _int_column(args, "bytes"),
-            "grid_blocks": _dims_product(args, "grid", kind),
-            "block_threads": _dims_product(args, "block", kind),
+            "bytes": ints["bytes"],
+            "grid_blocks": np.where(kernel, fields.dims["grid"], -1),
+            "block_threads": np.where(kernel, fields.dims["block"], -1),
         },
-        raws={column: _raw_column(args, attribute) for column, attribute in _RAW_FIELDS},
+        raws={column: fields.raws[attribute] for column, attribute in _RAW_FIELDS},
     )
+
+
+def _kinds_of(cat_codes: np.ndarray, cat_values: list[str]) -> np.ndarray:
+    return _kinds(cat_values)[cat_codes] if len(cat_codes) else np.zeros(0, np.int8)
 
 
 def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, float, set[str]]:
@@ -232,42 +221,8 @@ def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, 
     return keep, notes
 
 
-def _floats(values: list[Any]) -> np.ndarray:
-    """float64 array of numbers; a Python int too large for a float becomes NaN."""
-    try:
-        return np.fromiter(values, dtype=np.float64, count=len(values))
-    except OverflowError:
-        return np.array([v if abs(v) < 1e300 else math.nan for v in values], dtype=np.float64)
-
-
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def factorize(values: Sequence[Any] | np.ndarray) -> tuple[I64, list[Any]]:
-    """(codes, uniques) with uniques in order of first appearance; None gets code -1 and is not a unique.
-
-    Values must be hashable; equal values (1 and 1.0) share a code, like a dict's keys.
-    """
-    if isinstance(values, np.ndarray) and values.dtype != object:
-        return _factorize_numbers(values)
-    uniques = dict.fromkeys(values)
-    has_none = None in uniques
-    uniques.pop(None, None)
-    lookup: dict[Any, int] = {value: code for code, value in enumerate(uniques)}
-    if has_none:
-        lookup[None] = -1
-    codes = np.fromiter(map(lookup.__getitem__, values), dtype=np.int64, count=len(values))
-    return codes, list(uniques)
-
-
-def _factorize_numbers(values: np.ndarray) -> tuple[I64, list[Any]]:
-    """`factorize` of a numeric array (no None), without a Python object per value."""
-    sorted_uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    by_appearance = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_appearance)
-    rank[by_appearance] = np.arange(by_appearance.size)
-    return rank[inverse.ravel()].astype(np.int64), sorted_uniques[by_appearance].tolist()
 
 
 def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
@@ -292,83 +247,11 @@ def _to_ns(values_us: np.ndarray) -> I64:
     return np.rint(clean * 1000.0).astype(np.int64)
 
 
-def _int_column(args: list[Args], attribute: str) -> I64:
-    try:  # fast path: every value an int (absent ones default to -1)
-        return np.fromiter(map(attrgetter(attribute), args), dtype=np.int64, count=len(args))
-    except (TypeError, ValueError, OverflowError):
-        pass
-    values = np.array(list(map(attrgetter(attribute), args)), dtype=object)
-    present = values != None  # noqa: E711 (elementwise comparison on an object array)
-    out = np.full(len(args), -1, dtype=np.int64)
-    if present.any():
-        try:
-            out[present] = values[present].astype(np.int64)
-        except (TypeError, ValueError, OverflowError):
-            out[present] = [_int_or_minus_one(v) for v in values[present]]
-    return out
-
-
-def _int_or_minus_one(value: object) -> int:
-    number = _int_or_none(value)
-    return number if number is not None and -(2**63) <= number < 2**63 else -1
-
-
-def _gpu_int_columns(args: list[Args], is_gpu: Bool, attributes: tuple[str, ...]) -> list[I64]:
-    """Integer `args` fields that only GPU-track events keep (-1 on every other row), read from those rows only."""
-    rows = np.flatnonzero(is_gpu)
-    picked = _pick(args, rows)
-    columns = []
-    for attribute in attributes:
-        column = np.full(len(args), -1, dtype=np.int64)
-        column[rows] = _int_column(picked, attribute)
-        columns.append(column)
-    return columns
-
-
-def _factorize_ids(events: list[Event], attribute: str) -> tuple[I64, list[Any]]:
-    """`factorize` of the events' pid or tid; all-integer ids (the usual case) without a dict look-up per event."""
-    try:
-        return _factorize_numbers(np.fromiter(map(attrgetter(attribute), events), np.int64, count=len(events)))
-    except (TypeError, ValueError, OverflowError):
-        return factorize(list(map(attrgetter(attribute), events)))
-
-
 def _id_numbers(codes: I64, uniques: list[Any]) -> I64:
     """The pid/tid of each event (codes into `uniques`, -1 = None) as an int; -1 for strings, None and ints
     outside int64."""
     table = [u if type(u) is int and -(2**63) <= u < 2**63 else -1 for u in uniques]
     return np.array([*table, -1], dtype=np.int64)[codes]  # code -1 reads the final -1
-
-
-def _dims_product(args: list[Args], attribute: str, kind: np.ndarray) -> I64:
-    out = np.full(len(args), -1, dtype=np.int64)
-    rows = np.flatnonzero(kind == Kind.KERNEL)
-    dims = list(map(attrgetter(attribute), _pick(args, rows)))
-    try:  # fast path: every kernel has dims of one length
-        matrix = np.array(dims, dtype=np.int64)
-        if matrix.ndim == 2 and matrix.shape[1] > 0:
-            out[rows] = matrix.prod(axis=1)
-            return out
-    except (TypeError, ValueError, OverflowError):
-        pass
-    for index, value in zip(rows, dims, strict=True):
-        if isinstance(value, list) and value:
-            out[index] = math.prod(value)
-    return out
-
-
-def _pick(items: list[Args], rows: np.ndarray) -> list[Args]:
-    if rows.size == 0:
-        return []
-    if rows.size == 1:
-        return [items[int(rows[0])]]
-    return list(itemgetter(*rows.tolist())(items))
-
-
-def _raw_column(args: list[Args], attribute: str) -> tuple[I64, list[bytes]]:
-    raws = list(map(attrgetter(attribute), args))
-    rows = np.flatnonzero(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
-    return rows, [bytes(raws[index]) for index in rows]  # copied out, so the input buffer can be freed
 
 
 def _dense_raws(parts: list[tuple[I64, list[bytes]]], lengths: list[int], n: int) -> np.ndarray:
@@ -443,14 +326,14 @@ def build_meta(metadata: dict[str, Any], categories: Iterable[str], bare_array: 
     dist = dist if isinstance(dist, dict) else {}
     run = metadata.get("tracelens_run")
     return TraceMeta(
-        schema_version=_int_or_none(metadata.get("schemaVersion")),
+        schema_version=int_or_none(metadata.get("schemaVersion")),
         devices=tuple(_devices(metadata.get("deviceProperties"))),
         cuda_runtime_version=_cuda_version(metadata.get("cuda_runtime_version")),
         cuda_driver_version=_cuda_version(metadata.get("cuda_driver_version")),
         hip_runtime_version=_plain_str(metadata.get("hip_runtime_version")),
-        base_time_ns=_int_or_none(metadata.get("baseTimeNanoseconds")),
-        rank=_int_or_none(dist.get("rank")),
-        world_size=_int_or_none(dist.get("world_size")),
+        base_time_ns=int_or_none(metadata.get("baseTimeNanoseconds")),
+        rank=int_or_none(dist.get("rank")),
+        world_size=int_or_none(dist.get("world_size")),
         format="chrome-array" if bare_array else ("kineto-legacy" if legacy else "kineto"),
         run=run if isinstance(run, dict) else {},
         raw=metadata,
@@ -467,30 +350,18 @@ def _devices(value: object) -> list[Device]:
         major, minor = item.get("computeMajor"), item.get("computeMinor")
         devices.append(
             Device(
-                index=_index if (_index := _int_or_none(item.get("id"))) is not None else len(devices),
+                index=_index if (_index := int_or_none(item.get("id"))) is not None else len(devices),
                 name=str(item.get("name", "")),
-                num_sms=_int_or_none(item.get("numSms")),
-                total_memory_bytes=_int_or_none(item.get("totalGlobalMem")),
+                num_sms=int_or_none(item.get("numSms")),
+                total_memory_bytes=int_or_none(item.get("totalGlobalMem")),
                 compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
             )
         )
     return devices
 
 
-def _int_or_none(value: object) -> int | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
-
-
 def _cuda_version(value: object) -> str | None:
-    number = _int_or_none(value)
+    number = int_or_none(value)
     if number is None:
         return _plain_str(value)
     if number >= 1000:  # CUDA encodes 12080 as 12.8

@@ -134,19 +134,10 @@ def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(STREAM_DOC_DECODER.decode(text)), None
-    if kind == "events":
-        return {}, columnize(_complete(STREAM_EVENTS_DECODER.decode(text)))
+    if kind == "events":  # other phases were decoded to empty structs: columnize skips them
+        return {}, columnize(STREAM_EVENTS_DECODER.decode(text), CompleteEvent)
     doc = STREAM_DOC_DECODER.decode(text)
-    return metadata_of(doc), columnize(_complete(doc.traceEvents or []))
-
-
-def _complete(events: list[Any]) -> list[Any]:
-    """The complete (`X`) events that have a timestamp; other phases were decoded to empty structs."""
-    return [
-        e
-        for e in events
-        if type(e) is CompleteEvent and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))
-    ]
+    return metadata_of(doc), columnize(doc.traceEvents or [], CompleteEvent)
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:

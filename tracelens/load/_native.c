@@ -1,0 +1,350 @@
+/* tracelens.load._native: columns of decoded trace events, read straight from the msgspec structs' slots.
+
+   Optional accelerator of tracelens.load.columns.columnize (which has the same figures in pure Python, and
+   is the reference the tests compare this against). One call turns a list of `CompleteEvent` structs (with
+   `select`: only those of `event_type` with a usable `ts`, skipping other phases) into
+   plain C arrays (returned as bytearrays for numpy.frombuffer); doing this with one `map(attrgetter)` pass per
+   field costs more than msgspec's JSON decode itself.
+
+   Contract (see `columns`): cat, name, pid and tid are factorized (codes in order of first appearance, None ->
+   -1). A column this code cannot fill exactly like the Python path (an argument that is not an int, a number
+   too big for a float) comes back as None, and the caller computes that
+   column in Python. Anything unexpected in the structure itself (an event or args object of another type, a
+   cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <math.h>
+#include <stdint.h>
+
+#define N_EVENT_FIELDS 7
+#define N_INT_FIELDS 7
+#define N_DIM_FIELDS 2
+#define N_RAW_FIELDS 3
+
+static const char *EVENT_FIELDS[N_EVENT_FIELDS] = {"cat", "name", "pid", "tid", "ts", "dur", "args"};
+enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
+static const char *INT_FIELDS[N_INT_FIELDS] = {"external_id", "external_id_legacy", "correlation",
+                                               "sequence_number", "device", "stream", "bytes"};
+static const char *DIM_FIELDS[N_DIM_FIELDS] = {"grid", "block"};
+static const char *RAW_FIELDS[N_RAW_FIELDS] = {"input_dims", "input_type", "concrete_inputs"};
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* The byte offset of a struct field (a __slots__ member of `type`). */
+static int slot_offset(PyObject *type, const char *name, Py_ssize_t *offset) {
+    PyObject *descr = PyObject_GetAttrString(type, name);
+    if (descr == NULL) return -1;
+    if (!PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
+        Py_DECREF(descr);
+        PyErr_Format(PyExc_TypeError, "field %s is not a slot", name);
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX && member->type != T_OBJECT) {
+        Py_DECREF(descr);
+        PyErr_Format(PyExc_TypeError, "field %s is not an object slot", name);
+        return -1;
+    }
+    *offset = member->offset;
+    Py_DECREF(descr);
+    return 0;
+}
+
+/* A bytearray of n items of `size` bytes (its buffer is returned through `data`). */
+static PyObject *new_buffer(Py_ssize_t n, Py_ssize_t size, char **data) {
+    PyObject *buffer = PyByteArray_FromStringAndSize(NULL, n * size);
+    if (buffer != NULL) *data = PyByteArray_AS_STRING(buffer);
+    return buffer;
+}
+
+/* The code of `value` in `lookup` (assigned in order of first appearance, appended to `values`); -1 on error. */
+static int64_t code_of(PyObject *lookup, PyObject *values, PyObject *value) {
+    PyObject *known = PyDict_GetItemWithError(lookup, value);
+    if (known != NULL) return PyLong_AsLongLong(known);
+    if (PyErr_Occurred()) return -1;
+    Py_ssize_t code = PyList_GET_SIZE(values);
+    PyObject *number = PyLong_FromSsize_t(code);
+    if (number == NULL) return -1;
+    int failed = PyDict_SetItem(lookup, value, number) < 0 || PyList_Append(values, value) < 0;
+    Py_DECREF(number);
+    return failed ? -1 : code;
+}
+
+/* An int64 from an exact int; *ok = 0 when `value` is not one or does not fit. */
+static int64_t as_int64(PyObject *value, int *ok) {
+    if (!PyLong_CheckExact(value)) {
+        *ok = 0;
+        return -1;
+    }
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (number == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        *ok = 0;
+        return -1;
+    }
+    return (int64_t)number;
+}
+
+/* A double from an exact float or int (correctly rounded, like float(int)); *ok = 0 otherwise. */
+static double as_double(PyObject *value, int *ok) {
+    if (PyFloat_CheckExact(value)) return PyFloat_AS_DOUBLE(value);
+    if (PyLong_CheckExact(value)) {
+        double number = PyLong_AsDouble(value);
+        if (number == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            *ok = 0;
+        }
+        return number;
+    }
+    *ok = 0;
+    return 0.0;
+}
+
+/* An `args` integer: an int that fits (else -1, as the Python path gives), None -> -1; *ok = 0 for any other
+   type (a numeric string: the caller's Python path reads it). */
+static int64_t arg_int(PyObject *value, int *ok) {
+    if (value == Py_None) return -1;
+    if (!PyLong_CheckExact(value)) {
+        *ok = 0;
+        return -1;
+    }
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        *ok = 0;
+        return -1;
+    }
+    return overflow ? -1 : (int64_t)number;
+}
+
+/* The product of a list of ints (grid or block dims); -1 for anything but a non-empty list and for a product
+   that leaves int64; *ok = 0 when an item is not an int that fits int64 (the caller's Python path reads it). */
+static int64_t dims_product(PyObject *value, int *ok) {
+    if (!PyList_CheckExact(value) || PyList_GET_SIZE(value) == 0) return -1;
+    int64_t product = 1;
+    int overflow = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+        int item_ok = 1;
+        int64_t item = as_int64(PyList_GET_ITEM(value, i), &item_ok);
+        if (!item_ok) {
+            *ok = 0;
+            return -1;
+        }
+        overflow |= __builtin_mul_overflow(product, item, &product);
+    }
+    return overflow ? -1 : product;
+}
+
+typedef struct {
+    PyObject *rows;   /* bytearray of int64 row numbers */
+    PyObject *values; /* list of bytes */
+    Py_ssize_t count;
+} RawColumn;
+
+static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "columns(events, event_type, args_type, raw_type, select)");
+        return NULL;
+    }
+    PyObject *events = argv[0], *event_type = argv[1], *args_type = argv[2], *raw_type = argv[3];
+    int select = PyObject_IsTrue(argv[4]);
+    if (select < 0) return NULL;
+    if (!PyList_CheckExact(events) || !PyType_Check(event_type) || !PyType_Check(args_type) ||
+        !PyType_Check(raw_type)) {
+        PyErr_SetString(PyExc_TypeError, "columns(list, type, type, type)");
+        return NULL;
+    }
+    Py_ssize_t event_offsets[N_EVENT_FIELDS], int_offsets[N_INT_FIELDS], dim_offsets[N_DIM_FIELDS],
+        raw_offsets[N_RAW_FIELDS];
+    for (int f = 0; f < N_EVENT_FIELDS; f++)
+        if (slot_offset(event_type, EVENT_FIELDS[f], &event_offsets[f]) < 0) return NULL;
+    for (int f = 0; f < N_INT_FIELDS; f++)
+        if (slot_offset(args_type, INT_FIELDS[f], &int_offsets[f]) < 0) return NULL;
+    for (int f = 0; f < N_DIM_FIELDS; f++)
+        if (slot_offset(args_type, DIM_FIELDS[f], &dim_offsets[f]) < 0) return NULL;
+    for (int f = 0; f < N_RAW_FIELDS; f++)
+        if (slot_offset(args_type, RAW_FIELDS[f], &raw_offsets[f]) < 0) return NULL;
+
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    PyObject *result = NULL;
+    PyObject *cat_lookup = PyDict_New(), *cat_values = PyList_New(0);
+    PyObject *name_lookup = PyDict_New(), *name_values = PyList_New(0);
+    PyObject *pid_lookup = PyDict_New(), *pid_values = PyList_New(0);
+    PyObject *tid_lookup = PyDict_New(), *tid_values = PyList_New(0);
+    PyObject *buffers[6 + N_INT_FIELDS + N_DIM_FIELDS] = {NULL};
+    RawColumn raws[N_RAW_FIELDS] = {{NULL, NULL, 0}};
+    int64_t *cat_codes, *name_codes, *pids, *tids, *ints[N_INT_FIELDS], *dims[N_DIM_FIELDS];
+    double *ts, *dur;
+    int ts_ok = 1, dur_ok = 1, int_ok[N_INT_FIELDS], dim_ok[N_DIM_FIELDS];
+    if (cat_lookup == NULL || cat_values == NULL || name_lookup == NULL || name_values == NULL ||
+        pid_lookup == NULL || pid_values == NULL || tid_lookup == NULL || tid_values == NULL)
+        goto done;
+    if ((buffers[0] = new_buffer(n, 8, (char **)&cat_codes)) == NULL) goto done;
+    if ((buffers[1] = new_buffer(n, 8, (char **)&name_codes)) == NULL) goto done;
+    if ((buffers[2] = new_buffer(n, 8, (char **)&pids)) == NULL) goto done;
+    if ((buffers[3] = new_buffer(n, 8, (char **)&tids)) == NULL) goto done;
+    if ((buffers[4] = new_buffer(n, 8, (char **)&ts)) == NULL) goto done;
+    if ((buffers[5] = new_buffer(n, 8, (char **)&dur)) == NULL) goto done;
+    for (int f = 0; f < N_INT_FIELDS; f++) {
+        int_ok[f] = 1;
+        if ((buffers[6 + f] = new_buffer(n, 8, (char **)&ints[f])) == NULL) goto done;
+    }
+    for (int f = 0; f < N_DIM_FIELDS; f++) {
+        dim_ok[f] = 1;
+        if ((buffers[6 + N_INT_FIELDS + f] = new_buffer(n, 8, (char **)&dims[f])) == NULL) goto done;
+    }
+    for (int f = 0; f < N_RAW_FIELDS; f++) {
+        if ((raws[f].rows = PyByteArray_FromStringAndSize(NULL, 0)) == NULL) goto done;
+        if ((raws[f].values = PyList_New(0)) == NULL) goto done;
+    }
+
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t e = 0; e < n; e++) {
+        PyObject *event = PyList_GET_ITEM(events, e);
+        if ((PyObject *)Py_TYPE(event) != event_type) {
+            if (select) continue; /* another phase */
+            PyErr_SetString(PyExc_TypeError, "an event of another type");
+            goto done;
+        }
+        if (select) { /* a complete event needs a time: not None, not NaN or infinite (an int always is one) */
+            PyObject *time = SLOT(event, event_offsets[F_TS]);
+            if (time == NULL) goto unset;
+            if (time == Py_None || (PyFloat_CheckExact(time) && !isfinite(PyFloat_AS_DOUBLE(time)))) continue;
+        }
+        Py_ssize_t i = kept++;
+        PyObject *cat = SLOT(event, event_offsets[F_CAT]), *name = SLOT(event, event_offsets[F_NAME]);
+        if (cat == NULL || name == NULL || !PyUnicode_CheckExact(cat) || !PyUnicode_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "cat or name is not a str");
+            goto done;
+        }
+        if ((cat_codes[i] = code_of(cat_lookup, cat_values, cat)) < 0) goto done;
+        if ((name_codes[i] = code_of(name_lookup, name_values, name)) < 0) goto done;
+        PyObject *value;
+        if ((value = SLOT(event, event_offsets[F_PID])) == NULL) goto unset;
+        if (value == Py_None) pids[i] = -1;
+        else if ((pids[i] = code_of(pid_lookup, pid_values, value)) < 0) goto done;
+        if ((value = SLOT(event, event_offsets[F_TID])) == NULL) goto unset;
+        if (value == Py_None) tids[i] = -1;
+        else if ((tids[i] = code_of(tid_lookup, tid_values, value)) < 0) goto done;
+        if ((value = SLOT(event, event_offsets[F_TS])) == NULL) goto unset;
+        ts[i] = as_double(value, &ts_ok);
+        if ((value = SLOT(event, event_offsets[F_DUR])) == NULL) goto unset;
+        dur[i] = value == Py_None ? Py_NAN : as_double(value, &dur_ok); /* as numpy reads None */
+
+        PyObject *args = SLOT(event, event_offsets[F_ARGS]);
+        if (args == NULL) goto unset;
+        if (args == Py_None) {
+            for (int f = 0; f < N_INT_FIELDS; f++) ints[f][i] = -1;
+            for (int f = 0; f < N_DIM_FIELDS; f++) dims[f][i] = -1;
+            continue;
+        }
+        if ((PyObject *)Py_TYPE(args) != args_type) {
+            PyErr_SetString(PyExc_TypeError, "args of another type");
+            goto done;
+        }
+        for (int f = 0; f < N_INT_FIELDS; f++) {
+            if ((value = SLOT(args, int_offsets[f])) == NULL) goto unset;
+            ints[f][i] = arg_int(value, &int_ok[f]);
+        }
+        for (int f = 0; f < N_DIM_FIELDS; f++) {
+            if ((value = SLOT(args, dim_offsets[f])) == NULL) goto unset;
+            dims[f][i] = dims_product(value, &dim_ok[f]);
+        }
+        for (int f = 0; f < N_RAW_FIELDS; f++) {
+            if ((value = SLOT(args, raw_offsets[f])) == NULL) goto unset;
+            if ((PyObject *)Py_TYPE(value) != raw_type) {
+                PyErr_SetString(PyExc_TypeError, "a raw field of another type");
+                goto done;
+            }
+            Py_buffer view;
+            if (PyObject_GetBuffer(value, &view, PyBUF_SIMPLE) < 0) goto done;
+            if (view.len > 0) {
+                int64_t row = (int64_t)i;
+                PyObject *copy = PyBytes_FromStringAndSize(view.buf, view.len);
+                int failed = copy == NULL || PyList_Append(raws[f].values, copy) < 0 ||
+                             PyByteArray_Resize(raws[f].rows, (raws[f].count + 1) * 8) < 0;
+                Py_XDECREF(copy);
+                if (failed) {
+                    PyBuffer_Release(&view);
+                    goto done;
+                }
+                memcpy(PyByteArray_AS_STRING(raws[f].rows) + raws[f].count * 8, &row, 8);
+                raws[f].count++;
+            }
+            PyBuffer_Release(&view);
+        }
+    }
+
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++)
+        if (PyByteArray_Resize(buffers[b], kept * 8) < 0) goto done;
+    {
+        PyObject *int_columns = PyTuple_New(N_INT_FIELDS), *dim_columns = PyTuple_New(N_DIM_FIELDS),
+                 *raw_columns = PyTuple_New(N_RAW_FIELDS);
+        if (int_columns == NULL || dim_columns == NULL || raw_columns == NULL) {
+            Py_XDECREF(int_columns);
+            Py_XDECREF(dim_columns);
+            Py_XDECREF(raw_columns);
+            goto done;
+        }
+        for (int f = 0; f < N_INT_FIELDS; f++) {
+            PyObject *column = int_ok[f] ? buffers[6 + f] : Py_None;
+            Py_INCREF(column);
+            PyTuple_SET_ITEM(int_columns, f, column);
+        }
+        for (int f = 0; f < N_DIM_FIELDS; f++) {
+            PyObject *column = dim_ok[f] ? buffers[6 + N_INT_FIELDS + f] : Py_None;
+            Py_INCREF(column);
+            PyTuple_SET_ITEM(dim_columns, f, column);
+        }
+        for (int f = 0; f < N_RAW_FIELDS; f++) {
+            PyObject *pair = PyTuple_Pack(2, raws[f].rows, raws[f].values);
+            if (pair == NULL) {
+                Py_DECREF(int_columns);
+                Py_DECREF(dim_columns);
+                Py_DECREF(raw_columns);
+                goto done;
+            }
+            PyTuple_SET_ITEM(raw_columns, f, pair);
+        }
+        result = Py_BuildValue("(OOOOOOOOOONNN)", buffers[0], cat_values, buffers[1], name_values, buffers[2],
+                               pid_values, buffers[3], tid_values, ts_ok ? buffers[4] : Py_None,
+                               dur_ok ? buffers[5] : Py_None, int_columns, dim_columns, raw_columns);
+    }
+    goto done;
+
+unset:
+    PyErr_SetString(PyExc_TypeError, "a struct field is unset");
+done:
+    Py_XDECREF(cat_lookup);
+    Py_XDECREF(cat_values);
+    Py_XDECREF(name_lookup);
+    Py_XDECREF(name_values);
+    Py_XDECREF(pid_lookup);
+    Py_XDECREF(pid_values);
+    Py_XDECREF(tid_lookup);
+    Py_XDECREF(tid_values);
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++) Py_XDECREF(buffers[b]);
+    for (int f = 0; f < N_RAW_FIELDS; f++) {
+        Py_XDECREF(raws[f].rows);
+        Py_XDECREF(raws[f].values);
+    }
+    return result;
+}
+
+static PyMethodDef METHODS[] = {
+    {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
+     "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
+     "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native",
+                                    "Columns of decoded trace events, read from the structs' slots.", -1, METHODS,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
