@@ -293,7 +293,7 @@ def _tracks(
 ) -> tuple[np.ndarray, TrackTable]:
     """Factorize (pid label, tid label) pairs in sorted order."""
     pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
-    unique_pairs, track = np.unique(pair, return_inverse=True)
+    unique_pairs, track = _dense_unique(pair)
     first = _first_index(track, len(unique_pairs))
     tracks = TrackTable(
         pid=tuple(pid_values[pid_codes[i]] for i in first),
@@ -303,6 +303,17 @@ def _tracks(
         stream=np.where(is_gpu[first], stream[first], -1).astype(np.int64),
     )
     return track.astype(np.int32), tracks
+
+
+def _dense_unique(values: I64) -> tuple[I64, I64]:
+    """`np.unique(values, return_inverse=True)` for non-negative ints: by counting when they are small (track
+    pairs are), by sorting otherwise."""
+    if values.size == 0 or int(values.max()) > 4 * values.size + 65536:
+        unique, inverse = np.unique(values, return_inverse=True)
+        return unique, inverse.ravel()
+    present = np.bincount(values) > 0
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[values]
 
 
 def _label(value: object) -> str:
