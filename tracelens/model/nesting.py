@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracelens.model.events import CPU_KINDS, I32, EventTable, Kind, kind_mask
+from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_mask
 
 # Ties in (start, end): the outer one sorts first.
 _TIE_PRIORITY = np.zeros(max(Kind) + 1, dtype=np.int8)
@@ -31,13 +31,33 @@ def nest(events: EventTable) -> tuple[I32, I32]:
     start = events.ts_ns[cpu]
     end = start + events.dur_ns[cpu]
     track = events.track[cpu]
-    order = np.lexsort((cpu, _TIE_PRIORITY[events.kind[cpu]], -end, start, track))
+    order = _nesting_order(cpu, start, end, track, _TIE_PRIORITY[events.kind[cpu]])
     s_start, s_end, s_track = start[order], end[order], track[order]
     cand = _enclosing_in_sorted(s_start, s_end, s_track)
     has = cand >= 0
     parent[cpu[order[has]]] = cpu[order[cand[has]]]
     depth[:] = _depths(parent)
     return parent, depth
+
+
+def _nesting_order(rows: np.ndarray, start: np.ndarray, end: np.ndarray, track: np.ndarray, tie: np.ndarray) -> I64:
+    """`np.lexsort((rows, tie, -end, start, track))`, cheaper when `start` is already sorted (the loader's
+    tables are in time order): a stable sort by track (a counting sort for small track numbers) keeps each
+    track's rows in time order, and only rows that share a track and a start are lexsorted by every key."""
+    if start.size < 2 or not bool((start[1:] >= start[:-1]).all()):
+        return np.lexsort((rows, tie, -end, start, track)).astype(np.int64)
+    small = track.size and int(track.min()) >= 0 and int(track.max()) < 2**15
+    order = np.argsort(track.astype(np.int16) if small else track, kind="stable").astype(np.int64)
+    s_track, s_start = track[order], start[order]
+    ties = (s_track[1:] == s_track[:-1]) & (s_start[1:] == s_start[:-1])
+    if ties.any():
+        tied = np.zeros(order.size, dtype=bool)
+        tied[1:] |= ties
+        tied[:-1] |= ties
+        positions = np.flatnonzero(tied)
+        group = order[positions]
+        order[positions] = group[np.lexsort((rows[group], tie[group], -end[group], start[group], track[group]))]
+    return order
 
 
 def _enclosing_in_sorted(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
