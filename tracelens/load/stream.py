@@ -28,6 +28,7 @@ import msgspec
 
 from tracelens.load.columns import ChunkColumns, columnize
 from tracelens.load.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
+from tracelens.load.forked import ChildDied, run_forked
 from tracelens.load.schema import CompleteEvent
 from tracelens.load.source import GZIP_MAGIC
 
@@ -72,21 +73,22 @@ def stream_columns(
 ) -> Streamed:
     """Decode `path` chunk by chunk into columns; raise NotStreamable when the fast path does not apply.
 
-    With `workers` > 1 the chunks are decoded by that many forked processes (the pool is made before any
-    thread of ours starts); results are merged in file order, so the outcome does not depend on `workers`.
-    `meanwhile` runs in this process once the workers have work (never without workers).
+    With `workers` > 1 the chunks are decoded by that many forked processes (forked before any thread of ours
+    starts): byte ranges of a plain file by children that read them themselves (`forked.run_forked`), pieces
+    of a gunzipped stream by a process pool; results are merged in file order, so the outcome does not depend
+    on `workers`. `meanwhile` runs in this process once the workers have work (never without workers).
     """
     size = path.stat().st_size
     with path.open("rb") as probe:
         gz = probe.read(2) == GZIP_MAGIC
         expected_text = _gzip_text_bytes(probe, size) if gz else size
-    pool = _fork_pool(workers) if workers > 1 and expected_text > 2 * chunk_bytes else None
+    parallel = workers > 1 and expected_text > 2 * chunk_bytes
+    if not gz:
+        with path.open("rb") as handle:
+            return _decode_ranges(path, handle, size, progress, chunk_bytes, workers if parallel else 1, meanwhile)
+    pool = _fork_pool(workers) if parallel else None
     try:
         with path.open("rb") as handle:
-            if not gz:
-                return _decode_ranges(
-                    path, handle, size, progress, chunk_bytes, pool, workers if pool else 1, meanwhile
-                )
             if pool is not None:
                 chunk_bytes = balanced_chunk_bytes(expected_text, chunk_bytes, workers)
             blocks = _background(_gunzip_blocks(handle))
@@ -168,13 +170,12 @@ def _decode_ranges(
     size: int,
     progress: ProgressCallback | None,
     chunk_bytes: int,
-    pool: Any,
     workers: int = 1,
     meanwhile: Callable[[], object] | None = None,
 ) -> Streamed:
-    """Plain files: byte ranges cut between events are read and decoded one by one, or by the pool's workers
-    (then this process only finds the cut points, and the ranges are sized so that every worker gets the same
-    number of equal ranges)."""
+    """Plain files: byte ranges cut between events are read and decoded one by one, or by `workers` forked
+    children (then this process only finds the cut points, and the ranges are sized so that every worker gets
+    the same number of equal ranges)."""
     head = handle.read(1 << 20)
     if head.lstrip()[:1] != b"{":
         raise NotStreamable("not a JSON object")
@@ -209,18 +210,37 @@ def _decode_ranges(
     ranges.append((path, "tail", start, size))
     chunks: list[ChunkColumns] = []
     try:
-        results = pool.imap(_decode_range_args, ranges) if pool is not None else map(_decode_range_args, ranges)
-        if pool is not None and meanwhile is not None:
-            meanwhile()
+        if workers > 1:
+            results = iter(_decode_in_children(ranges, workers, size, progress, meanwhile))
+        else:
+            results = map(_decode_range_args, ranges)
         for (_, _, _, end), (extra, columns) in zip(ranges, results, strict=True):
             metadata.update(extra)
             if columns is not None:
                 chunks.append(columns)
-            if progress:
+            if progress and workers == 1:
                 progress(end, size)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError, ChildDied) as exc:
         raise NotStreamable(str(exc)) from exc
     return Streamed(chunks, metadata, size)
+
+
+def _decode_in_children(
+    ranges: list[tuple[Path, str, int, int]],
+    workers: int,
+    size: int,
+    progress: ProgressCallback | None,
+    meanwhile: Callable[[], object] | None,
+) -> list[tuple[dict[str, Any], ChunkColumns | None]]:
+    """`decode_range` of every range, by forked children; progress counts the bytes of the ranges done."""
+    done = [ranges[0][2] if ranges else 0]
+
+    def arrived(index: int) -> None:
+        done[0] += ranges[index][3] - ranges[index][2]
+        if progress:
+            progress(done[0], size)
+
+    return run_forked(ranges, workers, _decode_range_args, arrived, meanwhile)
 
 
 def balanced_chunk_bytes(total_bytes: int, chunk_bytes: int, workers: int) -> int:

@@ -1,0 +1,68 @@
+"""`forked.run_forked`: results in job order from forked children, their exceptions raised here, nothing left
+behind (no child, no temp folder)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tracelens.load import forked
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Result folders go to tmp_path (not /dev/shm), so a test can see that they are removed."""
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(forked.tempfile, "mkdtemp", lambda prefix, dir=None: real(prefix=prefix, dir=tmp_path))
+    return tmp_path
+
+
+def _square(job: int) -> tuple[int, int]:
+    return job * job, os.getpid()
+
+
+def _fail_on_five(job: int) -> int:
+    if job == 5:
+        raise ValueError(f"bad job {job}")
+    return job
+
+
+def _die_on_two(job: int) -> int:
+    if job == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return job
+
+
+def test_results_come_back_in_job_order_from_every_child(private_tmp: Path) -> None:
+    arrived: list[int] = []
+    calls: list[str] = []
+    results = forked.run_forked(list(range(7)), 3, _square, arrived.append, lambda: calls.append("meanwhile"))
+    assert [value for value, _ in results] == [0, 1, 4, 9, 16, 25, 36]
+    pids = [pid for _, pid in results]
+    assert pids[0] == pids[3] == pids[6] != pids[1] == pids[4] and os.getpid() not in pids  # child k: k, k+3, ..
+    assert sorted(arrived) == list(range(7)) and calls == ["meanwhile"]
+    assert list(private_tmp.iterdir()) == []
+    for pid in set(pids):
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
+
+
+def test_an_exception_in_a_child_is_raised_here(private_tmp: Path) -> None:
+    with pytest.raises(ValueError, match="bad job 5"):
+        forked.run_forked(list(range(8)), 2, _fail_on_five)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_child_killed_by_a_signal_is_reported(private_tmp: Path) -> None:
+    with pytest.raises(forked.ChildDied, match="signal 9"):
+        forked.run_forked(list(range(4)), 2, _die_on_two)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_fewer_jobs_than_workers_forks_only_what_is_needed() -> None:
+    assert [value for value, _ in forked.run_forked([3], 4, _square)] == [9]
+    assert forked.run_forked([], 2, _square) == []

@@ -1,0 +1,157 @@
+"""Run independent jobs in forked child processes; results come back through files in a private folder (in
+tmpfs where there is one), not pipes.
+
+Why not `multiprocessing.Pool`: its workers hand each ~1 MB result through a 64 kB pipe that a thread of this
+process must drain, and while this process works (it imports the analyses during a load) that thread gets
+the interpreter only every few ms, so the workers stall; a pool also takes 5-15 ms to start. Here each child
+takes every `workers`-th job (jobs are sized equally), writes each result to its own file, and never waits
+for the parent, which picks the results up whenever it looks.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+Job = TypeVar("Job")
+Result = TypeVar("Result")
+
+POLL_S = 0.05  # how often the parent looks for finished results while children run
+
+
+class ChildDied(RuntimeError):
+    """A child process ended without a result and without an exception to hand back (killed by a signal)."""
+
+
+def run_forked(
+    jobs: Sequence[Job],
+    workers: int,
+    work: Callable[[Job], Result],
+    on_result: Callable[[int], None] | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> list[Result]:
+    """`[work(job) for job in jobs]`, computed by `workers` forked children (child k takes jobs k, k+workers,
+    ...). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
+    each result arrives (in any order). An exception raised by `work` in a child is raised here; children left
+    running when this returns or raises are killed."""
+    folder = tempfile.mkdtemp(prefix="tracelens-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    children: dict[int, int] = {}  # pid -> child number
+    try:
+        for number in range(min(workers, len(jobs))):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child, which never returns
+                _child(number, jobs, workers, work, folder)
+            children[pid] = number
+        if meanwhile is not None:
+            meanwhile()
+        results: dict[int, Result] = {}
+        _wait(children, folder, results, on_result)
+        _collect(folder, results, on_result)
+        return [results[index] for index in range(len(jobs))]
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any], Any], folder: str) -> None:
+    """The child's whole life: its jobs, a file per result (renamed into place when complete), then `_exit`
+    (no interpreter teardown, no flushing of the parent's buffers)."""
+    status = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops and kills the children
+        for index in range(number, len(jobs), workers):
+            result = work(jobs[index])
+            partial = os.path.join(folder, f".{index}")
+            with open(partial, "wb") as handle:
+                pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.rename(partial, os.path.join(folder, str(index)))
+    except BaseException as exc:  # handed to the parent
+        status = 1
+        try:
+            payload = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an exception that does not pickle: its text
+            payload = pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+        with open(os.path.join(folder, f"error-{number}"), "wb") as handle:
+            handle.write(payload)
+    finally:
+        os._exit(status)
+
+
+def _wait(
+    children: dict[int, int], folder: str, results: dict[int, Any], on_result: Callable[[int], None] | None
+) -> None:
+    """Until every child has ended: pick up finished results; raise a child's exception."""
+    pending = dict(children)
+    exit_fds = _exit_fds(pending)
+    try:
+        while pending:
+            if exit_fds is not None:
+                select.select(list(exit_fds.values()), [], [], POLL_S)
+            else:  # pragma: no cover - no pidfd (not Linux)
+                time.sleep(POLL_S / 10)
+            _collect(folder, results, on_result)
+            for pid in list(pending):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    number = pending.pop(pid)
+                    del children[pid]
+                    if exit_fds is not None:
+                        os.close(exit_fds.pop(pid))
+                    if status != 0:
+                        _raise_for(folder, number, status)
+    finally:
+        for fd in (exit_fds or {}).values():
+            os.close(fd)
+
+
+def _exit_fds(pids: dict[int, int]) -> dict[int, int] | None:
+    """A file descriptor per child that becomes readable when it exits (Linux pidfd); None where unsupported."""
+    fds: dict[int, int] = {}
+    try:
+        for pid in pids:
+            fds[pid] = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        for fd in fds.values():
+            os.close(fd)
+        return None
+    return fds
+
+
+def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], None] | None) -> None:
+    """Load (and delete) every finished result file."""
+    for name in os.listdir(folder):
+        if not name.isdigit():
+            continue
+        path = os.path.join(folder, name)
+        with open(path, "rb") as handle:
+            results[int(name)] = pickle.load(handle)
+        os.remove(path)
+        if on_result is not None:
+            on_result(int(name))
+
+
+def _raise_for(folder: str, number: int, status: int) -> None:
+    path = os.path.join(folder, f"error-{number}")
+    try:
+        with open(path, "rb") as handle:
+            error = pickle.load(handle)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        error = None
+    if isinstance(error, BaseException):
+        raise error
+    signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    raise ChildDied(
+        f"a decoding process ended without a result ({f'signal {signal_number}' if signal_number else status})"
+    )
