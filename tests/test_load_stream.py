@@ -202,3 +202,18 @@ def test_gzip_chunks_are_sized_from_the_trailer(tmp_path: Path, monkeypatch: pyt
     assert len(sizes) in (6, 7)  # 3 rounds of 2 (+ the tail piece when a cut falls just short of the end)
     assert sum(sizes) == 4 * 3000
     assert max(sizes[:6]) <= 1.03 * min(sizes[:6])
+
+
+def _auto_workers_here(_: object) -> int:
+    return stream.auto_workers()
+
+
+def test_a_multiprocessing_worker_decodes_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-rank loads run in pool workers: they must not fork decoders of their own."""
+    import multiprocessing
+
+    monkeypatch.delenv("TRACELENS_WORKERS", raising=False)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_auto_workers_here, (None,)) == 1
+    monkeypatch.setenv("TRACELENS_WORKERS", "3")
+    assert stream.auto_workers() == 3

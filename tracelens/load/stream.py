@@ -11,10 +11,10 @@ to the whole-file decoder, which owns every lenient repair.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import queue
 import re
+import sys
 import threading
 import types
 import zlib
@@ -114,7 +114,7 @@ def auto_workers() -> int:
     unsafe or unavailable."""
     if (setting := os.environ.get("TRACELENS_WORKERS", "").strip()).isdigit():
         return max(1, int(setting))
-    if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.parent_process() is not None:
+    if not hasattr(os, "fork") or _in_pool_worker():
         return 1
     if threading.active_count() > 1:  # forking a threaded process can deadlock the child
         return 1
@@ -125,7 +125,16 @@ def auto_workers() -> int:
     return max(1, min(cpus, 4))
 
 
+def _in_pool_worker() -> bool:
+    """Whether this process is a multiprocessing worker (then it does not fork workers of its own); a process
+    that never imported multiprocessing is not one."""
+    process = sys.modules.get("multiprocessing.process")
+    return process is not None and process.parent_process() is not None
+
+
 def _fork_pool(workers: int) -> Any:
+    import multiprocessing  # only for gzip input: 7-11 ms of start-up otherwise
+
     try:
         return multiprocessing.get_context("fork").Pool(workers)
     except (OSError, ValueError):  # pragma: no cover - no fork or no resources
