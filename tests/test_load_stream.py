@@ -122,20 +122,41 @@ def test_anchor_through_the_process_pool_matches(monkeypatch: pytest.MonkeyPatch
     assert pooled.steps.number.tolist() == [1009, 1010, 1011, 1012, 1013, 1014]
 
 
-def test_pool_is_really_used_for_big_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[int] = []
-    real = stream._fork_pool
+    forked: list[int] = []
+    real_pool, real_forked = stream._fork_pool, stream.run_forked
 
-    def spy(workers: int) -> object:
+    def pool_spy(workers: int) -> object:
         made.append(workers)
-        return real(workers)
+        return real_pool(workers)
 
-    monkeypatch.setattr(stream, "_fork_pool", spy)
+    def forked_spy(jobs: list[object], workers: int, *rest: object) -> object:
+        forked.append(len(jobs))
+        return real_forked(jobs, workers, *rest)  # type: ignore[arg-type]
+
+    folders: list[str] = []
+    real_mkdtemp = stream.tempfile.mkdtemp
+
+    def mkdtemp_spy(**kwargs: str) -> str:
+        folders.append(real_mkdtemp(**kwargs))
+        return folders[-1]
+
+    monkeypatch.setattr(stream, "_fork_pool", pool_spy)
+    monkeypatch.setattr(stream, "run_forked", forked_spy)
+    monkeypatch.setattr(stream.tempfile, "mkdtemp", mkdtemp_spy)
     path = anchor("hta/trace_diff/control/control.json.gz")
+    spooled = stream.stream_columns(path, chunk_bytes=4 << 20, workers=2)
+    assert made == [] and forked == [len(spooled.chunks)] and len(spooled.chunks) >= 8  # 34.8 MB in ~4 MB ranges
+    assert sum(len(c) for c in spooled.chunks) == 74_937  # X events with a timestamp
+    assert spooled.uncompressed_bytes == 34_825_284
+    assert folders and not any(Path(folder).exists() for folder in folders)  # the spooled text is removed
+    # too big to spool (here: a limit of 1 MB): gunzipped as a stream, pieces to a process pool
+    monkeypatch.setattr(stream, "SPOOL_MAX_BYTES", 1 << 20)
     streamed = stream.stream_columns(path, chunk_bytes=4 << 20, workers=2)
-    assert made == [2]
+    assert made == [2] and len(forked) == 1
     assert len(streamed.chunks) >= 4  # 8 MB gunzip blocks, cut after each 4 MB
-    assert sum(len(c) for c in streamed.chunks) == 74_937  # X events with a timestamp
+    assert sum(len(c) for c in streamed.chunks) == 74_937 and streamed.uncompressed_bytes == 34_825_284
 
 
 def test_unknown_or_missing_phase_falls_back_with_the_same_result(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ import math
 import os
 import queue
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import types
 import zlib
@@ -74,9 +76,11 @@ def stream_columns(
     """Decode `path` chunk by chunk into columns; raise NotStreamable when the fast path does not apply.
 
     With `workers` > 1 the chunks are decoded by that many forked processes (forked before any thread of ours
-    starts): byte ranges of a plain file by children that read them themselves (`forked.run_forked`), pieces
-    of a gunzipped stream by a process pool; results are merged in file order, so the outcome does not depend
-    on `workers`. `meanwhile` runs in this process once the workers have work (never without workers).
+    starts): byte ranges of a plain file by children that read them themselves (`forked.run_forked`); a gzip
+    file is first gunzipped to a temporary file and decoded the same way, or, when its text would not fit
+    there, gunzipped as a stream whose pieces go to a process pool. Results are merged in file order, so the
+    outcome does not depend on `workers`. `meanwhile` runs in this process once the workers have work (never
+    without workers).
     """
     size = path.stat().st_size
     with path.open("rb") as probe:
@@ -86,6 +90,14 @@ def stream_columns(
     if not gz:
         with path.open("rb") as handle:
             return _decode_ranges(path, handle, size, progress, chunk_bytes, workers if parallel else 1, meanwhile)
+    if parallel and (spooled := _spool_gunzipped(path, expected_text, progress)) is not None:
+        try:  # decoded like a plain file: the children read their own ranges
+            with spooled.open("rb") as handle:
+                text_bytes = spooled.stat().st_size
+                later = _rescaled(progress, SPOOL_SHARE, 1.0)
+                return _decode_ranges(spooled, handle, text_bytes, later, chunk_bytes, workers, meanwhile)
+        finally:
+            shutil.rmtree(spooled.parent, ignore_errors=True)
     pool = _fork_pool(workers) if parallel else None
     try:
         with path.open("rb") as handle:
@@ -97,6 +109,55 @@ def stream_columns(
         if pool is not None:
             pool.terminate()
             pool.join()
+
+
+SPOOL_MAX_BYTES = 1 << 30  # gzip text up to this size is gunzipped to a temporary file (tmpfs) and decoded in ranges
+SPOOL_SHARE = 0.25  # of the progress bar: the gunzip
+
+
+def _spool_gunzipped(path: Path, expected_text: int, progress: ProgressCallback | None) -> Path | None:
+    """The gunzipped text of `path` in a private temporary folder (in tmpfs where there is one), or None when it
+    would not fit (over SPOOL_MAX_BYTES or a quarter of the free space; the caller streams instead). A gzip
+    stream that is cut short or corrupt raises NotStreamable, as streaming it would."""
+    folder = Path(tempfile.mkdtemp(prefix="tracelens-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    target = folder / "trace.json"
+    try:
+        limit = min(SPOOL_MAX_BYTES, shutil.disk_usage(folder).free // 4)
+        if expected_text > limit:
+            raise _NoRoom
+        size = path.stat().st_size
+        early = _rescaled(progress, 0.0, SPOOL_SHARE)
+        with path.open("rb") as source, target.open("wb") as out:
+            written = 0
+            for block, done in _gunzip_blocks(source):
+                written += len(block)
+                if written > limit:  # the trailer's size was wrong (it is modulo 4 GiB)
+                    raise _NoRoom
+                out.write(block)
+                if early:
+                    early(done, size)
+        return target
+    except (_NoRoom, OSError):
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    except (zlib.error, _gzip_module.error) as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise NotStreamable(str(exc)) from exc
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+class _NoRoom(Exception):
+    pass
+
+
+def _rescaled(progress: ProgressCallback | None, start: float, end: float) -> ProgressCallback | None:
+    """`progress` for one phase of a load: its (done, total) mapped onto [start, end] of the whole."""
+    if progress is None:
+        return None
+    whole = 1 << 20
+    return lambda done, total: progress(int(whole * (start + (end - start) * done / max(total, 1))), whole)
 
 
 def _gzip_text_bytes(handle: Any, size: int) -> int:
