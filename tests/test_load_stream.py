@@ -7,6 +7,7 @@ import gzip
 import importlib
 import json
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -136,7 +137,7 @@ def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: p
         return real_forked(jobs, workers, *rest)  # type: ignore[arg-type]
 
     folders: list[str] = []
-    real_mkdtemp = stream.tempfile.mkdtemp
+    real_mkdtemp = tempfile.mkdtemp
 
     def mkdtemp_spy(**kwargs: str) -> str:
         folders.append(real_mkdtemp(**kwargs))
@@ -144,7 +145,7 @@ def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: p
 
     monkeypatch.setattr(stream, "_fork_pool", pool_spy)
     monkeypatch.setattr(stream, "run_forked", forked_spy)
-    monkeypatch.setattr(stream.tempfile, "mkdtemp", mkdtemp_spy)
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp_spy)
     path = anchor("hta/trace_diff/control/control.json.gz")
     spooled = stream.stream_columns(path, chunk_bytes=4 << 20, workers=2)
     assert made == [] and forked == [len(spooled.chunks)] and len(spooled.chunks) >= 8  # 34.8 MB in ~4 MB ranges

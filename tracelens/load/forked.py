@@ -41,7 +41,7 @@ def run_forked(
     ...). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
     each result arrives (in any order). An exception raised by `work` in a child is raised here; children left
     running when this returns or raises are killed."""
-    folder = tempfile.mkdtemp(prefix="tracelens-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    folder = scratch_folder()
     children: dict[int, int] = {}  # pid -> child number
     try:
         for number in range(min(workers, len(jobs))):
@@ -63,6 +63,12 @@ def run_forked(
             except (ProcessLookupError, ChildProcessError):
                 pass
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def scratch_folder() -> str:
+    """A new private folder in tmpfs (/dev/shm) where it is writable, else in the default temporary directory."""
+    shm = "/dev/shm"
+    return tempfile.mkdtemp(prefix="tracelens-", dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
 
 
 def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any], Any], folder: str) -> None:

@@ -16,7 +16,6 @@ import queue
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import types
 import zlib
@@ -30,7 +29,7 @@ import msgspec
 
 from tracelens.load.columns import ChunkColumns, columnize
 from tracelens.load.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
-from tracelens.load.forked import ChildDied, run_forked
+from tracelens.load.forked import ChildDied, run_forked, scratch_folder
 from tracelens.load.schema import CompleteEvent
 from tracelens.load.source import GZIP_MAGIC
 
@@ -119,7 +118,10 @@ def _spool_gunzipped(path: Path, expected_text: int, progress: ProgressCallback 
     """The gunzipped text of `path` in a private temporary folder (in tmpfs where there is one), or None when it
     would not fit (over SPOOL_MAX_BYTES or a quarter of the free space; the caller streams instead). A gzip
     stream that is cut short or corrupt raises NotStreamable, as streaming it would."""
-    folder = Path(tempfile.mkdtemp(prefix="tracelens-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    try:
+        folder = Path(scratch_folder())
+    except OSError:
+        return None
     target = folder / "trace.json"
     try:
         limit = min(SPOOL_MAX_BYTES, shutil.disk_usage(folder).free // 4)
