@@ -136,3 +136,36 @@ def test_changed_loader_code_invalidates_entries(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(cache, "load_trace", spy)
     cache.load_cached(path)
     assert decoded == [path]
+
+
+def test_a_new_file_is_hashed_while_it_decodes_not_before(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    path = anchor("other/facebookresearch__param/resnet_kineto.json.gz")
+    order: list[str] = []
+    real_load, real_key = cache.load_trace, cache.content_key
+
+    def load(path: Path, progress: object = None, workers: object = None, meanwhile: object = None) -> Trace:
+        order.append("decoding")
+        assert callable(meanwhile)
+        meanwhile()  # what the loader does once its worker processes have work
+        order.append("decoded")
+        return real_load(path, workers=1)
+
+    def key(path: Path, folder: Path) -> str:
+        order.append("hashing")
+        return real_key(path, folder)
+
+    monkeypatch.setattr(cache, "load_trace", load)
+    monkeypatch.setattr(cache, "content_key", key)
+    first = cache.load_cached(path)
+    assert order == ["decoding", "hashing", "decoded"]
+    assert cache.remembered_key(path, cache_dir) == real_key(path, cache_dir)  # remembered for the next command
+    _no_decoding(monkeypatch)
+    _equal(first, cache.load_cached(path))  # and stored under it
+
+
+def test_without_workers_a_new_file_is_hashed_after_decoding(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    path = anchor("other/facebookresearch__param/resnet_kineto.json.gz")
+    first = cache.load_cached(path, workers=1)
+    assert cache.remembered_key(path, cache_dir) is not None
+    _no_decoding(monkeypatch)
+    _equal(first, cache.load_cached(path))

@@ -328,3 +328,25 @@ def test_a_hit_imports_neither_the_analyses_nor_pandas_nor_plotly(
     assert first.startswith("0 ['pandas', 'plotly', 'tracelens.analyses']" if command == "report" else "0 [")
     assert "tracelens.analyses" in first  # the miss analyzed
     assert second == "0 []"
+
+
+def test_a_new_input_is_computed_first_and_hashed_after(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = one_gemm_trace(tmp_path)
+    order: list[str] = []
+    real_key = results_cache.content_key
+
+    def key(path: Path, folder: Path) -> str:
+        order.append("key")
+        return real_key(path, folder)
+
+    def compute() -> CachedDocument:
+        order.append("computing")
+        return CachedDocument(TraceDocument("t", ("t",), str(path), {"n": 1}), ())
+
+    monkeypatch.setattr(results_cache, "content_key", key)
+    results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
+    assert order == ["computing", "key"]  # not hashed before: nothing can be cached for a file never seen
+    served = results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
+    assert order == ["computing", "key", "key"] and served.document.document == {"n": 1}  # a hit

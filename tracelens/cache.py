@@ -51,6 +51,25 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def remembered_key(path: Path, folder: Path) -> str | None:
+    """The content key of `path` if its (path, size, mtime) memo has it; None when the file must be hashed."""
+    memo = _memo_path(path, folder)
+    try:
+        remembered = memo.read_text().strip()
+    except OSError:
+        return None
+    return remembered if len(remembered) == 40 else None
+
+
+def _memo_path(path: Path, folder: Path) -> Path:
+    stat = path.stat()
+    fast = hashlib.blake2b(
+        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{code_fingerprint()}".encode(),
+        digest_size=16,
+    ).hexdigest()
+    return folder / "paths" / fast
+
+
 def cache_dir() -> Path:
     """Where entries live (not created here)."""
     if setting := os.environ.get("TRACELENS_CACHE_DIR"):
@@ -74,39 +93,58 @@ def load_cached(
 
     A cache that cannot be read or written is ignored: loading never fails because of it. `meanwhile` as in
     `load_trace` (not called when the trace comes from the cache).
+
+    A file this cache has not seen at this path, size and mtime is decoded without first hashing it (its
+    content may have been cached under another path, but a new trace is the common case): the hash is computed
+    while worker processes decode, and remembered for the next command.
     """
     path = Path(path)
     if not (use_cache and cache_enabled()) or not path.is_file():
         return load_trace(path, progress, workers=workers, meanwhile=meanwhile)
     folder = cache_dir()
-    try:
-        key = content_key(path, folder)
-        trace = read_entry(folder, key, path)
-    except (OSError, ValueError, KeyError):
-        key, trace = None, None
-    if trace is not None:
-        return trace
-    trace = load_trace(path, progress, workers=workers, meanwhile=meanwhile)
+    key = _known_key(path, folder)
+    if key is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            trace = read_entry(folder, key, path)
+            if trace is not None:
+                return trace
+    hashed: list[str | None] = []
+
+    def during_decode() -> None:
+        if meanwhile is not None:
+            meanwhile()
+        if key is None:
+            hashed.append(_try_content_key(path, folder))
+
+    trace = load_trace(path, progress, workers=workers, meanwhile=during_decode)
+    if key is None:
+        key = hashed[0] if hashed else _try_content_key(path, folder)
     if key is not None and trace.uncompressed_bytes >= MIN_CACHED_BYTES:
         with contextlib.suppress(OSError, ValueError):
             write_entry(folder, key, trace)
     return trace
 
 
+def _known_key(path: Path, folder: Path) -> str | None:
+    try:
+        return remembered_key(path, folder)
+    except OSError:
+        return None
+
+
+def _try_content_key(path: Path, folder: Path) -> str | None:
+    try:
+        return content_key(path, folder)
+    except OSError:
+        return None
+
+
 def content_key(path: Path, folder: Path) -> str:
     """The content key of `path`, from the (path, size, mtime) memo when the file has not changed."""
-    stat = path.stat()
-    fast = hashlib.blake2b(
-        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{code_fingerprint()}".encode(),
-        digest_size=16,
-    ).hexdigest()
-    memo = folder / "paths" / fast
-    try:
-        remembered = memo.read_text().strip()
-        if len(remembered) == 40:
-            return remembered
-    except OSError:
-        pass
+    remembered = remembered_key(path, folder)
+    if remembered is not None:
+        return remembered
+    memo = _memo_path(path, folder)
     digest = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x BLAKE2b's speed on big files
     digest.update(f"{code_fingerprint()}\0".encode())
     with path.open("rb") as handle:

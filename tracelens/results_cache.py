@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 
 from tracelens import __version__
-from tracelens.cache import cache_dir, cache_enabled, content_key, write_file_atomic
+from tracelens.cache import cache_dir, cache_enabled, content_key, remembered_key, write_file_atomic
 
 ENTRY_FORMAT = 2  # bump when the entry layout or key changes
 T = TypeVar("T")
@@ -75,14 +75,19 @@ def cached(
     code and `options` (JSON-able). `record_type()` gives the type `compute` returns (msgspec-encodable); it
     is called only when an entry is read or written, so the record's modules need not be imported before.
 
-    A cache that cannot be read or written is ignored: the command never fails because of it.
+    A cache that cannot be read or written is ignored: the command never fails because of it. An input not seen
+    at this path, size and mtime is not hashed before computing (an entry for it could exist only if the file
+    was rewritten with the same bytes): loading hashes it while worker processes decode (`cache.load_cached`).
     """
-    entry = _entry_path(kind, inputs, options) if use_cache and cache_enabled() else None
+    enabled = use_cache and cache_enabled()
+    entry = _entry_path(kind, inputs, options) if enabled and _keys_remembered(inputs) else None
     if entry is not None:
         with contextlib.suppress(OSError, msgspec.DecodeError, msgspec.ValidationError):
             encoded = entry.read_bytes()
             return msgspec.msgpack.decode(encoded, type=record_type())
     result = compute()
+    if enabled and entry is None:
+        entry = _entry_path(kind, inputs, options)
     if entry is not None:
         with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
             encoded = msgspec.msgpack.encode(result)
@@ -115,6 +120,15 @@ def identical(a: object, b: object) -> bool:
     if dataclasses.is_dataclass(a):
         return all(identical(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     return a == b
+
+
+def _keys_remembered(inputs: Sequence[Path]) -> bool:
+    """Whether every input's content key is known without hashing it."""
+    try:
+        folder = cache_dir()
+        return all(path.is_file() and remembered_key(path, folder) is not None for path in inputs)
+    except OSError:
+        return False
 
 
 def _entry_path(kind: str, inputs: Sequence[Path], options: Mapping[str, object]) -> Path | None:
