@@ -1,4 +1,4 @@
-"""The optional C accelerator of the loader (tracelens/load/_native.c); everything else is in pyproject.toml.
+"""The optional C extension (tracelens/_native.c: the loader's columns, nesting); the rest is in pyproject.toml.
 
 `optional=True`: where it cannot be compiled (no C compiler), the install goes on and the loader uses its
 pure-Python path, which gives the same tables.
@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "tracelens.load._native",
-            sources=["tracelens/load/_native.c"],
+            "tracelens._native",
+            sources=["tracelens/_native.c"],
             optional=True,
             extra_compile_args=["-O2"],
         )

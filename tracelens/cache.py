@@ -44,7 +44,7 @@ def code_fingerprint() -> str:
     editing it invalidates every entry."""
     digest = hashlib.blake2b(f"{CACHE_FORMAT}\0{__version__}".encode(), digest_size=8)
     root = Path(__file__).resolve().parent
-    sources = [*root.glob("load/*.py"), *root.glob("load/_native*"), *root.glob("model/*.py"), Path(__file__).resolve()]
+    sources = [*root.glob("load/*.py"), *root.glob("_native*"), *root.glob("model/*.py"), Path(__file__).resolve()]
     for source in sorted(sources):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())

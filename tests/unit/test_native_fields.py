@@ -1,4 +1,4 @@
-"""The C accelerator of the loader (`tracelens.load._native`) gives exactly the columns of the pure-Python path:
+"""The C accelerator of the loader (`tracelens._native.columns`) gives exactly the columns of the pure-Python path:
 on real traces, and on odd values it must hand back to Python (string ids, numeric-string arguments, huge ints,
 missing fields)."""
 

@@ -1,14 +1,12 @@
-"""The fields of a chunk of decoded events as columns (`EventFields`): from the optional C accelerator
-(`tracelens.load._native`, slot reads) where it is built, else from Python; both give identical columns, and a
-column the accelerator cannot read exactly (a string pid, a numeric-string argument, a huge int) is read by the
-Python path.
+"""The fields of a chunk of decoded events as columns (`EventFields`): from the optional C extension
+(`tracelens._native.columns`, slot reads) where it is built, else from Python; both give identical columns, and a
+column the extension cannot read exactly (a numeric-string argument, a number beyond int64 or float range) is
+read by the Python path.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,15 +16,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from tracelens import native
 from tracelens.load.schema import Args, Event
 from tracelens.model.events import I64, Kind
 
-_native: types.ModuleType | None = None
-if os.environ.get("TRACELENS_NO_NATIVE", "").strip() in ("", "0"):  # TRACELENS_NO_NATIVE=1: Python only
-    try:
-        _native = importlib.import_module("tracelens.load._native")
-    except ImportError:  # not compiled (no C compiler at install): the Python path gives the same columns
-        _native = None
+_native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
 
 _EMPTY_ARGS = Args()
 INT_ARGS = ("external_id", "external_id_legacy", "correlation", "sequence_number", "device", "stream", "bytes")

@@ -1,6 +1,7 @@
-/* tracelens.load._native: columns of decoded trace events, read straight from the msgspec structs' slots.
+/* tracelens._native: the optional C extension (see tracelens/native.py).
 
-   Optional accelerator of tracelens.load.columns.columnize (which has the same figures in pure Python, and
+   columns(): columns of decoded trace events, read straight from the msgspec structs' slots; an optional
+   accelerator of tracelens.load.columns.columnize (which has the same figures in pure Python, and
    is the reference the tests compare this against). One call turns a list of `CompleteEvent` structs (with
    `select`: only those of `event_type` with a usable `ts`, skipping other phases) into
    plain C arrays (returned as bytearrays for numpy.frombuffer); doing this with one `map(attrgetter)` pass per
@@ -17,6 +18,7 @@
 #include <structmember.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define N_EVENT_FIELDS 7
 #define N_INT_FIELDS 7
@@ -336,7 +338,63 @@ done:
     return result;
 }
 
+/* A C-contiguous buffer of n int64 values (n = -1: any length, returned through *n). */
+static int int64_buffer(PyObject *object, Py_buffer *view, Py_ssize_t *n) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    const char *format = view->format == NULL ? "B" : view->format;
+    if (view->itemsize != 8 || (strcmp(format, "l") != 0 && strcmp(format, "q") != 0 && strcmp(format, "=q") != 0 &&
+                                strcmp(format, "<q") != 0 && strcmp(format, "<l") != 0)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "expected an int64 array");
+        return -1;
+    }
+    if (*n >= 0 && view->len / 8 != *n) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "arrays of different lengths");
+        return -1;
+    }
+    *n = view->len / 8;
+    return 0;
+}
+
+/* enclosing(start, end, track) for rows sorted by (track, start, -end, ...): each row's innermost earlier row on
+   its track that encloses it (end > its start, or end >= its end), walking up from the previous row through the
+   rows already found to enclose; -1 for none. Also each row's depth (its number of enclosing ancestors). Same
+   result as tracelens.model.nesting's vectorised pointer jumping, in one pass. */
+static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "enclosing(start, end, track)");
+        return NULL;
+    }
+    Py_buffer views[3];
+    Py_ssize_t n = -1;
+    int held = 0;
+    PyObject *cand_buffer = NULL, *depth_buffer = NULL, *result = NULL;
+    for (; held < 3; held++)
+        if (int64_buffer(argv[held], &views[held], &n) < 0) goto done;
+    const int64_t *start = views[0].buf, *end = views[1].buf, *track = views[2].buf;
+    int64_t *cand;
+    int32_t *depth;
+    if ((cand_buffer = new_buffer(n, 8, (char **)&cand)) == NULL) goto done;
+    if ((depth_buffer = new_buffer(n, 4, (char **)&depth)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = (i > 0 && track[i] == track[i - 1]) ? (int64_t)(i - 1) : -1;
+        while (c >= 0 && !(end[c] > start[i] || end[c] >= end[i])) c = cand[c];
+        cand[i] = c;
+        depth[i] = c >= 0 ? depth[c] + 1 : 0;
+    }
+    result = PyTuple_Pack(2, cand_buffer, depth_buffer);
+done:
+    for (int b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(cand_buffer);
+    Py_XDECREF(depth_buffer);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
+     "enclosing(start, end, track) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},
@@ -344,7 +402,7 @@ static PyMethodDef METHODS[] = {
 };
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native",
-                                    "Columns of decoded trace events, read from the structs' slots.", -1, METHODS,
+                                    "tracelens' optional C extension: see tracelens/native.py.", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }
