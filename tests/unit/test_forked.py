@@ -66,3 +66,18 @@ def test_a_child_killed_by_a_signal_is_reported(private_tmp: Path) -> None:
 def test_fewer_jobs_than_workers_forks_only_what_is_needed() -> None:
     assert [value for value, _ in forked.run_forked([3], 4, _square)] == [9]
     assert forked.run_forked([], 2, _square) == []
+
+
+def test_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
+    child = os.fork()
+    if child == 0:  # pragma: no cover - a process that exits at once: its pid is then free
+        os._exit(0)
+    os.waitpid(child, 0)
+    gone = tmp_path / f"tracelens-{child}-abc"
+    mine = tmp_path / f"tracelens-{os.getpid()}-def"
+    other = tmp_path / "tracelens-notapid"
+    for folder in (gone, mine, other):
+        folder.mkdir()
+        (folder / "0").write_bytes(b"result")
+    forked._remove_orphans(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])

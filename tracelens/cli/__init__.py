@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Protocol
@@ -88,11 +89,16 @@ def run() -> None:
     trace); stdout and stderr are flushed first, and every file we write is complete (atomic) before `main`
     returns. In-process callers (tests, notebooks) use `main`, which returns normally.
     """
+    signal.signal(signal.SIGTERM, _terminated)  # run `finally` blocks: decoding children and scratch folders
     status = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
             stream.flush()
     os._exit(status)
+
+
+def _terminated(signal_number: int, frame: object) -> None:
+    raise SystemExit(128 + signal_number)
 
 
 if __name__ == "__main__":

@@ -66,9 +66,38 @@ def run_forked(
 
 
 def scratch_folder() -> str:
-    """A new private folder in tmpfs (/dev/shm) where it is writable, else in the default temporary directory."""
+    """A new private folder in tmpfs (/dev/shm) where it is writable, else in the default temporary directory.
+
+    Its name carries this process's pid; folders of processes that are gone (killed before they could clean
+    up: tmpfs is memory) are removed first."""
     shm = "/dev/shm"
-    return tempfile.mkdtemp(prefix="tracelens-", dir=shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None)
+    parent = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    _remove_orphans(parent)
+    return tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=parent)
+
+
+FOLDER_PREFIX = "tracelens-"
+
+
+def _remove_orphans(parent: str) -> None:
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(FOLDER_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(FOLDER_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any], Any], folder: str) -> None:
@@ -77,6 +106,7 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops and kills the children
+        _die_with_parent()
         for index in range(number, len(jobs), workers):
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
@@ -93,6 +123,16 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
             handle.write(payload)
     finally:
         os._exit(status)
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this child if the parent dies (even by SIGKILL); elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - not Linux
+        pass
 
 
 def _wait(
