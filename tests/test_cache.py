@@ -169,3 +169,22 @@ def test_without_workers_a_new_file_is_hashed_after_decoding(monkeypatch: pytest
     assert cache.remembered_key(path, cache_dir) is not None
     _no_decoding(monkeypatch)
     _equal(first, cache.load_cached(path))
+
+
+def test_the_command_writes_a_big_traces_entry_in_the_background(tmp_path: Path, cache_dir: Path) -> None:
+    """`tracelens` (the console entry) forks the entry writer and waits for it after printing its output."""
+    import subprocess
+    import sys
+
+    path = anchor("hta/trace_diff/control/control.json.gz")  # 35 MB of JSON: over MIN_CACHED_BYTES
+    command = [sys.executable, "-m", "tracelens", "analyze", str(path), "--format", "json"]
+    env = dict(os.environ, TRACELENS_CACHE_DIR=str(cache_dir))
+    first = subprocess.run(command, capture_output=True, env=env, timeout=300, check=True)
+    entries = [p for p in cache_dir.iterdir() if p.suffix == ".npz"]
+    assert len(entries) == 1 and entries[0].stat().st_size > 1_000_000  # complete when the command has exited
+    key = cache.remembered_key(path, cache_dir)
+    assert key is not None and entries[0].name.startswith(key)
+    trace = cache.read_entry(cache_dir, key, path)
+    assert trace is not None and len(trace.events) == 74_937
+    again = subprocess.run([*command, "--no-cache"], capture_output=True, env=env, timeout=300, check=True)
+    assert again.stdout == first.stdout

@@ -19,8 +19,10 @@ import dataclasses
 import functools
 import hashlib
 import json
+import mmap
 import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,9 +122,41 @@ def load_cached(
     if key is None:
         key = hashed[0] if hashed else _try_content_key(path, folder)
     if key is not None and trace.uncompressed_bytes >= MIN_CACHED_BYTES:
-        with contextlib.suppress(OSError, ValueError):
-            write_entry(folder, key, trace)
+        _store(folder, key, trace)
     return trace
+
+
+background_writes = False  # the `tracelens` command sets it: entries are written by a forked child
+_writers: list[int] = []  # pids of those children, waited for by `finish_writes`
+
+
+def _store(folder: Path, key: str, trace: Trace) -> None:
+    """`write_entry`, errors ignored; with `background_writes` (and no other thread to fork with) in a forked
+    child, so the command's analyses run meanwhile on the other core."""
+    if background_writes and hasattr(os, "fork") and threading.active_count() == 1:
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:  # pragma: no cover - the writer child
+            status = 1
+            try:
+                write_entry(folder, key, trace)
+                status = 0
+            finally:
+                os._exit(status)
+        if pid > 0:
+            _writers.append(pid)
+            return
+    with contextlib.suppress(OSError, ValueError):
+        write_entry(folder, key, trace)
+
+
+def finish_writes() -> None:
+    """Wait for the entry writers started in the background (the command does before it exits)."""
+    while _writers:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(_writers.pop(), 0)
 
 
 def _known_key(path: Path, folder: Path) -> str | None:
@@ -147,9 +181,7 @@ def content_key(path: Path, folder: Path) -> str:
     memo = _memo_path(path, folder)
     digest = hashlib.sha256()  # hardware-accelerated on current CPUs: ~2x BLAKE2b's speed on big files
     digest.update(f"{code_fingerprint()}\0".encode())
-    with path.open("rb") as handle:
-        while block := handle.read(_HASH_BLOCK):
-            digest.update(block)
+    _hash_file(digest, path)
     key = digest.hexdigest()[:40]
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
@@ -288,6 +320,20 @@ def _unpack_raw(name: str, arrays: dict[str, np.ndarray], n: int) -> np.ndarray:
         holder[:] = [blob[offsets[i] : offsets[i + 1]] for i in range(rows.size)]
         out[rows] = holder
     return out
+
+
+def _hash_file(digest: Any, path: Path) -> None:
+    """Feed the file's bytes to `digest`: through a memory map (no copy of the file), or block by block where
+    it cannot be mapped (an empty file, a pipe)."""
+    with path.open("rb") as handle:
+        try:
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                digest.update(mapped)
+                return
+        except (OSError, ValueError):
+            handle.seek(0)
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
 
 
 def write_file_atomic(target: Path, data: bytes) -> None:

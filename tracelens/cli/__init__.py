@@ -87,13 +87,19 @@ def run() -> None:
 
     Freeing a big trace's objects and the final garbage collection only delay the exit (~50 ms on a 72 MB
     trace); stdout and stderr are flushed first, and every file we write is complete (atomic) before `main`
-    returns. In-process callers (tests, notebooks) use `main`, which returns normally.
+    returns, except a big trace's cache entry, which a forked child writes while the analyses run (waited for
+    here, after the output). In-process callers (tests, notebooks) use `main`, which returns normally and
+    writes cache entries itself.
     """
+    from tracelens import cache
+
     signal.signal(signal.SIGTERM, _terminated)  # run `finally` blocks: decoding children and scratch folders
+    cache.background_writes = True  # a big trace's cache entry is written while the analyses run
     status = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
             stream.flush()
+    cache.finish_writes()
     os._exit(status)
 
 
