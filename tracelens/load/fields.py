@@ -18,7 +18,7 @@ import numpy as np
 
 from tracelens import native
 from tracelens.load.schema import Args, Event
-from tracelens.model.events import I64, Kind
+from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
 
 _native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
 
@@ -140,7 +140,7 @@ def _python_fields(events: list[Event], kind_of: Any) -> EventFields:
     )
 
 
-GPU_TRACK_KINDS = np.array((Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8)
+GPU_TRACK_KINDS = np.array((*GPU_ACTIVITY_KINDS, Kind.GPU_ANNOTATION, Kind.CUDA_SYNC), np.int8)  # on GPU tracks
 
 
 def _durations(events: list[Event]) -> np.ndarray:
