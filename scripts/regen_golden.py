@@ -48,7 +48,7 @@ def golden_document(path: Path) -> dict[str, Any]:
     """The analyze JSON of `path`, every section (summary, dispatch, bound, fusion, roofline, compiled), without
     the absolute path."""
     from tracelens.analyses import analyze
-    from tracelens.load import load_trace
+    from tracelens.loader import load_trace
     from tracelens.renderers.jsonout import analyze_dict
 
     document = analyze_dict(analyze(load_trace(path)))

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
 from tracelens.analyses import analyze
 from tracelens.analyses.record import CachedAnalysis
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 
 analysis_cache = importlib.import_module("tracelens.analysis_cache")
 results_cache = importlib.import_module("tracelens.results_cache")

@@ -21,8 +21,8 @@ from tests.report_helpers import GEMM, tiny_events, tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.cli.annotate import default_output
-from tracelens.load import load_trace
-from tracelens.load.rewrite import AddedSlice, Additions, rewrite_trace
+from tracelens.loader import load_trace
+from tracelens.loader.rewrite import AddedSlice, Additions, rewrite_trace
 from tracelens.report.annotations import exposed_gaps, occurrences, trace_additions
 
 

@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import kernel, write_trace
 from tests.report_helpers import GEMM, tiny_events
 from tracelens.errors import TracelensError
-from tracelens.load import load_trace
-from tracelens.load.rewrite import AddedSlice, Additions, rewrite_trace
+from tracelens.loader import load_trace
+from tracelens.loader.rewrite import AddedSlice, Additions, rewrite_trace
 
 
 def test_rows_skip_events_the_loader_skips(tmp_path: Path) -> None:

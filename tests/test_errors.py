@@ -86,7 +86,7 @@ def test_unusable_input_gives_one_error_line(tmp_path: Path, capsys: pytest.Capt
 def test_load_trace_refuses_a_tar_archive(tmp_path: Path) -> None:
     """The CLI analyzes a tar of rank traces; the one-file loader says what the archive holds."""
     from tracelens.errors import UnusableTraceError
-    from tracelens.load import load_trace
+    from tracelens.loader import load_trace
 
     with pytest.raises(UnusableTraceError, match=r"a tar archive of 1 file \(rank0.json\); extract it"):
         load_trace(_tar(tmp_path / "ranks.tar", False))

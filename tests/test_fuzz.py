@@ -28,7 +28,7 @@ from tests.conftest import ANCHORS, kernel, launch, op, step
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.errors import TracelensError
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind
 from tracelens.model.trace import Trace
 from tracelens.renderers.jsonout import analyze_dict

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor, kernel, launch, op, step, write_trace
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 
-stream = importlib.import_module("tracelens.load.stream")
-columns = importlib.import_module("tracelens.load.columns")
-decode = importlib.import_module("tracelens.load.decode")
+stream = importlib.import_module("tracelens.loader.stream")
+columns = importlib.import_module("tracelens.loader.columns")
+decode = importlib.import_module("tracelens.loader.decode")
 
 
 def _whole(path: Path) -> Trace:

@@ -17,8 +17,8 @@ from tests.conftest import ANCHORS, anchor, anchor_traces
 from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
-from tracelens.load import load_trace
-from tracelens.load.rewrite import rewrite_trace
+from tracelens.loader import load_trace
+from tracelens.loader.rewrite import rewrite_trace
 from tracelens.renderers.html import HtmlReportRenderer
 from tracelens.report import MAX_SLICES, build_report
 from tracelens.report.annotations import trace_additions

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import recorded_trace
 from tests.report_helpers import array
 from tracelens.analyses import AnalysisReport, analyze
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 from tracelens.report import build_report
 from tracelens.report.document import ReportDocument

@@ -12,7 +12,7 @@ from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.cli.report import default_output
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
 from tracelens.report import ReportDocument, build_report
 

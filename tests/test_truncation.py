@@ -15,9 +15,9 @@ from tests.conftest import anchor, kernel, launch, op, step, write_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.errors import UnusableTraceError
-from tracelens.load import load_trace
-from tracelens.load.decode import decode_trace
-from tracelens.load.source import read_trace_bytes
+from tracelens.loader import load_trace
+from tracelens.loader.decode import decode_trace
+from tracelens.loader.source import read_trace_bytes
 from tracelens.renderers.jsonout import analyze_dict
 
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# the loader and the model are always needed; `load` must be bound here because it shadows the subpackage
+# the loader and the model are always needed; `load` is the public function; the package is `tracelens.loader`
 from tracelens.errors import TracelensError, UnusableTraceError
-from tracelens.load import load_trace as load
+from tracelens.loader import load_trace as load
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:

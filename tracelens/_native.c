@@ -1,7 +1,7 @@
 /* tracelens._native: the optional C extension (see tracelens/native.py).
 
    columns(): columns of decoded trace events, read straight from the msgspec structs' slots; an optional
-   accelerator of tracelens.load.columns.columnize (which has the same figures in pure Python, and
+   accelerator of tracelens.loader.columns.columnize (which has the same figures in pure Python, and
    is the reference the tests compare this against). One call turns a list of `CompleteEvent` structs (with
    `select`: only those of `event_type` with a usable `ts`, skipping other phases) into
    plain C arrays (returned as bytearrays for numpy.frombuffer); doing this with one `map(attrgetter)` pass per

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tracelens import __version__
-from tracelens.load import Progress, load_trace
+from tracelens.loader import Progress, load_trace
 from tracelens.model.events import EventTable
 from tracelens.model.trace import Device, Links, StepTable, Trace, TraceMeta, TrackTable, Truncation
 
@@ -42,11 +42,11 @@ _HASH_BLOCK = 8 << 20
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of the code that builds a Trace (load/ and model/, the C accelerator's source and build included):
+    """A hash of the code that builds a Trace (loader/ and model/, the C accelerator's source and build included):
     editing it invalidates every entry."""
     digest = hashlib.blake2b(f"{CACHE_FORMAT}\0{__version__}".encode(), digest_size=8)
     root = Path(__file__).resolve().parent
-    sources = [*root.glob("load/*.py"), *root.glob("_native*"), *root.glob("model/*.py"), Path(__file__).resolve()]
+    sources = [*root.glob("loader/*.py"), *root.glob("_native*"), *root.glob("model/*.py"), Path(__file__).resolve()]
     for source in sorted(sources):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())

@@ -17,7 +17,7 @@ from typing import Any
 
 from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
-from tracelens.load.source import is_trace_name
+from tracelens.loader.source import is_trace_name
 
 
 def is_archive(path: Path) -> bool:

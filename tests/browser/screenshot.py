@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.browser.chromium import ARGS, chromium_path
 from tracelens.analyses import analyze
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
 from tracelens.report import build_report
 

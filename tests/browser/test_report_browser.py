@@ -12,7 +12,7 @@ from tests.browser.chromium import browser_page
 from tests.conftest import TRACES, anchor
 from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
 from tracelens.report import build_report
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracelens.load.columns import lexsort_by_last
+from tracelens.loader.columns import lexsort_by_last
 
 
 @settings(max_examples=300, deadline=None)

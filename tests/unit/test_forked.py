@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelens.load import forked
+from tracelens.loader import forked
 
 
 @pytest.fixture(autouse=True)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor
-from tracelens.load import fields
-from tracelens.load.columns import ChunkColumns, columnize, complete_events
-from tracelens.load.decode import STREAM_EVENTS_DECODER, decode_trace
-from tracelens.load.schema import Args, CompleteEvent, Event
+from tracelens.loader import fields
+from tracelens.loader.columns import ChunkColumns, columnize, complete_events
+from tracelens.loader.decode import STREAM_EVENTS_DECODER, decode_trace
+from tracelens.loader.schema import Args, CompleteEvent, Event
 
 NATIVE = fields._native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C accelerator is not built")

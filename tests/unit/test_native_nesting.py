@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import anchor
-from tracelens.load import load_trace
+from tracelens.loader import load_trace
 from tracelens.model import nesting
 
 NATIVE = nesting._native

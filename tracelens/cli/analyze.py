@@ -22,7 +22,7 @@ from tracelens.cli.common import (
 )
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
-from tracelens.load.source import is_trace_name
+from tracelens.loader.source import is_trace_name
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does

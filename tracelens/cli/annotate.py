@@ -39,7 +39,7 @@ class AnnotateCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.analyses import analyze
-        from tracelens.load.rewrite import rewrite_trace
+        from tracelens.loader.rewrite import rewrite_trace
         from tracelens.report.annotations import trace_additions
 
         output = args.output if args.output is not None else default_output(args.trace)

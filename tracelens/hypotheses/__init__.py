@@ -33,7 +33,7 @@ def as_hypotheses(hypotheses: HypothesesLike) -> list[Hypothesis]:
 
 def as_documents(traces: TracesLike) -> list[TraceDocument]:
     """Analyze each trace (loading paths first) into the documents hypotheses are checked against."""
-    from tracelens.load import load_trace
+    from tracelens.loader import load_trace
 
     items: Sequence[Trace | str | Path] = [traces] if isinstance(traces, Trace | str | Path) else traces
     return [check_document(item if isinstance(item, Trace) else load_trace(item)) for item in items]

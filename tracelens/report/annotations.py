@@ -17,7 +17,7 @@ import pandas as pd
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import CAUSES, classify_gaps, gap_table
 from tracelens.analyses.summary import gpu_activity_frame
-from tracelens.load.rewrite import AddedSlice, Additions
+from tracelens.loader.rewrite import AddedSlice, Additions
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
 

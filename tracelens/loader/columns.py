@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from tracelens.load.fields import GPU_TRACK_KINDS, event_fields, factorize, int_or_none
-from tracelens.load.schema import Event
+from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize, int_or_none
+from tracelens.loader.schema import Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable

@@ -1,7 +1,7 @@
 """Write a trace back with additions: re-read the original file, decode it to plain JSON values, merge extra
 args into chosen events, append new slices on a track of their own, and encode it again.
 
-This lives in `load/` because it is the only other place that touches raw trace JSON. Rows are matched to the
+This lives in `loader/` because it is the only other place that touches raw trace JSON. Rows are matched to the
 file's events through `Trace.source_rows`: row i is the source_rows[i]-th complete (`ph: "X"`) event with a
 finite timestamp.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import TracelensError
-from tracelens.load.source import read_trace_bytes
+from tracelens.loader.source import read_trace_bytes
 from tracelens.model.trace import Trace
 
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.columns import ChunkColumns, build_meta, columnize, complete_events, merge_columns_full
-from tracelens.load.decode import Decoded, decode_trace
-from tracelens.load.source import check_readable, read_trace_bytes
-from tracelens.load.stream import NotStreamable, auto_workers, stream_columns
+from tracelens.loader.columns import ChunkColumns, build_meta, columnize, complete_events, merge_columns_full
+from tracelens.loader.decode import Decoded, decode_trace
+from tracelens.loader.source import check_readable, read_trace_bytes
+from tracelens.loader.stream import NotStreamable, auto_workers, stream_columns
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.nesting import nest

@@ -27,11 +27,11 @@ from typing import Any
 
 import msgspec
 
-from tracelens.load.columns import ChunkColumns, columnize
-from tracelens.load.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
-from tracelens.load.forked import ChildDied, run_forked, scratch_folder
-from tracelens.load.schema import CompleteEvent
-from tracelens.load.source import GZIP_MAGIC
+from tracelens.loader.columns import ChunkColumns, columnize
+from tracelens.loader.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
+from tracelens.loader.forked import ChildDied, run_forked, scratch_folder
+from tracelens.loader.schema import CompleteEvent
+from tracelens.loader.source import GZIP_MAGIC
 
 _gzip_module: types.ModuleType = zlib
 try:  # optional: python-isal gunzips ~1.6x faster than zlib

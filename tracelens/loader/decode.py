@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import UnusableTraceError
-from tracelens.load.schema import NO_RAW, AnyPhaseEvent, Args, Event
+from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, Args, Event
 
 METADATA_KEYS = (
     "schemaVersion",

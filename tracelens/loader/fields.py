@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from tracelens import native
-from tracelens.load.schema import Args, Event
+from tracelens.loader.schema import Args, Event
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
 
 _native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
