@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import anchor
 from tracelens.cli import main
-from tracelens.cli.output import write_atomic
+from tracelens.cli.output import write_output
 from tracelens.errors import TracelensError
 
 
@@ -79,7 +79,7 @@ def test_write_atomic_leaves_the_old_file_when_writing_fails(tmp_path: Path, mon
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        write_atomic(out, "new", force=True)
+        write_output(out, "new", force=True)
     assert out.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
 
@@ -88,7 +88,7 @@ def test_write_atomic_refuses_existing_file(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     with pytest.raises(TracelensError, match="exists; pass --force"):
-        write_atomic(out, "new", force=False)
+        write_output(out, "new", force=False)
     assert out.read_bytes() == b"old"
 
 
@@ -128,3 +128,21 @@ def test_force_never_writes_over_the_input_trace(
     assert main([command, str(trace), "-o", str(trace), "--force"]) == 2
     assert "is an input of this command" in capsys.readouterr().err
     assert trace.read_bytes() == before
+
+
+def test_write_atomic_sweeps_temp_files_of_killed_runs(tmp_path: Path) -> None:
+    """A run killed mid-write (SIGKILL) leaves `.NAME.PID.tracelens-tmp`; the next write to the folder removes
+    it when PID no longer runs, and keeps a live process's temp file."""
+    import subprocess
+    import sys
+
+    from tracelens.atomic import TEMP_SUFFIX, write_atomic
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".out.json.{int(dead.stdout)}{TEMP_SUFFIX}"
+    live = tmp_path / f".other.json.{os.getppid()}{TEMP_SUFFIX}"
+    stale.write_bytes(b"half")
+    live.write_bytes(b"in progress")
+    write_atomic(tmp_path / "out.json", b"{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "out.json"])
+    assert (tmp_path / "out.json").read_bytes() == b"{}"

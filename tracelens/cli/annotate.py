@@ -7,7 +7,7 @@ import gzip
 from pathlib import Path
 
 from tracelens.cli.common import load_with_feedback
-from tracelens.cli.output import check_writable, write_atomic
+from tracelens.cli.output import check_writable, write_output
 
 SUFFIX = ".tracelens.json.gz"
 
@@ -49,7 +49,7 @@ class AnnotateCommand:
         data = rewrite_trace(trace, additions)
         if output.name.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6, mtime=0)
-        write_atomic(output, data, args.force)
+        write_output(output, data, args.force)
         print(
             f"Wrote {output} ({len(additions.slices):,} finding slices, {len(additions.row_args):,} events annotated)"
         )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tracelens.atomic import write_atomic
 from tracelens.errors import TracelensError
 
 
@@ -23,26 +22,12 @@ def check_writable(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None
         raise TracelensError(f"{path} is a directory; pass a file name")
 
 
-def write_atomic(path: Path, content: str | bytes, force: bool) -> None:
-    """Write to a temporary file beside `path`, then rename over it."""
+def write_output(path: Path, content: str | bytes, force: bool) -> None:
+    """Write a command's output file atomically (`tracelens.atomic`) after `check_writable`."""
     check_writable(path, force)
     data = content.encode("utf-8") if isinstance(content, str) else content
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as temp:
-            temp.write(data)
-        os.chmod(temp_name, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    write_atomic(path, data)
 
 
 def emit(text: str, output: Path | None, force: bool) -> None:
@@ -50,5 +35,5 @@ def emit(text: str, output: Path | None, force: bool) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    write_atomic(output, text, force)
+    write_output(output, text, force)
     print(f"Wrote {output}", file=sys.stderr)

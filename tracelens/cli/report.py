@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelens.cli.common import add_cache_argument, load_with_feedback, print_warnings
-from tracelens.cli.output import check_writable, write_atomic
+from tracelens.cli.output import check_writable, write_output
 
 SUFFIX = ".tracelens.html"
 
@@ -80,7 +80,7 @@ class ReportCommand:
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
-        write_atomic(output, result.page, args.force)
+        write_output(output, result.page, args.force)
         elapsed = time.perf_counter() - started
         print(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
         return 0

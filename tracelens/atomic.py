@@ -1,0 +1,84 @@
+"""Atomic file writes: the one place tracelens writes a file (command outputs and cache entries alike).
+
+Contract of `write_atomic(path, data)`:
+- the bytes go to a temporary file in `path`'s folder, are flushed and fsync'd, then renamed over `path`, and the
+  folder is fsync'd: a reader sees the old file or the whole new one, never a part, even after a crash;
+- the temporary file is named `.{name}.{pid}.tracelens-tmp`; a file of that form left by a process that no longer
+  runs (a run killed with SIGKILL) is deleted by the next write to the same folder;
+- the new file gets the usual mode (0666 less the umask), not mkstemp's 0600;
+- policy (may this path be written at all, `--force`, inputs) is the caller's: see `tracelens.cli.output`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+TEMP_SUFFIX = ".tracelens-tmp"
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)" + re.escape(TEMP_SUFFIX) + r"$")
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `path` atomically (see the module docstring). `durable=False` skips the fsyncs (for
+    scratch files whose loss after a power cut is harmless). The parent folder must exist."""
+    folder = path.parent
+    sweep_stale_temps(folder)
+    temp = folder / f".{path.name}.{os.getpid()}{TEMP_SUFFIX}"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    if durable:
+        _fsync_folder(folder)
+
+
+def sweep_stale_temps(folder: Path) -> int:
+    """Delete temporary files of `write_atomic` in `folder` whose writing process is gone; returns how many."""
+    removed = 0
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
