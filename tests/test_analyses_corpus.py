@@ -13,7 +13,7 @@ import pytest
 import tracelens
 from tests.conftest import anchor, anchor_traces, recorded_trace
 from tracelens.analyses import analyze
-from tracelens.analyses.bound import analyze_bound, gap_table
+from tracelens.analyses.bound import bound_of, gap_table
 from tracelens.analyses.dispatch import launch_latencies
 from tracelens.analyses.window import Window
 from tracelens.cli import main
@@ -180,7 +180,7 @@ def test_gpu_busy_and_idle_equal_hta_temporal_breakdown(tmp_path: Path) -> None:
     trace = tracelens.load(path)
     chosen = np.flatnonzero(np.isin(trace.steps.number, kept)).astype(np.int32)
     window = Window(chosen, tuple(kept), np.isin(trace.links.step, chosen))
-    bound = analyze_bound(trace, window, dispatch_us_per_step=1.0)
+    bound = bound_of(trace, window, dispatch_us_per_step=1.0)
     n = len(kept)
     idle = (bound.launch_wait_us_per_step + bound.sync_wait_us_per_step + bound.other_idle_us_per_step) * n
     assert idle == pytest.approx(float(theirs["idle_time(us)"]), abs=0.01)  # 643,612 µs

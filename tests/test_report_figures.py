@@ -18,7 +18,7 @@ from tests.report_helpers import array, tiny_trace
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.loader import load_trace
 from tracelens.model.kernel_names import CATEGORIES
-from tracelens.report import build_report
+from tracelens.renderers.page import build_report
 from tracelens.report.lanes import gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import CATEGORY_COLORS
 

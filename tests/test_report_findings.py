@@ -10,7 +10,7 @@ from tests.report_helpers import array
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
-from tracelens.report import build_report
+from tracelens.renderers.page import build_report
 from tracelens.report.document import ReportDocument
 
 

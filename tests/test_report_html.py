@@ -14,7 +14,7 @@ from tracelens.cli import main
 from tracelens.cli.report import default_output
 from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
-from tracelens.report import ReportDocument, build_report
+from tracelens.renderers.page import ReportDocument, build_report
 
 
 def document_of(path: Path) -> ReportDocument:

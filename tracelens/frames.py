@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracelens.analyses.summary import STEP_FIGURE_KEYS, analyze_summary, gpu_activity_frame
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, gpu_activity_frame, summary_of
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
@@ -154,7 +154,7 @@ def steps_frame(trace: Trace) -> pd.DataFrame:
     Columns: step, start_us, kernels, memcpy, memset, launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us,
     step_us (step start → its last GPU end), complete.
     """
-    summary = analyze_summary(trace)
+    summary = summary_of(trace)
     index = {int(n): i for i, n in enumerate(trace.steps.number)}
     table = summary.step_table
     starts = [_us(trace.steps.start_ns[index[row.number]]) if row.number in index else np.nan for row in table]

@@ -18,7 +18,7 @@ from tests.browser.chromium import ARGS, chromium_path
 from tracelens.analyses import analyze
 from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
-from tracelens.report import build_report
+from tracelens.renderers.page import build_report
 
 PAGE_TOP = "(selector) => document.querySelector(selector).getBoundingClientRect().top + window.scrollY"
 HOVER_GPU_LANE = """() => {

@@ -14,7 +14,7 @@ from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.loader import load_trace
 from tracelens.renderers.html import HtmlReportRenderer
-from tracelens.report import build_report
+from tracelens.renderers.page import build_report
 
 RENDERED = """() => {
   const charts = Array.from(document.querySelectorAll('.plotly-graph-div'));

@@ -12,7 +12,7 @@ from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.keygroups import string_keys
-from tracelens.analyses.summary import analyze_summary, gpu_activity_frame, most_frequent
+from tracelens.analyses.summary import summary_of, gpu_activity_frame, most_frequent
 from tracelens.analyses.window import step_mask
 
 
@@ -55,7 +55,7 @@ def _ties_trace(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_kernel_table_ties(tmp_path: Path) -> None:
-    summary = analyze_summary(_ties_trace(tmp_path))
+    summary = summary_of(_ties_trace(tmp_path))
     # kB and k0 tie on time and calls: first appearance decides (kB first, although "k0" sorts first)
     assert [(k.name, k.calls, k.total_us) for k in summary.kernels] == [("kB", 2, 4.0), ("k0", 2, 4.0), ("kA", 1, 2.0)]
     # kB was launched once by each op: the alphabetically first wins, not the first seen (aten::zeta)
@@ -63,7 +63,7 @@ def test_kernel_table_ties(tmp_path: Path) -> None:
 
 
 def test_op_kernels_ties(tmp_path: Path) -> None:
-    ops = analyze_summary(_ties_trace(tmp_path)).ops
+    ops = summary_of(_ties_trace(tmp_path)).ops
     assert [(o.name, o.calls_per_step, o.kernels_per_step, o.gpu_us_per_step) for o in ops] == [
         ("aten::zeta", 3.0, 3.0, 6.0), ("aten::alpha", 2.0, 2.0, 4.0)
     ]  # fmt: skip

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import MUL_KERNEL, cpu_bound_events, load_events
-from tracelens.analyses.bound import Gaps, analyze_bound, classify_gaps, gap_arrays, gap_table, verdict
+from tracelens.analyses.bound import Gaps, bound_of, classify_gaps, gap_arrays, gap_table, verdict
 from tracelens.analyses.window import select_window
 
 
 def test_gap_waiting_for_a_launch_is_exposed_dispatch(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=24.0)
+    result = bound_of(trace, select_window(trace), dispatch_us_per_step=24.0)
     # kernels 16-18 and 36-38: the 18 µs gap ends at a kernel launched 32-37 after the GPU went idle
     assert result.gpu_busy_us_per_step == 4.0
     assert result.launch_wait_us_per_step == 18.0
@@ -36,7 +36,7 @@ def test_gap_until_a_sync_returns_is_sync_then_launch(tmp_path: Path) -> None:
         kernel(MUL_KERNEL, 126, 4, correlation=2),  # gap 100-126
     ]
     trace = load_events(tmp_path, events)
-    result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=100.0)
+    result = bound_of(trace, select_window(trace), dispatch_us_per_step=100.0)
     assert result.sync_wait_us_per_step == 10.0  # 100-110: the CPU was still inside the sync
     assert result.launch_wait_us_per_step == 16.0  # 110-126: then it had to launch
     assert result.gpu_busy_us_per_step == 99.0
@@ -53,7 +53,7 @@ def test_kernel_queued_long_before_its_gap_is_other_idle(tmp_path: Path) -> None
         kernel("gemm_kernel", 50, 20, correlation=2, stream=8),  # launched at 4-6, idle 30-50 anyway
     ]
     trace = load_events(tmp_path, events)
-    result = analyze_bound(trace, select_window(trace), dispatch_us_per_step=10.0)
+    result = bound_of(trace, select_window(trace), dispatch_us_per_step=10.0)
     assert (result.launch_wait_us_per_step, result.other_idle_us_per_step) == (0.0, 20.0)
     assert result.bound == "mixed"  # busy 40 of 60
 

@@ -9,7 +9,7 @@ import numpy as np
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
 from tracelens.analyses.codes import name_codes_at, name_mask, unique_rows
-from tracelens.analyses.dispatch import analyze_dispatch
+from tracelens.analyses.dispatch import dispatch_of
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import select_window
 from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
@@ -64,7 +64,7 @@ def test_missing_op_has_the_code_of_an_op_named_blank(tmp_path: Path) -> None:
     launches = np.flatnonzero(ev.kind == Kind.RUNTIME)
     codes = name_codes_at(ev, trace.links.op[launches])
     assert codes[0] == codes[1] == ev.names.index("")
-    calls = analyze_dispatch(trace, select_window(trace)).api_calls
+    calls = dispatch_of(trace, select_window(trace)).api_calls
     assert [(c.name, c.issued_by, c.calls_per_step) for c in calls] == [("cudaLaunchKernel", "(no op)", 2.0)]
     is_cuda = [name.startswith("cuda") for name in ev.names]
     assert name_mask(trace, lambda s: s.startswith("cuda")).tolist() == [is_cuda[c] for c in ev.name]

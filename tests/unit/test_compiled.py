@@ -8,7 +8,7 @@ from typing import Any
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
 from tracelens.analyses import analyze
-from tracelens.analyses.compiled import analyze_compiled, steady_window
+from tracelens.analyses.compiled import compiled_of, steady_window
 from tracelens.analyses.window import select_window
 
 
@@ -29,7 +29,7 @@ def compiled_step(number: int, t0: float, compile_inside: bool = False) -> list[
 def test_regions_graph_breaks_recompiles_and_compile_steps_excluded(tmp_path: Path) -> None:
     events = compiled_step(1, 0, compile_inside=True) + compiled_step(2, 100) + compiled_step(3, 200)
     trace = load_events(tmp_path, [*events, op("tail", 300, 1)])
-    result = analyze_compiled(trace, select_window(trace))
+    result = compiled_of(trace, select_window(trace))
     assert result.frames == [0, 1] and result.graph_breaks == 1
     assert result.recompiles == ["Torch-Compiled Region: 0/1"]
     assert result.compile_in_window and result.compile_us == 20.0
@@ -54,7 +54,7 @@ def test_cuda_graph_replay_kernels_belong_to_the_launch_and_region(tmp_path: Pat
         kernel("nvjet_sm90_tst", 26, 4, correlation=7),
     ]
     trace = load_events(tmp_path, events)
-    replays = analyze_compiled(trace, select_window(trace)).graph_replays
+    replays = compiled_of(trace, select_window(trace)).graph_replays
     assert len(replays) == 1
     replay = replays[0]
     assert (replay.launch_api, replay.region, replay.replays_per_step) == (

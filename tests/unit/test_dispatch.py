@@ -6,13 +6,13 @@ from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import cpu_bound_events, load_events
-from tracelens.analyses.dispatch import LAYERS, analyze_dispatch, classify_layers
+from tracelens.analyses.dispatch import LAYERS, dispatch_of, classify_layers
 from tracelens.analyses.window import select_window
 
 
 def test_layers_use_self_time_and_add_up_to_the_step(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    result = analyze_dispatch(trace, select_window(trace))
+    result = dispatch_of(trace, select_window(trace))
     layers = {layer.name: (layer.calls_per_step, layer.us_per_step) for layer in result.layers}
     # step 100 µs minus its children (t 3 + mul 10 + query 1 + gelu 10 + sync 10) = 66 µs of Python
     assert layers["python"] == (1, 66.0)
@@ -27,7 +27,7 @@ def test_layers_use_self_time_and_add_up_to_the_step(tmp_path: Path) -> None:
 
 def test_api_calls_name_the_op_that_issued_them(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    result = analyze_dispatch(trace, select_window(trace))
+    result = dispatch_of(trace, select_window(trace))
     issued = {(a.name, a.issued_by): a.calls_per_step for a in result.api_calls}
     assert issued[("cudaLaunchKernel", "aten::mul")] == 1
     assert issued[("cudaLaunchKernel", "aten::gelu")] == 1
@@ -36,7 +36,7 @@ def test_api_calls_name_the_op_that_issued_them(tmp_path: Path) -> None:
 
 def test_launch_latency_is_launch_start_to_gpu_start(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    latency = analyze_dispatch(trace, select_window(trace)).launch_latency
+    latency = dispatch_of(trace, select_window(trace)).launch_latency
     assert latency[0].api == "all" and latency[0].launches == 2
     assert (latency[0].p50_us, latency[0].max_us) == (4.0, 4.0)  # 16-12 and 36-32
 

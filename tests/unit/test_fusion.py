@@ -6,13 +6,13 @@ from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import GELU_KERNEL, MUL_KERNEL, BF16x1, BF16x2, cpu_bound_events, load_events
-from tracelens.analyses.fusion import analyze_fusion
+from tracelens.analyses.fusion import fusion_of
 from tracelens.analyses.window import select_window
 
 
 def test_mul_then_gelu_on_the_same_elements_is_one_opportunity(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
-    result = analyze_fusion(trace, select_window(trace))
+    result = fusion_of(trace, select_window(trace))
     assert len(result.opportunities) == 1
     found = result.opportunities[0]
     assert found.ops == ["aten::mul", "aten::gelu"]
@@ -38,7 +38,7 @@ def test_a_gemm_between_them_that_does_not_touch_the_tensor_is_skipped(tmp_path:
         kernel(MUL_KERNEL, 33, 2, correlation=3),
     ]
     trace = load_events(tmp_path, events)
-    found = analyze_fusion(trace, select_window(trace)).opportunities
+    found = fusion_of(trace, select_window(trace)).opportunities
     assert [o.ops for o in found] == [["aten::gelu", "aten::mul"]]
 
 
@@ -60,7 +60,7 @@ def test_a_gemm_on_the_same_elements_breaks_the_run_and_fused_kernels_never_join
         kernel("triton_poi_fused_gelu_mul_0", 43, 2, correlation=4),
     ]
     trace = load_events(tmp_path, events)
-    assert analyze_fusion(trace, select_window(trace)).opportunities == []
+    assert fusion_of(trace, select_window(trace)).opportunities == []
 
 
 def test_without_shapes_there_is_nothing_to_report(tmp_path: Path) -> None:
@@ -68,5 +68,5 @@ def test_without_shapes_there_is_nothing_to_report(tmp_path: Path) -> None:
     for event in events:
         event.get("args", {}).pop("Input Dims", None)
     trace = load_events(tmp_path, events)
-    result = analyze_fusion(trace, select_window(trace))
+    result = fusion_of(trace, select_window(trace))
     assert (result.shapes_recorded, result.opportunities) == (False, [])

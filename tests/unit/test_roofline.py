@@ -11,7 +11,7 @@ from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import H200, MUL_KERNEL, BF16x2, cpu_bound_events, load_events
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride
-from tracelens.analyses.roofline import analyze_roofline, kernel_models
+from tracelens.analyses.roofline import roofline_of, kernel_models
 from tracelens.analyses.window import select_window
 from tracelens.renderers.jsonout import analyze_dict
 
@@ -32,7 +32,7 @@ def gemm_events(dur_us: float = 358.186) -> list[dict[str, object]]:
 
 def test_gemm_pct_of_peak_matches_hand_calculation_on_h200(tmp_path: Path) -> None:
     trace = load_events(tmp_path, gemm_events(), deviceProperties=H200)
-    row = analyze_roofline(trace, select_window(trace)).rows[0]
+    row = roofline_of(trace, select_window(trace)).rows[0]
     flops = 2 * M * N * K  # 274.9 GFLOP
     achieved_tflops = flops / 358.186e-6 / 1e12  # 767.4 TFLOP/s
     assert row.op == "aten::mm" and row.model == "gemm" and row.dtype == "bf16"
@@ -46,16 +46,16 @@ def test_gemm_pct_of_peak_matches_hand_calculation_on_h200(tmp_path: Path) -> No
 def test_unknown_gpu_gives_figures_without_pct_until_peaks_are_passed(tmp_path: Path) -> None:
     unknown = [{"id": 0, "name": "Mystery Accelerator 9000", "totalGlobalMem": 1}]
     trace = load_events(tmp_path, gemm_events(dur_us=1000.0), deviceProperties=unknown)
-    row = analyze_roofline(trace, select_window(trace)).rows[0]
+    row = roofline_of(trace, select_window(trace)).rows[0]
     assert row.achieved_tflops == pytest.approx(2 * M * N * K / 1e-3 / 1e12, abs=1e-3)
     assert row.pct_of_peak is None
-    given = analyze_roofline(trace, select_window(trace), PeakOverride({"*": 500.0}, 2.0)).rows[0]
+    given = roofline_of(trace, select_window(trace), PeakOverride({"*": 500.0}, 2.0)).rows[0]
     assert given.pct_of_peak == pytest.approx(100 * 274.877906944 / 500, abs=0.01)
 
 
 def test_elementwise_kernels_are_memory_bound_against_hbm(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events(), deviceProperties=H200)
-    rows = {r.op: r for r in analyze_roofline(trace, select_window(trace)).rows}
+    rows = {r.op: r for r in roofline_of(trace, select_window(trace)).rows}
     mul = rows["aten::mul"]
     assert (mul.model, mul.limit, mul.mb_per_call) == ("elementwise", "memory", 0.000768)
     assert mul.achieved_tbps == round(768 / 2e-6 / 1e12, 4)
@@ -71,7 +71,7 @@ def test_inductor_kernel_uses_its_wrapper_shapes(tmp_path: Path) -> None:
         kernel("triton_poi_fused_add_cos_sin_0", 20, 1.0, correlation=1),
     ]
     trace = load_events(tmp_path, events, deviceProperties=H200)
-    row = analyze_roofline(trace, select_window(trace)).rows[0]
+    row = roofline_of(trace, select_window(trace)).rows[0]
     assert (row.model, row.ops, row.dtype) == ("inductor", "add+cos+sin", "fp32")
     assert row.mb_per_call == 3 * 400 / 1e6  # three 10x10 fp32 tensors
     assert row.gflop_per_call == 3 * 100 / 1e9  # 100 elements x 3 ops
@@ -119,7 +119,7 @@ def test_an_op_call_shares_its_model_among_its_kernels_by_time_and_copies_count_
     assert models.bytes.tolist() == [576.0, 192.0, 2000.0]  # a copy reads and writes its bytes
     assert models.out_bytes.tolist() == [256.0, 256.0, 1000.0]
     assert [models.labels[i].model for i in models.label] == ["elementwise", "elementwise", "copy"]
-    rows = analyze_roofline(trace, select_window(trace)).rows
+    rows = roofline_of(trace, select_window(trace)).rows
     assert [(r.kernel, r.op, r.calls) for r in rows] == [
         (MUL_KERNEL, "aten::mul", 1),
         (dtod, "aten::copy_", 1),
@@ -141,7 +141,7 @@ def test_a_kernel_launched_by_several_ops_names_the_most_common_then_the_alphabe
             kernel(MUL_KERNEL, 100 * i + 5, 1, correlation=i),
         ]
     trace = load_events(tmp_path, events, deviceProperties=H200)
-    (row,) = analyze_roofline(trace, select_window(trace)).rows
+    (row,) = roofline_of(trace, select_window(trace)).rows
     # two calls each: the ties go to "aten::add" (though aten::mul came first) and to "bf16" (before "fp32")
     assert (row.calls, row.op, row.dtype) == (4, "aten::add", "bf16")
     assert row.mb_per_call == round((2 * 768 + 2 * 1536) / 4 / 1e6, 6)

@@ -1,6 +1,6 @@
 """Exposed vs hidden: why the GPU idles inside each step, and whether the window is CPU- or GPU-bound.
 
-Contract: `analyze_bound(trace, window, dispatch_us_per_step) -> Bound`; pure.
+Contract: `bound_of(trace, window, dispatch_us_per_step) -> Bound`; pure.
 
 Per device, GPU activity (kernels, copies, memsets on all streams) is merged into busy intervals. Each idle gap
 ends at the activity that starts the next busy interval and belongs to that activity's step. Its cause:
@@ -26,6 +26,8 @@ from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 LAUNCH_SLACK_NS = 10_000
@@ -219,9 +221,17 @@ def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarra
     return release
 
 
-def analyze_bound(
-    trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None
-) -> Bound:
+def analyze_bound(ctx: AnalysisContext) -> Bound:
+    """With the dispatch analysis' CPU dispatch time; compilation time is taken out of the gaps when compiling
+    events (not whole steps) were left out of the window."""
+    from tracelens.analyses.compiled import Compiled
+    from tracelens.analyses.dispatch import Dispatch
+
+    excluded = ctx.compile_intervals if ctx.result(Compiled).excluded_events else None
+    return bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
+
+
+def bound_of(trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None) -> Bound:
     """`excluded`: merged (k, 2) ns intervals (e.g. compilation) whose time is taken out of every gap."""
     gaps = gap_arrays(trace, by="device")
     gaps = gaps.take(window.in_window[gaps.row])

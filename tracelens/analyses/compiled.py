@@ -1,7 +1,7 @@
 """torch.compile awareness: compiled regions and their overhead, graph breaks, recompiles, compilation inside
 the window, and CUDA-graph replays.
 
-Contract: `analyze_compiled(trace, window) -> Compiled`; `steady_window(trace, window, compiled) -> Window`
+Contract: `compiled_of(trace, window) -> Compiled`; `steady_window(trace, window, compiled) -> Window`
 drops steps that overlap compilation (or, with no usable steps, the events that overlap it) so steady-state
 figures exclude it; `Compiled.note` says what was excluded. Pure, vectorised.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
@@ -93,7 +97,11 @@ def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray
     return hit
 
 
-def analyze_compiled(trace: Trace, window: Window) -> Compiled:
+def analyze_compiled(ctx: AnalysisContext) -> Compiled:
+    return compiled_of(ctx.trace, ctx.window)
+
+
+def compiled_of(trace: Trace, window: Window) -> Compiled:
     spans = compile_intervals(trace)
     excluded_steps, excluded_mask = _exclusions(trace, window, spans)
     steady = _apply(window, excluded_steps, excluded_mask, trace)

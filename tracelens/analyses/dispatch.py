@@ -1,6 +1,6 @@
 """CPU dispatch per step: where host time goes, in layers that add up, and how long launches take to start.
 
-Contract: `analyze_dispatch(trace, window) -> Dispatch`; pure. Every CPU-side event gets one layer; its SELF
+Contract: `dispatch_of(trace, window) -> Dispatch`; pure. Every CPU-side event gets one layer; its SELF
 time (duration minus its direct children's, via `Links.parent`) is charged to that layer, so the layers sum to
 the CPU time covered by events on all threads. Figures per step are totals over the analyzed steps divided by
 their number. Launch latency = first GPU start of a launch's activities − the launch call's start.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import percentiles
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 
@@ -223,7 +227,11 @@ def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
     return np.maximum(events.dur_ns - by_parent_ns[1:], 0).astype(np.int64)
 
 
-def analyze_dispatch(trace: Trace, window: Window) -> Dispatch:
+def analyze_dispatch(ctx: AnalysisContext) -> Dispatch:
+    return dispatch_of(ctx.trace, ctx.steady)
+
+
+def dispatch_of(trace: Trace, window: Window) -> Dispatch:
     n_steps = max(window.n_steps, 1)
     layer = classify_layers(trace)
     rows = np.flatnonzero(window.in_window & (layer >= 0))  # CPU-side events (only they have a layer)

@@ -1,6 +1,6 @@
 """Fusion opportunities: runs of consecutive memory-bound kernels on one stream that a fuser would merge.
 
-Contract: `analyze_fusion(trace, window, models=None) -> Fusion`; pure. A run is ≥ 2 candidate kernels in
+Contract: `fusion_of(trace, window, models=None) -> Fusion`; pure. A run is ≥ 2 candidate kernels in
 stream order within one step: unfused elementwise / reduction / copy kernels whose launching op has a
 memory-bound model (see `opmodels.py`), where consecutive candidates work on the same number of elements (the
 output of one can feed the next: `Input Dims`). Up to `MAX_SKIPPED` other kernels (a GEMM, say) may sit between
@@ -15,6 +15,7 @@ saving = kernel time × (1 − fused / now).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from tracelens.model.events import I64, Bool, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
 MEMORY_MODELS = ("elementwise", "norm", "reduction", "copy")
@@ -60,7 +64,11 @@ class Fusion:
     est_saving_us_per_step: float
 
 
-def analyze_fusion(trace: Trace, window: Window, models: KernelModels | None = None) -> Fusion:
+def analyze_fusion(ctx: AnalysisContext) -> Fusion:
+    return fusion_of(ctx.trace, ctx.steady, ctx.kernel_models)
+
+
+def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) -> Fusion:
     ev = trace.events
     models = kernel_models(trace, window) if models is None else models
     shapes_recorded = bool(np.flatnonzero(ev.input_dims).size)  # raw JSON is never empty: only None is false

@@ -1,52 +1,105 @@
-"""Every analysis of one trace: `analyze(trace) -> AnalysisReport`."""
+"""Every analysis of one trace: `analyze(trace, step, peaks) -> AnalysisReport`, driven by the registry
+(`tracelens.analyses.registry.ANALYSES`).
+
+`AnalysisReport` is a frozen dataclass generated from the registry: one attribute per analysis, named as its
+entry (`report.summary`, `report.bound`, ...; None = not run), plus `report["bound"]` and the typed
+`report.get(Bound)`. Being a plain dataclass of the result types, it round-trips through msgspec (the results
+cache stores it).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from tracelens.analyses.bound import Bound, analyze_bound
-from tracelens.analyses.compiled import Compiled, analyze_compiled, compile_intervals, steady_window
-from tracelens.analyses.devices import PeakOverride
-from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
-from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
-from tracelens.analyses.roofline import Roofline, analyze_roofline, kernel_models
-from tracelens.analyses.summary import Summary, analyze_summary
-from tracelens.analyses.window import select_window
+from tracelens.analyses.context import AnalysisContext
+from tracelens.analyses.fusion import Fusion, FusionOpportunity
+from tracelens.analyses.registry import ANALYSES, Analysis
 from tracelens.model.trace import Trace
 
+if TYPE_CHECKING:
+    from tracelens.analyses.devices import PeakOverride
+    from tracelens.analyses.summary import Summary
 
-@dataclass(frozen=True)
-class AnalysisReport:
-    """Everything `tracelens analyze` reports about one trace. Later analyses are optional (None = not run)."""
+R = TypeVar("R")
+REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
+DOC = """Everything `tracelens analyze` reports about one trace: one attribute per registered analysis (None = not
+    run), `report[name]`, and `report.get(ResultType)`."""
 
-    summary: Summary
-    dispatch: Dispatch | None = None
-    bound: Bound | None = None
-    fusion: Fusion | None = None
-    roofline: Roofline | None = None
-    compiled: Compiled | None = None
+
+class ReportBase:
+    """The methods of every `AnalysisReport` type (the attributes come from the registry)."""
+
+    analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
+
+    def __getitem__(self, name: str) -> Any:
+        """The result of the analysis called `name` (None if it did not run)."""
+        if all(entry.name != name for entry in self.analyses):
+            raise KeyError(name)
+        return getattr(self, name, None)
+
+    def get(self, kind: type[R]) -> R | None:
+        """The result of type `kind`, or None when its analysis did not run."""
+        for entry in self.analyses:
+            value = getattr(self, entry.name, None)
+            if isinstance(value, kind):
+                return value
+        return None
+
+    def results(self) -> list[tuple[Analysis[Any], Any]]:
+        """(entry, result) of every analysis that ran, in registry order."""
+        pairs = [(entry, getattr(self, entry.name, None)) for entry in self.analyses]
+        return [(entry, value) for entry, value in pairs if value is not None]
 
     @property
     def fusion_opportunities(self) -> list[FusionOpportunity]:
-        return self.fusion.opportunities if self.fusion else []
+        fusion = self.get(Fusion)
+        return fusion.opportunities if fusion else []
 
 
-def analyze(trace: Trace, step: int | None = None, peaks: PeakOverride | None = None) -> AnalysisReport:
-    """Run every analysis on `trace` (optionally one step). Steps that compiled are left out of the
-    steady-state figures (see `compiled.note`); `peaks` overrides the device table for the roofline."""
-    window = select_window(trace, step)
-    compiled = analyze_compiled(trace, window)
-    steady = steady_window(trace, window)
-    summary = analyze_summary(trace, step, window=steady if compiled.excluded_steps else None)
-    dispatch = analyze_dispatch(trace, steady)
-    models = kernel_models(trace, steady)
-    return AnalysisReport(
-        summary=summary,
-        dispatch=dispatch,
-        bound=analyze_bound(
-            trace, steady, dispatch.dispatch_us_per_step, compile_intervals(trace) if compiled.excluded_events else None
-        ),
-        fusion=analyze_fusion(trace, steady, models),
-        roofline=analyze_roofline(trace, steady, peaks, models),
-        compiled=compiled,
-    )
+@functools.cache
+def report_type(analyses: tuple[Analysis[Any], ...]) -> type[ReportBase]:
+    """The frozen dataclass with one field per entry of `analyses` (in order; `REQUIRED` ones first)."""
+    missing = [name for name in REQUIRED if all(entry.name != name for entry in analyses)]
+    if missing:
+        raise ValueError(f"a report needs the analyses {missing}")
+    ordered = sorted(analyses, key=lambda entry: entry.name not in REQUIRED)
+    fields = [
+        (e.name, e.result) if e.name in REQUIRED else (e.name, e.result | None, dataclasses.field(default=None))
+        for e in ordered
+    ]
+    cls: type[ReportBase] = dataclasses.make_dataclass("AnalysisReport", fields, bases=(ReportBase,), frozen=True)
+    cls.__module__, cls.__doc__ = __name__, DOC
+    cls.analyses = analyses
+    return cls
+
+
+if TYPE_CHECKING:
+
+    class AnalysisReport(ReportBase):
+        summary: Summary
+
+        def __init__(self, summary: Summary, **results: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    AnalysisReport = report_type(ANALYSES)
+
+
+def analyze(
+    trace: Trace,
+    step: int | None = None,
+    peaks: PeakOverride | None = None,
+    analyses: Sequence[Analysis[Any]] = ANALYSES,
+) -> AnalysisReport:
+    """Run every analysis of the registry (or of `analyses`) on `trace` (optionally one step). Steps that
+    compiled are left out of the steady-state figures (see `compiled.note`); `peaks` overrides the device table
+    for the roofline."""
+    entries = tuple(analyses)
+    context = AnalysisContext(trace, step, peaks, entries)
+    results = {entry.name: context.run(entry) for entry in entries}
+    report: AnalysisReport = report_type(entries)(**results)  # type: ignore[assignment]
+    return report

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity
-from tracelens.analyses.summary import analyze_summary
+from tracelens.analyses.summary import summary_of
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
@@ -99,7 +99,7 @@ class RanksReport:
 
 def rank_figures(trace: Trace) -> RankFigures:
     """Per-rank figures of one loaded trace."""
-    summary = analyze_summary(trace)
+    summary = summary_of(trace)
     window = select_window(trace)
     gpu = gpu_activity(trace).in_steps(window.step_indices)
     kernels = gpu.subset(gpu.kind == Kind.KERNEL)

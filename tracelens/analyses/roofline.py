@@ -1,7 +1,7 @@
 """Roofline: FLOPs and bytes per kernel from the shapes of the op that launched it, achieved TFLOP/s and TB/s,
 and the share of the device's roofline each kernel reaches.
 
-Contract: `analyze_roofline(trace, window, override=None) -> Roofline`; pure. For each kernel the launching op
+Contract: `roofline_of(trace, window, override=None) -> Roofline`; pure. For each kernel the launching op
 and up to `MAX_OP_ANCESTORS` enclosing ops are tried (innermost first) until one has a model that fits the
 kernel (see `opmodels.py`). When one op call launched several fitting kernels, its FLOPs and bytes are split
 by kernel time. Per kernel name: achieved = summed FLOPs (bytes) / summed kernel time; `pct_of_peak` =
@@ -12,7 +12,7 @@ achieved TB/s ÷ memory peak. Device-to-device copies use their recorded bytes. 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 MAX_OP_ANCESTORS = 3
 NS_PER_S = 1e9
@@ -207,7 +210,11 @@ def _copies(trace: Trace, window: Window) -> I64:
     return rows[dtod[index.ravel()]] if rows.size else rows
 
 
-def analyze_roofline(
+def analyze_roofline(ctx: AnalysisContext) -> Roofline:
+    return roofline_of(ctx.trace, ctx.steady, ctx.peaks, ctx.kernel_models)
+
+
+def roofline_of(
     trace: Trace, window: Window, override: PeakOverride | None = None, models: KernelModels | None = None
 ) -> Roofline:
     """`models` (from `kernel_models`) may be passed in to share the work with the fusion analysis."""

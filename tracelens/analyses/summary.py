@@ -1,6 +1,6 @@
 """The first answers about a trace: facts, per-step figures, the kernel table and op → kernels.
 
-Contract: `analyze_summary(trace, step=None) -> Summary`; pure, no I/O. Per-step figures are medians over
+Contract: `summary_of(trace, step=None) -> Summary`; pure, no I/O. Per-step figures are medians over
 the analyzed steps (all complete steps, or the one chosen with `step`).
 """
 
@@ -28,6 +28,8 @@ from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from tracelens.analyses.context import AnalysisContext
 
 LAUNCH_API = re.compile(r"launch|memcpy|memset", re.I)
 NS_PER_US = 1000.0
@@ -130,7 +132,12 @@ class Summary:
     warnings: list[str] = field(default_factory=list)
 
 
-def analyze_summary(trace: Trace, step: int | None = None, window: Window | None = None) -> Summary:
+def analyze_summary(ctx: AnalysisContext) -> Summary:
+    """Over the analyzed steps less those that compiled (`ctx.steady_steps`)."""
+    return summary_of(ctx.trace, window=ctx.steady_steps)
+
+
+def summary_of(trace: Trace, step: int | None = None, window: Window | None = None) -> Summary:
     """`window` (default: `select_window(trace, step)`) lets callers drop steps, e.g. ones that compiled."""
     window = window if window is not None else select_window(trace, step)
     gpu = gpu_activity(trace)

@@ -95,7 +95,7 @@ def _build_page(paths: list[Path], step: int | None, max_slices: int | None, use
 
         inputs.append((trace, analyze(trace, step=step)))
     from tracelens.renderers.html import HtmlReportRenderer
-    from tracelens.report import MAX_SLICES, build_report
+    from tracelens.renderers.page import MAX_SLICES, build_report
 
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
     page = HtmlReportRenderer().render(document).encode("utf-8")
@@ -106,4 +106,4 @@ def _import_report_machinery() -> None:
     """Import the analyses, pandas and plotly (done while worker processes decode the first trace)."""
     import tracelens.analyses.pipeline
     import tracelens.renderers.html
-    import tracelens.report  # noqa: F401
+    import tracelens.renderers.page  # noqa: F401

@@ -9,7 +9,10 @@ from typing import Any
 
 from tracelens import __version__
 from tracelens.analyses import AnalysisReport
-from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures
+from tracelens.analyses.bound import Bound
+from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.roofline import Roofline
+from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
 
 ANALYZE_SCHEMA = "tracelens.analyze/1"
 PER_STEP_KEYS = STEP_FIGURE_KEYS
@@ -20,11 +23,18 @@ def per_step_dict(figures: StepFigures) -> dict[str, float]:
 
 
 def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
-    """The `tracelens.analyze/1` document as plain Python data."""
-    summary = report.summary
-    document: dict[str, Any] = {
-        "schema": ANALYZE_SCHEMA,
-        "tool": {"name": "tracelens", "version": __version__},
+    """The `tracelens.analyze/1` document as plain Python data: each analysis' keys (the registry's `json`
+    renderer, or `{name: its result as a dict}`), in registry order."""
+    document: dict[str, Any] = {"schema": ANALYZE_SCHEMA, "tool": {"name": "tracelens", "version": __version__}}
+    for entry, result in report.results():
+        section = entry.renderer("json")
+        document.update(section(result, report) if section is not None else {entry.name: dataclasses.asdict(result)})
+    return _clean(document)
+
+
+def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
+    """The document's head: trace facts, steps, per-step figures, kernels, ops, warnings."""
+    return {
         "trace": dataclasses.asdict(summary.facts),
         "steps": summary.steps,
         "step_numbers": summary.step_numbers,
@@ -32,23 +42,20 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
-        "kernels": _kernels_with_roofline(report),
+        "kernels": _kernels_with_roofline(summary, report.get(Roofline)),
         "ops": [dataclasses.asdict(row) for row in summary.ops],
         "warnings": list(summary.warnings),
     }
-    for name, value in _extra_sections(report).items():
-        document[name] = value
-    return _clean(document)
 
 
 ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "achieved_tflops", "achieved_tbps", "limit", "model")
 
 
-def _kernels_with_roofline(report: AnalysisReport) -> list[dict[str, Any]]:
+def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[dict[str, Any]]:
     """The kernel table; kernels with a roofline model also get `pct_of_peak` (null on unknown GPUs) etc."""
-    by_kernel = report.roofline.by_kernel() if report.roofline else {}
+    by_kernel = roofline.by_kernel() if roofline else {}
     rows = []
-    for row in report.summary.kernels:
+    for row in summary.kernels:
         entry = dataclasses.asdict(row)
         model = by_kernel.get(row.name)
         if model is not None:
@@ -57,26 +64,17 @@ def _kernels_with_roofline(report: AnalysisReport) -> list[dict[str, Any]]:
     return rows
 
 
-def _extra_sections(report: AnalysisReport) -> dict[str, Any]:
-    """Sections of later analyses, each under a stable name. `bound` is the verdict string ("cpu", "gpu",
-    "mixed", "unknown") with its figures under `bound_breakdown`; `fusion_opportunities` is a list."""
-    sections: dict[str, Any] = {}
-    for field in dataclasses.fields(report):
-        value = getattr(report, field.name)
-        if field.name == "summary" or value is None:
-            continue
-        if field.name == "bound":
-            sections["bound"] = value.bound
-            sections["bound_breakdown"] = dataclasses.asdict(value)
-        elif field.name == "fusion":
-            sections["fusion_opportunities"] = [dataclasses.asdict(o) for o in value.opportunities]
-            sections["fusion"] = {
-                "shapes_recorded": value.shapes_recorded,
-                "est_saving_us_per_step": value.est_saving_us_per_step,
-            }
-        else:
-            sections[field.name] = dataclasses.asdict(value)
-    return sections
+def bound_json(bound: Bound, report: AnalysisReport) -> dict[str, Any]:
+    """`bound` is the verdict string ("cpu", "gpu", "mixed", "unknown"), its figures are `bound_breakdown`."""
+    return {"bound": bound.bound, "bound_breakdown": dataclasses.asdict(bound)}
+
+
+def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
+    """`fusion_opportunities` is a list; `fusion` has the totals."""
+    return {
+        "fusion_opportunities": [dataclasses.asdict(o) for o in fusion.opportunities],
+        "fusion": {"shapes_recorded": fusion.shapes_recorded, "est_saving_us_per_step": fusion.est_saving_us_per_step},
+    }
 
 
 def _number(value: float) -> float:

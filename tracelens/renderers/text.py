@@ -5,21 +5,13 @@ from __future__ import annotations
 import io
 import shutil
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses import AnalysisReport
+from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
-from tracelens.renderers.text_analyses import (
-    api_table,
-    bound_steps_table,
-    bound_text,
-    compiled_parts,
-    dispatch_table,
-    fusion_table,
-    roofline_table,
-)
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -183,24 +175,32 @@ def op_table(summary: Summary) -> Table:
     return table
 
 
-def analysis_parts(report: AnalysisReport) -> list[Table | Text]:
-    """The later analyses' sections, in reading order: bound, dispatch, fusion, roofline, torch.compile."""
-    parts: list[Table | Text | None] = []
-    if report.compiled:
-        parts.extend(compiled_parts(report.compiled))
-    if report.bound:
-        parts += [bound_text(report.bound), bound_steps_table(report.bound)]
-    if report.dispatch:
-        parts += [dispatch_table(report.dispatch), api_table(report.dispatch)]
-    if report.fusion:
-        parts.append(fusion_table(report.fusion))
-    if report.roofline:
-        parts.append(roofline_table(report.roofline))
+def summary_parts(summary: Summary, report: AnalysisReport) -> list[RenderableType | None]:
+    """The head of `tracelens analyze`: trace facts, per-step figures, kernels (with the roofline's % of peak)
+    and ops (the registry's text section of the summary)."""
+    roofline = report.get(Roofline)
+    peaks = {name: r.pct_of_peak for name, r in roofline.by_kernel().items()} if roofline else None
+    return [
+        facts_table(summary.facts),
+        Text(""),
+        per_step_table(summary),
+        kernel_table(summary, peaks) if summary.kernels else None,
+        op_table(summary) if summary.ops else None,
+    ]
+
+
+def analysis_parts(report: AnalysisReport) -> list[RenderableType]:
+    """Every analysis' text section (the registry's `text` renderers), in `text_order`."""
+    parts: list[RenderableType | None] = []
+    for entry, result in sorted(report.results(), key=lambda pair: pair[0].text_order):
+        section = entry.renderer("text")
+        if section is not None:
+            parts += section(result, report)
     return [p for p in parts if p is not None]
 
 
 class AnalyzeTextRenderer:
-    output_file_extension = ".txt"
+    """`tracelens analyze` for people: the registry's text sections, then the trace's warnings."""
 
     def __init__(self, color: bool = False, width: int | None = None) -> None:
         self.color = color
@@ -208,19 +208,8 @@ class AnalyzeTextRenderer:
 
     def render(self, result: AnalysisReport) -> str:
         console = make_console(self.color, self.width)
-        summary = result.summary
-        console.print(facts_table(summary.facts))
-        console.print()
-        console.print(per_step_table(summary))
-        if summary.kernels:
-            peaks = (
-                {name: r.pct_of_peak for name, r in result.roofline.by_kernel().items()} if result.roofline else None
-            )
-            console.print(kernel_table(summary, peaks))
-        if summary.ops:
-            console.print(op_table(summary))
         for part in analysis_parts(result):
             console.print(part)
-        for warning in summary.warnings:
+        for warning in result.summary.warnings:
             console.print(Text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

@@ -1,7 +1,11 @@
-"""Rich tables for the later analyses: bound, CPU dispatch, fusion, roofline, torch.compile."""
+"""Rich tables for the later analyses: bound, CPU dispatch, fusion, roofline, torch.compile. The registry names
+each analysis' section function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -10,6 +14,11 @@ from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
+
+Parts = list[RenderableType | None]
 
 MAX_API_ROWS = 12
 MAX_FUSION_ROWS = 10
@@ -20,6 +29,22 @@ VERDICT = {
     "mixed": "mixed: the GPU both works and waits for launches",
     "unknown": "unknown: no GPU activity in the window",
 }
+
+
+def bound_parts(bound: Bound, report: AnalysisReport) -> Parts:
+    return [bound_text(bound), bound_steps_table(bound)]
+
+
+def dispatch_parts(dispatch: Dispatch, report: AnalysisReport) -> Parts:
+    return [dispatch_table(dispatch), api_table(dispatch)]
+
+
+def fusion_parts(fusion: Fusion, report: AnalysisReport) -> Parts:
+    return [fusion_table(fusion)]
+
+
+def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
+    return [roofline_table(roofline)]
 
 
 def bound_text(bound: Bound) -> Text:
@@ -147,8 +172,8 @@ def roofline_table(roofline: Roofline) -> Table | Text:
     return table
 
 
-def compiled_parts(compiled: Compiled) -> list[Table | Text]:
-    parts: list[Table | Text] = []
+def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
+    parts: Parts = []
     if compiled.note:
         parts.append(Text(f"torch.compile: {compiled.note}", style="yellow"))
     if compiled.regions:

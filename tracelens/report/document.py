@@ -36,6 +36,15 @@ class Section:
 
 
 @dataclass(frozen=True)
+class AnalysisPanels:
+    """One analysis' panels (its registry entry's `panels` renderer): charts in "Where the time goes", after the
+    summary's and before the kernel table, and findings in "Findings"."""
+
+    breakdowns: tuple[Panel, ...] = ()
+    findings: tuple[Panel, ...] = ()
+
+
+@dataclass(frozen=True)
 class ReportDocument:
     """Everything the HTML page shows, in page order."""
 

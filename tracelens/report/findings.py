@@ -1,9 +1,10 @@
 """Finding panels: what bounds a step, GPU idle by cause, CPU dispatch by layer, fusion opportunities,
 the roofline, and torch.compile facts.
 
-Contract: each function takes an `AnalysisReport` and returns a `Panel`; pure. They read optional fields of
-the report (`dispatch`, `bound`, `fusion`, `roofline`, `compiled`) by name; when a field is absent or None the
-panel says "not available" (so the report works with any version of the analyses).
+Contract: each `x_panel` function takes an `AnalysisReport` and returns a `Panel`; pure. They read optional
+fields of the report (`dispatch`, `bound`, `fusion`, `roofline`, `compiled`) by name; when a field is absent or
+None the panel says "not available" (so the report works with any version of the analyses). The registry names
+each analysis' `x_panels(result, report) -> AnalysisPanels`, which places them on the page.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisReport
-from tracelens.report.document import Panel, Table, unavailable
+from tracelens.report.document import AnalysisPanels, Panel, Table, unavailable
 from tracelens.report.generic import format_value, result_table
 
 MISSING = "this version of tracelens does not compute it"
@@ -25,6 +26,26 @@ IDLE_CAUSES = (
     ("other_idle_us", "idle: other (queued behind other streams, no launch recorded)", "#9e9e9e"),
 )
 MAX_FUSION_ROWS = 20
+
+
+def dispatch_panels(dispatch: Any, report: AnalysisReport) -> AnalysisPanels:
+    return AnalysisPanels(breakdowns=(dispatch_panel(report),))
+
+
+def bound_panels(bound: Any, report: AnalysisReport) -> AnalysisPanels:
+    return AnalysisPanels(breakdowns=(idle_panel(report),), findings=(bound_panel(report),))
+
+
+def fusion_panels(fusion: Any, report: AnalysisReport) -> AnalysisPanels:
+    return AnalysisPanels(findings=(fusion_panel(report),))
+
+
+def roofline_panels(roofline: Any, report: AnalysisReport) -> AnalysisPanels:
+    return AnalysisPanels(findings=(roofline_panel(report),))
+
+
+def compiled_panels(compiled: Any, report: AnalysisReport) -> AnalysisPanels:
+    return AnalysisPanels(findings=(compiled_panel(report),))
 
 
 def finding(report: AnalysisReport, field: str) -> Any:

@@ -1,0 +1,167 @@
+"""The analysis registry drives the pipeline, the JSON document, the text output and the report: an analysis
+added to it (here a toy one, defined in this file with its renderers) appears in all four without touching any
+other file; every registered result type round-trips through msgspec (the results cache stores them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from rich.text import Text
+
+from tests.conftest import one_gemm_trace, recorded_trace
+from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses.bound import Bound
+from tracelens.analyses.context import AnalysisContext
+from tracelens.analyses.registry import ANALYSES, Analysis
+from tracelens.analyses.summary import Summary
+from tracelens.loader import load_trace
+from tracelens.model.trace import Trace
+from tracelens.renderers.jsonout import analyze_dict
+from tracelens.renderers.page import build_report
+from tracelens.renderers.text import AnalyzeTextRenderer
+from tracelens.report.document import AnalysisPanels, Panel
+
+# ---------------------------------------------------------------- a toy analysis: module, renderers
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelNames:
+    distinct: int
+    longest: str
+
+
+def analyze_kernel_names(ctx: AnalysisContext) -> KernelNames:
+    names = [row.name for row in ctx.result(Summary).kernels]
+    return KernelNames(len(names), max(names, key=len, default=""))
+
+
+def kernel_names_text(result: KernelNames, report: AnalysisReport) -> list[Any]:
+    return [Text(f"Kernel names: {result.distinct} distinct, the longest has {len(result.longest)} characters")]
+
+
+def kernel_names_panels(result: KernelNames | None, report: AnalysisReport) -> AnalysisPanels:
+    note = "not run" if result is None else f"{result.distinct} distinct kernel names"
+    return AnalysisPanels(findings=(Panel(id="kernel-names", title="Kernel names", note=note),))
+
+
+TOY = Analysis(
+    "kernel_names",
+    analyze_kernel_names,
+    KernelNames,
+    text=f"{__name__}:kernel_names_text",
+    panels=f"{__name__}:kernel_names_panels",
+)
+
+# ---------------------------------------------------------------- tests
+
+
+@pytest.fixture(scope="module")
+def mlp() -> Trace:
+    return load_trace(recorded_trace("h200/eager_mlp.json.gz"))
+
+
+def test_a_registered_analysis_appears_in_json_text_and_report(mlp: Trace) -> None:
+    plain = analyze(mlp)
+    report = analyze(mlp, analyses=(*ANALYSES, TOY))
+    expected = KernelNames(
+        distinct=len(plain.summary.kernels), longest=max((k.name for k in plain.summary.kernels), key=len)
+    )
+    assert report.kernel_names == report["kernel_names"] == report.get(KernelNames) == expected
+    assert expected.distinct == 5  # the eager MLP's five kernels
+    document = analyze_dict(report)
+    assert list(document)[-1] == "kernel_names" and document["kernel_names"] == dataclasses.asdict(expected)
+    assert {k: v for k, v in document.items() if k != "kernel_names"} == analyze_dict(plain)
+    text = AnalyzeTextRenderer().render(report)
+    line = f"Kernel names: 5 distinct, the longest has {len(expected.longest)} characters"
+    assert line in text
+    assert text.replace(line + "\n", "") == AnalyzeTextRenderer().render(plain)
+    page = build_report([(mlp, report)])
+    assert page.panel("kernel-names").note == "5 distinct kernel names"
+    assert [p.id for p in page.sections[-1].panels][-1] == "kernel-names"
+
+
+def test_the_report_keeps_its_attributes_and_lookups(mlp: Trace) -> None:
+    report = analyze(mlp)
+    assert [entry.name for entry, _ in report.results()] == [entry.name for entry in ANALYSES]
+    assert report.bound is report["bound"] is report.get(Bound)
+    assert report.fusion_opportunities == report.fusion.opportunities
+    assert report.roofline.rows and report.compiled is not None and report.dispatch is not None
+    with pytest.raises(KeyError):
+        report["nope"]
+    assert pickle.loads(pickle.dumps(report)) == report
+    assert AnalysisReport.__doc__ and type(report) is AnalysisReport
+
+
+def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
+    calls: list[str] = []
+
+    def counted(ctx: AnalysisContext) -> Summary:
+        calls.append("summary")
+        return ANALYSES[0].run(ctx)
+
+    summary = dataclasses.replace(ANALYSES[0], run=counted)
+    analyze(mlp, analyses=(summary, TOY))
+    assert calls == ["summary"]  # asked for by the toy and run by the pipeline: computed once
+
+    def first(ctx: AnalysisContext) -> KernelNames:
+        return ctx.result(Bound)  # type: ignore[return-value]
+
+    def second(ctx: AnalysisContext) -> Bound:
+        ctx.result(KernelNames)
+        raise AssertionError("unreachable")
+
+    cycle = (ANALYSES[0], dataclasses.replace(TOY, run=first), Analysis("bound", second, Bound))
+    with pytest.raises(RuntimeError, match="cycle: kernel_names -> bound -> kernel_names"):
+        analyze(mlp, analyses=cycle)
+
+
+def test_every_renderer_the_registry_names_exists() -> None:
+    for entry in ANALYSES:
+        for kind in ("text", "panels", "json"):
+            if getattr(entry, kind) is not None:
+                assert callable(entry.renderer(kind)), f"{entry.name}.{kind}"
+    assert len({entry.name for entry in ANALYSES}) == len(ANALYSES)
+    assert len({entry.result for entry in ANALYSES}) == len(ANALYSES)  # `ctx.result(Type)` is unambiguous
+
+
+# ---------------------------------------------------------------- msgspec round trip
+
+
+def round_trips(kind: type, value: object) -> bool:
+    """`value` encodes with msgspec and decodes as `kind` to the same value, types included (the repr tells
+    tuples from lists, 1 from 1.0 and numpy scalars from floats)."""
+    decoded = msgspec.msgpack.decode(msgspec.msgpack.encode(value), type=kind)
+    return decoded == value and repr(decoded) == repr(value)
+
+
+@pytest.mark.parametrize("name", ["h200/eager_mlp.json.gz", "h200/compiled_mlp.json.gz", "h200/liger_mlp.json.gz"])
+def test_every_registered_result_round_trips_through_msgspec(name: str) -> None:
+    report = analyze(load_trace(recorded_trace(name)))
+    for entry in ANALYSES:
+        msgspec.inspect.type_info(entry.result)  # raises for a type msgspec cannot handle
+        result = report[entry.name]
+        assert isinstance(result, entry.result)
+        assert round_trips(entry.result, result), f"{entry.name}: {entry.result.__name__} does not round-trip"
+    assert round_trips(AnalysisReport, report)
+
+
+def test_every_registered_result_round_trips_on_a_tiny_trace(tmp_path: Path) -> None:
+    report = analyze(load_trace(one_gemm_trace(tmp_path)))
+    for entry in ANALYSES:
+        assert round_trips(entry.result, report[entry.name]), entry.name
+
+
+def test_the_round_trip_check_catches_a_result_that_does_not_survive() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Loose:
+        values: tuple[int, ...]
+        share: float
+
+    assert round_trips(Loose, Loose((1, 2), 0.5))
+    assert not round_trips(Loose, Loose([1, 2], 0.5))  # type: ignore[arg-type]  # a list comes back a tuple
+    assert not round_trips(Loose, Loose((1, 2), 1))  # an int comes back a float

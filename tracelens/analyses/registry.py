@@ -1,0 +1,109 @@
+"""The registry of analyses: ONE list, `ANALYSES`, drives the pipeline (`analyze`), the `tracelens.analyze/1`
+JSON document, the `analyze` text output and the HTML report.
+
+Each entry (`Analysis`) names:
+- `name`: the analysis' attribute of `AnalysisReport` and, unless `json` says otherwise, its top-level JSON key;
+- `run`: the analysis, `run(ctx: AnalysisContext) -> result` (see `tracelens.analyses.context`);
+- `result`: the result type, a frozen dataclass that round-trips through msgspec (the results cache stores it;
+  tests/test_registry.py checks every entry);
+- `text`: its section of `tracelens analyze` (`"module:function"`, `function(result, report) -> list of rich
+  renderables`, None entries skipped), printed in `text_order`;
+- `panels`: its panels of the HTML report (`"module:function"`, `function(result | None, report) ->
+  AnalysisPanels`; None = not run: say so);
+- `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
+  None: `{name: dataclasses.asdict(result)}`.
+Renderers are named by import path so that running the analyses never imports rich or plotly.
+
+Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result
+in any order (`ctx.result(Type)`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tracelens.analyses.bound import Bound, analyze_bound
+from tracelens.analyses.compiled import Compiled, analyze_compiled
+from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
+from tracelens.analyses.fusion import Fusion, analyze_fusion
+from tracelens.analyses.roofline import Roofline, analyze_roofline
+from tracelens.analyses.summary import Summary, analyze_summary
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
+
+R = TypeVar("R")
+TEXT = "tracelens.renderers.text_analyses"
+PANELS = "tracelens.report.findings"
+JSON = "tracelens.renderers.jsonout"
+
+
+@dataclass(frozen=True)
+class Analysis(Generic[R]):
+    """One registered analysis (see the module docstring)."""
+
+    name: str
+    run: Callable[[AnalysisContext], R]
+    result: type[R]
+    text: str | None = None
+    panels: str | None = None
+    json: str | None = None
+    text_order: int = 50  # text sections print by this, then in registry order
+
+    def renderer(self, kind: str) -> Callable[..., Any] | None:
+        """The `text`, `panels` or `json` function, imported on first use (None if the entry has none)."""
+        ref = getattr(self, kind)
+        return None if ref is None else load(ref)
+
+
+def load(ref: str) -> Callable[..., Any]:
+    """The function `"package.module:function"` names."""
+    module, _, attribute = ref.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
+    return function
+
+
+ANALYSES: tuple[Analysis[Any], ...] = (
+    # the head of every output (trace facts, per-step figures, kernels, ops); the report draws its overview,
+    # timeline and breakdown charts from it (tracelens.renderers.page), so it has no `panels`
+    Analysis(
+        "summary",
+        analyze_summary,
+        Summary,
+        text="tracelens.renderers.text:summary_parts",
+        json=f"{JSON}:summary_json",
+        text_order=0,
+    ),
+    Analysis("dispatch", analyze_dispatch, Dispatch, text=f"{TEXT}:dispatch_parts", panels=f"{PANELS}:dispatch_panels"),
+    # the verdict: in the text, first after the compile note
+    Analysis(
+        "bound",
+        analyze_bound,
+        Bound,
+        text=f"{TEXT}:bound_parts",
+        panels=f"{PANELS}:bound_panels",
+        json=f"{JSON}:bound_json",
+        text_order=20,
+    ),
+    Analysis(
+        "fusion",
+        analyze_fusion,
+        Fusion,
+        text=f"{TEXT}:fusion_parts",
+        panels=f"{PANELS}:fusion_panels",
+        json=f"{JSON}:fusion_json",
+    ),
+    Analysis("roofline", analyze_roofline, Roofline, text=f"{TEXT}:roofline_parts", panels=f"{PANELS}:roofline_panels"),
+    # its note says which steps the other analyses left out, so it comes first in the text
+    Analysis(
+        "compiled",
+        analyze_compiled,
+        Compiled,
+        text=f"{TEXT}:compiled_parts",
+        panels=f"{PANELS}:compiled_panels",
+        text_order=10,
+    ),
+)
