@@ -12,7 +12,7 @@ from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import load_events
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.keygroups import string_keys
-from tracelens.analyses.summary import summary_of, gpu_activity_frame, most_frequent
+from tracelens.analyses.summary import gpu_activity_frame, most_frequent, summary_of
 from tracelens.analyses.window import step_mask
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import cpu_bound_events, load_events
-from tracelens.analyses.dispatch import LAYERS, dispatch_of, classify_layers
+from tracelens.analyses.dispatch import LAYERS, classify_layers, dispatch_of
 from tracelens.analyses.window import select_window
 
 

@@ -11,7 +11,7 @@ from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import H200, MUL_KERNEL, BF16x2, cpu_bound_events, load_events
 from tracelens.analyses import analyze
 from tracelens.analyses.devices import PeakOverride
-from tracelens.analyses.roofline import roofline_of, kernel_models
+from tracelens.analyses.roofline import kernel_models, roofline_of
 from tracelens.analyses.window import select_window
 from tracelens.renderers.jsonout import analyze_dict
 

@@ -19,7 +19,7 @@ from tracelens.cli.output import check_writable
 
 if TYPE_CHECKING:
     from tracelens.hypotheses.document import TraceDocument
-    from tracelens.hypotheses.render import CheckTextRenderer
+    from tracelens.renderers.check import CheckTextRenderer
 
 FILE_FORMAT = """\
 hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
@@ -70,9 +70,9 @@ class CheckCommand:
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.hypotheses.evaluate import evaluate
+        from tracelens.hypotheses.evaluate import CheckResult, evaluate
         from tracelens.hypotheses.parse import load_hypotheses
-        from tracelens.hypotheses.render import CheckJsonRenderer, CheckResult
+        from tracelens.renderers.check import CheckJsonRenderer
 
         if args.output is not None:
             check_writable(args.output, args.force, args.traces)
@@ -93,7 +93,7 @@ def _import_document_machinery() -> None:
 
 def _check_text_renderer(color: bool) -> CheckTextRenderer:
     """The verdict table is wide: at least 100 columns, the terminal's width on a terminal, else 160."""
-    from tracelens.hypotheses.render import CheckTextRenderer
+    from tracelens.renderers.check import CheckTextRenderer
 
     width = shutil.get_terminal_size((160, 24)).columns if color else 160
     return CheckTextRenderer(color=color, width=max(width, 100))

@@ -6,12 +6,17 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from tracelens.cache import load_cached
 from tracelens.cli.output import emit
 from tracelens.cli.progress import LoadProgress
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.renderers.base import Renderer
+
+T = TypeVar("T")
 
 
 def add_format_argument(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
@@ -55,7 +60,7 @@ def use_color() -> bool:
 
 
 def emit_result(
-    args: argparse.Namespace, result: Any, json_renderer: Any, text_renderer: Callable[[bool], Any]
+    args: argparse.Namespace, result: T, json_renderer: Renderer[T], text_renderer: Callable[[bool], Renderer[T]]
 ) -> None:
     """Render `result` as `--format` asks (text gets colour only on a terminal) and write it to stdout or `-o`."""
     renderer = json_renderer if args.format == "json" else text_renderer(use_color() and args.output is None)

@@ -1,7 +1,7 @@
 """Guess → verify → correct: hypotheses about traces (TOML), checked against analyze documents.
 
 `parse.py` reads and validates the file, `document.py` builds what is checked, `evaluate.py` gives verdicts,
-`render.py` prints them. `check(traces, hypotheses)` ties them together for notebooks and the CLI.
+`tracelens.renderers.check` prints them. `check(traces, hypotheses)` ties them together for notebooks and the CLI.
 """
 
 from __future__ import annotations

@@ -46,6 +46,23 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class CheckResult:
+    """What `tracelens check` reports: the hypotheses file, the traces and one verdict per check."""
+
+    source: str
+    traces: Sequence[TraceDocument]
+    verdicts: Sequence[Verdict]
+
+    @property
+    def wrong(self) -> int:
+        return sum(not v.held for v in self.verdicts)
+
+    @property
+    def held(self) -> int:
+        return sum(v.held for v in self.verdicts)
+
+
+@dataclass(frozen=True)
 class Measurement:
     value: Any
     evidence: tuple[str, ...]

@@ -1,7 +1,9 @@
-"""Renderers turn analysis results into text for people (rich tables) or programs (versioned JSON)."""
+"""Renderers turn results into output: text for people (rich tables: `text`, `text_analyses`, `compare_out`,
+`ranks`, `check`), versioned JSON for programs (`jsonout`, ...), and the HTML report (`page` assembles the page
+data of `tracelens.report`, `html` writes it). Every renderer has `render(result) -> str` (`base.Renderer`)."""
 
 from __future__ import annotations
 
-from tracelens.renderers.base import Renderer, renderer_for
+from tracelens.renderers.base import Renderer
 
-__all__ = ["Renderer", "renderer_for"]
+__all__ = ["Renderer"]

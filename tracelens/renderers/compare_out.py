@@ -8,10 +8,10 @@ from typing import Any
 from rich.table import Table
 
 from tracelens import __version__
-from tracelens.analyses.compare import Comparison, FusedKernel
-from tracelens.model.kernel_names import short_name
+from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict
 from tracelens.renderers.text import make_console, render_to_string
+from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
 
 COMPARE_SCHEMA = "tracelens.compare/1"
 
@@ -45,15 +45,11 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
 
 
 class CompareJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: Comparison) -> str:
         return dumps(compare_dict(result))
 
 
 class CompareTextRenderer:
-    output_file_extension = ".txt"
-
     def __init__(self, color: bool = False, width: int | None = None) -> None:
         self.color = color
         self.width = width
@@ -107,22 +103,6 @@ def _variants_table(result: Comparison) -> Table:
 
 def _optional_us(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
-
-
-FUSION_COLUMNS = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
-
-
-def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
-    """One row of the fused-kernels table, as text (shared by the terminal and HTML renderers)."""
-    return (
-        fusion.variant,
-        short_name(fusion.kernel),
-        fusion.launched_by or "—",
-        f"{', '.join(fusion.ops)} ({fusion.baseline_variant})",
-        f"{fusion.kernel_us_per_step:,.1f}",
-        f"{fusion.baseline_us_per_step:,.1f}",
-        f"{fusion.baseline_us_per_step - fusion.kernel_us_per_step:,.1f}",
-    )
 
 
 def _fusions_table(result: Comparison) -> Table:

@@ -100,8 +100,6 @@ def _ranges(numbers: list[int]) -> str:
 
 
 class RanksTextRenderer:
-    output_file_extension = ".txt"
-
     def __init__(self, color: bool = False, width: int | None = None) -> None:
         self.color = color
         self.width = width
@@ -115,7 +113,5 @@ class RanksTextRenderer:
 
 
 class RanksJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: RanksReport) -> str:
         return dumps(ranks_dict(result))

@@ -14,8 +14,8 @@ from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
-from tracelens.renderers.compare_out import FUSION_COLUMNS, fusion_cells
 from tracelens.report.breakdowns import category_us_per_step
+from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
 from tracelens.report.document import Panel, Section, Table
 from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors

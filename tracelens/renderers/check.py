@@ -1,39 +1,19 @@
-"""Verdicts for people (a rich table) and programs (JSON schema `tracelens.check/1`)."""
+"""`tracelens check`'s verdicts for people (a rich table) and programs (JSON schema `tracelens.check/1`)."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
-from tracelens.hypotheses.document import TraceDocument
-from tracelens.hypotheses.evaluate import Verdict
+from tracelens.hypotheses.evaluate import CheckResult, Verdict
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
     from rich.text import Text
 
 CHECK_SCHEMA = "tracelens.check/1"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What `tracelens check` reports: the hypotheses file, the traces and one verdict per check."""
-
-    source: str
-    traces: Sequence[TraceDocument]
-    verdicts: Sequence[Verdict]
-
-    @property
-    def wrong(self) -> int:
-        return sum(not v.held for v in self.verdicts)
-
-    @property
-    def held(self) -> int:
-        return sum(v.held for v in self.verdicts)
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
@@ -74,16 +54,12 @@ def _plain(value: Any) -> Any:
 
 
 class CheckJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: CheckResult) -> str:
         return json.dumps(check_dict(result), indent=2, ensure_ascii=False) + "\n"
 
 
 class CheckTextRenderer:
     """A verdict table: hypothesis, trace, claim, measured value, HELD/WRONG, evidence."""
-
-    output_file_extension = ".txt"
 
     def __init__(self, color: bool = False, width: int | None = None, evidence_lines: int = 3) -> None:
         self.color = color

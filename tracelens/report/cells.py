@@ -1,0 +1,21 @@
+"""Table cells shared by the terminal and the HTML page (no plotly, no rich: both import it)."""
+
+from __future__ import annotations
+
+from tracelens.analyses.compare import FusedKernel
+from tracelens.model.kernel_names import short_name
+
+FUSION_COLUMNS = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
+
+
+def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
+    """One row of the fused-kernels table, as text (shared by the terminal and HTML renderers)."""
+    return (
+        fusion.variant,
+        short_name(fusion.kernel),
+        fusion.launched_by or "—",
+        f"{', '.join(fusion.ops)} ({fusion.baseline_variant})",
+        f"{fusion.kernel_us_per_step:,.1f}",
+        f"{fusion.baseline_us_per_step:,.1f}",
+        f"{fusion.baseline_us_per_step - fusion.kernel_us_per_step:,.1f}",
+    )
