@@ -23,7 +23,7 @@ from tracelens.cli import main
 from tracelens.cli.annotate import default_output
 from tracelens.loader import load_trace
 from tracelens.loader.rewrite import AddedSlice, Additions, rewrite_trace
-from tracelens.report.annotations import exposed_gaps, occurrences, trace_additions
+from tracelens.renderers.perfetto import exposed_gaps, occurrences, trace_additions
 
 
 def read_events(path: Path) -> tuple[dict[str, Any] | list[Any], list[dict[str, Any]]]:

@@ -21,7 +21,7 @@ from tracelens.loader import load_trace
 from tracelens.loader.rewrite import rewrite_trace
 from tracelens.renderers.html import HtmlReportRenderer
 from tracelens.renderers.page import MAX_SLICES, build_report
-from tracelens.report.annotations import trace_additions
+from tracelens.renderers.perfetto import trace_additions
 
 TRACES = anchor_traces()
 

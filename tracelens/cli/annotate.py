@@ -40,7 +40,7 @@ class AnnotateCommand:
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.analyses import analyze
         from tracelens.loader.rewrite import rewrite_trace
-        from tracelens.report.annotations import trace_additions
+        from tracelens.renderers.perfetto import trace_additions
 
         output = args.output if args.output is not None else default_output(args.trace)
         check_writable(output, args.force, [args.trace])

@@ -1,6 +1,7 @@
-"""Findings as trace additions for `tracelens annotate`: exposed GPU idle gaps (with their cause) and fusion
-opportunities as slices on tracks of their own, and the launching op, category and roofline figures in each
-GPU activity's args.
+"""`tracelens annotate`'s output, the trace for Perfetto with the findings added: exposed GPU idle gaps (with
+their cause) and fusion opportunities as slices on tracks of their own, and the launching op, category and
+roofline figures in each GPU activity's args. This module decides what to add; `tracelens.loader.rewrite`
+(the only other code that touches the trace's raw JSON) writes the file back with it.
 
 Contract: `trace_additions(trace, report) -> Additions`; pure. Gaps and their causes come from
 `analyses.bound` (the same gaps `tracelens analyze` counts), fusion runs from `report.fusion`, roofline figures
