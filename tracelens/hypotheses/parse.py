@@ -344,8 +344,3 @@ def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], where: _EntryEr
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.7)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-
-
-def suggest(word: str, choices: list[str]) -> str:
-    """`; did you mean 'x'?` for the closest of `choices`, or ''."""
-    return _suggest(word, choices)

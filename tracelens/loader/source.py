@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -130,7 +129,3 @@ def _gunzip(handle: object, size: int, progress: ProgressCallback | None) -> tup
             raise UnusableTraceError(f"{name}: corrupt gzip data ({exc})") from exc
         return b"".join(parts), True
     return b"".join(parts), member_fed
-
-
-def file_size(path: Path) -> int:
-    return os.stat(path).st_size

@@ -130,7 +130,3 @@ class Trace:
     def step_index(self, number: int) -> int | None:
         hits = np.flatnonzero(self.steps.number == number)
         return int(hits[0]) if hits.size else None
-
-
-def empty_i32(n: int) -> I32:
-    return np.full(n, -1, dtype=np.int32)

@@ -21,7 +21,6 @@ CPU_COLORS: dict[str, str] = {
 }
 AGGREGATED_COLOR = "rgba(120,120,120,0.45)"
 LINK_COLOR = "rgba(90,90,90,0.5)"
-GAP_COLOR = "#e31a1c"
 
 
 def category_color(category: str) -> str:
