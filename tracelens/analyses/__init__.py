@@ -1,4 +1,5 @@
-"""Analyses: pure functions `analyze_x(trace, ...) -> XResult` (dataclasses), no I/O, no plotting.
+"""Analyses: pure functions `analyze_x(ctx: AnalysisContext) -> X` (frozen dataclasses), no I/O, no plotting.
+`registry.ANALYSES` lists them (with their text, JSON and report renderers); `analyze(trace)` runs them all.
 
 Public names are imported on first use (PEP 562): importing one analysis module (e.g. `devices`) does not
 import the others, so a command can import them while worker processes decode a trace.
@@ -12,14 +13,19 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tracelens.analyses.bound import Bound, analyze_bound
     from tracelens.analyses.compiled import Compiled, analyze_compiled
+    from tracelens.analyses.context import AnalysisContext
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
     from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
     from tracelens.analyses.pipeline import AnalysisReport, analyze
+    from tracelens.analyses.registry import ANALYSES, Analysis
     from tracelens.analyses.roofline import Roofline, analyze_roofline
     from tracelens.analyses.summary import Summary, analyze_summary
 
 _LAZY = {
+    "ANALYSES": "registry",
+    "Analysis": "registry",
+    "AnalysisContext": "context",
     "AnalysisReport": "pipeline",
     "Bound": "bound",
     "Compiled": "compiled",
@@ -53,6 +59,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ANALYSES",
+    "Analysis",
+    "AnalysisContext",
     "AnalysisReport",
     "Bound",
     "Compiled",
