@@ -122,6 +122,7 @@ def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
 
 def test_every_renderer_the_registry_names_exists() -> None:
     for entry in ANALYSES:
+        assert dataclasses.is_dataclass(entry.result) and entry.result.__dataclass_params__.frozen, entry.name
         for kind in ("text", "panels", "json"):
             if getattr(entry, kind) is not None:
                 assert callable(entry.renderer(kind)), f"{entry.name}.{kind}"

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
-DOC = """Everything `tracelens analyze` reports about one trace: one attribute per registered analysis (None = not
-    run), `report[name]`, and `report.get(ResultType)`."""
+DOC = (
+    "Everything `tracelens analyze` reports about one trace: one attribute per registered analysis, named as its "
+    "registry entry (None = not run); `report[name]`; `report.get(ResultType)`."
+)
 
 
 class ReportBase:
