@@ -13,7 +13,7 @@ import msgspec
 import pytest
 from rich.text import Text
 
-from tests.conftest import one_gemm_trace, recorded_trace
+from tests.conftest import anchor, one_gemm_trace, recorded_trace
 from tracelens.analyses import AnalysisReport, analyze
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.context import AnalysisContext
@@ -140,9 +140,19 @@ def round_trips(kind: type, value: object) -> bool:
     return decoded == value and repr(decoded) == repr(value)
 
 
-@pytest.mark.parametrize("name", ["h200/eager_mlp.json.gz", "h200/compiled_mlp.json.gz", "h200/liger_mlp.json.gz"])
+ROUND_TRIP_TRACES = [
+    *(f"recorded:h200/{name}.json.gz" for name in ("eager_mlp", "compiled_mlp", "liger_mlp")),
+    # compiled with Triton kernels, an AMD GPU with unknown-shape ops, multi-stream HTA traces
+    "anchor:amd_tracelens/torch_compile_triton/trace.json.gz",
+    "anchor:amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "anchor:hta/trace_diff/control/control.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", ROUND_TRIP_TRACES)
 def test_every_registered_result_round_trips_through_msgspec(name: str) -> None:
-    report = analyze(load_trace(recorded_trace(name)))
+    where, _, relative = name.partition(":")
+    report = analyze(load_trace(recorded_trace(relative) if where == "recorded" else anchor(relative)))
     for entry in ANALYSES:
         msgspec.inspect.type_info(entry.result)  # raises for a type msgspec cannot handle
         result = report[entry.name]
