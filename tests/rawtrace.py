@@ -1,0 +1,106 @@
+"""Independent reference computations over raw trace events: json/gzip and plain Python only, no tracelens.
+
+Tests compare tracelens' figures with these; nothing here may import tracelens or numpy, so a bug in the
+columnar code cannot hide in both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+NCCL = re.compile(r"^nccl.*kernel", re.IGNORECASE)
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    """The file's `ph: "X"` events."""
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as handle:
+        document = json.load(handle)
+    raw = document["traceEvents"] if isinstance(document, dict) else document
+    return [e for e in raw if e.get("ph") == "X"]
+
+
+def merge(intervals: list[tuple[float, float]]) -> list[list[float]]:
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+def intersection(a: list[list[float]], b: list[list[float]]) -> float:
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def steps(evs: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
+    """(number, start µs, end µs) of each ProfilerStep#N annotation, in time order."""
+    found = []
+    for e in evs:
+        name = str(e.get("name", ""))
+        if name.startswith("ProfilerStep#"):
+            found.append((int(name.split("#")[1]), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+    return sorted(found, key=lambda s: s[1])
+
+
+def launch_times(evs: list[dict[str, Any]]) -> dict[int, float]:
+    """Start (µs) of each runtime/driver call, by correlation id."""
+    out = {}
+    for e in evs:
+        if str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime"):
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                out[int(corr)] = float(e["ts"])
+    return out
+
+
+def kernel_steps(evs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int | None]]:
+    """Each kernel with the number of the ProfilerStep its launch call lies in (None: no launch or no step)."""
+    launches = launch_times(evs)
+    spans = steps(evs)
+    out = []
+    for e in evs:
+        if str(e.get("cat", "")).lower() != "kernel":
+            continue
+        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        step = None
+        if launched is not None:
+            for number, start, end in spans:
+                if start <= launched < end:
+                    step = number
+        out.append((e, step))
+    return out
+
+
+def comm_overlap_pct(path: Path, complete_steps: set[int]) -> float | None:
+    """Percent of the union of NCCL kernels launched in `complete_steps` that compute kernels (any kernel that is
+    not NCCL) overlap; intervals per device."""
+    by_device: dict[Any, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {}
+    for e, step in kernel_steps(events(path)):
+        device = (e.get("args") or {}).get("device")
+        comm, comp = by_device.setdefault(device, ([], []))
+        interval = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        if NCCL.match(e["name"]):
+            if step in complete_steps:
+                comm.append(interval)
+        else:
+            comp.append(interval)
+    total = hidden = 0.0
+    for comm, comp in by_device.values():
+        merged = merge(comm)
+        total += sum(end - start for start, end in merged)
+        hidden += intersection(merged, merge(comp))
+    return 100.0 * hidden / total if total else None

@@ -1,0 +1,116 @@
+"""Communication/computation overlap: how much of the time collectives run is hidden behind compute kernels.
+
+Contract: `analyze_comm_overlap(trace, window) -> CommOverlap`; pure.
+
+Definitions (per GPU device, then summed over devices):
+- *communication*: GPU kernels of category `communication` (NCCL/RCCL collectives and point-to-point,
+  see `model/kernel_names.py`); *compute*: every other kernel (memcpy and memset are neither, as in HTA);
+- `comm_us`: the union of a step's communication kernels (a kernel belongs to the step its launch lies in);
+- `overlapped_us`: the part of that union during which at least one compute kernel runs on the same device
+  (any stream, any step);
+- `exposed_us = comm_us − overlapped_us`: communication time that nothing hides;
+- `overlap_pct = overlapped_us / comm_us`, `null` when the step has no communication.
+`overlap_pct` over all analyzed steps is the figure HolisticTraceAnalysis' `get_comm_comp_overlap` reports for a
+rank loaded with `include_last_profiler_step=True` when every step is complete (HTA keeps the kernels launched
+before the last step ends; its default also drops the last step). Tests compare the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracelens.analyses.activity import GpuActivity, gpu_activity
+from tracelens.analyses.intervals import overlap_ns, union
+from tracelens.analyses.window import Window
+from tracelens.model.events import Kind
+from tracelens.model.kernel_names import CATEGORIES
+from tracelens.model.stats import distinct_ints, median
+from tracelens.model.trace import Trace
+
+NS_PER_US = 1000.0
+_COMM = CATEGORIES.index("communication")
+
+
+@dataclass(frozen=True)
+class StepOverlap:
+    number: int
+    comm_us: float
+    overlapped_us: float
+    exposed_us: float
+    overlap_pct: float | None  # None: no communication in the step
+
+
+@dataclass(frozen=True)
+class CommOverlap:
+    """Medians over the analyzed steps; `None` where the trace has no communication kernels."""
+
+    comm_kernels: int  # communication kernels in the analyzed steps
+    comm_us_per_step: float | None
+    overlapped_us_per_step: float | None
+    exposed_us_per_step: float | None
+    overlap_pct: float | None  # overlapped / comm over all analyzed steps together
+    steps: list[StepOverlap]
+    note: str
+
+
+def analyze_comm_overlap(trace: Trace, window: Window) -> CommOverlap:
+    """Communication/computation overlap per analyzed step (see the module docstring)."""
+    activity = gpu_activity(trace)
+    kernels = activity.subset(activity.kind == Kind.KERNEL)
+    is_comm = kernels.category == _COMM
+    position = np.full(len(trace.steps) + 1, -1, dtype=np.int64)
+    position[window.step_indices] = np.arange(window.n_steps)
+    group = position[kernels.step]  # -1 (no step) reads position[-1] == -1
+    per_step = _overlap_by_group(kernels, is_comm & (group >= 0), np.maximum(group, 0), window.n_steps)
+    steps = [
+        StepOverlap(
+            number=number,
+            comm_us=comm / NS_PER_US,
+            overlapped_us=hidden / NS_PER_US,
+            exposed_us=(comm - hidden) / NS_PER_US,
+            overlap_pct=100.0 * hidden / comm if comm > 0 else None,
+        )
+        for number, comm, hidden in zip(window.step_numbers, per_step[0].tolist(), per_step[1].tolist(), strict=True)
+    ]
+    n_comm = int((is_comm & (group >= 0)).sum())
+    total_comm, total_hidden = float(per_step[0].sum()), float(per_step[1].sum())
+    if not is_comm.any():
+        note = "no communication kernels in the trace"
+    elif n_comm == 0:
+        note = "communication kernels exist but none was launched in the analyzed steps"
+    else:
+        note = f"{n_comm} communication kernels in {window.n_steps} steps"
+    return CommOverlap(
+        comm_kernels=n_comm,
+        comm_us_per_step=_median_us([s.comm_us for s in steps]) if n_comm else None,
+        overlapped_us_per_step=_median_us([s.overlapped_us for s in steps]) if n_comm else None,
+        exposed_us_per_step=_median_us([s.exposed_us for s in steps]) if n_comm else None,
+        overlap_pct=100.0 * total_hidden / total_comm if total_comm > 0 else None,
+        steps=steps,
+        note=note,
+    )
+
+
+def _overlap_by_group(
+    kernels: GpuActivity, is_comm: np.ndarray, group: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(comm ns, overlapped ns) per group: the union of each group's communication kernels on each device,
+    and how much of it overlaps the union of that device's compute kernels."""
+    comm_ns = np.zeros(n_groups, dtype=np.float64)
+    hidden_ns = np.zeros(n_groups, dtype=np.float64)
+    end_ns = kernels.ts_ns + kernels.dur_ns
+    for device in distinct_ints(kernels.device).tolist():
+        on_device = kernels.device == device
+        compute = union(kernels.ts_ns[on_device & ~is_comm], end_ns[on_device & ~is_comm])
+        for g in distinct_ints(group[on_device & is_comm]).tolist():
+            pick = on_device & is_comm & (group == g)
+            merged = union(kernels.ts_ns[pick], end_ns[pick])
+            comm_ns[g] += float((merged[:, 1] - merged[:, 0]).sum())
+            hidden_ns[g] += float(overlap_ns(merged[:, 0], merged[:, 1], compute).sum())
+    return comm_ns, hidden_ns
+
+
+def _median_us(values: list[float]) -> float:
+    return float(median(np.asarray(values, dtype=np.float64)))
