@@ -1,0 +1,591 @@
+"""Critical path of a step, and what-if: "if X were k× faster, the step would shrink by Y µs".
+
+Contract: `analyze_critical_path(trace, window) -> CriticalPath` (pure) and
+`what_if(trace, step_index, changes) -> WhatIf` (pure). Both re-time one step with `replay`.
+
+The dependency graph of a step (the step's CPU span and the GPU activity launched in it):
+- **CPU threads**: each thread that issues launch or sync calls in the step is a chain of those calls; between two
+  calls (and from the step's start to the first) lies CPU work of the observed length (ops, Python, other API
+  calls: everything that is not the call itself).
+- **Launch → GPU activity** (by correlation): an activity can start once its launch call has started plus a
+  launch latency.
+- **Stream order**: an activity starts after the previous activity on its (device, stream) ends.
+- **Cross-stream waits**: an activity that started later than both its launch and its stream allow, right
+  after an activity of another stream on the same device ended (≤ `CROSS_STREAM_NS`), depends on that one
+  (what `cudaStreamWaitEvent` does; the trace's records carry no event ids, so the dependency is read from time).
+- **Syncs** (`cudaDeviceSynchronize`, `cudaStreamSynchronize`, event syncs, blocking copies): the call returns
+  after the latest GPU activity that was launched before it started and ended before it returned.
+
+`replay` computes every node's time in observed order. Each node starts at the max over its constraints of the
+constraint's time plus an offset; the *binding* constraint (the one that determined the observed start) keeps its
+observed offset, the others get their minimum (launch latency: the median latency of launch-bound activities,
+capped by the node's own; stream and cross-stream: 0). With no change the replay reproduces every observed time
+exactly (a test checks this on every trace); with changes (CPU work k× faster, some activities k× faster or of a
+new length) it predicts the step. The step ends at the later of its CPU end and its last GPU end.
+
+The **critical path** follows binding constraints back from the step's end; its time is split into CPU dispatch
+(work between calls and the launch calls themselves), launch latency, GPU activity by category, GPU gaps on a
+stream, sync returns, and waits the graph does not explain (`other_wait`). This runs a Python loop over one step's
+launch/sync calls and GPU activities (a graph walk is sequential); steps above `MAX_NODES` nodes are not analyzed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from tracelens.analyses.activity import GpuActivity, gpu_activity
+from tracelens.analyses.dispatch import LAYERS, classify_layers
+from tracelens.analyses.window import Window
+from tracelens.model.events import API_KINDS, kind_mask
+from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.stats import median
+from tracelens.model.trace import Trace
+
+NS_PER_US = 1000.0
+CROSS_STREAM_NS = 5_000
+DEFAULT_LAUNCH_LATENCY_NS = 5_000
+MAX_NODES = 200_000
+STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the path
+_LAUNCH = LAYERS.index("launch")
+_SYNC = LAYERS.index("sync")
+
+CPU, LAUNCH_LATENCY, SYNC, GPU_GAP, OTHER_WAIT = "cpu_dispatch", "launch_latency", "sync", "gpu_gap", "other_wait"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One what-if change. `target`: "cpu" (all CPU work and launch calls), "category:NAME" (GPU activity of a
+    kernel category), "kernel:PATTERN" (activities whose full or short name contains PATTERN, or matches it as a
+    regex when it starts with `re:`), "op:NAME" (activities launched by that op). `speedup` divides durations
+    (2 = twice as fast); `set_us`, when given, sets each matched GPU activity's duration instead."""
+
+    target: str
+    speedup: float = 1.0
+    set_us: float | None = None
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """One step's nodes as plain lists, in observed order (built once, replayed many times)."""
+
+    step_index: int
+    start_ns: int
+    cpu_end_ns: int
+    # calls (launch or sync) on CPU threads
+    call_thread: list[int]
+    call_start_ns: list[int]
+    call_dur_ns: list[int]
+    call_is_sync: list[bool]
+    call_row: list[int]
+    # GPU activities
+    gpu_start_ns: list[int]
+    gpu_dur_ns: list[int]
+    gpu_lane: list[int]
+    gpu_launch_call: list[int]  # index into calls, -1 = launched outside the step's calls
+    gpu_category: list[int]
+    gpu_name: list[int]
+    gpu_op: list[int]  # op name code, -1 = none
+    launch_latency_ns: int
+    # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
+    order: list[tuple[int, int]] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Replay:
+    step_ns: int  # from the step's start to its end
+    cpu_end_ns: int
+    gpu_end_ns: int
+    path: dict[str, float]  # critical-path composition, ns by part (GPU parts as "gpu:<category>")
+    path_kernels: dict[int, int]  # name code -> ns on the path
+    path_ops: dict[int, int]  # op name code -> ns of GPU time on the path
+
+
+@dataclass(frozen=True)
+class PathPart:
+    part: str  # cpu_dispatch, launch_latency, sync, gpu_gap, other_wait, or gpu:<category>
+    us: float
+    pct: float
+
+
+@dataclass(frozen=True)
+class PathItem:
+    name: str
+    us: float
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    change: str
+    step_us: float
+    predicted_step_us: float
+    saved_us: float
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    step: int | None  # the analyzed step's number (the step of median length), None when none
+    step_us: float | None  # the step's length (start → later of CPU end and last GPU end)
+    replay_error_us: float | None  # |replayed − observed| step length with no change (0 when the graph is sound)
+    composition: list[PathPart]
+    top_kernels: list[PathItem]
+    top_ops: list[PathItem]
+    what_if: list[WhatIf]
+    note: str
+
+
+def analyze_critical_path(trace: Trace, window: Window) -> CriticalPath:
+    """The critical path of the analyzed step of median length, and standard what-ifs."""
+    index = _median_step(trace, window)
+    if index is None:
+        return _empty("no complete step with GPU activity to analyze")
+    graph = build_graph(trace, index)
+    if graph is None:
+        return _empty(f"step {int(trace.steps.number[index])} has more than {MAX_NODES:,} nodes; not analyzed")
+    base = replay(graph)
+    observed = _observed_step_ns(graph)
+    names = trace.events.names
+    total = sum(base.path.values()) or 1.0
+    composition = [
+        PathPart(part=part, us=ns / NS_PER_US, pct=100.0 * ns / total)
+        for part, ns in sorted(base.path.items(), key=lambda item: -item[1])
+        if ns > 0
+    ]
+    top_kernels = [
+        PathItem(short_name(names[code]), ns / NS_PER_US)
+        for code, ns in sorted(base.path_kernels.items(), key=lambda item: -item[1])[:5]
+    ]
+    top_ops = [
+        PathItem(names[code] if code >= 0 else "(no op)", ns / NS_PER_US)
+        for code, ns in sorted(base.path_ops.items(), key=lambda item: -item[1])[:5]
+    ]
+    return CriticalPath(
+        step=int(trace.steps.number[index]),
+        step_us=base.step_ns / NS_PER_US,
+        replay_error_us=abs(base.step_ns - observed) / NS_PER_US,
+        composition=composition,
+        top_kernels=top_kernels,
+        top_ops=top_ops,
+        what_if=_standard_what_ifs(trace, graph, base),
+        note=f"step {int(trace.steps.number[index])} (median length of {window.n_steps} analyzed steps), "
+        f"{len(graph.call_start_ns)} launch/sync calls, {len(graph.gpu_start_ns)} GPU activities",
+    )
+
+
+def what_if(trace: Trace, step_index: int, changes: tuple[Change, ...] | list[Change]) -> WhatIf:
+    """The step `step_index` (index into `trace.steps`) re-timed with `changes` applied."""
+    graph = build_graph(trace, step_index)
+    if graph is None:
+        raise ValueError(f"step index {step_index} has more than {MAX_NODES} nodes")
+    base = replay(graph)
+    after = replay(graph, _resolve(trace, graph, tuple(changes)))
+    return WhatIf(
+        change=", ".join(_describe(c) for c in changes),
+        step_us=base.step_ns / NS_PER_US,
+        predicted_step_us=after.step_ns / NS_PER_US,
+        saved_us=(base.step_ns - after.step_ns) / NS_PER_US,
+    )
+
+
+# --- graph --------------------------------------------------------------------------------------------------
+
+
+def build_graph(trace: Trace, index: int) -> StepGraph | None:
+    """The dependency graph of step `index` (see the module docstring); None when it is too large."""
+    ev, steps = trace.events, trace.steps
+    start, cpu_end = int(steps.start_ns[index]), int(steps.end_ns[index])
+    activity = gpu_activity(trace)
+    mine = activity.subset(activity.step == index)
+    layer = classify_layers(trace)
+    is_api = kind_mask(ev.kind, API_KINDS)
+    in_span = (ev.ts_ns >= start) & (ev.ts_ns < cpu_end)
+    launched_calls = np.zeros(len(ev), dtype=bool)
+    launched_calls[mine.launch[mine.launch >= 0]] = True
+    calls = np.flatnonzero(is_api & in_span & (((layer == _LAUNCH) & launched_calls) | (layer == _SYNC)))
+    if calls.size + len(mine) > MAX_NODES:
+        return None
+    calls = calls[np.lexsort((calls, ev.ts_ns[calls]))]
+    call_of_row = {int(row): i for i, row in enumerate(calls.tolist())}
+    order_g = np.lexsort((mine.row, mine.ts_ns))
+    g = _reordered(mine, order_g)
+    lanes = g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)
+    launch_call = [call_of_row.get(int(r), -1) for r in g.launch.tolist()]
+    latency = _typical_latency(ev.ts_ns, g, launch_call, calls)
+    order = _order(
+        ev.ts_ns[calls].tolist(), (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist(), layer[calls] == _SYNC, g.ts_ns.tolist()
+    )
+    return StepGraph(
+        step_index=index,
+        start_ns=start,
+        cpu_end_ns=cpu_end,
+        call_thread=ev.track[calls].tolist(),
+        call_start_ns=ev.ts_ns[calls].tolist(),
+        call_dur_ns=ev.dur_ns[calls].tolist(),
+        call_is_sync=(layer[calls] == _SYNC).tolist(),
+        call_row=calls.tolist(),
+        gpu_start_ns=g.ts_ns.tolist(),
+        gpu_dur_ns=g.dur_ns.tolist(),
+        gpu_lane=lanes.tolist(),
+        gpu_launch_call=launch_call,
+        gpu_category=g.category.tolist(),
+        gpu_name=g.name.tolist(),
+        gpu_op=g.op_name.tolist(),
+        launch_latency_ns=latency,
+        order=order,
+    )
+
+
+def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
+    return GpuActivity(**{f.name: getattr(activity, f.name)[order] for f in fields(activity)})
+
+
+def _order(
+    call_start: list[int], call_end: list[int], is_sync: np.ndarray, gpu_start: list[int]
+) -> list[tuple[int, int]]:
+    """Observed order: call starts, sync returns and GPU activity starts by time; at one time a sync return
+    first, then a call, then an activity."""
+    keys = [(t, 1, i) for i, t in enumerate(call_start)] + [(t, 2, k) for k, t in enumerate(gpu_start)]
+    keys += [(call_end[i], 0, i) for i in np.flatnonzero(is_sync).tolist()]
+    keys.sort()
+    return [(what, i) for _, what, i in keys]
+
+
+def _typical_latency(ts_ns: np.ndarray, g: GpuActivity, launch_call: list[int], calls: np.ndarray) -> int:
+    """Median launch → start latency of activities that started when nothing else held them back (their stream
+    was idle); `DEFAULT_LAUNCH_LATENCY_NS` when there are none."""
+    samples = []
+    previous_end: dict[int, int] = {}
+    lanes = (g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)).tolist()
+    for k, lane in enumerate(lanes):
+        start = int(g.ts_ns[k])
+        call = launch_call[k]
+        if call >= 0 and start > previous_end.get(lane, -1) + CROSS_STREAM_NS:
+            samples.append(start - int(ts_ns[calls[call]]))
+        previous_end[lane] = max(previous_end.get(lane, -1), start + int(g.dur_ns[k]))
+    return int(median(samples)) if samples else DEFAULT_LAUNCH_LATENCY_NS
+
+
+# --- replay -------------------------------------------------------------------------------------------------
+
+
+def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None) -> Replay:
+    """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns})."""
+    cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
+    n_calls, n_gpu = len(graph.call_start_ns), len(graph.gpu_start_ns)
+    c_start = [0] * n_calls
+    c_end = [0] * n_calls
+    c_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_calls  # how the call's start was reached
+    c_own: list[tuple[str, int, int]] = [
+        ("", -1, 0)
+    ] * n_calls  # how its end was reached from its start (or a GPU node)
+    g_start = [0] * n_gpu
+    g_end = [0] * n_gpu
+    g_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_gpu
+    thread_last: dict[int, int] = {}  # thread -> index of its last call
+    lane_last: dict[int, int] = {}  # lane -> index of its last GPU activity (observed order)
+    ends_obs: list[tuple[int, int]] = []  # (observed end, gpu index) of processed activities, sorted
+    for what, node in graph.order:
+        if what == 1:
+            _replay_call(graph, node, cpu_factor, c_start, c_end, c_from, c_own, thread_last)
+            thread_last[graph.call_thread[node]] = node
+        elif what == 0:
+            _return_sync(graph, node, c_start, c_end, c_own, g_end, ends_obs)
+        else:
+            k = node
+            _replay_gpu(graph, k, gpu_dur, c_start, g_start, g_end, g_from, lane_last, ends_obs)
+            lane = graph.gpu_lane[k]
+            lane_last[lane] = k
+            bisect.insort(ends_obs, (graph.gpu_start_ns[k] + graph.gpu_dur_ns[k], k))
+    return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start, thread_last)
+
+
+def _replay_call(
+    graph: StepGraph,
+    i: int,
+    cpu_factor: float,
+    c_start: list[int],
+    c_end: list[int],
+    c_from: list[tuple[str, int, int]],
+    c_own: list[tuple[str, int, int]],
+    thread_last: dict[int, int],
+) -> None:
+    """A call starts after the CPU work since the thread's previous call; a launch call's end follows (a sync's
+    end waits for `_return_sync`)."""
+    previous = thread_last.get(graph.call_thread[i], -1)
+    anchor_obs = graph.call_start_ns[previous] + graph.call_dur_ns[previous] if previous >= 0 else graph.start_ns
+    anchor = c_end[previous] if previous >= 0 else graph.start_ns
+    work = round(max(0, graph.call_start_ns[i] - anchor_obs) / cpu_factor)
+    c_start[i] = anchor + work
+    duration = round(graph.call_dur_ns[i] / cpu_factor) if not graph.call_is_sync[i] else graph.call_dur_ns[i]
+    c_end[i] = c_start[i] + duration  # a sync's end is settled when it returns
+    c_from[i] = (CPU, previous, work)
+    c_own[i] = (CPU, -1, duration)
+
+
+def _return_sync(
+    graph: StepGraph,
+    i: int,
+    c_start: list[int],
+    c_end: list[int],
+    c_own: list[tuple[str, int, int]],
+    g_end: list[int],
+    ends_obs: list[tuple[int, int]],
+) -> None:
+    """A sync returns after the latest activity that was launched before it started and ended before it returned
+    (plus the observed return time), or after its own observed length when it awaited nothing."""
+    end_obs = graph.call_start_ns[i] + graph.call_dur_ns[i]
+    awaited = -1
+    for position in range(bisect.bisect_right(ends_obs, (end_obs, len(g_end))) - 1, -1, -1):
+        gpu_end_obs, k = ends_obs[position]
+        if gpu_end_obs <= graph.call_start_ns[i]:
+            break
+        launch = graph.gpu_launch_call[k]
+        if launch < 0 or graph.call_start_ns[launch] <= graph.call_start_ns[i]:
+            awaited = k
+            break
+    if awaited < 0:
+        return  # nothing awaited: the call takes its observed time (set when it started)
+    after = end_obs - (graph.gpu_start_ns[awaited] + graph.gpu_dur_ns[awaited])
+    if g_end[awaited] + after >= c_start[i]:
+        c_end[i] = g_end[awaited] + after
+        c_own[i] = (SYNC, ~awaited, after)
+    else:  # the awaited work finished before the sync was reached: it returns at once
+        c_end[i] = c_start[i] + min(after, graph.call_dur_ns[i])
+        c_own[i] = (SYNC, -1, c_end[i] - c_start[i])
+
+
+def _replay_gpu(
+    graph: StepGraph,
+    k: int,
+    gpu_dur: dict[int, int],
+    c_start: list[int],
+    g_start: list[int],
+    g_end: list[int],
+    g_from: list[tuple[str, int, int]],
+    lane_last: dict[int, int],
+    ends_obs: list[tuple[int, int]],
+) -> None:
+    start_obs = graph.gpu_start_ns[k]
+    lane = graph.gpu_lane[k]
+    # candidates: (observed constraint time, replayed constraint time, minimum offset, part, predecessor); a
+    # constraint observed after the start (clock skew, overlapping records) counts as reached at the start
+    candidates: list[tuple[int, int, int, str, int]] = []
+
+    def add(observed: int, replayed: int, minimum: int, part: str, predecessor: int) -> None:
+        shift = max(0, observed - start_obs)
+        candidates.append((observed - shift, replayed - shift, minimum, part, predecessor))
+
+    call = graph.gpu_launch_call[k]
+    if call >= 0:
+        latency = min(graph.launch_latency_ns, max(0, start_obs - graph.call_start_ns[call]))
+        add(graph.call_start_ns[call], c_start[call], latency, LAUNCH_LATENCY, call)
+    previous = lane_last.get(lane, -1)
+    if previous >= 0:
+        add(graph.gpu_start_ns[previous] + graph.gpu_dur_ns[previous], g_end[previous], 0, GPU_GAP, ~previous)
+    explained = max((c[0] + c[2] for c in candidates), default=graph.start_ns)
+    if start_obs - explained > CROSS_STREAM_NS:
+        position = bisect.bisect_right(ends_obs, (start_obs, len(g_end))) - 1
+        while position >= 0 and ends_obs[position][0] >= start_obs - CROSS_STREAM_NS:
+            j = ends_obs[position][1]
+            if graph.gpu_lane[j] != lane:
+                add(ends_obs[position][0], g_end[j], 0, GPU_GAP, ~j)
+                break
+            position -= 1
+    if not candidates:  # launched outside the step's calls and first on its lane: keep its observed start
+        g_start[k] = start_obs
+        g_from[k] = (OTHER_WAIT, -1, start_obs - graph.start_ns)
+    else:
+        binding = max(candidates, key=lambda c: (c[0] + c[2], c[0]))
+        offset = start_obs - binding[0]
+        start = binding[1] + offset
+        for _obs, new, minimum, _part, _pred in candidates:
+            start = max(start, new + minimum)
+        g_start[k] = start
+        g_from[k] = (binding[3], binding[4], start - binding[1])
+    g_end[k] = g_start[k] + gpu_dur.get(k, graph.gpu_dur_ns[k])
+
+
+def _finish(
+    graph: StepGraph,
+    cpu_factor: float,
+    c_end: list[int],
+    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
+    g_end: list[int],
+    g_from: list[tuple[str, int, int]],
+    g_start: list[int],
+    thread_last: dict[int, int],
+) -> Replay:
+    main = _main_thread(graph, thread_last)
+    last = thread_last.get(main, -1) if main is not None else -1
+    tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
+    cpu_end = (c_end[last] if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
+    gpu_end = max(g_end, default=graph.start_ns)
+    path: dict[str, float] = {}
+    kernels: dict[int, int] = {}
+    ops: dict[int, int] = {}
+    if gpu_end > cpu_end:
+        node = ~max(range(len(g_end)), key=lambda k: (g_end[k], -k))
+    else:
+        path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
+        node = last
+    _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops)
+    return Replay(
+        step_ns=max(cpu_end, gpu_end) - graph.start_ns,
+        cpu_end_ns=cpu_end,
+        gpu_end_ns=gpu_end,
+        path=path,
+        path_kernels=kernels,
+        path_ops=ops,
+    )
+
+
+def _walk(
+    graph: StepGraph,
+    node: int,
+    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
+    g_from: list[tuple[str, int, int]],
+    g_start: list[int],
+    g_end: list[int],
+    path: dict[str, float],
+    kernels: dict[int, int],
+    ops: dict[int, int],
+) -> None:
+    """Follow binding constraints back from `node` (a call's end when >= 0, a GPU activity when < 0) and add
+    each stretch of time to its part of the path."""
+    starts, owns = c_from
+    at_start = False  # a call is entered at its end (from its thread's next call or the step's end)...
+    for _ in range(2 * (len(starts) + len(g_from)) + 2):
+        if node == -1:
+            return
+        if node >= 0 and not at_start:
+            part, predecessor, ns = owns[node]
+            path[part] = path.get(part, 0) + ns
+            if predecessor != -1:  # a sync that waited for GPU work
+                node = predecessor
+                continue
+            at_start = True
+            continue
+        if node >= 0:  # ... or at its start (from an activity it launched)
+            part, node, ns = starts[node]
+            path[part] = path.get(part, 0) + ns
+            at_start = False
+            continue
+        k = ~node
+        duration = g_end[k] - g_start[k]
+        category = f"gpu:{CATEGORIES[graph.gpu_category[k]]}"
+        path[category] = path.get(category, 0) + duration
+        kernels[graph.gpu_name[k]] = kernels.get(graph.gpu_name[k], 0) + duration
+        ops[graph.gpu_op[k]] = ops.get(graph.gpu_op[k], 0) + duration
+        part, node, ns = g_from[k]
+        if part == LAUNCH_LATENCY and ns > graph.launch_latency_ns:  # beyond the usual latency: unexplained
+            path[OTHER_WAIT] = path.get(OTHER_WAIT, 0) + ns - graph.launch_latency_ns
+            ns = graph.launch_latency_ns
+        path[part] = path.get(part, 0) + ns
+        at_start = part == LAUNCH_LATENCY  # a launch edge enters the call at its start
+
+
+def _main_thread(graph: StepGraph, thread_last: dict[int, int]) -> int | None:
+    """The thread whose calls end last (the one that carries the step to its end)."""
+    if not thread_last:
+        return None
+    return max(thread_last, key=lambda t: graph.call_start_ns[thread_last[t]] + graph.call_dur_ns[thread_last[t]])
+
+
+def _observed_step_ns(graph: StepGraph) -> int:
+    gpu_end = max((s + d for s, d in zip(graph.gpu_start_ns, graph.gpu_dur_ns, strict=True)), default=0)
+    return max(graph.cpu_end_ns, gpu_end) - graph.start_ns
+
+
+# --- what-if ------------------------------------------------------------------------------------------------
+
+
+def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tuple[float, dict[int, int]]:
+    """(CPU factor, {GPU activity index: new duration ns}) for `changes` (later changes win)."""
+    cpu_factor = 1.0
+    durations: dict[int, int] = {}
+    names = trace.events.names
+    for change in changes:
+        if change.speedup <= 0:
+            raise ValueError(f"speedup must be > 0: {change.target}")
+        if change.target == "cpu":
+            cpu_factor = change.speedup
+            continue
+        match = _matcher(change.target, names)
+        for k in range(len(graph.gpu_start_ns)):
+            if match(graph.gpu_name[k], graph.gpu_category[k], graph.gpu_op[k]):
+                base = graph.gpu_dur_ns[k]
+                durations[k] = (
+                    round(change.set_us * NS_PER_US) if change.set_us is not None else round(base / change.speedup)
+                )
+    return cpu_factor, durations
+
+
+def _matcher(target: str, names: tuple[str, ...]) -> Callable[[int, int, int], bool]:
+    kind, _, pattern = target.partition(":")
+    if kind == "category":
+        code = CATEGORIES.index(pattern) if pattern in CATEGORIES else -99
+        return lambda name, category, op: category == code
+    if kind == "op":
+        return lambda name, category, op: op >= 0 and names[op] == pattern
+    if kind == "kernel":  # the full name or the short name (`vectorized_elementwise_kernel[gelu]`)
+        regex = re.compile(pattern[3:]) if pattern.startswith("re:") else None
+        if regex is not None:
+            return lambda name, category, op: bool(regex.search(names[name]) or regex.search(short_name(names[name])))
+        return lambda name, category, op: pattern in names[name] or pattern in short_name(names[name])
+    raise ValueError(f"unknown what-if target {target!r} (cpu, category:NAME, kernel:PATTERN, op:NAME)")
+
+
+def _describe(change: Change) -> str:
+    if change.set_us is not None:
+        return f"{change.target} → {change.set_us:g} µs each"
+    return f"{change.target} {change.speedup:g}× faster"
+
+
+def _standard_what_ifs(trace: Trace, graph: StepGraph, base: Replay) -> list[WhatIf]:
+    """All CPU work 2× faster, and each of the GPU categories with most time on the path 2× faster."""
+    changes = [Change("cpu", 2.0)]
+    on_path = sorted(
+        ((ns, part[4:]) for part, ns in base.path.items() if part.startswith("gpu:") and ns > 0), reverse=True
+    )
+    changes += [Change(f"category:{category}", 2.0) for _, category in on_path[:STANDARD_CATEGORIES]]
+    out = []
+    for change in changes:
+        after = replay(graph, _resolve(trace, graph, (change,)))
+        out.append(
+            WhatIf(
+                change=_describe(change),
+                step_us=base.step_ns / NS_PER_US,
+                predicted_step_us=after.step_ns / NS_PER_US,
+                saved_us=(base.step_ns - after.step_ns) / NS_PER_US,
+            )
+        )
+    return out
+
+
+def _median_step(trace: Trace, window: Window) -> int | None:
+    """Index of the analyzed step of median length among those that launched GPU work."""
+    activity = gpu_activity(trace)
+    with_gpu = np.zeros(len(trace.steps) + 1, dtype=bool)
+    with_gpu[activity.step[activity.step >= 0]] = True
+    candidates = [int(i) for i in window.step_indices.tolist() if with_gpu[i]]
+    if not candidates:
+        return None
+    lengths = sorted((int(trace.steps.duration_ns[i]), i) for i in candidates)
+    return lengths[(len(lengths) - 1) // 2][1]
+
+
+def _empty(note: str) -> CriticalPath:
+    return CriticalPath(
+        step=None,
+        step_us=None,
+        replay_error_us=None,
+        composition=[],
+        top_kernels=[],
+        top_ops=[],
+        what_if=[],
+        note=note,
+    )
