@@ -53,8 +53,12 @@ def test_timeline_draws_every_slice_of_a_small_trace(tiny: tuple) -> None:
     document = build_report([tiny])
     fig = document.panel("timeline").figure.to_dict()
     by_name = traces_by_name(fig)
-    # 5 colour groups x (bars + hover points) + the launch links
-    assert len(fig["data"]) == 11
+    # 5 colour groups x (bars + hover points) + the launch links + the GPU lane's utilization strip
+    assert len(fig["data"]) == 12
+    util = [t for t in fig["data"] if t.get("meta", {}).get("lod") == "util"]
+    assert len(util) == 1 and util[0]["meta"]["lane"] == 3
+    z = np.asarray(util[0]["z"][0], dtype=float)
+    assert 0.0 < z.max() <= 1.0 and z.min() >= 0.0
     expected = {"CPU op": 4, "user annotation": 2, "runtime / driver call": 4, "GPU: gemm": 2, "GPU: elementwise": 2}
     for name, count in expected.items():
         bars, hover = by_name[(name, "skip")], by_name[(name, "text")]

@@ -111,17 +111,110 @@ def chart_div(figure: go.Figure, div_id: str) -> str:
 
 def _plot_script(document: ReportDocument) -> str:
     """One script after every panel exists (so each chart gets its final width) that draws the charts in
-    page order."""
+    page order, with the timeline's level-of-detail redraw (`LOD_SCRIPT`)."""
     config = json.dumps(PLOTLY_CONFIG, sort_keys=True)
     body = "\n".join(_draw(panel_id, figure, config) for panel_id, figure in document.figures())
-    return f'<script type="text/javascript">\n{body}\n</script>'
+    return f'<script type="text/javascript">\n{LOD_SCRIPT}\n{body}\n</script>'
 
 
 def _draw(panel_id: str, figure: go.Figure, config: str) -> str:
     figure_json = _figure_json(figure)
     return (
-        f'(function () {{ var f = {figure_json}; Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config}); }})();'
+        f'(function () {{ var f = {figure_json}; Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config})'
+        f".then(tlWatch); }})();"
     )
+
+
+# Level of detail for charts whose traces carry `meta.lod` (report/timeline.py says what the tags mean): on load
+# and after every zoom, the slices in the visible range are merged per lane where they are closer than a pixel,
+# every band is drawn at least a pixel wide, and each GPU utilization strip is recomputed for the range.
+LOD_SCRIPT = """
+var TL_BINS = 400;
+function tlOriginals(gd) {
+  var groups = {}, utils = [], o = {groups: [], utils: [], lanes: {}};
+  gd.data.forEach(function (t, i) {
+    var m = t.meta;
+    if (!m || !m.lod) return;
+    if (m.lod === "util") { utils.push(i); return; }
+    (groups[m.group] = groups[m.group] || {})[m.lod] = i;
+  });
+  var full = {};  // decoded arrays (gd.data may still hold plotly's base64 typed-array form)
+  gd._fullData.forEach(function (t) { full[t.index] = t; });
+  Object.keys(groups).forEach(function (g) {
+    var b = full[groups[g].bars], h = full[groups[g].hover], n = h.x.length;
+    var s = new Float64Array(n), e = new Float64Array(n), y = new Int32Array(n), idx = new Array(n);
+    for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
+    idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
+    o.groups.push({s: s, e: e, y: y, idx: idx, text: h.text ? Array.prototype.slice.call(h.text) : null,
+                   bars: groups[g].bars, hover: groups[g].hover});
+  });
+  utils.forEach(function (i) { o.utils.push(i); o.lanes[gd.data[i].meta.lane] = []; });
+  o.groups.forEach(function (g) {
+    for (var k = 0; k < g.s.length; k++) { var l = o.lanes[g.y[k]]; if (l) l.push([g.s[k], g.e[k]]); }
+  });
+  Object.keys(o.lanes).forEach(function (lane) {
+    var merged = [];
+    o.lanes[lane].sort(function (a, c) { return a[0] - c[0]; }).forEach(function (iv) {
+      var last = merged[merged.length - 1];
+      if (last && iv[0] <= last[1]) { last[1] = Math.max(last[1], iv[1]); } else { merged.push([iv[0], iv[1]]); }
+    });
+    o.lanes[lane] = merged;
+  });
+  return o;
+}
+function tlLod(gd) {
+  var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
+  if (!o.groups.length) return;
+  var xa = gd._fullLayout.xaxis, x0 = xa.range[0], x1 = xa.range[1];
+  var px = (x1 - x0) / Math.max(xa._length, 1);
+  var bars = {x: [], y: []}, barIdx = [], hover = {x: [], y: [], text: []}, hoverIdx = [];
+  o.groups.forEach(function (g) {
+    var bx = [], by = [], hx = [], hy = [], ht = [], cur = null;
+    function flush() {
+      if (!cur) return;
+      var end = Math.max(cur.e, cur.s + px);
+      bx.push(cur.s, end, null); by.push(cur.y, cur.y, cur.y); hx.push((cur.s + end) / 2); hy.push(cur.y);
+      ht.push(cur.n === 1 && g.text ? g.text[cur.k] : cur.n.toLocaleString() + " slices merged at this zoom<br>"
+        + cur.busy.toFixed(1) + " µs summed over " + (cur.e - cur.s).toFixed(1) + " µs<br>zoom in to see each one");
+      cur = null;
+    }
+    for (var j = 0; j < g.idx.length; j++) {
+      var k = g.idx[j], s = g.s[k], e = g.e[k], y = g.y[k];
+      if (e < x0 - px || s > x1 + px) continue;
+      if (cur && cur.y === y && s - cur.e < px) { cur.e = Math.max(cur.e, e); cur.n += 1; cur.busy += e - s; }
+      else { flush(); cur = {s: s, e: e, y: y, n: 1, busy: e - s, k: k}; }
+    }
+    flush();
+    bars.x.push(bx); bars.y.push(by); barIdx.push(g.bars);
+    hover.x.push(hx); hover.y.push(hy); hover.text.push(ht); hoverIdx.push(g.hover);
+  });
+  Plotly.restyle(gd, bars, barIdx);
+  Plotly.restyle(gd, hover, hoverIdx);
+  if (!o.utils.length) return;
+  var edges = [], util = {x: [], z: []};
+  for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
+  o.utils.forEach(function (i) {
+    var merged = o.lanes[gd.data[i].meta.lane] || [], z = new Array(TL_BINS).fill(0), w = (x1 - x0) / TL_BINS;
+    merged.forEach(function (iv) {
+      if (iv[1] < x0 || iv[0] > x1 || w <= 0) return;
+      var first = Math.max(0, Math.floor((iv[0] - x0) / w)), last = Math.min(TL_BINS - 1, Math.floor((iv[1] - x0) / w));
+      for (var bin = first; bin <= last; bin++) {
+        var lo = Math.max(iv[0], edges[bin]), hi = Math.min(iv[1], edges[bin + 1]);
+        if (hi > lo) z[bin] += (hi - lo) / w;
+      }
+    });
+    util.x.push(edges); util.z.push([z]);
+  });
+  Plotly.restyle(gd, util, o.utils);
+}
+function tlWatch(gd) {
+  if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;
+  tlLod(gd);
+  gd.on("plotly_relayout", function (ev) {
+    if (Object.keys(ev).some(function (key) { return key.indexOf("xaxis") === 0; })) tlLod(gd);
+  });
+}
+"""
 
 
 def _figure_json(figure: go.Figure) -> str:

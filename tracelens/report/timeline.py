@@ -3,8 +3,15 @@
 Contract: `timeline_panel(trace, gpu, max_slices=..., focus_step=None) -> Panel`, pure. One step (`focus_step`,
 else the complete step of median length) is drawn slice by slice, at most `max_slices` slices (GPU activity
 first, then CPU events from the outermost level in); everything else is merged into grey blocks per lane, and
-the panel note says how much was merged. Slices are filled polygons (one SVG path per colour group), hover
+the panel note says how much was merged. Slices are thick line segments (one SVG path per colour group), hover
 points sit at slice centres, and launch → kernel links are line segments.
+
+Levels of detail: the figure holds every slice at full resolution, and its bar/hover traces carry
+`meta = {"lod": "bars"|"hover", "group": N}` (blocks too). The HTML page (`renderers/html.py`) redraws them for
+the visible range on load and after every zoom: slices closer than a pixel merge into one band (hover: count and
+busy µs), every band is at least one pixel wide, so no work ever disappears from view; zoomed in, slices are drawn
+and hovered one by one. Each GPU stream also has a utilization strip (a one-row heatmap across the top of its
+lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible range, recomputed on zoom).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -38,6 +46,8 @@ MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 NS_PER_US = 1000.0
 TEXT_CHARS = 120
+UTIL_BINS = 400  # utilization strip bins across the default view
+UTIL_HEIGHT = 0.1  # of a lane
 
 
 @dataclass(frozen=True)
@@ -63,12 +73,15 @@ def timeline_panel(
     height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * lanes.n_lanes)))
     bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(lanes.n_lanes, 1), 2)
     fig = go.Figure()
+    group = 0
     for label, color, mask in _groups(trace, lanes, category):
         chosen = mask & detailed
         if chosen.any():
-            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category)
+            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category, group)
+            group += 1
     links = _add_links(fig, trace, lanes, detailed)
-    blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px)
+    blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
+    _add_utilization(fig, trace, lanes, selection.focus)
     _lay_out_figure(fig, trace, lanes, selection.focus, height)
     note = _note(trace, selection, blocks, links)
     return Panel(id=panel_id, title="Timeline", figure=fig, note=note)
@@ -145,14 +158,16 @@ def _add_slices(
     op_of_row: np.ndarray,
     bar_px: float,
     category: np.ndarray,
+    group: int,
 ) -> None:
     rows = lanes.rows[picks]
     y = lanes.y[picks]
     start = trace.events.ts_ns[rows] / NS_PER_US
     end = start + trace.events.dur_ns[rows] / NS_PER_US
-    fig.add_trace(_bars(start, end, y, color, bar_px, name=label, legendgroup=label))
+    fig.add_trace(_bars(start, end, y, color, bar_px, name=label, legendgroup=label, meta=_lod("bars", group)))
     fig.add_trace(
         go.Scatter(
+            meta=_lod("hover", group),
             x=(start + end) / 2,
             y=_lane_array(y),
             mode="none",
@@ -259,7 +274,12 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
     return int(gpu.size)
 
 
-def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, bar_px: float) -> int:
+def _lod(role: str, group: int) -> dict[str, object]:
+    """The `meta` tag the page's level-of-detail script looks for."""
+    return {"lod": role, "group": group}
+
+
+def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, bar_px: float, group: int) -> int:
     """Grey blocks for events not drawn one by one; returns the number of blocks."""
     if not rest.any():
         return 0
@@ -270,13 +290,16 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
     s, e = blocks.start_ns / NS_PER_US, blocks.end_ns / NS_PER_US
     y = _lane_array(blocks.y)
     label = "merged (not drawn one by one)"
-    fig.add_trace(_bars(s, e, blocks.y, AGGREGATED_COLOR, bar_px, name=label, legendgroup=label))
+    fig.add_trace(
+        _bars(s, e, blocks.y, AGGREGATED_COLOR, bar_px, name=label, legendgroup=label, meta=_lod("bars", group))
+    )
     texts = [
         f"{count:,} merged events<br>{busy / NS_PER_US:,.1f} µs summed"
         for count, busy in zip(blocks.count.tolist(), blocks.busy_ns.tolist(), strict=True)
     ]
     fig.add_trace(
         go.Scatter(
+            meta=_lod("hover", group),
             x=(s + e) / 2,
             y=y,
             mode="none",
@@ -289,6 +312,52 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
         )
     )
     return len(blocks)
+
+
+def _add_utilization(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | None) -> None:
+    """A one-row heatmap across the top of each GPU stream's lane: the busy fraction of each of `UTIL_BINS` bins
+    of the default view (the page recomputes it for the visible range after each zoom)."""
+    ev = trace.events
+    gpu_rows = kind_mask(ev.kind[lanes.rows], GPU_ACTIVITY_KINDS)
+    if not gpu_rows.any():
+        return
+    if focus is not None and len(trace.steps) > 1:
+        low, high = (value * NS_PER_US for value in _step_range(trace, focus))
+    else:
+        low, high = float(ev.ts_ns.min()), float((ev.ts_ns + ev.dur_ns).max())
+    edges_ns = np.linspace(low, high, UTIL_BINS + 1)
+    for lane in np.unique(lanes.y[gpu_rows]).tolist():
+        rows = lanes.rows[gpu_rows & (lanes.y == lane)]
+        busy = _busy_per_bin(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows], edges_ns)
+        fig.add_trace(
+            go.Heatmap(
+                x=np.round(edges_ns / NS_PER_US, 3),
+                y=[lane - 0.5, lane - 0.5 + UTIL_HEIGHT],
+                z=[np.round(busy, 3)],
+                zmin=0,
+                zmax=1,
+                colorscale=[[0.0, "rgba(255,255,255,0)"], [1.0, "#111827"]],
+                showscale=False,
+                name="GPU utilization",
+                hovertemplate="GPU utilization %{z:.0%}<extra></extra>",
+                meta={"lod": "util", "lane": lane},
+            )
+        )
+
+
+def _busy_per_bin(start_ns: np.ndarray, end_ns: np.ndarray, edges_ns: np.ndarray) -> np.ndarray:
+    """Fraction of each bin [edges[i], edges[i+1]) covered by the union of the intervals."""
+    merged = merge_intervals(start_ns.astype(np.int64), end_ns.astype(np.int64))
+    covered = np.zeros(edges_ns.size, dtype=np.float64)
+    if merged.shape[0]:
+        starts, ends = merged[:, 0].astype(np.float64), merged[:, 1].astype(np.float64)
+        before = np.concatenate(([0.0], np.cumsum(ends - starts)[:-1]))
+        i = np.searchsorted(starts, edges_ns, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(edges_ns - starts[j], 0.0, ends[j] - starts[j])
+        covered = np.where(i >= 0, before[j] + inside, 0.0)
+    width = np.diff(edges_ns)
+    return np.divide(np.diff(covered), width, out=np.zeros(width.size), where=width > 0)
 
 
 # ---------------------------------------------------------------- layout and note
