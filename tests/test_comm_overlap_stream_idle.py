@@ -17,8 +17,8 @@ import pytest
 import tracelens
 from tests import rawtrace
 from tests.conftest import anchor
-from tracelens.analyses.comm_overlap import analyze_comm_overlap
-from tracelens.analyses.stream_idle import analyze_stream_idle
+from tracelens.analyses.comm_overlap import comm_overlap_of
+from tracelens.analyses.stream_idle import stream_idle_of
 from tracelens.analyses.window import select_window
 
 RANK_TRACES = (
@@ -39,7 +39,7 @@ def test_overlap_equals_hta_and_the_stdlib_reference(relative: str, tmp_path: Pa
     path = anchor(relative)
     trace = tracelens.load(path)
     window = select_window(trace)
-    ours = analyze_comm_overlap(trace, window)
+    ours = comm_overlap_of(trace, window)
     assert ours.overlap_pct is not None and ours.comm_kernels > 0
     reference = rawtrace.comm_overlap_pct(path, set(window.step_numbers))
     assert reference is not None
@@ -54,14 +54,14 @@ def test_overlap_equals_hta_and_the_stdlib_reference(relative: str, tmp_path: Pa
 def test_overlap_figures_of_the_nccl_rank0_trace() -> None:
     """rank0 (A100, 16 ranks): 75 NCCL kernels in 5 steps, 1.47 % of their time overlapped by compute."""
     trace = tracelens.load(anchor(RANK_TRACES[0]))
-    ours = analyze_comm_overlap(trace, select_window(trace))
+    ours = comm_overlap_of(trace, select_window(trace))
     assert ours.comm_kernels == 75
     assert round(ours.overlap_pct or 0.0, 2) == 1.47
 
 
 def test_no_communication_is_unknown_not_zero() -> None:
     trace = tracelens.load(Path("traces/h200/eager_mlp.json.gz"))
-    ours = analyze_comm_overlap(trace, select_window(trace))
+    ours = comm_overlap_of(trace, select_window(trace))
     assert ours.comm_kernels == 0
     assert ours.overlap_pct is None and ours.comm_us_per_step is None and ours.exposed_us_per_step is None
     assert ours.note == "no communication kernels in the trace"
@@ -73,7 +73,7 @@ def test_stream_idle_split_equals_hta(relative: str, tmp_path: Path) -> None:
     path = anchor(relative)
     trace = tracelens.load(path)
     window = select_window(trace)
-    ours = {row.stream: row for row in analyze_stream_idle(trace, window).streams}
+    ours = {row.stream: row for row in stream_idle_of(trace, window).streams}
     frame, _ = _hta(path, tmp_path).get_idle_time_breakdown(consecutive_kernel_delay=30, visualize=False)
     theirs: dict[tuple[int, str], float] = {
         (int(r["stream"]), str(r["idle_category"])): float(r["idle_time"]) for r in frame.to_dict("records")
@@ -90,7 +90,7 @@ def test_stream_idle_split_equals_hta(relative: str, tmp_path: Path) -> None:
 
 def test_stream_idle_parts_add_up() -> None:
     trace = tracelens.load(anchor(RANK_TRACES[0]))
-    result = analyze_stream_idle(trace, select_window(trace))
+    result = stream_idle_of(trace, select_window(trace))
     assert [r.stream for r in result.streams][:2] == [7, 84]
     for row in result.streams:
         parts = row.host_wait_us_per_step + row.kernel_wait_us_per_step + row.other_us_per_step

@@ -1,6 +1,7 @@
 """Communication/computation overlap: how much of the time collectives run is hidden behind compute kernels.
 
-Contract: `analyze_comm_overlap(trace, window) -> CommOverlap`; pure.
+Contract: `analyze_comm_overlap(ctx) -> CommOverlap` over the analyzed steps (`ctx.window`); pure.
+`comm_overlap_of(trace, window)` is the same for any window.
 
 Definitions (per GPU device, then summed over devices):
 - *communication*: GPU kernels of category `communication` (NCCL/RCCL collectives and point-to-point,
@@ -18,6 +19,7 @@ before the last step ends; its default also drops the last step). Tests compare 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 _COMM = CATEGORIES.index("communication")
@@ -55,8 +60,13 @@ class CommOverlap:
     note: str
 
 
-def analyze_comm_overlap(trace: Trace, window: Window) -> CommOverlap:
+def analyze_comm_overlap(ctx: AnalysisContext) -> CommOverlap:
     """Communication/computation overlap per analyzed step (see the module docstring)."""
+    return comm_overlap_of(ctx.trace, ctx.window)
+
+
+def comm_overlap_of(trace: Trace, window: Window) -> CommOverlap:
+    """`analyze_comm_overlap` for any window."""
     activity = gpu_activity(trace)
     kernels = activity.subset(activity.kind == Kind.KERNEL)
     is_comm = kernels.category == _COMM

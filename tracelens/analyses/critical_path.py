@@ -1,6 +1,7 @@
 """Critical path of a step, and what-if: "if X were k× faster, the step would shrink by Y µs".
 
-Contract: `analyze_critical_path(trace, window) -> CriticalPath` (pure) and
+Contract: `analyze_critical_path(ctx) -> CriticalPath` over the steady window (`ctx.steady`, compilation left
+out; `critical_path_of(trace, window)` for any window) and
 `what_if(trace, step_index, changes) -> WhatIf` (pure). Both re-time one step with `replay`.
 
 The dependency graph of a step (the step's CPU span and the GPU activity launched in it):
@@ -35,6 +36,7 @@ import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,6 +47,9 @@ from tracelens.model.events import API_KINDS, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 CROSS_STREAM_NS = 5_000
@@ -138,8 +143,13 @@ class CriticalPath:
     note: str
 
 
-def analyze_critical_path(trace: Trace, window: Window) -> CriticalPath:
+def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:
     """The critical path of the analyzed step of median length, and standard what-ifs."""
+    return critical_path_of(ctx.trace, ctx.steady)
+
+
+def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
+    """`analyze_critical_path` for any window."""
     index = _median_step(trace, window)
     if index is None:
         return _empty("no complete step with GPU activity to analyze")
@@ -171,8 +181,8 @@ def analyze_critical_path(trace: Trace, window: Window) -> CriticalPath:
         top_kernels=top_kernels,
         top_ops=top_ops,
         what_if=_standard_what_ifs(trace, graph, base),
-        note=f"step {int(trace.steps.number[index])} (median length of {window.n_steps} analyzed steps), "
-        f"{len(graph.call_start_ns)} launch/sync calls, {len(graph.gpu_start_ns)} GPU activities",
+        note=f"the median-length step of {window.n_steps}; {len(graph.call_start_ns)} launch/sync calls, "
+        f"{len(graph.gpu_start_ns)} GPU activities",
     )
 
 
@@ -540,9 +550,16 @@ def _matcher(target: str, names: tuple[str, ...]) -> Callable[[int, int, int], b
 
 
 def _describe(change: Change) -> str:
+    kind, _, what = change.target.partition(":")
+    subject = {
+        "cpu": "all CPU work",
+        "category": f"GPU {what} kernels",
+        "kernel": f"kernels matching {what!r}",
+        "op": f"kernels launched by {what}",
+    }.get(kind, change.target)
     if change.set_us is not None:
-        return f"{change.target} → {change.set_us:g} µs each"
-    return f"{change.target} {change.speedup:g}× faster"
+        return f"{subject} → {change.set_us:g} µs each"
+    return f"{subject} {change.speedup:g}× faster"
 
 
 def _standard_what_ifs(trace: Trace, graph: StepGraph, base: Replay) -> list[WhatIf]:

@@ -26,10 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tracelens.analyses.bound import Bound, analyze_bound
+from tracelens.analyses.comm_overlap import CommOverlap, analyze_comm_overlap
 from tracelens.analyses.compiled import Compiled, analyze_compiled
+from tracelens.analyses.critical_path import CriticalPath, analyze_critical_path
 from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
 from tracelens.analyses.fusion import Fusion, analyze_fusion
 from tracelens.analyses.roofline import Roofline, analyze_roofline
+from tracelens.analyses.stream_idle import StreamIdle, analyze_stream_idle
 from tracelens.analyses.summary import Summary, analyze_summary
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ R = TypeVar("R")
 TEXT = "tracelens.renderers.text_analyses"
 PANELS = "tracelens.report.findings"
 JSON = "tracelens.renderers.jsonout"
+BEYOND = "tracelens.renderers.beyond"
 
 
 @dataclass(frozen=True)
@@ -105,5 +109,27 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{TEXT}:compiled_parts",
         panels=f"{PANELS}:compiled_panels",
         text_order=10,
+    ),
+    Analysis(
+        "critical_path",
+        analyze_critical_path,
+        CriticalPath,
+        text=f"{BEYOND}:critical_path_parts",
+        panels=f"{BEYOND}:critical_path_panels",
+        text_order=30,
+    ),
+    Analysis(
+        "comm_overlap",
+        analyze_comm_overlap,
+        CommOverlap,
+        text=f"{BEYOND}:comm_overlap_parts",
+        panels=f"{BEYOND}:comm_overlap_panels",
+    ),
+    Analysis(
+        "stream_idle",
+        analyze_stream_idle,
+        StreamIdle,
+        text=f"{BEYOND}:stream_idle_parts",
+        panels=f"{BEYOND}:stream_idle_panels",
     ),
 )

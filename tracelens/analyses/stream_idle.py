@@ -1,6 +1,7 @@
 """Idle time per GPU stream, split the way HolisticTraceAnalysis splits it (host wait, kernel wait, other).
 
-Contract: `analyze_stream_idle(trace, window) -> StreamIdle`; pure.
+Contract: `analyze_stream_idle(ctx) -> StreamIdle` over the analyzed steps (`ctx.window`); pure.
+`stream_idle_of(trace, window)` is the same for any window.
 
 Per (device, stream), over the GPU activity (kernels, memcpy, memset) launched in the analyzed steps, in start
 order, each activity after the first has a *gap*: its start minus the previous activity's end on that stream
@@ -19,6 +20,7 @@ This is per stream; `bound` answers the same question for the whole GPU (all str
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +29,9 @@ from tracelens.analyses.intervals import union
 from tracelens.analyses.window import Window, step_mask
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
 
 NS_PER_US = 1000.0
 KERNEL_WAIT_NS = 30_000
@@ -52,8 +57,13 @@ class StreamIdle:
     note: str
 
 
-def analyze_stream_idle(trace: Trace, window: Window) -> StreamIdle:
+def analyze_stream_idle(ctx: AnalysisContext) -> StreamIdle:
     """Idle time per stream over the analyzed steps (see the module docstring)."""
+    return stream_idle_of(ctx.trace, ctx.window)
+
+
+def stream_idle_of(trace: Trace, window: Window) -> StreamIdle:
+    """`analyze_stream_idle` for any window."""
     activity = gpu_activity(trace)
     picked = activity.subset(step_mask(activity.step, window.step_indices))
     launch_ts = np.where(picked.launch >= 0, trace.events.ts_ns[np.maximum(picked.launch, 0)], -1)

@@ -1,0 +1,185 @@
+"""Text sections and report panels of the analyses beyond HTA's: the critical path with what-if,
+communication/computation overlap and idle time per stream. The registry names these functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from tracelens.analyses.comm_overlap import CommOverlap
+from tracelens.analyses.critical_path import CriticalPath
+from tracelens.analyses.stream_idle import StreamIdle
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
+    from tracelens.report.document import AnalysisPanels
+
+Parts = list[RenderableType | None]
+MAX_STREAMS = 8
+PART_LABELS = {
+    "cpu_dispatch": "CPU dispatch",
+    "launch_latency": "launch latency",
+    "sync": "sync return",
+    "gpu_gap": "GPU gap on a stream",
+    "other_wait": "unexplained wait",
+}
+
+
+def _part(name: str) -> str:
+    return f"GPU {name[4:]}" if name.startswith("gpu:") else PART_LABELS.get(name, name)
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} %"
+
+
+# ---------------------------------------------------------------- text
+
+
+def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
+    if result.step is None:
+        return [Text(f"Critical path: — ({result.note})")]
+    head = Text()
+    head.append("Critical path", style="bold")
+    head.append(f" of step {result.step}: {_us(result.step_us)} µs ({result.note})")
+    parts = Table(title=None, show_edge=False)
+    parts.add_column("on the path")
+    parts.add_column("µs", justify="right")
+    parts.add_column("%", justify="right")
+    for part in result.composition:
+        parts.add_row(_part(part.part), _us(part.us), f"{part.pct:.1f}")
+    what_if = Table(show_edge=False)
+    what_if.add_column("what if")
+    what_if.add_column("step µs", justify="right")
+    what_if.add_column("saves µs", justify="right")
+    for row in result.what_if:
+        what_if.add_row(row.change, _us(row.predicted_step_us), _us(row.saved_us))
+    return [head, parts, what_if]
+
+
+def comm_overlap_parts(result: CommOverlap, report: AnalysisReport) -> Parts:
+    if result.comm_kernels == 0:
+        return [Text(f"Communication/computation overlap: — ({result.note})")]
+    text = Text()
+    text.append("Communication", style="bold")
+    text.append(
+        f": {_us(result.comm_us_per_step)} µs of collectives per step, {_pct(result.overlap_pct)} overlapped by "
+        f"compute; exposed {_us(result.exposed_us_per_step)} µs per step ({result.note})"
+    )
+    return [text]
+
+
+def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
+    if not result.streams:
+        return [Text(f"Idle time per stream: — ({result.note})")]
+    table = Table(
+        title=f"Idle time per GPU stream, µs per step (kernel wait: gaps < {result.kernel_wait_threshold_us:g} µs)"
+    )
+    for column in ("stream", "busy", "idle", "host wait", "kernel wait", "other", "busy %"):
+        table.add_column(column, justify="left" if column == "stream" else "right")
+    for row in result.streams[:MAX_STREAMS]:
+        table.add_row(
+            f"GPU {row.device} stream {row.stream}",
+            _us(row.busy_us_per_step),
+            _us(row.idle_us_per_step),
+            _us(row.host_wait_us_per_step),
+            _us(row.kernel_wait_us_per_step),
+            _us(row.other_us_per_step),
+            _pct(row.busy_pct),
+        )
+    return [table]
+
+
+# ---------------------------------------------------------------- report panels
+
+
+def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) -> AnalysisPanels:
+    import plotly.graph_objects as go
+
+    from tracelens.report.document import AnalysisPanels, Panel, unavailable
+    from tracelens.report.document import Table as PageTable
+
+    panel_id, title = "critical-path", "Critical path and what-if"
+    if result is None or result.step is None:
+        why = "the analysis did not run" if result is None else result.note
+        return AnalysisPanels(findings=(unavailable(panel_id, title, why),))
+    fig = go.Figure(
+        go.Bar(
+            x=[p.us for p in result.composition],
+            y=[_part(p.part) for p in result.composition],
+            orientation="h",
+            hovertemplate="%{y}: %{x:,.1f} µs<extra></extra>",
+            marker_color="#1f77b4",
+        )
+    )
+    fig.update_layout(
+        template="plotly_white",
+        height=80 + 28 * len(result.composition),
+        xaxis_title="µs on the critical path",
+        yaxis={"autorange": "reversed"},
+        margin={"t": 20, "l": 10},
+    )
+    note = (
+        f"Step {result.step}, {_us(result.step_us)} µs: {result.note}. The path follows what each launch, kernel and "
+        "sync waited for; what-ifs re-time the step's dependency graph."
+    )
+    rows = tuple((w.change, _us(w.predicted_step_us), _us(w.saved_us)) for w in result.what_if)
+    table = PageTable(columns=("what if", "step µs", "saves µs"), rows=rows)
+    return AnalysisPanels(
+        findings=(
+            Panel(id=panel_id, title=title, figure=fig, note=note),
+            Panel(id=f"{panel_id}-what-if", title="What if", table=table),
+        )
+    )
+
+
+def comm_overlap_panels(result: CommOverlap | None, report: AnalysisReport) -> AnalysisPanels:
+    from tracelens.report.document import AnalysisPanels, Panel, unavailable
+    from tracelens.report.document import Table as PageTable
+
+    panel_id, title = "comm-overlap", "Communication/computation overlap"
+    if result is None or result.comm_kernels == 0:
+        return AnalysisPanels(
+            findings=(unavailable(panel_id, title, "no communication kernels" if result else "not run"),)
+        )
+    rows = tuple(
+        (str(s.number), _us(s.comm_us), _us(s.overlapped_us), _us(s.exposed_us), _pct(s.overlap_pct))
+        for s in result.steps
+    )
+    table = PageTable(columns=("step", "collectives µs", "overlapped µs", "exposed µs", "overlap"), rows=rows)
+    note = f"{_pct(result.overlap_pct)} of collective time overlapped by compute kernels ({result.note})."
+    return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
+
+
+def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> AnalysisPanels:
+    import plotly.graph_objects as go
+
+    from tracelens.report.document import AnalysisPanels, Panel, unavailable
+
+    panel_id, title = "stream-idle", "Idle time per GPU stream"
+    if result is None or not result.streams:
+        return AnalysisPanels(breakdowns=(unavailable(panel_id, title, result.note if result else "not run"),))
+    labels = [f"GPU {r.device} stream {r.stream}" for r in result.streams[:MAX_STREAMS]]
+    fig = go.Figure()
+    for key, name, color in (
+        ("busy_us_per_step", "busy", "#2ca02c"),
+        ("host_wait_us_per_step", "idle: host wait", "#d62728"),
+        ("kernel_wait_us_per_step", "idle: kernel wait", "#ff7f0e"),
+        ("other_us_per_step", "idle: other", "#9e9e9e"),
+    ):
+        values: list[Any] = [getattr(r, key) for r in result.streams[:MAX_STREAMS]]
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color))
+    fig.update_layout(template="plotly_white", barmode="stack", height=360, yaxis_title="µs per step", margin={"t": 30})
+    note = (
+        "HTA's split: host wait = the launch came after the stream ran dry; kernel wait = gaps under "
+        f"{result.kernel_wait_threshold_us:g} µs between queued work; other = queued work that waited on "
+        "something else."
+    )
+    return AnalysisPanels(breakdowns=(Panel(id=panel_id, title=title, figure=fig, note=note),))
