@@ -5,6 +5,7 @@ where torch is not installed (the analysis package never needs torch).
 """
 
 import gzip
+import importlib.util
 import json
 import re
 import subprocess
@@ -14,7 +15,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ("eager_linear", "compiled_linear", "eager_mlp", "compiled_mlp", "liger_mlp")
+VARIANTS = (
+    "eager_linear",
+    "compiled_linear",
+    "eager_mlp",
+    "compiled_mlp",
+    "liger_mlp",
+    "compiled_mlp_max_autotune",
+    "geglu_epilogue_mlp",
+)
+# variants that may be skipped on a CPU machine, with a word their SKIP reason contains
+MAY_SKIP = {
+    "liger_mlp": "liger",
+    "compiled_linear": "compile",
+    "compiled_mlp": "compile",
+    "compiled_mlp_max_autotune": "inductor",
+    "geglu_epilogue_mlp": "triton",
+}
 META_KEYS = {
     "variant",
     "tokens",
@@ -61,10 +78,13 @@ def test_record_smoke(tmp_path):
     for v in VARIANTS:
         path = out / (f"{v}.json.gz")
         # liger needs CUDA + triton + liger-kernel; compile may be unsupported
-        # on this Python: then the variant is skipped with a printed note.
-        if (v == "liger_mlp" or v.startswith("compiled")) and not path.exists():
+        # on this Python; max-autotune needs the inductor backend (smoke: eager);
+        # the GeGLU kernel needs triton (its CPU interpreter here): then the
+        # variant is skipped with a printed reason.
+        if v in MAY_SKIP and not path.exists():
             assert "skipped" in runs[v], runs.get(v)
             assert f"SKIP {v}" in log
+            assert MAY_SKIP[v] in runs[v]["skipped"] or "compile" in runs[v]["skipped"], runs[v]
             continue
         assert path.exists(), log
         with gzip.open(path, "rt") as f:
@@ -85,6 +105,26 @@ def test_record_smoke(tmp_path):
     # on a CPU-only torch, liger must be skipped, never attempted
     if "liger_mlp" in runs and "skipped" in runs["liger_mlp"]:
         assert "liger" in runs["liger_mlp"]["skipped"]
+    # the GeGLU epilogue kernel: run under Triton's CPU interpreter where triton is
+    # installed (checked against eager, every tuned configuration correct), else skipped
+    geglu = runs["geglu_epilogue_mlp"]
+    if importlib.util.find_spec("triton") is None:
+        assert geglu == {"skipped": "geglu_epilogue_mlp needs triton, which is not installed"}
+    else:
+        assert "skipped" not in geglu and "failed" not in geglu, geglu
+        meta = geglu["meta"]
+        assert meta["check"]["ok"] and meta["check"]["rel_err"] <= 1e-4, meta["check"]
+        assert meta["geglu_check_fresh_input"]["ok"], meta
+        assert meta["geglu_tuning"] and all(row["rel_err"] <= 1e-4 for row in meta["geglu_tuning"])
+        assert meta["geglu_config_name"] in {row["config"] for row in meta["geglu_tuning"]}
+        with gzip.open(out / "geglu_epilogue_mlp.json.gz", "rt") as f:
+            events = json.load(f)["traceEvents"]
+        # the down projection is an aten op in every step; the Triton kernel runs on the
+        # CPU interpreter, so it launches no GPU work
+        assert sum(e.get("name") == "aten::mm" for e in events) >= 5
+    assert "mode='max-autotune' needs the inductor backend" in runs["compiled_mlp_max_autotune"].get(
+        "skipped", "mode='max-autotune' needs the inductor backend"
+    )
 
     # --merge-timings: re-record one variant into the same folder; the other entries stay
     proc = subprocess.run(

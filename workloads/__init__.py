@@ -1,7 +1,8 @@
 """tracelens.workloads: record the PyTorch profiler traces that tracelens analyses.
 
 This package needs torch (and, for the ``liger_mlp`` variant, liger-kernel +
-triton + CUDA).  It must never import tracelens' analysis dependencies
+triton + CUDA; for ``geglu_epilogue_mlp``, triton: CUDA, or its CPU
+interpreter for the smoke run).  It must never import tracelens' analysis dependencies
 (msgspec, plotly, pandas, rich), and the analysis side must never import it.
 
 Entry point::
@@ -14,7 +15,15 @@ recorded traces (kernel names/counts, GPU time, runtime calls).
 """
 
 TOOL = "tracelens.workloads/1"
-MAIN_VARIANTS = ("eager_linear", "compiled_linear", "eager_mlp", "compiled_mlp", "liger_mlp")
+MAIN_VARIANTS = (
+    "eager_linear",
+    "compiled_linear",
+    "eager_mlp",
+    "compiled_mlp",
+    "liger_mlp",
+    "compiled_mlp_max_autotune",
+    "geglu_epilogue_mlp",
+)
 MLP_VARIANTS = ("eager_mlp", "compiled_mlp", "liger_mlp")
 
 __all__ = ["TOOL", "MAIN_VARIANTS", "MLP_VARIANTS"]

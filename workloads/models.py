@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import os
+import sys
 import types
 
 import torch
@@ -85,6 +87,49 @@ def make_liger_mlp(mlp: GeGLUMLP) -> nn.Module:
     liger.load_state_dict(mlp.state_dict())
     liger.train(mlp.training)
     return liger
+
+
+def geglu_status(device: torch.device, dtype: torch.dtype) -> tuple[bool, str]:
+    """Whether the GeGLU epilogue kernel (workloads/geglu_kernel.py) can run
+    here, and why not if it cannot.  On the CPU it runs under Triton's
+    interpreter, in fp32 only (the interpreter's bf16/fp16 ``tl.dot`` returns
+    garbage with triton 3.6)."""
+    if importlib.util.find_spec("triton") is None:
+        return False, "geglu_epilogue_mlp needs triton, which is not installed"
+    if device.type == "cpu" and dtype != torch.float32:
+        return False, "geglu_epilogue_mlp on the CPU (Triton interpreter) runs fp32 only"
+    if device.type == "cpu" and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        return False, ("geglu_epilogue_mlp on the CPU needs TRITON_INTERPRET=1 set before triton is imported "
+                       "(the recorder sets it for --device cpu)")
+    if device.type not in ("cpu", "cuda"):
+        return False, "geglu_epilogue_mlp needs CUDA or the CPU (device is %s)" % device.type
+    return True, ""
+
+
+class GegluEpilogueMLP(nn.Module):
+    """``down(geglu_gate_up(x))``: gate and up as one Triton GEMM over packed
+    weights with gelu_tanh·mul in its epilogue (only the product is written),
+    then ``down_proj`` as a plain ``F.linear`` (cuBLAS).  Forward only.
+
+    The kernel configuration is chosen on the first call for a shape
+    (``tune``); call it before profiling."""
+
+    def __init__(self, mlp: GeGLUMLP) -> None:
+        super().__init__()
+        from .geglu_kernel import GegluGateUp
+
+        self.hidden_size = mlp.hidden_size
+        self.intermediate_size = mlp.intermediate_size
+        self.down_weight = mlp.down_proj.weight.detach()
+        self.gate_up = GegluGateUp(mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach())
+
+    def tune(self, x: torch.Tensor):
+        return self.gate_up.tune(x.reshape(-1, x.shape[-1]).contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y = F.linear(self.gate_up(x2), self.down_weight)
+        return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
 def compile_fn(fn, backend: str = "inductor", mode: str | None = None):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import datetime
 import json
 import os
@@ -42,6 +43,8 @@ import torch.nn as nn
 from . import MAIN_VARIANTS, MLP_VARIANTS
 from .models import (
     GeGLUMLP,
+    GegluEpilogueMLP,
+    geglu_status,
     attn_math,
     attn_sdpa,
     check_close,
@@ -202,6 +205,33 @@ class Recorder:
         log("interleaved %s: %s" % (group, ", ".join(
             "%s %.4f" % (k, v["cuda_event_ms"]["median"]) for k, v in res.items())))
 
+    def tune_geglu(self, model, mlp, x, name) -> dict:
+        """Pick the GeGLU kernel's configuration (each candidate checked
+        against an fp32 reference on a NaN-poisoned output, then timed) before
+        anything is profiled, then check the whole variant against eager on a
+        fresh random input; returns the trace metadata describing it."""
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            best = model.tune(x)
+            x_fresh = torch.randn(x.shape, device=x.device, dtype=x.dtype) * 2.0
+            fresh = check_close(model(x_fresh), mlp(x_fresh), name + " (fresh input)", self.dtype)
+            del x_fresh
+        log("%s: fresh random input matches eager (rel err %.2e)" % (name, fresh["rel_err"]))
+        table = next(iter(model.gate_up.results.values()))
+        log("%s: tuned %d kernel configurations in %.1f s; chose %s" % (
+            name, len(table), time.perf_counter() - t0, best.name))
+        for row in sorted(table, key=lambda r: r.get("median_ms", float("inf"))):
+            if "error" in row:
+                log("  %-48s dropped: %s" % (row["config"], row["error"]))
+            elif "median_ms" in row:
+                log("  %-48s %.4f ms %5.0f TFLOP/s rel err %.2e regs %s spills %s smem %s" % (
+                    row["config"], row["median_ms"], row["tflops"], row["rel_err"], row.get("registers"),
+                    row.get("spills"), row.get("shared_bytes")))
+            else:
+                log("  %-48s rel err %.2e (not timed)" % (row["config"], row["rel_err"]))
+        return {"geglu_kernel": "workloads/geglu_kernel.py", "geglu_config": dataclasses.asdict(best),
+                "geglu_config_name": best.name, "geglu_tuning": table, "geglu_check_fresh_input": fresh}
+
     def guarded(self, folder, name, thunk):
         try:
             thunk()
@@ -231,32 +261,61 @@ class Recorder:
         with torch.no_grad():
             refs = {"linear": lin(x), "mlp": mlp(x)}
         liger_ok, why = liger_status(dev)
+        geglu_ok, geglu_why = geglu_status(dev, dt)
         fns = {}
         for v in variants:
             name = prefix + v + suffix
+            # --side-variants: recorded into --side-out (trace + timings entry) but
+            # timed in this group's interleaved pass, stored in ``folder``
+            side = not prefix and not suffix and v in self.args.side_variants
+            vfolder = self.args.side_out if side else folder
             kind = "linear" if v.endswith("linear") else "mlp"
             extra = {"bias": True, "bias_init": LINEAR_BIAS_INIT} if kind == "linear" else {}
+            if v == "compiled_mlp_max_autotune":
+                extra["compile_mode"] = "max-autotune"
             meta = run_meta(self.env, variant=v, tokens=tokens, hidden=hidden, intermediate=intermediate,
                             dtype=self.args.dtype, mode="forward",
                             compile_backend=self.backend if v.startswith("compiled") else None, **extra)
             if v == "liger_mlp" and not liger_ok:
-                self.skip(folder, name, why)
+                self.skip(vfolder, name, why)
+                continue
+            if v == "geglu_epilogue_mlp" and not geglu_ok:
+                self.skip(vfolder, name, geglu_why)
                 continue
             if v.startswith("compiled") and self.backend == "none":
-                self.skip(folder, name, "compile disabled (--compile-backend none)")
+                self.skip(vfolder, name, "compile disabled (--compile-backend none)")
+                continue
+            if v == "compiled_mlp_max_autotune" and self.backend != "inductor":
+                self.skip(vfolder, name, "mode='max-autotune' needs the inductor backend (backend is %s)"
+                          % self.backend)
                 continue
 
-            def thunk(v=v, kind=kind, name=name, meta=meta):
+            def thunk(v=v, kind=kind, name=name, meta=meta, vfolder=vfolder):
                 base = lin if kind == "linear" else mlp
                 if v.startswith("eager"):
                     model = base
+                elif v == "compiled_mlp_max_autotune":
+                    # max-autotune also turns on CUDA graphs (cudagraph trees): mark each
+                    # call as a new step and check a clone of the graph-owned output
+                    graphed = compile_fn(copy.deepcopy(base), backend=self.backend, mode="max-autotune")
+
+                    def step(graphed=graphed):
+                        torch.compiler.cudagraph_mark_step_begin()
+                        return graphed(x)
+
+                    fns[name] = self.run_one(vfolder, name, step, refs[kind], meta,
+                                             check_fn=lambda: step().clone())
+                    return
                 elif v.startswith("compiled"):
                     model = compile_fn(copy.deepcopy(base), backend=self.backend)
+                elif v == "geglu_epilogue_mlp":
+                    model = GegluEpilogueMLP(mlp).eval()
+                    meta = dict(meta, **self.tune_geglu(model, mlp, x, name))
                 else:
                     model = make_liger_mlp(mlp).eval()
-                fns[name] = self.run_one(folder, name, lambda: model(x), refs[kind], meta)
+                fns[name] = self.run_one(vfolder, name, lambda: model(x), refs[kind], meta)
 
-            self.guarded(folder, name, thunk)
+            self.guarded(vfolder, name, thunk)
         star = "*" if set(full) <= set(variants) else "{%s}" % ",".join(variants)
         self.interleave(folder, "%s%s%s" % (prefix, star, suffix), fns)
 
@@ -401,6 +460,10 @@ def parse_args(argv=None):
     p.add_argument("--merge-timings", action="store_true",
                    help="merge into existing timings.json files instead of rewriting them (re-recorded entries "
                         "replace theirs; the replaced ones move to 'superseded')")
+    p.add_argument("--side-variants", default="",
+                   help="comma list of main variants recorded into --side-out (trace + timings entry) instead of "
+                        "--out, while still timed in the main interleaved group (stored in --out)")
+    p.add_argument("--side-out", default=None, help="folder for --side-variants")
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--intermediate", type=int, default=16384)
@@ -440,6 +503,12 @@ def parse_args(argv=None):
     bad = [v for v in a.extra_variants or () if v not in MAIN_VARIANTS]
     if bad:
         p.error("unknown --extra-variants %s; choose from %s" % (bad, MAIN_VARIANTS))
+    a.side_variants = [v for v in a.side_variants.split(",") if v]
+    bad = [v for v in a.side_variants if v not in a.variants]
+    if bad:
+        p.error("--side-variants %s are not among --variant %s" % (bad, a.variants))
+    if a.side_variants and not a.side_out:
+        p.error("--side-variants needs --side-out")
     a.extra_groups = list(EXTRAS) if a.extras == "all" else [e for e in a.extras.split(",") if e]
     bad = [e for e in a.extra_groups if e not in EXTRAS]
     if bad:
@@ -452,6 +521,11 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.device == "cpu":
+        # the GeGLU kernel runs under Triton's interpreter on the CPU; Triton reads
+        # this when its own library functions are defined, i.e. before anything
+        # (torch._dynamo included) imports triton
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
     if a.compile_backend != "none":
         try:
