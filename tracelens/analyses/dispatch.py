@@ -26,8 +26,7 @@ from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import percentiles
 from tracelens.model.trace import Trace
-
-NS_PER_US = 1000.0
+from tracelens.units import NS_PER_US
 
 LAYERS = ("python", "ops_launching", "cpu_only_ops", "launch", "query", "sync", "compiled", "other_api")
 LAYER_HELP = {
