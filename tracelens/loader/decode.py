@@ -69,8 +69,8 @@ class _StreamDocument(_Document, gc=False):
 
 STREAM_DOC_DECODER = msgspec.json.Decoder(_StreamDocument)
 STREAM_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEvent])  # type: ignore[valid-type]
-DOC_DECODER = _DOC_DECODER = msgspec.json.Decoder(_Document)
-EVENTS_DECODER = _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+_DOC_DECODER = msgspec.json.Decoder(_Document)
+_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
 
 @dataclass

@@ -59,22 +59,3 @@ _SKIPPED = tuple(
     for index, phase in enumerate(OTHER_PHASES)
 )
 AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED)]  # type: ignore[valid-type]
-
-
-class TraceDocument(msgspec.Struct, gc=False):
-    traceEvents: list[Event] = []
-
-
-class LenientDocument(msgspec.Struct, gc=False):
-    """Second-chance schema: any value anywhere, coerced by hand afterwards."""
-
-    traceEvents: list[dict[str, object]] | None = None
-
-
-class DeviceProperties(msgspec.Struct, gc=False):
-    id: int = -1
-    name: str = ""
-    totalGlobalMem: int | None = None
-    computeMajor: int | None = None
-    computeMinor: int | None = None
-    numSms: int | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import shutil
 import stat
 import types
@@ -316,7 +315,3 @@ def refuse_tar(path: Path, data: bytes) -> None:
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
     listed = f" of {len(names)} file{'s' if len(names) > 1 else ''} ({shown})" if names else ""
     raise UnusableTraceError(f"{path}: a tar archive{listed}; extract it (tar xf) and pass one trace file")
-
-
-def file_size(path: Path) -> int:
-    return os.stat(path).st_size

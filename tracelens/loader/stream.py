@@ -192,7 +192,6 @@ def _decode_ranges(
 
 
 _WINDOW_BYTES = 64 << 10  # events are small: a boundary is almost always this close
-_SCAN_BYTES = 1 << 20
 
 
 def next_boundary(handle: Any, position: int) -> tuple[int, int] | None:
@@ -208,7 +207,7 @@ def next_boundary(handle: Any, position: int) -> tuple[int, int] | None:
             return position + found.start() + 1, position + found.end() - 1
         if len(text) >= MAX_EVENT_BYTES:
             raise NotStreamable(f"no event boundary in {MAX_EVENT_BYTES >> 20} MB from byte {position:,}")
-        more = handle.read(_SCAN_BYTES)
+        more = handle.read(len(text))  # doubling: a search resumed at an early `}` is repeated O(log) times
         if not more:
             return None
         # a boundary not found yet starts at or after the last `}` searched (`,` and spaces are not `}`)
