@@ -39,6 +39,27 @@ def test_a_lone_surrogate_escape_in_a_name_is_replaced_with_a_warning(
     assert '"ge\\ud800mm"' in annotated.read_text()  # the file's own escape is written back unchanged
 
 
+def test_lone_surrogates_in_args_and_metadata_are_replaced_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shapes' `Input type` strings and top-level metadata are encoded again downstream (cache, JSON): no
+    lone surrogate may reach them."""
+    monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
+    events = _one_step()
+    events[1]["args"] = {**events[1]["args"], "Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}  # type: ignore[dict-item]
+    document = {"deviceProperties": [{"id": 0, "name": "H200", "numSms": 132}], "traceEvents": events}
+    text = json.dumps(document).replace('"float"', '"fl\\ud800oat"', 1).replace('"H200"', '"H\\udc00"')
+    path = tmp_path / "odd.json"
+    path.write_text(text)
+    trace = load_trace(path)
+    row = trace.events.names.index("aten::mm")
+    types = trace.events.input_types[trace.events.name == row][0]
+    assert json.loads(bytes(types)) == ["fl\ufffdoat", "float"]
+    assert trace.meta.devices[0].name == "H\ufffd" and trace.meta.raw["deviceProperties"][0]["name"] == "H\ufffd"
+    for command in ("analyze", "report", "annotate"):
+        run_cli(capsys, command, str(path), "-o", str(tmp_path / f"out.{command}"))
+
+
 def test_a_step_number_beyond_int64_is_not_a_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = [*_one_step(), step(99999999999999999999, 60, 30)]
     path = write_trace(tmp_path / "steps.json", events)

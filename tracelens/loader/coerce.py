@@ -53,3 +53,14 @@ def valid_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+def valid_strings(value: object) -> object:
+    """`value` (decoded JSON) with `valid_text` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [valid_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(str(key)): valid_strings(item) for key, item in value.items()}
+    return value

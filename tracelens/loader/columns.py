@@ -6,9 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from tracelens.loader.coerce import is_complete, to_int, valid_text
+from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.schema import Event
 from tracelens.model import stats
@@ -388,8 +389,19 @@ def build_meta(metadata: dict[str, Any], categories: Iterable[str], bare_array: 
         world_size=to_int(dist.get("world_size")),
         format="chrome-array" if bare_array else ("kineto-legacy" if legacy else "kineto"),
         run=run if isinstance(run, dict) else {},
-        raw=metadata,
+        raw=metadata if not _has_invalid_text(metadata) else valid_strings(metadata),  # type: ignore[arg-type]
     )
+
+
+def _has_invalid_text(metadata: dict[str, Any]) -> bool:
+    """Whether a string in the metadata holds a lone surrogate (rare: checked on its JSON form, whole)."""
+    try:
+        msgspec.json.encode(metadata)
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, msgspec.EncodeError):
+        return False
+    return False
 
 
 def _devices(value: object) -> list[Device]:

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import UnusableTraceError
-from tracelens.loader.coerce import to_int
+from tracelens.loader.coerce import to_int, valid_strings
 from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, Args, Event
 
 METADATA_KEYS = (
@@ -236,6 +236,8 @@ def _as_raw(value: object) -> msgspec.Raw:
         return NO_RAW
     try:
         return msgspec.Raw(msgspec.json.encode(value))
+    except UnicodeEncodeError:  # a lone surrogate escape in a string: kept with U+FFFD (`valid_text`)
+        return _as_raw(valid_strings(value))
     except (TypeError, msgspec.EncodeError):
         return NO_RAW
 
