@@ -197,7 +197,7 @@ def _scratch_candidates() -> Iterator[Path]:
             continue
 
 
-SCRATCH_SHARE = 2  # a spooled text may take at most 1/SCRATCH_SHARE of its folder's free space
+SCRATCH_SHARE = 4  # a spooled text takes at most 1/4 of its folder's free space (decoders write results there too)
 
 
 def _spool(path: Path, folder: Path, announced: int, progress: ProgressCallback | None) -> TraceText | None:
