@@ -1,5 +1,6 @@
 """Running per-rank work: find the rank traces of a directory or tar archive, and compute each rank's figures
-in worker processes (concurrent.futures) or on a Dask cluster; the reduction happens in the caller.
+in forked worker processes (`loader.forked.run_forked`: default signal handlers, killed with the parent, a
+stall timeout) or on a Dask cluster; the reduction happens in the caller.
 
 Dask (optional extra `tracelens-kineto[dask]`): `scheduler="local"` starts a LocalCluster of `workers`
 processes; `scheduler="tcp://host:port"` uses a running cluster, whose workers must be able to read the trace
@@ -11,12 +12,12 @@ from __future__ import annotations
 import os
 import tarfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
+from tracelens.loader.forked import STALL_S, ChildDied, ChildStalled, run_forked
 from tracelens.loader.source import is_trace_name
 
 
@@ -95,15 +96,44 @@ def run_ranks(
             if on_done:
                 on_done(done, len(names))
     else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            results = []
-            for done, result in enumerate(pool.map(figures_for, names, [use_cache] * len(names)), 1):
-                results.append(result)
-                if on_done:
-                    on_done(done, len(names))
+        results = _run_forked(paths, n_workers, use_cache, on_done)
     figures = [r for r in results if isinstance(r, RankFigures)]
     failed = [r for r in results if isinstance(r, str)]
     return figures, failed
+
+
+def _run_forked(
+    paths: list[Path], workers: int, use_cache: bool, on_done: Callable[[int, int], None] | None
+) -> list[RankFigures | str]:
+    """`figures_for` of every path by `workers` forked children; a child that dies or stalls ends the command
+    with one error line instead of a hang. A rank may take `STALL_S` plus a second per MB of its file."""
+    done = [0]
+
+    def arrived(_: int) -> None:
+        done[0] += 1
+        if on_done:
+            on_done(done[0], len(paths))
+
+    largest = max((_size(path) for path in paths), default=0)
+    stall_s = STALL_S + largest / 1e6
+    jobs = [(str(path), use_cache) for path in paths]
+    try:
+        return run_forked(jobs, workers, _figures_job, arrived, stall_s=stall_s)
+    except ChildStalled as exc:
+        raise TracelensError(f"per-rank workers stopped making progress ({exc}); try --workers 1") from exc
+    except ChildDied as exc:
+        raise TracelensError(f"a per-rank worker died ({exc}); out of memory? try --workers 1") from exc
+
+
+def _figures_job(job: tuple[str, bool]) -> RankFigures | str:
+    return figures_for(*job)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _run_dask(names: list[str], workers: int, scheduler: str, use_cache: bool) -> list[Any]:
