@@ -130,3 +130,21 @@ def _hypotheses(folder: Path) -> Path:
     path = folder / "h.toml"
     path.write_text('[[hypothesis]]\nname = "one"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 1\n')
     return path
+
+
+def test_entries_of_earlier_versions_are_counted_and_pruned_never_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    legacy = ["0" * 40 + ".npz", "0" * 40 + ".json", "." + "1" * 40 + ".abc123.npz.tmp"]
+    for name in legacy:
+        (folder / name).write_bytes(b"PK\x03\x04 old entry")
+    path = one_gemm_trace(tmp_path)
+    cache = make_cache(folder)
+    assert main(["analyze", str(path), "--format", "json"], cache=cache) == 0
+    assert capsys.readouterr().err == ""  # old entries are never read, so never "damaged"
+    info = cache.info()
+    assert {use.name: use.entries for use in info.folders}["(earlier versions)"] == 3
+    cache.prune(info.bytes - sum(len(b"PK\x03\x04 old entry") for _ in legacy))  # the oldest go first
+    assert not any((folder / name).exists() for name in legacy)

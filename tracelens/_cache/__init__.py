@@ -48,7 +48,13 @@ DEFAULT_MAX_BYTES = 2 << 30
 MIN_TRACE_BYTES = 16 << 20  # traces with less JSON than this load about as fast as they hash: not stored
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32,64}(\.(trace|msgpack))?$")
 _LEGACY_NAME = re.compile(r"^[0-9a-f]{40}\.(npz|json)$")  # entries of tracelens 0.1 before this package
+_LEGACY_TEMP = re.compile(r"^\.[0-9a-f]{32,40}\..*\.tmp$")  # and their writers' temporary files
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _ours(name: str) -> bool:
+    """Whether `name` is a temporary file of a cache writer (this version's or an earlier one's)."""
+    return name.endswith(TEMP_SUFFIX) or _LEGACY_TEMP.match(name) is not None
 
 
 def print_warning(message: str) -> None:
@@ -174,11 +180,11 @@ class Cache:
 
     # ------------------------------------------------------------ content keys of input files
 
-    def known_content_key(self, path: Path) -> str | None:
-        """The content key of `path` if this cache remembers it for the file's identity; None when the file
-        must be hashed (or cannot be stat'ed)."""
+    def known_content_key(self, path: Path, identity: str | None = None) -> str | None:
+        """The content key of `path` if this cache remembers it for the file's identity (`identity`: taken
+        already); None when the file must be hashed (or cannot be stat'ed)."""
         try:
-            identity = file_identity(path)
+            identity = identity or file_identity(path)
         except OSError:
             return None
         return self._remembered(identity)
@@ -216,7 +222,7 @@ class Cache:
         path = self.folder / relative
         try:
             data = read_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             self.warn(f"cache entry {path} cannot be read ({exc.strerror or exc}); ignored")
@@ -271,14 +277,13 @@ class Cache:
             top = os.listdir(self.folder)
         except OSError:
             return []
-        listing.append((self.folder, [n for n in top if _LEGACY_NAME.match(n) or n.endswith(TEMP_SUFFIX)]))
+        listing.append((self.folder, [n for n in top if _ours(n) or _LEGACY_NAME.match(n)]))
         for sub in top:
             if not sub.isidentifier() or not (self.folder / sub).is_dir():
                 continue
             with contextlib.suppress(OSError):
                 names = os.listdir(self.folder / sub)
-                ours = [n for n in names if _ENTRY_NAME.match(n) or n.endswith((TEMP_SUFFIX, ".tmp"))]
-                listing.append((self.folder / sub, ours))
+                listing.append((self.folder / sub, [n for n in names if _ours(n) or _ENTRY_NAME.match(n)]))
         return listing
 
     def evict(self, max_bytes: int, keep: Path | None = None) -> tuple[int, int]:

@@ -52,7 +52,7 @@ def cached_result(
     if not cache.enabled:
         return compute()
     identities = _identities(inputs)
-    relative = _relative(cache, kind, inputs, options, hash_new=False) if identities else None
+    relative = _relative(cache, kind, inputs, identities, options, hash_new=False) if identities else None
     if relative is not None:
         entry = cache.read(relative)
         if entry is not None:
@@ -64,7 +64,7 @@ def cached_result(
     if identities is None or _identities(inputs) != identities:
         return result
     if relative is None:
-        relative = _relative(cache, kind, inputs, options, hash_new=True)
+        relative = _relative(cache, kind, inputs, identities, options, hash_new=True)
     if relative is not None:
         encoded = encode_exactly(result, record_type())
         if encoded is not None:
@@ -141,11 +141,17 @@ def _identities(inputs: Sequence[Path]) -> list[str] | None:
 
 
 def _relative(
-    cache: Cache, kind: str, inputs: Sequence[Path], options: Mapping[str, object], hash_new: bool
+    cache: Cache,
+    kind: str,
+    inputs: Sequence[Path],
+    identities: Sequence[str],
+    options: Mapping[str, object],
+    hash_new: bool,
 ) -> str | None:
     """Where the entry lives, or None when an input's content key is unknown (and `hash_new` is false) or
     cannot be computed."""
-    keys = [cache.content_key(path) if hash_new else cache.known_content_key(path) for path in inputs]
+    lookup = cache.content_key if hash_new else cache.known_content_key
+    keys = [lookup(path, identity) for path, identity in zip(inputs, identities, strict=True)]
     if any(key is None for key in keys):
         return None
     described = json.dumps(

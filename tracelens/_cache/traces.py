@@ -46,7 +46,7 @@ def load_trace(
         identity: str | None = file_identity(path)
     except OSError:
         identity = None
-    key = cache.known_content_key(path) if identity is not None else None
+    key = cache.known_content_key(path, identity) if identity is not None else None
     if key is not None:
         trace = read_trace(cache, key, path)
         if trace is not None:
