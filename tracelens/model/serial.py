@@ -183,7 +183,7 @@ def _unpack_bytes(name: str, arrays: Arrays) -> np.ndarray:
     blob = arrays[f"{name}#blob"].tobytes()
     if len(offsets) != rows.size + 1 or (rows.size and (int(rows.max()) >= n or int(rows.min()) < 0)):
         raise ValueError(f"{name}: inconsistent byte column")
-    out = np.full(n, None, dtype=object)
+    out = np.empty(n, dtype=object)  # None in every row (cheaper than np.full)
     if rows.size:
         holder = np.empty(rows.size, dtype=object)
         holder[:] = [blob[offsets[i] : offsets[i + 1]] for i in range(rows.size)]
