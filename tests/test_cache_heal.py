@@ -129,9 +129,14 @@ def test_an_unreadable_entry_is_never_fatal(tmp_path: Path, capsys: pytest.Captu
     fresh = _run(capsys, cache, "analyze", str(path), "--format", "json")
     (entry,) = (cache.folder / "analyses").iterdir()
     entry.unlink()
-    entry.mkdir()  # reading it fails with an OSError, and so does writing it
+    entry.mkdir()  # not an entry, and it can neither be deleted nor written over
     out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")
-    assert out == fresh[0] and err.startswith(f"{WARNING}{entry} cannot be read (")
+    assert out == fresh[0] and err == f"{WARNING}{entry} is damaged (not a regular file): deleted, recomputing\n"
+    out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")  # the same, every time
+    assert out == fresh[0] and "is damaged (not a regular file)" in err
+    entry.rmdir()
+    assert _run(capsys, cache, "analyze", str(path), "--format", "json") == fresh
+    assert entry.is_file()
 
 
 # ---------------------------------------------------------------- stale keys
@@ -209,3 +214,36 @@ def test_entries_are_fsynced_before_they_are_renamed(tmp_path: Path, monkeypatch
     renames = [i for i, e in enumerate(events) if e.startswith("replace")]
     assert [events[i] for i in renames] == ["replace paths", "replace traces"]
     assert all(events[i - 1] == "fsync" for i in renames)  # the file's data is on disk before it gets its name
+
+
+def test_a_fifo_or_a_link_to_a_device_in_place_of_an_entry_is_not_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = _two_traces(tmp_path)
+    cache = make_cache(tmp_path / "cache")
+    fresh = {path: _run(capsys, cache, "analyze", str(path), "--format", "json") for path in (first, second)}
+    entries = sorted((cache.folder / "analyses").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    entries[0].unlink()
+    os.mkfifo(entries[0])
+    entries[1].unlink()
+    entries[1].symlink_to("/dev/zero")
+    for path in (first, second):
+        out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")
+        assert out == fresh[path][0] and "is damaged (not a regular file): deleted, recomputing" in err
+    assert all(entry.is_file() and not entry.is_symlink() for entry in entries)  # rebuilt
+
+
+def test_every_quarter_of_a_big_entry_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Big entries are hashed in parallel quarters: a flipped byte in any of them is found."""
+    cache = make_cache(tmp_path / "cache")
+    blob = os.urandom(6 << 20)
+    entry = cache.folder / "traces" / ("a" * 40 + ".trace")
+    for quarter in range(4):
+        assert cache.write(f"traces/{entry.name}", {"kind": "test"}, [blob])
+        header, blobs = cache.read(f"traces/{entry.name}") or ({}, [])
+        assert header["kind"] == "test" and blobs[0] == blob
+        data = bytearray(entry.read_bytes())
+        data[len(data) * quarter // 4 + len(data) // 8] ^= 0x01
+        entry.write_bytes(bytes(data))
+        assert cache.read(f"traces/{entry.name}") is None
+        assert "checksum mismatch" in capsys.readouterr().err and not entry.exists()

@@ -222,13 +222,12 @@ class Cache:
         path = self.folder / relative
         try:
             data = read_file(path)
+            header, blobs = unpack(path.name, data)  # names include the code fingerprint, the digest the name
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             self.warn(f"cache entry {path} cannot be read ({exc.strerror or exc}); ignored")
             return None
-        try:
-            header, blobs = unpack(path.name, data)  # names include the code fingerprint, the digest the name
         except BadEntry as exc:
             self.discard(path, str(exc))
             return None

@@ -19,6 +19,7 @@ import os
 import struct
 import threading
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import numpy as np
@@ -82,10 +83,13 @@ def unpack(name: str, data: Buffer) -> tuple[dict[str, Any], list[memoryview]]:
 
 def read_file(path: Path) -> memoryview:
     """The bytes of `path` in one writable buffer (numpy arrays made from it are writable, without a copy; the
-    buffer is not zero-filled first)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    buffer is not zero-filled first). `BadEntry` if it is not a regular file (a FIFO is never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        size = os.fstat(fd).st_size
+        stat = os.fstat(fd)
+        if not S_ISREG(stat.st_mode):
+            raise BadEntry("not a regular file")
+        size = stat.st_size
         view = np.empty(size, dtype=np.uint8).data
         done = 0
         while done < size:
