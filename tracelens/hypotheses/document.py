@@ -34,7 +34,7 @@ class TraceDocument:
 
 @dataclass(frozen=True)
 class CachedDocument:
-    """What `tracelens check` keeps of one trace (`tracelens.results_cache`): its document and load warnings."""
+    """What `tracelens check` keeps of one trace (`tracelens._cache.results`): its document and load warnings."""
 
     document: TraceDocument
     warnings: tuple[str, ...]
