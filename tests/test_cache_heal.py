@@ -194,8 +194,9 @@ def test_a_rank_of_2_to_the_70_is_cached(tmp_path: Path, capsys: pytest.CaptureF
     path = write_trace(tmp_path / "t.json", _gemm_events(5), distributedInfo={"rank": 2**70, "world_size": 2**71})
     cache = make_cache(tmp_path / "cache")
     first = _run(capsys, cache, "analyze", str(path), "--format", "json")
-    assert f'"rank": {2**70}' in first[0]
-    assert len(list((cache.folder / "analyses").iterdir())) == 1  # stored (as JSON: MessagePack stops at 64 bits)
+    # the loader keeps a rank beyond 64 bits as unknown, with a warning; the result is cached all the same
+    assert '"rank": null' in first[0] and "rank" in first[1]
+    assert len(list((cache.folder / "analyses").iterdir())) == 1
     assert len(list((cache.folder / "traces").iterdir())) == 1
     assert _run(capsys, cache, "analyze", str(path), "--format", "json") == first
     shutil.rmtree(cache.folder / "analyses")
