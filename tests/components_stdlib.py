@@ -67,10 +67,13 @@ def _shape_key(op):
     return op["name"], json.dumps(dims[:2])
 
 
-def attribute(path):
-    """[(kernel name, dur µs, component or None, rule, shape key)], number of steps."""
+def attribute(path, step_numbers=None):
+    """[(kernel name, dur µs, component or None, rule, shape key)], number of steps; `step_numbers` limits the
+    window to those `ProfilerStep#N`."""
     ev = _events(path)
     steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    if step_numbers is not None:
+        steps = [s for s in steps if int(s["name"].split("#")[1]) in step_numbers]
     launches = {
         e["args"]["correlation"]: e
         for e in ev
@@ -105,9 +108,10 @@ def attribute(path):
     return rows, len(steps)
 
 
-def components(paths):
-    """{path: {component: (kernels per step, µs per step)}} with the shape rule learned across `paths`."""
-    attributed = {p: attribute(p) for p in paths}
+def components(paths, step_numbers=None):
+    """{path: {component: (kernels per step, µs per step)}} with the shape rule learned across `paths`;
+    `step_numbers` maps a path to the steps of its window (default: every step)."""
+    attributed = {p: attribute(p, (step_numbers or {}).get(p)) for p in paths}
     seen = {}
     for rows, _ in attributed.values():
         for _, _, component, rule, key in rows:

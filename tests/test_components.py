@@ -65,3 +65,22 @@ def test_text_shows_the_component_table_only_for_block_traces(capsys: pytest.Cap
     assert "attention" in text and "total" in text
     linear = [recorded_trace(f"h200/{n}.json.gz") for n in ("eager_linear", "compiled_linear")]
     assert "by block component" not in _compare(linear, capsys)
+
+
+def test_sweep_components_use_the_steps_without_compilation(capsys: pytest.CaptureFixture[str]) -> None:
+    """Compiled sweep traces: the window drops the steps that compiled, as the variants table does. Which steps
+    compiled is known from the recording (sweep/timings.json: Dynamo graphs per step 1,1,1,0,1,1 static and
+    1,1,0,0,0,0 default), not from tracelens."""
+    names = ("eager_block", "compiled_static_block", "compiled_default_block", "liger_block")
+    paths = [recorded_trace(f"h200/sweep/{name}.json.gz") for name in names]
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    steps = {paths[1]: {4}, paths[2]: {3, 4, 5, 6}}
+    expected = components_stdlib.components(paths, steps)
+    for variant, path in zip(doc["variants"], paths, strict=True):
+        got = {c["name"]: (c["kernels"], c["us_per_step"]) for c in variant["components"]}
+        for name, (kernels, us) in expected[path].items():
+            assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
+            assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
+    static = {c["name"]: c["us_per_step"] for c in doc["variants"][1]["components"]}
+    # step 4 (2048 tokens) alone: 359.265 µs of kernels, the variants table's figure for that trace
+    assert sum(static.values()) == pytest.approx(doc["variants"][1]["per_step"]["gpu_kernel_us"], abs=0.01)

@@ -3,7 +3,8 @@
 Contract: `block_components(traces) -> list[list[ComponentRow]]`, one list per trace in the given order, each
 with the five components in `COMPONENTS` order; pure. Every kernel (not memset/memcpy) of a trace's analysis
 window counts toward exactly one component, so a variant's components sum to its mean kernel µs (and kernels)
-per step over the window. A kernel's component is decided by the first rule that applies (docs/components.md):
+per step over the window (complete steps minus those that overlap compilation, as for the variants table).
+A kernel's component is decided by the first rule that applies (docs/components.md):
 
 1. scope: the innermost enclosing `record_function` annotation of its launch named `norm`, `rope`,
    `attention`, `mlp` (or `residual` → other); a dotted name counts by its first part (`mlp.up` → mlp);
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracelens.analyses.compiled import steady_window
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.trace import Trace
@@ -70,7 +72,7 @@ def block_components(traces: list[Trace]) -> list[list[ComponentRow]]:
 
 def _attribute(trace: Trace) -> _Attributed:
     ev, links = trace.events, trace.links
-    window = select_window(trace)
+    window = steady_window(trace, select_window(trace))  # the variants table's steps: compiling ones dropped
     rows = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
     launch = links.launch[rows]
     component = np.full(rows.size, -1, dtype=np.int64)
