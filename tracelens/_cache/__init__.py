@@ -28,7 +28,9 @@ import contextlib
 import dataclasses
 import os
 import re
+import signal
 import sys
+import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +78,9 @@ def parse_size(text: str) -> int:
     if match is None:
         raise ValueError(f"not a size: {text!r} (use e.g. 2G, 500M or a number of bytes)")
     return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+WRITER_TIMEOUT_S = 120.0  # the longest the command waits for its background entry writers
 
 
 @dataclass(frozen=True)
@@ -172,11 +177,21 @@ class Cache:
 
         return cached_result(self, kind, inputs, options, record_type, compute)
 
-    def finish_writes(self) -> None:
-        """Wait for the entry writers started in the background (the command does before it exits)."""
+    def finish_writes(self, timeout_s: float = WRITER_TIMEOUT_S) -> None:
+        """Wait for the entry writers started in the background (the command does before it exits), at most
+        `timeout_s` in all; a writer still running then is killed (its temporary file is swept by the next
+        write to the folder, so no half entry is ever read)."""
+        deadline = time.monotonic() + timeout_s
         while self.writers:
+            pid = self.writers.pop()
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.writers.pop(), 0)
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.005)
 
     # ------------------------------------------------------------ content keys of input files
 
