@@ -7,16 +7,22 @@ import contextlib
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Protocol
 
 from tracelens import __version__
-from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.analyze import AnalyzeCommand, peak_override
 from tracelens.cli.annotate import AnnotateCommand
 from tracelens.cli.check import CheckCommand
+from tracelens.cli.common import check_inputs, command_inputs
 from tracelens.cli.compare import CompareCommand
+from tracelens.cli.output import check_writable
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
+from tracelens.renderers.textsafe import escape_controls
+
+PEAKS_ENV = "TRACELENS_PEAKS"  # tracelens.analyses.devices.PEAKS_ENV, named here to keep start-up light
 
 DESCRIPTION = """\
 Fast, correct answers from PyTorch profiler (Kineto) traces.
@@ -43,6 +49,10 @@ class Command(Protocol):
 COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand(), CheckCommand(), ReportCommand(), AnnotateCommand()]
 
 
+DEBUG_FLAG = "--debug"
+INTERNAL_ERROR_EXIT = 3
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise TracelensError(f"{message} (see tracelens {self.prog.split()[-1]} --help)")
@@ -51,35 +61,78 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tracelens", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tracelens {__version__}")
+    _add_debug_argument(parser, argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         doc = (type(command).__doc__ or "").strip()
         child = sub.add_parser(command.name, help=doc.splitlines()[0] if doc else "", description=doc)
         command.prepare_parser(child)
+        _add_debug_argument(child, argparse.SUPPRESS)
         child.set_defaults(handler=command)
     return parser
 
 
+def _add_debug_argument(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        DEBUG_FLAG, action="store_true", default=default, help="print the traceback of an internal error"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 a failed check, 2 unusable input or usage)."""
+    """Run the CLI; returns the exit status: 0 ok, 1 a failed check, 2 unusable input, usage or output,
+    3 an internal error (a bug: one line, and the traceback only with --debug), 130 interrupted."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return 2
-        return int(args.handler.run(args))
+        return _run(parser, arguments)
     except TracelensError as exc:
-        print(f"tracelens: error: {exc}", file=sys.stderr)
+        report_error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tracelens: error: interrupted", file=sys.stderr)
+        report_error("interrupted")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # `tracelens ... | head`: the reader has all it wanted
         return 0
     except MemoryError:
-        print("tracelens: error: out of memory while analyzing; try a smaller trace", file=sys.stderr)
+        report_error("out of memory while analyzing; try a smaller trace")
         return 2
+    except RecursionError:
+        report_error("input nested too deeply to analyze")
+        return 2
+    except Exception as exc:  # the guard: a bug, never a traceback unless asked for
+        if DEBUG_FLAG in arguments:
+            traceback.print_exc()
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        report_error(f"internal error ({_shorten(detail)}); please report it with {DEBUG_FLAG} output")
+        return INTERNAL_ERROR_EXIT
+
+
+def _run(parser: argparse.ArgumentParser, arguments: list[str]) -> int:
+    if not arguments:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.write(parser.format_usage())
+        names = ", ".join(command.name for command in COMMANDS)
+        raise TracelensError(f"no command given; choose one of {names} (see tracelens --help)")
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        raise TracelensError("no command given (see tracelens --help)")
+    inputs = command_inputs(args)
+    check_inputs(inputs)
+    if getattr(args, "output", None) is not None:
+        check_writable(args.output, args.force, inputs)  # before any work: the output can be written
+    if os.environ.get(PEAKS_ENV, "").strip():
+        peak_override(None, None)  # a bad TRACELENS_PEAKS is one error line in every command
+    return int(args.handler.run(args))
+
+
+def report_error(message: str) -> None:
+    """`tracelens: error: MESSAGE` on stderr: one line, control characters escaped."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed or full: nowhere to say it
+        print(f"tracelens: error: {escape_controls(message)}", file=sys.stderr)
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run() -> None:
@@ -97,7 +150,7 @@ def run() -> None:
     cache.background_writes = True  # a big trace's cache entry is written while the analyses run
     status = main()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed pipe (| head) or stream (None)
             stream.flush()
     cache.finish_writes()
     os._exit(status)

@@ -74,16 +74,12 @@ def _plain(value: Any) -> Any:
 
 
 class CheckJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: CheckResult) -> str:
         return json.dumps(check_dict(result), indent=2, ensure_ascii=False) + "\n"
 
 
 class CheckTextRenderer:
     """A verdict table: hypothesis, trace, claim, measured value, HELD/WRONG, evidence."""
-
-    output_file_extension = ".txt"
 
     def __init__(self, color: bool = False, width: int | None = None, evidence_lines: int = 3) -> None:
         self.color = color

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tracelens.renderers.base import Renderer, renderer_for
+from tracelens.renderers.base import Renderer
 
-__all__ = ["Renderer", "renderer_for"]
+__all__ = ["Renderer"]

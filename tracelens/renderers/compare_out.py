@@ -45,15 +45,11 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
 
 
 class CompareJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: Comparison) -> str:
         return dumps(compare_dict(result))
 
 
 class CompareTextRenderer:
-    output_file_extension = ".txt"
-
     def __init__(self, color: bool = False, width: int | None = None) -> None:
         self.color = color
         self.width = width

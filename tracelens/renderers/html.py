@@ -43,8 +43,6 @@ footer { font-size: 12px; color: #777; padding: 0 24px 24px; }
 class HtmlReportRenderer:
     """Renders a `ReportDocument` to one HTML page with plotly.js inlined."""
 
-    output_file_extension = ".html"
-
     def render(self, result: ReportDocument) -> str:
         parts = [
             "<!DOCTYPE html>",

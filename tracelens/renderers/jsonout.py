@@ -99,7 +99,5 @@ def dumps(document: dict[str, Any]) -> str:
 
 
 class AnalyzeJsonRenderer:
-    output_file_extension = ".json"
-
     def render(self, result: AnalysisReport) -> str:
         return dumps(analyze_dict(result))

@@ -10,6 +10,7 @@ from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
+from tracelens.renderers.textsafe import safe_text
 
 MAX_API_ROWS = 12
 MAX_FUSION_ROWS = 10
@@ -150,7 +151,7 @@ def roofline_table(roofline: Roofline) -> Table | Text:
 def compiled_parts(compiled: Compiled) -> list[Table | Text]:
     parts: list[Table | Text] = []
     if compiled.note:
-        parts.append(Text(f"torch.compile: {compiled.note}", style="yellow"))
+        parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
     if compiled.regions:
         table = Table(
             title=f"Compiled regions per step (wrapper overhead {compiled.overhead_us_per_step:,.1f} µs)",
