@@ -16,6 +16,7 @@ from tracelens.cli.progress import LoadProgress
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
 from tracelens.renderers.base import Renderer
+from tracelens.renderers.textsafe import escape_controls
 
 ResultT = TypeVar("ResultT")
 INPUT_ARGUMENTS = ("trace", "traces", "expect", "et")  # argparse destinations that name input files
@@ -54,7 +55,7 @@ def load_with_feedback(
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
     """One `tracelens: warning:` line per warning on stderr."""
     for warning in warnings:
-        print(f"tracelens: warning: {path.name}: {warning}", file=sys.stderr)
+        print(f"tracelens: warning: {escape_controls(f'{path.name}: {warning}')}", file=sys.stderr)
 
 
 def use_color() -> bool:

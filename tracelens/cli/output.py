@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tracelens.atomic import write_atomic
 from tracelens.errors import TracelensError
+from tracelens.renderers.textsafe import escape_controls
 
 STDOUT_NAME = "-"
 
@@ -58,7 +59,8 @@ def check_writable(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None
 def write_output(path: Path, content: str | bytes, force: bool, inputs: Sequence[Path] = ()) -> None:
     """Write a command's output atomically (`tracelens.atomic`), or to stdout for `-o -`, after checking the
     policy once more (the file system may have changed while the command ran)."""
-    data = content.encode("utf-8", errors="surrogateescape") if isinstance(content, str) else content
+    # a lone surrogate (a file name's undecodable byte) is written as `\udcff`: the output stays valid UTF-8
+    data = content.encode("utf-8", errors="backslashreplace") if isinstance(content, str) else content
     if is_stdout(path):
         write_stdout(data)
         return
@@ -100,7 +102,7 @@ def emit(text: str, output: Path | None, force: bool, inputs: Sequence[Path] = (
 
 def status(line: str) -> None:
     """A status line ("Wrote …"): always on stderr, so stdout carries only results."""
-    print(line, file=sys.stderr)
+    print(escape_controls(line), file=sys.stderr)
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -35,6 +35,7 @@ THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "fact
 
 Scalar = float | int | str | bool
 MAX_FILE_BYTES = 16 << 20  # a hypotheses file is written by hand: a few KB
+MAX_TARGET_CHARS = 1000  # a metric path or a name pattern longer than this is not a guess anyone wrote
 
 
 class HypothesisError(TracelensError):
@@ -247,6 +248,8 @@ def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix:
     target = table[kind]
     if not isinstance(target, str) or not target.strip():
         raise where.error(f"{prefix}{kind} must be a non-empty string")
+    if len(target) > MAX_TARGET_CHARS:
+        raise where.error(f"{prefix}{kind} is {len(target):,} characters long; at most {MAX_TARGET_CHARS:,}")
     measure = table.get("measure")
     if kind == "metric":
         if measure is not None:
