@@ -249,10 +249,10 @@ def test_a_utf8_bom_in_a_hypotheses_file_is_accepted(tmp_path: Path, capsys: pyt
         (["--peak-tbps", "nan"], None, "--peak-tbps: a peak must be a finite number > 0, not nan TB/s"),
         (["--peak-tflops", "bf16=-1,fp32=67"], None, "--peak-tflops: a peak must be a finite number > 0, not -1"),
         (["--peak-tflops", "inf"], None, "--peak-tflops: a peak must be a finite number > 0, not inf TFLOP/s"),
-        (["--peak-tflops", "bf16="], None, "bad --peak-tflops (could not convert string to float: '')"),
+        (["--peak-tflops", "bf16="], None, "bad peak figures in --peak-tflops (could not convert string to float: '')"),
         ([], '{"hbm_tbps": 0}', "TRACELENS_PEAKS: a peak must be a finite number > 0, not 0 TB/s"),
         ([], '{"bf16": -5}', "TRACELENS_PEAKS: a peak must be a finite number > 0, not -5 bf16 TFLOP/s"),
-        ([], "[1]", "bad TRACELENS_PEAKS"),
+        ([], "[1]", "bad peak figures in TRACELENS_PEAKS"),
     ],
 )
 def test_impossible_peaks_are_refused(

@@ -40,12 +40,16 @@ def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
     try:
         from_env = override_from_env()
     except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-        raise TracelensError(f'bad TRACELENS_PEAKS ({exc}); use e.g. {{"bf16": 989, "hbm_tbps": 4.8}}') from None
+        raise TracelensError(
+            f'bad peak figures in TRACELENS_PEAKS ({exc}); use e.g. {{"bf16": 989, "hbm_tbps": 4.8}}'
+        ) from None
     _check_peaks(from_env, "TRACELENS_PEAKS", "TRACELENS_PEAKS")
     try:
         from_cli = PeakOverride(parse_tflops(tflops) if tflops is not None else {}, tbps)
     except (ValueError, TypeError, AttributeError, OverflowError) as exc:
-        raise TracelensError(f"bad --peak-tflops ({exc}); use e.g. --peak-tflops bf16=989,fp32=67") from None
+        raise TracelensError(
+            f"bad peak figures in --peak-tflops ({exc}); use e.g. --peak-tflops bf16=989,fp32=67"
+        ) from None
     _check_peaks(from_cli, "--peak-tflops", "--peak-tbps")
     return merge_overrides(from_env, from_cli)
 

@@ -94,7 +94,7 @@ def _build_page(paths: list[Path], step: int | None, max_slices: int | None, use
     from tracelens.report import MAX_SLICES, build_report
 
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
-    page = HtmlReportRenderer().render(document).encode("utf-8")
+    page = HtmlReportRenderer().render(document).encode("utf-8", errors="backslashreplace")  # lone surrogates
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
 
 

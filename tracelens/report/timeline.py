@@ -9,7 +9,6 @@ points sit at slice centres, and launch → kernel links are line segments.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import msgspec
@@ -21,7 +20,7 @@ from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
-from tracelens.report.document import Panel
+from tracelens.report.document import Panel, chart_text
 from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 
@@ -211,7 +210,7 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
 
 def _escape(text: str) -> str:
     cut = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
-    return html.escape(cut, quote=False)
+    return chart_text(cut)
 
 
 def _shapes(raw: bytes | None) -> str:
@@ -312,7 +311,7 @@ def _lay_out_figure(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | Non
         xaxis=xaxis,
         yaxis={
             "tickvals": [t for t, _ in lanes.ticks],
-            "ticktext": [label for _, label in lanes.ticks],
+            "ticktext": [chart_text(label) for _, label in lanes.ticks],
             "range": [lanes.n_lanes - 0.5, -0.5],
             "showgrid": False,
             "zeroline": False,
