@@ -304,6 +304,20 @@ def _hypotheses_case(name: str, text: str | bytes, expect: frozenset[int] = froz
     return Case(f"hypotheses: {name}", _copy_base("t.json.gz"), argv=argv, expect=expect)
 
 
+def _special_hypotheses(kind: str) -> Callable[[Path, Path], list[list[str]]]:
+    def argv(trace: Path, folder: Path) -> list[list[str]]:
+        path = folder / "special.toml"
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "folder":
+            path.mkdir()
+        else:
+            path = Path(kind)
+        return [["check", str(trace), "--expect", str(path)]]
+
+    return argv
+
+
 def _outputs(*flags: str, make_target: Callable[[Path], str]) -> Callable[[Path, Path], list[list[str]]]:
     def argv(trace: Path, folder: Path) -> list[list[str]]:
         target = make_target(folder)
@@ -465,6 +479,16 @@ def issue_cases(release: bool = False) -> list[Case]:
         _hypotheses_case("a UTF-8 BOM", b"\xef\xbb\xbf" + HYPOTHESES.encode(), expect=frozenset({0})),
         _hypotheses_case("bytes that are not UTF-8", b"\xff\xfe" + HYPOTHESES.encode()),
         _hypotheses_case("an empty file", b""),
+        Case("hypotheses: a FIFO", _copy_base("t.json.gz"), argv=_special_hypotheses("fifo"), expect=frozenset({2})),
+        Case(
+            "hypotheses: /dev/zero",
+            _copy_base("t.json.gz"),
+            argv=_special_hypotheses("/dev/zero"),
+            expect=frozenset({2}),
+        ),
+        Case(
+            "hypotheses: a folder", _copy_base("t.json.gz"), argv=_special_hypotheses("folder"), expect=frozenset({2})
+        ),
         # smaller items (item 6)
         Case(
             "terminal escapes in names",

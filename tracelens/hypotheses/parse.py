@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -136,12 +138,13 @@ def load_hypotheses(path: str | Path) -> list[Hypothesis]:
 def _read_text(path: Path, source: str) -> str:
     """The file's text (UTF-8, with or without a byte-order mark); at most `MAX_FILE_BYTES`."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open, /dev/zero never end
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            raise HypothesisError(f"{source}: {kind}; pass a hypotheses .toml file")
         with path.open("rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise HypothesisError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise HypothesisError(f"{source}: is a directory; pass a hypotheses .toml file") from None
     except OSError as exc:
         raise HypothesisError(f"{source}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
