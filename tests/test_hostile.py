@@ -276,6 +276,10 @@ def _set_rank(document: dict[str, Any]) -> None:
     document["distributedInfo"] = {"rank": 2**70, "world_size": 2}
 
 
+def _set_huge_ts(document: dict[str, Any]) -> None:
+    next(_kernels(document))["ts"] = 10**400  # an int no float holds
+
+
 def _fifo(folder: Path) -> Path:
     path = folder / "fifo.json"
     os.mkfifo(path)
@@ -467,6 +471,12 @@ def issue_cases(release: bool = False) -> list[Case]:
             xfail=LOADER,
         ),
         Case("ProfilerStep#99999999999999999999", _document("t.json", _set_step_name), xfail=LOADER),
+        Case(
+            "a 400-digit integer ts",
+            _document("t.json", _set_huge_ts),
+            commands=("analyze", "annotate"),
+            xfail=LOADER + "; annotate: loader/rewrite.py _is_complete",
+        ),
         Case("distributedInfo.rank = 2**70", _document("t.json", _set_rank), xfail=CACHE),
         _hypotheses_case(
             "arrays nested 1,000 deep", HYPOTHESES.replace("value = 0", "value = " + "[" * 1000 + "]" * 1000)

@@ -61,20 +61,21 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tracelens", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tracelens {__version__}")
-    _add_debug_argument(parser, argparse.SUPPRESS)
+    _add_debug_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         doc = (type(command).__doc__ or "").strip()
         child = sub.add_parser(command.name, help=doc.splitlines()[0] if doc else "", description=doc)
         command.prepare_parser(child)
-        _add_debug_argument(child, argparse.SUPPRESS)
+        _add_debug_argument(child)
         child.set_defaults(handler=command)
     return parser
 
 
-def _add_debug_argument(parser: argparse.ArgumentParser, default: object) -> None:
+def _add_debug_argument(parser: argparse.ArgumentParser) -> None:
+    """`--debug`, before or after the command name (read from the raw arguments by `main`)."""
     parser.add_argument(
-        DEBUG_FLAG, action="store_true", default=default, help="print the traceback of an internal error"
+        DEBUG_FLAG, action="store_true", default=argparse.SUPPRESS, help="print the traceback of an internal error"
     )
 
 
@@ -127,7 +128,9 @@ def _run(parser: argparse.ArgumentParser, arguments: list[str]) -> int:
 
 def report_error(message: str) -> None:
     """`tracelens: error: MESSAGE` on stderr: one line, control characters escaped."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed or full: nowhere to say it
+    if sys.stderr is None:  # closed (2>&-): nowhere to say it (print would fall back to stdout)
+        return
+    with contextlib.suppress(OSError, ValueError):  # stderr full: nowhere to say it
         print(f"tracelens: error: {escape_controls(message)}", file=sys.stderr)
 
 
