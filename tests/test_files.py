@@ -279,3 +279,39 @@ def test_full_or_closed_stdout_is_one_error_line(small_trace: Path) -> None:
     command = " ".join(shlex.quote(part) for part in [*TRACELENS, "analyze", str(small_trace)])
     result = subprocess.run(f"{command} >&-", shell=True, capture_output=True, text=True, timeout=120)  # closed stdout
     assert (result.returncode, result.stderr) == (2, "tracelens: error: cannot write to stdout: it is closed\n")
+
+
+# --- issue 13: one trace stem and one duplicate-label scheme in every command ---------------------------
+
+
+def test_every_command_names_a_trace_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`x.trace.json` is `x` everywhere (compare and check once disagreed: `x.trace` vs `x`), and two traces
+    of one name are `x` and `x #2` in compare, check and report."""
+    from tests.conftest import one_gemm_trace
+    from tracelens.naming import trace_stem, unique_labels
+
+    assert [trace_stem(n) for n in ("a/x.trace.json", "w.1.pt.trace.json.gz", "x.json", ".json.gz")] == [
+        "x",
+        "w.1",
+        "x",
+        "trace",
+    ]
+    assert unique_labels(["x", "y", "x", "x #2", "x"]) == ["x", "y", "x #3", "x #2", "x #4"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = one_gemm_trace(tmp_path / "a", "x.trace.json"), one_gemm_trace(tmp_path / "b", "x.trace.json")
+    hypotheses = tmp_path / "h.toml"
+    hypotheses.write_text('[[hypothesis]]\nname = "k"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 1\n')
+    monkeypatch.chdir(tmp_path)
+
+    assert main(["compare", str(first), str(second), "--format", "json"]) == 0
+    assert [v["name"] for v in json.loads(capsys.readouterr().out)["variants"]] == ["x", "x #2"]
+    assert main(["check", str(first), str(second), "--expect", str(hypotheses), "--format", "json"]) == 0
+    assert [t["label"] for t in json.loads(capsys.readouterr().out)["traces"]] == ["x", "x #2"]
+    assert main(["report", str(first), str(second)]) == 0
+    assert capsys.readouterr().err.startswith("Wrote x-vs-x.tracelens.html (")
+    assert "<title>tracelens report: x, x #2</title>" in (tmp_path / "x-vs-x.tracelens.html").read_text()
+    assert main(["annotate", str(first)]) == 0
+    assert capsys.readouterr().err.startswith("Wrote x.tracelens.json.gz (")
