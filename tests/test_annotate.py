@@ -74,7 +74,7 @@ def test_annotate_writes_valid_trace_with_findings(tmp_path: Path, capsys: pytes
     source = tiny_trace(tmp_path)
     output = tmp_path / "annotated.json.gz"
     assert main(["annotate", str(source), "-o", str(output)]) == 0
-    assert capsys.readouterr().out == f"Wrote {output} (3 finding slices, 4 events annotated)\n"
+    assert capsys.readouterr().err == f"Wrote {output} (3 finding slices, 4 events annotated)\n"
     document, events = read_events(output)
     assert isinstance(document, dict) and document["schemaVersion"] == 1
     check_format_rules(events)

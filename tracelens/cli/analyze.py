@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +21,6 @@ from tracelens.cli.common import (
     load_with_feedback,
     print_warnings,
 )
-from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 
@@ -33,15 +33,37 @@ if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check`
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
-    """Peaks from TRACELENS_PEAKS, overridden by the command-line options."""
+    """Peaks from TRACELENS_PEAKS, overridden by the command-line options; every figure must be a finite
+    number > 0 (a peak of 0, a negative or NaN one would give impossible percentages of peak)."""
     from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
 
     try:
         from_env = override_from_env()
-        from_cli = PeakOverride(parse_tflops(tflops) if tflops else {}, tbps)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise TracelensError(f"bad peak figures ({exc}); use e.g. --peak-tflops bf16=989,fp32=67") from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        raise TracelensError(
+            f'bad peak figures in TRACELENS_PEAKS ({exc}); use e.g. {{"bf16": 989, "hbm_tbps": 4.8}}'
+        ) from None
+    _check_peaks(from_env, "TRACELENS_PEAKS", "TRACELENS_PEAKS")
+    try:
+        from_cli = PeakOverride(parse_tflops(tflops) if tflops is not None else {}, tbps)
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        raise TracelensError(
+            f"bad peak figures in --peak-tflops ({exc}); use e.g. --peak-tflops bf16=989,fp32=67"
+        ) from None
+    _check_peaks(from_cli, "--peak-tflops", "--peak-tbps")
     return merge_overrides(from_env, from_cli)
+
+
+def _check_peaks(peaks: PeakOverride, compute_source: str, memory_source: str) -> None:
+    figures = [
+        (compute_source, f"{dtype} TFLOP/s" if dtype != "*" else "TFLOP/s", value)
+        for dtype, value in peaks.tflops.items()
+    ]
+    if peaks.hbm_tbps is not None:
+        figures.append((memory_source, "TB/s", peaks.hbm_tbps))
+    for source, unit, value in figures:
+        if not math.isfinite(value) or value <= 0:
+            raise TracelensError(f"{source}: a peak must be a finite number > 0, not {value:g} {unit}")
 
 
 class AnalyzeCommand:
@@ -79,8 +101,6 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.output is not None:
-            check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
         peaks = peak_override(args.peak_tflops, args.peak_tbps)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from tracelens.cli.common import (
     load_with_feedback,
     print_warnings,
 )
-from tracelens.cli.output import check_writable
+from tracelens.naming import unique_labels
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -74,13 +75,17 @@ class CheckCommand:
         from tracelens.hypotheses.parse import load_hypotheses
         from tracelens.renderers.check import CheckJsonRenderer
 
-        if args.output is not None:
-            check_writable(args.output, args.force, args.traces)
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
-        documents = [trace_document(path, args.step, args.cache) for path in args.traces]
+        documents = _distinct_labels([trace_document(path, args.step, args.cache) for path in args.traces])
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
         emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
         return 1 if result.wrong else 0
+
+
+def _distinct_labels(documents: list[TraceDocument]) -> list[TraceDocument]:
+    """Traces with the same label (same stem in two folders) told apart as every command does (`unique_labels`)."""
+    labels = unique_labels([d.label for d in documents])
+    return [d if d.label == label else replace(d, label=label) for d, label in zip(documents, labels, strict=True)]
 
 
 def _import_document_machinery() -> None:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelens._cache import Cache
-from tracelens.cli.common import add_cache_argument, load_with_feedback, print_warnings
-from tracelens.cli.output import check_writable, write_output
+from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
+from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.naming import trace_stem
 
 SUFFIX = ".tracelens.html"
 
@@ -17,7 +18,7 @@ SUFFIX = ".tracelens.html"
 def default_output(traces: list[Path]) -> Path:
     """`x.json.gz` → `./x.tracelens.html` (in the current directory: inputs may sit in read-only folders);
     several traces → `./x-vs-y[-and-N-more].tracelens.html`."""
-    stems = [_stem(path) for path in traces]
+    stems = [trace_stem(path) for path in traces]
     if len(stems) == 1:
         name = stems[0]
     elif len(stems) == 2:
@@ -25,13 +26,6 @@ def default_output(traces: list[Path]) -> Path:
     else:
         name = f"{stems[0]}-vs-{stems[1]}-and-{len(stems) - 2}-more"
     return Path(name + SUFFIX)
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".json"):
-        name = name.removesuffix(suffix)
-    return name or "trace"
 
 
 @dataclass(frozen=True)
@@ -50,9 +44,9 @@ class ReportCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("traces", type=Path, nargs="+", metavar="TRACE", help="one or more traces to report on")
         parser.add_argument(
-            "-o", "--output", type=Path, help=f"the HTML file to write (default: ./<trace name>{SUFFIX})"
+            "-o", "--output", type=Path, help=f"the HTML file to write, - for stdout (default: ./<trace name>{SUFFIX})"
         )
-        parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
         parser.add_argument("--step", type=int, help="analyze only ProfilerStep#N and draw it in full")
         parser.add_argument(
             "--max-slices",
@@ -67,7 +61,8 @@ class ReportCommand:
 
         max_slices = None if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
-        check_writable(output, args.force, args.traces)
+        inputs = command_inputs(args)
+        check_writable(output, args.force, inputs)
         started = time.perf_counter()
         computed = False
 
@@ -81,9 +76,10 @@ class ReportCommand:
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
-        write_output(output, result.page, args.force)
+        write_output(output, result.page, args.force, inputs)
         elapsed = time.perf_counter() - started
-        print(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
+        if not is_stdout(output):
+            status(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
         return 0
 
 
@@ -99,7 +95,7 @@ def _build_page(paths: list[Path], step: int | None, max_slices: int | None, cac
     from tracelens.renderers.page import MAX_SLICES, build_report
 
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
-    page = HtmlReportRenderer().render(document).encode("utf-8")
+    page = HtmlReportRenderer().render(document).encode("utf-8", errors="backslashreplace")  # lone surrogates
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
 
 

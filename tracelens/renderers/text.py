@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.table import Table
@@ -12,6 +13,7 @@ from rich.text import Text
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.textsafe import escape_controls, safe_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -20,11 +22,20 @@ MAX_OP_ROWS = 20
 DEFAULT_WIDTH = 140  # output to a pipe or file: fixed, so it is the same on every machine
 
 
+class SafeConsole(Console):
+    """A console whose strings (table cells, titles, printed lines) have control characters escaped
+    (`escape_controls`): a kernel name cannot clear the screen or retitle the terminal. `Text` objects built
+    from trace data escape their strings themselves (`safe_text`)."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(escape_controls(text, keep_newlines=True), **options)
+
+
 def make_console(color: bool, width: int | None = None) -> Console:
-    """A recording console; on a terminal (`color`) it takes the terminal's width."""
+    """A recording console (`SafeConsole`); on a terminal (`color`) it takes the terminal's width."""
     if width is None:
         width = max(shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns, 80) if color else DEFAULT_WIDTH
-    return Console(
+    return SafeConsole(
         file=io.StringIO(),
         force_terminal=color,
         no_color=not color,
@@ -211,5 +222,5 @@ class AnalyzeTextRenderer:
         for part in analysis_parts(result):
             console.print(part)
         for warning in result.summary.warnings:
-            console.print(Text(f"warning: {warning}", style="yellow"))
+            console.print(safe_text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

@@ -14,6 +14,7 @@ from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
+from tracelens.renderers.textsafe import safe_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -175,7 +176,7 @@ def roofline_table(roofline: Roofline) -> Table | Text:
 def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
     parts: Parts = []
     if compiled.note:
-        parts.append(Text(f"torch.compile: {compiled.note}", style="yellow"))
+        parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
     if compiled.regions:
         table = Table(
             title=f"Compiled regions per step (wrapper overhead {compiled.overhead_us_per_step:,.1f} µs)",

@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisReport
-from tracelens.report.document import AnalysisPanels, Panel, Table, unavailable
+from tracelens.report.document import AnalysisPanels, Panel, Table, chart_text, unavailable
 from tracelens.report.generic import format_value, result_table
 
 MISSING = "this version of tracelens does not compute it"
@@ -132,12 +132,12 @@ def dispatch_panel(report: AnalysisReport) -> Panel:
     layers = layers[::-1]
     fig = go.Figure(
         go.Bar(
-            y=[str(layer.name) for layer in layers],
+            y=[chart_text(str(layer.name)) for layer in layers],
             x=[float(layer.us_per_step) for layer in layers],
             orientation="h",
             marker_color="#fdae6b",
             customdata=[
-                [float(getattr(layer, "calls_per_step", 0.0)), str(getattr(layer, "description", ""))]
+                [float(getattr(layer, "calls_per_step", 0.0)), chart_text(str(getattr(layer, "description", "")))]
                 for layer in layers
             ],
             hovertemplate="%{y}: %{x:,.1f} µs per step<br>%{customdata[0]:,.1f} calls per step<br>%{customdata[1]}"
@@ -259,9 +259,9 @@ def _add_roofs(fig: go.Figure, roofline: Any, rows: list[Any]) -> None:
 
 def _roofline_hover(row: Any) -> str:
     parts = [
-        f"<b>{row.short_name}</b>",
-        f"op: {row.op}" if row.op else "",
-        f"model: {row.model}",
+        f"<b>{chart_text(str(row.short_name))}</b>",
+        f"op: {chart_text(str(row.op))}" if row.op else "",
+        f"model: {chart_text(str(row.model))}",
         f"{format_value(float(row.achieved_tflops))} TFLOP/s, {format_value(float(row.achieved_tbps))} TB/s",
         f"{format_value(row.pct_of_peak)} % of the {row.limit} roof" if row.pct_of_peak is not None else "",
         f"{row.calls:,} calls, mean {format_value(float(row.mean_us))} µs",
