@@ -700,15 +700,13 @@ def _hostile_trace(folder: Path) -> Path:
 @pytest.mark.parametrize("color", [False, True])
 def test_text_output_escapes_control_characters(tmp_path: Path, color: bool) -> None:
     """A name can neither retitle the terminal (OSC), clear it (CSI 2J, C1 CSI) nor reorder it (bidi)."""
-    from tracelens.hypotheses.evaluate import CheckResult
-    from tracelens.renderers.check import CheckTextRenderer
-
     from tracelens import load
     from tracelens.analyses import analyze
     from tracelens.analyses.compare import compare_variants
     from tracelens.hypotheses.document import check_document
-    from tracelens.hypotheses.evaluate import evaluate
+    from tracelens.hypotheses.evaluate import CheckResult, evaluate
     from tracelens.hypotheses.parse import parse_hypotheses
+    from tracelens.renderers.check import CheckTextRenderer
     from tracelens.renderers.compare_out import CompareTextRenderer
     from tracelens.renderers.text import AnalyzeTextRenderer
 
