@@ -116,7 +116,7 @@ def rank_figures(trace: Trace) -> RankFigures:
         events=trace.n_events,
         steps=window.n_steps,
         step_numbers=list(window.step_numbers),
-        step_us=float(summary.per_step.step_us),
+        step_us=float("nan") if summary.per_step.step_us is None else float(summary.per_step.step_us),
         step_us_by_step=[float(d) for d in durations],
         gpu_kernel_us=float(dur_us.sum() / n),
         compute_us=float(dur_us[~is_comm].sum() / n),

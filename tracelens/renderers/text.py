@@ -96,6 +96,8 @@ def per_step_table(summary: Summary) -> Table:
         if summary.step_numbers and summary.step_numbers[0] >= 0
         else "whole trace"
     )
+    if summary.empty_reason:
+        window = f"— {summary.empty_reason}"
     table = Table(title=f"Per step ({window})", title_justify="left")
     for column in (
         "kernels",
@@ -107,6 +109,7 @@ def per_step_table(summary: Summary) -> Table:
         "GPU busy µs",
         "kernel µs",
         "step µs",
+        "backlog µs",
     ):
         table.add_column(column, justify="right")
     table.add_row(*_figure_cells(summary.per_step))
@@ -114,6 +117,11 @@ def per_step_table(summary: Summary) -> Table:
         table.add_section()
         for row in summary.step_table:
             table.add_row(*_figure_cells(row), style="dim")
+    table.caption = (
+        "GPU busy: GPU activity inside the step's GPU window; step: one step's period (GPU end to GPU end when "
+        "the GPU is the limiter, CPU start to CPU start when the CPU is); backlog: GPU work still queued at the "
+        "step's CPU end"
+    )
     return table
 
 
@@ -124,14 +132,21 @@ def _figure_cells(row: StepFigures) -> list[str]:
         _count(row.memset),
         _count(row.launches),
         _count(row.cpu_ops),
-        f"{row.cpu_us:,.1f}",
-        f"{row.gpu_busy_us:,.1f}",
-        f"{row.gpu_kernel_us:,.1f}",
-        f"{row.step_us:,.1f}",
+        _us(row.cpu_us),
+        _us(row.gpu_busy_us),
+        _us(row.gpu_kernel_us),
+        _us(row.step_us),
+        _us(row.queue_backlog_us),
     ]
 
 
-def _count(value: float) -> str:
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _count(value: float | None) -> str:
+    if value is None:
+        return "—"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
@@ -192,6 +207,9 @@ def analysis_parts(report: AnalysisReport) -> list[Table | Text]:
         parts += [bound_text(report.bound), bound_steps_table(report.bound)]
     if report.dispatch:
         parts += [dispatch_table(report.dispatch), api_table(report.dispatch)]
+    if report.summary.empty_reason and (report.fusion or report.roofline):
+        parts.append(Text(f"Fusion opportunities, roofline: — ({report.summary.empty_reason})"))
+        return [p for p in parts if p is not None]
     if report.fusion:
         parts.append(fusion_table(report.fusion))
     if report.roofline:
