@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.activity import gpu_activity, step_windows
 from tracelens.analyses.summary import analyze_summary
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -108,7 +108,7 @@ def rank_figures(trace: Trace) -> RankFigures:
     is_comm = kernels.category[order] == CATEGORIES.index(COMMUNICATION)
     dur_us = kernels.dur_ns[order] / 1000.0
     names = np.asarray(trace.events.names, dtype=object)[kernels.name[order][is_comm]]
-    durations = trace.steps.duration_ns[window.step_indices] / 1000.0
+    durations = step_windows(trace).period_ns[window.step_indices] / 1000.0  # per-step step time (period)
     return RankFigures(
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,

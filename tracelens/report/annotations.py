@@ -29,7 +29,7 @@ CAUSE_TEXT = {
     "launch": "waiting for a launch (exposed CPU dispatch)",
     "sync": "waiting for a CPU sync",
     "queued": "work already queued (cross-stream waits, device scheduling)",
-    "other": "other (queued behind other streams, or no launch recorded)",
+    "other": "other (no launch recorded, or nothing queued after it)",
 }
 
 

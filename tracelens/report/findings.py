@@ -23,7 +23,8 @@ IDLE_CAUSES = (
     ("launch_wait_us", "idle: waiting for launches (exposed CPU dispatch)", "#d62728"),
     ("sync_wait_us", "idle: waiting for a CPU sync", "#ff7f0e"),
     ("queued_idle_us", "idle: work already queued (cross-stream waits, device scheduling)", "#bcbd22"),
-    ("other_idle_us", "idle: other (queued behind other streams, no launch recorded)", "#9e9e9e"),
+    ("other_idle_us", "idle: other (no launch recorded, nothing queued after)", "#9e9e9e"),
+    ("compile_idle_us", "idle: during torch.compile compilation", "#8c564b"),
 )
 MAX_FUSION_ROWS = 20
 
