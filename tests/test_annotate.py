@@ -108,6 +108,7 @@ def test_annotate_writes_valid_trace_with_findings(tmp_path: Path, capsys: pytes
         "cause": "waiting for a launch (exposed CPU dispatch)",
         "launch µs": 60.0,
         "sync µs": 0.0,
+        "queued µs": 0.0,
         "other µs": 0.0,
         "device": 0,
         "step": 2,

@@ -24,7 +24,7 @@ def mlp() -> tuple[Trace, AnalysisReport, ReportDocument]:
 def test_idle_by_cause_draws_the_bound_steps(mlp: tuple) -> None:
     _, report, document = mlp
     data = document.panel("gpu-idle").figure.to_dict()["data"]
-    assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle"]
+    assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle", "idle", "idle"]
     assert list(data[0]["x"]) == [str(s.number) for s in report.bound.steps] == ["3", "4", "5", "6", "7"]
     assert array(data[0]["y"]).tolist() == [s.gpu_busy_us for s in report.bound.steps]
     assert array(data[1]["y"]).tolist() == [s.launch_wait_us for s in report.bound.steps]

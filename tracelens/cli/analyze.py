@@ -66,6 +66,17 @@ def _check_peaks(peaks: PeakOverride, compute_source: str, memory_source: str) -
             raise TracelensError(f"{source}: a peak must be a finite number > 0, not {value:g} {unit}")
 
 
+FIGURES_HELP = (
+    "Per-step figures (docs/definitions.md): step µs = one step's period, GPU end to GPU end when the GPU is "
+    "the limiter (the previous step's GPU work ran past this step's CPU start), CPU start to next CPU start when "
+    "the CPU is (the trace's first step: its GPU window); backlog µs = how far GPU work trails the CPU at the "
+    "step's CPU end; GPU busy µs = union of all GPU activity inside the step's GPU window (from its CPU start, or "
+    "the previous step's GPU end if later, to its last GPU end or CPU end), whoever launched it; busy + idle "
+    "buckets = the window. Bound: cpu when launch waits >= busy, gpu when busy >= 85 % of the window and launch "
+    "waits <= 10 %, else mixed. A figure that cannot be computed prints as — (null in JSON), with the reason."
+)
+
+
 class AnalyzeCommand:
     """Analyze one trace: kernels per step and who launched them, CPU and GPU time. Given a directory or a
     tar archive of rank traces: every rank in parallel, and a cross-rank view."""
@@ -73,6 +84,7 @@ class AnalyzeCommand:
     name = "analyze"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = FIGURES_HELP
         parser.add_argument(
             "trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz), or a directory / tar of rank traces"
         )

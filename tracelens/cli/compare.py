@@ -27,6 +27,9 @@ class CompareCommand:
     name = "compare"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        from tracelens.cli.analyze import FIGURES_HELP
+
+        parser.epilog = FIGURES_HELP
         parser.add_argument("traces", type=Path, nargs="+", help="two or more traces, in the order to show")
         parser.add_argument(
             "--name",

@@ -88,14 +88,14 @@ def _variants_table(result: Comparison) -> Table:
         categories = ", ".join(f"{name} {count:g}" for name, count in v.kernels_by_category.items())
         table.add_row(
             v.name,
-            f"{p.kernels:g}",
-            f"{p.gpu_kernel_us:,.1f}",
-            f"{p.gpu_busy_us:,.1f}",
-            f"{p.step_us:,.1f}",
+            _optional_count(p.kernels),
+            _optional_us(p.gpu_kernel_us),
+            _optional_us(p.gpu_busy_us),
+            _optional_us(p.step_us),
             _optional_us(v.dispatch_us_per_step),
             _optional_us(v.exposed_dispatch_us_per_step),
-            f"{p.launches:g}",
-            f"{p.cpu_ops:g}",
+            _optional_count(p.launches),
+            _optional_count(p.cpu_ops),
             f"{v.metadata_ops_per_step:g}",
             v.bound or "—",
             categories,
@@ -142,3 +142,7 @@ def _components_table(result: Comparison) -> Table:
 
 def _component_cell(us: float, kernels: float) -> str:
     return f"{us:,.1f} ({kernels:g})"
+
+
+def _optional_count(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"

@@ -18,7 +18,8 @@ ANALYZE_SCHEMA = "tracelens.analyze/1"
 PER_STEP_KEYS = STEP_FIGURE_KEYS
 
 
-def per_step_dict(figures: StepFigures) -> dict[str, float]:
+def per_step_dict(figures: StepFigures) -> dict[str, float | None]:
+    """Figures by key; None (JSON null) where a figure cannot be computed."""
     return {key: _number(getattr(figures, key)) for key in PER_STEP_KEYS}
 
 
@@ -39,6 +40,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
         "steps": summary.steps,
         "step_numbers": summary.step_numbers,
         "per_step": per_step_dict(summary.per_step),
+        "per_step_note": summary.empty_reason,
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
@@ -77,7 +79,9 @@ def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
     }
 
 
-def _number(value: float) -> float:
+def _number(value: float | None) -> float | None:
+    if value is None:
+        return None
     return int(value) if float(value).is_integer() else value  # type: ignore[return-value]
 
 

@@ -29,7 +29,8 @@ ARG_PREFIX = "tracelens "
 CAUSE_TEXT = {
     "launch": "waiting for a launch (exposed CPU dispatch)",
     "sync": "waiting for a CPU sync",
-    "other": "other (queued behind other streams, or no launch recorded)",
+    "queued": "work already queued (cross-stream waits, device scheduling)",
+    "other": "other (no launch recorded, or nothing queued after it)",
 }
 
 

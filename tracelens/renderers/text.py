@@ -99,6 +99,8 @@ def per_step_table(summary: Summary) -> Table:
         if summary.step_numbers and summary.step_numbers[0] >= 0
         else "whole trace"
     )
+    if summary.empty_reason:
+        window = f"— {summary.empty_reason}"
     table = Table(title=f"Per step ({window})", title_justify="left")
     for column in (
         "kernels",
@@ -110,6 +112,7 @@ def per_step_table(summary: Summary) -> Table:
         "GPU busy µs",
         "kernel µs",
         "step µs",
+        "backlog µs",
     ):
         table.add_column(column, justify="right")
     table.add_row(*_figure_cells(summary.per_step))
@@ -117,6 +120,11 @@ def per_step_table(summary: Summary) -> Table:
         table.add_section()
         for row in summary.step_table:
             table.add_row(*_figure_cells(row), style="dim")
+    table.caption = (
+        "GPU busy: GPU activity inside the step's GPU window; step: one step's period (GPU end to GPU end when "
+        "the GPU is the limiter, CPU start to CPU start when the CPU is); backlog: GPU work still queued at the "
+        "step's CPU end"
+    )
     return table
 
 
@@ -127,14 +135,21 @@ def _figure_cells(row: StepFigures) -> list[str]:
         _count(row.memset),
         _count(row.launches),
         _count(row.cpu_ops),
-        f"{row.cpu_us:,.1f}",
-        f"{row.gpu_busy_us:,.1f}",
-        f"{row.gpu_kernel_us:,.1f}",
-        f"{row.step_us:,.1f}",
+        _us(row.cpu_us),
+        _us(row.gpu_busy_us),
+        _us(row.gpu_kernel_us),
+        _us(row.step_us),
+        _us(row.queue_backlog_us),
     ]
 
 
-def _count(value: float) -> str:
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _count(value: float | None) -> str:
+    if value is None:
+        return "—"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 

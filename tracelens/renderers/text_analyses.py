@@ -25,9 +25,9 @@ MAX_API_ROWS = 12
 MAX_FUSION_ROWS = 10
 MAX_ROOFLINE_ROWS = 15
 VERDICT = {
-    "cpu": "CPU-bound: the GPU waits for launches",
-    "gpu": "GPU-bound: the GPU stays busy while the CPU runs ahead",
-    "mixed": "mixed: the GPU both works and waits for launches",
+    "cpu": "CPU-bound: the GPU waits for launches at least as long as it works",
+    "gpu": "GPU-bound: the GPU is busy nearly all of each step and rarely waits for launches",
+    "mixed": "mixed: neither side dominates (the GPU works most of the step but also waits)",
     "unknown": "unknown: no GPU activity in the window",
 }
 
@@ -41,31 +41,52 @@ def dispatch_parts(dispatch: Dispatch, report: AnalysisReport) -> Parts:
 
 
 def fusion_parts(fusion: Fusion, report: AnalysisReport) -> Parts:
+    if report.summary.empty_reason:
+        return [Text(f"Fusion opportunities: — ({report.summary.empty_reason})")]
     return [fusion_table(fusion)]
 
 
 def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
+    if report.summary.empty_reason:
+        return [Text(f"Roofline: — ({report.summary.empty_reason})")]
     return [roofline_table(roofline)]
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 def bound_text(bound: Bound) -> Text:
     text = Text()
     text.append(f"Bound: {bound.bound}", style="bold")
-    text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+    if bound.bound == "unknown" and bound.reason:
+        text.append(f" — cannot be judged: {bound.reason}\n")
+    else:
+        text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+    if bound.bound == "unknown" or bound.exposed_dispatch_us_per_step is None:
+        reason = bound.reason or "no GPU activity in the window"
+        text.append(
+            f"Exposed dispatch: — ({reason}: nothing to wait or hide behind); CPU dispatch per step "
+            f"{_us(bound.dispatch_us_per_step)} µs.\n"
+        )
+        return text
+    text.append(f"({bound.thresholds})\n", style="dim")
     pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
     of_gpu = (
-        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU's time"
+        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU window"
         if bound.exposed_dispatch_pct_of_gpu is not None
         else ""
     )
     text.append(
-        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {bound.dispatch_us_per_step:,.1f} µs "
-        f"CPU dispatch per step{pct} ran while the GPU waited for it{of_gpu}; the rest was hidden behind GPU work.\n"
+        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {_us(bound.dispatch_us_per_step)} µs "
+        f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step: busy {bound.gpu_busy_us_per_step:,.1f} µs; idle waiting for launches "
-        f"{bound.launch_wait_us_per_step:,.1f} µs, on syncs/host copies {bound.sync_wait_us_per_step:,.1f} µs, "
-        f"other {bound.other_idle_us_per_step:,.1f} µs"
+        f"GPU per step: window {_us(bound.gpu_window_us_per_step)} µs = busy {_us(bound.gpu_busy_us_per_step)} µs "
+        f"+ idle waiting for launches {_us(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
+        f"{_us(bound.sync_wait_us_per_step)} µs, with work already queued {_us(bound.queued_idle_us_per_step)} µs, "
+        f"other {_us(bound.other_idle_us_per_step)} µs"
+        + (f", during compilation {_us(bound.compile_idle_us_per_step)} µs" if bound.compile_idle_us_per_step else "")
     )
     return text
 
@@ -73,22 +94,26 @@ def bound_text(bound: Bound) -> Text:
 def bound_steps_table(bound: Bound) -> Table | None:
     if not 1 < len(bound.steps) <= 12:
         return None
-    table = Table(title="GPU idle by cause, per step (µs)", title_justify="left")
-    for column in ("step", "busy", "launch wait", "sync wait", "other idle", "bound"):
+    table = Table(title="GPU window by bucket, per step (µs)", title_justify="left")
+    for column in ("step", "window", "busy", "launch wait", "sync wait", "queued", "other", "bound"):
         table.add_column(column, justify="right" if column != "bound" else "left")
     for s in bound.steps:
         table.add_row(
             str(s.number),
+            f"{s.gpu_window_us:,.1f}",
             f"{s.gpu_busy_us:,.1f}",
             f"{s.launch_wait_us:,.1f}",
             f"{s.sync_wait_us:,.1f}",
-            f"{s.other_idle_us:,.1f}",
+            f"{s.queued_idle_us:,.1f}",
+            f"{s.other_idle_us + s.compile_idle_us:,.1f}",
             s.bound,
         )
     return table
 
 
-def dispatch_table(dispatch: Dispatch) -> Table:
+def dispatch_table(dispatch: Dispatch) -> Table | Text:
+    if dispatch.steps == 0:
+        return Text("CPU time per step by layer: — (no analyzed step)")
     table = Table(
         title=f"CPU time per step by layer (self time, all threads): {dispatch.cpu_us_per_step:,.1f} µs",
         title_justify="left",

@@ -81,7 +81,7 @@ def step_times(summary: Summary, panel_id: str = "step-times") -> Panel:
     labels = [str(row.number) for row in rows]
     fig = go.Figure()
     for key, name, color in (
-        ("step_us", "step (to last GPU end)", "#9ecae1"),
+        ("step_us", "step (period)", "#9ecae1"),
         ("cpu_us", "CPU step", "#fdae6b"),
         ("gpu_busy_us", "GPU busy", "#d62728"),
     ):

@@ -23,7 +23,9 @@ IDLE_CAUSES = (
     ("gpu_busy_us", "GPU busy", "#2ca02c"),
     ("launch_wait_us", "idle: waiting for launches (exposed CPU dispatch)", "#d62728"),
     ("sync_wait_us", "idle: waiting for a CPU sync", "#ff7f0e"),
-    ("other_idle_us", "idle: other (queued behind other streams, no launch recorded)", "#9e9e9e"),
+    ("queued_idle_us", "idle: work already queued (cross-stream waits, device scheduling)", "#bcbd22"),
+    ("other_idle_us", "idle: other (no launch recorded, nothing queued after)", "#9e9e9e"),
+    ("compile_idle_us", "idle: during torch.compile compilation", "#8c564b"),
 )
 MAX_FUSION_ROWS = 20
 
@@ -64,7 +66,9 @@ def bound_panel(report: AnalysisReport) -> Panel:
         ("GPU busy µs/step", "gpu_busy_us_per_step"),
         ("GPU idle waiting for launches µs/step", "launch_wait_us_per_step"),
         ("GPU idle waiting for syncs µs/step", "sync_wait_us_per_step"),
+        ("GPU idle with work already queued µs/step", "queued_idle_us_per_step"),
         ("GPU idle, other µs/step", "other_idle_us_per_step"),
+        ("GPU window µs/step", "gpu_window_us_per_step"),
         ("CPU dispatch µs/step", "dispatch_us_per_step"),
         ("exposed dispatch µs/step", "exposed_dispatch_us_per_step"),
         ("exposed dispatch, % of dispatch", "exposed_dispatch_pct"),
