@@ -18,7 +18,7 @@ from tracelens.model.events import Kind
 from tracelens.model.op_names import METADATA_OPS, op_tokens
 from tracelens.model.trace import Trace
 
-MEMORY_BOUND = ("elementwise", "reduction", "copy")
+MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
-MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
+MEMORY_CATEGORIES = ("elementwise", "norm", "reduction", "copy")
 MEMORY_MODELS = ("elementwise", "norm", "reduction", "copy")
 MAX_SKIPPED = 3
 NUMELS_KEPT = 6  # element counts of an op's first tensors, for the "does a skipped kernel touch it" test

@@ -41,7 +41,7 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
     return _clean(document)
 
 
-ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "achieved_tflops", "achieved_tbps", "limit", "model")
+ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "model_note", "achieved_tflops", "achieved_tbps", "limit", "model")
 
 
 def _kernels_with_roofline(report: AnalysisReport) -> list[dict[str, Any]]:

@@ -144,6 +144,9 @@ def roofline_table(roofline: Roofline) -> Table | Text:
         table.caption = "unknown GPU: pass --peak-tflops / --peak-tbps (or TRACELENS_PEAKS) for % of peak"
     else:
         table.caption = f"peaks: TFLOP/s {peaks or 'n/a'}; {roofline.peak_tbps or 'n/a'} TB/s — {roofline.peaks_source}"
+    misfits = [r for r in roofline.rows[:MAX_ROOFLINE_ROWS] if r.model_note]
+    if misfits:
+        table.caption += "".join(f"\n— {r.short_name}: {r.model_note}" for r in misfits)
     return table
 
 
