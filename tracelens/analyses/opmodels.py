@@ -257,6 +257,69 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     return None
 
 
+def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
+    """(inputs, output) of a memory-bound op call, as its model counts them: inputs without a recorded `out=`
+    buffer; the output sized like the model's (pointwise: the broadcast of the inputs in the first input's dtype;
+    norms and same-dtype copies: the first input; fills: the filled tensor); None when its shape is not known
+    from the inputs (reductions, dtype-changing copies)."""
+    if shapes is None or not shapes.tensors or not op_name.startswith("aten::"):
+        return (), None
+    name, tensors = base_name(op_name), shapes.tensors
+    first = tensors[0]
+    if name in POINTWISE:
+        inputs = _pointwise_inputs(name, shapes)
+        return inputs, Tensor(_broadcast_dims(inputs), first.dtype, first.itemsize)
+    if name in NORMS:
+        return tensors, first
+    if name in FILLS:
+        return (), first
+    if name == "copy_" and len(tensors) >= 2:
+        return (tensors[1],), first
+    if name in ("clone", "contiguous", "repeat", "roll", "flip", "tril", "triu"):
+        return (first,), first
+    return tensors, None
+
+
+def _broadcast_dims(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
+    rank = max((len(t.dims) for t in tensors), default=0)
+    out = [1] * rank
+    for t in tensors:
+        for axis, size in enumerate(t.dims, start=rank - len(t.dims)):
+            out[axis] = max(out[axis], size) if size != 1 else out[axis]
+    return tuple(out)
+
+
+def gemm_inputs(op_name: str, shapes: OpShapes | None) -> tuple[Tensor, ...]:
+    """The input tensors of a GEMM call (a recorded `out=` buffer left out)."""
+    return _gemm_inputs(op_name, shapes) if shapes is not None and op_name in GEMM_OPS else ()
+
+
+def gemm_output(op_name: str, shapes: OpShapes | None) -> Tensor | None:
+    """The output tensor of a GEMM call: its `out=` buffer when recorded, else (batch…, M, N) in A's dtype."""
+    if shapes is None or op_name not in GEMM_OPS:
+        return None
+    count = GEMM_INPUTS.get(op_name)
+    if count is not None:
+        extra = [t for t in shapes.args[count:] if t is not None]
+        if extra:
+            return extra[0]
+    dims = _gemm_dims(op_name, shapes)
+    if dims is None:
+        return None
+    batch, m, _, n, a = dims
+    if op_name == "aten::linear":
+        x = shapes.tensor(0)
+        lead = x.dims[:-1] if x is not None else (m,)
+        return Tensor((*lead, n), a.dtype, a.itemsize)
+    if op_name in ("aten::bmm", "aten::baddbmm"):
+        return Tensor((batch, m, n), a.dtype, a.itemsize)
+    if op_name == "aten::matmul":
+        x = shapes.tensor(0)
+        lead = x.dims[:-1] if x is not None and len(x.dims) > 1 else ()
+        return Tensor((*lead, n), a.dtype, a.itemsize)
+    return Tensor((m, n), a.dtype, a.itemsize)
+
+
 def peak_dtype(dtype: str, kernel_name: str) -> str:
     """The dtype whose peak bounds a kernel: an fp32 GEMM whose kernel runs on tensor cores (`…tf32…`,
     cuBLAS/CUTLASS `tensorop_s1688`/`s16816`) is bounded by the TF32 peak, not the CUDA-core fp32 one."""

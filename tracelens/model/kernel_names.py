@@ -43,7 +43,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "conv",
         re.compile(
             r"conv|winograd|implicit_gemm|implicitgemm|scudnn|fft|dgrad|wgrad|fprop|cudnn::cnn::|miopen|"
-            r"igemm_(?:fwd|bwd|wrw)|im2col|col2im|cask_cudnn::",
+            r"igemm_(?:fwd|bwd|wrw)|im2col|im2d2col|col2im|cask_cudnn::",
         ),
     ),
     (
@@ -70,13 +70,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "elementwise",
         re.compile(
             r"elementwise|unrolled|vectorized|pointwise|fill|foreach|activation|"
-            r"gelu|silu|relu|swiglu|geglu|dropout|where|clamp|add|mul|div|exp|scale|scal_kernel|cast",
+            r"gelu|silu|relu|swiglu|geglu|dropout|where|clamp|add|mul|div|exp|scale|scal_kernel|cast|subtensorop",
         ),
     ),
 )
 
 _LIBRARY_RULES = 6  # communication, layout copies, norm, attention, conv, gemm: recognised whatever the launch API
-_TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+# Triton's launchers; `hipExtModuleLaunchKernel` is not one of them (MIOpen and hipBLASLt/Tensile kernels use it)
+_TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel")
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -73,6 +73,8 @@ def _extra_sections(report: AnalysisReport) -> dict[str, Any]:
             sections["fusion"] = {
                 "shapes_recorded": value.shapes_recorded,
                 "est_saving_us_per_step": value.est_saving_us_per_step,
+                "gemm_epilogue_saving_us_per_step": value.gemm_epilogue_saving_us_per_step,
+                "evidence": value.evidence,
             }
         else:
             sections[field.name] = dataclasses.asdict(value)
