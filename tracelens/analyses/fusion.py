@@ -85,7 +85,7 @@ def analyze_fusion(trace: Trace, window: Window, models: KernelModels | None = N
     kernels = kernels[np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))]
     tensors = op_tensors(trace)
     info = _kernel_info(trace, kernels, models, tensors)
-    if not (info.candidate.any() or info.pointwise.any()):
+    if info is None:
         return Fusion(shapes_recorded, [], 0.0)
     links = _links(trace, kernels, info)
     steps = max(window.n_steps, 1)
@@ -124,7 +124,8 @@ class _Info:
     read_elsewhere: np.ndarray  # bool: (execution trace) its output is read by an op that is not a candidate
 
 
-def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTensors | None) -> _Info:
+def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTensors | None) -> _Info | None:
+    """None when no kernel can be part of an opportunity (no candidate, no Inductor pointwise kernel)."""
     ev, links = trace.events, trace.links
     n = kernels.size
     by_row = np.argsort(models.row, kind="stable")
@@ -136,9 +137,11 @@ def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTe
     label_model = np.asarray([label.model for label in models.labels], dtype=object)[models.label[entry]]
     op_row = np.where(modelled, models.op_row[entry], -1)
     candidate = modelled & np.isin(category, MEMORY_CATEGORIES) & np.isin(label_model, MEMORY_MODELS) & (op_row >= 0)
-    triton_poi = np.asarray([name.startswith("triton_poi_") for name in ev.names_at(kernels)], dtype=bool)
-    inductor = modelled & (label_model == "inductor") & triton_poi
+    poi_codes = [code for code, name in enumerate(ev.names) if name.startswith("triton_poi_")]
+    inductor = modelled & (label_model == "inductor") & np.isin(ev.name[kernels], poi_codes)
     pointwise = (candidate & np.isin(label_model, POINTWISE_MODELS)) | inductor
+    if not pointwise.any() and int(candidate.sum()) < 2:
+        return None
     launching = links.op[kernels].astype(np.int64)
     gemm_op = _outer_gemm_ops(trace, np.where(category == "gemm", launching, -1))
     io = _Io(n)
@@ -224,8 +227,11 @@ class _Io:
             return
         signature, first = signature_codes(ev, rows[chosen])
         has = signature >= 0
-        decoded: list[tuple[list[int], list[float], int, float]] = []
-        for row in rows[chosen][first].tolist():
+        sig_in = np.full((first.size, SLOTS), -1, dtype=np.int64)
+        sig_in_bytes = np.zeros((first.size, SLOTS), dtype=np.float64)
+        sig_out = np.full(first.size, -1, dtype=np.int64)
+        sig_out_bytes = np.zeros(first.size, dtype=np.float64)
+        for index, row in enumerate(rows[chosen][first].tolist()):
             name, shapes = ev.names[int(ev.name[row])], op_shapes(ev, row)
             inputs: tuple[Tensor, ...]
             output: Tensor | None
@@ -235,15 +241,14 @@ class _Io:
                 inputs, output = (shapes.tensors if shapes else ()), None
             else:
                 inputs, output = memory_op_io(name, shapes)
-            in_codes = [codes.code((t.dims, t.dtype)) for t in inputs[:SLOTS]]
-            in_bytes = [float(t.nbytes) for t in inputs[:SLOTS]]
-            out = codes.code((output.dims, output.dtype)) if output is not None else -1
-            decoded.append((in_codes, in_bytes, out, float(output.nbytes) if output is not None else 0.0))
-        for position, code in zip(chosen[has].tolist(), signature[has].tolist(), strict=True):
-            in_codes, in_bytes, out, out_bytes = decoded[code]
-            self.in_code[position, : len(in_codes)] = in_codes
-            self.in_bytes[position, : len(in_bytes)] = in_bytes
-            self.out_code[position], self.out_bytes[position] = out, out_bytes
+            kept = inputs[:SLOTS]
+            sig_in[index, : len(kept)] = [codes.code((t.dims, t.dtype)) for t in kept]
+            sig_in_bytes[index, : len(kept)] = [float(t.nbytes) for t in kept]
+            if output is not None:
+                sig_out[index], sig_out_bytes[index] = codes.code((output.dims, output.dtype)), float(output.nbytes)
+        at, sig = chosen[has], signature[has]
+        self.in_code[at], self.in_bytes[at] = sig_in[sig], sig_in_bytes[sig]
+        self.out_code[at], self.out_bytes[at] = sig_out[sig], sig_out_bytes[sig]
         if what == "inductor" and model_bytes is not None:  # what the model counts beyond its arguments: the write
             done = chosen[has]
             self.out_bytes[done] = np.maximum(model_bytes[done] - self.in_bytes[done].sum(axis=1), 0.0)
@@ -412,10 +417,14 @@ def _opportunities(
     produced = kind == PRODUCER
     internal_out[src[produced]] = ~info.read_elsewhere[src[produced]]
     absorbed = np.zeros(kernels.size, dtype=np.float64)  # GEMM outputs an epilogue reads
+    gemm_writes = np.zeros(kernels.size, dtype=np.float64)  # per component label: the GEMM outputs it absorbs
+    gemm_count = np.zeros(kernels.size, dtype=np.int64)
     gemms: dict[int, list[int]] = {}
     if epilogue:
         g = links.kind == GEMM
         np.add.at(absorbed, links.dst[g], info.in_bytes[links.dst[g], links.slot[g]])
+        np.add.at(gemm_writes, label[links.dst[g]], info.out_bytes[links.src[g]])  # a GEMM feeds one consumer
+        np.add.at(gemm_count, label[links.dst[g]], 1)
         for s, d in zip(links.src[g].tolist(), links.dst[g].tolist(), strict=True):
             gemms.setdefault(int(label[d]), []).append(s)
     ext_in = info.in_bytes.sum(axis=1) - removed.sum(axis=1)
@@ -432,10 +441,10 @@ def _opportunities(
     identified = np.minimum.reduceat(info.by_id[positions].astype(np.int64), starts)
     roots = label[positions[starts]]
     if epilogue:
-        now = now + np.asarray([info.out_bytes[sorted(set(gemms.get(int(r), [])))].sum() for r in roots.tolist()])
+        now = now + gemm_writes[roots]
         fused = np.maximum(fused - np.add.reduceat(absorbed[positions], starts), 0.0)
         saving = dur.copy()
-        keep = np.asarray([int(r) in gemms for r in roots.tolist()], dtype=bool) & (now > 0)
+        keep = (gemm_count[roots] > 0) & (now > 0)
     else:
         fused = np.minimum(fused, now)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -448,7 +457,7 @@ def _opportunities(
     first_of: dict[_GroupKey, tuple[list[int], list[int]]] = {}
     for g in np.flatnonzero(keep).tolist():
         members = positions[starts[g] : starts[g] + size[g]].tolist()
-        used_gemms = sorted(set(gemms.get(int(roots[g]), [])))
+        used_gemms = sorted(gemms.get(int(roots[g]), []))
         key: _GroupKey = (
             tuple(op_codes[m] for m in members),
             tuple(shorts[m] for m in members),
