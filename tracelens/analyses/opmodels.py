@@ -209,9 +209,12 @@ def model_op(
     kernel_category: str,
     kernel_name: str,
     gemm_out_buffers: tuple[BufferKey, ...] = (),
+    conv_output: tuple[int, ...] | None = None,
 ) -> OpModel | None:
     """`gemm_out_buffers`: (dims, dtype) of the `out=` buffers that extern GEMMs wrote just before this kernel
-    (see `gemm_out_buffer`): evidence that an Inductor pointwise kernel works in place (`_in_place`)."""
+    (see `gemm_out_buffer`): evidence that an Inductor pointwise kernel works in place (`_in_place`).
+    `conv_output`: dims of the tensor the op after a forward convolution reads, used as the convolution's output
+    size when stride/padding are not recorded (and only when batch and channels agree)."""
     if shapes is None or not shapes.tensors:
         return None
     if kernel_name.startswith("triton_") and op_name == kernel_name:
@@ -219,7 +222,7 @@ def model_op(
     if op_name in GEMM_OPS:
         return _gemm(op_name, shapes) if kernel_category == "gemm" else None
     if op_name in CONV_FORWARD or op_name in CONV_BACKWARD:
-        return _conv(op_name, shapes) if kernel_category in CONV_KERNEL_CATEGORIES else None
+        return _conv(op_name, shapes, conv_output) if kernel_category in CONV_KERNEL_CATEGORIES else None
     if op_name in ATTENTION_OPS:
         return _attention(op_name, shapes) if kernel_category == "attention" else None
     if kernel_category not in MEMORY_KERNEL_CATEGORIES:
@@ -364,12 +367,12 @@ def _gemm_inputs(op_name: str, shapes: OpShapes) -> tuple[Tensor, ...]:
     return tuple(t for t in shapes.args[:count] if t is not None)
 
 
-def _conv(op_name: str, shapes: OpShapes) -> OpModel | None:
+def _conv(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = None) -> OpModel | None:
     """Direct convolution: FLOPs = 2 × N × C_out × (output spatial) × C_in/groups × (kernel spatial) for each
     computed gradient (forward: one pass; backward: data and/or weight gradient, each as many FLOPs as the
     forward); bytes = the tensors each pass reads and writes. Transposed convolutions are not modelled."""
     if op_name in CONV_FORWARD:
-        return _conv_forward(op_name, shapes)
+        return _conv_forward(op_name, shapes, conv_output)
     out_at, in_at, w_at = CONV_BACKWARD[op_name]
     grad_out, x, w = shapes.tensor(out_at), shapes.tensor(in_at), shapes.tensor(w_at)
     if grad_out is None or x is None or w is None or not len(grad_out.dims) == len(x.dims) == len(w.dims) >= 3:
@@ -387,7 +390,7 @@ def _conv(op_name: str, shapes: OpShapes) -> OpModel | None:
     return OpModel("conv", flops, moved, grad_out.dtype, out_bytes=float(x.nbytes if input_grad else w.nbytes))
 
 
-def _conv_forward(op_name: str, shapes: OpShapes) -> OpModel | None:
+def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None) -> OpModel | None:
     x, w = shapes.tensor(0), shapes.tensor(1)
     if x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
         return None
@@ -398,13 +401,16 @@ def _conv_forward(op_name: str, shapes: OpShapes) -> OpModel | None:
     stride = _int_list(shapes.value(stride_at))
     padding = _int_list(shapes.value(pad_at))
     dilation = _int_list(shapes.value(dil_at))
-    if stride is None or padding is None or dilation is None:
-        return None  # not recorded (`Concrete Inputs` absent): output size unknown
-    stride, padding, dilation = (_expand(v, spatial) for v in (stride, padding, dilation))
-    out_spatial = [
-        (size + 2 * p - d * (k - 1) - 1) // s + 1
-        for size, k, s, p, d in zip(x.dims[2:], w.dims[2:], stride, padding, dilation, strict=True)
-    ]
+    if stride is None or padding is None or dilation is None:  # not recorded (no `Concrete Inputs`)
+        if conv_output is None or len(conv_output) != len(x.dims) or conv_output[:2] != (x.dims[0], w.dims[0]):
+            return None  # output size unknown
+        out_spatial = list(conv_output[2:])
+    else:
+        stride, padding, dilation = (_expand(v, spatial) for v in (stride, padding, dilation))
+        out_spatial = [
+            (size + 2 * p - d * (k - 1) - 1) // s + 1
+            for size, k, s, p, d in zip(x.dims[2:], w.dims[2:], stride, padding, dilation, strict=True)
+        ]
     if min(out_spatial) <= 0:
         return None
     out_numel = x.dims[0] * w.dims[0] * math.prod(out_spatial)

@@ -29,7 +29,15 @@ from tracelens.analyses.keygroups import (
     group_sums,
     string_ranks,
 )
-from tracelens.analyses.opmodels import GEMM_INPUTS, BufferKey, OpModel, gemm_out_buffer, model_op, peak_dtype
+from tracelens.analyses.opmodels import (
+    CONV_FORWARD,
+    GEMM_INPUTS,
+    BufferKey,
+    OpModel,
+    gemm_out_buffer,
+    model_op,
+    peak_dtype,
+)
 from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I8, I64, Kind
@@ -39,6 +47,7 @@ from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 MAX_OP_ANCESTORS = 3
+CONV_CONSUMER_LOOKAHEAD = 4  # ops after a convolution searched for the first one that reads a feature map
 NS_PER_S = 1e9
 
 
@@ -179,6 +188,27 @@ def gemm_out_buffers(trace: Trace, op_row: int) -> tuple[BufferKey, ...]:
     return tuple(found)
 
 
+def conv_consumer_dims(trace: Trace, op_row: int) -> tuple[int, ...] | None:
+    """For a forward convolution op (None for other ops): the dims of the first feature map (rank ≥ 3) read by
+    one of the next ops after the outermost enclosing convolution call (ResNet: the batch norm after
+    `aten::conv2d`), taken as the convolution's output when its batch and channels match (checked by the model)."""
+    ev, parent = trace.events, trace.links.parent
+    if ev.names[int(ev.name[op_row])] not in CONV_FORWARD:
+        return None
+    top = op_row
+    while parent[top] >= 0 and ev.names[int(ev.name[parent[top]])] in CONV_FORWARD:
+        top = int(parent[top])
+    end = ev.ts_ns[top] + ev.dur_ns[top]
+    after = (parent == parent[top]) & (ev.kind == Kind.CPU_OP) & (ev.ts_ns >= end) & (ev.track == ev.track[top])
+    rows = np.flatnonzero(after)
+    for row in rows[np.argsort(ev.ts_ns[rows], kind="stable")][:CONV_CONSUMER_LOOKAHEAD].tolist():
+        shapes = op_shapes(ev, row)
+        first = next(iter(shapes.tensors), None) if shapes is not None else None
+        if first is not None and len(first.dims) >= 3:
+            return first.dims
+    return None
+
+
 def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list[OpModel]) -> I64:
     """Index into `models` (appended to) of the model of each (op, kernel) pair, -1 where none fits; computed
     once per distinct (op name, shapes, kernel category, kernel name for `triton_*` ops)."""
@@ -201,6 +231,7 @@ def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list
             CATEGORIES[int(category[has[i]])],
             ev.names[int(kernel_code[i])] if triton[i] else "",
             gemm_out_buffers(trace, int(ops[has[i]])) if triton[i] else (),
+            conv_consumer_dims(trace, int(ops[has[i]])),
         )
         if model is not None:
             index[g] = len(models)
