@@ -49,9 +49,11 @@ def test_dispatch_layers(mlp: tuple) -> None:
 def test_fusion_table(mlp: tuple) -> None:
     _, report, document = mlp
     table = document.panel("fusion").table
-    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 1
+    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 2
     assert table.rows[0][0] == "vectorized_elementwise_kernel[gelu] → vectorized_elementwise_kernel[mul]"
     assert table.rows[0][1] == "aten::gelu → aten::mul"
+    # the same kernels as a GEMM-epilogue opportunity of the gate/up GEMMs
+    assert table.rows[1][0] == "GEMM epilogue: " + table.rows[0][0] and table.rows[1][1] == table.rows[0][1]
 
 
 def test_roofline_points_and_roofs(mlp: tuple) -> None:

@@ -21,7 +21,7 @@ from tracelens.model.op_names import METADATA_OPS, op_tokens
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
 
-MEMORY_BOUND = ("elementwise", "reduction", "copy")
+MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check`
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.ranks import RankFigures
     from tracelens.analyses.record import CachedAnalysis
+    from tracelens.loader.et import ExecutionTrace
+    from tracelens.model.trace import Trace
     from tracelens.renderers.text import AnalyzeTextRenderer
 
 
@@ -96,6 +98,13 @@ class AnalyzeCommand:
             "overrides the device table and TRACELENS_PEAKS",
         )
         parser.add_argument("--peak-tbps", type=float, metavar="TBPS", help="roofline memory peak in TB/s")
+        parser.add_argument(
+            "--et",
+            type=Path,
+            metavar="FILE",
+            help="a PyTorch execution trace (ExecutionTraceObserver JSON) taken with TRACE: fusion links ops by "
+            "tensor identity instead of shape and dtype",
+        )
         add_format_argument(parser)
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -122,10 +131,15 @@ class AnalyzeCommand:
             from tracelens.analyses import analyze
             from tracelens.analyses.record import CachedAnalysis
 
-            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), trace.warnings)
+            warnings = trace.warnings
+            if execution_trace is not None:
+                warnings = (*warnings, *_attach_et(trace, execution_trace))
+            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
 
-        options = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
-        result = args.cache.result("analyses", [args.trace], options, _record_type, compute)
+        execution_trace = _load_et(args.et) if args.et is not None else None
+        options: dict[str, object] = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
+        inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
+        result = args.cache.result("analyses", inputs, options, _record_type, compute)
         print_warnings(args.trace, result.warnings)
         from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 
@@ -137,6 +151,27 @@ def _record_type() -> type[CachedAnalysis]:
     from tracelens.analyses.record import CachedAnalysis
 
     return CachedAnalysis
+
+
+def _load_et(path: Path) -> ExecutionTrace:
+    from tracelens.loader.et import load_execution_trace
+
+    if path.is_dir():
+        raise TracelensError(f"{path}: --et takes an execution trace file, not a directory")
+    return load_execution_trace(path)
+
+
+def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]:
+    """Pair the execution trace with the trace; a warning when no op matched."""
+    from tracelens.loader.et import attach
+
+    matched = attach(trace, execution_trace)
+    if matched == 0:
+        return (
+            f"execution trace {execution_trace.path}: none of its ops matched this trace's ops (same ProfilerStep "
+            "numbers and op names expected); fusion links by shape and dtype",
+        )
+    return ()
 
 
 def _import_for(output_format: str) -> None:

@@ -6,11 +6,16 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelens._cache import Cache
 from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.errors import TracelensError
 from tracelens.naming import trace_stem
+
+if TYPE_CHECKING:
+    from tracelens.loader.et import ExecutionTrace
 
 SUFFIX = ".tracelens.html"
 
@@ -54,6 +59,14 @@ class ReportCommand:
             default=None,
             help="timeline slices drawn one by one before merging the rest (default: 40,000)",
         )
+        parser.add_argument(
+            "--et",
+            type=Path,
+            action="append",
+            metavar="FILE",
+            help="a PyTorch execution trace taken with a TRACE (give one per TRACE, in order): fusion links ops "
+            "by tensor identity",
+        )
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -66,13 +79,15 @@ class ReportCommand:
         started = time.perf_counter()
         computed = False
 
+        execution_traces = _load_ets(args.et or [], len(args.traces))
+
         def compute() -> CachedPage:
             nonlocal computed
             computed = True
-            return _build_page(args.traces, args.step, max_slices, args.cache)
+            return _build_page(args.traces, args.step, max_slices, args.cache, execution_traces)
 
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        result = args.cache.result("pages", args.traces, options, lambda: CachedPage, compute)
+        result = args.cache.result("pages", [*args.traces, *(args.et or [])], options, lambda: CachedPage, compute)
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
@@ -83,12 +98,32 @@ class ReportCommand:
         return 0
 
 
-def _build_page(paths: list[Path], step: int | None, max_slices: int | None, cache: Cache) -> CachedPage:
-    """Load and analyze every trace (printing load warnings as it goes) and render the page."""
+def _load_ets(paths: list[Path], traces: int) -> list[ExecutionTrace]:
+    from tracelens.loader.et import load_execution_trace
+
+    if len(paths) > traces:
+        raise TracelensError(f"{len(paths)} --et files for {traces} trace(s): give at most one per TRACE, in order")
+    return [load_execution_trace(path) for path in paths]
+
+
+def _build_page(
+    paths: list[Path],
+    step: int | None,
+    max_slices: int | None,
+    cache: Cache,
+    execution_traces: list[ExecutionTrace] | None = None,
+) -> CachedPage:
+    """Load and analyze every trace (printing load warnings as it goes) and render the page; the i-th execution
+    trace is paired with the i-th trace."""
     inputs = []
-    for path in paths:
+    for index, path in enumerate(paths):
         trace = load_with_feedback(path, cache, meanwhile=_import_report_machinery)
         from tracelens.analyses import analyze
+
+        if execution_traces and index < len(execution_traces):
+            from tracelens.loader.et import attach
+
+            attach(trace, execution_traces[index])
 
         inputs.append((trace, analyze(trace, step=step)))
     from tracelens.renderers.html import HtmlReportRenderer

@@ -50,7 +50,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
     }
 
 
-ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "achieved_tflops", "achieved_tbps", "limit", "model")
+ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "model_note", "achieved_tflops", "achieved_tbps", "limit", "model")
 
 
 def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[dict[str, Any]]:
@@ -75,7 +75,12 @@ def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
     """`fusion_opportunities` is a list; `fusion` has the totals."""
     return {
         "fusion_opportunities": [dataclasses.asdict(o) for o in fusion.opportunities],
-        "fusion": {"shapes_recorded": fusion.shapes_recorded, "est_saving_us_per_step": fusion.est_saving_us_per_step},
+        "fusion": {
+            "shapes_recorded": fusion.shapes_recorded,
+            "est_saving_us_per_step": fusion.est_saving_us_per_step,
+            "gemm_epilogue_saving_us_per_step": fusion.gemm_epilogue_saving_us_per_step,
+            "evidence": fusion.evidence,
+        },
     }
 
 

@@ -109,7 +109,9 @@ def fusion_slices(gpu: pd.DataFrame, report: AnalysisReport) -> list[AddedSlice]
                     ts_ns=int(start_ns[a]),
                     dur_ns=max(int(end_ns[b] - start_ns[a]), 0),
                     args={
-                        "finding": "fusion opportunity",
+                        "finding": "fusion opportunity"
+                        if getattr(opportunity, "kind", "chain") == "chain"
+                        else "GEMM-epilogue opportunity",
                         "ops": " → ".join(opportunity.ops),
                         "est. saving µs per step": opportunity.est_saving_us,
                         "stream": int(opportunity.stream),

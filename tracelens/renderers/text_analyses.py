@@ -150,15 +150,25 @@ def fusion_table(fusion: Fusion) -> Table | Text:
     if not fusion.opportunities:
         reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
         return Text(f"Fusion opportunities: none found{reason}")
+    epilogue = (
+        f"; GEMM epilogues {fusion.gemm_epilogue_saving_us_per_step:,.1f} µs"
+        if fusion.gemm_epilogue_saving_us_per_step
+        else ""
+    )
     table = Table(
-        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step)",
+        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step{epilogue})",
         title_justify="left",
+    )
+    table.caption = (
+        f"linked by {fusion.evidence} (docs/fusion.md); GEMM epilogue: MB now → after counts the GEMM outputs' "
+        "writes; its saving overlaps the chains it contains"
     )
     for column in ("ops", "kernels", "calls", "kernel µs", "MB now → fused", "saving µs"):
         table.add_column(column, justify="right" if column in ("calls", "kernel µs", "saving µs") else "left")
     for o in fusion.opportunities[:MAX_FUSION_ROWS]:
+        chain = " → ".join(op.removeprefix("aten::") for op in o.ops)
         table.add_row(
-            " → ".join(op.removeprefix("aten::") for op in o.ops),
+            f"GEMM epilogue: {len(o.gemm_kernels)} GEMM → {chain}" if o.kind == "gemm_epilogue" else chain,
             ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
             f"{o.calls_per_step:,.1f}",
             f"{o.kernel_us_per_step:,.1f}",
@@ -195,6 +205,9 @@ def roofline_table(roofline: Roofline) -> Table | Text:
         table.caption = "unknown GPU: pass --peak-tflops / --peak-tbps (or TRACELENS_PEAKS) for % of peak"
     else:
         table.caption = f"peaks: TFLOP/s {peaks or 'n/a'}; {roofline.peak_tbps or 'n/a'} TB/s — {roofline.peaks_source}"
+    misfits = [r for r in roofline.rows[:MAX_ROOFLINE_ROWS] if r.model_note]
+    if misfits:
+        table.caption += "".join(f"\n— {r.short_name}: {r.model_note}" for r in misfits)
     return table
 
 

@@ -171,7 +171,8 @@ def fusion_panel(report: AnalysisReport) -> Panel:
         return Panel(id=panel_id, title=title, note="No fusion opportunity found in the analyzed steps.")
     rows = tuple(
         (
-            " → ".join(str(k) for k in o.kernels),
+            ("GEMM epilogue: " if getattr(o, "kind", "chain") == "gemm_epilogue" else "")
+            + " → ".join(str(k) for k in o.kernels),
             " → ".join(dict.fromkeys(str(op) for op in o.ops)),
             format_value(float(o.calls_per_step)),
             format_value(float(o.kernel_us_per_step)),
@@ -182,6 +183,9 @@ def fusion_panel(report: AnalysisReport) -> Panel:
     columns = ("kernels (stream order)", "ops", "runs/step", "kernel µs/step", "est. saving µs/step")
     saving = getattr(fusion, "est_saving_us_per_step", None)
     note = f"{len(opportunities)} opportunities; estimated saving {format_value(saving)} µs per step."
+    epilogue = getattr(fusion, "gemm_epilogue_saving_us_per_step", 0.0)
+    if epilogue:
+        note += f" GEMM epilogues (overlapping those chains): {format_value(epilogue)} µs per step."
     if getattr(fusion, "shapes_recorded", True) is False:
         note += " Shapes were not recorded (record_shapes=False): savings are rough."
     return Panel(id=panel_id, title=title, table=Table(columns, rows), note=note)
