@@ -161,22 +161,22 @@ def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
     names = trace.events.names
     total = sum(base.path.values()) or 1.0
     composition = [
-        PathPart(part=part, us=ns / NS_PER_US, pct=100.0 * ns / total)
+        PathPart(part=part, us=_r(ns / NS_PER_US), pct=_r(100.0 * ns / total))
         for part, ns in sorted(base.path.items(), key=lambda item: -item[1])
         if ns > 0
     ]
     top_kernels = [
-        PathItem(short_name(names[code]), ns / NS_PER_US)
+        PathItem(short_name(names[code]), _r(ns / NS_PER_US))
         for code, ns in sorted(base.path_kernels.items(), key=lambda item: -item[1])[:5]
     ]
     top_ops = [
-        PathItem(names[code] if code >= 0 else "(no op)", ns / NS_PER_US)
+        PathItem(names[code] if code >= 0 else "(no op)", _r(ns / NS_PER_US))
         for code, ns in sorted(base.path_ops.items(), key=lambda item: -item[1])[:5]
     ]
     return CriticalPath(
         step=int(trace.steps.number[index]),
-        step_us=base.step_ns / NS_PER_US,
-        replay_error_us=abs(base.step_ns - observed) / NS_PER_US,
+        step_us=_r(base.step_ns / NS_PER_US),
+        replay_error_us=_r(abs(base.step_ns - observed) / NS_PER_US),
         composition=composition,
         top_kernels=top_kernels,
         top_ops=top_ops,
@@ -575,9 +575,9 @@ def _standard_what_ifs(trace: Trace, graph: StepGraph, base: Replay) -> list[Wha
         out.append(
             WhatIf(
                 change=_describe(change),
-                step_us=base.step_ns / NS_PER_US,
-                predicted_step_us=after.step_ns / NS_PER_US,
-                saved_us=(base.step_ns - after.step_ns) / NS_PER_US,
+                step_us=_r(base.step_ns / NS_PER_US),
+                predicted_step_us=_r(after.step_ns / NS_PER_US),
+                saved_us=_r((base.step_ns - after.step_ns) / NS_PER_US),
             )
         )
     return out
@@ -606,3 +606,8 @@ def _empty(note: str) -> CriticalPath:
         what_if=[],
         note=note,
     )
+
+
+def _r(value: float) -> float:
+    """Figures are reported to the ns (3 decimals of µs)."""
+    return round(float(value), 3)
