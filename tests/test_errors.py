@@ -133,7 +133,7 @@ def test_no_arguments_prints_usage_and_one_error_line(capsys: pytest.CaptureFixt
     lines = captured.err.splitlines()
     assert lines[0].startswith("usage: tracelens ")
     assert [line for line in lines if line.startswith("tracelens: error: ")] == [
-        "tracelens: error: no command given; choose one of analyze, compare, check, report, annotate "
+        "tracelens: error: no command given; choose one of analyze, compare, check, report, annotate, cache "
         "(see tracelens --help)"
     ]
     assert captured.out == ""
@@ -155,7 +155,6 @@ def test_a_file_name_with_byte_0xff_without_cache(tmp_path: Path, capsys: pytest
     assert '"cpu_op": 1' in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=False, reason="cache rework: cache.py encodes the path with .encode() (surrogates)")
 def test_a_file_name_with_byte_0xff_with_cache(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], cache_dir: Path
 ) -> None:

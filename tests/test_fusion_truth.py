@@ -24,7 +24,15 @@ TOLERANCE = 0.30
 # Outside the band, and why (asserted below from raw events): at 512 tokens the tensors (16.8 MB) live in the
 # H200's L2 and Inductor's fused kernel moves its 50.3 MB at 2.66 TB/s where eager's mul moves the same bytes at
 # 4.39 TB/s; the estimate (8.8 µs) assumes the fused kernel as fast as the eager kernels were (3.0 µs realized).
-SLOW_COMPILED_KERNEL = {"sweep_eager_mlp_t512.json.gz"}
+# The GeGLU-kernel session's twin (traces/h200/geglu_session/, 4,096 tokens, power-capped during the recording):
+# Inductor's kernel moved its 402.7 MB at 2.8 TB/s (144.1 µs) where eager's mul moved the same three tensors at
+# 4.9 TB/s (82.7 µs), so only 21.3 µs of the estimated 66.1 µs was realized.
+SLOW_COMPILED_KERNEL = {"sweep_eager_mlp_t512.json.gz", "geglu_session/eager_mlp.json.gz"}
+# Under the band, and why: on the full training block Inductor also removes memory-bound work that is not a
+# chain of unfused kernels the dataflow model can link (recomputed norms and rope in the backward, fused residual
+# and dtype copies around the GEMMs): the estimate (708.6 µs) is 35 % under the 1,095.3 µs realized. Asserted
+# within 40 % and stated in the README; the inference block (−11 %) is inside the band.
+UNDERESTIMATED = {"train_eager_block.json.gz": 0.40}
 
 
 def kernel_us(path: Path, name_part: str) -> float:
@@ -39,9 +47,15 @@ def kernel_us(path: Path, name_part: str) -> float:
 def test_estimated_saving_matches_what_inductor_realized(eager: Path, compiled: Path) -> None:
     estimate = analyze(tracelens.load(eager)).fusion.est_saving_us_per_step  # type: ignore[union-attr]
     realized = realized_drop_us_per_step(eager, compiled)
-    if eager.name in SLOW_COMPILED_KERNEL:
+    key = eager.name if eager.parent.name in ("h200", "extra", "block") else f"{eager.parent.name}/{eager.name}"
+    if key in UNDERESTIMATED:
+        assert realized * (1 - UNDERESTIMATED[key]) <= estimate < realized * (1 - TOLERANCE), (estimate, realized)
+        return
+    if key in SLOW_COMPILED_KERNEL:
         assert estimate > (1 + TOLERANCE) * realized  # documented exception: the compiled kernel is the slow part
-        tensor_mb = 512 * 16384 * 2 / 1e6
+        with gzip.open(eager, "rt") as handle:
+            tokens = json.load(handle)["tracelens_run"]["tokens"]
+        tensor_mb = tokens * 16384 * 2 / 1e6
         fused_tbps = 3 * tensor_mb / kernel_us(compiled, "triton_poi_fused_gelu_mul") / 1e6
         eager_mul_tbps = 3 * tensor_mb / kernel_us(eager, "MulFunctor") / 1e6
         assert fused_tbps < 0.7 * eager_mul_tbps  # 2.66 vs 4.39 TB/s for the same three tensors
@@ -50,7 +64,9 @@ def test_estimated_saving_matches_what_inductor_realized(eager: Path, compiled: 
 
 
 def test_every_twin_of_the_recorded_traces_is_checked() -> None:
-    assert len(TWINS) == 11  # Linear, MLP (4096, i8192, 5 token counts), training, attention
+    # Linear, MLP (4096, i8192, 5 token counts), training, attention, the block (inference, training), the GeGLU
+    # kernel session's eager/compiled pair
+    assert len(TWINS) == 14
 
 
 def test_execution_trace_links_by_tensor_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

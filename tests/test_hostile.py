@@ -41,8 +41,6 @@ BASE_TRACES = ("eager_mlp.json.gz", "compiled_mlp.json.gz", "liger_mlp.json.gz",
 COMMANDS = ("analyze", "compare", "check", "report", "annotate")
 TIMEOUT_S = 30.0  # per command; a tiny trace takes well under a second
 MEMORY_BYTES = 3 << 30  # address space of one command
-LOADER = "loader rework (issue 19 items 2-3: bounded reads, FIFOs, gzip pool, names)"
-CACHE = "cache rework (issue 19 item 5)"
 HYPOTHESES = '[[hypothesis]]\nname = "kernels"\nmetric = "per_step.kernels"\nop = ">="\nvalue = 0\n'
 ERROR_PREFIX = "tracelens: error: "
 
@@ -457,7 +455,7 @@ def issue_cases(release: bool = False) -> list[Case]:
         # no traceback from any input (item 4)
         Case("no arguments", _copy_base("t.json.gz"), argv=lambda trace, folder: [[]], expect=frozenset({2})),
         Case("a symlink loop", _symlink_loop, expect=frozenset({2})),
-        Case("a file name with byte 0xff", _copy_base(os.fsdecode(b"\xff.json.gz")), xfail=CACHE),
+        Case("a file name with byte 0xff", _copy_base(os.fsdecode(b"\xff.json.gz"))),
         Case(
             "a file name with byte 0xff, no cache",
             _copy_base(os.fsdecode(b"\xff.json.gz")),
@@ -468,16 +466,14 @@ def issue_cases(release: bool = False) -> list[Case]:
         Case(
             "a \\ud800 escape in names",
             _raw_document("t.json", lambda t: t.replace('"aten::', '"\\ud800aten::')),
-            xfail=LOADER,
         ),
-        Case("ProfilerStep#99999999999999999999", _document("t.json", _set_step_name), xfail=LOADER),
+        Case("ProfilerStep#99999999999999999999", _document("t.json", _set_step_name)),
         Case(
             "a 400-digit integer ts",
             _document("t.json", _set_huge_ts),
             commands=("analyze", "annotate"),
-            xfail=LOADER + "; annotate: loader/rewrite.py _is_complete",
         ),
-        Case("distributedInfo.rank = 2**70", _document("t.json", _set_rank), xfail=CACHE),
+        Case("distributedInfo.rank = 2**70", _document("t.json", _set_rank)),
         _hypotheses_case(
             "arrays nested 1,000 deep", HYPOTHESES.replace("value = 0", "value = " + "[" * 1000 + "]" * 1000)
         ),
@@ -539,20 +535,18 @@ def issue_cases(release: bool = False) -> list[Case]:
             env=(("TRACELENS_WORKERS", "99999"),),
         ),
         # the loader's (items 2-3): run, marked until the loader rework lands
-        Case("a gzip cut short claiming 4 GiB", _gzip_claiming_4_gib, commands=("analyze",), xfail=LOADER),
+        Case("a gzip cut short claiming 4 GiB", _gzip_claiming_4_gib, commands=("analyze",)),
         Case(
             f"{whitespace_mb} MB of whitespace and no event",
             _endless_whitespace(whitespace_mb),
             commands=("analyze",),
-            xfail=LOADER,
             timeout_s=300 if release else 60,
         ),
-        Case("a FIFO as input", _fifo, commands=("analyze",), xfail=LOADER, timeout_s=60 if release else 3),
+        Case("a FIFO as input", _fifo, commands=("analyze",), timeout_s=60 if release else 3),
         Case(
             "/dev/zero as input",
             _dev_zero,
             commands=("analyze",),
-            xfail=LOADER,
             timeout_s=120 if release else 30,
             memory_bytes=(4 << 30) if release else (1 << 30),
         ),

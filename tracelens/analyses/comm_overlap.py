@@ -88,6 +88,8 @@ def comm_overlap_of(trace: Trace, window: Window) -> CommOverlap:
     total_comm, total_hidden = float(per_step[0].sum()), float(per_step[1].sum())
     if not is_comm.any():
         note = "no communication kernels in the trace"
+    elif window.n_steps == 0:
+        note = "no analyzed step"
     elif n_comm == 0:
         note = "communication kernels exist but none was launched in the analyzed steps"
     else:

@@ -174,7 +174,7 @@ def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
     """`analyze_critical_path` for any window."""
     index = _median_step(trace, window)
     if index is None:
-        return _empty("no complete step with GPU activity to analyze")
+        return _empty("no analyzed step" if window.n_steps == 0 else "no analyzed step launched GPU work")
     graph = build_graph(trace, index)
     if graph is None:
         return _empty(f"step {int(trace.steps.number[index])} has more than {MAX_NODES:,} nodes; not analyzed")

@@ -96,9 +96,12 @@ def stream_idle_of(trace: Trace, window: Window) -> StreamIdle:
             )
         )
     rows.sort(key=lambda r: (-r.busy_us_per_step, r.device, r.stream))
-    note = (
-        f"{len(rows)} streams over {window.n_steps} steps" if rows else "no GPU activity launched in the analyzed steps"
-    )
+    if rows:
+        note = f"{len(rows)} streams over {window.n_steps} steps"
+    elif window.n_steps == 0:
+        note = "no analyzed step"
+    else:
+        note = "no GPU activity launched in the analyzed steps"
     return StreamIdle(streams=rows, kernel_wait_threshold_us=KERNEL_WAIT_NS / NS_PER_US, note=note)
 
 
