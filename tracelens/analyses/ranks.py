@@ -141,29 +141,34 @@ def _run_id(run: dict[str, object]) -> str | None:
 
 
 def separate_reason(figures: list[RankFigures]) -> str | None:
-    """Why these traces are not the ranks of one run (None when they are); pure."""
+    """Why these traces are not the ranks of one run, every reason found ("; "-joined), or None when they are;
+    pure."""
+    reasons: list[str] = []
     unranked = [f.path for f in figures if f.rank is None]
     if unranked:
         shown = ", ".join(unranked[:3]) + (f" and {len(unranked) - 3} more" if len(unranked) > 3 else "")
-        return f"{len(unranked)} of {len(figures)} traces have no distributedInfo.rank ({shown})"
+        reasons.append(f"{len(unranked)} of {len(figures)} traces have no distributedInfo.rank ({shown})")
     sizes = sorted({f.world_size for f in figures if f.world_size is not None})
-    unsized = any(f.world_size is None for f in figures)
+    unsized = any(f.world_size is None for f in figures if f.rank is not None)
     if len(sizes) > 1 or (sizes and unsized):
         shown = ", ".join([str(size) for size in sizes] + (["unknown"] if unsized else []))
-        return f"the traces disagree on world_size ({shown})"
+        reasons.append(f"the traces disagree on world_size ({shown})")
     run_ids = sorted({str(f.run_id) for f in figures})
     if len(run_ids) > 1:
-        return f"the traces come from different runs (tracelens_run.run_id {', '.join(run_ids)})"
+        reasons.append(f"the traces come from different runs (tracelens_run.run_id {', '.join(run_ids)})")
     by_rank: dict[int, list[str]] = {}
     for f in figures:
-        assert f.rank is not None
-        by_rank.setdefault(f.rank, []).append(f.path)
-    for rank, paths in sorted(by_rank.items()):
-        if len(paths) > 1:
-            return f"rank {rank} appears in {len(paths)} traces ({', '.join(sorted(paths))})"
-    if sizes and max(by_rank) >= sizes[0]:
-        return f"rank {max(by_rank)} is outside world_size {sizes[0]}"
-    return None
+        if f.rank is not None:
+            by_rank.setdefault(f.rank, []).append(f.path)
+    duplicated = {rank: paths for rank, paths in sorted(by_rank.items()) if len(paths) > 1}
+    if duplicated:
+        reasons.append(
+            "ranks in more than one trace: "
+            + ", ".join(f"{rank} ({', '.join(sorted(paths))})" for rank, paths in duplicated.items())
+        )
+    if len(sizes) == 1 and by_rank and max(by_rank) >= sizes[0]:
+        reasons.append(f"rank {max(by_rank)} is outside world_size {sizes[0]}")
+    return "; ".join(reasons) if reasons else None
 
 
 def analyze_ranks(

@@ -70,9 +70,9 @@ def summary_lines(report: RanksReport) -> list[str]:
         ]
     if report.missing_ranks and report.one_run:
         lines.append(f"missing ranks: {_ranges(report.missing_ranks)}")
-    if report.duplicate_ranks:
+    if report.duplicate_ranks and report.one_run:
         lines.append(f"ranks with more than one trace: {_ranges(report.duplicate_ranks)}")
-    if report.unranked_files:
+    if report.unranked_files and report.one_run:
         lines.append(f"traces without distributedInfo.rank: {', '.join(report.unranked_files)}")
     for failure in report.failed_files:
         lines.append(f"unusable: {failure}")
