@@ -199,3 +199,23 @@ def test_what_makes_traces_one_run() -> None:
     assert separate_reason([_figures(0, 2, "a"), _figures(2, 2, "b")]) == "rank 2 is outside world_size 2"
     assert separate_reason([_figures(0, 2, "a"), _figures(0, 2, "b")]) == "ranks in more than one trace: 0 (a, b)"
     assert separate_reason([_figures(None, None, "a")]) == "1 of 1 traces have no distributedInfo.rank (a)"
+
+
+def test_members_with_the_same_file_name_stay_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rank0/trace.json`, `rank1/trace.json`: a common layout; each member is its own rank."""
+    archive = tmp_path / "run.tar"
+    with tarfile.open(archive, "w") as tar:
+        for rank in (0, 1):
+            folder = tmp_path / f"rank{rank}"
+            folder.mkdir()
+            path = tiny_trace(folder, "trace.json.gz", distributedInfo={"rank": rank, "world_size": 2})
+            tar.add(path, arcname=f"rank{rank}/trace.json.gz")
+    assert main(["analyze", str(archive), "--format", "json", "--workers", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["one_run"] is True
+    assert [(row["rank"], row["path"]) for row in doc["rows"]] == [
+        (0, "rank0/trace.json.gz"),
+        (1, "rank1/trace.json.gz"),
+    ]
+    assert main(["compare", str(archive), "--format", "json"]) == 0
+    assert [v["name"] for v in json.loads(capsys.readouterr().out)["variants"]] == ["rank0", "rank1"]

@@ -154,13 +154,12 @@ def open_run(
     """The traces of `source` with their figures (see the module docstring); the scratch folder of an
     archive's extracted traces is removed when the context ends."""
     from tracelens.analyses.ranks import analyze_ranks
-    from tracelens.parallel import rank_files, run_ranks
+    from tracelens.parallel import run_ranks
 
     if workers is not None and workers < 1:
         raise TracelensError("--workers must be at least 1")
     with tempfile.TemporaryDirectory(prefix="tracelens_ranks_") as scratch:
-        paths = rank_files(source, Path(scratch))
-        names = {str(p): _name(source, p) for p in paths}
+        paths, names = _files(source, Path(scratch))
         print(f"tracelens: analyzing {len(paths)} rank trace(s) of {source}", file=sys.stderr)
         figures, failed = run_ranks(paths, workers, scheduler, cache)
         if not figures:
@@ -183,7 +182,19 @@ def _members(report: RanksReport, located: dict[str, Path]) -> tuple[RunMember, 
     )
 
 
-def _name(source: Path, path: Path) -> str:
-    if source.is_dir():
-        return str(path.relative_to(source))
-    return path.name  # extracted from the archive: its member's file name
+def _files(source: Path, scratch: Path) -> tuple[list[Path], dict[str, str]]:
+    """The trace files of `source` (extracted into `scratch` for an archive), sorted, and the name each is shown
+    by: its path in the folder; for an archive its member's file name, or its member path where file names
+    repeat (`rank0/trace.json`, `rank1/trace.json`)."""
+    from tracelens.parallel import extract_members, is_archive, rank_files
+
+    if not is_archive(source):
+        paths = rank_files(source, scratch)
+        return paths, {str(p): str(p.relative_to(source)) for p in paths}
+    extracted = extract_members(source, scratch)
+    if not extracted:
+        raise TracelensError(f"{source}: no .json or .json.gz traces in it", exit_code=2)
+    base = [Path(member).name for _, member in extracted]
+    repeated = len(set(base)) < len(base)
+    names = {str(path): member if repeated else Path(member).name for path, member in extracted}
+    return sorted(path for path, _ in extracted), names
