@@ -219,3 +219,20 @@ def test_members_with_the_same_file_name_stay_apart(tmp_path: Path, capsys: pyte
     ]
     assert main(["compare", str(archive), "--format", "json"]) == 0
     assert [v["name"] for v in json.loads(capsys.readouterr().out)["variants"]] == ["rank0", "rank1"]
+
+
+def test_rank_needs_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tiny_trace(tmp_path)
+    expect = tmp_path / "h.toml"
+    expect.write_text('[[hypothesis]]\nname = "steps"\nmetric = "per_step.step_us"\nop = "=="\nvalue = 100\n')
+    for command in (
+        ["analyze", str(trace), "--rank", "0"],
+        ["check", str(trace), "--expect", str(expect), "--rank", "0"],
+        ["compare", str(trace), str(trace), "--rank", "0"],
+        ["report", str(trace), "--rank", "0", "-o", str(tmp_path / "r.html")],
+        ["annotate", str(trace), "--rank", "0", "-o", str(tmp_path / "a.json")],
+        ["report", str(trace), str(anchor(DLRM)), "-o", str(tmp_path / "r.html")],
+    ):
+        assert main(command) == 2, command
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracelens: error:")]
+        assert len(errors) == 1 and ("--rank" in errors[0] or "not both" in errors[0]), command
