@@ -71,10 +71,18 @@ def test_directory_with_a_missing_rank_says_so(tmp_path: Path, capsys: pytest.Ca
     assert doc["missing_ranks"] == [5]
     assert doc["duplicate_ranks"] == [2]
     assert [r["rank"] for r in doc["rows"]] == [0, 1, 2, 2, 3, 4, 6, 7]
+    # a rank in two traces: not the ranks of one run, so no cross-rank figures (issue #15)
+    assert doc["one_run"] is False and doc["skew_pct"] is None and doc["stragglers"] == []
+    assert (
+        doc["separate_reason"]
+        == "ranks in more than one trace: 2 (copy_of_rank2.json, "
+        + next(p.name for p in folder.glob("worker2_*"))
+        + ")"
+    )
     assert main(["analyze", str(folder), "--no-cache", "--workers", "1"]) == 0
     text = capsys.readouterr().out
-    assert "missing ranks: 5" in text and "ranks with more than one trace: 2" in text
-    assert "7 rank(s) of world size 8: 0-4, 6-7" in text
+    assert "not ranks of one run: ranks in more than one trace: 2" in text
+    assert "Separate traces (not ranks of one run)" in text and "% of the median" not in text
 
 
 def test_unusable_and_unranked_files_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,14 @@ def rank_files(source: Path, scratch: Path) -> list[Path]:
 
 
 def _extract(archive: Path, scratch: Path) -> list[Path]:
-    paths: list[Path] = []
+    return sorted(path for path, _ in extract_members(archive, scratch))
+
+
+def extract_members(archive: Path, scratch: Path) -> list[tuple[Path, str]]:
+    """Extract the trace files of a tar archive into `scratch` (one numbered folder each, so members with the
+    same file name in different folders stay apart): (extracted file, member name in the archive), in
+    archive order."""
+    extracted: list[tuple[Path, str]] = []
     try:
         with tarfile.open(archive) as tar:
             members = [m for m in tar.getmembers() if m.isfile() and is_trace_name(m.name)]
@@ -55,10 +62,10 @@ def _extract(archive: Path, scratch: Path) -> list[Path]:
                 with source, target.open("wb") as out:
                     while block := source.read(8 << 20):
                         out.write(block)
-                paths.append(target)
+                extracted.append((target, member.name))
     except (tarfile.TarError, OSError) as exc:
         raise TracelensError(f"{archive}: cannot read the archive ({exc})", exit_code=2) from exc
-    return sorted(paths)
+    return extracted
 
 
 def figures_for(path: str, cache: Cache | None = None) -> RankFigures | str:

@@ -11,6 +11,10 @@ Definitions (per step = total over the analyzed steps / their number; analyzed s
   for the peers to arrive. Clocks of different hosts are not comparable, so waiting is estimated without
   them: the k-th call of a collective kernel (same name, same order in the analyzed steps) is matched across
   ranks; the shortest of its durations is the transfer, each rank's excess over it is waiting.
+- one run: the traces are ranks of one job only when every trace has `distributedInfo.rank`, they agree on
+  `world_size` (and on `tracelens_run.run_id` where the recording wrote one), no rank appears twice and every
+  rank is below the world size. Otherwise (`separate_reason`) each trace is its own: no skew, no waiting, no
+  stragglers, no slowest rank.
 - straggler: a rank the others wait for. With collectives: waits per step below half the median
   wait while the median wait is at least 10 % of the median collective time. Without collectives: step time
   over 110 % of the median.
@@ -54,6 +58,7 @@ class RankFigures:
     collective_calls: float  # per step
     collectives: list[tuple[str, float]] = field(repr=False)  # (kernel name, µs) in order, for matching
     warnings: list[str] = field(default_factory=list)
+    run_id: str | None = None  # `tracelens_run.run_id` when the recording wrote one
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ class RanksReport:
     stragglers: list[int]
     matched_collectives: int  # collective calls matched across all ranks (per rank)
     notes: list[str]
+    one_run: bool = True  # the traces are ranks of one job (see the module docstring)
+    separate_reason: str | None = None  # why not, when they are analyzed as separate traces
 
 
 def rank_figures(trace: Trace) -> RankFigures:
@@ -124,7 +131,44 @@ def rank_figures(trace: Trace) -> RankFigures:
         collective_calls=float(is_comm.sum() / n),
         collectives=[(str(name), float(d)) for name, d in zip(names, dur_us[is_comm], strict=True)],
         warnings=list(trace.warnings),
+        run_id=_run_id(trace.meta.run),
     )
+
+
+def _run_id(run: dict[str, object]) -> str | None:
+    value = run.get("run_id")
+    return None if value is None else str(value)
+
+
+def separate_reason(figures: list[RankFigures]) -> str | None:
+    """Why these traces are not the ranks of one run, every reason found ("; "-joined), or None when they are;
+    pure."""
+    reasons: list[str] = []
+    unranked = [f.path for f in figures if f.rank is None]
+    if unranked:
+        shown = ", ".join(unranked[:3]) + (f" and {len(unranked) - 3} more" if len(unranked) > 3 else "")
+        reasons.append(f"{len(unranked)} of {len(figures)} traces have no distributedInfo.rank ({shown})")
+    sizes = sorted({f.world_size for f in figures if f.world_size is not None})
+    unsized = any(f.world_size is None for f in figures if f.rank is not None)
+    if len(sizes) > 1 or (sizes and unsized):
+        shown = ", ".join([str(size) for size in sizes] + (["unknown"] if unsized else []))
+        reasons.append(f"the traces disagree on world_size ({shown})")
+    run_ids = sorted({str(f.run_id) for f in figures})
+    if len(run_ids) > 1:
+        reasons.append(f"the traces come from different runs (tracelens_run.run_id {', '.join(run_ids)})")
+    by_rank: dict[int, list[str]] = {}
+    for f in figures:
+        if f.rank is not None:
+            by_rank.setdefault(f.rank, []).append(f.path)
+    duplicated = {rank: paths for rank, paths in sorted(by_rank.items()) if len(paths) > 1}
+    if duplicated:
+        reasons.append(
+            "ranks in more than one trace: "
+            + ", ".join(f"{rank} ({', '.join(sorted(paths))})" for rank, paths in duplicated.items())
+        )
+    if len(sizes) == 1 and by_rank and max(by_rank) >= sizes[0]:
+        reasons.append(f"rank {max(by_rank)} is outside world_size {sizes[0]}")
+    return "; ".join(reasons) if reasons else None
 
 
 def analyze_ranks(
@@ -132,6 +176,7 @@ def analyze_ranks(
 ) -> RanksReport:
     """Reduce per-rank figures to the cross-rank view (pure)."""
     notes = list(notes or [])
+    reason = separate_reason(figures) if figures else None
     ranked = sorted((f for f in figures if f.rank is not None), key=lambda f: (f.rank, f.path))
     unranked = sorted(f.path for f in figures if f.rank is None)
     counts: dict[int, int] = {}
@@ -141,17 +186,17 @@ def analyze_ranks(
     duplicates = sorted(r for r, c in counts.items() if c > 1)
     sizes = {f.world_size for f in ranked if f.world_size is not None}
     world_size = max(sizes) if sizes else None
-    if len(sizes) > 1:
+    if len(sizes) > 1 and reason is None:
         notes.append(f"ranks disagree on world_size: {sorted(sizes)}; using {world_size}")
     found = sorted(counts)
     expected = range(world_size) if world_size is not None else range(max(found) + 1 if found else 0)
     missing = [r for r in expected if r not in counts]
-    waits = _waiting_us(ranked + [f for f in figures if f.rank is None])
-    matched = waits.pop(-1, 0.0)
     everyone = ranked + [f for f in figures if f.rank is None]
-    step_times = np.array([f.step_us for f in everyone if f.steps > 0], dtype=float)
-    median_step_us = median(step_times)
-    stragglers = _stragglers(everyone, waits, median_step_us)
+    waits = _waiting_us(everyone) if reason is None else {}
+    matched = waits.pop(-1, 0.0)
+    step_times = np.array([f.step_us for f in everyone if f.steps > 0 and reason is None], dtype=float)
+    median_step_us = median(step_times) if step_times.size else float("nan")
+    stragglers = _stragglers(everyone, waits, median_step_us) if reason is None else set()
     rows = [
         RankRow(
             rank=f.rank,
@@ -169,7 +214,7 @@ def analyze_ranks(
         )
         for index, f in enumerate(everyone)
     ]
-    timed = [(f.step_us, f.rank) for f in everyone if f.steps > 0 and f.rank is not None]
+    timed = [(f.step_us, f.rank) for f in everyone if f.steps > 0 and f.rank is not None and reason is None]
     return RanksReport(
         source=source,
         world_size=world_size,
@@ -190,6 +235,8 @@ def analyze_ranks(
         stragglers=sorted(r for i, f in enumerate(everyone) if i in stragglers and (r := f.rank) is not None),
         matched_collectives=int(matched),
         notes=notes,
+        one_run=reason is None,
+        separate_reason=reason,
     )
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,13 +19,13 @@ from tracelens.cli.common import (
     load_with_feedback,
     print_warnings,
 )
+from tracelens.cli.runs import add_rank_argument
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
     from tracelens.analyses.devices import PeakOverride
-    from tracelens.analyses.ranks import RankFigures
     from tracelens.analyses.record import CachedAnalysis
     from tracelens.loader.et import ExecutionTrace
     from tracelens.model.trace import Trace
@@ -81,7 +79,8 @@ FIGURES_HELP = (
 
 class AnalyzeCommand:
     """Analyze one trace: kernels per step and who launched them, CPU and GPU time. Given a directory or a
-    tar archive of rank traces: every rank in parallel, and a cross-rank view."""
+    tar archive of rank traces: every rank in parallel, and a cross-rank view (--rank N: that rank in full);
+    traces that are not ranks of one run are listed as separate traces, without cross-rank figures."""
 
     name = "analyze"
 
@@ -120,31 +119,38 @@ class AnalyzeCommand:
             help="ranks: run per-rank work on Dask: 'local' (a LocalCluster of --workers processes) or "
             "tcp://host:port of a running scheduler whose workers can read the traces",
         )
+        add_rank_argument(parser, "ranks: analyze only rank N of the run folder or archive, in full")
 
     def run(self, args: argparse.Namespace) -> int:
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
-        peaks = peak_override(args.peak_tflops, args.peak_tbps)
+        if args.rank is not None:
+            raise TracelensError("--rank picks a rank of a run folder or tar archive, not of one trace")
+        return _run_one(args)
 
-        def compute() -> CachedAnalysis:
-            trace = load_with_feedback(args.trace, args.cache, quiet=True, meanwhile=lambda: _import_for(args.format))
-            from tracelens.analyses import analyze
-            from tracelens.analyses.record import CachedAnalysis
 
-            warnings = trace.warnings
-            if execution_trace is not None:
-                warnings = (*warnings, *_attach_et(trace, execution_trace))
-            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
+def _run_one(args: argparse.Namespace) -> int:
+    peaks = peak_override(args.peak_tflops, args.peak_tbps)
 
-        execution_trace = _load_et(args.et) if args.et is not None else None
-        options: dict[str, object] = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
-        inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
-        result = args.cache.result("analyses", inputs, options, _record_type, compute)
-        print_warnings(args.trace, result.warnings)
-        from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+    def compute() -> CachedAnalysis:
+        trace = load_with_feedback(args.trace, args.cache, quiet=True, meanwhile=lambda: _import_for(args.format))
+        from tracelens.analyses import analyze
+        from tracelens.analyses.record import CachedAnalysis
 
-        emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
-        return 0
+        warnings = trace.warnings
+        if execution_trace is not None:
+            warnings = (*warnings, *_attach_et(trace, execution_trace))
+        return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
+
+    execution_trace = _load_et(args.et) if args.et is not None else None
+    options: dict[str, object] = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
+    inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
+    result = args.cache.result("analyses", inputs, options, _record_type, compute)
+    print_warnings(args.trace, result.warnings)
+    from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+
+    emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
+    return 0
 
 
 def _record_type() -> type[CachedAnalysis]:
@@ -198,32 +204,14 @@ def _is_archive(path: Path) -> bool:
 
 
 def _run_ranks(args: argparse.Namespace) -> int:
-    from tracelens.analyses.ranks import analyze_ranks
-    from tracelens.parallel import rank_files, run_ranks
+    from tracelens.cli.runs import open_run
     from tracelens.renderers.ranks import RanksJsonRenderer, RanksTextRenderer
 
-    if args.step is not None:
-        raise TracelensError("--step applies to one trace, not to a directory or archive of ranks")
-    if args.workers is not None and args.workers < 1:
-        raise TracelensError("--workers must be at least 1")
-    with tempfile.TemporaryDirectory(prefix="tracelens_ranks_") as scratch:
-        paths = rank_files(args.trace, Path(scratch))
-        labels = {str(p): _label(args.trace, p) for p in paths}
-        print(f"tracelens: analyzing {len(paths)} rank trace(s) of {args.trace}", file=sys.stderr)
-        figures, failed = run_ranks(paths, args.workers, args.scheduler, args.cache)
-    figures = [_relabel(f, labels) for f in figures]
-    if not figures:
-        raise TracelensError(f"{args.trace}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
-    report = analyze_ranks(figures, str(args.trace), failed)
-    emit_result(args, report, RanksJsonRenderer(), lambda color: RanksTextRenderer(color=color))
+    if args.step is not None and args.rank is None:
+        raise TracelensError("--step applies to one trace, not to a directory or archive of ranks (add --rank N)")
+    with open_run(args.trace, args.cache, args.workers, args.scheduler) as run:
+        if args.rank is not None:  # one rank in full, as for a single trace
+            member = run.pick(args.rank)
+            return _run_one(argparse.Namespace(**{**vars(args), "trace": member.path}))
+    emit_result(args, run.report, RanksJsonRenderer(), lambda color: RanksTextRenderer(color=color))
     return 0
-
-
-def _label(source: Path, path: Path) -> str:
-    if source.is_dir():
-        return str(path.relative_to(source))
-    return path.name  # extracted from the archive: its member's file name
-
-
-def _relabel(figures: RankFigures, labels: dict[str, str]) -> RankFigures:
-    return dataclasses.replace(figures, path=labels.get(figures.path, figures.path))

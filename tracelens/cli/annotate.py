@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.cli.runs import add_rank_argument, is_run_source, open_run, run_stem
+from tracelens.errors import TracelensError
 from tracelens.naming import trace_stem
 
 SUFFIX = ".tracelens.json.gz"
@@ -26,7 +28,10 @@ class AnnotateCommand:
     name = "annotate"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz)")
+        parser.add_argument(
+            "trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz), or a run folder / tar with --rank N"
+        )
+        add_rank_argument(parser, "of a run folder or tar archive: the rank to annotate (required for one)")
         parser.add_argument(
             "-o",
             "--output",
@@ -37,20 +42,43 @@ class AnnotateCommand:
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.analyses import analyze
-        from tracelens.loader.rewrite import rewrite_trace
-        from tracelens.renderers.perfetto import trace_additions
-
+        if is_run_source(args.trace):
+            return _annotate_run(args)
+        if args.rank is not None:
+            raise TracelensError("--rank picks a rank of a run folder or tar archive, not of one trace")
         output = args.output if args.output is not None else default_output(args.trace)
-        inputs = command_inputs(args)
-        check_writable(output, args.force, inputs)
-        trace = load_with_feedback(args.trace, args.cache)
-        additions = trace_additions(trace, analyze(trace))
-        data = rewrite_trace(trace, additions)
-        if output.name.endswith(".gz"):
-            data = gzip.compress(data, compresslevel=6, mtime=0)
-        write_output(output, data, args.force, inputs)
-        if not is_stdout(output):
-            slices, annotated = len(additions.slices), len(additions.row_args)
-            status(f"Wrote {output} ({slices:,} finding slices, {annotated:,} events annotated)")
-        return 0
+        return _annotate(args.trace, output, args)
+
+
+def _annotate_run(args: argparse.Namespace) -> int:
+    """One rank of a run folder or archive: `--rank N` is required (a run has no single trace to annotate)."""
+    stem = run_stem(args.trace)
+    rank = "" if args.rank is None else f".rank{args.rank}"
+    output = args.output if args.output is not None else Path(f"{stem}{rank}{SUFFIX}")
+    check_writable(output, args.force, command_inputs(args))
+    with open_run(args.trace, args.cache) as run:
+        if args.rank is not None:
+            return _annotate(run.pick(args.rank).path, output, args)
+        if len(run.members) == 1:  # a folder holding one trace: that trace
+            return _annotate(run.members[0].path, output, args)
+    raise TracelensError(f"{args.trace} holds {len(run.members)} traces; pick the rank to annotate with --rank N")
+
+
+def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
+    """Annotate the trace at `path` into `output`."""
+    from tracelens.analyses import analyze
+    from tracelens.loader.rewrite import rewrite_trace
+    from tracelens.renderers.perfetto import trace_additions
+
+    inputs = command_inputs(args)
+    check_writable(output, args.force, inputs)
+    trace = load_with_feedback(path, args.cache)
+    additions = trace_additions(trace, analyze(trace))
+    data = rewrite_trace(trace, additions)
+    if output.name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    write_output(output, data, args.force, inputs)
+    if not is_stdout(output):
+        slices, annotated = len(additions.slices), len(additions.row_args)
+        status(f"Wrote {output} ({slices:,} finding slices, {annotated:,} events annotated)")
+    return 0

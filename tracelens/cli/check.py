@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from tracelens.cli.common import (
     load_with_feedback,
     print_warnings,
 )
+from tracelens.cli.runs import Input, add_rank_argument, expand_inputs
 from tracelens.naming import unique_labels
 
 if TYPE_CHECKING:
@@ -54,14 +56,22 @@ def trace_document(path: Path, step: int | None, cache: Cache) -> TraceDocument:
 
 
 class CheckCommand:
-    """Check hypotheses (a TOML file) against traces: exit 0 all held, 1 any wrong, 2 malformed input."""
+    """Check hypotheses (a TOML file) against traces: exit 0 all held, 1 any wrong, 2 malformed input. A run
+    folder or tar archive of rank traces is checked rank by rank (labels rank0, rank1, ...; --rank N: one)."""
 
     name = "check"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         parser.epilog = FILE_FORMAT
-        parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE", help="Kineto traces (.json/.json.gz)")
+        parser.add_argument(
+            "traces",
+            nargs="+",
+            type=Path,
+            metavar="TRACE",
+            help="Kineto traces (.json/.json.gz), or run folders / tar archives of rank traces (labels rank0, ...)",
+        )
+        add_rank_argument(parser, "of a run folder or tar archive: check only rank N (default: every rank)")
         parser.add_argument(
             "--expect", required=True, type=Path, metavar="HYPOTHESES.toml", help="the hypotheses to check"
         )
@@ -76,10 +86,22 @@ class CheckCommand:
         from tracelens.renderers.check import CheckJsonRenderer
 
         hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
-        documents = _distinct_labels([trace_document(path, args.step, args.cache) for path in args.traces])
+        with ExitStack() as stack:
+            inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
+            documents = _distinct_labels([_document(item, args.step, args.cache) for item in inputs])
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
         emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
         return 1 if result.wrong else 0
+
+
+def _document(item: Input, step: int | None, cache: Cache) -> TraceDocument:
+    """The document of one input; a rank of a run answers to its label (`rank3`) first, then to its file stem
+    and variant, and shows its path inside the run."""
+    document = trace_document(item.path, step, cache)
+    if item.label is None:
+        return replace(document, path=item.shown)
+    aliases = tuple(dict.fromkeys((item.label, *document.aliases)))
+    return replace(document, label=item.label, aliases=aliases, path=item.shown)
 
 
 def _distinct_labels(documents: list[TraceDocument]) -> list[TraceDocument]:

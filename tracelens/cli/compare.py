@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from tracelens.cli.common import (
     emit_result,
     load_with_feedback,
 )
+from tracelens.cli.runs import add_rank_argument, expand_inputs
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class CompareCommand:
-    """Compare variants (e.g. eager vs torch.compile vs Liger): kernels, times, and fused ops, per step."""
+    """Compare variants (e.g. eager vs torch.compile vs Liger): kernels, times, and fused ops, per step. A run
+    folder or tar archive of rank traces compares its ranks (rank0, rank1, ...)."""
 
     name = "compare"
 
@@ -30,7 +33,13 @@ class CompareCommand:
         from tracelens.cli.analyze import FIGURES_HELP
 
         parser.epilog = FIGURES_HELP
-        parser.add_argument("traces", type=Path, nargs="+", help="two or more traces, in the order to show")
+        parser.add_argument(
+            "traces",
+            type=Path,
+            nargs="+",
+            help="two or more traces in the order to show, or a run folder / tar archive (its ranks as variants)",
+        )
+        add_rank_argument(parser, "of a run folder or tar archive: only rank N")
         parser.add_argument(
             "--name",
             action="append",
@@ -46,14 +55,19 @@ class CompareCommand:
         from tracelens.analyses.compare import compare_variants, variant_name
         from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
 
-        if len(args.name) > len(args.traces):
-            raise TracelensError(f"{len(args.name)} --name values for {len(args.traces)} traces")
         names: list[str] = []
         analyzed: list[tuple[Trace, AnalysisReport]] = []
-        for index, path in enumerate(args.traces):
-            trace = load_with_feedback(path, args.cache)
-            names.append(args.name[index] if index < len(args.name) else variant_name(trace))
-            analyzed.append((trace, analyze(trace)))
+        with ExitStack() as stack:
+            inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
+            if len(args.name) > len(inputs):
+                raise TracelensError(f"{len(args.name)} --name values for {len(inputs)} traces")
+            for index, item in enumerate(inputs):
+                trace = load_with_feedback(item.path, args.cache)
+                if index < len(args.name):
+                    names.append(args.name[index])
+                else:
+                    names.append(item.label if item.label is not None else variant_name(trace))
+                analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
         emit_result(args, comparison, CompareJsonRenderer(), lambda color: CompareTextRenderer(color=color))

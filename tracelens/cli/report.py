@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +12,12 @@ from typing import TYPE_CHECKING
 from tracelens._cache import Cache
 from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.cli.runs import add_rank_argument, is_run_source, open_run, run_stem
 from tracelens.errors import TracelensError
 from tracelens.naming import trace_stem
 
 if TYPE_CHECKING:
+    from tracelens.analyses.ranks import RanksReport
     from tracelens.loader.et import ExecutionTrace
 
 SUFFIX = ".tracelens.html"
@@ -42,12 +45,20 @@ class CachedPage:
 
 
 class ReportCommand:
-    """Write an interactive HTML report (timeline, breakdowns, findings) that works offline."""
+    """Write an interactive HTML report (timeline, breakdowns, findings) that works offline. Given a run folder
+    or tar archive of rank traces: a ranks page (step time, compute and waiting per rank), then the full report
+    of the straggler (else the slowest rank) or of --rank N."""
 
     name = "report"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("traces", type=Path, nargs="+", metavar="TRACE", help="one or more traces to report on")
+        parser.add_argument(
+            "traces",
+            type=Path,
+            nargs="+",
+            metavar="TRACE",
+            help="one or more traces, or one run folder / tar archive of rank traces",
+        )
         parser.add_argument(
             "-o", "--output", type=Path, help=f"the HTML file to write, - for stdout (default: ./<trace name>{SUFFIX})"
         )
@@ -68,9 +79,18 @@ class ReportCommand:
             "by tensor identity",
         )
         add_cache_argument(parser)
+        add_rank_argument(
+            parser,
+            "of a run folder or tar archive: show rank N in full (default: the straggler, else the slowest rank)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens._cache.results import library_versions
+
+        if any(is_run_source(path) for path in args.traces):
+            return _report_run(args)
+        if args.rank is not None:
+            raise TracelensError("--rank picks a rank of a run folder or tar archive, not of trace files")
 
         max_slices = None if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
@@ -84,7 +104,7 @@ class ReportCommand:
         def compute() -> CachedPage:
             nonlocal computed
             computed = True
-            return _build_page(args.traces, args.step, max_slices, args.cache, execution_traces)
+            return _build_page(args.traces, args.step, max_slices, args.cache, execution_traces=execution_traces)
 
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
         result = args.cache.result("pages", [*args.traces, *(args.et or [])], options, lambda: CachedPage, compute)
@@ -111,10 +131,12 @@ def _build_page(
     step: int | None,
     max_slices: int | None,
     cache: Cache,
+    ranks: tuple[RanksReport, int, str] | None = None,
     execution_traces: list[ExecutionTrace] | None = None,
 ) -> CachedPage:
-    """Load and analyze every trace (printing load warnings as it goes) and render the page; the i-th execution
-    trace is paired with the i-th trace."""
+    """Load and analyze every trace (printing load warnings as it goes) and render the page; `ranks`: the
+    cross-rank report, the rank shown and why, for a ranks page first; the i-th execution trace is paired with
+    the i-th trace."""
     inputs = []
     for index, path in enumerate(paths):
         trace = load_with_feedback(path, cache, meanwhile=_import_report_machinery)
@@ -130,6 +152,15 @@ def _build_page(
     from tracelens.renderers.page import MAX_SLICES, build_report
 
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
+    if ranks is not None:
+        from tracelens.report.ranks import ranks_section
+
+        report, rank, why = ranks
+        document = dataclasses.replace(
+            document,
+            title=f"tracelens report: {report.source}, rank {rank} in full",
+            sections=(ranks_section(report, rank, why), *document.sections),
+        )
     page = HtmlReportRenderer().render(document).encode("utf-8", errors="backslashreplace")  # lone surrogates
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
 
@@ -139,3 +170,31 @@ def _import_report_machinery() -> None:
     import tracelens.analyses.pipeline
     import tracelens.renderers.html
     import tracelens.renderers.page  # noqa: F401
+
+
+def _report_run(args: argparse.Namespace) -> int:
+    """The report of a run folder or archive: its ranks page, then one rank in full (not cached as a page: the
+    rank traces are, by the trace cache)."""
+    if len(args.traces) > 1:
+        raise TracelensError("report takes one run folder or tar archive of ranks, or trace files, not both")
+    source = args.traces[0]
+    max_slices = None if args.max_slices is None else max(args.max_slices, 0)
+    suffix = f".rank{args.rank}" if args.rank is not None else ""
+    output = args.output if args.output is not None else Path(run_stem(source) + suffix + SUFFIX)
+    inputs = command_inputs(args)
+    check_writable(output, args.force, inputs)
+    started = time.perf_counter()
+    with open_run(source, args.cache) as run:
+        if args.rank is not None:
+            member, why = run.pick(args.rank), "picked with --rank"
+        else:
+            member, why = run.focus()
+        lead = (run.report, member.rank, why) if run.one_run and member.rank is not None else None
+        page = _build_page([member.path], args.step, max_slices, args.cache, lead)
+    write_output(output, page.page, args.force, inputs)
+    if not is_stdout(output):
+        status(
+            f"Wrote {output} ({member.label}: {why}; {len(page.page) / 1e6:.1f} MB in "
+            f"{time.perf_counter() - started:.1f} s)"
+        )
+    return 0

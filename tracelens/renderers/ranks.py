@@ -31,7 +31,8 @@ def _ms(value_us: float) -> str:
 
 
 def ranks_table(report: RanksReport) -> Table:
-    table = Table(title=f"Ranks of {report.source} (per step, ms)", title_justify="left")
+    heading = "Ranks of" if report.one_run else "Separate traces (not ranks of one run) in"
+    table = Table(title=f"{heading} {report.source} (per step, ms)", title_justify="left")
     table.add_column("rank", justify="right")
     for column in ("steps", "step", "compute", "collectives", "waiting", "transfer", "calls"):
         table.add_column(column, justify="right")
@@ -60,12 +61,18 @@ def ranks_table(report: RanksReport) -> Table:
 
 def summary_lines(report: RanksReport) -> list[str]:
     world = f" of world size {report.world_size}" if report.world_size is not None else ""
-    lines = [f"{len(report.ranks_found)} rank(s){world}: {_ranges(report.ranks_found) or 'none'}"]
-    if report.missing_ranks:
+    if report.one_run:
+        lines = [f"{len(report.ranks_found)} rank(s){world}: {_ranges(report.ranks_found) or 'none'}"]
+    else:
+        lines = [
+            f"not ranks of one run: {report.separate_reason}; each trace is analyzed on its own "
+            "(no skew, waiting, straggler or slowest rank)"
+        ]
+    if report.missing_ranks and report.one_run:
         lines.append(f"missing ranks: {_ranges(report.missing_ranks)}")
-    if report.duplicate_ranks:
+    if report.duplicate_ranks and report.one_run:
         lines.append(f"ranks with more than one trace: {_ranges(report.duplicate_ranks)}")
-    if report.unranked_files:
+    if report.unranked_files and report.one_run:
         lines.append(f"traces without distributedInfo.rank: {', '.join(report.unranked_files)}")
     for failure in report.failed_files:
         lines.append(f"unusable: {failure}")
@@ -80,11 +87,12 @@ def summary_lines(report: RanksReport) -> list[str]:
             f"waiting = time in a collective kernel beyond the fastest rank's duration of the same call "
             f"({report.matched_collectives} calls matched per rank)"
         )
-    lines.append(
-        f"stragglers (ranks the others wait for): {_ranges(report.stragglers)}"
-        if report.stragglers
-        else "stragglers: none found"
-    )
+    if report.one_run:
+        lines.append(
+            f"stragglers (ranks the others wait for): {_ranges(report.stragglers)}"
+            if report.stragglers
+            else "stragglers: none found"
+        )
     return lines + report.notes
 
 
