@@ -12,7 +12,8 @@ import msgspec
 
 from tracelens.errors import UnusableTraceError
 from tracelens.loader.coerce import to_int, valid_strings
-from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, Args, Event
+from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras
+from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, AnyPhaseEventWithExtras, Args, Event
 
 METADATA_KEYS = (
     "schemaVersion",
@@ -67,8 +68,15 @@ class _StreamDocument(_Document, gc=False):
     traceEvents: list[AnyPhaseEvent] | None = None  # type: ignore[assignment,valid-type]
 
 
+class _StreamDocumentWithExtras(_Document, gc=False):
+    traceEvents: list[AnyPhaseEventWithExtras] | None = None  # type: ignore[assignment,valid-type]
+
+
 STREAM_DOC_DECODER = msgspec.json.Decoder(_StreamDocument)
 STREAM_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEvent])  # type: ignore[valid-type]
+# instant and counter events typed (`loader.extras`): only for text that holds some
+EXTRAS_DOC_DECODER = msgspec.json.Decoder(_StreamDocumentWithExtras)
+EXTRAS_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEventWithExtras])  # type: ignore[valid-type]
 _DOC_DECODER = msgspec.json.Decoder(_Document)
 _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
@@ -378,3 +386,24 @@ def _ends_an_item(data: bytes, position: int) -> bool:
     """True when the next non-space byte after `position` is ',' or ']' or the data ends."""
     tail = data[position : position + 64].lstrip()
     return not tail or tail[:1] in (b",", b"]")
+
+
+# ---------------------------------------------------------------- memory and counter events of the whole-file path
+
+
+def decode_whole_extras(data: bytes, bare_array: bool) -> tuple[ExtraColumns | None, str | None]:
+    """The memory and counter events of a whole text (`loader.extras`), by a second, typed decode run only when
+    the text holds a marker of one. Text that needed repairs (odd types, invalid JSON, cut off) is not decoded
+    again: its memory and counter events are left out, and the note says so."""
+    if not has_extras(data):
+        return None, None
+    try:
+        if data.startswith(_UTF8_BOM):
+            data = data[len(_UTF8_BOM) :]
+        events = EXTRAS_EVENTS_DECODER.decode(data) if bare_array else EXTRAS_DOC_DECODER.decode(data).traceEvents or []
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None, (
+            "memory and counter events, if any, were not read: the file needed repairs to decode (only its "
+            "complete events are analyzed)"
+        )
+    return extra_columns(events), None
