@@ -212,3 +212,21 @@ def test_memory_timeline_panel_draws_every_device() -> None:
     gpu = next(t for t in figure.data if t.name == "GPU 1 allocated")
     assert max(gpu.y) * (1 << 30) == pytest.approx(int(trace.memory.total_allocated.max()))
     assert "timeline" not in json_keys(result, None)["memory"]  # type: ignore[arg-type]
+
+
+def test_cut_off_and_repaired_files(tmp_path: Path) -> None:
+    """A file cut off mid-write keeps the memory events before the cut; a file that needed type repairs says
+    its memory events were not read (never "no memory events")."""
+    events = [step(1, 0, 100), op("aten::mm", 10, 30)]
+    events += [_memory_event(11 + i, 0xA0 + i, 64, 64 * (i + 1)) for i in range(20)]
+    whole = write_trace(tmp_path / "whole.json", events).read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(whole[: whole.rindex(b"[memory]")])  # inside the last memory event
+    trace = load_trace(cut, workers=1)
+    assert trace.truncation.truncated and len(trace.memory) == 19
+    odd = tmp_path / "odd.json"
+    odd.write_bytes(whole.replace(b'"dur": 30', b'"dur": "30"'))
+    trace = load_trace(odd, workers=1)
+    assert len(trace.memory) == 0
+    assert any(w.startswith("memory and counter events, if any, were not read") for w in trace.warnings)
+    assert "were not read" in memory_of(trace, select_window(trace)).note

@@ -29,7 +29,7 @@ import numpy as np
 from tracelens.analyses.window import Window
 from tracelens.model import stats
 from tracelens.model.events import I64, Kind
-from tracelens.model.memory import MemoryTable
+from tracelens.model.memory import EXTRAS_NOT_READ, MemoryTable
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -108,6 +108,8 @@ def memory_of(trace: Trace, window: Window) -> Memory:
     """`analyze_memory` for any window."""
     memory = trace.memory
     if not len(memory):
+        if any(w.startswith(EXTRAS_NOT_READ) for w in trace.warnings):
+            return _empty("memory events were not read: the file needed repairs to decode (see the warnings)")
         return _empty("the trace has no [memory] events (record with torch.profiler's profile_memory=True)")
     devices = _device_keys(memory)
     starts = trace.steps.start_ns[window.step_indices]

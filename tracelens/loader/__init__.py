@@ -118,7 +118,7 @@ def _decode_whole(path: Path, text: TraceText, report: Progress) -> tuple[Decode
     decoded = decode_trace(data, str(path))
     if text.gzip_truncated and not decoded.truncated:
         decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
-    extras, note = decode_whole_extras(data, decoded.bare_array)
+    extras, note = decode_whole_extras(data, decoded)
     if note:
         decoded.notes.append(note)
     del data

@@ -14,6 +14,7 @@ from tracelens.errors import UnusableTraceError
 from tracelens.loader.coerce import to_int, valid_strings
 from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras
 from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, AnyPhaseEventWithExtras, Args, Event
+from tracelens.model.memory import EXTRAS_NOT_READ
 
 METADATA_KEYS = (
     "schemaVersion",
@@ -391,19 +392,27 @@ def _ends_an_item(data: bytes, position: int) -> bool:
 # ---------------------------------------------------------------- memory and counter events of the whole-file path
 
 
-def decode_whole_extras(data: bytes, bare_array: bool) -> tuple[ExtraColumns | None, str | None]:
+def decode_whole_extras(data: bytes, decoded: Decoded) -> tuple[ExtraColumns | None, str | None]:
     """The memory and counter events of a whole text (`loader.extras`), by a second, typed decode run only when
-    the text holds a marker of one. Text that needed repairs (odd types, invalid JSON, cut off) is not decoded
-    again: its memory and counter events are left out, and the note says so."""
+    the text holds a marker of one; of a cut-off text, its salvaged prefix. Text that needed other repairs (odd
+    types, invalid JSON) is not decoded again: its memory and counter events are left out, and the note says
+    so (it starts with `EXTRAS_NOT_READ`)."""
     if not has_extras(data):
         return None, None
-    try:
-        if data.startswith(_UTF8_BOM):
-            data = data[len(_UTF8_BOM) :]
-        events = EXTRAS_EVENTS_DECODER.decode(data) if bare_array else EXTRAS_DOC_DECODER.decode(data).traceEvents or []
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None, (
-            "memory and counter events, if any, were not read: the file needed repairs to decode (only its "
-            "complete events are analyzed)"
-        )
-    return extra_columns(events), None
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    if decoded.dropped_tail_bytes:
+        prefix = data[: len(data) - decoded.dropped_tail_bytes]
+        texts = [prefix + b"]"] if decoded.bare_array else [prefix + b"]}", prefix + b"}"]
+    else:
+        texts = [data]
+    for text in texts:
+        try:
+            if decoded.bare_array:
+                events = EXTRAS_EVENTS_DECODER.decode(text)
+            else:
+                events = EXTRAS_DOC_DECODER.decode(text).traceEvents or []
+            return extra_columns(events), None
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+    return None, f"{EXTRAS_NOT_READ}: the file needed repairs to decode (only its complete events are analyzed)"

@@ -15,6 +15,8 @@ from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_m
 from tracelens.model.nesting import nearest_ancestor_of_kind
 
 F64 = npt.NDArray[np.float64]
+# how the loader's warning starts when a file's memory and counter events could not be read (it needed repairs)
+EXTRAS_NOT_READ = "memory and counter events, if any, were not read"
 
 
 @dataclass(frozen=True)
