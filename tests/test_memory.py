@@ -230,3 +230,21 @@ def test_cut_off_and_repaired_files(tmp_path: Path) -> None:
     assert len(trace.memory) == 0
     assert any(w.startswith("memory and counter events, if any, were not read") for w in trace.warnings)
     assert "were not read" in memory_of(trace, select_window(trace)).note
+
+
+def test_workloads_record_memory_events_on_request(tmp_path: Path) -> None:
+    """`python -m workloads.record --profile-memory` (CPU smoke shapes) writes [memory] events that the analysis
+    reads (CPU allocations here; the same option on the GPU gives the GPU's)."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = tmp_path / "traces"
+    command = [sys.executable, "-m", "workloads.record", "--smoke", "--profile-memory", "--variant", "eager_mlp"]
+    subprocess.run([*command, "--out", str(out)], cwd=REPO, check=True, capture_output=True, timeout=600)
+    trace = load_trace(out / "eager_mlp.json.gz", workers=1)
+    result = memory_of(trace, select_window(trace))
+    assert len(trace.memory) > 0 and result.allocations_per_step
+    assert result.by_op and result.by_op[0].op.startswith("aten::")
