@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import compress
 from operator import attrgetter
 from typing import Any
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from tracelens.loader.coerce import to_int, usable_ts, valid_text
 from tracelens.loader.fields import factorize
-from tracelens.loader.schema import CounterEvent, InstantEvent, LegacyInstantEvent, MemoryArgs
+from tracelens.loader.schema import CounterEvent, InstantEvent, InstantFields, LegacyInstantEvent, MemoryArgs
 from tracelens.model.events import I64
 from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.trace import TrackTable
@@ -61,17 +60,16 @@ class ExtraColumns:
         return not (self.memory_ts_us.size or self.counter_ts_us.size)
 
 
-def extra_columns(events: list[Any]) -> ExtraColumns | None:
-    """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`) as
-    columns; None when there are none. Events without a usable `ts` are skipped. Per-event work runs in C
-    (`map`, `compress`, `fromiter`) but for the rare counter events."""
-    instants = list(compress(events, map(_INSTANT_TYPES.__contains__, map(type, events))))
+def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraColumns | None:
+    """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`; `types`:
+    the set of their types, if known) as columns; None when there are none. Events without a usable `ts` are
+    skipped. The scans over all events run in C (`filter`, `map`, `fromiter`); Python touches only the memory
+    events and the (rare) counter events."""
+    types = set(map(type, events)) if types is None else types
+    instants = filter(InstantFields.__instancecheck__, events) if not _INSTANT_TYPES.isdisjoint(types) else ()
     memory = [e for e in instants if e.name == MEMORY_NAME and usable_ts(e.ts)]
-    counters = (
-        [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)]
-        if CounterEvent in set(map(type, events))
-        else []
-    )
+    has_counters = CounterEvent in types
+    counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if has_counters else []
     if not memory and not counters:
         return None
     args = list(map(attrgetter("args"), memory))
@@ -183,14 +181,12 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
 
 
-def _ints(values: list[Any]) -> I64:
-    """int64 column of JSON numbers (-1 for None, non-integers and values beyond int64)."""
-    if set(map(type, values)) <= {int}:  # the usual case (a bool is not a number: `to_int`)
-        try:
-            return np.fromiter(values, dtype=np.int64, count=len(values))
-        except OverflowError:
-            pass
-    return np.array([-1 if (n := to_int(v)) is None else n for v in values], dtype=np.int64)
+def _ints(values: list[int | None]) -> I64:
+    """int64 column of decoded ints (the schema admits no other number): -1 for None and values beyond int64."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, OverflowError):
+        return np.array([-1 if (n := to_int(v)) is None else n for v in values], dtype=np.int64)
 
 
 def _floats(values: list[Any]) -> np.ndarray:

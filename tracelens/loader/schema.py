@@ -52,19 +52,22 @@ class CompleteEvent(_EventFields, gc=False, tag_field="ph", tag="X"):
 
 
 class MemoryArgs(msgspec.Struct, gc=False):
-    """The `args` of a `[memory]` instant event (`profile_memory=True`). Absent fields are -1 (as in `Args`: the
-    columns build without a per-event check; `Bytes` absent counts as 0 bytes, -1 would be a free), an explicit
-    JSON null is None."""
+    """The `args` of a `[memory]` instant event (`profile_memory=True`). Integers only (Kineto writes nothing
+    else; another type fails validation and the file takes the whole-file path), so the columns build without
+    a per-value type check. Absent fields are -1 (as in `Args`; `Bytes` absent counts as 0 bytes, -1 would be
+    a free), an explicit JSON null is None."""
 
-    addr: Number | None = msgspec.field(default=-1, name="Addr")
-    bytes: Number | None = msgspec.field(default=0, name="Bytes")  # negative for a free
-    total_allocated: Number | None = msgspec.field(default=-1, name="Total Allocated")
-    total_reserved: Number | None = msgspec.field(default=-1, name="Total Reserved")
-    device_id: Number | None = msgspec.field(default=-1, name="Device Id")
-    device_type: Number | None = msgspec.field(default=-1, name="Device Type")
+    addr: int | None = msgspec.field(default=-1, name="Addr")
+    bytes: int | None = msgspec.field(default=0, name="Bytes")  # negative for a free
+    total_allocated: int | None = msgspec.field(default=-1, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=-1, name="Total Reserved")
+    device_id: int | None = msgspec.field(default=-1, name="Device Id")
+    device_type: int | None = msgspec.field(default=-1, name="Device Type")
 
 
-class _InstantFields(msgspec.Struct, gc=False):
+class InstantFields(msgspec.Struct, gc=False):
+    """Fields of both instant phases (`isinstance` of this picks them out)."""
+
     name: str = ""
     pid: int | str | None = None
     tid: int | str | None = None
@@ -72,11 +75,11 @@ class _InstantFields(msgspec.Struct, gc=False):
     args: MemoryArgs | None = None
 
 
-class InstantEvent(_InstantFields, gc=False, tag_field="ph", tag="i"):
+class InstantEvent(InstantFields, gc=False, tag_field="ph", tag="i"):
     """A `ph: "i"` event; only `[memory]` ones are kept (`loader.extras`)."""
 
 
-class LegacyInstantEvent(_InstantFields, gc=False, tag_field="ph", tag="I"):
+class LegacyInstantEvent(InstantFields, gc=False, tag_field="ph", tag="I"):
     """A `ph: "I"` event (the older spelling of an instant event)."""
 
 
