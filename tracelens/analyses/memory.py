@@ -255,7 +255,7 @@ def _free_times(memory: MemoryTable, rows: I64) -> I64:
     never = np.iinfo(np.int64).max
     out = np.full(rows.size, never, dtype=np.int64)
     addr = memory.addr[rows]
-    order = np.lexsort((np.arange(rows.size), addr))  # by address, then time order
+    order = np.argsort(addr, kind="stable")  # by address, then time order (rows are in time order)
     same = addr[order[1:]] == addr[order[:-1]]
     next_is_free = same & (memory.bytes[rows][order[1:]] < 0) & (addr[order[:-1]] >= 0)
     current, following = order[:-1][next_is_free], order[1:][next_is_free]
@@ -320,15 +320,14 @@ def _series(memory: MemoryTable, rows: I64, label: str) -> MemorySeries:
     if known.size > TIMELINE_POINTS:
         ts = memory.ts_ns[known]
         edges = np.linspace(ts[0], ts[-1], TIMELINE_POINTS // 4 + 1)
-        bins = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, edges.size - 2)
+        starts = np.unique(np.searchsorted(ts, edges[:-1], side="left"))  # first row of each non-empty bin
         keep = np.zeros(known.size, dtype=bool)
         for column in (memory.total_allocated[known], memory.total_reserved[known]):
-            order = np.lexsort((column, bins))
-            first = np.ones(order.size, dtype=bool)
-            first[1:] = bins[order[1:]] != bins[order[:-1]]
-            last = np.ones(order.size, dtype=bool)
-            last[:-1] = first[1:]
-            keep[order[first | last]] = True
+            for reduce in (np.maximum, np.minimum):
+                extreme = np.repeat(reduce.reduceat(column, starts), np.diff(np.append(starts, column.size)))
+                hits = np.flatnonzero(column == extreme)
+                keep[hits[np.unique(np.searchsorted(starts, hits, side="right"), return_index=True)[1]]] = True
+        keep[[0, -1]] = True
         known = known[keep]
     return MemorySeries(
         device=label,
