@@ -71,9 +71,14 @@ def record_trace(
     device: torch.device,
     grad: bool = False,
     active: int = ACTIVE,
+    profile_memory: bool = False,
 ) -> None:
     """Profile ``step_fn`` for wait=1, warmup=2, ``active`` (default 5) steps
     and export a gzip Chrome trace to ``path`` (which must end in .json.gz).
+
+    ``profile_memory``: also record the allocator's ``[memory]`` events
+    (allocations and frees with Addr, Bytes, Total Allocated / Reserved), which
+    tracelens' ``memory`` analysis reads; it slows the recorded steps.
 
     The caller must have finished compilation/autotuning (warm-up calls) and
     created the inputs already.  Each step ends with a device synchronize
@@ -98,6 +103,7 @@ def record_trace(
         activities=activities,
         schedule=schedule(wait=WAIT, warmup=WARMUP, active=active, repeat=1),
         record_shapes=True,
+        profile_memory=profile_memory,
         on_trace_ready=on_ready,
     ) as prof:
         for i in range(WAIT + WARMUP + active):

@@ -183,7 +183,15 @@ class Recorder:
         del out
         meta = dict(meta, name=name, device=str(self.device), check=check)
         path = os.path.join(folder, name + ".json.gz")
-        record_trace(fn, path, meta, self.device, grad=grad, **({"active": active} if active else {}))
+        record_trace(
+            fn,
+            path,
+            meta,
+            self.device,
+            grad=grad,
+            profile_memory=getattr(self.args, "profile_memory", False),
+            **({"active": active} if active else {}),
+        )
         size = os.path.getsize(path)
         t = time_fn(fn, self.device, iters=iters or self.args.timing_iters, grad=grad)
         t.update({"warmup_s": warm_s, "trace": os.path.basename(path), "trace_bytes": size, "check": check,
@@ -482,6 +490,8 @@ def parse_args(argv=None):
                    help="comma list of main variants recorded into --side-out (trace + timings entry) instead of "
                         "--out, while still timed in the main interleaved group (stored in --out)")
     p.add_argument("--side-out", default=None, help="folder for --side-variants")
+    p.add_argument("--profile-memory", action="store_true",
+                   help="record [memory] events too (torch.profiler profile_memory=True)")
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--intermediate", type=int, default=16384)

@@ -31,6 +31,7 @@ from tracelens.analyses.compiled import Compiled, analyze_compiled
 from tracelens.analyses.critical_path import CriticalPath, analyze_critical_path
 from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
 from tracelens.analyses.fusion import Fusion, analyze_fusion
+from tracelens.analyses.memory import Memory, analyze_memory
 from tracelens.analyses.roofline import Roofline, analyze_roofline
 from tracelens.analyses.stream_idle import StreamIdle, analyze_stream_idle
 from tracelens.analyses.summary import Summary, analyze_summary
@@ -131,5 +132,13 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         StreamIdle,
         text=f"{BEYOND}:stream_idle_parts",
         panels=f"{BEYOND}:stream_idle_panels",
+    ),
+    Analysis(
+        "memory",
+        analyze_memory,
+        Memory,
+        text="tracelens.renderers.memory:text_section",
+        panels="tracelens.renderers.memory:panels",
+        json="tracelens.renderers.memory:json_keys",
     ),
 )

@@ -12,8 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracelens.errors import UnusableTraceError
-from tracelens.loader.columns import ChunkColumns, build_meta, columnize, complete_events, merge_columns_full
-from tracelens.loader.decode import Decoded, decode_trace
+from tracelens.loader.columns import (
+    MAX_OFFSET_US,
+    ChunkColumns,
+    build_meta,
+    columnize,
+    complete_events,
+    merge_columns_full,
+)
+from tracelens.loader.decode import Decoded, decode_trace, decode_whole_extras
+from tracelens.loader.extras import merge_extras
 from tracelens.loader.source import TraceText, check_readable, read_text, refuse_tar, trace_text
 from tracelens.loader.stream import NotStreamable, auto_workers, stream_columns
 from tracelens.model.build import Columns, build_trace
@@ -50,9 +58,11 @@ def load_trace(
     if not n_complete:
         raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
     merged = merge_columns_full(chunks)
+    extras = [chunk.extras for chunk in chunks if chunk.extras is not None]
     del chunks
     if not len(merged.table):
         raise UnusableTraceError(f"{path}: a trace with no events with a usable time; nothing to analyze")
+    memory, counters, extra_notes = merge_extras(extras, merged.origin_us, merged.tracks, MAX_OFFSET_US)
     report("linking", 0.0)
     trace = build_trace(
         Columns(
@@ -65,7 +75,9 @@ def load_trace(
             truncation=Truncation(decoded.truncated, decoded.dropped_tail_bytes),
             source_rows=merged.source_rows,
             source_events=n_complete,
-            notes=[*decoded.notes, *merged.notes],
+            notes=[*decoded.notes, *merged.notes, *extra_notes],
+            memory=memory,
+            counters=counters,
         )
     )
     report("done", 1.0)
@@ -106,7 +118,11 @@ def _decode_whole(path: Path, text: TraceText, report: Progress) -> tuple[Decode
     decoded = decode_trace(data, str(path))
     if text.gzip_truncated and not decoded.truncated:
         decoded.notes.append("the gzip stream ends early, but after the end of the JSON: nothing was lost")
+    extras, note = decode_whole_extras(data, decoded)
+    if note:
+        decoded.notes.append(note)
     del data
     chunks = [columnize(complete_events(decoded.events))]
+    chunks[0].extras = extras
     decoded.events = []
     return decoded, chunks

@@ -10,6 +10,7 @@ import msgspec
 import numpy as np
 
 from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
+from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.schema import Event
 from tracelens.model import stats
@@ -42,6 +43,7 @@ class ChunkColumns:
     dur_us: np.ndarray
     ints: dict[str, I64]
     raws: dict[str, tuple[I64, list[bytes]]]  # sparse: rows that have the field, and its raw JSON
+    extras: ExtraColumns | None = None  # the chunk's memory and counter events (`loader.extras`), if any
 
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])

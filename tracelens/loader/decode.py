@@ -12,7 +12,9 @@ import msgspec
 
 from tracelens.errors import UnusableTraceError
 from tracelens.loader.coerce import to_int, valid_strings
-from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, Args, Event
+from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras
+from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, AnyPhaseEventWithExtras, Args, Event
+from tracelens.model.memory import EXTRAS_NOT_READ
 
 METADATA_KEYS = (
     "schemaVersion",
@@ -67,8 +69,15 @@ class _StreamDocument(_Document, gc=False):
     traceEvents: list[AnyPhaseEvent] | None = None  # type: ignore[assignment,valid-type]
 
 
+class _StreamDocumentWithExtras(_Document, gc=False):
+    traceEvents: list[AnyPhaseEventWithExtras] | None = None  # type: ignore[assignment,valid-type]
+
+
 STREAM_DOC_DECODER = msgspec.json.Decoder(_StreamDocument)
 STREAM_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEvent])  # type: ignore[valid-type]
+# instant and counter events typed (`loader.extras`): only for text that holds some
+EXTRAS_DOC_DECODER = msgspec.json.Decoder(_StreamDocumentWithExtras)
+EXTRAS_EVENTS_DECODER = msgspec.json.Decoder(list[AnyPhaseEventWithExtras])  # type: ignore[valid-type]
 _DOC_DECODER = msgspec.json.Decoder(_Document)
 _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
@@ -378,3 +387,32 @@ def _ends_an_item(data: bytes, position: int) -> bool:
     """True when the next non-space byte after `position` is ',' or ']' or the data ends."""
     tail = data[position : position + 64].lstrip()
     return not tail or tail[:1] in (b",", b"]")
+
+
+# ---------------------------------------------------------------- memory and counter events of the whole-file path
+
+
+def decode_whole_extras(data: bytes, decoded: Decoded) -> tuple[ExtraColumns | None, str | None]:
+    """The memory and counter events of a whole text (`loader.extras`), by a second, typed decode run only when
+    the text holds a marker of one; of a cut-off text, its salvaged prefix. Text that needed other repairs (odd
+    types, invalid JSON) is not decoded again: its memory and counter events are left out, and the note says
+    so (it starts with `EXTRAS_NOT_READ`)."""
+    if not has_extras(data):
+        return None, None
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    if decoded.dropped_tail_bytes:
+        prefix = data[: len(data) - decoded.dropped_tail_bytes]
+        texts = [prefix + b"]"] if decoded.bare_array else [prefix + b"]}", prefix + b"}"]
+    else:
+        texts = [data]
+    for text in texts:
+        try:
+            if decoded.bare_array:
+                events = EXTRAS_EVENTS_DECODER.decode(text)
+            else:
+                events = EXTRAS_DOC_DECODER.decode(text).traceEvents or []
+            return extra_columns(events), None
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            continue
+    return None, f"{EXTRAS_NOT_READ}: the file needed repairs to decode (only its complete events are analyzed)"

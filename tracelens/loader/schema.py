@@ -5,7 +5,7 @@ Unknown keys are ignored; `Input Dims` and friends stay undecoded (`msgspec.Raw`
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import msgspec
 
@@ -51,11 +51,64 @@ class CompleteEvent(_EventFields, gc=False, tag_field="ph", tag="X"):
     """A `ph: "X"` event, for the streaming decoder's tagged union."""
 
 
+class MemoryArgs(msgspec.Struct, gc=False):
+    """The `args` of a `[memory]` instant event (`profile_memory=True`). Integers only (Kineto writes nothing
+    else; another type fails validation and the file takes the whole-file path), so the columns build without
+    a per-value type check. Absent fields are -1 (as in `Args`; `Bytes` absent counts as 0 bytes, -1 would be
+    a free), an explicit JSON null is None."""
+
+    addr: int | None = msgspec.field(default=-1, name="Addr")
+    bytes: int | None = msgspec.field(default=0, name="Bytes")  # negative for a free
+    total_allocated: int | None = msgspec.field(default=-1, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=-1, name="Total Reserved")
+    device_id: int | None = msgspec.field(default=-1, name="Device Id")
+    device_type: int | None = msgspec.field(default=-1, name="Device Type")
+
+
+class InstantFields(msgspec.Struct, gc=False):
+    """Fields of both instant phases (`isinstance` of this picks them out)."""
+
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Number | None = None
+    args: MemoryArgs | None = None
+
+
+class InstantEvent(InstantFields, gc=False, tag_field="ph", tag="i"):
+    """A `ph: "i"` event; only `[memory]` ones are kept (`loader.extras`)."""
+
+
+class LegacyInstantEvent(InstantFields, gc=False, tag_field="ph", tag="I"):
+    """A `ph: "I"` event (the older spelling of an instant event)."""
+
+
+class CounterEvent(msgspec.Struct, gc=False, tag_field="ph", tag="C"):
+    """A `ph: "C"` event: each numeric `args` value is a sample of the series of that key."""
+
+    name: str = ""
+    pid: int | str | None = None
+    ts: Number | None = None
+    args: dict[str, Any] | None = None
+
+
 # Every other phase of the Chrome trace format decodes to an empty struct (its fields are skipped, not built).
 # A phase outside this list fails validation and the loader falls back to the whole-file decoder.
 OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c")
-_SKIPPED = tuple(
-    msgspec.defstruct(f"Skipped{index}", [], gc=False, tag_field="ph", tag=phase)
+EXTRA_PHASES = ("i", "I", "C")  # typed in `AnyPhaseEventWithExtras`
+_SKIPPED = {
+    phase: msgspec.defstruct(f"Skipped{index}", [], gc=False, tag_field="ph", tag=phase)
     for index, phase in enumerate(OTHER_PHASES)
-)
-AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED)]  # type: ignore[valid-type]
+}
+AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED.values())]  # type: ignore[valid-type]
+# The same union with instant and counter events typed: used only for text that holds some (`loader.extras`),
+# so traces without them decode as before.
+AnyPhaseEventWithExtras = Union[  # type: ignore[valid-type]
+    (
+        CompleteEvent,
+        InstantEvent,
+        LegacyInstantEvent,
+        CounterEvent,
+        *(skipped for phase, skipped in _SKIPPED.items() if phase not in EXTRA_PHASES),
+    )
+]

@@ -25,7 +25,8 @@ import msgspec
 
 from tracelens.errors import TracelensError
 from tracelens.loader.columns import ChunkColumns, columnize
-from tracelens.loader.decode import STREAM_DOC_DECODER, STREAM_EVENTS_DECODER, metadata_of
+from tracelens.loader.decode import EXTRAS_DOC_DECODER, EXTRAS_EVENTS_DECODER, STREAM_DOC_DECODER, metadata_of
+from tracelens.loader.extras import EXTRA_TYPES, extra_columns
 from tracelens.loader.forked import ChildDied, run_forked
 from tracelens.loader.schema import CompleteEvent
 from tracelens.loader.source import MAX_EVENT_BYTES
@@ -100,14 +101,24 @@ def _in_pool_worker() -> bool:
     return process is not None and process.parent_process() is not None
 
 
-def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
+def decode_piece(kind: str, text: bytes | bytearray) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(STREAM_DOC_DECODER.decode(text)), None
-    if kind == "events":  # other phases were decoded to empty structs: columnize skips them
-        return {}, columnize(STREAM_EVENTS_DECODER.decode(text), CompleteEvent)
-    doc = STREAM_DOC_DECODER.decode(text)
-    return metadata_of(doc), columnize(doc.traceEvents or [], CompleteEvent)
+    if kind == "events":  # columnize skips the phases other than complete events
+        return {}, _columns(EXTRAS_EVENTS_DECODER.decode(text))
+    doc = EXTRAS_DOC_DECODER.decode(text)
+    return metadata_of(doc), _columns(doc.traceEvents or [])
+
+
+def _columns(events: list[Any]) -> ChunkColumns:
+    """Columns of the complete events, and of the memory and counter events when the chunk has any (a set of the
+    events' types tells, ~20 ns an event: cheaper than searching the text for them)."""
+    columns = columnize(events, CompleteEvent)
+    types = set(map(type, events))
+    if not EXTRA_TYPES.isdisjoint(types):
+        columns.extras = extra_columns(events, types)
+    return columns
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I64, EventTable, Kind, kind_mask
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link_launches, link_ops
+from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
 from tracelens.model.nesting import nest
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
@@ -30,6 +31,8 @@ class Columns:
     source_rows: I64 | None
     source_events: int
     notes: list[str] = field(default_factory=list)
+    memory: MemoryTable = field(default_factory=MemoryTable.empty)  # `op` not yet set
+    counters: CounterTable = field(default_factory=CounterTable.empty)
 
 
 def build_trace(columns: Columns) -> Trace:
@@ -56,10 +59,21 @@ def build_trace(columns: Columns) -> Trace:
         warnings=(),
         source_rows=columns.source_rows,
         source_events=columns.source_events,
+        memory=_with_ops(columns.memory, table, parent, depth),
+        counters=columns.counters,
     )
     from dataclasses import replace
 
     return replace(trace, warnings=tuple(trace_warnings(trace, columns.notes)))
+
+
+def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32) -> MemoryTable:
+    """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`)."""
+    if not len(memory):
+        return memory
+    from dataclasses import replace
+
+    return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track))
 
 
 def trace_warnings(trace: Trace, notes: list[str]) -> list[str]:

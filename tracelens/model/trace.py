@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tracelens.model.events import I32, I64, Bool, EventTable, kind_mask
+from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.serial import Arrays, from_plain, to_plain
 
 
@@ -118,6 +119,9 @@ class Trace:
     # (`ph: "X"`, finite `ts`) event of the file, which has source_events of them; None means row == position
     source_rows: I64 | None = None
     source_events: int = -1
+    # `[memory]` instant events (profile_memory=True) and counter samples (`ph: "C"`); empty when the trace has none
+    memory: MemoryTable = field(default_factory=MemoryTable.empty)
+    counters: CounterTable = field(default_factory=CounterTable.empty)
 
     @property
     def n_events(self) -> int:

@@ -69,8 +69,10 @@ def timeline_panel(
     category = _category_of_rows(trace, gpu)
     op_of_row = np.full(len(trace.events), -1, dtype=np.int64)
     op_of_row[gpu["row"].to_numpy()] = gpu["op_row"].to_numpy()
-    height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * lanes.n_lanes)))
-    bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(lanes.n_lanes, 1), 2)
+    counter_keys = trace.counters.lane_keys()
+    n_rows = lanes.n_lanes + len(counter_keys)
+    height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * n_rows)))
+    bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
     fig = go.Figure()
     group = 0
     for label, color, mask in _groups(trace, lanes, category):
@@ -81,8 +83,14 @@ def timeline_panel(
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
     _add_utilization(fig, trace, lanes, selection.focus)
-    _lay_out_figure(fig, trace, lanes, selection.focus, height)
+    counter_ticks = _add_counters(fig, trace, counter_keys, lanes.n_lanes)
+    _lay_out_figure(fig, trace, lanes, selection.focus, height, counter_ticks)
     note = _note(trace, selection, blocks, links)
+    if counter_ticks:
+        note += (
+            f" {len(counter_ticks)} counter lane{'s' if len(counter_ticks) > 1 else ''} (ph C events) below the GPU "
+            "lanes: each series scaled to its lane, from its minimum to its maximum (hover for values)."
+        )
     return Panel(id=panel_id, title="Timeline", figure=fig, note=note)
 
 
@@ -362,7 +370,48 @@ def _busy_per_bin(start_ns: np.ndarray, end_ns: np.ndarray, edges_ns: np.ndarray
 # ---------------------------------------------------------------- layout and note
 
 
-def _lay_out_figure(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | None, height: int) -> None:
+def _add_counters(
+    fig: go.Figure, trace: Trace, keys: list[tuple[int, int, int]], first_lane: int
+) -> list[tuple[float, str]]:
+    """A lane per counter series (`Trace.counters`), below the other lanes: the samples as a step line scaled
+    into the lane (lowest value at the lane's bottom, highest at its top), hover giving the real value. Returns
+    the lanes' (y, label) ticks. These traces carry no `lod` meta: the page never redraws them."""
+    counters = trace.counters
+    ticks = []
+    for offset, (pid, name, series) in enumerate(keys):
+        y = first_lane + offset
+        rows = np.flatnonzero((counters.pid == pid) & (counters.name == name) & (counters.series == series))
+        values = counters.value[rows]
+        low, high = float(values.min()), float(values.max())
+        scaled = (values - low) / (high - low) if high > low else np.full(values.size, 0.5)
+        label = f"{counters.names[name]}: {counters.series_names[series]}"
+        if len(counters.pids) > 1:
+            label = f"{counters.pids[pid]} {label}"
+        fig.add_trace(
+            go.Scatter(
+                x=np.round(counters.ts_ns[rows] / NS_PER_US, 3),
+                y=y + HALF_HEIGHT - 2 * HALF_HEIGHT * scaled,
+                customdata=values,
+                mode="lines+markers" if rows.size < 200 else "lines",
+                line={"shape": "hv", "width": 1.5},
+                marker={"size": 4},
+                name=_escape(label),
+                hovertemplate=f"{_escape(label)}: %{{customdata:,.6g}} at %{{x:,.1f}} µs<extra></extra>",
+            )
+        )
+        ticks.append((float(y), _escape(label[:40])))
+    return ticks
+
+
+def _lay_out_figure(
+    fig: go.Figure,
+    trace: Trace,
+    lanes: Lanes,
+    focus: int | None,
+    height: int,
+    counter_ticks: list[tuple[float, str]] | None = None,
+) -> None:
+    extra = counter_ticks or []
     steps = trace.steps
     buttons = [{"label": "whole trace", "method": "relayout", "args": [{"xaxis.autorange": True}]}]
     for index in range(min(len(steps), MAX_STEP_BUTTONS)):
@@ -379,9 +428,9 @@ def _lay_out_figure(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | Non
         hoverdistance=40,
         xaxis=xaxis,
         yaxis={
-            "tickvals": [t for t, _ in lanes.ticks],
-            "ticktext": [chart_text(label) for _, label in lanes.ticks],
-            "range": [lanes.n_lanes - 0.5, -0.5],
+            "tickvals": [t for t, _ in lanes.ticks] + [t for t, _ in extra],
+            "ticktext": [chart_text(label) for _, label in lanes.ticks] + [chart_text(label) for _, label in extra],
+            "range": [lanes.n_lanes + len(extra) - 0.5, -0.5],
             "showgrid": False,
             "zeroline": False,
             "fixedrange": True,

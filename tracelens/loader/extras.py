@@ -1,0 +1,207 @@
+"""Memory (`[memory]` instant) and counter (`ph: "C"`) events → columns, apart from the complete events.
+
+The plain path pays almost nothing for them: the streamed chunks are decoded with instant and counter events
+typed (`EXTRAS_*_DECODER`; a trace without them decodes exactly as fast as with those phases skipped), and the
+columns are built only for chunks whose decoded events include one (a set of the events' types says: measured
+~0.5 ms per 4 MB chunk, where searching the text for markers took ~4 ms). The whole-file path searches its text
+for markers (`has_extras`) before decoding it a second time, typed.
+
+Chunks give `ExtraColumns`; `merge_extras` joins them into the model's `MemoryTable` / `CounterTable`
+(with the thread of each memory event as a CPU track; the enclosing op is the model's business).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from tracelens.loader.coerce import to_int, usable_ts, valid_text
+from tracelens.loader.fields import factorize
+from tracelens.loader.schema import CounterEvent, InstantEvent, InstantFields, LegacyInstantEvent, MemoryArgs
+from tracelens.model.events import I64
+from tracelens.model.memory import CounterTable, MemoryTable
+from tracelens.model.trace import TrackTable
+from tracelens.units import NS_PER_US
+
+MEMORY_NAME = "[memory]"
+_MARKERS = (b'"[memory]"', b'"C"')  # `"ph": "C"` in any spacing contains `"C"`
+_EMPTY_ARGS = MemoryArgs()
+_INSTANT_TYPES = frozenset((InstantEvent, LegacyInstantEvent))
+EXTRA_TYPES = frozenset((InstantEvent, LegacyInstantEvent, CounterEvent))
+_MEMORY_INTS = ("bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr")
+
+
+def has_extras(text: bytes | bytearray) -> bool:
+    """Whether `text` may hold a memory or counter event (never False when it does)."""
+    return any(marker in text for marker in _MARKERS)
+
+
+@dataclass
+class ExtraColumns:
+    """One chunk's memory and counter events as columns (file order); memory pid/tid as decoded, counter pid
+    as a label (`str(value)`)."""
+
+    memory_ts_us: np.ndarray
+    memory_ints: dict[str, I64]
+    memory_pid: list[Any]
+    memory_tid: list[Any]
+    counter_ts_us: np.ndarray
+    counter_name: list[str]
+    counter_series: list[str]
+    counter_pid: list[str]
+    counter_value: np.ndarray
+
+    @property
+    def empty(self) -> bool:
+        return not (self.memory_ts_us.size or self.counter_ts_us.size)
+
+
+def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraColumns | None:
+    """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`; `types`:
+    the set of their types, if known) as columns; None when there are none. Events without a usable `ts` are
+    skipped. The scans over all events run in C (`filter`, `map`, `fromiter`); Python touches only the memory
+    events and the (rare) counter events."""
+    types = set(map(type, events)) if types is None else types
+    instants = filter(InstantFields.__instancecheck__, events) if not _INSTANT_TYPES.isdisjoint(types) else ()
+    memory = [e for e in instants if e.name == MEMORY_NAME and usable_ts(e.ts)]
+    has_counters = CounterEvent in types
+    counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if has_counters else []
+    if not memory and not counters:
+        return None
+    args = list(map(attrgetter("args"), memory))
+    if None in args:
+        args = [a if a is not None else _EMPTY_ARGS for a in args]
+    c_ts, c_name, c_series, c_pid, c_value = [], [], [], [], []
+    for event in counters:
+        for key, value in (event.args or {}).items():
+            number = _number(value)
+            if number is not None:
+                c_ts.append(event.ts)
+                c_name.append(event.name)
+                c_series.append(key)
+                c_pid.append(_label(event.pid))
+                c_value.append(number)
+    return ExtraColumns(
+        memory_ts_us=_floats(list(map(attrgetter("ts"), memory))),
+        memory_ints={name: _ints(list(map(attrgetter(name), args))) for name in _MEMORY_INTS},
+        memory_pid=list(map(attrgetter("pid"), memory)),
+        memory_tid=list(map(attrgetter("tid"), memory)),
+        counter_ts_us=np.array(c_ts, dtype=np.float64),
+        counter_name=c_name,
+        counter_series=c_series,
+        counter_pid=c_pid,
+        counter_value=np.array(c_value, dtype=np.float64),
+    )
+
+
+def merge_extras(
+    parts: list[ExtraColumns], origin_us: float, tracks: TrackTable, max_offset_us: float
+) -> tuple[MemoryTable, CounterTable, list[str]]:
+    """The chunks' extras (in file order) as tables on the event table's clock, in time order (file order among
+    equal times); events more than `max_offset_us` from the origin are dropped (with a note), as for complete
+    events. Memory events get the CPU track of their (pid, tid), `op` -1 (set by `model.build`)."""
+    notes: list[str] = []
+    memory, dropped_memory = _merge_memory(parts, origin_us, tracks, max_offset_us)
+    counters, dropped_counters = _merge_counters(parts, origin_us, max_offset_us)
+    dropped = dropped_memory + dropped_counters
+    if dropped:
+        notes.append(f"{dropped:,} memory or counter events with a timestamp days away from the rest were ignored")
+    return memory, counters, notes
+
+
+def _merge_memory(
+    parts: list[ExtraColumns], origin_us: float, tracks: TrackTable, max_offset_us: float
+) -> tuple[MemoryTable, int]:
+    ts_us = _concat([p.memory_ts_us for p in parts])
+    if not ts_us.size:
+        return MemoryTable.empty(), 0
+    keep = np.abs(ts_us - origin_us) <= max_offset_us
+    ints = {name: np.concatenate([p.memory_ints[name] for p in parts]) for name in _MEMORY_INTS}
+    pids = [pid for p in parts for pid in p.memory_pid]
+    tids = [tid for p in parts for tid in p.memory_tid]
+    cpu_track = {(tracks.pid[i], tracks.tid[i]): i for i in range(len(tracks)) if not tracks.is_gpu[i]}
+    pair_codes, pairs = factorize(list(zip(pids, tids, strict=True)))
+    labels = [(_label(pid), _label(tid)) for pid, tid in pairs]
+    track_of_pair = np.array([cpu_track.get(pair, -1) for pair in labels] + [-1], dtype=np.int32)
+    track = track_of_pair[pair_codes]
+    rows = np.flatnonzero(keep)
+    ts_ns = np.rint((ts_us[rows] - origin_us) * NS_PER_US).astype(np.int64)
+    order = rows[np.argsort(ts_ns, kind="stable")]
+    ts_ns = np.sort(ts_ns, kind="stable")
+    table = MemoryTable(
+        ts_ns=ts_ns,
+        bytes=ints["bytes"][order],
+        total_allocated=ints["total_allocated"][order],
+        total_reserved=ints["total_reserved"][order],
+        device=ints["device_id"][order],
+        device_type=ints["device_type"][order],
+        addr=ints["addr"][order],
+        track=track[order],
+        op=np.full(order.size, -1, dtype=np.int32),
+    )
+    return table, int(ts_us.size - rows.size)
+
+
+def _merge_counters(parts: list[ExtraColumns], origin_us: float, max_offset_us: float) -> tuple[CounterTable, int]:
+    ts_us = _concat([p.counter_ts_us for p in parts])
+    if not ts_us.size:
+        return CounterTable.empty(), 0
+    keep = np.abs(ts_us - origin_us) <= max_offset_us
+    values = _concat([p.counter_value for p in parts])
+    columns = []
+    labels = []
+    for attribute in ("counter_name", "counter_series", "counter_pid"):
+        texts = [valid_text(text) for p in parts for text in getattr(p, attribute)]
+        uniques = sorted(set(texts))
+        lookup = {text: code for code, text in enumerate(uniques)}
+        columns.append(np.array([lookup[text] for text in texts], dtype=np.int32))
+        labels.append(tuple(uniques))
+    rows = np.flatnonzero(keep)
+    ts_ns = np.rint((ts_us[rows] - origin_us) * NS_PER_US).astype(np.int64)
+    by_time = np.argsort(ts_ns, kind="stable")
+    order = rows[by_time]
+    table = CounterTable(
+        ts_ns=ts_ns[by_time],
+        name=columns[0][order],
+        series=columns[1][order],
+        pid=columns[2][order],
+        value=values[order],
+        names=labels[0],
+        series_names=labels[1],
+        pids=labels[2],
+    )
+    return table, int(ts_us.size - rows.size)
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
+
+
+def _ints(values: list[int | None]) -> I64:
+    """int64 column of decoded ints (the schema admits no other number): -1 for None and values beyond int64."""
+    try:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    except (TypeError, OverflowError):
+        return np.array([-1 if (n := to_int(v)) is None else n for v in values], dtype=np.int64)
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, dtype=np.float64, count=len(values))
+    except OverflowError:  # an int beyond float range: not a credible time
+        return np.array([float(v) if abs(v) < 1e300 else math.nan for v in values], dtype=np.float64)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _label(value: object) -> str:
+    return "" if value is None else valid_text(str(value))
