@@ -114,10 +114,10 @@ def _import_for(output_format: str) -> None:
         import tracelens.renderers.text  # noqa: F401
 
 
-def _text_renderer(color: bool) -> AnalyzeTextRenderer:
+def _text_renderer(color: bool, width: int | None) -> AnalyzeTextRenderer:
     from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
 
-    return AnalyzeTextRenderer(color=color)
+    return AnalyzeTextRenderer(color=color, width=width)
 
 
 def _is_archive(path: Path) -> bool:
@@ -146,7 +146,7 @@ def _run_ranks(args: argparse.Namespace) -> int:
     if not figures:
         raise TracelensError(f"{args.trace}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
     report = analyze_ranks(figures, str(args.trace), failed)
-    emit_result(args, report, RanksJsonRenderer(), lambda color: RanksTextRenderer(color=color))
+    emit_result(args, report, RanksJsonRenderer(), lambda color, width: RanksTextRenderer(color, width))
     return 0
 
 

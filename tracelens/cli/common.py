@@ -21,6 +21,20 @@ T = TypeVar("T")
 
 def add_format_argument(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("--format", choices=choices, default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--width",
+        type=_width,
+        metavar="N",
+        help="text output: lay tables out for N columns (default: the terminal's width; when piped, $COLUMNS "
+        "or 140); numbers are never cut, columns are left out instead",
+    )
+
+
+def _width(text: str) -> int:
+    value = int(text)
+    if value < 40:
+        raise argparse.ArgumentTypeError(f"{value} is too narrow: at least 40 columns")
+    return value
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,8 +74,13 @@ def use_color() -> bool:
 
 
 def emit_result(
-    args: argparse.Namespace, result: T, json_renderer: Renderer[T], text_renderer: Callable[[bool], Renderer[T]]
+    args: argparse.Namespace,
+    result: T,
+    json_renderer: Renderer[T],
+    text_renderer: Callable[[bool, int | None], Renderer[T]],
 ) -> None:
-    """Render `result` as `--format` asks (text gets colour only on a terminal) and write it to stdout or `-o`."""
-    renderer = json_renderer if args.format == "json" else text_renderer(use_color() and args.output is None)
+    """Render `result` as `--format` asks (text gets colour only on a terminal, and `--width` columns) and
+    write it to stdout or `-o`."""
+    color = use_color() and args.output is None
+    renderer = json_renderer if args.format == "json" else text_renderer(color, getattr(args, "width", None))
     emit(renderer.render(result), args.output, args.force)

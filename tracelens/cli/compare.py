@@ -46,7 +46,7 @@ class CompareCommand:
             name = args.name[index] if index < len(args.name) else variant_name(trace)
             items.append((_unique(name, [n for n, _, _ in items]), trace, analyze(trace)))
         comparison = compare_variants(items)
-        emit_result(args, comparison, CompareJsonRenderer(), lambda color: CompareTextRenderer(color=color))
+        emit_result(args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width))
         return 0
 
 

@@ -8,12 +8,13 @@ Contract: `evaluate(hypotheses, documents) -> list[Verdict]`; pure. A hypothesis
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracelens.hypotheses.document import TraceDocument
-from tracelens.hypotheses.fusion import coverage_source
+from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 
@@ -167,8 +168,7 @@ def _measure_pattern(hypothesis: Hypothesis, subject: Subject, target: TraceDocu
     entries = target.document.get(section)
     if not isinstance(entries, list):
         raise hypothesis.error(f'{target.label} has no "{section}" section to match {subject.kind} patterns against')
-    pattern = subject.target.lower()
-    hits = [e for e in entries if _matches(e, pattern)]
+    hits = [e for e in entries if _matches(e, subject.target)]
     steps = max(int(target.document.get("steps") or 0), 1)
     calls = sum(int(e.get("calls", 0)) for e in hits)
     total_us = round(sum(float(e.get("total_us", 0.0)) for e in hits), 3)
@@ -190,10 +190,15 @@ def _measure_pattern(hypothesis: Hypothesis, subject: Subject, target: TraceDocu
 
 
 def _matches(entry: Any, pattern: str) -> bool:
+    """`pattern` names the entry: the exact name (case-insensitive), a glob (`nvjet_*`), or `re:REGEX`
+    searched in the name."""
     if not isinstance(entry, dict):
         return False
-    names = (str(entry.get("name", "")), str(entry.get("short_name", "")))
-    return any(name and fnmatch.fnmatchcase(name.lower(), pattern) for name in names)
+    names = [name for name in (str(entry.get("name", "")), str(entry.get("short_name", ""))) if name]
+    if pattern.startswith(REGEX_PREFIX):
+        regex = re.compile(pattern[len(REGEX_PREFIX) :], re.I)
+        return any(regex.search(name) for name in names)
+    return any(fnmatch.fnmatchcase(name.lower(), pattern.lower()) for name in names)
 
 
 def _entry_line(section: str, entry: dict[str, Any]) -> str:

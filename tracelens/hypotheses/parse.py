@@ -1,15 +1,23 @@
 """Hypotheses files: TOML `[[hypothesis]]` tables → validated, typed `Hypothesis` objects.
 
-Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; every problem raises
-`HypothesisError` (exit status 2) with one line naming the file, the entry and what is wrong with it.
+Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; a malformed file
+raises `HypothesisError` (exit status 2). Every problem of the file is found in one run: the error's `problems`
+lists them all, one line each naming the file and line, the entry and what is wrong with it (a TOML syntax
+error stops only the `[[hypothesis]]` block it is in).
+
+Names: `kernel`, `cpu_op` and `api_call` match a name exactly (case-insensitive) unless they are a glob
+(`nvjet_*`) or `"re:REGEX"` (searched in the name); `fuses` ops match whole op words (see
+`tracelens.hypotheses.fusion`) or `"re:REGEX"`.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +42,11 @@ Scalar = float | int | str | bool
 
 
 class HypothesisError(TracelensError):
-    """A malformed hypotheses file or entry (exit status 2)."""
+    """A malformed hypotheses file or entry (exit status 2); `problems`: every problem found, one line each."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems) or [message]
 
 
 @dataclass(frozen=True)
@@ -122,29 +134,82 @@ def load_hypotheses(path: str | Path) -> list[Hypothesis]:
         raise HypothesisError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise HypothesisError(f"{source}: cannot read: {exc}") from None
+    lines = _entry_lines(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise HypothesisError(f"{source}: not valid TOML: {exc}") from None
-    return parse_hypotheses(data, source)
+        problems = _syntax_problems(text, source) or [f"{source}: not valid TOML: {exc}"]
+        raise _all(source, problems) from None
+    return parse_hypotheses(data, source, lines)
 
 
-def parse_hypotheses(data: Mapping[str, Any], source: str = "hypotheses") -> list[Hypothesis]:
-    """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`)."""
+_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*hypothesis[ \t]*\]\]", re.M)
+
+
+def _entry_lines(text: str) -> list[int]:
+    """The 1-based line of each `[[hypothesis]]` header, in order."""
+    return [text.count("\n", 0, match.start()) + 1 for match in _HEADER.finditer(text)]
+
+
+def _syntax_problems(text: str, source: str) -> list[str]:
+    """Every TOML syntax error of the file: each `[[hypothesis]]` block (and the part before the first) parsed
+    on its own, the line numbers those of the file."""
+    starts = [0, *(match.start() for match in _HEADER.finditer(text)), len(text)]
+    problems = []
+    for begin, end in itertools.pairwise(starts):
+        if begin == end:
+            continue
+        first_line = text.count("\n", 0, begin)
+        try:
+            tomllib.loads(text[begin:end])
+        except tomllib.TOMLDecodeError as exc:
+            message = re.sub(r"\(at line (\d+), column (\d+)\)", "", str(exc)).strip()
+            at = re.search(r"at line (\d+)", str(exc))
+            line = first_line + int(at.group(1)) if at else first_line + 1
+            problems.append(f"{source}:{line}: not valid TOML: {message}")
+    return problems
+
+
+def _all(source: str, problems: list[str]) -> HypothesisError:
+    if len(problems) == 1:
+        return HypothesisError(problems[0], problems)
+    return HypothesisError(f"{source}: {len(problems)} problems: " + "; ".join(problems), problems)
+
+
+def parse_hypotheses(
+    data: Mapping[str, Any], source: str = "hypotheses", lines: Sequence[int] = ()
+) -> list[Hypothesis]:
+    """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`); `lines`: the line of each entry's header, for
+    messages. Raises one `HypothesisError` listing every problem."""
     unknown = [key for key in data if key != "hypothesis"]
     if unknown:
         raise HypothesisError(f"{source}: unknown top-level key {unknown[0]!r}; write hypotheses as [[hypothesis]]")
     entries = data.get("hypothesis")
     if not isinstance(entries, list) or not entries:
         raise HypothesisError(f"{source}: no [[hypothesis]] entries")
-    hypotheses = [_parse_entry(entry, i, source) for i, entry in enumerate(entries, start=1)]
+    hypotheses: list[Hypothesis] = []
+    problems: list[str] = []
+
+    def at(index: int) -> str:
+        return f"{source}:{lines[index - 1]}" if index - 1 < len(lines) else source
+
+    for i, entry in enumerate(entries, start=1):
+        try:
+            hypotheses.append(_parse_entry(entry, i, source))
+        except HypothesisError as exc:
+            problems.append(str(exc).replace(source, at(i), 1))
     seen: dict[str, int] = {}
     for hypothesis in hypotheses:
         if hypothesis.name in seen:
-            raise _EntryError(source, hypothesis.index, hypothesis.name).error(
-                f"duplicate name (also hypothesis {seen[hypothesis.name]})"
+            message = str(
+                _EntryError(source, hypothesis.index, hypothesis.name).error(
+                    f"duplicate name (also hypothesis {seen[hypothesis.name]})"
+                )
             )
-        seen[hypothesis.name] = hypothesis.index
+            problems.append(message.replace(source, at(hypothesis.index), 1))
+        seen.setdefault(hypothesis.name, hypothesis.index)
+    if problems:
+        raise _all(source, problems)
     return hypotheses
 
 
@@ -205,7 +270,7 @@ def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None
         name=name,
         trace=trace,
         subject=None,
-        fuses=tuple(o.strip().lower() for o in ops),
+        fuses=tuple(_fuses_op(o.strip(), where) for o in ops),
         op=None,
         value=None,
         than=None,
@@ -213,6 +278,20 @@ def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None
         note=_optional_str(entry, "note", where) or "",
         source=where.source,
     )
+
+
+def _fuses_op(op: str, where: _EntryError) -> str:
+    if op.startswith("re:"):
+        _check_regex(op, where, "fuses")
+        return op
+    return op.lower()
+
+
+def _check_regex(pattern: str, where: _EntryError, what: str) -> None:
+    try:
+        re.compile(pattern[3:])
+    except re.error as exc:
+        raise where.error(f"{what}: bad regular expression {pattern!r}: {exc}") from None
 
 
 def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix: str) -> Subject:
@@ -224,6 +303,8 @@ def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix:
         if measure is not None:
             raise where.error(f"{prefix}measure applies to kernel, cpu_op and api_call, not to metric")
         return Subject(kind, target.strip())
+    if target.strip().startswith("re:"):
+        _check_regex(target.strip(), where, f"{prefix}{kind}")
     if measure is None:
         measure = "calls_per_step"
     if measure not in MEASURES:
