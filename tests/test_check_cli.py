@@ -68,9 +68,7 @@ def test_wrong_guess_exits_1_and_prints_the_measured_value(
     lines = out.splitlines()
     row = next(i for i, line in enumerate(lines) if "eager MLP runs five" in line)
     # one line per verdict (held ones without evidence), the evidence of a WRONG one indented below it
-    assert lines[row] == (
-        "WRONG 4. eager MLP runs five kernels [eager_mlp]: measured 3 (per_step.kernels == 5)"
-    )
+    assert lines[row] == ("WRONG 4. eager MLP runs five kernels [eager_mlp]: measured 3 (per_step.kernels == 5)")
     assert lines[row + 1].strip() == "per_step.kernels = 3"
     assert sum(line.startswith("HELD ") for line in lines) == 3
     assert not any("reference:" in line for line in lines)  # held verdicts' evidence only with -v
