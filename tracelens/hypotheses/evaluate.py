@@ -301,4 +301,7 @@ def _is_number(value: Any) -> bool:
 
 def _short(value: Any, limit: int = 80) -> str:
     text = f"{value:g}" if isinstance(value, float) else str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1].rstrip("0123456789,.")  # never leave a cut-off number before the "…"
+    return head + "…"

@@ -27,6 +27,8 @@ from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Column, Table
 from rich.text import Text
 
+from tracelens.model.kernel_names import short_name
+
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
 MAX_NAME_LINES = 4  # a single name (no spaces) wraps to at most this many lines, then shortens in the middle
@@ -275,6 +277,12 @@ def shorten_middle(name: str, length: int) -> str:
     while head and (head[-1].isdigit() or head[-1] == ","):
         head = head[:-1]
     return f"{head}…{tail}"
+
+
+def display_name(kernel: str) -> str:
+    """A kernel's readable name for a table cell, never cut (`short_name` cuts at 60 characters with "…",
+    possibly right after a digit): the table wraps it, or shortens it in the middle where a digit is safe."""
+    return short_name(kernel, 100_000)
 
 
 def count(value: float) -> str:

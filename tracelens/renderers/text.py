@@ -15,7 +15,7 @@ from tracelens.analyses import AnalysisReport
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.renderers.tables import count as _count
-from tracelens.renderers.tables import droppable, fit
+from tracelens.renderers.tables import display_name, droppable, fit
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -127,7 +127,7 @@ def per_step_table(summary: Summary) -> Table:
     """One row per analyzed step (up to 12) and the median row, labelled in the "step" column."""
     whole_trace = not (summary.step_numbers and summary.step_numbers[0] >= 0)
     several = summary.steps > 1
-    steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + ("…" if summary.steps > 12 else "")
+    steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + (", …" if summary.steps > 12 else "")
     window = "whole trace" if whole_trace else f"{summary.steps} complete step(s): {steps}"
     title = f"Per step ({window}{'; median = median over them' if several and not whole_trace else ''})"
     table = Table(title=title, title_justify="left", caption=STEP_LEGEND, caption_justify="left")
@@ -178,7 +178,7 @@ def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None =
     droppable(table, "category", "mean\nµs/call", "launched by")
     for row in summary.kernels[:MAX_KERNEL_ROWS]:
         cells = [
-            row.short_name,
+            display_name(row.name),
             row.category,
             _count(row.calls_per_step),
             f"{row.total_us / n_steps:,.1f}",
@@ -201,7 +201,7 @@ def op_table(summary: Summary) -> Table:
     table.add_column("GPU\nµs/step", justify="right")
     table.add_column("kernels launched (×calls/step)")
     for row in summary.ops[:MAX_OP_ROWS]:
-        launched = ", ".join(f"{k.short_name} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
+        launched = ", ".join(f"{display_name(k.name)} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
         if len(row.kernels) > 4:
             launched += f", +{len(row.kernels) - 4} more"
         table.add_row(

@@ -15,7 +15,7 @@ from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
 from tracelens.renderers.tables import count as _count
-from tracelens.renderers.tables import droppable
+from tracelens.renderers.tables import display_name, droppable
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -172,7 +172,7 @@ def roofline_table(roofline: Roofline) -> Table | Text:
     droppable(table, "dtype", "calls total", "op", "MB/call", "GFLOP/call", "TB/s", "TFLOP/s")
     for r in roofline.rows[:MAX_ROOFLINE_ROWS]:
         table.add_row(
-            r.short_name,
+            display_name(r.kernel),
             r.ops or r.op.removeprefix("aten::"),
             r.dtype,
             f"{r.calls:,}",
@@ -202,8 +202,8 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
             f"{compiled.overhead_us_per_step:,.1f} µs/step)",
             title_justify="left",
             caption=f"wrapper µs/step: self time of the wrappers inside the region (guards, AOT wrappers, the "
-            f"region op); outside any region (TorchDynamo Cache Lookup {compiled.cache_lookup_us_per_step:,.1f} "
-            f"µs/step and other wrappers): {outside:,.1f} µs/step",
+            f"region op); outside any region: {outside:,.1f} µs/step, of which TorchDynamo Cache Lookup "
+            f"{compiled.cache_lookup_us_per_step:,.1f} µs/step",
             caption_justify="left",
         )
         for column in ("region", "calls/step", "µs/step inside", "wrapper µs/step"):
