@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_helpers import WARNING
 from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
+from tracelens._cache import Cache
 from tracelens.analyses import analyze
 from tracelens.analyses.record import CachedAnalysis
 from tracelens.loader import load_trace
 
-analysis_cache = importlib.import_module("tracelens.analysis_cache")
-results_cache = importlib.import_module("tracelens.results_cache")
+keys = importlib.import_module("tracelens._cache.keys")
 cli_analyze = importlib.import_module("tracelens.cli.analyze")
 
 
@@ -85,9 +86,10 @@ def test_no_cache_a_corrupt_entry_and_changed_code(
     fresh = run_cli(capsys, "analyze", str(path))
     (entry,) = (cache_dir / "analyses").glob("*.msgpack")
     entry.write_bytes(b"\x93not an entry")
-    assert run_cli(capsys, "analyze", str(path)) == fresh  # ignored and rewritten
+    out, err = run_cli(capsys, "analyze", str(path))  # deleted with a warning, and rewritten
+    assert out == fresh[0] and err.startswith(f"{WARNING}{entry} is damaged (") and err.endswith(fresh[1])
     assert run_cli(capsys, "analyze", str(path)) == fresh
-    monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
+    monkeypatch.setattr(keys, "code_fingerprint", lambda: "other code")
     assert run_cli(capsys, "analyze", str(path)) == fresh
     assert len(loads) == 4  # --no-cache, first fill, corrupt entry, changed code
 
@@ -100,6 +102,6 @@ def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Pat
         odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
         return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
 
-    first = analysis_cache.analyze_cached(path, {}, compute)
+    first = Cache(cache_dir).result("analyses", [path], {}, lambda: CachedAnalysis, compute)
     assert first.report.summary.steps == 1.0
     assert not list((cache_dir / "analyses").glob("*.msgpack"))

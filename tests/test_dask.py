@@ -19,13 +19,13 @@ DLRM = "other/facebookresearch__param/dlrm_kineto.tar.gz"
 def test_dask_local_cluster_equals_local_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACELENS_CACHE_DIR", str(tmp_path / "cache"))
     paths = rank_files(anchor(DLRM), tmp_path)
-    local, local_failed = run_ranks(paths, workers=1, use_cache=False)
+    local, local_failed = run_ranks(paths, workers=1)
     with (
         distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
         assert len(client.scheduler_info()["workers"]) == 3
-        remote, remote_failed = run_ranks(paths, scheduler=cluster.scheduler_address, use_cache=False)
+        remote, remote_failed = run_ranks(paths, scheduler=cluster.scheduler_address)
         pids = set(client.run(lambda: __import__("os").getpid()).values())
     assert len(pids) == 3  # three separate worker processes
     assert remote == local and remote_failed == local_failed == []

@@ -102,8 +102,8 @@ def test_single_file_behaviour_is_unchanged(capsys: pytest.CaptureFixture[str]) 
 def test_process_pool_equals_serial(tmp_path: Path) -> None:
     paths = rank_files(anchor(DLRM), tmp_path)
     assert len(paths) == 8
-    serial, _ = run_ranks(paths, workers=1, use_cache=False)
-    pooled, _ = run_ranks(paths, workers=2, use_cache=False)
+    serial, _ = run_ranks(paths, workers=1)
+    pooled, _ = run_ranks(paths, workers=2)
     assert serial == pooled
 
 

@@ -120,6 +120,18 @@ def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
         analyze(mlp, analyses=cycle)
 
 
+def test_a_subset_of_analyses_gets_its_dependencies_from_the_registry(mlp: Trace) -> None:
+    summary, bound = (entry for entry in ANALYSES if entry.name in ("summary", "bound"))
+    report = analyze(mlp, analyses=(summary, bound))  # bound needs the dispatch and compiled results
+    assert [entry.name for entry, _ in report.results()] == ["summary", "bound"]
+    assert report.bound == analyze(mlp).bound
+    assert set(analyze_dict(report)) == {
+        *analyze_dict(AnalysisReport(summary=report.summary)),
+        "bound",
+        "bound_breakdown",
+    }
+
+
 def test_every_renderer_the_registry_names_exists() -> None:
     for entry in ANALYSES:
         assert dataclasses.is_dataclass(entry.result) and entry.result.__dataclass_params__.frozen, entry.name

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_helpers import WARNING
 from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
+from tracelens._cache import Cache
+from tracelens._cache.results import identical
 from tracelens.cli import main
 from tracelens.hypotheses.document import CachedDocument, TraceDocument
-from tracelens.results_cache import identical
 
-results_cache = importlib.import_module("tracelens.results_cache")
+keys = importlib.import_module("tracelens._cache.keys")
 cli_check = importlib.import_module("tracelens.cli.check")
 cli_report = importlib.import_module("tracelens.cli.report")
 
@@ -137,7 +139,11 @@ def test_check_repeats_warnings_and_ignores_a_corrupt_entry(
     assert run_cli(capsys, "check", *argv, expect=1) == first
     (entry,) = (cache_dir / "documents").glob("*.msgpack")
     entry.write_bytes(b"\x92\xa3bad")
-    assert run_cli(capsys, "check", *argv, expect=1) == first  # ignored and rewritten
+    out, err = run_cli(capsys, "check", *argv, expect=1)  # deleted, with a warning, and rewritten
+    assert (
+        out == first[0]
+        and err == f"{WARNING}{entry} is damaged (not a tracelens cache entry): deleted, recomputing\n" + first[1]
+    )
     assert run_cli(capsys, "check", *argv, expect=1) == first
     assert loads == [cut, cut]
 
@@ -250,7 +256,10 @@ def test_report_repeats_warnings_and_ignores_a_corrupt_entry(
     assert second[1] == first[1] and output.read_bytes() == page
     (entry,) = (cache_dir / "pages").glob("*.msgpack")
     entry.write_bytes(entry.read_bytes()[:1000])  # cut short
-    assert run_cli(capsys, "report", *argv)[1] == first[1]
+    assert (
+        run_cli(capsys, "report", *argv)[1]
+        == f"{WARNING}{entry} is damaged (checksum mismatch): deleted, recomputing\n" + first[1]
+    )
     assert output.read_bytes() == page
     assert loads == [path, cut, path, cut]
 
@@ -277,12 +286,13 @@ def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: P
     def compute() -> CachedDocument:
         return CachedDocument(document, ())
 
-    assert results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute).document is document
+    cache = Cache(cache_dir)
+    assert cache.result("documents", [path], {}, lambda: CachedDocument, compute).document is document
     assert not (cache_dir / "documents").exists()
     plain = TraceDocument("t", ("t",), str(path), {"shape": [2, 3]})
-    stored = results_cache.cached("documents", [path], {}, lambda: CachedDocument, lambda: CachedDocument(plain, ()))
+    stored = cache.result("documents", [path], {}, lambda: CachedDocument, lambda: CachedDocument(plain, ()))
     assert stored.document is plain
-    served = results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
+    served = cache.result("documents", [path], {}, lambda: CachedDocument, compute)
     assert served == CachedDocument(plain, ()) and served.document is not plain
 
 
@@ -296,7 +306,7 @@ def test_changed_code_misses(
     expect = ("--expect", _hypotheses(tmp_path), "--format", "json")
     check = run_cli(capsys, "check", str(path), *expect)
     report = run_cli(capsys, "report", str(path), "-o", str(tmp_path / "page.html"))[1]
-    monkeypatch.setattr(results_cache, "package_fingerprint", lambda: "other code")
+    monkeypatch.setattr(keys, "code_fingerprint", lambda: "other code")
     assert run_cli(capsys, "check", str(path), *expect) == check
     assert run_cli(capsys, "report", str(path), "-o", str(tmp_path / "page.html"), "--force")[1] == report
     assert loads == [path] * 4
@@ -335,18 +345,19 @@ def test_a_new_input_is_computed_first_and_hashed_after(
 ) -> None:
     path = one_gemm_trace(tmp_path)
     order: list[str] = []
-    real_key = results_cache.content_key
+    real_key = Cache.content_key
 
-    def key(path: Path, folder: Path) -> str:
+    def key(self: Cache, path: Path, identity: str | None = None) -> str | None:
         order.append("key")
-        return real_key(path, folder)
+        return real_key(self, path, identity)
 
     def compute() -> CachedDocument:
         order.append("computing")
         return CachedDocument(TraceDocument("t", ("t",), str(path), {"n": 1}), ())
 
-    monkeypatch.setattr(results_cache, "content_key", key)
-    results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
+    monkeypatch.setattr(Cache, "content_key", key)
+    cache = Cache(cache_dir)
+    cache.result("documents", [path], {}, lambda: CachedDocument, compute)
     assert order == ["computing", "key"]  # not hashed before: nothing can be cached for a file never seen
-    served = results_cache.cached("documents", [path], {}, lambda: CachedDocument, compute)
-    assert order == ["computing", "key", "key"] and served.document.document == {"n": 1}  # a hit
+    served = cache.result("documents", [path], {}, lambda: CachedDocument, compute)
+    assert order == ["computing", "key"] and served.document.document == {"n": 1}  # a hit, from the memo

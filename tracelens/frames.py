@@ -22,8 +22,7 @@ from tracelens.analyses.summary import STEP_FIGURE_KEYS, gpu_activity_frame, sum
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
-
-NS_PER_US = 1000.0
+from tracelens.units import NS_PER_US
 
 __all__ = ["kernels_frame", "launches_frame", "ops_frame", "steps_frame"]
 

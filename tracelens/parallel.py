@@ -1,5 +1,6 @@
 """Running per-rank work: find the rank traces of a directory or tar archive, and compute each rank's figures
-in worker processes (concurrent.futures) or on a Dask cluster; the reduction happens in the caller.
+in forked worker processes (`loader.forked.run_forked`: default signal handlers, killed with the parent, a
+stall timeout) or on a Dask cluster; the reduction happens in the caller.
 
 Dask (optional extra `tracelens-kineto[dask]`): `scheduler="local"` starts a LocalCluster of `workers`
 processes; `scheduler="tcp://host:port"` uses a running cluster, whose workers must be able to read the trace
@@ -11,13 +12,16 @@ from __future__ import annotations
 import os
 import tarfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
+from tracelens.loader.forked import STALL_S, ChildDied, ChildStalled, run_forked
 from tracelens.loader.source import is_trace_name
+
+if TYPE_CHECKING:
+    from tracelens._cache import Cache
 
 
 def is_archive(path: Path) -> bool:
@@ -57,12 +61,14 @@ def _extract(archive: Path, scratch: Path) -> list[Path]:
     return sorted(paths)
 
 
-def figures_for(path: str, use_cache: bool = True) -> RankFigures | str:
-    """One rank's figures, or "path: error" when the trace is unusable (never raises for bad input)."""
-    from tracelens.cache import load_cached
+def figures_for(path: str, cache: Cache | None = None) -> RankFigures | str:
+    """One rank's figures, or "path: error" when the trace is unusable (never raises for bad input).
+    `cache`: where traces are cached (None: not at all)."""
+    from tracelens._cache import Cache
 
+    cache = cache if cache is not None else Cache(Path(), enabled=False)
     try:
-        trace = load_cached(Path(path), use_cache=use_cache, workers=1)
+        trace = cache.load_trace(Path(path), workers=1)
         return rank_figures(trace)
     except TracelensError as exc:
         return f"{Path(path).name}: {exc}"
@@ -80,33 +86,64 @@ def run_ranks(
     paths: list[Path],
     workers: int | None = None,
     scheduler: str | None = None,
-    use_cache: bool = True,
+    cache: Cache | None = None,
     on_done: Callable[[int, int], None] | None = None,
 ) -> tuple[list[RankFigures], list[str]]:
-    """Figures of every path (in path order) and the errors of unusable ones."""
+    """Figures of every path (in path order) and the errors of unusable ones. `cache`: where traces are
+    cached (None: not at all); workers write their entries themselves."""
     names = [str(p) for p in paths]
+    cache = cache.foreground() if cache is not None else None
     n_workers = workers or default_workers(len(names))
     if scheduler:
-        results = _run_dask(names, n_workers, scheduler, use_cache)
+        results = _run_dask(names, n_workers, scheduler, cache)
     elif n_workers == 1 or len(names) == 1:
         results = []
         for done, name in enumerate(names, 1):
-            results.append(figures_for(name, use_cache))
+            results.append(figures_for(name, cache))
             if on_done:
                 on_done(done, len(names))
     else:
-        with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            results = []
-            for done, result in enumerate(pool.map(figures_for, names, [use_cache] * len(names)), 1):
-                results.append(result)
-                if on_done:
-                    on_done(done, len(names))
+        results = _run_forked(paths, n_workers, cache, on_done)
     figures = [r for r in results if isinstance(r, RankFigures)]
     failed = [r for r in results if isinstance(r, str)]
     return figures, failed
 
 
-def _run_dask(names: list[str], workers: int, scheduler: str, use_cache: bool) -> list[Any]:
+def _run_forked(
+    paths: list[Path], workers: int, cache: Cache | None, on_done: Callable[[int, int], None] | None
+) -> list[RankFigures | str]:
+    """`figures_for` of every path by `workers` forked children; a child that dies or stalls ends the command
+    with one error line instead of a hang. A rank may take `STALL_S` plus a second per MB of its file."""
+    done = [0]
+
+    def arrived(_: int) -> None:
+        done[0] += 1
+        if on_done:
+            on_done(done[0], len(paths))
+
+    largest = max((_size(path) for path in paths), default=0)
+    stall_s = STALL_S + largest / 1e6
+    jobs = [(str(path), cache) for path in paths]
+    try:
+        return run_forked(jobs, workers, _figures_job, arrived, stall_s=stall_s)
+    except ChildStalled as exc:
+        raise TracelensError(f"per-rank workers stopped making progress ({exc}); try --workers 1") from exc
+    except ChildDied as exc:
+        raise TracelensError(f"a per-rank worker died ({exc}); out of memory? try --workers 1") from exc
+
+
+def _figures_job(job: tuple[str, Cache | None]) -> RankFigures | str:
+    return figures_for(*job)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _run_dask(names: list[str], workers: int, scheduler: str, cache: Cache | None) -> list[Any]:
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as exc:
@@ -120,13 +157,13 @@ def _run_dask(names: list[str], workers: int, scheduler: str, use_cache: bool) -
             ) as cluster,
             Client(cluster) as client,  # type: ignore[no-untyped-call]
         ):
-            return _gather(client, names, use_cache)
+            return _gather(client, names, cache)
     try:
         client = Client(scheduler, timeout=f"{_connect_timeout_s()}s")  # type: ignore[no-untyped-call]
     except OSError as exc:
         raise TracelensError(f"cannot reach the Dask scheduler at {scheduler} ({exc})", exit_code=2) from exc
     with client:
-        return _gather(client, names, use_cache)
+        return _gather(client, names, cache)
 
 
 def _connect_timeout_s() -> float:
@@ -137,6 +174,6 @@ def _connect_timeout_s() -> float:
         return 20.0
 
 
-def _gather(client: Any, names: list[str], use_cache: bool) -> list[Any]:
-    futures = client.map(figures_for, names, use_cache=use_cache, pure=False)
+def _gather(client: Any, names: list[str], cache: Cache | None) -> list[Any]:
+    futures = client.map(figures_for, names, cache=cache, pure=False)
     return list(client.gather(futures))

@@ -8,6 +8,7 @@ import gzip
 import importlib.metadata
 import json
 import os
+import time
 from typing import Callable
 
 import torch
@@ -69,9 +70,10 @@ def record_trace(
     meta: dict,
     device: torch.device,
     grad: bool = False,
+    active: int = ACTIVE,
 ) -> None:
-    """Profile ``step_fn`` for wait=1, warmup=2, active=5 steps and export a
-    gzip Chrome trace to ``path`` (which must end in .json.gz).
+    """Profile ``step_fn`` for wait=1, warmup=2, ``active`` (default 5) steps
+    and export a gzip Chrome trace to ``path`` (which must end in .json.gz).
 
     The caller must have finished compilation/autotuning (warm-up calls) and
     created the inputs already.  Each step ends with a device synchronize
@@ -94,11 +96,11 @@ def record_trace(
     synchronize(device)
     with grad_ctx, profile(
         activities=activities,
-        schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+        schedule=schedule(wait=WAIT, warmup=WARMUP, active=active, repeat=1),
         record_shapes=True,
         on_trace_ready=on_ready,
     ) as prof:
-        for i in range(WAIT + WARMUP + ACTIVE):
+        for i in range(WAIT + WARMUP + active):
             if i == WAIT + WARMUP:  # first active step: the profiler is recording
                 prof.add_metadata_json(META_KEY, meta_json)
             step_fn()
@@ -107,6 +109,72 @@ def record_trace(
     if not exported or not os.path.exists(path):
         raise RuntimeError("profiler did not export %s" % path)
     _ensure_meta(path, meta)
+
+
+def record_steps(
+    step_fns: list[Callable[[], object]],
+    idle_fn: Callable[[], object],
+    path: str,
+    meta: dict,
+    device: torch.device,
+    grad: bool = False,
+    probe: Callable[[], dict] | None = None,
+) -> list[dict]:
+    """Profile one call of each of ``step_fns`` (one active step each, in
+    order) and export a gzip Chrome trace to ``path``.
+
+    Unlike ``record_trace`` nothing of the workload runs before the window:
+    the profiler's single warm-up step runs ``idle_fn`` (a tiny op, not the
+    workload), so first-call costs (Dynamo/Inductor compilation, Triton JIT,
+    cuBLAS heuristics) of every step's shape land inside the recorded steps.
+    Each step ends with a device synchronize before ``prof.step()``.
+
+    Returns, per step, the host wall time of the call plus the synchronize
+    (``host_sync_ms``, measured inside the profiler, so it includes the
+    profiler's own overhead) and, with ``probe``, ``probe()`` after the step
+    minus ``probe()`` before it (numeric values only).
+    """
+    if not path.endswith(".json.gz"):
+        raise ValueError("trace path must end with .json.gz: %s" % path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    meta_json = json.dumps(meta)
+    exported = []
+    steps: list[dict] = []
+
+    def on_ready(p):
+        p.export_chrome_trace(path)
+        exported.append(path)
+
+    grad_ctx = contextlib.nullcontext() if grad else torch.no_grad()
+    synchronize(device)
+    with grad_ctx, profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=1, active=len(step_fns), repeat=1),
+        record_shapes=True,
+        on_trace_ready=on_ready,
+    ) as prof:
+        idle_fn()
+        synchronize(device)
+        prof.step()
+        prof.add_metadata_json(META_KEY, meta_json)
+        for fn in step_fns:
+            before = probe() if probe else {}
+            t0 = time.perf_counter()
+            fn()
+            synchronize(device)
+            t1 = time.perf_counter()
+            after = probe() if probe else {}
+            step = {"host_sync_ms": (t1 - t0) * 1e3}
+            step.update({k: after[k] - before.get(k, 0) for k in after})
+            steps.append(step)
+            prof.step()
+    if not exported or not os.path.exists(path):
+        raise RuntimeError("profiler did not export %s" % path)
+    _ensure_meta(path, meta)
+    return steps
 
 
 def _ensure_meta(path: str, meta: dict) -> None:

@@ -16,6 +16,8 @@ to ``<out>/extra/timings.json``):
   cudagraph  cudagraph_mlp: torch.compile(mode="reduce-overhead")
   attn       attn_eager / attn_sdpa / attn_compiled
   i8192      i8192_<variant>: the five main variants at intermediate 8192
+  block      Llama-style decoder block, inference + training (OUT/block/, see blockrun.py)
+  shapes     GeGLU MLP and block, a new token count per profiled step (OUT/sweep/, see blockrun.py)
 ``--extra-variants`` restricts the groups that take main/MLP variants (sweep,
 train, i8192) to the named ones.
 
@@ -54,11 +56,14 @@ from .models import (
     make_linear_from,
     make_liger_mlp,
 )
+from . import blockrun
 from .profiling import environment, record_trace, run_meta, synchronize
 from .timing import interleaved_times, time_fn
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192")
+EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192", "block", "shapes")
+# extras written to their own folder under OUT instead of OUT/extra
+EXTRA_FOLDERS = {"block": "block", "shapes": "sweep"}
 WARMUP_CALLS = 5
 
 
@@ -153,8 +158,16 @@ class Recorder:
         self.save_timing(folder, name, {"skipped": why})
 
     # -- one workload -------------------------------------------------------
-    def run_one(self, folder, name, fn, ref, meta, grad=False, iters=None, check_fn=None):
-        """Warm up (compile/autotune), check against ``ref``, profile, time."""
+    def log_msg(self, msg: str) -> None:
+        log(msg)
+
+    def log_check(self, what: str, check: dict) -> None:
+        log("%s: match reference (rel err %.2e, max abs %.2e)" % (what, check["rel_err"], check["max_abs_err"]))
+
+    def run_one(self, folder, name, fn, ref, meta, grad=False, iters=None, check_fn=None, active=None, check=None):
+        """Warm up (compile/autotune), check against ``ref`` (or take the
+        caller's ``check`` result when ``ref`` is None), profile ``active``
+        steps (default 5), time."""
         log("%s: warm-up (%d calls)" % (name, WARMUP_CALLS))
         t0 = time.perf_counter()
         ctx = torch.enable_grad() if grad else torch.no_grad()
@@ -164,14 +177,13 @@ class Recorder:
                 fn()
         synchronize(self.device)
         warm_s = time.perf_counter() - t0
-        check = None
         if ref is not None:
             check = check_close(out, ref, name, self.dtype)
             log("%s: matches reference (rel err %.2e, max abs %.2e)" % (name, check["rel_err"], check["max_abs_err"]))
         del out
         meta = dict(meta, name=name, device=str(self.device), check=check)
         path = os.path.join(folder, name + ".json.gz")
-        record_trace(fn, path, meta, self.device, grad=grad)
+        record_trace(fn, path, meta, self.device, grad=grad, **({"active": active} if active else {}))
         size = os.path.getsize(path)
         t = time_fn(fn, self.device, iters=iters or self.args.timing_iters, grad=grad)
         t.update({"warmup_s": warm_s, "trace": os.path.basename(path), "trace_bytes": size, "check": check,
@@ -436,6 +448,12 @@ class Recorder:
         a = self.args
         self.mlp_set(a.tokens, a.hidden, 8192, folder, "i8192_", self.pick(MAIN_VARIANTS))
 
+    def block(self, folder):
+        blockrun.block(self, folder)
+
+    def shapes(self, folder):
+        blockrun.shapes(self, folder)
+
 
 def gpu_warmup(device, seconds: float) -> None:
     """Run large bf16 matmuls for a while so clocks are up before the first variant."""
@@ -483,11 +501,30 @@ def parse_args(argv=None):
     p.add_argument("--attn-heads", type=int, default=16)
     p.add_argument("--attn-seq", type=int, default=1024)
     p.add_argument("--attn-head-dim", type=int, default=128)
+    g = p.add_argument_group("block and shapes extras (blockrun.py)")
+    g.add_argument("--block-batch", type=int, default=2)
+    g.add_argument("--block-seq", type=int, default=2048)
+    g.add_argument("--block-hidden", type=int, default=2048)
+    g.add_argument("--block-heads", type=int, default=16)
+    g.add_argument("--block-intermediate", type=int, default=5632)
+    g.add_argument("--block-variants", default=",".join(blockrun.BLOCK_VARIANTS),
+                   help="comma list of %s" % ", ".join(blockrun.BLOCK_VARIANTS))
+    g.add_argument("--shape-tokens", default="1024,2048,3072,2048,4096,1536",
+                   help="token count of each profiled step of the shapes group (block: batch x tokens/batch)")
+    g.add_argument("--shape-variants", default=",".join(blockrun.SHAPE_VARIANTS),
+                   help="comma list of %s (one per process for cold compile caches)"
+                        % ", ".join(blockrun.SHAPE_VARIANTS))
+    g.add_argument("--shape-models", default=",".join(blockrun.SHAPE_MODELS),
+                   help="comma list of %s (geglu uses --hidden/--intermediate)" % ", ".join(blockrun.SHAPE_MODELS))
+    g.add_argument("--shape-timing-iters", type=int, default=30,
+                   help="CUDA-event timings per distinct shape after the window")
     a = p.parse_args(argv)
     if a.smoke:
         a.device, a.tokens, a.hidden, a.intermediate, a.dtype = "cpu", 8, 32, 64, "fp32"
         a.attn_batch, a.attn_heads, a.attn_seq, a.attn_head_dim = 1, 2, 16, 8
         a.sweep_tokens = "8,16"
+        a.block_batch, a.block_seq, a.block_hidden, a.block_heads, a.block_intermediate = 2, 8, 32, 2, 64
+        a.shape_tokens = "8,16,24,16,32,12"
         a.compile_backend = a.compile_backend or "eager"
     if a.device is None:
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -514,6 +551,16 @@ def parse_args(argv=None):
     if bad:
         p.error("unknown extra(s) %s; choose from %s" % (bad, EXTRAS))
     a.sweep_tokens = [int(t) for t in str(a.sweep_tokens).split(",") if t]
+    a.shape_tokens = [int(t) for t in str(a.shape_tokens).split(",") if t]
+    if not a.shape_tokens or any(t <= 0 or t % a.block_batch for t in a.shape_tokens):
+        p.error("--shape-tokens must be positive multiples of --block-batch %d" % a.block_batch)
+    for opt, allowed in (("block_variants", blockrun.BLOCK_VARIANTS), ("shape_variants", blockrun.SHAPE_VARIANTS),
+                         ("shape_models", blockrun.SHAPE_MODELS)):
+        vals = [v for v in getattr(a, opt).split(",") if v]
+        bad = [v for v in vals if v not in allowed]
+        if bad:
+            p.error("unknown --%s %s; choose from %s" % (opt.replace("_", "-"), bad, allowed))
+        setattr(a, opt, vals)
     if a.timing_iters < 1:
         p.error("--timing-iters must be >= 1")
     return a
@@ -548,10 +595,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if a.variants:
         rec.mlp_set(a.tokens, a.hidden, a.intermediate, a.out, "", a.variants)
-    extra = os.path.join(a.out, "extra")
     for g in a.extra_groups:
         log("== extras: %s" % g)
-        getattr(rec, g)(extra)
+        getattr(rec, g)(os.path.join(a.out, EXTRA_FOLDERS.get(g, "extra")))
     log("done in %.1f s; skipped: %s; failed: %s" % (time.perf_counter() - t0, rec.skipped or "none",
                                                    rec.failed or "none"))
     return 1 if rec.failed else 0

@@ -23,13 +23,13 @@ from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
 LAUNCH_SLACK_NS = 10_000
 GPU_BOUND_MIN_BUSY = 0.75
 CAUSES = ("launch", "sync", "other")

@@ -30,11 +30,11 @@ from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
 _COMM = CATEGORIES.index("communication")
 
 

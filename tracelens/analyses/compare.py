@@ -3,6 +3,7 @@
 Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
 `triton_*_fused_*`, Liger / hand-written Triton) is matched to the eager ops it replaces by the op words decoded
 from its own name and from its launching op's name (`LigerGELUMulFunction` → gelu, mul), not by kernel name alone.
+Each variant's kernels are also grouped by transformer-block component (analyses/components.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracelens.analyses import AnalysisReport
+from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -48,6 +50,7 @@ class Variant:
     bound: str | None
     kernels_by_category: dict[str, float]  # kernels per step
     kernels: list[KernelRow]
+    components: list[ComponentRow]  # kernels per block component (analyses/components.py)
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,14 @@ def variant_name(trace: Trace) -> str:
 
 
 def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparison:
-    variants = [_variant(name, trace, report) for name, trace, report in items]
+    components = block_components([trace for _, trace, _ in items])
+    variants = [
+        _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
+    ]
     return Comparison(variants=variants, fusions=_fusions(items))
 
 
-def _variant(name: str, trace: Trace, report: AnalysisReport) -> Variant:
+def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:
     summary = report.summary
     n = max(summary.steps, 1)
     by_category: dict[str, float] = {}
@@ -92,6 +98,7 @@ def _variant(name: str, trace: Trace, report: AnalysisReport) -> Variant:
         bound=report.bound.bound if report.bound else None,
         kernels_by_category=dict(sorted(by_category.items())),
         kernels=summary.kernels,
+        components=components,
     )
 
 

@@ -26,11 +26,11 @@ from tracelens.analyses.window import Window, merge_intervals
 from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 COMPILE_SPAN = re.compile(
     r"\(dynamo_timed\)$|^compile_fx_inner$|^_compile\.compile_inner$|^OutputGraph\.call_user_compiler$|"

@@ -93,8 +93,11 @@ class AnalysisContext:
         return cast("R", self._results[entry.name])
 
     def result(self, kind: type[R]) -> R:
-        """The result of the analysis whose result type is `kind` (run once per context)."""
-        for entry in self.entries():
+        """The result of the analysis whose result type is `kind` (run once per context): one of `analyses`, or
+        of the registry when `analyses` has none (so a subset of analyses still gets its dependencies)."""
+        from tracelens.analyses.registry import ANALYSES
+
+        for entry in (*self.entries(), *ANALYSES):
             if entry.result is kind:
                 return self.run(entry)
         raise KeyError(f"no registered analysis returns {kind.__name__}")

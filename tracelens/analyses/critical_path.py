@@ -47,11 +47,11 @@ from tracelens.model.events import API_KINDS, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
 CROSS_STREAM_NS = 5_000
 DEFAULT_LAUNCH_LATENCY_NS = 5_000
 MAX_NODES = 200_000

@@ -31,7 +31,7 @@ from tracelens.model.trace import Trace
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
+from tracelens.units import NS_PER_US
 
 LAYERS = ("python", "ops_launching", "cpu_only_ops", "launch", "query", "sync", "compiled", "other_api")
 LAYER_HELP = {

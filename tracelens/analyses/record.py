@@ -1,4 +1,4 @@
-"""`tracelens analyze`'s record in the results cache (see `tracelens.analysis_cache`)."""
+"""`tracelens analyze`'s record in the results cache (`tracelens._cache.results`)."""
 
 from __future__ import annotations
 

@@ -29,11 +29,11 @@ from tracelens.analyses.intervals import union
 from tracelens.analyses.window import Window, step_mask
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-NS_PER_US = 1000.0
 KERNEL_WAIT_NS = 30_000
 
 

@@ -25,6 +25,7 @@ from tracelens.model.events import API_KINDS, I64, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 LAUNCH_API = re.compile(r"launch|memcpy|memset", re.I)
-NS_PER_US = 1000.0
 
 
 @dataclass(frozen=True)

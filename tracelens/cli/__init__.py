@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tracelens import __version__
+from tracelens._cache import Cache
 from tracelens.cli.analyze import AnalyzeCommand
 from tracelens.cli.annotate import AnnotateCommand
+from tracelens.cli.cache import CacheCommand
 from tracelens.cli.check import CheckCommand
 from tracelens.cli.compare import CompareCommand
 from tracelens.cli.report import ReportCommand
@@ -40,7 +42,14 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-COMMANDS: list[Command] = [AnalyzeCommand(), CompareCommand(), CheckCommand(), ReportCommand(), AnnotateCommand()]
+COMMANDS: list[Command] = [
+    AnalyzeCommand(),
+    CompareCommand(),
+    CheckCommand(),
+    ReportCommand(),
+    AnnotateCommand(),
+    CacheCommand(),
+]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,14 +76,18 @@ def _first_sentence(doc: str) -> str:
     return text if end < 0 else text[: end + 1]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 a failed check, 2 unusable input or usage)."""
+def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
+    """Run the CLI; returns the exit status (0 ok, 1 a failed check, 2 unusable input or usage). `cache`: the
+    cache commands use (default: `Cache.from_environment()`), as `args.cache`; `--no-cache` turns it off."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 2
+        args.cache = cache if cache is not None else Cache.from_environment()
+        if not getattr(args, "use_cache", True):
+            args.cache = args.cache.disabled()
         return int(args.handler.run(args))
     except TracelensError as exc:
         print(f"tracelens: error: {exc}", file=sys.stderr)
@@ -98,11 +111,9 @@ def run() -> None:
     here, after the output). In-process callers (tests, notebooks) use `main`, which returns normally and
     writes cache entries itself.
     """
-    from tracelens import cache
-
     signal.signal(signal.SIGTERM, _terminated)  # run `finally` blocks: decoding children and scratch folders
-    cache.background_writes = True  # a big trace's cache entry is written while the analyses run
-    status = main()
+    cache = Cache.from_environment(background_writes=True)  # a big trace's entry is written while analyses run
+    status = main(cache=cache)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
             stream.flush()

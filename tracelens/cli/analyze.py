@@ -79,8 +79,6 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.analysis_cache import analyze_cached
-
         if args.output is not None:
             check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):
@@ -88,21 +86,25 @@ class AnalyzeCommand:
         peaks = peak_override(args.peak_tflops, args.peak_tbps)
 
         def compute() -> CachedAnalysis:
-            trace = load_with_feedback(
-                args.trace, use_cache=args.use_cache, quiet=True, meanwhile=lambda: _import_for(args.format)
-            )
+            trace = load_with_feedback(args.trace, args.cache, quiet=True, meanwhile=lambda: _import_for(args.format))
             from tracelens.analyses import analyze
             from tracelens.analyses.record import CachedAnalysis
 
             return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), trace.warnings)
 
         options = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
-        result = analyze_cached(args.trace, options, compute, use_cache=args.use_cache)
+        result = args.cache.result("analyses", [args.trace], options, _record_type, compute)
         print_warnings(args.trace, result.warnings)
         from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 
         emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
         return 0
+
+
+def _record_type() -> type[CachedAnalysis]:
+    from tracelens.analyses.record import CachedAnalysis
+
+    return CachedAnalysis
 
 
 def _import_for(output_format: str) -> None:
@@ -141,7 +143,7 @@ def _run_ranks(args: argparse.Namespace) -> int:
         paths = rank_files(args.trace, Path(scratch))
         labels = {str(p): _label(args.trace, p) for p in paths}
         print(f"tracelens: analyzing {len(paths)} rank trace(s) of {args.trace}", file=sys.stderr)
-        figures, failed = run_ranks(paths, args.workers, args.scheduler, args.use_cache)
+        figures, failed = run_ranks(paths, args.workers, args.scheduler, args.cache)
     figures = [_relabel(f, labels) for f in figures]
     if not figures:
         raise TracelensError(f"{args.trace}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")

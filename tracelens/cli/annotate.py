@@ -6,7 +6,7 @@ import argparse
 import gzip
 from pathlib import Path
 
-from tracelens.cli.common import load_with_feedback
+from tracelens.cli.common import add_cache_argument, load_with_feedback
 from tracelens.cli.output import check_writable, write_output
 
 SUFFIX = ".tracelens.json.gz"
@@ -36,6 +36,7 @@ class AnnotateCommand:
             help=f"the trace to write; gzip when it ends in .gz (default: ./<trace name>{SUFFIX})",
         )
         parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+        add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.analyses import analyze
@@ -44,7 +45,7 @@ class AnnotateCommand:
 
         output = args.output if args.output is not None else default_output(args.trace)
         check_writable(output, args.force, [args.trace])
-        trace = load_with_feedback(args.trace)
+        trace = load_with_feedback(args.trace, args.cache)
         additions = trace_additions(trace, analyze(trace))
         data = rewrite_trace(trace, additions)
         if output.name.endswith(".gz"):

@@ -19,6 +19,7 @@ from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 
 if TYPE_CHECKING:
+    from tracelens._cache import Cache
     from tracelens.hypotheses.document import TraceDocument
 
 FILE_FORMAT = """\
@@ -40,17 +41,16 @@ than = { trace = "eager_mlp", factor = 0.9 } (optionally another metric/kernel/c
 """
 
 
-def trace_document(path: Path, step: int | None, use_cache: bool = True) -> TraceDocument:
+def trace_document(path: Path, step: int | None, cache: Cache) -> TraceDocument:
     """The document of the trace at `path` (cached by content, path, step and code), its load warnings printed.
     The hypotheses are not part of it: they are evaluated afresh every run."""
     from tracelens.hypotheses.document import CachedDocument, check_document
-    from tracelens.results_cache import cached
 
     def compute() -> CachedDocument:
-        trace = load_with_feedback(path, quiet=True, use_cache=use_cache, meanwhile=_import_document_machinery)
+        trace = load_with_feedback(path, cache, quiet=True, meanwhile=_import_document_machinery)
         return CachedDocument(check_document(trace, step), trace.warnings)
 
-    result = cached("documents", [path], {"step": step}, lambda: CachedDocument, compute, use_cache)
+    result = cache.result("documents", [path], {"step": step}, lambda: CachedDocument, compute)
     print_warnings(path, result.warnings)
     return result.document
 
@@ -90,7 +90,7 @@ class CheckCommand:
             for problem in exc.problems:  # every problem of the file, one line each
                 print(f"tracelens: error: {problem}", file=sys.stderr)
             raise TracelensError(f"{args.expect}: {len(exc.problems)} problems (above); nothing checked") from None
-        documents = [trace_document(path, args.step, args.use_cache) for path in args.traces]
+        documents = [trace_document(path, args.step, args.cache) for path in args.traces]
         result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
         verbose = args.verbose
         emit_result(

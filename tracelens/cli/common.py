@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from tracelens.cache import load_cached
+from tracelens._cache import Cache
 from tracelens.cli.output import emit
 from tracelens.cli.progress import LoadProgress
 from tracelens.model.trace import Trace
@@ -52,12 +52,12 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def load_with_feedback(
-    path: Path, quiet: bool = False, use_cache: bool = True, meanwhile: Callable[[], object] | None = None
+    path: Path, cache: Cache, quiet: bool = False, meanwhile: Callable[[], object] | None = None
 ) -> Trace:
-    """Load one trace (from the cache when possible) with a progress bar (terminal only) and print its
+    """Load one trace (from `cache` when possible) with a progress bar (terminal only) and print its
     warnings on stderr. `meanwhile`: as in `load_trace` (imports the command needs next, while workers decode)."""
     with LoadProgress(f"loading {path.name}") as progress:
-        trace = load_cached(path, progress, use_cache=use_cache, meanwhile=meanwhile)
+        trace = cache.load_trace(path, progress, meanwhile=meanwhile)
     if not quiet:
         print_warnings(path, trace.warnings)
     return trace

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelens.cli.common import add_format_argument, add_output_arguments, emit_result, load_with_feedback
+from tracelens.cli.common import (
+    add_cache_argument,
+    add_format_argument,
+    add_output_arguments,
+    emit_result,
+    load_with_feedback,
+)
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
@@ -30,6 +36,7 @@ class CompareCommand:
         )
         add_format_argument(parser)
         add_output_arguments(parser)
+        add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.analyses import analyze
@@ -42,7 +49,7 @@ class CompareCommand:
             raise TracelensError(f"{len(args.name)} --name values for {len(args.traces)} traces")
         items: list[tuple[str, Trace, AnalysisReport]] = []
         for index, path in enumerate(args.traces):
-            trace = load_with_feedback(path)
+            trace = load_with_feedback(path, args.cache)
             name = args.name[index] if index < len(args.name) else variant_name(trace)
             items.append((_unique(name, [n for n, _, _ in items]), trace, analyze(trace)))
         comparison = compare_variants(items)

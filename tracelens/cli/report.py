@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracelens._cache import Cache
 from tracelens.cli.common import add_cache_argument, load_with_feedback, print_warnings
 from tracelens.cli.output import check_writable, write_output
 
@@ -35,7 +36,7 @@ def _stem(path: Path) -> str:
 
 @dataclass(frozen=True)
 class CachedPage:
-    """What `tracelens report` writes (`tracelens.results_cache`): the page and each input's load warnings."""
+    """What `tracelens report` writes (`tracelens._cache.results`): the page and each input's load warnings."""
 
     page: bytes  # UTF-8 HTML
     warnings: tuple[tuple[str, ...], ...]  # one tuple per input, in the order given
@@ -62,7 +63,7 @@ class ReportCommand:
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracelens.results_cache import cached, library_versions
+        from tracelens._cache.results import library_versions
 
         max_slices = None if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
@@ -73,10 +74,10 @@ class ReportCommand:
         def compute() -> CachedPage:
             nonlocal computed
             computed = True
-            return _build_page(args.traces, args.step, max_slices, args.use_cache)
+            return _build_page(args.traces, args.step, max_slices, args.cache)
 
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        result = cached("pages", args.traces, options, lambda: CachedPage, compute, args.use_cache)
+        result = args.cache.result("pages", args.traces, options, lambda: CachedPage, compute)
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
@@ -86,11 +87,11 @@ class ReportCommand:
         return 0
 
 
-def _build_page(paths: list[Path], step: int | None, max_slices: int | None, use_cache: bool) -> CachedPage:
+def _build_page(paths: list[Path], step: int | None, max_slices: int | None, cache: Cache) -> CachedPage:
     """Load and analyze every trace (printing load warnings as it goes) and render the page."""
     inputs = []
     for path in paths:
-        trace = load_with_feedback(path, use_cache=use_cache, meanwhile=_import_report_machinery)
+        trace = load_with_feedback(path, cache, meanwhile=_import_report_machinery)
         from tracelens.analyses import analyze
 
         inputs.append((trace, analyze(trace, step=step)))

@@ -14,8 +14,8 @@ import numpy as np
 
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
-NS_PER_US = 1000.0
 TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace")
 
 
@@ -34,7 +34,7 @@ class TraceDocument:
 
 @dataclass(frozen=True)
 class CachedDocument:
-    """What `tracelens check` keeps of one trace (`tracelens.results_cache`): its document and load warnings."""
+    """What `tracelens check` keeps of one trace (`tracelens._cache.results`): its document and load warnings."""
 
     document: TraceDocument
     warnings: tuple[str, ...]

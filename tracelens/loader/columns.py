@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize, int_or_none
+from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
+from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.schema import Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
+from tracelens.units import NS_PER_US
 
 MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
 
 
 def complete_events(events: Sequence[Event]) -> list[Event]:
-    """The `ph: "X"` events that have a finite timestamp (instants, flows and metadata are not modelled)."""
-    return [e for e in events if e.ph == "X" and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))]
+    """The complete events (`coerce.is_complete`) among `events`."""
+    return [e for e in events if is_complete(e.ph, e.ts)]
 
 
 @dataclass
@@ -140,12 +142,21 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
     n = sum(len(c) for c in chunks)
     cat_codes, cat_values = _merge_codes([(c.cat_codes, c.cat_values) for c in chunks])
     kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
-    name_codes, name_values = _sorted_codes(*_merge_codes([(c.name_codes, c.name_values) for c in chunks]))
-    pid_codes, pid_values = _sorted_codes(*_merge_codes([(c.pid_codes, c.pid_values) for c in chunks]))
-    tid_codes, tid_values = _sorted_codes(*_merge_codes([(c.tid_codes, c.tid_values) for c in chunks]))
+    invalid: list[str] = []  # texts with a lone surrogate, kept with U+FFFD
+    name_codes, name_values = _sorted_codes(*_merge_codes([(c.name_codes, c.name_values) for c in chunks]), invalid)
+    pid_codes, pid_values = _sorted_codes(*_merge_codes([(c.pid_codes, c.pid_values) for c in chunks]), invalid)
+    tid_codes, tid_values = _sorted_codes(*_merge_codes([(c.tid_codes, c.tid_values) for c in chunks]), invalid)
     ts_us = _concat([c.ts_us for c in chunks], np.float64)
     dur_us = _concat([c.dur_us for c in chunks], np.float64)
     keep, notes = _credible_times(ts_us, dur_us)
+    categories = {valid_text(str(c)) for c in cat_values}
+    invalid += [str(c) for c in cat_values if valid_text(str(c)) != str(c)]
+    if invalid:
+        held = "names hold" if len(invalid) > 1 else "name holds"
+        notes.append(
+            f"{len(invalid):,} {held} invalid Unicode (a lone surrogate escape such as \\ud800); "
+            "kept with U+FFFD in its place"
+        )
     ts_us[~keep] = np.nan
     origin_us = float(np.floor(np.nanmin(ts_us))) if keep.any() else 0.0
     ts_ns = _to_ns(ts_us, origin_us)
@@ -172,7 +183,7 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
     del keys
     raws = _sorted_raws(chunks, order, n)
     table = EventTable(**_permuted(columns, order), **raws, names=tuple(str(v) for v in name_values))
-    return MergedColumns(table, tracks, origin_us, {str(c) for c in cat_values}, order.astype(np.int64), notes)
+    return MergedColumns(table, tracks, origin_us, categories, order.astype(np.int64), notes)
 
 
 def _permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
@@ -228,11 +239,15 @@ def lexsort_by_last(keys: tuple[np.ndarray, ...]) -> I64:
     return order.astype(np.int64)
 
 
-def _sorted_codes(codes: np.ndarray, values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Recode so that values are sorted (and trailing NULs, which numpy strings drop, are stripped)."""
+def _sorted_codes(codes: np.ndarray, values: list[str], invalid: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Recode so that values are sorted (and trailing NULs, which numpy strings drop, are stripped; lone
+    surrogates replaced, the values that had them appended to `invalid`)."""
     if not values:
         return codes, values
-    cleaned = np.array([str(v).rstrip("\x00") for v in values], dtype=object)
+    texts = [str(v).rstrip("\x00") for v in values]
+    valid = [valid_text(text) for text in texts]
+    invalid += [text for text, fixed in zip(texts, valid, strict=True) if text is not fixed]
+    cleaned = np.array(valid, dtype=object)
     uniques, inverse = np.unique(cleaned, return_inverse=True)
     return inverse.ravel()[codes].astype(np.int64), [str(v) for v in uniques]
 
@@ -278,11 +293,11 @@ def _kinds(cat_values: list[str]) -> np.ndarray:
 
 
 def _to_ns(values_us: np.ndarray, origin_us: float = 0.0) -> I64:
-    """rint((values - origin) * 1000) as int64, NaN and infinities as 0; `values_us` (ours) is overwritten."""
+    """rint((values - origin) * NS_PER_US) as int64, NaN and infinities as 0; `values_us` (ours) is overwritten."""
     if origin_us:
         np.subtract(values_us, origin_us, out=values_us)
     np.nan_to_num(values_us, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-    np.multiply(values_us, 1000.0, out=values_us)
+    np.multiply(values_us, NS_PER_US, out=values_us)
     return np.rint(values_us, out=values_us).astype(np.int64)
 
 
@@ -364,18 +379,29 @@ def build_meta(metadata: dict[str, Any], categories: Iterable[str], bare_array: 
     dist = dist if isinstance(dist, dict) else {}
     run = metadata.get("tracelens_run")
     return TraceMeta(
-        schema_version=int_or_none(metadata.get("schemaVersion")),
+        schema_version=to_int(metadata.get("schemaVersion")),
         devices=tuple(_devices(metadata.get("deviceProperties"))),
         cuda_runtime_version=_cuda_version(metadata.get("cuda_runtime_version")),
         cuda_driver_version=_cuda_version(metadata.get("cuda_driver_version")),
         hip_runtime_version=_plain_str(metadata.get("hip_runtime_version")),
-        base_time_ns=int_or_none(metadata.get("baseTimeNanoseconds")),
-        rank=int_or_none(dist.get("rank")),
-        world_size=int_or_none(dist.get("world_size")),
+        base_time_ns=to_int(metadata.get("baseTimeNanoseconds")),
+        rank=to_int(dist.get("rank")),
+        world_size=to_int(dist.get("world_size")),
         format="chrome-array" if bare_array else ("kineto-legacy" if legacy else "kineto"),
         run=run if isinstance(run, dict) else {},
-        raw=metadata,
+        raw=metadata if not _has_invalid_text(metadata) else valid_strings(metadata),  # type: ignore[arg-type]
     )
+
+
+def _has_invalid_text(metadata: dict[str, Any]) -> bool:
+    """Whether a string in the metadata holds a lone surrogate (rare: checked on its JSON form, whole)."""
+    try:
+        msgspec.json.encode(metadata)
+    except UnicodeEncodeError:
+        return True
+    except (TypeError, msgspec.EncodeError):
+        return False
+    return False
 
 
 def _devices(value: object) -> list[Device]:
@@ -388,10 +414,10 @@ def _devices(value: object) -> list[Device]:
         major, minor = item.get("computeMajor"), item.get("computeMinor")
         devices.append(
             Device(
-                index=_index if (_index := int_or_none(item.get("id"))) is not None else len(devices),
-                name=str(item.get("name", "")),
-                num_sms=int_or_none(item.get("numSms")),
-                total_memory_bytes=int_or_none(item.get("totalGlobalMem")),
+                index=_index if (_index := to_int(item.get("id"))) is not None else len(devices),
+                name=valid_text(str(item.get("name", ""))),
+                num_sms=to_int(item.get("numSms")),
+                total_memory_bytes=to_int(item.get("totalGlobalMem")),
                 compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
             )
         )
@@ -399,7 +425,7 @@ def _devices(value: object) -> list[Device]:
 
 
 def _cuda_version(value: object) -> str | None:
-    number = int_or_none(value)
+    number = to_int(value)
     if number is None:
         return _plain_str(value)
     if number >= 1000:  # CUDA encodes 12080 as 12.8
@@ -408,4 +434,4 @@ def _cuda_version(value: object) -> str | None:
 
 
 def _plain_str(value: object) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else valid_text(str(value))

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import UnusableTraceError
+from tracelens.loader.coerce import to_int, valid_strings
 from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, Args, Event
 
 METADATA_KEYS = (
@@ -204,18 +205,6 @@ def _from_plain(document: object, source: str, bare_array: bool) -> Decoded:
     return Decoded(events, metadata, bare_array, notes=["odd field types were coerced"])
 
 
-def _as_int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
-
-
 def _as_number(value: object) -> int | float | None:
     if isinstance(value, bool):
         return None
@@ -237,7 +226,7 @@ def _as_id(value: object) -> int | str | None:
 
 
 def _as_dims(value: object) -> list[int] | None:
-    if isinstance(value, list) and value and all(_as_int(v) is not None for v in value):
+    if isinstance(value, list) and value and all(to_int(v) is not None for v in value):
         return [int(v) for v in value]
     return None
 
@@ -247,6 +236,8 @@ def _as_raw(value: object) -> msgspec.Raw:
         return NO_RAW
     try:
         return msgspec.Raw(msgspec.json.encode(value))
+    except UnicodeEncodeError:  # a lone surrogate escape in a string: kept with U+FFFD (`valid_text`)
+        return _as_raw(valid_strings(value))
     except (TypeError, msgspec.EncodeError):
         return NO_RAW
 
@@ -255,13 +246,13 @@ def _coerce_args(args: object) -> Args | None:
     if not isinstance(args, dict):
         return None
     return Args(
-        external_id=_as_int(args.get("External id")),
-        external_id_legacy=_as_int(args.get("external id")),
-        correlation=_as_int(args.get("correlation")),
-        sequence_number=_as_int(args.get("Sequence number")),
-        device=_as_int(args.get("device")),
-        stream=_as_int(args.get("stream")),
-        bytes=_as_int(args.get("bytes")),
+        external_id=to_int(args.get("External id")),
+        external_id_legacy=to_int(args.get("external id")),
+        correlation=to_int(args.get("correlation")),
+        sequence_number=to_int(args.get("Sequence number")),
+        device=to_int(args.get("device")),
+        stream=to_int(args.get("stream")),
+        bytes=to_int(args.get("bytes")),
         grid=_as_dims(args.get("grid")),
         block=_as_dims(args.get("block")),
         input_dims=_as_raw(args.get("Input Dims")),

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from tracelens import native
+from tracelens.loader.coerce import to_int, usable_ts
 from tracelens.loader.schema import Args, Event
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
 
@@ -60,12 +61,8 @@ def event_fields(events: list[Any], kind_of: Any, complete_type: type | None = N
 
 
 def select_complete(events: list[Any], complete_type: Any) -> list[Any]:
-    """The `complete_type` events whose `ts` is a number (not NaN or infinite); other phases are other types."""
-    return [
-        e
-        for e in events
-        if type(e) is complete_type and e.ts is not None and (type(e.ts) is int or math.isfinite(e.ts))
-    ]
+    """The `complete_type` events with a usable `ts` (`coerce.usable_ts`); other phases are other types."""
+    return [e for e in events if type(e) is complete_type and usable_ts(e.ts)]
 
 
 def native_available() -> bool:
@@ -198,8 +195,8 @@ def _int_column(args: list[Args], attribute: str) -> I64:
 
 
 def _int_or_minus_one(value: object) -> int:
-    number = int_or_none(value)
-    return number if number is not None and -(2**63) <= number < 2**63 else -1
+    number = to_int(value)
+    return -1 if number is None else number
 
 
 def _gpu_int_columns(args: list[Args], rows: np.ndarray, attributes: tuple[str, ...]) -> list[I64]:
@@ -255,16 +252,3 @@ def _raw_column(args: list[Args], attribute: str) -> tuple[I64, list[bytes]]:
     raws = list(map(attrgetter(attribute), args))
     rows = np.flatnonzero(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
     return rows, [bytes(raws[index]) for index in rows]  # copied out, so the input buffer can be freed
-
-
-def int_or_none(value: object) -> int | None:
-    """An int from an int, an integral float, a bool or a string of digits; None otherwise."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None

@@ -24,10 +24,15 @@ Job = TypeVar("Job")
 Result = TypeVar("Result")
 
 POLL_S = 0.05  # how often the parent looks for finished results while children run
+STALL_S = 120.0  # no result and no child ending for this long: the children are killed (`ChildStalled`)
 
 
 class ChildDied(RuntimeError):
     """A child process ended without a result and without an exception to hand back (killed by a signal)."""
+
+
+class ChildStalled(ChildDied):
+    """No child delivered a result or ended within `STALL_S` seconds (they are killed; the caller decides)."""
 
 
 def run_forked(
@@ -36,11 +41,13 @@ def run_forked(
     work: Callable[[Job], Result],
     on_result: Callable[[int], None] | None = None,
     meanwhile: Callable[[], object] | None = None,
+    stall_s: float = STALL_S,
 ) -> list[Result]:
     """`[work(job) for job in jobs]`, computed by `workers` forked children (child k takes jobs k, k+workers,
     ...). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
-    each result arrives (in any order). An exception raised by `work` in a child is raised here; children left
-    running when this returns or raises are killed."""
+    each result arrives (in any order). An exception raised by `work` in a child is raised here; ChildStalled
+    when `stall_s` seconds pass without a result or a child ending. Children left running when this returns
+    or raises are killed (SIGKILL, then reaped). Children start with default SIGTERM/SIGINT handlers."""
     folder = scratch_folder()
     children: dict[int, int] = {}  # pid -> child number
     try:
@@ -52,7 +59,7 @@ def run_forked(
         if meanwhile is not None:
             meanwhile()
         results: dict[int, Result] = {}
-        _wait(children, folder, results, on_result)
+        _wait(children, folder, results, on_result, stall_s)
         _collect(folder, results, on_result)
         return [results[index] for index in range(len(jobs))]
     finally:
@@ -66,12 +73,26 @@ def run_forked(
 
 
 def scratch_folder() -> str:
-    """A new private folder in tmpfs (/dev/shm) where it is writable, else in the default temporary directory.
+    """A new private folder in tmpfs (/dev/shm) where it is writable, else in the default temporary directory."""
+    error: OSError | None = None
+    for parent in scratch_parents():
+        try:
+            return new_scratch_folder(parent)
+        except OSError as exc:
+            error = exc
+    raise error or OSError("no folder for scratch files")
 
-    Its name carries this process's pid; folders of processes that are gone (killed before they could clean
-    up: tmpfs is memory) are removed first."""
+
+def scratch_parents() -> list[str]:
+    """Where scratch folders go, in order of preference: tmpfs (memory) when writable, the temporary directory."""
     shm = "/dev/shm"
-    parent = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    parents = [shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []
+    return [*parents, tempfile.gettempdir()]
+
+
+def new_scratch_folder(parent: str) -> str:
+    """A new private folder in `parent`. Its name carries this process's pid; folders of processes that are gone
+    (killed before they could clean up: tmpfs is memory) are removed first."""
     _remove_orphans(parent)
     return tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=parent)
 
@@ -105,7 +126,7 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
     (no interpreter teardown, no flushing of the parent's buffers)."""
     status = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the parent stops and kills the children
+        reset_signals()
         _die_with_parent()
         for index in range(number, len(jobs), workers):
             result = work(jobs[index])
@@ -125,6 +146,14 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
         os._exit(status)
 
 
+def reset_signals() -> None:
+    """In a forked child: SIGTERM and SIGINT back to their defaults (end the process). Handlers inherited from
+    the parent (the command's SIGTERM handler raises SystemExit) would run the parent's cleanup in the child,
+    or leave it blocked on a lock the parent held when it forked."""
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def _die_with_parent() -> None:
     """Linux: have the kernel kill this child if the parent dies (even by SIGKILL); elsewhere nothing."""
     try:
@@ -136,21 +165,31 @@ def _die_with_parent() -> None:
 
 
 def _wait(
-    children: dict[int, int], folder: str, results: dict[int, Any], on_result: Callable[[int], None] | None
+    children: dict[int, int],
+    folder: str,
+    results: dict[int, Any],
+    on_result: Callable[[int], None] | None,
+    stall_s: float,
 ) -> None:
-    """Until every child has ended: pick up finished results; raise a child's exception."""
+    """Until every child has ended: pick up finished results; raise a child's exception, or ChildStalled when
+    nothing happens for `stall_s` seconds (a child blocked forever must not block this process)."""
     pending = dict(children)
     exit_fds = _exit_fds(pending)
+    last_event = time.monotonic()
     try:
         while pending:
             if exit_fds is not None:
                 select.select(list(exit_fds.values()), [], [], POLL_S)
             else:  # pragma: no cover - no pidfd (not Linux)
                 time.sleep(POLL_S / 10)
-            _collect(folder, results, on_result)
+            if _collect(folder, results, on_result):
+                last_event = time.monotonic()
+            elif time.monotonic() - last_event > stall_s:
+                raise ChildStalled(f"decoding processes delivered nothing for {stall_s:.0f} s")
             for pid in list(pending):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
+                    last_event = time.monotonic()
                     number = pending.pop(pid)
                     del children[pid]
                     if exit_fds is not None:
@@ -175,8 +214,9 @@ def _exit_fds(pids: dict[int, int]) -> dict[int, int] | None:
     return fds
 
 
-def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], None] | None) -> None:
-    """Load (and delete) every finished result file."""
+def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], None] | None) -> int:
+    """Load (and delete) every finished result file; how many there were."""
+    collected = 0
     for name in os.listdir(folder):
         if not name.isdigit():
             continue
@@ -184,8 +224,10 @@ def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], No
         with open(path, "rb") as handle:
             results[int(name)] = pickle.load(handle)
         os.remove(path)
+        collected += 1
         if on_result is not None:
             on_result(int(name))
+    return collected
 
 
 def _raise_for(folder: str, number: int, status: int) -> None:

@@ -9,7 +9,6 @@ finite timestamp.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +16,10 @@ from typing import Any
 import msgspec
 
 from tracelens.errors import TracelensError
+from tracelens.loader.coerce import is_complete
 from tracelens.loader.source import read_trace_bytes
 from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,10 @@ def rewrite_trace(trace: Trace, additions: Additions) -> bytes:
         args = event.get("args")
         event["args"] = {**(args if isinstance(args, dict) else {}), **extra}
     events.extend(_new_events(trace, events, additions))
-    return msgspec.json.encode(document)
+    try:
+        return msgspec.json.encode(document)
+    except UnicodeEncodeError:  # a lone surrogate escape (`"\ud800"`) in a name: written back as the same escape
+        return json.dumps(document, ensure_ascii=True).encode()
 
 
 def _decode(trace: Trace) -> Any:
@@ -87,10 +91,7 @@ def _closed(head: bytes, bare_array: bool) -> bytes:
 
 
 def _is_complete(event: object) -> bool:
-    if not isinstance(event, dict) or event.get("ph") != "X":
-        return False
-    ts = event.get("ts")
-    return isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts)
+    return isinstance(event, dict) and is_complete(event.get("ph"), event.get("ts"))
 
 
 def _new_events(trace: Trace, events: list[Any], additions: Additions) -> list[dict[str, Any]]:
@@ -122,8 +123,8 @@ def _new_events(trace: Trace, events: list[Any], additions: Additions) -> list[d
                 "name": item.name,
                 "pid": pid,
                 "tid": tid_of[item.track],
-                "ts": round(trace.origin_us + item.ts_ns / 1000.0, 3),
-                "dur": round(item.dur_ns / 1000.0, 3),
+                "ts": round(trace.origin_us + item.ts_ns / NS_PER_US, 3),
+                "dur": round(item.dur_ns / NS_PER_US, 3),
                 "args": dict(item.args),
             }
         )

@@ -17,18 +17,36 @@ from tracelens.model.trace import StepTable
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 WHOLE_TRACE = -1
+MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
+
+
+def step_numbers_by_code(names: tuple[str, ...]) -> dict[int, int]:
+    """{name code: step number} of the names that are step annotations (`ProfilerStep#N`, N within int64)."""
+    numbers = {}
+    for code, name in enumerate(names):
+        match = STEP_NAME.match(name)
+        if match is not None and (number := int(match.group(1))) <= MAX_STEP_NUMBER:
+            numbers[code] = number
+    return numbers
+
+
+def oversized_step_names(names: tuple[str, ...]) -> list[str]:
+    """Names shaped like a step annotation whose number is too large to be one (they are ordinary events)."""
+    return [name for name in names if (match := STEP_NAME.match(name)) and int(match.group(1)) > MAX_STEP_NUMBER]
 
 
 def find_steps(events: EventTable, truncated: bool) -> StepTable:
     """Steps sorted by start. The last step of a truncated trace, or one running past the last CPU event,
-    is marked incomplete."""
-    step_codes = [code for code, name in enumerate(events.names) if STEP_NAME.match(name)]
+    is marked incomplete; so is the one whole-trace window of a truncated trace without steps (what followed
+    the cut is unknown)."""
+    by_code = step_numbers_by_code(events.names)
     cpu = kind_mask(events.kind, CPU_KINDS)
-    is_step = cpu & np.isin(events.name, np.array(step_codes, dtype=np.int32)) & (events.kind != Kind.RUNTIME)
+    codes = np.fromiter(by_code, dtype=np.int32, count=len(by_code))
+    is_step = cpu & np.isin(events.name, codes) & (events.kind != Kind.RUNTIME)
     rows = np.flatnonzero(is_step)
     if rows.size == 0:
-        return _whole_trace(events, cpu)
-    numbers = np.array([int(STEP_NAME.match(events.names[c]).group(1)) for c in events.name[rows]])  # type: ignore[union-attr]
+        return _whole_trace(events, cpu, complete=not truncated)
+    numbers = np.array([by_code[int(c)] for c in events.name[rows]], dtype=np.int64)
     unique, inverse = np.unique(numbers, return_inverse=True)
     start = np.full(unique.size, np.iinfo(np.int64).max, dtype=np.int64)
     end = np.full(unique.size, np.iinfo(np.int64).min, dtype=np.int64)
@@ -43,18 +61,18 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
     return StepTable(unique.astype(np.int64), start, end, complete, "ProfilerStep")
 
 
-def _whole_trace(events: EventTable, cpu: np.ndarray) -> StepTable:
+def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTable:
     scope = cpu if cpu.any() else np.ones(len(events), dtype=bool)
     if not scope.any():
         zero = np.zeros(1, dtype=np.int64)
-        return StepTable(np.array([WHOLE_TRACE]), zero, zero, np.ones(1, bool), "whole_trace")
+        return StepTable(np.array([WHOLE_TRACE]), zero, zero, np.full(1, complete), "whole_trace")
     start = int(events.ts_ns[scope].min())
     end = int((events.ts_ns[scope] + events.dur_ns[scope]).max())
     return StepTable(
         np.array([WHOLE_TRACE], dtype=np.int64),
         np.array([start], dtype=np.int64),
         np.array([end], dtype=np.int64),
-        np.ones(1, dtype=bool),
+        np.full(1, complete),
         "whole_trace",
     )
 

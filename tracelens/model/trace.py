@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tracelens.model.events import I32, I64, Bool, EventTable, kind_mask
+from tracelens.model.serial import Arrays, from_plain, to_plain
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,14 @@ class Trace:
     def step_index(self, number: int) -> int | None:
         hits = np.flatnonzero(self.steps.number == number)
         return int(hits[0]) if hits.size else None
+
+    def to_plain(self) -> tuple[Arrays, dict[str, Any]]:
+        """Every field of the trace and of its tables, as numpy arrays and JSON-able values
+        (`tracelens.model.serial`: written over the dataclass fields, so no field can be left out)."""
+        return to_plain(self)
+
+    @classmethod
+    def from_plain(cls, arrays: Arrays, values: dict[str, Any]) -> Trace:
+        """The trace that `to_plain` gave `arrays` and `values` for (`KeyError`, `TypeError` or `ValueError`
+        when they describe none)."""
+        return from_plain(cls, arrays, values)

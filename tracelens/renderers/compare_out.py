@@ -33,6 +33,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             },
             "kernels_by_category": v.kernels_by_category,
             "kernels": [dataclasses.asdict(k) for k in v.kernels],
+            "components": [dataclasses.asdict(c) for c in v.components],
         }
         for v in comparison.variants
     ]
@@ -57,7 +58,9 @@ class CompareTextRenderer:
 
     def render(self, result: Comparison) -> str:
         console = make_console(self.color, self.width)
-        print_parts(console, [_variants_table(result), _fusions_table(result) if result.fusions else None])
+        components = _components_table(result) if _has_components(result) else None
+        fusions = _fusions_table(result) if result.fusions else None
+        print_parts(console, [_variants_table(result), components, fusions])
         return render_to_string(console)
 
 
@@ -115,3 +118,30 @@ def _fusions_table(result: Comparison) -> Table:
     for fusion in result.fusions:
         table.add_row(*fusion_cells(fusion))
     return table
+
+
+def _has_components(result: Comparison) -> bool:
+    """Whether any variant has kernels in a block component other than `other` (else the table says nothing)."""
+    return any(c.name != "other" and c.kernels > 0 for v in result.variants for c in v.components)
+
+
+def _components_table(result: Comparison) -> Table:
+    table = Table(
+        title="Kernel µs per step by block component (kernels per step)",
+        title_justify="left",
+        caption="from record_function scopes, backward nodes, kernel names or GEMM shapes (docs/components.md)",
+    )
+    table.add_column("component")
+    for v in result.variants:
+        table.add_column(v.name, justify="right")
+    names = [c.name for c in result.variants[0].components] if result.variants else []
+    for i, name in enumerate(names):
+        cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
+        table.add_row(name, *cells)
+    totals = [(sum(c.us_per_step for c in v.components), sum(c.kernels for c in v.components)) for v in result.variants]
+    table.add_row("total", *(_component_cell(us, kernels) for us, kernels in totals))
+    return table
+
+
+def _component_cell(us: float, kernels: float) -> str:
+    return f"{us:,.1f} ({count(kernels)})"

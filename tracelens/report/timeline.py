@@ -32,6 +32,7 @@ from tracelens.model.trace import Trace
 from tracelens.report.document import Panel
 from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
+from tracelens.units import NS_PER_US
 
 MAX_SLICES = 40_000
 MAX_BLOCKS = 3_000
@@ -44,7 +45,6 @@ MAX_HEIGHT_PX = 1600
 MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
-NS_PER_US = 1000.0
 TEXT_CHARS = 120
 UTIL_BINS = 400  # utilization strip bins across the default view
 UTIL_HEIGHT = 0.1  # of a lane

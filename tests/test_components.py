@@ -1,0 +1,86 @@
+"""`tracelens compare` components (norm/rope/attention/mlp/other) on the H200 decoder-block traces.
+
+Every figure is checked against tests/components_stdlib.py, which reads the raw trace JSON itself, and a few
+were checked by hand in the traces (listed in the asserts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests import components_stdlib
+from tests.conftest import recorded_trace
+from tracelens.cli import main
+
+INFERENCE = ("eager_block", "compiled_block", "liger_block", "eager_math_block")
+TRAINING = ("train_eager_block", "train_compiled_block", "train_liger_block", "train_eager_math_block")
+
+
+def _paths(names: tuple[str, ...]) -> list[Path]:
+    return [recorded_trace(f"h200/block/{name}.json.gz") for name in names]
+
+
+def _compare(paths: list[Path], capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    assert main(["compare", *map(str, paths), *extra]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("names", [INFERENCE, TRAINING], ids=["inference", "training"])
+def test_components_match_the_stdlib_computation(names: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _paths(names)
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    expected = components_stdlib.components(paths)
+    for variant, path in zip(doc["variants"], paths, strict=True):
+        got = {c["name"]: (c["kernels"], c["us_per_step"]) for c in variant["components"]}
+        assert list(got) == ["norm", "rope", "attention", "mlp", "other"]
+        for name, (kernels, us) in expected[path].items():
+            assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
+            assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
+        # the components cover every kernel of the window: their sum is the mean kernel time per step
+        total_us = sum(us for _, us in expected[path].values())
+        assert sum(c["us_per_step"] for c in variant["components"]) == pytest.approx(total_us, abs=0.02)
+        assert sum(c["kernels"] for c in variant["components"]) == pytest.approx(variant["per_step"]["kernels"])
+
+
+def test_hand_checked_block_components(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(_compare(_paths(INFERENCE), capsys, "--format", "json"))
+    table = {v["name"]: {c["name"]: (c["kernels"], c["us_per_step"]) for c in v["components"]} for v in doc["variants"]}
+    # eager: QKV GEMM + cuDNN SDPA + output GEMM under the `attention` scope; rotate_half's 10 kernels under `rope`
+    assert table["eager_block"]["attention"] == (3, pytest.approx(264.97, abs=0.01))
+    assert table["eager_block"]["rope"][0] == 10
+    # compiled: no scopes; the fused rope kernel by its words (neg, cat), the two GEMMs by their eager shapes
+    assert table["compiled_block"]["rope"] == (1, pytest.approx(18.218, abs=0.01))
+    assert table["compiled_block"]["attention"][0] == 3
+    assert table["compiled_block"]["mlp"][0] == 4  # 3 GEMMs + triton_poi_fused__unsafe_view_mul_silu_3
+    # Liger: _triton_rope plus the two .contiguous() copies it makes of q and k
+    assert table["liger_block"]["rope"][0] == 3
+    assert table["liger_block"]["norm"][0] == 2
+
+
+def test_text_shows_the_component_table_only_for_block_traces(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _compare(_paths(("eager_block", "liger_block")), capsys)
+    assert "Kernel µs per step by block component" in text
+    assert "attention" in text and "total" in text
+    linear = [recorded_trace(f"h200/{n}.json.gz") for n in ("eager_linear", "compiled_linear")]
+    assert "by block component" not in _compare(linear, capsys)
+
+
+def test_sweep_components_use_the_steps_without_compilation(capsys: pytest.CaptureFixture[str]) -> None:
+    """Compiled sweep traces: the window drops the steps that compiled, as the variants table does. Which steps
+    compiled is known from the recording (sweep/timings.json: Dynamo graphs per step 1,1,1,0,1,1 static and
+    1,1,0,0,0,0 default), not from tracelens."""
+    names = ("eager_block", "compiled_static_block", "compiled_default_block", "liger_block")
+    paths = [recorded_trace(f"h200/sweep/{name}.json.gz") for name in names]
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    steps = {paths[1]: {4}, paths[2]: {3, 4, 5, 6}}
+    expected = components_stdlib.components(paths, steps)
+    for variant, path in zip(doc["variants"], paths, strict=True):
+        got = {c["name"]: (c["kernels"], c["us_per_step"]) for c in variant["components"]}
+        for name, (kernels, us) in expected[path].items():
+            assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
+            assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
+    static = {c["name"]: c["us_per_step"] for c in doc["variants"][1]["components"]}
+    # step 4 (2048 tokens) alone: 359.265 µs of kernels, the variants table's figure for that trace
+    assert sum(static.values()) == pytest.approx(doc["variants"][1]["per_step"]["gpu_kernel_us"], abs=0.01)

@@ -1,0 +1,336 @@
+"""The one cache of tracelens: loaded traces in columnar form and finished command results, on disk.
+
+A `Cache` object says where the cache lives, whether it is on, how big it may grow and how entries are written;
+the CLI builds one per command (`Cache.from_environment`) and passes it to what loads traces or caches results.
+Nothing here is switched through module globals.
+
+Entries (every one a checksummed container, `tracelens._cache.entry`), under the cache folder:
+- `traces/<name>.trace`: a loaded `Trace`, every field (`Trace.to_plain`), for traces of at least
+  `min_trace_bytes` of JSON (smaller ones decode about as fast as they hash);
+- `<kind>/<name>.msgpack`: a finished result of a command (`analyses`: `analyze`, `documents`: `check`,
+  `pages`: `report`), keyed by the content and path of every input, the options and the code;
+- `paths/<file identity>`: the content key (SHA-256) of an input file, so an unchanged file is not hashed again.
+Entry names hash the one code fingerprint (`keys.code_fingerprint`): new code never reads old entries.
+
+Promises: a damaged entry (truncated, bit-flipped, another entry's content, not an entry at all) fails its
+checksum, is deleted with one `tracelens: warning:` line and is rebuilt; it is never trusted and never fatal.
+A cache that cannot be read or written never makes a command fail. Entries are written atomically and fsync'd
+(`tracelens.atomic`). A read marks an entry used (its mtime); after each write the least recently used entries
+are deleted until the cache is at most `max_bytes` (default 2 GiB, `$TRACELENS_CACHE_MAX_SIZE`).
+
+Location: `$TRACELENS_CACHE_DIR`, else `$XDG_CACHE_HOME/tracelens`, else `~/.cache/tracelens`.
+`TRACELENS_NO_CACHE=1` turns it off, like `--no-cache`. Deleting the folder is always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import sys
+import time
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
+from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
+from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
+
+if TYPE_CHECKING:
+    from tracelens.loader import Progress
+    from tracelens.model.trace import Trace
+
+T = TypeVar("T")
+DEFAULT_MAX_BYTES = 2 << 30
+MIN_TRACE_BYTES = 16 << 20  # traces with less JSON than this load about as fast as they hash: not stored
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{32,64}(\.(trace|msgpack))?$")
+_LEGACY_NAME = re.compile(r"^[0-9a-f]{40}\.(npz|json)$")  # entries of tracelens 0.1 before this package
+_LEGACY_TEMP = re.compile(r"^\.[0-9a-f]{32,40}\..*\.tmp$")  # and their writers' temporary files
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _ours(name: str) -> bool:
+    """Whether `name` is a temporary file of a cache writer (this version's or an earlier one's)."""
+    return name.endswith(TEMP_SUFFIX) or _LEGACY_TEMP.match(name) is not None
+
+
+def print_warning(message: str) -> None:
+    print(f"tracelens: warning: {message}", file=sys.stderr)
+
+
+def default_folder() -> Path:
+    """`$TRACELENS_CACHE_DIR`, else `$XDG_CACHE_HOME/tracelens`, else `~/.cache/tracelens` (not created here)."""
+    if setting := os.environ.get("TRACELENS_CACHE_DIR"):
+        return Path(setting)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "tracelens"
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size such as `2G`, `2GiB`, `500M`, `1.5g` or `1048576` (units are powers of 1024);
+    `ValueError` otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if match is None:
+        raise ValueError(f"not a size: {text!r} (use e.g. 2G, 500M or a number of bytes)")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+WRITER_TIMEOUT_S = 120.0  # the longest the command waits for its background entry writers
+
+
+@dataclass(frozen=True)
+class FolderUse:
+    """Entries of one subfolder of the cache and the bytes they take."""
+
+    name: str
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    folder: Path
+    enabled: bool
+    max_bytes: int
+    folders: tuple[FolderUse, ...]
+
+    @property
+    def entries(self) -> int:
+        return sum(f.entries for f in self.folders)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.folders)
+
+
+@dataclass
+class Cache:
+    """The cache of one command (see the module docstring).
+
+    `background_writes`: a big trace's entry is written by a forked child while the command goes on (the
+    `tracelens` command sets it; `finish_writes` waits for those children). `warn` prints a warning line.
+    """
+
+    folder: Path
+    enabled: bool = True
+    max_bytes: int = DEFAULT_MAX_BYTES
+    min_trace_bytes: int = MIN_TRACE_BYTES
+    background_writes: bool = False
+    warn: Callable[[str], None] = print_warning
+    writers: list[int] = field(default_factory=list, repr=False, compare=False)
+
+    @classmethod
+    def from_environment(cls, *, enabled: bool = True, background_writes: bool = False) -> Cache:
+        """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`."""
+        max_bytes = DEFAULT_MAX_BYTES
+        if setting := os.environ.get("TRACELENS_CACHE_MAX_SIZE", "").strip():
+            try:
+                max_bytes = parse_size(setting)
+            except ValueError as exc:
+                print_warning(f"TRACELENS_CACHE_MAX_SIZE: {exc}; using {DEFAULT_MAX_BYTES >> 30} GiB")
+        off = os.environ.get("TRACELENS_NO_CACHE", "").strip() not in ("", "0")
+        return cls(default_folder(), enabled and not off, max_bytes, background_writes=background_writes)
+
+    def disabled(self) -> Cache:
+        """This cache, turned off (`--no-cache`)."""
+        return dataclasses.replace(self, enabled=False, writers=[])
+
+    def foreground(self) -> Cache:
+        """This cache, writing entries itself (for worker processes, which nobody waits for)."""
+        return dataclasses.replace(self, background_writes=False, writers=[])
+
+    @property
+    def fingerprint(self) -> str:
+        """The one code fingerprint every entry name includes."""
+        return code_fingerprint()
+
+    # ------------------------------------------------------------ what commands call
+
+    def load_trace(
+        self,
+        path: str | Path,
+        progress: Progress | None = None,
+        workers: int | None = None,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> Trace:
+        """`tracelens.loader.load_trace(path)`, served from the cache when the same content was loaded before."""
+        from tracelens._cache.traces import load_trace
+
+        return load_trace(self, Path(path), progress, workers, meanwhile)
+
+    def result(
+        self,
+        kind: str,
+        inputs: Sequence[Path],
+        options: Mapping[str, object],
+        record_type: Callable[[], type[T]],
+        compute: Callable[[], T],
+    ) -> T:
+        """`compute()`, or its stored result for this kind, these inputs (content and path as given), the code
+        and `options` (JSON-able); see `tracelens._cache.results.cached_result`."""
+        from tracelens._cache.results import cached_result
+
+        return cached_result(self, kind, inputs, options, record_type, compute)
+
+    def finish_writes(self, timeout_s: float = WRITER_TIMEOUT_S) -> None:
+        """Wait for the entry writers started in the background (the command does before it exits), at most
+        `timeout_s` in all; a writer still running then is killed (its temporary file is swept by the next
+        write to the folder, so no half entry is ever read)."""
+        deadline = time.monotonic() + timeout_s
+        while self.writers:
+            pid = self.writers.pop()
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        break
+                    time.sleep(0.005)
+
+    # ------------------------------------------------------------ content keys of input files
+
+    def known_content_key(self, path: Path, identity: str | None = None) -> str | None:
+        """The content key of `path` if this cache remembers it for the file's identity (`identity`: taken
+        already); None when the file must be hashed (or cannot be stat'ed)."""
+        try:
+            identity = identity or file_identity(path)
+        except OSError:
+            return None
+        return self._remembered(identity)
+
+    def content_key(self, path: Path, identity: str | None = None) -> str | None:
+        """The content key of `path` (remembered, or hashed and then remembered); None if it cannot be read.
+        `identity`: the file's identity taken before (the key is remembered only if it has not changed)."""
+        try:
+            identity = identity or file_identity(path)
+            key = self._remembered(identity)
+            if key is not None:
+                return key
+            key = hash_file(path)
+            if file_identity(path) == identity:
+                self.write(f"paths/{identity}", {"content_key": key}, [])
+            return key
+        except OSError:
+            return None
+
+    def _remembered(self, identity: str) -> str | None:
+        entry = self.read(f"paths/{identity}")
+        if entry is None:
+            return None
+        key = entry[0].get("content_key")
+        if isinstance(key, str) and is_content_key(key):
+            return key
+        self.discard(self.folder / "paths" / identity, "no content key in it")
+        return None
+
+    # ------------------------------------------------------------ entries
+
+    def read(self, relative: str) -> tuple[dict[str, Any], list[memoryview]] | None:
+        """The header and blobs of the entry at `relative`, verified; None when there is none, it cannot be
+        read, or it is damaged (then it is deleted, with a warning). A hit marks the entry used."""
+        path = self.folder / relative
+        try:
+            data = read_file(path)
+            header, blobs = unpack(path.name, data)  # names include the code fingerprint, the digest the name
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            self.warn(f"cache entry {path} cannot be read ({exc.strerror or exc}); ignored")
+            return None
+        except BadEntry as exc:
+            self.discard(path, str(exc))
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # least recently used goes first
+        return header, blobs
+
+    def discard(self, path: Path, reason: str) -> None:
+        """Delete the damaged entry at `path`, saying so on stderr."""
+        self.warn(f"cache entry {path} is damaged ({reason}): deleted, recomputing")
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+    def write(self, relative: str, header: dict[str, Any], blobs: list[Buffer]) -> bool:
+        """Store an entry atomically and fsync'd, then evict least recently used entries over `max_bytes`.
+        Returns whether it was stored (a cache that cannot be written is ignored)."""
+        path = self.folder / relative
+        try:
+            data = pack(path.name, {**header, "fingerprint": code_fingerprint()}, blobs)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, typing.cast(bytes, data))  # any buffer does: no copy of a big entry
+            del data
+            self.evict(self.max_bytes, keep=path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    # ------------------------------------------------------------ size
+
+    def entry_files(self) -> list[tuple[int, int, Path]]:
+        """(mtime in ns, size, path) of every file of the cache: entries, leftovers of killed writers and
+        entries of earlier versions. Files not named like ours are not counted and never deleted."""
+        found: list[tuple[int, int, Path]] = []
+        for folder, names in self._listing():
+            for name in names:
+                path = folder / name
+                with contextlib.suppress(OSError):
+                    stat = path.lstat()
+                    if stat.st_mode & 0o170000 == 0o100000:  # a regular file
+                        found.append((stat.st_mtime_ns, stat.st_size, path))
+        return found
+
+    def _listing(self) -> list[tuple[Path, list[str]]]:
+        listing = []
+        try:
+            top = os.listdir(self.folder)
+        except OSError:
+            return []
+        listing.append((self.folder, [n for n in top if _ours(n) or _LEGACY_NAME.match(n)]))
+        for sub in top:
+            if not sub.isidentifier() or not (self.folder / sub).is_dir():
+                continue
+            with contextlib.suppress(OSError):
+                names = os.listdir(self.folder / sub)
+                listing.append((self.folder / sub, [n for n in names if _ours(n) or _ENTRY_NAME.match(n)]))
+        return listing
+
+    def evict(self, max_bytes: int, keep: Path | None = None) -> tuple[int, int]:
+        """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays).
+        Returns (files deleted, bytes freed)."""
+        files = self.entry_files()
+        total = sum(size for _, size, _ in files)
+        removed = freed = 0
+        for _, size, path in sorted(files):
+            if total <= max_bytes:
+                break
+            if path == keep:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed, freed = removed + 1, freed + size
+            total -= size
+        return removed, freed
+
+    def prune(self, max_bytes: int | None = None) -> tuple[int, int]:
+        """Delete leftovers of killed writers, then least recently used entries down to `max_bytes` (default:
+        this cache's cap). Returns (files deleted, bytes freed)."""
+        for folder, _ in self._listing():
+            sweep_stale_temps(folder)
+        return self.evict(self.max_bytes if max_bytes is None else max_bytes)
+
+    def info(self) -> CacheInfo:
+        """Where the cache is and what it holds, per subfolder."""
+        use: dict[str, list[int]] = {}
+        for _, size, path in self.entry_files():
+            name = "(earlier versions)" if path.parent == self.folder else path.parent.name
+            counts = use.setdefault(name, [0, 0])
+            counts[0] += 1
+            counts[1] += size
+        folders = tuple(FolderUse(name, n, size) for name, (n, size) in sorted(use.items()))
+        return CacheInfo(self.folder, self.enabled, self.max_bytes, folders)
