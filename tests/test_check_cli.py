@@ -133,13 +133,18 @@ def test_every_parse_error_in_one_run_with_its_line(tmp_path: Path, capsys: pyte
 
 def test_every_toml_syntax_error_in_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text('[[hypothesis]]\nname = "a" x\n\n[[hypothesis]]\nname = "b"\nop = = 3\n')
+    path.write_text(
+        '[[hypothesis]]\nname = "a" x\n\n[[hypothesis]]\nname = "b"\nop = = 3\n\n'
+        '[[hypothesis]]\nname = "c"\nmetric = "per_step.kernels"\nop = "=<"\nvalue = 1\n'
+    )
     assert main(["check", str(write_eager(tmp_path)), "--expect", str(path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": not valid TOML")[0] for line in err[:2]] == [
         f"tracelens: error: {path}:2",
         f"tracelens: error: {path}:6",
     ]
+    # the valid block is validated too: its problem in the same run
+    assert err[2].startswith(f'tracelens: error: {path}:8: hypothesis 3 ("c"): unknown op "=<"')
 
 
 def test_output_file_and_no_overwrite(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -189,3 +194,21 @@ def test_step_option(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
     assert main(["check", *traces, "--expect", hypotheses(tmp_path, text), "--step", "2"]) == 0
     assert main(["check", *traces, "--expect", hypotheses(tmp_path, text), "--step", "9"]) == 2
     assert "no step 9" in capsys.readouterr().err
+
+
+def test_every_evaluation_problem_in_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Problems found only against the traces (an unknown trace name, a metric path the document lacks) are
+    reported together too, each naming its hypothesis."""
+    path = tmp_path / "h.toml"
+    path.write_text(
+        '[[hypothesis]]\nname = "a"\ntrace = "nope"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 1\n\n'
+        '[[hypothesis]]\nname = "b"\nmetric = "per_step.kernals"\nop = "=="\nvalue = 1\n\n'
+        '[[hypothesis]]\nname = "c"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 3\n'
+    )
+    assert main(["check", str(write_eager(tmp_path)), "--expect", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3
+    assert err[0].startswith(f'tracelens: error: {path}: hypothesis 1 ("a"): no trace named "nope"')
+    assert err[1].startswith(f'tracelens: error: {path}: hypothesis 2 ("b"): ')
+    assert "kernals" in err[1]
+    assert err[2] == f"tracelens: error: {path}: 2 problems (above); nothing checked"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from tracelens.cli.common import (
     add_cache_argument,
@@ -21,6 +21,7 @@ from tracelens.errors import TracelensError
 if TYPE_CHECKING:
     from tracelens._cache import Cache
     from tracelens.hypotheses.document import TraceDocument
+    from tracelens.hypotheses.parse import HypothesisError
 
 FILE_FORMAT = """\
 hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
@@ -85,13 +86,13 @@ class CheckCommand:
         try:
             hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
         except HypothesisError as exc:
-            if len(exc.problems) < 2:
-                raise
-            for problem in exc.problems:  # every problem of the file, one line each
-                print(f"tracelens: error: {problem}", file=sys.stderr)
-            raise TracelensError(f"{args.expect}: {len(exc.problems)} problems (above); nothing checked") from None
+            _report_problems(args.expect, exc)
         documents = [trace_document(path, args.step, args.cache) for path in args.traces]
-        result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
+        try:
+            verdicts = evaluate(hypotheses, documents)
+        except HypothesisError as exc:
+            _report_problems(args.expect, exc)
+        result = CheckResult(str(args.expect), documents, verdicts)
         verbose = args.verbose
         emit_result(
             args,
@@ -100,6 +101,15 @@ class CheckCommand:
             lambda color, width: CheckTextRenderer(color=color, width=width, verbose=verbose),
         )
         return 1 if result.wrong else 0
+
+
+def _report_problems(source: Path, error: HypothesisError) -> NoReturn:
+    """Every problem of the hypotheses file, one `tracelens: error:` line each, then the exit-2 error."""
+    if len(error.problems) < 2:
+        raise error
+    for problem in error.problems:
+        print(f"tracelens: error: {problem}", file=sys.stderr)
+    raise TracelensError(f"{source}: {len(error.problems)} problems (above); nothing checked") from None
 
 
 def _import_document_machinery() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
-from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, Reference, Subject
+from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
@@ -71,13 +71,23 @@ class Measurement:
 
 
 def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument]) -> list[Verdict]:
-    """One verdict per hypothesis and trace it applies to (its `trace`, or every trace when it names none)."""
+    """One verdict per hypothesis and trace it applies to (its `trace`, or every trace when it names none).
+    Raises one `HypothesisError` whose `problems` name every hypothesis that cannot be evaluated (an unknown
+    trace, a metric path the document lacks, an op that cannot compare the values)."""
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
     verdicts: list[Verdict] = []
+    problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
-        targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
-        verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+        try:
+            targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
+            verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+        except HypothesisError as exc:
+            problems += exc.problems
+    if problems:
+        source = hypotheses[0].source
+        message = problems[0] if len(problems) == 1 else f"{source}: {len(problems)} problems: " + "; ".join(problems)
+        raise HypothesisError(message, problems)
     return verdicts
 
 

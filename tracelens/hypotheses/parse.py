@@ -152,21 +152,28 @@ def _entry_lines(text: str) -> list[int]:
 
 
 def _syntax_problems(text: str, source: str) -> list[str]:
-    """Every TOML syntax error of the file: each `[[hypothesis]]` block (and the part before the first) parsed
-    on its own, the line numbers those of the file."""
+    """Every problem of a file that is not valid TOML: each `[[hypothesis]]` block (and the part before the
+    first) parsed on its own, the line numbers those of the file; a block that parses is also validated."""
     starts = [0, *(match.start() for match in _HEADER.finditer(text)), len(text)]
     problems = []
-    for begin, end in itertools.pairwise(starts):
+    for index, (begin, end) in enumerate(itertools.pairwise(starts)):  # index 0: before the first header
         if begin == end:
             continue
         first_line = text.count("\n", 0, begin)
         try:
-            tomllib.loads(text[begin:end])
+            data = tomllib.loads(text[begin:end])
         except tomllib.TOMLDecodeError as exc:
             message = re.sub(r"\(at line (\d+), column (\d+)\)", "", str(exc)).strip()
             at = re.search(r"at line (\d+)", str(exc))
             line = first_line + int(at.group(1)) if at else first_line + 1
             problems.append(f"{source}:{line}: not valid TOML: {message}")
+            continue
+        entries = data.get("hypothesis")
+        if index and isinstance(entries, list) and len(entries) == 1:
+            try:
+                _parse_entry(entries[0], index, source)
+            except HypothesisError as exc:
+                problems.append(str(exc).replace(source, f"{source}:{first_line + 1}", 1))
     return problems
 
 
