@@ -116,10 +116,10 @@ STEP_COLUMNS = (
     "step µs",
 )
 STEP_LEGEND = (
-    "CPU µs: wall time of the ProfilerStep range on the CPU; step µs: from the step's start to the end of its "
-    "last GPU work (or of the CPU range, if later); GPU busy µs: time any kernel, copy or memset of the step ran "
-    "(overlaps counted once, summed over GPUs); kernel µs: sum of kernel durations; exposed (below): CPU "
-    "dispatch time during which the GPU waited for it."
+    "CPU µs: wall time of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace); "
+    "step µs: from the step's start to the end of its last GPU work (or of the CPU range, if later); GPU busy "
+    "µs: time any kernel, copy or memset of the step ran (overlaps counted once, summed over GPUs); kernel µs: "
+    "sum of kernel durations; exposed (below): CPU dispatch time during which the GPU waited for it."
 )
 
 
