@@ -328,7 +328,7 @@ def test_annotate_from_the_cache_puts_findings_on_the_right_events(
             no_decoding(monkeypatch)  # the second run's trace comes from the cache
         target = tmp_path / f"{run}.json"
         assert main(["annotate", str(path), "-o", str(target)], cache=cache) == 0
-        assert "35 events annotated" in capsys.readouterr().out
+        assert "35 events annotated" in capsys.readouterr().err
         events = json.loads(target.read_bytes())["traceEvents"]
         ops: dict[object, set[str]] = {}
         for event in events:

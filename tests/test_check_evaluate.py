@@ -191,7 +191,7 @@ def test_paths_index_select_and_project(docs: list[TraceDocument]) -> None:
     ("path", "message"),
     [
         ("per_step.kernel", 'no key "kernel" in per_step; close: kernels, gpu_kernel_us'),
-        ("per_stp.kernels", 'no key "per_stp" in the document; close: per_step, steps'),
+        ("per_stp.kernels", 'no key "per_stp" in the document; close: per_step, per_step_note, steps'),
         ("step_table.9.kernels", "step_table has 2 entries; no index 9"),
         (
             "ops[aten::gelü].calls_per_step",
@@ -232,7 +232,7 @@ def test_missing_metric_path_is_malformed_not_wrong(docs: list[TraceDocument]) -
         (
             {"trace": "eager_mlp", "metric": "per_step", "op": "==", "value": 2},
             'metric "per_step" on eager_mlp is a table; pick one of its keys; valid: kernels, memcpy, memset, '
-            "launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us, step_us",
+            "launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us, step_us, queue_backlog_us, gpu_window_us",
         ),
         ({"trace": "eager_mlp", "metric": "kernels.name", "op": "==", "value": 2}, 'op "==" cannot compare a list'),
         (

@@ -44,7 +44,7 @@ def test_replay_without_change_reproduces_every_step(path: Path) -> None:
     if result.step is not None:
         assert result.replay_error_us == 0.0
         assert all(part.us >= 0 for part in result.composition)
-        assert sum(part.pct for part in result.composition) == pytest.approx(100.0)
+        assert sum(part.pct for part in result.composition) == pytest.approx(100.0, abs=0.01)  # rounded parts
 
 
 def _mean_us(trace: tracelens.Trace, name: str) -> float:

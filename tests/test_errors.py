@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import op, write_trace
+from tests.conftest import one_gemm_trace, op, write_trace
 from tracelens.cli import main
 
 
@@ -115,3 +116,159 @@ def test_a_utf8_bom_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_bytes(text.getvalue())
     assert main(["analyze", str(path), "--format", "json"]) == 0
     assert '"cpu_op": 1' in capsys.readouterr().out
+
+
+# --- issue 19: no traceback from any input; a top-level guard for the unexpected --------------------------
+
+
+def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracelens: error: "), captured.err
+    return lines[0]
+
+
+def test_no_arguments_prints_usage_and_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("usage: tracelens ")
+    assert [line for line in lines if line.startswith("tracelens: error: ")] == [
+        "tracelens: error: no command given; choose one of analyze, compare, check, report, annotate, cache "
+        "(see tracelens --help)"
+    ]
+    assert captured.out == ""
+
+
+def test_a_symlink_loop_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.symlink_to(second)
+    second.symlink_to(first)
+    for argv in (["analyze", str(first)], ["report", str(first)], ["check", str(first), "--expect", str(second)]):
+        assert main(argv) == 2
+        assert _one_error(capsys) == f"tracelens: error: {first}: symlink loop (too many levels of symbolic links)"
+
+
+def test_a_file_name_with_byte_0xff_without_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/\xff.json"))
+    write_trace(path, [op("aten::mm", 1, 2)])
+    assert main(["analyze", "--no-cache", str(path), "--format", "json", "--debug"]) == 0
+    assert '"cpu_op": 1' in capsys.readouterr().out
+
+
+def test_a_file_name_with_byte_0xff_with_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache_dir: Path
+) -> None:
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/\xff.json"))
+    write_trace(path, [op("aten::mm", 1, 2)])
+    for _ in range(2):  # cold, then warm
+        assert main(["analyze", str(path), "--format", "json"]) == 0
+        assert '"cpu_op": 1' in capsys.readouterr().out
+
+
+def test_internal_errors_are_one_line_exit_3_with_traceback_only_under_debug(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracelens.cli.analyze import AnalyzeCommand
+
+    def broken(self: object, args: object) -> int:
+        raise KeyError("a bug\x1b[2J")
+
+    monkeypatch.setattr(AnalyzeCommand, "run", broken)
+    trace = one_gemm_trace(tmp_path)
+    assert main(["analyze", str(trace)]) == 3
+    assert _one_error(capsys) == (
+        "tracelens: error: internal error (KeyError: 'a bug\\x1b[2J'); please report it with --debug output"
+    )
+    assert main(["analyze", str(trace), "--debug"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "KeyError" in err
+    assert err.splitlines()[-1].startswith("tracelens: error: internal error (KeyError")
+    assert main(["--debug", "analyze", str(trace)]) == 3  # before the command as well
+    assert "Traceback" in capsys.readouterr().err
+
+
+HYPOTHESES_HEAD = '[[hypothesis]]\nname = "a"\nmetric = "per_step.kernels"\n'
+HOSTILE_HYPOTHESES = {
+    "arrays nested 1,000 deep": (
+        HYPOTHESES_HEAD + 'op = "=="\nvalue = ' + "[" * 1000 + "]" * 1000,
+        "not usable: arrays or tables nested too deeply",
+    ),
+    "a 5,000-digit value": (HYPOTHESES_HEAD + 'op = "=="\nvalue = ' + "9" * 5000, "a number too long to read"),
+    "a 400-digit value with <": (
+        HYPOTHESES_HEAD + 'op = "<"\nvalue = ' + "9" * 400,
+        'hypothesis 1 ("a"): value is too large (400 digits)',
+    ),
+    "a 400-digit tolerance": (
+        HYPOTHESES_HEAD + 'op = "=="\nvalue = 1\ntolerance = ' + "9" * 400,
+        "tolerance must be a number, not 9999",
+    ),
+    "a 400-digit factor": (
+        HYPOTHESES_HEAD + 'op = "<"\nthan = { trace = "t", factor = ' + "9" * 400 + " }",
+        "than: factor must be a positive number, not 9999",
+    ),
+    "a superscript index": (
+        '[[hypothesis]]\nname = "a"\nmetric = "kernels.²"\nop = "=="\nvalue = 1',
+        'metric "kernels.²" on t: no key "²" in the entries of kernels',
+    ),
+    "a 5,000-digit index": (
+        '[[hypothesis]]\nname = "a"\nmetric = "kernels.' + "9" * 5000 + '"\nop = "=="\nvalue = 1',
+        "metric is 5,008 characters long; at most 1,000",
+    ),
+    "not UTF-8": ("\udcff", "not UTF-8 text (byte 1)"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_HYPOTHESES))
+def test_hostile_hypotheses_files_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    text, expected = HOSTILE_HYPOTHESES[case]
+    trace = one_gemm_trace(tmp_path)
+    hypotheses = tmp_path / "h.toml"
+    hypotheses.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    assert main(["check", str(trace), "--expect", str(hypotheses)]) == 2
+    line = _one_error(capsys)
+    # an entry's problem names the line of its [[hypothesis]] header: "h.toml:1: hypothesis 1 ..."
+    assert re.match(rf"tracelens: error: {re.escape(str(hypotheses))}(:\d+)?: ", line) and expected in line, line
+    assert len(line) < 400
+
+
+def test_a_utf8_bom_in_a_hypotheses_file_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = one_gemm_trace(tmp_path)
+    hypotheses = tmp_path / "h.toml"
+    hypotheses.write_bytes(b"\xef\xbb\xbf" + (HYPOTHESES_HEAD + 'op = "=="\nvalue = 1\n').encode())
+    assert main(["check", str(trace), "--expect", str(hypotheses)]) == 0
+    assert "1 held, 0 wrong" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        (["--peak-tbps", "-3"], None, "--peak-tbps: a peak must be a finite number > 0, not -3 TB/s"),
+        (["--peak-tbps", "0"], None, "--peak-tbps: a peak must be a finite number > 0, not 0 TB/s"),
+        (["--peak-tbps", "nan"], None, "--peak-tbps: a peak must be a finite number > 0, not nan TB/s"),
+        (["--peak-tflops", "bf16=-1,fp32=67"], None, "--peak-tflops: a peak must be a finite number > 0, not -1"),
+        (["--peak-tflops", "inf"], None, "--peak-tflops: a peak must be a finite number > 0, not inf TFLOP/s"),
+        (["--peak-tflops", "bf16="], None, "bad peak figures in --peak-tflops (could not convert string to float: '')"),
+        ([], '{"hbm_tbps": 0}', "TRACELENS_PEAKS: a peak must be a finite number > 0, not 0 TB/s"),
+        ([], '{"bf16": -5}', "TRACELENS_PEAKS: a peak must be a finite number > 0, not -5 bf16 TFLOP/s"),
+        ([], "[1]", "bad peak figures in TRACELENS_PEAKS"),
+    ],
+)
+def test_impossible_peaks_are_refused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    env: str | None,
+    expected: str,
+) -> None:
+    trace = one_gemm_trace(tmp_path)
+    if env is not None:
+        monkeypatch.setenv("TRACELENS_PEAKS", env)
+    assert main(["analyze", str(trace), *argv]) == 2
+    assert expected in _one_error(capsys)
+    if env is not None:  # every command reads TRACELENS_PEAKS (the roofline of report, check, annotate)
+        assert main(["report", str(trace), "-o", str(tmp_path / "r.html")]) == 2
+        assert expected in _one_error(capsys)

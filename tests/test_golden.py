@@ -171,19 +171,27 @@ def test_golden_recorded_variants_kernels_per_step(variant: str, kernels_per_ste
 
 @pytest.mark.parametrize("name", list(CORPUS) or [pytest.param("none", marks=pytest.mark.skip("no corpus"))])
 def test_golden_figures_are_consistent(name: str) -> None:
-    """Invariants every stored result satisfies: attributed kernels ≤ kernels in the file, GPU busy ≤ span
-    (per GPU), the CPU span within the step span, per-step medians within the range of the steps."""
+    """Invariants every stored result satisfies: attributed kernels ≤ kernels in the file, GPU busy ≤ the step's
+    GPU window, a positive step time, a non-negative backlog, per-step medians within the range of the steps;
+    GPU figures null only for traces without GPU activity."""
     golden = _golden(name)
     kernels_in_file = golden["trace"]["events_by_kind"].get("kernel", 0)
     rows = golden["step_table"]
     assert sum(row["kernels"] for row in rows) <= kernels_in_file
     assert golden["steps"] == len(rows) == len(golden["step_numbers"])
-    n_gpus = max(1, len(golden["trace"]["gpus"]))
+    has_gpu = any(golden["trace"]["events_by_kind"].get(kind) for kind in ("kernel", "memcpy", "memset"))
     for row in rows:
         assert row["complete"] is True
-        assert row["gpu_busy_us"] <= row["step_us"] * n_gpus + 1e-6
-        assert row["cpu_us"] <= row["step_us"] + 1e-6
+        assert row["step_us"] > 0
+        if not has_gpu:
+            assert row["gpu_busy_us"] is row["gpu_window_us"] is row["queue_backlog_us"] is None
+            continue
+        assert 0 <= row["gpu_busy_us"] <= row["gpu_window_us"] + 1e-6
+        assert row["queue_backlog_us"] >= 0
     for key, value in golden["per_step"].items():
-        if rows:
-            assert min(row[key] for row in rows) <= value <= max(row[key] for row in rows)
+        present = [row[key] for row in rows if row[key] is not None]
+        if present:
+            assert min(present) <= value <= max(present)
+        else:
+            assert value is None
     assert sum(k["calls"] for k in golden["kernels"]) == sum(r["kernels"] + r["memcpy"] + r["memset"] for r in rows)

@@ -142,7 +142,7 @@ def test_breakdowns(tiny: tuple) -> None:
     assert list(by_op["y"]) == ["aten::relu", "aten::mm"]  # longest at the top of a horizontal bar chart
     assert array(by_op["x"]).tolist() == [10.0, 20.0]
     steps = document.panel("step-times").figure.to_dict()["data"]
-    assert [t["name"] for t in steps] == ["step (to last GPU end)", "CPU step", "GPU busy"]
+    assert [t["name"] for t in steps] == ["step (period)", "CPU step", "GPU busy"]
     assert array(steps[2]["y"]).tolist() == [30.0, 30.0]
     table = document.panel("kernels").table
     assert table is not None and table.rows[0][:4] == ("ampere_sgemm_128x64_nn", "gemm", "1", "20.0")

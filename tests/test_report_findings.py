@@ -24,7 +24,7 @@ def mlp() -> tuple[Trace, AnalysisReport, ReportDocument]:
 def test_idle_by_cause_draws_the_bound_steps(mlp: tuple) -> None:
     _, report, document = mlp
     data = document.panel("gpu-idle").figure.to_dict()["data"]
-    assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle"]
+    assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle", "idle", "idle"]
     assert list(data[0]["x"]) == [str(s.number) for s in report.bound.steps] == ["3", "4", "5", "6", "7"]
     assert array(data[0]["y"]).tolist() == [s.gpu_busy_us for s in report.bound.steps]
     assert array(data[1]["y"]).tolist() == [s.launch_wait_us for s in report.bound.steps]
@@ -49,9 +49,11 @@ def test_dispatch_layers(mlp: tuple) -> None:
 def test_fusion_table(mlp: tuple) -> None:
     _, report, document = mlp
     table = document.panel("fusion").table
-    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 1
+    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 2
     assert table.rows[0][0] == "vectorized_elementwise_kernel[gelu] → vectorized_elementwise_kernel[mul]"
     assert table.rows[0][1] == "aten::gelu → aten::mul"
+    # the same kernels as a GEMM-epilogue opportunity of the gate/up GEMMs
+    assert table.rows[1][0] == "GEMM epilogue: " + table.rows[0][0] and table.rows[1][1] == table.rows[0][1]
 
 
 def test_roofline_points_and_roofs(mlp: tuple) -> None:

@@ -61,7 +61,7 @@ def test_cli_writes_to_the_current_directory_and_refuses_to_overwrite(
     assert main(["report", str(trace)]) == 0
     written = work / "tiny.tracelens.html"
     assert written.is_file()
-    assert capsys.readouterr().out.startswith("Wrote tiny.tracelens.html (")
+    assert capsys.readouterr().err.startswith("Wrote tiny.tracelens.html (")
     before = written.read_bytes()
     written.write_text("keep me")
     assert main(["report", str(trace)]) == 2
@@ -74,10 +74,11 @@ def test_cli_writes_to_the_current_directory_and_refuses_to_overwrite(
 def test_cli_comparison_with_explicit_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first, second = tiny_trace(tmp_path, "a.json.gz"), tiny_trace(tmp_path, "b.json.gz")
     output = tmp_path / "out" / "cmp.html"
+    output.parent.mkdir()
     assert main(["report", str(first), str(second), "-o", str(output)]) == 0
     page = output.read_text()
     assert 'id="chart-compare-gpu"' in page and 'id="chart-t1-timeline"' in page
-    assert f"Wrote {output}" in capsys.readouterr().out
+    assert f"Wrote {output}" in capsys.readouterr().err
 
 
 def test_cli_unknown_step_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

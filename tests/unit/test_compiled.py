@@ -79,4 +79,5 @@ def test_compile_time_is_taken_out_of_gpu_idle_when_no_step_is_free_of_it(tmp_pa
     report = analyze(trace)
     assert report.compiled is not None and report.compiled.excluded_events == 1
     assert report.bound is not None
-    assert report.bound.launch_wait_us_per_step == 20.0  # the 80 µs gap less the 60 µs of compilation
+    assert report.bound.launch_wait_us_per_step == 25.0  # 0-5, and the 80 µs gap less the 60 µs of compilation
+    assert report.bound.compile_idle_us_per_step == 60.0

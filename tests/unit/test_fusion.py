@@ -60,7 +60,12 @@ def test_a_gemm_on_the_same_elements_breaks_the_run_and_fused_kernels_never_join
         kernel("triton_poi_fused_gelu_mul_0", 43, 2, correlation=4),
     ]
     trace = load_events(tmp_path, events)
-    assert fusion_of(trace, select_window(trace)).opportunities == []
+    found = fusion_of(trace, select_window(trace)).opportunities
+    assert [o for o in found if o.kind == "chain"] == []
+    # the mm's output feeds the mul: an epilogue opportunity; the Inductor kernel stands alone
+    assert [(o.kind, o.ops, o.gemm_kernels) for o in found] == [
+        ("gemm_epilogue", ["aten::mul"], ["nvjet_sm90_tst_128x8"])
+    ]
 
 
 def test_without_shapes_there_is_nothing_to_report(tmp_path: Path) -> None:
@@ -70,3 +75,54 @@ def test_without_shapes_there_is_nothing_to_report(tmp_path: Path) -> None:
     trace = load_events(tmp_path, events)
     result = fusion_of(trace, select_window(trace))
     assert (result.shapes_recorded, result.opportunities) == (False, [])
+
+
+ADD_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >"
+F32x2 = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+
+
+def _node(name: str, ts: float, dur: float) -> dict[str, object]:
+    return op(f"autograd::engine::evaluate_function: {name}", ts, dur, tid=2)
+
+
+def _call(name: str, ts: float, ext: int, kernel_name: str, shapes: dict[str, object]) -> list[dict[str, object]]:
+    return [
+        op(name, ts, 4, ext=ext, tid=2, **shapes),
+        launch("cudaLaunchKernel", ts + 1, 2, correlation=ext, ext=ext, tid=2),
+        kernel(kernel_name, ts + 3, 2, correlation=ext),
+    ]
+
+
+def test_per_parameter_accumulate_grad_adds_are_never_a_chain(tmp_path: Path) -> None:
+    """Four AccumulateGrad nodes each add a 64x64 gradient into their own parameter's .grad: equal shapes, no
+    dataflow between them."""
+    events: list[dict[str, object]] = [step(1, 0, 200)]
+    for i in range(4):
+        events += [
+            _node("torch::autograd::AccumulateGrad", 10 + 20 * i, 10),
+            *_call("aten::add_", 11 + 20 * i, i + 1, ADD_KERNEL, F32x2),
+        ]
+    trace = load_events(tmp_path, events)
+    assert fusion_of(trace, select_window(trace)).opportunities == []
+
+
+def test_the_two_products_of_one_backward_node_share_its_gradient_but_do_not_feed_each_other(tmp_path: Path) -> None:
+    """MulBackward0 computes grad·b and grad·a (two 64x64 fp32 muls, 3 x 16 KiB each), GeluBackward0 then
+    reads one of them. Fused: grad read once (shared input), one product not written and read back, the other
+    product and gelu's gradient written: reads grad, b, a, x (4 x 16 KiB) + writes 2 x 16 KiB = 6 x 16 KiB
+    against 9 x 16 KiB now. Without the sibling rules the products would count as producer and consumer."""
+    kib16 = 64 * 64 * 4
+    events: list[dict[str, object]] = [
+        step(1, 0, 200),
+        _node("MulBackward0", 10, 30),
+        *_call("aten::mul", 11, 1, MUL_KERNEL, F32x2),
+        *_call("aten::mul", 21, 2, MUL_KERNEL, F32x2),
+        _node("GeluBackward0", 50, 10),
+        *_call("aten::gelu_backward", 51, 3, GELU_KERNEL, F32x2),
+    ]
+    trace = load_events(tmp_path, events)
+    found = fusion_of(trace, select_window(trace)).opportunities
+    chains = [o for o in found if o.kind == "chain"]
+    assert [o.ops for o in chains] == [["aten::mul", "aten::mul", "aten::gelu_backward"]]
+    assert (chains[0].bytes_now, chains[0].bytes_fused) == (9 * kib16, 6 * kib16)
+    assert chains[0].est_saving_us == round(6.0 * 3 / 9, 3)  # 6 µs of kernels, a third of their bytes saved

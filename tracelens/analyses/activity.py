@@ -11,11 +11,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from tracelens.analyses.window import step_mask
+from tracelens.analyses.window import covered_ns, merge_intervals, step_mask
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, categorize
 from tracelens.model.memo import per_trace
 from tracelens.model.nesting import nearest_ancestor_of_kind
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 
@@ -74,6 +75,85 @@ def gpu_activity(trace: Trace) -> GpuActivity:
         "op_name": _name_codes(ev, op),
     }
     return GpuActivity(**{key: _frozen(value) for key, value in columns.items()})
+
+
+@dataclass(frozen=True)
+class StepWindows:
+    """Each step's GPU window and period, for every step of `trace.steps` (arrays in step order, ns).
+
+    `gpu_end_ns[k]` = max(CPU end of step k, end of the last GPU activity launched in it, gpu_end_ns[k-1]);
+    the window is [max(CPU start of k, gpu_end_ns[k-1]), gpu_end_ns[k]) (the first step's starts at its CPU
+    start), so windows never overlap and a CPU-bound step's window is its CPU span. `busy_ns`: per step, the
+    union of ALL GPU activity inside the window, whoever launched it, summed over `devices`; `window_ns` is
+    the window's length times the number of devices, so idle = window_ns - busy_ns. `period_ns`: the step
+    time (GPU end to GPU end when the GPU is the limiter, i.e. the previous step's GPU work ended after this
+    step's CPU start; else CPU start to the next step's CPU start; the window length for the trace's first
+    step, and for its last when it is not GPU-limited). `backlog_ns`: how far GPU work trails the CPU at the
+    step's CPU end.
+    """
+
+    start_ns: I64
+    end_ns: I64
+    devices: I64
+    window_ns: I64
+    busy_ns: I64
+    period_ns: I64
+    gpu_limited: Bool
+    backlog_ns: I64
+
+
+@per_trace
+def device_busy_intervals(trace: Trace) -> dict[int, np.ndarray]:
+    """Per device: merged (k, 2) ns intervals when some GPU activity (any stream) ran."""
+    gpu = gpu_activity(trace)
+    return {
+        int(device): merge_intervals(gpu.ts_ns[gpu.device == device], (gpu.ts_ns + gpu.dur_ns)[gpu.device == device])
+        for device in distinct_ints(gpu.device).tolist()
+    }
+
+
+@per_trace
+def step_windows(trace: Trace) -> StepWindows:
+    """`StepWindows` of every step of `trace` (computed once per trace)."""
+    steps, gpu = trace.steps, gpu_activity(trace)
+    n = len(steps)
+    end = gpu.ts_ns + gpu.dur_ns
+    launched_end = steps.end_ns.astype(np.int64).copy()
+    in_step = gpu.step >= 0
+    np.maximum.at(launched_end, gpu.step[in_step], end[in_step])
+    if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:  # one whole-trace window covers all GPU work
+        launched_end[0] = max(int(launched_end[0]), int(end.max()))
+    gpu_end = np.maximum.accumulate(launched_end) if n else launched_end
+    previous_end = np.concatenate(([np.iinfo(np.int64).min], gpu_end[:-1])) if n else gpu_end
+    start = np.minimum(np.maximum(steps.start_ns, previous_end), gpu_end)
+    if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:
+        start[0] = min(int(start[0]), int(gpu.ts_ns.min()))
+    busy = device_busy_intervals(trace)
+    busy_ns = np.zeros(n, dtype=np.float64)
+    for intervals in busy.values():
+        busy_ns += covered_ns(intervals, start, gpu_end)
+    gpu_limited = previous_end > steps.start_ns
+    gpu_limited[:1] = False
+    next_start = np.concatenate((steps.start_ns[1:], [-1])) if n else steps.start_ns
+    period = np.where(
+        gpu_limited,
+        gpu_end - previous_end,
+        np.where(next_start >= 0, next_start - steps.start_ns, gpu_end - steps.start_ns),
+    )
+    if n:
+        period[0] = gpu_end[0] - start[0]  # no previous step: its window
+        if not gpu_limited[-1]:
+            period[-1] = gpu_end[-1] - start[-1]
+    return StepWindows(
+        start_ns=start,
+        end_ns=gpu_end,
+        devices=np.asarray(sorted(busy), dtype=np.int64),
+        window_ns=(gpu_end - start) * max(len(busy), 1),
+        busy_ns=np.rint(busy_ns).astype(np.int64),
+        period_ns=period.astype(np.int64),
+        gpu_limited=gpu_limited,
+        backlog_ns=np.maximum(gpu_end - steps.end_ns, 0),
+    )
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

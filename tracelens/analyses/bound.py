@@ -1,15 +1,26 @@
 """Exposed vs hidden: why the GPU idles inside each step, and whether the window is CPU- or GPU-bound.
 
-Contract: `bound_of(trace, window, dispatch_us_per_step) -> Bound`; pure.
+Contract: `analyze_bound(ctx) -> Bound` (`bound_of(trace, window, dispatch_us_per_step)` for any window); pure.
+Definitions: docs/definitions.md.
 
-Per device, GPU activity (kernels, copies, memsets on all streams) is merged into busy intervals. Each idle gap
-ends at the activity that starts the next busy interval and belongs to that activity's step. Its cause:
-- `sync`: until the CPU returned from a synchronisation or blocking host copy that overlapped the gap;
+Each step has a GPU window (`activity.StepWindows`: from its CPU start, or the end of the previous step's GPU
+work if later, to the end of its own GPU work or its CPU end if later). Per device, the window is split exactly
+into busy time (the union of ALL GPU activity inside it, whoever launched it) and idle buckets, so
+busy + launch + sync + queued + other (+ compile) = the window, always. Each idle gap between busy intervals
+is classified by the activity that ends it:
+- `queued`: that activity's launch call had returned before the gap began: the work was already queued and
+  the GPU still did not run it (cross-stream waits, events, device-side scheduling) — even when a sync overlaps;
+- `sync`: otherwise, until the CPU returned from a synchronisation or blocking host copy overlapping the gap;
 - `launch`: the rest, when the activity's launch call returned after that point and the activity started within
-  `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it (exposed dispatch);
-- `other`: the rest otherwise: work was queued but waited (cross-stream events), or no launch is recorded.
-Verdict: "cpu" when launch waits exceed GPU busy time; "gpu" when the GPU is busy at least `GPU_BOUND_MIN_BUSY`
-of its span (busy + idle); else "mixed".
+  `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it;
+- `other`: the rest otherwise (no launch recorded, or no later activity on the device);
+- `compile`: idle time inside compilation spans, when the caller passes them as `excluded`.
+Verdict per step and for the window: "cpu" when launch waits are at least the busy time; "gpu" when busy is at
+least `GPU_BOUND_MIN_BUSY` of the window and launch waits at most `GPU_BOUND_MAX_LAUNCH_WAIT` of it; else
+"mixed" (neither side dominates); "unknown" without GPU activity.
+Exposed dispatch: the CPU dispatch SELF time (the same events and self time as `dispatch_us`: op, launch,
+query, compile-wrapper and other API layers, minus their children such as Python frames) that ran while the
+GPU was in a launch wait, per step; never capped: it cannot exceed either by construction.
 """
 
 from __future__ import annotations
@@ -19,9 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracelens.analyses.activity import device_busy_intervals, step_windows
 from tracelens.analyses.dispatch import LAYERS, classify_layers
-from tracelens.analyses.window import Window, merge_intervals
+from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -31,39 +44,54 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 LAUNCH_SLACK_NS = 10_000
-GPU_BOUND_MIN_BUSY = 0.75
-CAUSES = ("launch", "sync", "other")
+GPU_BOUND_MIN_BUSY = 0.85  # of the GPU window
+GPU_BOUND_MAX_LAUNCH_WAIT = 0.10  # of the GPU window
+CAUSES = ("launch", "sync", "queued", "other")
+BUCKETS = (*CAUSES, "compile", "busy")  # the window's parts, in `_step_grid` columns
 
 
 @dataclass(frozen=True)
 class StepBound:
+    """One step's GPU window split into busy and idle buckets (µs, summed over devices):
+    busy + launch + sync + queued + other + compile = window."""
+
     number: int
     gpu_busy_us: float
     launch_wait_us: float
     sync_wait_us: float
     other_idle_us: float
     bound: str
+    queued_idle_us: float = 0.0
+    compile_idle_us: float = 0.0
+    gpu_window_us: float = 0.0
+    exposed_dispatch_us: float = 0.0
 
     @property
     def idle_us(self) -> float:
-        return self.launch_wait_us + self.sync_wait_us + self.other_idle_us
+        return self.launch_wait_us + self.sync_wait_us + self.queued_idle_us + self.other_idle_us + self.compile_idle_us
 
 
 @dataclass(frozen=True)
 class Bound:
-    """Per-step means over the analyzed window (busy and idle summed over devices)."""
+    """Per-step means over the analyzed window (busy and idle summed over devices). Figures that cannot be
+    computed (no GPU activity, no analyzed step) are None."""
 
     bound: str  # "cpu" | "gpu" | "mixed" | "unknown" (no GPU activity)
-    gpu_busy_us_per_step: float
-    launch_wait_us_per_step: float
-    sync_wait_us_per_step: float
-    other_idle_us_per_step: float
-    dispatch_us_per_step: float
-    exposed_dispatch_us_per_step: float  # dispatch work done while the GPU waited for a launch
+    gpu_busy_us_per_step: float | None
+    launch_wait_us_per_step: float | None
+    sync_wait_us_per_step: float | None
+    other_idle_us_per_step: float | None
+    dispatch_us_per_step: float | None
+    exposed_dispatch_us_per_step: float | None  # dispatch self time while the GPU waited for a launch
     exposed_dispatch_pct: float | None  # of the dispatch time
-    exposed_dispatch_pct_of_gpu: float | None  # of the GPU's time in the steps (busy + idle)
-    gaps_per_step: float
+    exposed_dispatch_pct_of_gpu: float | None  # of the GPU window
+    gaps_per_step: float | None
     steps: list[StepBound]
+    queued_idle_us_per_step: float | None = None
+    compile_idle_us_per_step: float | None = None
+    gpu_window_us_per_step: float | None = None
+    thresholds: str = ""  # the verdict's thresholds, as stated in the output
+    reason: str | None = None  # why the figures are None ("unknown" verdict), else None
 
 
 @dataclass(frozen=True)
@@ -171,7 +199,15 @@ def _cause_amounts(gaps: Gaps, boundary: np.ndarray, waited: np.ndarray) -> np.n
     rest = np.maximum(end - rest_start, 0) * (length > 0)
     amounts[:, CAUSES.index("launch")] = np.where(waited, rest, 0)
     amounts[:, CAUSES.index("other")] = np.where(waited, 0, rest)
+    queued = _already_queued(gaps)
+    amounts[queued] = 0
+    amounts[queued, CAUSES.index("queued")] = length[queued]
     return amounts
+
+
+def _already_queued(gaps: Gaps) -> np.ndarray:
+    """Gaps whose ending activity's launch call had returned by the time the gap began."""
+    return (gaps.launch_end_ns >= 0) & (gaps.launch_end_ns <= gaps.gap_start_ns) & (gaps.gap_end_ns > gaps.gap_start_ns)
 
 
 def launch_wait_spans(trace: Trace, gaps: Gaps | pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -179,19 +215,53 @@ def launch_wait_spans(trace: Trace, gaps: Gaps | pd.DataFrame) -> tuple[np.ndarr
     gaps = Gaps.of(gaps)
     start, end = gaps.gap_start_ns, gaps.gap_end_ns
     boundary = np.clip(_sync_release(trace, start, end), start, np.maximum(end, start))
+    queued = _already_queued(gaps)
+    boundary = np.where(queued, start, boundary)
     rest_start = np.maximum(start, boundary)
     launch_end = gaps.launch_end_ns
-    waited = (gaps.launch_ts_ns >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS)
+    waited = (gaps.launch_ts_ns >= 0) & (launch_end > rest_start) & (end <= launch_end + LAUNCH_SLACK_NS) & ~queued
     return boundary, waited
 
 
 def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
-    """Merged (k, 2) ns intervals when some thread ran dispatch work (ops, launches, queries, compile wrappers)."""
-    ev = trace.events
+    """Merged (k, 2) ns intervals of dispatch SELF time (union over threads): the parts of dispatch-layer
+    events (all layers but python and sync, as in `dispatch_us`) not covered by one of their children."""
     layer = classify_layers(trace)
     dispatch = (layer >= 0) & (layer != LAYERS.index("python")) & (layer != LAYERS.index("sync"))
     rows = np.flatnonzero(window.in_window & dispatch)
-    return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
+    return merge_intervals(*self_time_pieces(trace, rows))
+
+
+def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start_ns, end_ns) of the pieces of each event at `rows` that none of its direct children covers."""
+    ev, parent = trace.events, trace.links.parent
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    chosen = np.zeros(len(ev), dtype=bool)
+    chosen[rows] = True
+    child = np.flatnonzero((parent >= 0) & chosen[np.maximum(parent, 0)])
+    child = child[np.lexsort((ev.ts_ns[child], parent[child]))]
+    owner = parent[child].astype(np.int64)
+    child_start = ev.ts_ns[child]
+    child_end = child_start + ev.dur_ns[child]
+    first = np.ones(child.size, dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    last = np.ones(child.size, dtype=bool)
+    last[:-1] = owner[:-1] != owner[1:]
+    span = int(child_end.max(initial=0)) - int(min(0, int(child_end.min(initial=0)))) + 1
+    group = np.cumsum(first)
+    running_end = np.maximum.accumulate(child_end + group * 2 * span) - group * 2 * span
+    before_end = np.empty(child.size, dtype=np.int64)
+    before_end[1:] = running_end[:-1]
+    before_end[first] = ev.ts_ns[owner[first]]
+    owner_end = ev.ts_ns[owner] + ev.dur_ns[owner]
+    has_child = np.zeros(len(ev), dtype=bool)
+    has_child[owner] = True
+    alone = rows[~has_child[rows]]
+    starts = np.concatenate((before_end, running_end[last], ev.ts_ns[alone]))
+    ends = np.concatenate((np.minimum(child_start, owner_end), owner_end[last], ev.ts_ns[alone] + ev.dur_ns[alone]))
+    keep = ends > starts
+    return starts[keep].astype(np.int64), ends[keep].astype(np.int64)
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -231,84 +301,191 @@ def analyze_bound(ctx: AnalysisContext) -> Bound:
     return bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
 
 
-def bound_of(trace: Trace, window: Window, dispatch_us_per_step: float, excluded: np.ndarray | None = None) -> Bound:
-    """`excluded`: merged (k, 2) ns intervals (e.g. compilation) whose time is taken out of every gap."""
-    gaps = gap_arrays(trace, by="device")
-    gaps = gaps.take(window.in_window[gaps.row])
-    n = max(window.n_steps, 1)
-    if len(gaps) == 0:
-        return Bound("unknown", 0.0, 0.0, 0.0, 0.0, _r(dispatch_us_per_step), 0.0, None, None, 0.0, [])
-    boundary, waited = launch_wait_spans(trace, gaps)
-    amounts_us = _cause_amounts(gaps, boundary, waited) / NS_PER_US
-    if excluded is not None and excluded.shape[0]:
-        start, end = gaps.gap_start_ns, gaps.gap_end_ns
-        length = np.maximum(end - start, 0).astype(np.float64)
-        kept = length - _covered(excluded, start, end)
-        amounts_us *= np.divide(kept, length, out=np.zeros_like(length), where=length > 0)[:, None]
-    length_us = amounts_us.sum(axis=1)
-    busy_us = gaps.busy_ns / NS_PER_US
-    lookup = np.full(len(trace.steps), -1, dtype=np.int64)
-    lookup[window.step_indices] = np.arange(window.n_steps)
-    slot = lookup[gaps.step]  # activity in the window belongs to an analyzed step
-    grid = np.zeros((window.n_steps, len(CAUSES) + 1))
-    for cause in range(len(CAUSES)):
-        grid[:, cause] = np.bincount(slot, weights=amounts_us[:, cause], minlength=window.n_steps)
-    grid[:, len(CAUSES)] = np.bincount(slot, weights=busy_us, minlength=window.n_steps)
+def bound_of(
+    trace: Trace, window: Window, dispatch_us_per_step: float | None, excluded: np.ndarray | None = None
+) -> Bound:
+    """`excluded`: merged (k, 2) ns intervals (compilation) whose idle time is booked as `compile`."""
+    windows = step_windows(trace)
+    chosen = window.step_indices
+    n = window.n_steps
+    dispatch = _r(dispatch_us_per_step) if dispatch_us_per_step is not None and n else None
+    if windows.devices.size == 0 or n == 0:
+        reason = "no GPU activity in the trace" if windows.devices.size == 0 else "no analyzed step"
+        none = None
+        return Bound(
+            "unknown",
+            none,
+            none,
+            none,
+            none,
+            dispatch,
+            none,
+            none,
+            none,
+            none,
+            [],
+            thresholds=THRESHOLDS,
+            reason=reason,
+        )
+    start, end = windows.start_ns[chosen], windows.end_ns[chosen]
+    grid, launch_pieces, gaps_count = _step_grid(trace, start, end, excluded)
+    exposed = _exposed_per_step(trace, window, launch_pieces, start, end) / NS_PER_US
+    grid_us = grid / NS_PER_US
+    col = {name: i for i, name in enumerate(BUCKETS)}
     steps = [
-        StepBound(int(num), _r(g[3]), _r(g[0]), _r(g[1]), _r(g[2]), verdict(g[3], g[0], g[1] + g[2]))
-        for num, g in zip(window.step_numbers, grid, strict=True)
+        StepBound(
+            number=int(number),
+            gpu_busy_us=_r(g[col["busy"]]),
+            launch_wait_us=_r(g[col["launch"]]),
+            sync_wait_us=_r(g[col["sync"]]),
+            other_idle_us=_r(g[col["other"]]),
+            bound=verdict(g[col["busy"]], g[col["launch"]], g.sum() - g[col["busy"]] - g[col["launch"]]),
+            queued_idle_us=_r(g[col["queued"]]),
+            compile_idle_us=_r(g[col["compile"]]),
+            gpu_window_us=_r(g.sum()),
+            exposed_dispatch_us=_r(x),
+        )
+        for number, g, x in zip(window.step_numbers, grid_us, exposed, strict=True)
     ]
-    total = grid.sum(axis=0) / n
-    exposed_us = _exposed_dispatch_us(trace, window, gaps, boundary, waited)
-    exposed = min(exposed_us / n, dispatch_us_per_step, float(total[0]))
+    total = grid_us.sum(axis=0) / n
+    window_us = float(total.sum())
+    exposed_us = float(exposed.sum()) / n
+    busy, launch = float(total[col["busy"]]), float(total[col["launch"]])
     return Bound(
-        bound=verdict(total[3], total[0], total[1] + total[2]),
-        gpu_busy_us_per_step=_r(total[3]),
-        launch_wait_us_per_step=_r(total[0]),
-        sync_wait_us_per_step=_r(total[1]),
-        other_idle_us_per_step=_r(total[2]),
-        dispatch_us_per_step=_r(dispatch_us_per_step),
-        exposed_dispatch_us_per_step=_r(exposed),
-        exposed_dispatch_pct=_r(100 * exposed / dispatch_us_per_step) if dispatch_us_per_step > 0 else None,
-        exposed_dispatch_pct_of_gpu=_r(100 * exposed / total.sum()) if total.sum() > 0 else None,
-        gaps_per_step=_r(np.count_nonzero(length_us > 0) / n),
+        bound=verdict(busy, launch, window_us - busy - launch),
+        gpu_busy_us_per_step=_r(busy),
+        launch_wait_us_per_step=_r(launch),
+        sync_wait_us_per_step=_r(total[col["sync"]]),
+        other_idle_us_per_step=_r(total[col["other"]]),
+        dispatch_us_per_step=dispatch,
+        exposed_dispatch_us_per_step=_r(exposed_us),
+        exposed_dispatch_pct=_r(100 * exposed_us / dispatch) if dispatch else None,
+        exposed_dispatch_pct_of_gpu=_r(100 * exposed_us / window_us) if window_us > 0 else None,
+        gaps_per_step=_r(gaps_count / n),
         steps=steps,
+        queued_idle_us_per_step=_r(total[col["queued"]]),
+        compile_idle_us_per_step=_r(total[col["compile"]]),
+        gpu_window_us_per_step=_r(window_us),
+        thresholds=THRESHOLDS,
     )
 
 
-def _exposed_dispatch_us(trace: Trace, window: Window, gaps: Gaps, boundary: np.ndarray, waited: np.ndarray) -> float:
-    """Dispatch time (union over threads) that fell inside the launch-wait part of a gap: the GPU sat idle
-    while the CPU was issuing its next work. `boundary`, `waited`: `launch_wait_spans` of `gaps`."""
-    if not waited.any():
-        return 0.0
+THRESHOLDS = (
+    f"cpu: launch waits >= GPU busy; gpu: busy >= {GPU_BOUND_MIN_BUSY:.0%} of the GPU window and launch waits "
+    f"<= {GPU_BOUND_MAX_LAUNCH_WAIT:.0%}; mixed: otherwise"
+)
+
+
+def _step_grid(
+    trace: Trace, start: np.ndarray, end: np.ndarray, excluded: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """ns per (step window, bucket of `BUCKETS`) summed over devices; the launch-wait pieces inside the
+    windows (k, 2), merged over devices; the number of idle gaps with time inside the windows.
+
+    Every device's timeline from the first window start to the last window end is cut into busy intervals
+    and classified idle segments; the pieces between consecutive boundaries are then binned by window."""
+    low, high = int(start.min()), int(end.max())
+    gaps = gap_arrays(trace, by="device")
+    first = np.ones(len(gaps), dtype=bool)
+    first[1:] = gaps.group[1:] != gaps.group[:-1]
+    gaps = Gaps(**{f.name: np.array(getattr(gaps, f.name)) for f in fields(gaps)})
+    gaps.gap_start_ns[first] = np.minimum(gaps.gap_start_ns[first], low)  # the idle time before the first activity
+    boundary, waited = launch_wait_spans(trace, gaps)
+    queued = _already_queued(gaps)
+    rest_cause = np.where(
+        queued, CAUSES.index("queued"), np.where(waited, CAUSES.index("launch"), CAUSES.index("other"))
+    )
+    grid = np.zeros((start.size, len(BUCKETS)), dtype=np.float64)
+    launch_pieces = []
+    gap_total = 0
+    busy_bucket, compile_bucket = BUCKETS.index("busy"), BUCKETS.index("compile")
+    for device, busy in device_busy_intervals(trace).items():
+        on = trace.events.device[gaps.row] == device
+        g_start, g_end = gaps.gap_start_ns[on], gaps.gap_end_ns[on]
+        seg_start = np.concatenate((g_start, np.maximum(g_start, boundary[on]), busy[:, 0], [int(busy[-1, 1])]))
+        seg_end = np.concatenate((np.minimum(boundary[on], g_end), g_end, busy[:, 1], [max(high, int(busy[-1, 1]))]))
+        seg_kind = np.concatenate(
+            (
+                np.full(g_start.size, CAUSES.index("sync")),
+                rest_cause[on],
+                np.full(busy.shape[0], busy_bucket),
+                [CAUSES.index("other")],
+            )
+        )
+        keep = seg_end > seg_start
+        seg_start, seg_end, seg_kind = seg_start[keep], seg_end[keep], seg_kind[keep]
+        order = np.argsort(seg_start, kind="stable")
+        seg_start, seg_end, seg_kind = seg_start[order], seg_end[order], seg_kind[order]
+        cuts = [seg_start, seg_end, start, end]
+        if excluded is not None and excluded.shape[0]:
+            cuts += [excluded[:, 0], excluded[:, 1]]
+        points = distinct_ints(np.clip(np.concatenate(cuts), low, high))
+        piece_start, piece_end = points[:-1], points[1:]
+        kind = _lookup(seg_start, seg_end, piece_start, seg_kind)
+        slot = _lookup(start, end, piece_start, np.arange(start.size))
+        inside = (kind >= 0) & (slot >= 0)
+        if excluded is not None and excluded.shape[0]:
+            in_compile = (
+                _lookup(excluded[:, 0], excluded[:, 1], piece_start, np.zeros(excluded.shape[0], np.int64)) >= 0
+            )
+            kind = np.where(in_compile & (kind != busy_bucket) & (kind >= 0), compile_bucket, kind)
+        length = (piece_end - piece_start).astype(np.float64)
+        np.add.at(grid, (slot[inside], kind[inside]), length[inside])
+        is_launch = inside & (kind == CAUSES.index("launch"))
+        launch_pieces.append(np.stack([piece_start[is_launch], piece_end[is_launch]], axis=1))
+        idle_gap = (g_end > g_start) & (g_end > low) & (g_start < high)
+        gap_slot = _lookup(start, end, np.maximum(g_start, low), np.arange(start.size))
+        gap_total += int(np.count_nonzero(idle_gap & (gap_slot >= 0)))
+    pieces = np.concatenate(launch_pieces) if launch_pieces else np.zeros((0, 2), dtype=np.int64)
+    return grid, merge_intervals(pieces[:, 0], pieces[:, 1]), gap_total
+
+
+def _lookup(starts: np.ndarray, ends: np.ndarray, points: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For sorted, disjoint [starts, ends): `values` of the interval holding each point, -1 where none."""
+    if starts.size == 0:
+        return np.full(points.size, -1, dtype=np.int64)
+    i = np.searchsorted(starts, points, side="right") - 1
+    safe = np.maximum(i, 0)
+    hit = (i >= 0) & (points < ends[safe])
+    return np.where(hit, np.asarray(values)[safe], -1).astype(np.int64)
+
+
+def _exposed_per_step(
+    trace: Trace, window: Window, launch_pieces: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> np.ndarray:
+    """ns per step window of dispatch self time that ran while the GPU was in a launch wait."""
     timeline = _dispatch_timeline(trace, window)
-    if timeline.shape[0] == 0:
-        return 0.0
-    start = np.maximum(gaps.gap_start_ns, boundary)[waited]
-    end = gaps.gap_end_ns[waited]
-    return float(_covered(timeline, start, np.maximum(end, start)).sum()) / NS_PER_US
+    if timeline.shape[0] == 0 or launch_pieces.shape[0] == 0:
+        return np.zeros(start.size)
+    both = _intersect(timeline, launch_pieces)
+    return covered_ns(both, start, end)
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Intersection of two sorted, disjoint interval sets (k, 2), sorted and disjoint."""
+    points = distinct_ints(np.concatenate((a.ravel(), b.ravel())))
+    piece_start, piece_end = points[:-1], points[1:]
+    both = (_lookup(a[:, 0], a[:, 1], piece_start, np.zeros(a.shape[0], np.int64)) >= 0) & (
+        _lookup(b[:, 0], b[:, 1], piece_start, np.zeros(b.shape[0], np.int64)) >= 0
+    )
+    return merge_intervals(piece_start[both], piece_end[both])
 
 
 def _covered(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Length of [start, end) covered by sorted, disjoint `intervals` (k, 2), for each row."""
-    lengths = intervals[:, 1] - intervals[:, 0]
-    cumulative = np.concatenate(([0], np.cumsum(lengths)))
-
-    def covered_before(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(intervals[:, 0], t, side="right")  # intervals starting at or before t
-        inside = np.clip(t - intervals[np.maximum(i - 1, 0), 0], 0, lengths[np.maximum(i - 1, 0)])
-        return cumulative[np.maximum(i - 1, 0)] + np.where(i > 0, inside, 0)
-
-    return np.maximum(covered_before(end) - covered_before(start), 0).astype(np.float64)
+    return covered_ns(intervals, start, end)
 
 
 def verdict(busy_us: float, launch_wait_us: float, other_idle_us: float) -> str:
+    """The verdict: "cpu" when launch waits >= busy; "gpu" when busy >= GPU_BOUND_MIN_BUSY of the window
+    (busy + all idle) and launch waits <= GPU_BOUND_MAX_LAUNCH_WAIT of it; "mixed" otherwise; "unknown" for an
+    empty window."""
     span = busy_us + launch_wait_us + other_idle_us
     if span <= 0:
         return "unknown"
-    if launch_wait_us > busy_us:
+    if launch_wait_us >= busy_us:
         return "cpu"
-    if busy_us >= GPU_BOUND_MIN_BUSY * span:
+    if busy_us >= GPU_BOUND_MIN_BUSY * span and launch_wait_us <= GPU_BOUND_MAX_LAUNCH_WAIT * span:
         return "gpu"
     return "mixed"
 

@@ -77,10 +77,10 @@ def comm_overlap_of(trace: Trace, window: Window) -> CommOverlap:
     steps = [
         StepOverlap(
             number=number,
-            comm_us=comm / NS_PER_US,
-            overlapped_us=hidden / NS_PER_US,
-            exposed_us=(comm - hidden) / NS_PER_US,
-            overlap_pct=100.0 * hidden / comm if comm > 0 else None,
+            comm_us=float(_r(comm / NS_PER_US) or 0.0),
+            overlapped_us=float(_r(hidden / NS_PER_US) or 0.0),
+            exposed_us=float(_r((comm - hidden) / NS_PER_US) or 0.0),
+            overlap_pct=_r(100.0 * hidden / comm) if comm > 0 else None,
         )
         for number, comm, hidden in zip(window.step_numbers, per_step[0].tolist(), per_step[1].tolist(), strict=True)
     ]
@@ -88,16 +88,18 @@ def comm_overlap_of(trace: Trace, window: Window) -> CommOverlap:
     total_comm, total_hidden = float(per_step[0].sum()), float(per_step[1].sum())
     if not is_comm.any():
         note = "no communication kernels in the trace"
+    elif window.n_steps == 0:
+        note = "no analyzed step"
     elif n_comm == 0:
         note = "communication kernels exist but none was launched in the analyzed steps"
     else:
         note = f"{n_comm} communication kernels in {window.n_steps} steps"
     return CommOverlap(
         comm_kernels=n_comm,
-        comm_us_per_step=_median_us([s.comm_us for s in steps]) if n_comm else None,
-        overlapped_us_per_step=_median_us([s.overlapped_us for s in steps]) if n_comm else None,
-        exposed_us_per_step=_median_us([s.exposed_us for s in steps]) if n_comm else None,
-        overlap_pct=100.0 * total_hidden / total_comm if total_comm > 0 else None,
+        comm_us_per_step=_r(_median_us([s.comm_us for s in steps])) if n_comm else None,
+        overlapped_us_per_step=_r(_median_us([s.overlapped_us for s in steps])) if n_comm else None,
+        exposed_us_per_step=_r(_median_us([s.exposed_us for s in steps])) if n_comm else None,
+        overlap_pct=_r(100.0 * total_hidden / total_comm) if total_comm > 0 else None,
         steps=steps,
         note=note,
     )
@@ -124,3 +126,8 @@ def _overlap_by_group(
 
 def _median_us(values: list[float]) -> float:
     return float(median(np.asarray(values, dtype=np.float64)))
+
+
+def _r(value: float | None) -> float | None:
+    """Figures are reported to 3 decimals (ns for µs)."""
+    return None if value is None else round(float(value), 3)

@@ -19,8 +19,9 @@ from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.op_names import METADATA_OPS, op_tokens
 from tracelens.model.trace import Trace
+from tracelens.naming import NAMELESS, trace_stem
 
-MEMORY_BOUND = ("elementwise", "reduction", "copy")
+MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
 
 @dataclass(frozen=True)
@@ -60,16 +61,11 @@ class Comparison:
 
 
 def variant_name(trace: Trace) -> str:
-    """`tracelens_run.variant` when the workload wrote it, else the file name without trace suffixes."""
+    """`tracelens_run.variant` when the workload wrote it, else the file stem (`tracelens.naming.trace_stem`)."""
     run_variant = trace.meta.run.get("variant")
     if isinstance(run_variant, str) and run_variant:
         return run_variant
-    if trace.path is None:
-        return "trace"
-    name = trace.path.name
-    for suffix in (".gz", ".json", ".pt.trace"):
-        name = name.removesuffix(suffix)
-    return name
+    return trace_stem(trace.path) if trace.path is not None else NAMELESS
 
 
 def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparison:

@@ -1,15 +1,22 @@
 """torch.compile awareness: compiled regions and their overhead, graph breaks, recompiles, compilation inside
 the window, and CUDA-graph replays.
 
-Contract: `compiled_of(trace, window) -> Compiled`; `steady_window(trace, window, compiled) -> Window`
-drops steps that overlap compilation (or, with no usable steps, the events that overlap it) so steady-state
-figures exclude it; `Compiled.note` says what was excluded. Pure, vectorised.
+Contract: `analyze_compiled(ctx) -> Compiled` (`compiled_of(trace, window)` for any window);
+`steady_window(trace, window, compiled) -> Window` keeps the steps after the last compilation (failing that,
+the steps that overlap no compilation; failing that,
+the events that overlap none) so steady-state figures exclude it; `Compiled.note` says which. Pure.
+
+Compiles: compile-phase spans (`COMPILE_SPAN`) merged per thread; each cluster belongs to a compile id
+`frame/recompile` — the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
+region that thread enters after it (Dynamo compiles a frame, then runs it), else the latest region entered
+before it on any thread (a lazily compiled backward, on the autograd thread). `compiles` has one entry per id,
+with its compile time and the step where it started.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,8 +30,9 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
+from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -61,6 +69,16 @@ class GraphReplay:
 
 
 @dataclass(frozen=True)
+class CompileEvent:
+    """Compilation of one compile id inside the trace: `id` "frame/recompile" (None when no compiled region
+    follows it), `ms` of compile-phase spans (merged per thread), `step` the ProfilerStep it started in."""
+
+    id: str | None
+    ms: float
+    step: int | None
+
+
+@dataclass(frozen=True)
 class Compiled:
     regions: list[Region]
     frames: list[int]
@@ -76,6 +94,8 @@ class Compiled:
     excluded_events: int
     graph_replays: list[GraphReplay]
     note: str
+    compiles: list[CompileEvent] = field(default_factory=list)
+    steady_steps: list[int] = field(default_factory=list)  # the steps the steady-state figures come from
 
 
 @per_trace
@@ -113,11 +133,12 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
     lookup = steady.in_window & _named(trace, "TorchDynamo Cache Lookup")
     frames = sorted({r.frame for r in regions})
     compile_us = float((spans[:, 1] - spans[:, 0]).sum()) / NS_PER_US if spans.size else 0.0
+    compiles = compile_events(trace)
     result = Compiled(
         regions=regions,
         frames=frames,
         graph_breaks=max(len(frames) - 1, 0),
-        recompiles=[r.name for r in regions if r.recompile > 0],
+        recompiles=_recompiles(trace, window, compiles),
         cache_lookup_us_per_step=_r(self_ns[lookup].sum() / NS_PER_US / n),
         overhead_us_per_step=_r(self_ns[compiled_layer].sum() / NS_PER_US / n),
         compile_in_window=bool(spans.shape[0]),
@@ -128,6 +149,8 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
         excluded_events=int(excluded_mask.sum()),
         graph_replays=_graph_replays(trace, steady, n),
         note="",
+        compiles=compiles,
+        steady_steps=list(steady.step_numbers) if trace.steps.source == "ProfilerStep" else [],
     )
     return _with_note(result, trace)
 
@@ -142,6 +165,8 @@ def steady_window(trace: Trace, window: Window, compiled: Compiled | None = None
 
 
 def _exclusions(trace: Trace, window: Window, spans: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """Steps to leave out of steady-state figures (those up to the step of the last compilation; if no step
+    follows it, those overlapping compilation), or, with no step left, the events overlapping compilation."""
     ev, steps = trace.events, trace.steps
     none = np.zeros(len(ev), dtype=bool)
     if spans.shape[0] == 0:
@@ -149,13 +174,103 @@ def _exclusions(trace: Trace, window: Window, spans: np.ndarray) -> tuple[list[i
     chosen = window.step_indices
     if steps.source == "ProfilerStep" and chosen.size:
         hit = overlaps_intervals(steps.start_ns[chosen], steps.end_ns[chosen], spans)
-        if hit.any() and not hit.all():
-            return [int(steps.number[i]) for i in chosen[hit]], none
+        if hit.any():
+            last_compile_end = int(spans[:, 1].max())
+            after = steps.start_ns[chosen] >= last_compile_end
+            if after.any():
+                return [int(steps.number[i]) for i in chosen[~after]], none
+            if not hit.all():
+                return [int(steps.number[i]) for i in chosen[hit]], none
+        else:
+            return [], none
     cpu = kind_mask(ev.kind, CPU_KINDS)
     mask = cpu & overlaps_intervals(ev.ts_ns, ev.end_ns, spans)
     gpu = np.flatnonzero(trace.links.launch >= 0)
     mask[gpu] = mask[trace.links.launch[gpu]]
     return [], mask
+
+
+@per_trace
+def compile_events(trace: Trace) -> list[CompileEvent]:
+    """One `CompileEvent` per compile id, in order of its first compile-phase span."""
+    ev = trace.events
+    rows = np.flatnonzero(name_mask(trace, COMPILE_SPAN.search, CPU_KINDS))
+    if rows.size == 0:
+        return []
+    regions = np.flatnonzero(_region_calls(trace))
+    region_start = ev.ts_ns[regions]
+    region_end = region_start + ev.dur_ns[regions]
+    clusters: list[tuple[int, int, int]] = []  # (start, end, track)
+    for track in distinct_ints(ev.track[rows]).tolist():
+        on = rows[ev.track[rows] == track]
+        for start, end in merge_intervals(ev.ts_ns[on], ev.ts_ns[on] + ev.dur_ns[on]).tolist():
+            clusters.append((start, end, track))
+    clusters.sort()
+    by_id: dict[str | None, list[float]] = {}
+    first_start: dict[str | None, int] = {}
+    anonymous = 0
+    for start, end, track in clusters:
+        region = _owning_region(ev, regions, region_start, region_end, start, end, track)
+        key: str | None
+        if region >= 0:
+            match = REGION.match(ev.names[ev.name[region]])
+            key = f"{match.group(1)}/{match.group(2)}" if match else None
+        else:
+            key = None
+        slot: str | None = key if key is not None else f"?{anonymous}"
+        anonymous += key is None
+        by_id.setdefault(slot, []).append((end - start) / 1e6)
+        first_start.setdefault(slot, start)
+    steps = trace.steps
+    result = []
+    for slot, durations in by_id.items():
+        at = first_start[slot]
+        index = int(np.searchsorted(steps.start_ns, at, side="right")) - 1
+        in_step = steps.source == "ProfilerStep" and index >= 0 and at < int(steps.end_ns[index])
+        result.append(
+            CompileEvent(
+                id=None if slot is None or slot.startswith("?") else slot,
+                ms=round(sum(durations), 3),
+                step=int(steps.number[index]) if in_step else None,
+            )
+        )
+    return result
+
+
+def _owning_region(
+    ev: EventTable,
+    regions: np.ndarray,
+    region_start: np.ndarray,
+    region_end: np.ndarray,
+    start: int,
+    end: int,
+    track: int,
+) -> int:
+    """The compiled-region call a compile cluster belongs to (see the module docstring), -1 if none."""
+    same = ev.track[regions] == track
+    inside = same & (region_start <= start) & (region_end >= end)
+    if inside.any():
+        return int(regions[np.flatnonzero(inside)[-1]])
+    later = same & (region_start >= end)
+    if later.any():
+        return int(regions[np.flatnonzero(later)[np.argmin(region_start[later])]])
+    earlier = region_start <= start
+    if earlier.any():
+        return int(regions[np.flatnonzero(earlier)[np.argmax(region_start[earlier])]])
+    return -1
+
+
+def _recompiles(trace: Trace, window: Window, compiles: list[CompileEvent]) -> list[str]:
+    """Region names of the distinct compile ids with a recompile index > 0 that ran or compiled in the window."""
+    ev = trace.events
+    ids = {c.id for c in compiles if c.id is not None and (c.step is None or c.step in window.step_numbers)}
+    calls = np.flatnonzero(window.in_window & _region_calls(trace))
+    for code in distinct_ints(ev.name[calls]).tolist():
+        match = REGION.match(ev.names[code])
+        if match:
+            ids.add(f"{match.group(1)}/{match.group(2)}")
+    recompiled = [i for i in ids if int(i.split("/")[1]) > 0]
+    return [f"Torch-Compiled Region: {i}" for i in sorted(recompiled, key=lambda i: tuple(map(int, i.split("/"))))]
 
 
 def _apply(window: Window, excluded_steps: list[int], excluded_mask: np.ndarray, trace: Trace) -> Window:
@@ -264,12 +379,20 @@ def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
 def _with_note(result: Compiled, trace: Trace) -> Compiled:
     parts = []
     if result.compile_in_window:
+        listed = ", ".join(
+            f"{c.id or '?'}" + (f" in step {c.step}" if c.step is not None else "") + f" {c.ms:,.1f} ms"
+            for c in result.compiles
+        )
         parts.append(
-            f"compilation inside the window ({result.compile_spans} compile span(s), "
-            f"{result.compile_us / 1000:,.1f} ms, {result.func_get_attributes_calls} cudaFuncGetAttributes calls)"
+            f"{len(result.compiles)} compile(s) in the trace ({listed}; {result.compile_us / 1000:,.1f} ms, "
+            f"{result.func_get_attributes_calls} cudaFuncGetAttributes calls)"
         )
         if result.excluded_steps:
-            parts.append(f"steps {', '.join(map(str, result.excluded_steps))} excluded from steady-state figures")
+            steady = ", ".join(map(str, result.steady_steps)) or "none"
+            parts.append(
+                f"steps {', '.join(map(str, result.excluded_steps))} excluded from steady-state figures "
+                f"(steady state from step(s) {steady})"
+            )
         elif result.excluded_events:
             parts.append(
                 f"{result.excluded_events} events overlapping compilation excluded from dispatch, bound, fusion and "
@@ -278,7 +401,8 @@ def _with_note(result: Compiled, trace: Trace) -> Compiled:
     if result.graph_breaks:
         parts.append(f"{len(result.frames)} compiled frames: {result.graph_breaks} graph break(s) likely")
     if result.recompiles:
-        parts.append(f"recompiled: {', '.join(result.recompiles)}")
+        ids = ", ".join(r.rsplit(" ", 1)[-1] for r in result.recompiles)
+        parts.append(f"{len(result.recompiles)} recompiled id(s): {ids}")
     note = "; ".join(parts)
     return Compiled(**{**result.__dict__, "note": note})
 

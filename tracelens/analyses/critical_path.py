@@ -75,6 +75,23 @@ class Change:
 
 
 @dataclass(frozen=True)
+class GpuConstraints:
+    """What an activity's start waited for (predecessors are call indices for the launch, GPU indices else).
+    `shift` moves a constraint observed after the activity's start (clock skew, overlapping records) back to the
+    start; `binding`: 0 launch, 1 stream, 2 cross-stream, -1 none (the observed start is kept)."""
+
+    launch: int
+    launch_shift: int
+    launch_min: int
+    stream: int
+    stream_shift: int
+    cross: int
+    cross_shift: int
+    binding: int
+    offset: int
+
+
+@dataclass(frozen=True)
 class StepGraph:
     """One step's nodes as plain lists, in observed order (built once, replayed many times)."""
 
@@ -98,6 +115,11 @@ class StepGraph:
     launch_latency_ns: int
     # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
     order: list[tuple[int, int]] = field(repr=False)
+    # per GPU activity, from the observed times (see `_constraints`): for the launch, stream and cross-stream
+    # constraint, (predecessor, shift, minimum offset); -1 = no such constraint. Then the binding one and its
+    # observed offset.
+    constraints: list[GpuConstraints] = field(repr=False, default_factory=list)
+    awaited: list[int] = field(repr=False, default_factory=list)  # per call: the activity a sync waited for, -1
 
 
 @dataclass(frozen=True)
@@ -152,7 +174,7 @@ def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
     """`analyze_critical_path` for any window."""
     index = _median_step(trace, window)
     if index is None:
-        return _empty("no complete step with GPU activity to analyze")
+        return _empty("no analyzed step" if window.n_steps == 0 else "no analyzed step launched GPU work")
     graph = build_graph(trace, index)
     if graph is None:
         return _empty(f"step {int(trace.steps.number[index])} has more than {MAX_NODES:,} nodes; not analyzed")
@@ -161,22 +183,22 @@ def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
     names = trace.events.names
     total = sum(base.path.values()) or 1.0
     composition = [
-        PathPart(part=part, us=ns / NS_PER_US, pct=100.0 * ns / total)
+        PathPart(part=part, us=_r(ns / NS_PER_US), pct=_r(100.0 * ns / total))
         for part, ns in sorted(base.path.items(), key=lambda item: -item[1])
         if ns > 0
     ]
     top_kernels = [
-        PathItem(short_name(names[code]), ns / NS_PER_US)
+        PathItem(short_name(names[code]), _r(ns / NS_PER_US))
         for code, ns in sorted(base.path_kernels.items(), key=lambda item: -item[1])[:5]
     ]
     top_ops = [
-        PathItem(names[code] if code >= 0 else "(no op)", ns / NS_PER_US)
+        PathItem(names[code] if code >= 0 else "(no op)", _r(ns / NS_PER_US))
         for code, ns in sorted(base.path_ops.items(), key=lambda item: -item[1])[:5]
     ]
     return CriticalPath(
         step=int(trace.steps.number[index]),
-        step_us=base.step_ns / NS_PER_US,
-        replay_error_us=abs(base.step_ns - observed) / NS_PER_US,
+        step_us=_r(base.step_ns / NS_PER_US),
+        replay_error_us=_r(abs(base.step_ns - observed) / NS_PER_US),
         composition=composition,
         top_kernels=top_kernels,
         top_ops=top_ops,
@@ -225,9 +247,9 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     lanes = g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)
     launch_call = [call_of_row.get(int(r), -1) for r in g.launch.tolist()]
     latency = _typical_latency(ev.ts_ns, g, launch_call, calls)
-    order = _order(
-        ev.ts_ns[calls].tolist(), (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist(), layer[calls] == _SYNC, g.ts_ns.tolist()
-    )
+    call_end = (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist()
+    is_sync = layer[calls] == _SYNC
+    order = _order(ev.ts_ns[calls].tolist(), call_end, is_sync, g.ts_ns.tolist())
     return StepGraph(
         step_index=index,
         start_ns=start,
@@ -246,7 +268,94 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         gpu_op=g.op_name.tolist(),
         launch_latency_ns=latency,
         order=order,
+        constraints=_constraints(
+            ev.ts_ns[calls].tolist(), g.ts_ns.tolist(), g.dur_ns.tolist(), lanes.tolist(), launch_call, latency
+        ),
+        awaited=_awaited(
+            ev.ts_ns[calls].tolist(),
+            call_end,
+            (layer[calls] == _SYNC).tolist(),
+            (g.ts_ns + g.dur_ns).tolist(),
+            launch_call,
+        ),
     )
+
+
+def _awaited(
+    call_start: list[int], call_end: list[int], is_sync: list[bool], gpu_end: list[int], launch_call: list[int]
+) -> list[int]:
+    """For each sync call, the latest-ending activity that was launched before the sync started and ended while
+    it waited (after it started, before it returned); -1 for other calls and syncs that awaited nothing."""
+    ends = sorted((end, k) for k, end in enumerate(gpu_end))
+    out = [-1] * len(call_start)
+    for i, sync in enumerate(is_sync):
+        if not sync:
+            continue
+        for position in range(bisect.bisect_right(ends, (call_end[i], len(gpu_end))) - 1, -1, -1):
+            end, k = ends[position]
+            if end <= call_start[i]:
+                break
+            launch = launch_call[k]
+            if launch < 0 or call_start[launch] <= call_start[i]:
+                out[i] = k
+                break
+    return out
+
+
+def _constraints(
+    call_start: list[int],
+    gpu_start: list[int],
+    gpu_dur: list[int],
+    lanes: list[int],
+    launch_call: list[int],
+    latency_ns: int,
+) -> list[GpuConstraints]:
+    """The dependencies of every GPU activity read from observed times, once per graph (in start order)."""
+    out: list[GpuConstraints] = []
+    lane_last: dict[int, int] = {}
+    ends: list[tuple[int, int]] = []  # (observed end, index) of earlier activities, sorted
+    for k, start in enumerate(gpu_start):
+        observed = [-1, -1, -1]  # constraint times, clamped to the start
+        minimum = [0, 0, 0]
+        shifts = [0, 0, 0]
+        preds = [-1, -1, -1]
+        call = launch_call[k]
+        if call >= 0:
+            at = call_start[call]
+            preds[0], shifts[0] = call, max(0, at - start)
+            observed[0], minimum[0] = at - shifts[0], min(latency_ns, max(0, start - at))
+        previous = lane_last.get(lanes[k], -1)
+        if previous >= 0:
+            at = gpu_start[previous] + gpu_dur[previous]
+            preds[1], shifts[1] = previous, max(0, at - start)
+            observed[1] = at - shifts[1]
+        explained = max((observed[i] + minimum[i] for i in range(2) if preds[i] >= 0), default=-(2**62))
+        if start - explained > CROSS_STREAM_NS:
+            position = bisect.bisect_right(ends, (start, len(gpu_start))) - 1
+            while position >= 0 and ends[position][0] >= start - CROSS_STREAM_NS:
+                j = ends[position][1]
+                if lanes[j] != lanes[k]:
+                    preds[2], observed[2] = j, ends[position][0]
+                    break
+                position -= 1
+        present = [i for i in range(3) if preds[i] >= 0]
+        binding = max(present, key=lambda i: (observed[i] + minimum[i], observed[i])) if present else -1
+        out.append(
+            GpuConstraints(
+                launch=preds[0],
+                launch_shift=shifts[0],
+                launch_min=minimum[0],
+                stream=preds[1],
+                stream_shift=shifts[1],
+                cross=preds[2],
+                cross_shift=shifts[2],
+                binding=binding,
+                offset=start - observed[binding] if binding >= 0 else 0,
+            )
+        )
+        lane_last[lanes[k]] = k
+        bisect.insort(ends, (start + gpu_dur[k], k))
+    return out
 
 
 def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
@@ -289,27 +398,19 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     c_start = [0] * n_calls
     c_end = [0] * n_calls
     c_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_calls  # how the call's start was reached
-    c_own: list[tuple[str, int, int]] = [
-        ("", -1, 0)
-    ] * n_calls  # how its end was reached from its start (or a GPU node)
+    c_own: list[tuple[str, int, int]] = [("", -1, 0)] * n_calls  # how its end was reached (from its start or GPU)
     g_start = [0] * n_gpu
     g_end = [0] * n_gpu
     g_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_gpu
     thread_last: dict[int, int] = {}  # thread -> index of its last call
-    lane_last: dict[int, int] = {}  # lane -> index of its last GPU activity (observed order)
-    ends_obs: list[tuple[int, int]] = []  # (observed end, gpu index) of processed activities, sorted
     for what, node in graph.order:
         if what == 1:
             _replay_call(graph, node, cpu_factor, c_start, c_end, c_from, c_own, thread_last)
             thread_last[graph.call_thread[node]] = node
         elif what == 0:
-            _return_sync(graph, node, c_start, c_end, c_own, g_end, ends_obs)
+            _return_sync(graph, node, c_start, c_end, c_own, g_end)
         else:
-            k = node
-            _replay_gpu(graph, k, gpu_dur, c_start, g_start, g_end, g_from, lane_last, ends_obs)
-            lane = graph.gpu_lane[k]
-            lane_last[lane] = k
-            bisect.insort(ends_obs, (graph.gpu_start_ns[k] + graph.gpu_dur_ns[k], k))
+            _replay_gpu(graph, node, gpu_dur, c_start, g_start, g_end, g_from)
     return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start, thread_last)
 
 
@@ -343,23 +444,13 @@ def _return_sync(
     c_end: list[int],
     c_own: list[tuple[str, int, int]],
     g_end: list[int],
-    ends_obs: list[tuple[int, int]],
 ) -> None:
-    """A sync returns after the latest activity that was launched before it started and ended before it returned
-    (plus the observed return time), or after its own observed length when it awaited nothing."""
-    end_obs = graph.call_start_ns[i] + graph.call_dur_ns[i]
-    awaited = -1
-    for position in range(bisect.bisect_right(ends_obs, (end_obs, len(g_end))) - 1, -1, -1):
-        gpu_end_obs, k = ends_obs[position]
-        if gpu_end_obs <= graph.call_start_ns[i]:
-            break
-        launch = graph.gpu_launch_call[k]
-        if launch < 0 or graph.call_start_ns[launch] <= graph.call_start_ns[i]:
-            awaited = k
-            break
+    """A sync returns after the activity it awaited (`StepGraph.awaited`) plus the observed return time, or
+    after its own observed length when it awaited nothing."""
+    awaited = graph.awaited[i]
     if awaited < 0:
         return  # nothing awaited: the call takes its observed time (set when it started)
-    after = end_obs - (graph.gpu_start_ns[awaited] + graph.gpu_dur_ns[awaited])
+    after = graph.call_start_ns[i] + graph.call_dur_ns[i] - (graph.gpu_start_ns[awaited] + graph.gpu_dur_ns[awaited])
     if g_end[awaited] + after >= c_start[i]:
         c_end[i] = g_end[awaited] + after
         c_own[i] = (SYNC, ~awaited, after)
@@ -376,47 +467,33 @@ def _replay_gpu(
     g_start: list[int],
     g_end: list[int],
     g_from: list[tuple[str, int, int]],
-    lane_last: dict[int, int],
-    ends_obs: list[tuple[int, int]],
 ) -> None:
-    start_obs = graph.gpu_start_ns[k]
-    lane = graph.gpu_lane[k]
-    # candidates: (observed constraint time, replayed constraint time, minimum offset, part, predecessor); a
-    # constraint observed after the start (clock skew, overlapping records) counts as reached at the start
-    candidates: list[tuple[int, int, int, str, int]] = []
-
-    def add(observed: int, replayed: int, minimum: int, part: str, predecessor: int) -> None:
-        shift = max(0, observed - start_obs)
-        candidates.append((observed - shift, replayed - shift, minimum, part, predecessor))
-
-    call = graph.gpu_launch_call[k]
-    if call >= 0:
-        latency = min(graph.launch_latency_ns, max(0, start_obs - graph.call_start_ns[call]))
-        add(graph.call_start_ns[call], c_start[call], latency, LAUNCH_LATENCY, call)
-    previous = lane_last.get(lane, -1)
-    if previous >= 0:
-        add(graph.gpu_start_ns[previous] + graph.gpu_dur_ns[previous], g_end[previous], 0, GPU_GAP, ~previous)
-    explained = max((c[0] + c[2] for c in candidates), default=graph.start_ns)
-    if start_obs - explained > CROSS_STREAM_NS:
-        position = bisect.bisect_right(ends_obs, (start_obs, len(g_end))) - 1
-        while position >= 0 and ends_obs[position][0] >= start_obs - CROSS_STREAM_NS:
-            j = ends_obs[position][1]
-            if graph.gpu_lane[j] != lane:
-                add(ends_obs[position][0], g_end[j], 0, GPU_GAP, ~j)
-                break
-            position -= 1
-    if not candidates:  # launched outside the step's calls and first on its lane: keep its observed start
-        g_start[k] = start_obs
-        g_from[k] = (OTHER_WAIT, -1, start_obs - graph.start_ns)
+    """An activity starts at its binding constraint's replayed time plus its observed offset, and no earlier
+    than any other constraint allows (plain comparisons: this runs once per activity per replay)."""
+    c = graph.constraints[k]
+    if c.binding < 0:  # launched outside the step's calls and first on its lane: keep its observed start
+        start = graph.gpu_start_ns[k]
+        g_from[k] = (OTHER_WAIT, -1, start - graph.start_ns)
     else:
-        binding = max(candidates, key=lambda c: (c[0] + c[2], c[0]))
-        offset = start_obs - binding[0]
-        start = binding[1] + offset
-        for _obs, new, minimum, _part, _pred in candidates:
-            start = max(start, new + minimum)
-        g_start[k] = start
-        g_from[k] = (binding[3], binding[4], start - binding[1])
-    g_end[k] = g_start[k] + gpu_dur.get(k, graph.gpu_dur_ns[k])
+        launch = c_start[c.launch] - c.launch_shift if c.launch >= 0 else 0
+        stream = g_end[c.stream] - c.stream_shift if c.stream >= 0 else 0
+        cross = g_end[c.cross] - c.cross_shift if c.cross >= 0 else 0
+        if c.binding == 0:
+            base, part, pred = launch, LAUNCH_LATENCY, c.launch
+        elif c.binding == 1:
+            base, part, pred = stream, GPU_GAP, ~c.stream
+        else:
+            base, part, pred = cross, GPU_GAP, ~c.cross
+        start = base + c.offset
+        if c.launch >= 0 and launch + c.launch_min > start:
+            start = launch + c.launch_min
+        if c.stream >= 0 and stream > start:
+            start = stream
+        if c.cross >= 0 and cross > start:
+            start = cross
+        g_from[k] = (part, pred, start - base)
+    g_start[k] = start
+    g_end[k] = start + gpu_dur.get(k, graph.gpu_dur_ns[k])
 
 
 def _finish(
@@ -575,9 +652,9 @@ def _standard_what_ifs(trace: Trace, graph: StepGraph, base: Replay) -> list[Wha
         out.append(
             WhatIf(
                 change=_describe(change),
-                step_us=base.step_ns / NS_PER_US,
-                predicted_step_us=after.step_ns / NS_PER_US,
-                saved_us=(base.step_ns - after.step_ns) / NS_PER_US,
+                step_us=_r(base.step_ns / NS_PER_US),
+                predicted_step_us=_r(after.step_ns / NS_PER_US),
+                saved_us=_r((base.step_ns - after.step_ns) / NS_PER_US),
             )
         )
     return out
@@ -606,3 +683,8 @@ def _empty(note: str) -> CriticalPath:
         what_if=[],
         note=note,
     )
+
+
+def _r(value: float) -> float:
+    """Figures are reported to the ns (3 decimals of µs)."""
+    return round(float(value), 3)

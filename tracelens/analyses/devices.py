@@ -196,7 +196,7 @@ def override_from_env(environ: dict[str, str] | None = None) -> PeakOverride:
     tbps = data.pop("hbm_tbps", None)
     if "tflops" in data:
         data["*"] = data.pop("tflops")
-    return PeakOverride({str(k).lower(): float(v) for k, v in data.items()}, float(tbps) if tbps else None)
+    return PeakOverride({str(k).lower(): float(v) for k, v in data.items()}, float(tbps) if tbps is not None else None)
 
 
 def merge_overrides(first: PeakOverride, second: PeakOverride) -> PeakOverride:

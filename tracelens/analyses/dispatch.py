@@ -130,9 +130,11 @@ class StepLayers:
 
 @dataclass(frozen=True)
 class Dispatch:
+    """Per-step figures; with no analyzed step (`steps` 0) the totals are None and the lists empty."""
+
     steps: int
-    cpu_us_per_step: float  # sum of all layers
-    dispatch_us_per_step: float  # host work to issue GPU work: all layers but python and sync (waiting)
+    cpu_us_per_step: float | None  # sum of all layers
+    dispatch_us_per_step: float | None  # host work to issue GPU work: all layers but python and sync (waiting)
     layers: list[Layer]
     api_calls: list[ApiCall]
     launch_latency: list[LaunchLatency]  # first entry "all"
@@ -232,7 +234,9 @@ def analyze_dispatch(ctx: AnalysisContext) -> Dispatch:
 
 
 def dispatch_of(trace: Trace, window: Window) -> Dispatch:
-    n_steps = max(window.n_steps, 1)
+    if window.n_steps == 0:
+        return Dispatch(0, None, None, [], [], [], [])
+    n_steps = window.n_steps
     layer = classify_layers(trace)
     rows = np.flatnonzero(window.in_window & (layer >= 0))  # CPU-side events (only they have a layer)
     row_layer, row_self_ns = layer[rows], self_times(trace)[rows]

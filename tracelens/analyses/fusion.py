@@ -1,48 +1,59 @@
-"""Fusion opportunities: runs of consecutive memory-bound kernels on one stream that a fuser would merge.
+"""Fusion opportunities from dataflow: groups of memory-bound kernels linked producer → consumer, and
+GEMM-epilogue opportunities (a pointwise consumer of GEMM outputs that the GEMM's epilogue could absorb).
 
-Contract: `fusion_of(trace, window, models=None) -> Fusion`; pure. A run is ≥ 2 candidate kernels in
-stream order within one step: unfused elementwise / reduction / copy kernels whose launching op has a
-memory-bound model (see `opmodels.py`), where consecutive candidates work on the same number of elements (the
-output of one can feed the next: `Input Dims`). Up to `MAX_SKIPPED` other kernels (a GEMM, say) may sit between
-two candidates when none of their ops touches a tensor of that element count, so a fuser could move them
-(eager `gelu(gate(x)) * up(x)` runs gate GEMM, gelu, up GEMM, mul). GEMMs are never candidates;
-already-fused kernels (Triton, Inductor, Liger: category "fused") are never part of a run.
-Bytes now = the modelled bytes of the kernels; fused = now minus a write and a read of every intermediate
-output; the saving in µs assumes the fused kernel runs at the bandwidth those kernels achieved:
-saving = kernel time × (1 − fused / now).
+Contract: `analyze_fusion(ctx) -> Fusion` (`fusion_of(trace, window, models=None)` for any window); pure. An
+execution trace attached to `trace`
+(`tracelens.loader.et.attach`, the `--et FILE` option) is used where it identifies an op's tensors.
+
+Candidates: unfused elementwise / norm / reduction / copy kernels whose launching op has a memory-bound model
+(see `opmodels.py`). Two candidates are linked only on evidence (definitions in docs/fusion.md):
+- producer → consumer: the consumer's input equals the producer's output — the same tensor (execution trace:
+  storage, offset and size) or, without one, the same shape AND dtype — launched after it on the same stream
+  in the same step with at most `MAX_SKIPPED` kernels between them (none of them a non-candidate that reads a
+  tensor like it), both forward or both backward, never two ops of one backward-node call (its separate
+  outputs, such as `MulBackward0`'s two products) and never an `AccumulateGrad` (per-parameter sinks);
+- shared input: two kernels of one backward-node call that read the node's incoming gradient (the same tensor
+  id, or without an execution trace an input of equal shape and dtype) — fused, it is read once.
+Linked kernels form a group. Bytes now = the kernels' modelled bytes; bytes fused = the inputs read from
+outside the group (a shared input once) + the outputs used outside it (an output consumed inside the group is
+taken as not needed elsewhere — a fuser recomputes it — unless the execution trace shows a reader outside).
+Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth the group's kernels
+achieved.
+
+GEMM epilogue: a group (or single kernel, Inductor `triton_poi_` kernels included) of pointwise kernels whose
+inputs include the outputs of GEMM kernels launched just before it (same evidence rules). Bytes that would no
+longer move = the GEMM outputs' writes and reads plus the group's intermediates; the saving = the group's kernel
+time (its remaining traffic — the group's outputs — is written by the GEMM epilogue; the GEMM stays
+compute-bound). Compiled GeGLU: gate and up written and read back (4 × 134 MB) for the gelu·mul kernel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracelens.analyses.keygroups import (
-    F64,
-    descending_order,
-    first_seen_groups,
-    group_means,
-    group_sums,
-    string_ranks,
-)
+from tracelens.analyses.keygroups import F64
+from tracelens.analyses.opmodels import GEMM_OPS, gemm_inputs, gemm_output, memory_op_io
 from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
-from tracelens.analyses.shapes import decode_shapes, op_shapes, signature_codes
+from tracelens.analyses.shapes import Tensor, op_shapes, signature_codes
 from tracelens.analyses.window import Window
-from tracelens.model.events import I64, Bool, EventTable, Kind
+from tracelens.loader.et import OpTensors, op_tensors
+from tracelens.model.events import I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
-from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
-MEMORY_CATEGORIES = ("elementwise", "reduction", "copy")
+MEMORY_CATEGORIES = ("elementwise", "norm", "reduction", "copy")
 MEMORY_MODELS = ("elementwise", "norm", "reduction", "copy")
-MAX_SKIPPED = 3
-NUMELS_KEPT = 6  # element counts of an op's first tensors, for the "does a skipped kernel touch it" test
-UNKNOWN = -2  # a kernel whose op has no shapes: it may touch anything
+POINTWISE_MODELS = ("elementwise",)
+MAX_SKIPPED = 3  # other kernels that may sit between a producer and its consumer on the stream
+SLOTS = 8  # inputs kept per kernel
+BACKWARD_NODE = "autograd::engine::evaluate_function: "
+PRODUCER, SHARED, GEMM = 0, 1, 2  # link kinds
 
 
 @dataclass(frozen=True)
@@ -51,17 +62,22 @@ class FusionOpportunity:
     kernels: list[str]  # short names, in stream order
     calls_per_step: float
     kernel_us_per_step: float
-    bytes_now: int  # per call of the run
+    bytes_now: int  # per call of the group
     bytes_fused: int
     est_saving_us: float  # per step
     stream: int
+    kind: str = "chain"  # "chain": memory-bound kernels fused; "gemm_epilogue": absorbed by the GEMMs in `gemm_kernels`
+    evidence: str = "shapes"  # "shapes" (shape and dtype) or "tensor ids" (execution trace)
+    gemm_kernels: list[str] = field(default_factory=list)  # gemm_epilogue: the GEMM kernels whose outputs it reads
 
 
 @dataclass(frozen=True)
 class Fusion:
     shapes_recorded: bool
-    opportunities: list[FusionOpportunity]
-    est_saving_us_per_step: float
+    opportunities: list[FusionOpportunity]  # chains, then GEMM-epilogue opportunities; largest saving first
+    est_saving_us_per_step: float  # chains only (what a fuser of memory-bound kernels would save)
+    gemm_epilogue_saving_us_per_step: float = 0.0  # epilogue opportunities (overlap the chains they contain)
+    evidence: str = "shapes"  # "tensor ids" when an execution trace identified tensors
 
 
 def analyze_fusion(ctx: AnalysisContext) -> Fusion:
@@ -75,184 +91,414 @@ def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) 
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
     if kernels.size < 2 or len(models) == 0:
         return Fusion(shapes_recorded, [], 0.0)
-    order = np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))
-    kernels = kernels[order]
-    info = _candidates(trace, kernels, models)
-    starts, ends = _runs(_links(trace, kernels, info))
-    if starts.size == 0:
+    kernels = kernels[np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))]
+    tensors = op_tensors(trace)
+    info = _kernel_info(trace, kernels, models, tensors)
+    if info is None:
         return Fusion(shapes_recorded, [], 0.0)
-    return _aggregate(trace, kernels, info, (starts, ends), max(window.n_steps, 1), shapes_recorded)
+    links = _links(trace, kernels, info)
+    steps = max(window.n_steps, 1)
+    evidence = "tensor ids" if info.by_id.any() else "shapes"
+    chains = _opportunities(trace, kernels, info, links, steps, epilogue=False)
+    epilogues = _opportunities(trace, kernels, info, links, steps, epilogue=True)
+    return Fusion(
+        shapes_recorded,
+        chains + epilogues,
+        round(float(sum(o.est_saving_us for o in chains)), 3),
+        round(float(sum(o.est_saving_us for o in epilogues)), 3),
+        evidence,
+    )
 
 
 @dataclass(frozen=True)
-class _Kernels:
-    """Per kernel, in stream order: whether it is a fusion candidate, and its modelled figures."""
+class _Info:
+    """Per kernel, in stream order."""
 
-    candidate: Bool
-    numel: I64  # largest tensor of the op whose model it got (0 = unknown)
-    op_row: I64  # that op, -1 = no model
-    bytes: F64
+    candidate: np.ndarray  # bool: a memory-bound fusion candidate
+    pointwise: np.ndarray  # bool: may live in a GEMM epilogue (elementwise model, or Inductor `triton_poi_`)
+    gemm: np.ndarray  # bool: a GEMM kernel whose op's output is known
+    op_row: I64  # the op whose model it got (GEMMs: the launching op), -1 = none
+    in_code: I64  # (n, SLOTS) codes of the tensors it reads, -1 padding
+    in_bytes: F64  # (n, SLOTS)
+    out_code: I64  # code of the tensor it writes, -1 unknown
     out_bytes: F64
+    now: F64  # modelled bytes
     dur_ns: F64
-    any_op_row: I64  # the launching op, whether or not it gave a model
+    lane: I64
+    step: I64
+    node: I64  # row of the backward-node call it runs in, -1 = forward
+    sink: np.ndarray  # bool: runs in an AccumulateGrad node
+    opaque: np.ndarray  # bool: not a candidate and its op recorded no shapes: it may touch any tensor
+    by_id: np.ndarray  # bool: tensors identified by the execution trace
+    read_elsewhere: np.ndarray  # bool: (execution trace) its output is read by an op that is not a candidate
 
 
-def _links(trace: Trace, kernels: np.ndarray, info: _Kernels) -> np.ndarray:
-    """Positions (into `kernels`) of candidates, and whether each is linked to the next candidate: shape (k, 2)
-    array of [position, linked-to-next] rows."""
+def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTensors | None) -> _Info | None:
+    """None when no kernel can be part of an opportunity (no candidate, no Inductor pointwise kernel)."""
     ev, links = trace.events, trace.links
-    cand = np.flatnonzero(info.candidate)
-    if cand.size < 2:
-        return np.zeros((0, 2), dtype=np.int64)
-    here, nxt = cand[:-1], cand[1:]
-    lane = ev.device[kernels] * 1_000_003 + ev.stream[kernels]
-    step = links.step[kernels]
-    numel = info.numel
-    touched = _numel_matrix(trace, info.any_op_row)
-    ok = (lane[here] == lane[nxt]) & (step[here] == step[nxt]) & (numel[here] == numel[nxt]) & (numel[here] > 0)
-    ok &= nxt - here - 1 <= MAX_SKIPPED
-    for offset in range(1, MAX_SKIPPED + 1):
-        between = here + offset < nxt
-        middle = np.minimum(here + offset, kernels.size - 1)
-        row = touched[middle]
-        conflict = ((row == numel[here][:, None]) | (row == UNKNOWN)).any(axis=1)
-        ok &= ~(between & conflict)
-    linked = np.zeros(cand.size, dtype=np.int64)
-    linked[:-1] = ok
-    return np.stack([cand, linked], axis=1)
-
-
-def _numel_matrix(trace: Trace, op_rows: np.ndarray) -> np.ndarray:
-    """Element counts of the first tensors of each op (−1 padding; UNKNOWN when the op has no shapes)."""
-    ev = trace.events
-    codes, first = signature_codes(ev, op_rows, dims_only=True)
-    table = np.full((first.size + 1, NUMELS_KEPT), -1, dtype=np.int64)
-    table[-1, 0] = UNKNOWN  # code -1: no op or no shapes
-    for i, row in enumerate(op_rows[first].tolist()):
-        shapes = decode_shapes(bytes(ev.input_dims[row]), b"[]", b"[]", dims_only=True)
-        numels = [t.numel for t in shapes.tensors][:NUMELS_KEPT] if shapes else [UNKNOWN]
-        table[i, : len(numels)] = numels
-    return table[codes]
-
-
-def _candidates(trace: Trace, kernels: np.ndarray, models: KernelModels) -> _Kernels:
-    ev, links = trace.events, trace.links
+    n = kernels.size
     by_row = np.argsort(models.row, kind="stable")
     at = np.minimum(np.searchsorted(models.row[by_row], kernels), by_row.size - 1)
     entry = np.where(models.row[by_row[at]] == kernels, by_row[at], -1)
     modelled = entry >= 0
     entry = np.maximum(entry, 0)
-    memory_category = np.isin(np.asarray(CATEGORIES, dtype=object), MEMORY_CATEGORIES)[
-        kernel_categories(trace, kernels)
-    ]
-    memory_model = np.asarray([label.model in MEMORY_MODELS for label in models.labels], dtype=bool)
+    category = np.asarray(CATEGORIES, dtype=object)[kernel_categories(trace, kernels)]
+    label_model = np.asarray([label.model for label in models.labels], dtype=object)[models.label[entry]]
     op_row = np.where(modelled, models.op_row[entry], -1)
-    candidate = memory_category & modelled & memory_model[models.label[entry]] & (op_row >= 0)
-    numel = np.zeros(kernels.size, dtype=np.int64)
-    chosen = np.flatnonzero(candidate)
-    codes, first = signature_codes(ev, op_row[chosen])
-    largest = np.zeros(first.size + 1, dtype=np.int64)  # code -1: no shapes
-    for i, row in enumerate(op_row[chosen][first].tolist()):
-        shapes = op_shapes(ev, row)
-        largest[i] = max((t.numel for t in shapes.tensors), default=0) if shapes else 0
-    numel[chosen] = largest[codes]
-    return _Kernels(
+    candidate = modelled & np.isin(category, MEMORY_CATEGORIES) & np.isin(label_model, MEMORY_MODELS) & (op_row >= 0)
+    poi_codes = [code for code, name in enumerate(ev.names) if name.startswith("triton_poi_")]
+    inductor = modelled & (label_model == "inductor") & np.isin(ev.name[kernels], poi_codes)
+    pointwise = (candidate & np.isin(label_model, POINTWISE_MODELS)) | inductor
+    if not pointwise.any() and int(candidate.sum()) < 2:
+        return None
+    launching = links.op[kernels].astype(np.int64)
+    gemm_op = _outer_gemm_ops(trace, np.where(category == "gemm", launching, -1))
+    io = _Io(n)
+    codes = _Codes()
+    io.fill(trace, np.where(candidate, op_row, -1), codes, "memory")
+    io.fill(trace, np.where(inductor, op_row, -1), codes, "inductor", models.bytes[entry])
+    io.fill(trace, gemm_op, codes, "gemm")
+    by_id = np.zeros(n, dtype=bool)
+    read_elsewhere = np.zeros(n, dtype=bool)
+    if tensors is not None:
+        identify = np.where(candidate | inductor, op_row, np.where(io.out_code >= 0, gemm_op, -1))
+        by_id, read_elsewhere = io.fill_ids(identify, tensors, codes)
+        by_id &= candidate | inductor
+    node, sink = _backward_nodes(trace, np.where(op_row >= 0, op_row, launching))
+    return _Info(
         candidate=candidate,
-        numel=numel,
-        op_row=op_row,
-        bytes=np.where(modelled, models.bytes[entry], 0.0),
-        out_bytes=np.where(modelled, models.out_bytes[entry], 0.0),
+        pointwise=pointwise,
+        gemm=(gemm_op >= 0) & (io.out_code >= 0) & ~candidate & ~inductor,
+        op_row=np.where(op_row >= 0, op_row, gemm_op),
+        in_code=io.in_code,
+        in_bytes=io.in_bytes,
+        out_code=io.out_code,
+        out_bytes=io.out_bytes,
+        now=np.where(modelled, models.bytes[entry], 0.0),
         dur_ns=ev.dur_ns[kernels].astype(np.float64),
-        any_op_row=links.op[kernels].astype(np.int64),
+        lane=ev.device[kernels] * 1_000_003 + ev.stream[kernels],
+        step=links.step[kernels].astype(np.int64),
+        node=node,
+        sink=sink,
+        opaque=~candidate & ~inductor & (gemm_op < 0) & _no_shapes(trace, launching),
+        by_id=by_id,
+        read_elsewhere=read_elsewhere,
     )
 
 
-def _runs(pairs: np.ndarray) -> tuple[I64, I64]:
-    """Each maximal chain of linked candidates as a slice of the candidates: (first, last) indices into
-    `pairs`; the run's kernels are at `pairs[first : last + 1, 0]`."""
-    if pairs.shape[0] == 0 or not pairs[:, 1].any():
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    linked = pairs[:, 1].astype(bool)
-    padded = np.concatenate(([False], linked, [False])).astype(np.int8)
-    edges = np.diff(padded)
-    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+def _no_shapes(trace: Trace, rows: I64) -> np.ndarray:
+    """Whether the op at each row (-1: none) recorded no `Input Dims`."""
+    dims = trace.events.input_dims
+    present = np.zeros(rows.size, dtype=bool)
+    has_op = np.flatnonzero(rows >= 0)
+    present[has_op[np.flatnonzero(dims[rows[has_op]])]] = True  # raw JSON is never empty: None is false
+    return ~present
+
+
+def _outer_gemm_ops(trace: Trace, rows: I64) -> I64:
+    """The outermost GEMM op around each GEMM kernel's launching op (`aten::linear` → `aten::matmul` →
+    `aten::bmm` on reshaped views): its output has the shape the consumers see."""
+    ev, parent = trace.events, trace.links.parent
+    is_gemm = np.asarray([name in GEMM_OPS for name in ev.names], dtype=bool)
+    rows = np.where((rows >= 0) & is_gemm[ev.name[np.maximum(rows, 0)]], rows, -1)
+    for _ in range(4):
+        up = np.where(rows >= 0, parent[np.maximum(rows, 0)], -1)
+        lift = (up >= 0) & is_gemm[ev.name[np.maximum(up, 0)]]
+        if not lift.any():
+            break
+        rows = np.where(lift, up, rows)
+    return rows
+
+
+class _Codes:
+    """Integer codes of tensor keys: (dims, dtype) from shapes, ("id", storage, offset, numel) from an ET."""
+
+    def __init__(self) -> None:
+        self.table: dict[object, int] = {}
+
+    def code(self, key: object) -> int:
+        return self.table.setdefault(key, len(self.table))
+
+
+class _Io:
+    """Input/output codes and bytes of each kernel's op, decoded once per distinct shape signature."""
+
+    def __init__(self, n: int) -> None:
+        self.in_code = np.full((n, SLOTS), -1, dtype=np.int64)
+        self.in_bytes = np.zeros((n, SLOTS), dtype=np.float64)
+        self.out_code = np.full(n, -1, dtype=np.int64)
+        self.out_bytes = np.zeros(n, dtype=np.float64)
+
+    def fill(self, trace: Trace, rows: I64, codes: _Codes, what: str, model_bytes: F64 | None = None) -> None:
+        ev = trace.events
+        chosen = np.flatnonzero(rows >= 0)
+        if chosen.size == 0:
+            return
+        signature, first = signature_codes(ev, rows[chosen])
+        has = signature >= 0
+        sig_in = np.full((first.size, SLOTS), -1, dtype=np.int64)
+        sig_in_bytes = np.zeros((first.size, SLOTS), dtype=np.float64)
+        sig_out = np.full(first.size, -1, dtype=np.int64)
+        sig_out_bytes = np.zeros(first.size, dtype=np.float64)
+        for index, row in enumerate(rows[chosen][first].tolist()):
+            name, shapes = ev.names[int(ev.name[row])], op_shapes(ev, row)
+            inputs: tuple[Tensor, ...]
+            output: Tensor | None
+            if what == "gemm":
+                inputs, output = gemm_inputs(name, shapes), gemm_output(name, shapes)
+            elif what == "inductor":
+                inputs, output = (shapes.tensors if shapes else ()), None
+            else:
+                inputs, output = memory_op_io(name, shapes)
+            kept = inputs[:SLOTS]
+            sig_in[index, : len(kept)] = [codes.code((t.dims, t.dtype)) for t in kept]
+            sig_in_bytes[index, : len(kept)] = [float(t.nbytes) for t in kept]
+            if output is not None:
+                sig_out[index], sig_out_bytes[index] = codes.code((output.dims, output.dtype)), float(output.nbytes)
+        at, sig = chosen[has], signature[has]
+        self.in_code[at], self.in_bytes[at] = sig_in[sig], sig_in_bytes[sig]
+        self.out_code[at], self.out_bytes[at] = sig_out[sig], sig_out_bytes[sig]
+        if what == "inductor" and model_bytes is not None:  # what the model counts beyond its arguments: the write
+            done = chosen[has]
+            self.out_bytes[done] = np.maximum(model_bytes[done] - self.in_bytes[done].sum(axis=1), 0.0)
+
+    def fill_ids(self, rows: I64, tensors: OpTensors, codes: _Codes) -> tuple[np.ndarray, np.ndarray]:
+        """Replace shape keys by tensor identities where the execution trace has the op; returns (identified,
+        output read by some op outside the candidates)."""
+        n = rows.size
+        identified = np.zeros(n, dtype=bool)
+        read_elsewhere = np.zeros(n, dtype=bool)
+        candidate_rows = set(rows[rows >= 0].tolist())
+        for position, row in enumerate(rows.tolist()):
+            found = tensors.get(row) if row >= 0 else None
+            if found is None:
+                continue
+            inputs, outputs = found
+            identified[position] = True
+            self.in_code[position] = -1
+            self.in_bytes[position] = 0.0
+            for slot, ref in enumerate(inputs[:SLOTS]):
+                self.in_code[position, slot] = codes.code(("id", *ref[:3]))
+                self.in_bytes[position, slot] = float(ref[2] * ref[3])
+            if outputs:
+                ref = outputs[0]
+                self.out_code[position] = codes.code(("id", *ref[:3]))
+                self.out_bytes[position] = float(ref[2] * ref[3])
+                readers = tensors.readers(ref)
+                read_elsewhere[position] = any(r not in candidate_rows for r in readers if r > row)
+        return identified, read_elsewhere
+
+
+def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
+    """Row of the enclosing `autograd::engine::evaluate_function: …` call of each op (-1 = none), and whether
+    that node is an AccumulateGrad."""
+    ev, parent = trace.events, trace.links.parent
+    is_node = np.asarray([name.startswith(BACKWARD_NODE) for name in ev.names], dtype=bool)
+    node = np.full(op_rows.size, -1, dtype=np.int64)
+    current = op_rows.copy()
+    for _ in range(256):
+        alive = current >= 0
+        if not alive.any():
+            break
+        hit = alive & (node < 0)
+        hit[alive] &= is_node[ev.name[current[alive]]]
+        node[hit] = current[hit]
+        current = np.where(alive & (node < 0), parent[np.maximum(current, 0)], -1)
+    accumulate = np.asarray(["AccumulateGrad" in name for name in ev.names], dtype=bool)
+    sink = np.zeros(op_rows.size, dtype=bool)
+    sink[node >= 0] = accumulate[ev.name[node[node >= 0]]]
+    return node, sink
 
 
 @dataclass(frozen=True)
-class _RunFigures:
-    """Per run (in order): its group key and figures."""
-
-    key: I64  # equal for runs of the same ops, kernel short names and stream
-    now: F64
-    fused: F64
-    dur_ns: F64
-    saving_ns: F64
+class _Links:
+    src: I64  # positions into the stream-ordered kernels
+    dst: I64
+    kind: I64  # PRODUCER, SHARED or GEMM
+    slot: I64  # the input slot of dst it satisfies
 
 
-def _run_figures(trace: Trace, kernels: I64, info: _Kernels, cand: I64, runs: tuple[I64, I64]) -> _RunFigures:
-    """Bytes now and fused, time and saving of each run; runs of one length are done together (a row sum of a
-    2-D array adds up exactly as the sum of that row alone)."""
+def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
+    """Every link backed by evidence (see the module docstring), vectorised over look-back distances."""
+    n = kernels.size
+    parts: list[tuple[I64, I64, I64, I64]] = []
+    taken = np.zeros((n, SLOTS), dtype=bool)  # an input slot is satisfied by at most one link (nearest first)
+    fed_by = np.full(n, -1, dtype=np.int64)  # the backward-node call that already feeds a consumer
+    gemm_used = np.zeros(n, dtype=bool)  # a GEMM output feeds one epilogue consumer: the nearest
+    blocked = _blocking_reads(info)
+    for distance in range(1, MAX_SKIPPED + 2):
+        dst = np.arange(distance, n)
+        src = dst - distance
+        same = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
+        between_ok = np.ones(dst.size, dtype=bool)
+        for offset in range(1, distance):
+            middle = src + offset
+            reads = (blocked[middle] == info.out_code[src][:, None]).any(axis=1)
+            conflict = ~info.candidate[middle] & (reads | info.opaque[middle])
+            between_ok &= ~conflict
+        scope = (info.node[src] >= 0) == (info.node[dst] >= 0)
+        sibling = (info.node[src] >= 0) & (info.node[src] == info.node[dst])
+        clean = same & between_ok & ~info.sink[src] & ~info.sink[dst]
+        # producer -> consumer between candidates (or into an Inductor pointwise kernel for the epilogue view)
+        consumer = info.candidate[dst] | info.pointwise[dst]
+        producer_ok = clean & scope & ~sibling & info.candidate[src] & consumer & (info.out_code[src] >= 0)
+        gemm_ok = clean & info.gemm[src] & ~gemm_used[src] & info.pointwise[dst] & (info.out_code[src] >= 0)
+        # the separate outputs of one backward node are gradients of different inputs: one consumer takes one
+        producer_ok &= (info.node[src] < 0) | (fed_by[dst] != info.node[src])
+        for kind, ok in ((PRODUCER, producer_ok), (GEMM, gemm_ok)):
+            rows = np.flatnonzero(ok)
+            d, c = dst[rows], src[rows]
+            match = (info.in_code[d] == info.out_code[c][:, None]) & ~taken[d]
+            slot = _first_true(match)
+            use = slot >= 0
+            taken[d[use], slot[use]] = True
+            if kind == PRODUCER:
+                fed_by[d[use]] = info.node[c[use]]
+            else:
+                gemm_used[c[use]] = True
+            parts.append((c[use], d[use], np.full(int(use.sum()), kind, dtype=np.int64), slot[use]))
+        # shared input between two kernels of one backward-node call
+        rows = np.flatnonzero(clean & sibling & info.candidate[src] & info.candidate[dst])
+        d, c = dst[rows], src[rows]
+        same_input = (info.in_code[d][:, :, None] == info.in_code[c][:, None, :]) & (info.in_code[d][:, :, None] >= 0)
+        slot = _first_true(same_input.any(axis=2) & ~taken[d])
+        use = slot >= 0
+        taken[d[use], slot[use]] = True
+        parts.append((c[use], d[use], np.full(int(use.sum()), SHARED, dtype=np.int64), slot[use]))
+    columns = [np.concatenate([part[i] for part in parts]) for i in range(4)]
+    return _Links(columns[0], columns[1], columns[2], columns[3])
+
+
+def _blocking_reads(info: _Info) -> I64:
+    """Codes of what each kernel reads (GEMMs and other non-candidates too), for the "nothing between reads the
+    producer's output" rule; unknown inputs do not block."""
+    return info.in_code
+
+
+def _first_true(match: np.ndarray) -> I64:
+    """Index of the first true column of each row, -1 where none."""
+    if match.size == 0:
+        return np.full(match.shape[0], -1, dtype=np.int64)
+    first = np.argmax(match, axis=1)
+    return np.where(match.any(axis=1), first, -1).astype(np.int64)
+
+
+def _components(n: int, src: I64, dst: I64) -> I64:
+    """Connected components of the link graph: the smallest member position labels each component."""
+    label = np.arange(n, dtype=np.int64)
+    if src.size == 0:
+        return label
+    while True:
+        low = np.minimum(label[src], label[dst])
+        new = label.copy()
+        np.minimum.at(new, src, low)
+        np.minimum.at(new, dst, low)
+        new = new[new]
+        if np.array_equal(new, label):
+            return label
+        label = new
+
+
+def _short_names(names: list[str]) -> list[str]:
+    """`short_name` of each name, computed once per distinct name."""
+    distinct = {name: short_name(name) for name in set(names)}
+    return [distinct[name] for name in names]
+
+
+_GroupKey = tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], int]  # op names, kernels, GEMMs, stream
+
+
+def _opportunities(
+    trace: Trace, kernels: I64, info: _Info, links: _Links, steps: int, epilogue: bool
+) -> list[FusionOpportunity]:
+    """Groups of linked kernels, aggregated by (ops, kernels, stream): chains of ≥ 2 candidates, or (epilogue)
+    pointwise groups that read GEMM outputs."""
     ev = trace.events
-    starts, ends = runs
-    length = ends - starts + 1
-    short_code = _short_name_codes(ev, kernels)
-    figures = np.zeros((4, starts.size), dtype=np.float64)
-    key = np.zeros(starts.size, dtype=np.int64)
-    offset = 0
-    for size in distinct_ints(length).tolist():
-        which = np.flatnonzero(length == size)
-        at = cand[starts[which][:, None] + np.arange(size)]
-        now = info.bytes[at].sum(axis=1)
-        saved = np.minimum(2.0 * info.out_bytes[at[:, :-1]].sum(axis=1), 0.9 * now)
-        dur = info.dur_ns[at].sum(axis=1)
+    member = info.pointwise if epilogue else info.candidate
+    # (an Inductor kernel is already fused: in the epilogue view it stands alone)
+    inner = (links.kind != GEMM) & info.candidate[links.src] & info.candidate[links.dst]
+    inner &= member[links.src] & member[links.dst]
+    src, dst, kind, slot = links.src[inner], links.dst[inner], links.kind[inner], links.slot[inner]
+    label = _components(kernels.size, src, dst)
+    removed = np.zeros_like(info.in_bytes)  # input bytes satisfied inside the group
+    removed[dst, slot] = info.in_bytes[dst, slot]
+    internal_out = np.zeros(kernels.size, dtype=bool)
+    produced = kind == PRODUCER
+    internal_out[src[produced]] = ~info.read_elsewhere[src[produced]]
+    absorbed = np.zeros(kernels.size, dtype=np.float64)  # GEMM outputs an epilogue reads
+    gemm_writes = np.zeros(kernels.size, dtype=np.float64)  # per component label: the GEMM outputs it absorbs
+    gemm_count = np.zeros(kernels.size, dtype=np.int64)
+    gemms: dict[int, list[int]] = {}
+    if epilogue:
+        g = links.kind == GEMM
+        np.add.at(absorbed, links.dst[g], info.in_bytes[links.dst[g], links.slot[g]])
+        np.add.at(gemm_writes, label[links.dst[g]], info.out_bytes[links.src[g]])  # a GEMM feeds one consumer
+        np.add.at(gemm_count, label[links.dst[g]], 1)
+        for s, d in zip(links.src[g].tolist(), links.dst[g].tolist(), strict=True):
+            gemms.setdefault(int(label[d]), []).append(s)
+    ext_in = info.in_bytes.sum(axis=1) - removed.sum(axis=1)
+    ext_out = np.where(internal_out, 0.0, info.out_bytes)
+    positions = np.flatnonzero(member)
+    positions = positions[np.argsort(label[positions], kind="stable")]  # grouped, stream order inside a group
+    if positions.size == 0:
+        return []
+    starts = np.flatnonzero(np.r_[True, label[positions][1:] != label[positions][:-1]])
+    size = np.diff(np.r_[starts, positions.size])
+    now = np.add.reduceat(info.now[positions], starts)
+    fused = np.add.reduceat(ext_in[positions] + ext_out[positions], starts)
+    dur = np.add.reduceat(info.dur_ns[positions], starts)
+    identified = np.minimum.reduceat(info.by_id[positions].astype(np.int64), starts)
+    roots = label[positions[starts]]
+    if epilogue:
+        now = now + gemm_writes[roots]
+        fused = np.maximum(fused - np.add.reduceat(absorbed[positions], starts), 0.0)
+        saving = dur.copy()
+        keep = (gemm_count[roots] > 0) & (now > 0)
+    else:
+        fused = np.minimum(fused, now)
         with np.errstate(invalid="ignore", divide="ignore"):
-            saving = np.where(now > 0, dur * (saved / now), 0.0)
-        figures[:, which] = (now, now - saved, dur, saving)
-        signature = np.concatenate(
-            [ev.name[info.op_row[at]], short_code[at], ev.stream[kernels[at[:, :1]]]], axis=1
-        ).astype(np.int64)
-        local = np.unique(signature, axis=0, return_inverse=True)[1].ravel()
-        key[which] = offset + local
-        offset += int(local.max()) + 1
-    return _RunFigures(key, figures[0], figures[1], figures[2], figures[3])
-
-
-def _short_name_codes(ev: EventTable, kernels: I64) -> I64:
-    """Codes of the kernels' short names (equal short names, equal codes), one `short_name` per distinct name."""
-    distinct, index = np.unique(ev.name[kernels], return_inverse=True)
-    codes, _ = string_ranks([short_name(ev.names[c]) for c in distinct.tolist()])
-    return codes[index.ravel()] if kernels.size else np.zeros(0, dtype=np.int64)
-
-
-def _aggregate(trace: Trace, kernels: I64, info: _Kernels, runs: tuple[I64, I64], n: int, shapes: bool) -> Fusion:
-    """Runs with the same ops, kernels and stream make one opportunity: count, mean bytes, summed time and
-    saving; largest saving first."""
-    ev = trace.events
-    cand = np.flatnonzero(info.candidate)
-    starts, ends = runs
-    figures = _run_figures(trace, kernels, info, cand, runs)
-    group, first = first_seen_groups(figures.key)
-    k = first.size
-    calls = np.bincount(group, minlength=k)
-    now = group_means(figures.now, group, k)
-    fused = group_means(figures.fused, group, k)
-    dur_ns = group_sums(figures.dur_ns, group, k)
-    saving_ns = group_sums(figures.saving_ns, group, k)
-    opportunities = []
-    for g in descending_order(saving_ns).tolist():
-        run = int(first[g])
-        at = cand[starts[run] : ends[run] + 1]  # the first run of the group: its kernels' positions
-        opportunities.append(
+            saving = np.where(now > 0, dur * (1 - fused / np.maximum(now, 1e-300)), 0.0)
+        keep = (size >= 2) & (now > 0)
+    op_codes = ev.name[np.maximum(info.op_row, 0)].tolist()
+    shorts = _short_names(ev.names_at(kernels))
+    streams = ev.stream[kernels].tolist()
+    rows: dict[_GroupKey, list[float]] = {}
+    first_of: dict[_GroupKey, tuple[list[int], list[int]]] = {}
+    for g in np.flatnonzero(keep).tolist():
+        members = positions[starts[g] : starts[g] + size[g]].tolist()
+        used_gemms = sorted(gemms.get(int(roots[g]), []))
+        key: _GroupKey = (
+            tuple(op_codes[m] for m in members),
+            tuple(shorts[m] for m in members),
+            tuple(shorts[m] for m in used_gemms),
+            int(streams[members[0]]),
+        )
+        figures = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        figures[0] += 1
+        figures[1] += float(now[g])
+        figures[2] += float(fused[g])
+        figures[3] += float(dur[g])
+        figures[4] += float(saving[g])
+        figures[5] += float(identified[g])
+        first_of.setdefault(key, (members, used_gemms))
+    result = []
+    for key, (calls, bytes_now, bytes_fused, time_ns, saving_ns, identified_calls) in rows.items():
+        members, used_gemms = first_of[key]
+        at = np.asarray(members, dtype=np.int64)
+        result.append(
             FusionOpportunity(
                 ops=ev.names_at(info.op_row[at]),
-                kernels=[short_name(name) for name in ev.names_at(kernels[at])],
-                calls_per_step=round(float(calls[g]) / n, 3),
-                kernel_us_per_step=round(float(dur_ns[g]) / 1000 / n, 3),
-                bytes_now=round(float(now[g])),
-                bytes_fused=round(float(fused[g])),
-                est_saving_us=round(float(saving_ns[g]) / 1000 / n, 3),
-                stream=int(ev.stream[kernels[at[0]]]),
+                kernels=list(key[1]),
+                calls_per_step=round(calls / steps, 3),
+                kernel_us_per_step=round(time_ns / 1000 / steps, 3),
+                bytes_now=round(bytes_now / calls),
+                bytes_fused=round(bytes_fused / calls),
+                est_saving_us=round(saving_ns / 1000 / steps, 3),
+                stream=key[3],
+                kind="gemm_epilogue" if epilogue else "chain",
+                evidence="tensor ids" if identified_calls == calls else "shapes",
+                gemm_kernels=list(key[2]),
             )
         )
-    total = round(sum(o.est_saving_us for o in opportunities), 3)
-    return Fusion(shapes, opportunities, total)
+    result.sort(key=lambda o: (-o.est_saving_us, o.ops, o.kernels))
+    return result

@@ -1,9 +1,12 @@
 """FLOP and byte models of one op call from its shapes (see `shapes.py`). Pure functions, no trace access.
 
 `model_op(op_name, shapes, kernel_category, kernel_name) -> OpModel | None`. A model is only returned when it
-fits the kernel: GEMM models for GEMM kernels, attention models for attention kernels, elementwise/reduction/copy
-models for memory-bound kernels, and the Inductor model for a `triton_*` kernel under its own wrapper op.
-Estimates: each tensor argument is read (or written) once; outputs are sized from the inputs.
+fits the kernel: GEMM models for GEMM kernels, attention models for attention kernels, convolution models for
+convolution (or implicit-GEMM) kernels, elementwise/reduction/copy models for memory-bound kernels, and the
+Inductor model for a `triton_*` kernel under its own wrapper op.
+Estimates: every tensor is moved once — each input read once, each output written once, an `out=` buffer the
+profiler records among the inputs (Inductor's extern `mm(a, b, out=buf)`) counted as the output only, and an
+in/out buffer (Inductor's `in_out_ptr`) read and written. Outputs not recorded are sized from the inputs.
 """
 
 from __future__ import annotations
@@ -23,8 +26,31 @@ class OpModel:
     dtype: str
     ops: str = ""  # for Inductor kernels: the aten ops decoded from the kernel name, joined by "+"
     out_bytes: float = 0.0  # bytes of the op's output (fusion: what a fuser would keep on chip)
+    in_place: bool = False  # Inductor: the first argument is an in/out buffer (read and written)
 
 
+# GEMM ops: number of inputs before any `out=` buffer the profiler records as a further argument
+GEMM_INPUTS = {"aten::mm": 2, "aten::addmm": 3, "aten::bmm": 2, "aten::baddbmm": 3, "aten::matmul": 2}
+# convolution ops (forward): (input, weight) first; stride/padding/dilation positions in `Concrete Inputs`
+CONV_FORWARD: dict[str, tuple[int, int, int]] = {  # name: (stride, padding, dilation) positions
+    "aten::convolution": (3, 4, 5),
+    "aten::_convolution": (3, 4, 5),
+    "aten::conv1d": (3, 4, 5),
+    "aten::conv2d": (3, 4, 5),
+    "aten::conv3d": (3, 4, 5),
+    "aten::cudnn_convolution": (3, 2, 4),  # (self, weight, padding, stride, dilation, ...): stride at 3
+    "aten::miopen_convolution": (4, 3, 5),  # (self, weight, bias, padding, stride, dilation, ...)
+}
+# convolution backward ops: positions of (grad_output, input, weight); `output_mask` is the last argument.
+# Their `_input`/`_weight` children (old cuDNN/MIOpen paths) get no model of their own: the parent's covers both.
+CONV_BACKWARD: dict[str, tuple[int, int, int]] = {
+    "aten::convolution_backward": (0, 1, 2),
+    "aten::cudnn_convolution_backward": (1, 0, 2),
+    "aten::miopen_convolution_backward": (1, 0, 2),
+}
+CONV_KERNEL_CATEGORIES = {"conv", "gemm"}  # cuDNN implicit-GEMM kernels may read as GEMMs
+# fp32 GEMM kernels that run on tensor cores as TF32 (their FLOPs count against the TF32 peak)
+TF32_KERNEL = re.compile(r"tf32|tensorop_s1688|tensorop_s16816|s1688gemm|s16816gemm", re.IGNORECASE)
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul", "aten::_scaled_mm"}
 # op name → position of `is_causal` among its arguments, and whether it is a backward
 ATTENTION_OPS: dict[str, tuple[int, int, bool]] = {  # name: (query position, is_causal position, backward)
@@ -100,6 +126,17 @@ POINTWISE = {
     "_foreach_add",
     "_foreach_mul",
 }
+# tensor inputs of pointwise ops (before an `out=` buffer the profiler records as a further argument)
+UNARY = {
+    "neg", "exp", "exp2", "log", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "mish",
+    "hardswish", "elu", "leaky_relu", "abs", "cos", "sin", "erf", "reciprocal", "sign", "floor", "ceil", "round",
+    "square", "logical_not", "clamp", "clamp_min", "clamp_max",
+}  # fmt: skip
+BINARY = {
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "threshold_backward", "gelu_backward", "silu_backward",
+    "sigmoid_backward", "tanh_backward", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "rsub",
+}  # fmt: skip
+TERNARY = {"where", "addcmul", "addcdiv", "lerp"}
 NORMS = {
     "softmax",
     "_softmax",
@@ -119,6 +156,9 @@ NORMS = {
     "_native_batch_norm_legit_functional",
     "native_batch_norm_backward",
     "cudnn_batch_norm",
+    "cudnn_batch_norm_backward",
+    "miopen_batch_norm",
+    "miopen_batch_norm_backward",
 }
 REDUCTIONS = {
     "sum",
@@ -153,20 +193,36 @@ COPIES = {
     "triu",
 }
 FILLS = {"fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "fill"}
-MEMORY_KERNEL_CATEGORIES = {"elementwise", "reduction", "copy", "other", "memset"}
+MEMORY_KERNEL_CATEGORIES = {"elementwise", "norm", "reduction", "copy", "other", "memset"}
 _KNOWN_TOKENS = sorted(
     POINTWISE | NORMS | REDUCTIONS | COPIES | FILLS | {"mm", "addmm", "bmm", "convolution"}, key=len, reverse=True
 )
 INDUCTOR_NAME = re.compile(r"^triton_(?P<kind>[a-z]+)_fused_(?P<ops>.*?)(?:_\d+)?$")
 
 
-def model_op(op_name: str, shapes: OpShapes | None, kernel_category: str, kernel_name: str) -> OpModel | None:
+BufferKey = tuple[tuple[int, ...], str]  # (dims, dtype) of a tensor
+
+
+def model_op(
+    op_name: str,
+    shapes: OpShapes | None,
+    kernel_category: str,
+    kernel_name: str,
+    gemm_out_buffers: tuple[BufferKey, ...] = (),
+    conv_output: tuple[int, ...] | None = None,
+) -> OpModel | None:
+    """`gemm_out_buffers`: (dims, dtype) of the `out=` buffers that extern GEMMs wrote just before this kernel
+    (see `gemm_out_buffer`): evidence that an Inductor pointwise kernel works in place (`_in_place`).
+    `conv_output`: dims of the tensor the op after a forward convolution reads, used as the convolution's output
+    size when stride/padding are not recorded (and only when batch and channels agree)."""
     if shapes is None or not shapes.tensors:
         return None
     if kernel_name.startswith("triton_") and op_name == kernel_name:
-        return _inductor(kernel_name, shapes)
+        return _inductor(kernel_name, shapes, gemm_out_buffers)
     if op_name in GEMM_OPS:
         return _gemm(op_name, shapes) if kernel_category == "gemm" else None
+    if op_name in CONV_FORWARD or op_name in CONV_BACKWARD:
+        return _conv(op_name, shapes, conv_output) if kernel_category in CONV_KERNEL_CATEGORIES else None
     if op_name in ATTENTION_OPS:
         return _attention(op_name, shapes) if kernel_category == "attention" else None
     if kernel_category not in MEMORY_KERNEL_CATEGORIES:
@@ -187,6 +243,8 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     first = tensors[0]
     inputs = float(sum(t.nbytes for t in tensors))
     if name in POINTWISE:
+        tensors = _pointwise_inputs(name, shapes)
+        inputs = float(sum(t.nbytes for t in tensors))
         out_numel = broadcast_numel(tensors)
         out = float(out_numel * first.itemsize)
         return OpModel("elementwise", float(out_numel), inputs + out, first.dtype, out_bytes=out)
@@ -202,14 +260,188 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     return None
 
 
+def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
+    """(inputs, output) of a memory-bound op call, as its model counts them: inputs without a recorded `out=`
+    buffer; the output sized like the model's (pointwise: the broadcast of the inputs in the first input's dtype;
+    norms and same-dtype copies: the first input; fills: the filled tensor); None when its shape is not known
+    from the inputs (reductions, dtype-changing copies)."""
+    if shapes is None or not shapes.tensors or not op_name.startswith("aten::"):
+        return (), None
+    name, tensors = base_name(op_name), shapes.tensors
+    first = tensors[0]
+    if name in POINTWISE:
+        inputs = _pointwise_inputs(name, shapes)
+        return inputs, Tensor(_broadcast_dims(inputs), first.dtype, first.itemsize)
+    if name in NORMS:
+        return tensors, first
+    if name in FILLS:
+        return (), first
+    if name == "copy_" and len(tensors) >= 2:
+        return (tensors[1],), first
+    if name in ("clone", "contiguous", "repeat", "roll", "flip", "tril", "triu"):
+        return (first,), first
+    return tensors, None
+
+
+def _broadcast_dims(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
+    rank = max((len(t.dims) for t in tensors), default=0)
+    out = [1] * rank
+    for t in tensors:
+        for axis, size in enumerate(t.dims, start=rank - len(t.dims)):
+            out[axis] = max(out[axis], size) if size != 1 else out[axis]
+    return tuple(out)
+
+
+def gemm_inputs(op_name: str, shapes: OpShapes | None) -> tuple[Tensor, ...]:
+    """The input tensors of a GEMM call (a recorded `out=` buffer left out)."""
+    return _gemm_inputs(op_name, shapes) if shapes is not None and op_name in GEMM_OPS else ()
+
+
+def gemm_output(op_name: str, shapes: OpShapes | None) -> Tensor | None:
+    """The output tensor of a GEMM call: its `out=` buffer when recorded, else (batch…, M, N) in A's dtype."""
+    if shapes is None or op_name not in GEMM_OPS:
+        return None
+    count = GEMM_INPUTS.get(op_name)
+    if count is not None:
+        extra = [t for t in shapes.args[count:] if t is not None]
+        if extra:
+            return extra[0]
+    dims = _gemm_dims(op_name, shapes)
+    if dims is None:
+        return None
+    batch, m, _, n, a = dims
+    if op_name == "aten::linear":
+        x = shapes.tensor(0)
+        lead = x.dims[:-1] if x is not None else (m,)
+        return Tensor((*lead, n), a.dtype, a.itemsize)
+    if op_name in ("aten::bmm", "aten::baddbmm"):
+        return Tensor((batch, m, n), a.dtype, a.itemsize)
+    if op_name == "aten::matmul":
+        x = shapes.tensor(0)
+        lead = x.dims[:-1] if x is not None and len(x.dims) > 1 else ()
+        return Tensor((*lead, n), a.dtype, a.itemsize)
+    return Tensor((m, n), a.dtype, a.itemsize)
+
+
+def peak_dtype(dtype: str, kernel_name: str) -> str:
+    """The dtype whose peak bounds a kernel: an fp32 GEMM whose kernel runs on tensor cores (`…tf32…`,
+    cuBLAS/CUTLASS `tensorop_s1688`/`s16816`) is bounded by the TF32 peak, not the CUDA-core fp32 one."""
+    return "tf32" if dtype == "fp32" and TF32_KERNEL.search(kernel_name) else dtype
+
+
+def _pointwise_inputs(name: str, shapes: OpShapes) -> tuple[Tensor, ...]:
+    """The input tensors of a pointwise call: an `out=` buffer recorded after the inputs (`mul(a, b, out=c)` shows
+    three tensors) is the output, counted once; ops of unknown arity keep every tensor."""
+    arity = 1 if name in UNARY else 2 if name in BINARY else 3 if name in TERNARY else None
+    if arity is None:
+        return shapes.tensors
+    inputs = tuple(t for t in shapes.args[:arity] if t is not None)
+    return inputs or shapes.tensors
+
+
 def _gemm(op_name: str, shapes: OpShapes) -> OpModel | None:
     dims = _gemm_dims(op_name, shapes)
     if dims is None:
         return None
     batch, m, k, n, a = dims
     out_bytes = float(batch * m * n * (2 if a.itemsize == 1 else a.itemsize))
-    moved = float(sum(t.nbytes for t in shapes.tensors)) + out_bytes
+    moved = float(sum(t.nbytes for t in _gemm_inputs(op_name, shapes))) + out_bytes
     return OpModel("gemm", 2.0 * batch * m * k * n, moved, a.dtype, out_bytes=out_bytes)
+
+
+def gemm_out_buffer(op_name: str, shapes: OpShapes | None) -> BufferKey | None:
+    """(dims, dtype) of the `out=` buffer a GEMM call recorded after its inputs, None when it has none."""
+    count = GEMM_INPUTS.get(op_name)
+    if count is None or shapes is None:
+        return None
+    extra = [t for t in shapes.args[count:] if t is not None]
+    return (extra[0].dims, extra[0].dtype) if extra else None
+
+
+def _gemm_inputs(op_name: str, shapes: OpShapes) -> tuple[Tensor, ...]:
+    """The input tensors of a GEMM call: an `out=` buffer recorded after the inputs (Inductor's
+    `extern_kernels.mm(a, b, out=buf)` shows as `aten::mm` with three tensors) is the output, counted once."""
+    count = GEMM_INPUTS.get(op_name)
+    if count is None:
+        return shapes.tensors
+    return tuple(t for t in shapes.args[:count] if t is not None)
+
+
+def _conv(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = None) -> OpModel | None:
+    """Direct convolution: FLOPs = 2 × N × C_out × (output spatial) × C_in/groups × (kernel spatial) for each
+    computed gradient (forward: one pass; backward: data and/or weight gradient, each as many FLOPs as the
+    forward); bytes = the tensors each pass reads and writes. Transposed convolutions are not modelled."""
+    if op_name in CONV_FORWARD:
+        return _conv_forward(op_name, shapes, conv_output)
+    out_at, in_at, w_at = CONV_BACKWARD[op_name]
+    grad_out, x, w = shapes.tensor(out_at), shapes.tensor(in_at), shapes.tensor(w_at)
+    if grad_out is None or x is None or w is None or not len(grad_out.dims) == len(x.dims) == len(w.dims) >= 3:
+        return None
+    mask = _bool_list(shapes.concrete[-1]) if shapes.concrete else None
+    input_grad, weight_grad = (mask[0], mask[1]) if mask is not None and len(mask) >= 2 else (True, True)
+    passes = int(input_grad) + int(weight_grad)
+    if passes == 0:
+        return None
+    flops = 2.0 * grad_out.numel * math.prod(w.dims[1:]) * passes
+    # grad_input reads grad_output and weight, writes an input-sized tensor; grad_weight reads grad_output and
+    # input, writes a weight-sized tensor
+    moved = float(input_grad) * (grad_out.nbytes + w.nbytes + x.nbytes)
+    moved += float(weight_grad) * (grad_out.nbytes + x.nbytes + w.nbytes)
+    return OpModel("conv", flops, moved, grad_out.dtype, out_bytes=float(x.nbytes if input_grad else w.nbytes))
+
+
+def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None) -> OpModel | None:
+    x, w = shapes.tensor(0), shapes.tensor(1)
+    if x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
+        return None
+    if op_name in ("aten::convolution", "aten::_convolution") and shapes.flag(6):
+        return None  # transposed
+    stride_at, pad_at, dil_at = CONV_FORWARD[op_name]
+    spatial = len(x.dims) - 2
+    stride = _int_list(shapes.value(stride_at))
+    padding = _int_list(shapes.value(pad_at))
+    dilation = _int_list(shapes.value(dil_at))
+    if stride is None or padding is None or dilation is None:  # not recorded (no `Concrete Inputs`)
+        if conv_output is None or len(conv_output) != len(x.dims) or conv_output[:2] != (x.dims[0], w.dims[0]):
+            return None  # output size unknown
+        out_spatial = list(conv_output[2:])
+    else:
+        stride, padding, dilation = (_expand(v, spatial) for v in (stride, padding, dilation))
+        out_spatial = [
+            (size + 2 * p - d * (k - 1) - 1) // s + 1
+            for size, k, s, p, d in zip(x.dims[2:], w.dims[2:], stride, padding, dilation, strict=True)
+        ]
+    if min(out_spatial) <= 0:
+        return None
+    out_numel = x.dims[0] * w.dims[0] * math.prod(out_spatial)
+    flops = 2.0 * out_numel * math.prod(w.dims[1:])
+    out_bytes = float(out_numel * x.itemsize)
+    bias = shapes.tensor(2)
+    moved = float(x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0)) + out_bytes
+    return OpModel("conv", flops, moved, x.dtype, out_bytes=out_bytes)
+
+
+def _expand(values: list[int], count: int) -> list[int]:
+    return values * count if len(values) == 1 else values[:count] + [values[-1]] * (count - len(values))
+
+
+def _int_list(text: str) -> list[int] | None:
+    """`"[1, 1]"` → [1, 1]; `"2"` → [2]; None when not a list of ints."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        values = [int(v) for v in text.strip("[]()").split(",") if v.strip()]
+    except ValueError:
+        return None
+    return values or None
+
+
+def _bool_list(text: str) -> list[bool] | None:
+    parts = [p.strip().lower() for p in text.strip().strip("[]()").split(",") if p.strip()]
+    if not parts or any(p not in ("true", "false", "1", "0") for p in parts):
+        return None
+    return [p in ("true", "1") for p in parts]
 
 
 def _gemm_dims(op_name: str, shapes: OpShapes) -> tuple[int, int, int, int, Tensor] | None:
@@ -292,15 +524,40 @@ def _known_prefix(text: str) -> str | None:
     return None
 
 
-def _inductor(kernel_name: str, shapes: OpShapes) -> OpModel:
+def _inductor(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> OpModel:
+    """Each tensor argument moved once; an in/out first argument (see `_in_place`) read and written."""
     ops = decode_inductor_ops(kernel_name)
     tensors = shapes.tensors
     largest = max(tensors, key=lambda t: t.numel)
-    moved = float(sum(t.nbytes for t in tensors))
+    in_place = _in_place(kernel_name, shapes, gemm_out_buffers)
+    moved = float(sum(t.nbytes for t in tensors)) + (tensors[0].nbytes if in_place else 0)
     flops = float(largest.numel * max(len(ops), 1))
     if kernel_name.startswith("triton_tem_") and {"mm", "addmm", "bmm"} & set(ops):
         flops = _template_gemm_flops(tensors) or flops
-    return OpModel("inductor", flops, moved, largest.dtype, ops="+".join(ops))
+    return OpModel("inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place)
+
+
+def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
+    """Whether a pointwise Inductor kernel computes in place. Inductor passes in/out buffers first (`in_out_ptr0`,
+    then `in_ptr*`, then `out_ptr*`) and writes the output over an intermediate input of the output's size when it
+    can; the trace records no argument names, so the evidence taken is: a `triton_poi_` kernel whose tensor
+    arguments all have its element count (`xnumel`, its last integer argument) and are each one of the
+    intermediate buffers extern GEMMs wrote through `out=` just before it (one GEMM output per argument): no
+    argument is left to be a fresh output, so the first one is read and written. Compiled GeGLU inference:
+    `triton_poi_fused_gelu_mul_0(gate_buf, up_buf)` after `mm(x, Wg, out=gate_buf)`, `mm(x, Wu, out=up_buf)`; in
+    training the same kernel has a third argument (gate is kept for backward) and is not in place."""
+    if not kernel_name.startswith("triton_poi_") or not gemm_out_buffers:
+        return False
+    numels = [int(v) for v in shapes.concrete if v.strip().lstrip("-").isdigit()]
+    tensors = shapes.tensors
+    if not numels or not tensors or any(t.numel != numels[-1] for t in tensors):
+        return False
+    available = list(gemm_out_buffers)
+    for t in tensors:
+        if (t.dims, t.dtype) not in available:
+            return False
+        available.remove((t.dims, t.dtype))
+    return True
 
 
 def _template_gemm_flops(tensors: tuple[Tensor, ...]) -> float | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.activity import gpu_activity, step_windows
 from tracelens.analyses.summary import summary_of
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -108,7 +108,7 @@ def rank_figures(trace: Trace) -> RankFigures:
     is_comm = kernels.category[order] == CATEGORIES.index(COMMUNICATION)
     dur_us = kernels.dur_ns[order] / 1000.0
     names = np.asarray(trace.events.names, dtype=object)[kernels.name[order][is_comm]]
-    durations = trace.steps.duration_ns[window.step_indices] / 1000.0
+    durations = step_windows(trace).period_ns[window.step_indices] / 1000.0  # per-step step time (period)
     return RankFigures(
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
@@ -116,7 +116,7 @@ def rank_figures(trace: Trace) -> RankFigures:
         events=trace.n_events,
         steps=window.n_steps,
         step_numbers=list(window.step_numbers),
-        step_us=float(summary.per_step.step_us),
+        step_us=float("nan") if summary.per_step.step_us is None else float(summary.per_step.step_us),
         step_us_by_step=[float(d) for d in durations],
         gpu_kernel_us=float(dur_us.sum() / n),
         compute_us=float(dur_us[~is_comm].sum() / n),

@@ -7,6 +7,9 @@ kernel (see `opmodels.py`). When one op call launched several fitting kernels, i
 by kernel time. Per kernel name: achieved = summed FLOPs (bytes) / summed kernel time; `pct_of_peak` =
 achieved / attainable roofline = achieved TFLOP/s ÷ dtype peak when compute-bound (intensity ≥ ridge), else
 achieved TB/s ÷ memory peak. Device-to-device copies use their recorded bytes. Unknown device → no %.
+An fp32 GEMM whose kernel runs on tensor cores (TF32) is held against the TF32 peak. A figure above 100 % of
+its peak means the model does not fit the kernel (data served from cache, a wrong FLOP/byte count): the row
+then has `pct_of_peak = None` and says why in `model_note`; no figure is capped.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from tracelens.analyses.keygroups import (
     group_sums,
     string_ranks,
 )
-from tracelens.analyses.opmodels import OpModel, model_op
+from tracelens.analyses.opmodels import (
+    CONV_FORWARD,
+    GEMM_INPUTS,
+    BufferKey,
+    OpModel,
+    gemm_out_buffer,
+    model_op,
+    peak_dtype,
+)
 from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I8, I64, Kind
@@ -39,6 +50,7 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 MAX_OP_ANCESTORS = 3
+CONV_CONSUMER_LOOKAHEAD = 4  # ops after a convolution searched for the first one that reads a feature map
 NS_PER_S = 1e9
 
 
@@ -60,7 +72,8 @@ class RooflineRow:
     peak_tflops: float | None
     peak_tbps: float | None
     limit: str  # "compute" | "memory"
-    pct_of_peak: float | None
+    pct_of_peak: float | None  # None: unknown peak, or the model does not fit (see `model_note`)
+    model_note: str | None = None  # why `pct_of_peak` is None although the peak is known
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,46 @@ def kernel_categories(trace: Trace, kernels: np.ndarray) -> I8:
     return activity.category[np.searchsorted(activity.row, kernels)]
 
 
+def gemm_out_buffers(trace: Trace, op_row: int) -> tuple[BufferKey, ...]:
+    """(dims, dtype) of the `out=` buffers written by the GEMM calls that precede the op at `op_row` under the
+    same parent, back to the previous Inductor kernel call (the extern calls of one stretch of a compiled graph)."""
+    ev, parent = trace.events, trace.links.parent
+    if parent[op_row] < 0:
+        return ()
+    siblings = np.flatnonzero((parent == parent[op_row]) & (ev.kind == Kind.CPU_OP) & (ev.ts_ns < ev.ts_ns[op_row]))
+    found: list[BufferKey] = []
+    for row in siblings[np.argsort(ev.ts_ns[siblings], kind="stable")][::-1].tolist():
+        name = ev.names[int(ev.name[row])]
+        if name.startswith("triton_"):
+            break
+        if name in GEMM_INPUTS:
+            key = gemm_out_buffer(name, op_shapes(ev, row))
+            if key is not None:
+                found.append(key)
+    return tuple(found)
+
+
+def conv_consumer_dims(trace: Trace, op_row: int) -> tuple[int, ...] | None:
+    """For a forward convolution op (None for other ops): the dims of the first feature map (rank ≥ 3) read by
+    one of the next ops after the outermost enclosing convolution call (ResNet: the batch norm after
+    `aten::conv2d`), taken as the convolution's output when its batch and channels match (checked by the model)."""
+    ev, parent = trace.events, trace.links.parent
+    if ev.names[int(ev.name[op_row])] not in CONV_FORWARD:
+        return None
+    top = op_row
+    while parent[top] >= 0 and ev.names[int(ev.name[parent[top]])] in CONV_FORWARD:
+        top = int(parent[top])
+    end = ev.ts_ns[top] + ev.dur_ns[top]
+    after = (parent == parent[top]) & (ev.kind == Kind.CPU_OP) & (ev.ts_ns >= end) & (ev.track == ev.track[top])
+    rows = np.flatnonzero(after)
+    for row in rows[np.argsort(ev.ts_ns[rows], kind="stable")][:CONV_CONSUMER_LOOKAHEAD].tolist():
+        shapes = op_shapes(ev, row)
+        first = next(iter(shapes.tensors), None) if shapes is not None else None
+        if first is not None and len(first.dims) >= 3:
+            return first.dims
+    return None
+
+
 def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list[OpModel]) -> I64:
     """Index into `models` (appended to) of the model of each (op, kernel) pair, -1 where none fits; computed
     once per distinct (op name, shapes, kernel category, kernel name for `triton_*` ops)."""
@@ -180,6 +233,8 @@ def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list
             op_shapes(ev, int(ops[has[i]])),
             CATEGORIES[int(category[has[i]])],
             ev.names[int(kernel_code[i])] if triton[i] else "",
+            gemm_out_buffers(trace, int(ops[has[i]])) if triton[i] else (),
+            conv_consumer_dims(trace, int(ops[has[i]])),
         )
         if model is not None:
             index[g] = len(models)
@@ -282,7 +337,7 @@ def _row(
     seconds = dur_ns / NS_PER_S
     tflops, tbps = flops / seconds / 1e12, moved / seconds / 1e12
     intensity = flops / moved if moved > 0 else None
-    peak_flops = peaks.flops_peak(dtype) if flops > 0 else None
+    peak_flops = peaks.flops_peak(peak_dtype(dtype, name)) if flops > 0 else None
     peak_bw = peaks.hbm_tbps
     compute_bound = flops > 0 and (
         moved <= 0
@@ -297,6 +352,9 @@ def _row(
         pct = 100 * tflops / peak_flops if peak_flops else None
     else:
         pct = 100 * tbps / peak_bw if peak_bw else None
+    note = _misfit(tflops, tbps, peak_flops, peak_bw)
+    if note is not None:
+        pct = None
     return RooflineRow(
         kernel=name,
         short_name=short_name(name),
@@ -315,7 +373,20 @@ def _row(
         peak_tbps=peak_bw,
         limit="compute" if compute_bound else "memory",
         pct_of_peak=round(pct, 2) if pct is not None else None,
+        model_note=note,
     )
+
+
+def _misfit(tflops: float, tbps: float, peak_flops: float | None, peak_bw: float | None) -> str | None:
+    """Why the model does not fit the kernel, when an achieved figure exceeds its peak (None when it fits)."""
+    if peak_flops and tflops > peak_flops:
+        return f"model does not fit: {tflops:,.1f} TFLOP/s modelled is above the {peak_flops:g} TFLOP/s peak"
+    if peak_bw and tbps > peak_bw:
+        return (
+            f"model does not fit: {tbps:,.2f} TB/s modelled is above the {peak_bw:g} TB/s memory peak "
+            "(data served from cache, or bytes over-counted)"
+        )
+    return None
 
 
 def _sig(value: float, digits: int = 6) -> float:

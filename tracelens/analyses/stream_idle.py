@@ -86,17 +86,25 @@ def stream_idle_of(trace: Trace, window: Window) -> StreamIdle:
             StreamIdleRow(
                 device=int(picked.device[on[0]]),
                 stream=int(picked.stream[on[0]]),
-                activities_per_step=on.size / n_steps,
-                busy_us_per_step=busy / NS_PER_US / n_steps,
-                idle_us_per_step=idle / NS_PER_US / n_steps,
-                host_wait_us_per_step=float(gap[host].sum()) / NS_PER_US / n_steps,
-                kernel_wait_us_per_step=float(gap[kernel].sum()) / NS_PER_US / n_steps,
-                other_us_per_step=float(gap[~host & ~kernel].sum()) / NS_PER_US / n_steps,
-                busy_pct=100.0 * busy / (busy + idle) if on.size > 1 and busy + idle > 0 else None,
+                activities_per_step=float(_r(on.size / n_steps) or 0.0),
+                busy_us_per_step=float(_r(busy / NS_PER_US / n_steps) or 0.0),
+                idle_us_per_step=float(_r(idle / NS_PER_US / n_steps) or 0.0),
+                host_wait_us_per_step=float(_r(float(gap[host].sum()) / NS_PER_US / n_steps) or 0.0),
+                kernel_wait_us_per_step=float(_r(float(gap[kernel].sum()) / NS_PER_US / n_steps) or 0.0),
+                other_us_per_step=float(_r(float(gap[~host & ~kernel].sum()) / NS_PER_US / n_steps) or 0.0),
+                busy_pct=_r(100.0 * busy / (busy + idle)) if on.size > 1 and busy + idle > 0 else None,
             )
         )
     rows.sort(key=lambda r: (-r.busy_us_per_step, r.device, r.stream))
-    note = (
-        f"{len(rows)} streams over {window.n_steps} steps" if rows else "no GPU activity launched in the analyzed steps"
-    )
+    if rows:
+        note = f"{len(rows)} streams over {window.n_steps} steps"
+    elif window.n_steps == 0:
+        note = "no analyzed step"
+    else:
+        note = "no GPU activity launched in the analyzed steps"
     return StreamIdle(streams=rows, kernel_wait_threshold_us=KERNEL_WAIT_NS / NS_PER_US, note=note)
+
+
+def _r(value: float | None) -> float | None:
+    """Figures are reported to 3 decimals (ns for µs)."""
+    return None if value is None else round(float(value), 3)

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracelens.analyses.activity import GpuActivity, gpu_activity
+from tracelens.analyses.activity import GpuActivity, gpu_activity, step_windows
 from tracelens.analyses.keygroups import string_keys
 from tracelens.analyses.window import (
     Window,
-    interval_union_per_group,
     per_step_counts,
     per_step_sums,
     select_window,
@@ -69,24 +68,34 @@ STEP_FIGURE_KEYS = (
     "gpu_busy_us",
     "gpu_kernel_us",
     "step_us",
+    "queue_backlog_us",
+    "gpu_window_us",
 )
 
 
 @dataclass(frozen=True)
 class StepFigures:
-    """Figures of one step (or of the per-step median, with `number` = -1)."""
+    """Figures of one step (or of the per-step median, with `number` = -1); None = cannot be computed
+    (no analyzed step, or no GPU activity for the GPU figures). Definitions: docs/definitions.md.
+
+    `gpu_busy_us`: union of all GPU activity inside the step's GPU window (whoever launched it);
+    `gpu_window_us`: that window's length (times the devices); `step_us`: the step's period (GPU end to GPU end
+    when the GPU is the limiter, CPU start to CPU start when the CPU is); `queue_backlog_us`: how far the GPU
+    work trails the CPU at the step's end. See `activity.StepWindows`."""
 
     number: int
-    kernels: float
-    memcpy: float
-    memset: float
-    launches: float
-    cpu_ops: float
-    cpu_us: float
-    gpu_busy_us: float
-    gpu_kernel_us: float
-    step_us: float
+    kernels: float | None
+    memcpy: float | None
+    memset: float | None
+    launches: float | None
+    cpu_ops: float | None
+    cpu_us: float | None
+    gpu_busy_us: float | None
+    gpu_kernel_us: float | None
+    step_us: float | None
     complete: bool = True
+    queue_backlog_us: float | None = None
+    gpu_window_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,7 @@ class Summary:
     kernels: list[KernelRow]
     ops: list[OpRow]
     warnings: list[str] = field(default_factory=list)
+    empty_reason: str | None = None  # why per-step figures are None (no analyzed step), else None
 
 
 def analyze_summary(ctx: AnalysisContext) -> Summary:
@@ -154,7 +164,19 @@ def summary_of(trace: Trace, step: int | None = None, window: Window | None = No
         kernels=_kernel_rows(trace.events.names, in_window, n),
         ops=_op_rows(trace, window, in_window, n),
         warnings=list(trace.warnings),
+        empty_reason=_empty_reason(trace, window),
     )
+
+
+def _empty_reason(trace: Trace, window: Window) -> str | None:
+    """Why there are no per-step figures, or None when some step was analyzed."""
+    if window.n_steps:
+        return None
+    steps = trace.steps
+    if steps.source == "ProfilerStep" and len(steps):
+        cut = " (the trace is cut off)" if trace.truncation.truncated else ""
+        return f"no complete step: {len(steps)} ProfilerStep(s) in the trace, none complete{cut}"
+    return "no step to analyze: the trace has no CPU events"
 
 
 # ---------------------------------------------------------------- GPU activity as a frame
@@ -211,7 +233,13 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
     cpu_ops = per_step_counts(np.where(ev.kind == Kind.CPU_OP, links.step, -1), window, n_all)
     kernel_rows = kind == Kind.KERNEL
     kernel_us = per_step_sums(np.where(kernel_rows, step_of_gpu, -1), gpu.dur_ns / NS_PER_US, window, n_all)
-    busy_us, step_us = _gpu_busy_and_span(trace, window, gpu)
+    windows = step_windows(trace)
+    chosen = window.step_indices
+    has_gpu = windows.devices.size > 0
+    busy_us = windows.busy_ns[chosen] / NS_PER_US
+    window_us = windows.window_ns[chosen] / NS_PER_US
+    step_us = windows.period_ns[chosen] / NS_PER_US
+    backlog_us = windows.backlog_ns[chosen] / NS_PER_US
     cpu_us = steps.duration_ns[window.step_indices] / NS_PER_US
     kernels, memcpy, memset = count(Kind.KERNEL), count(Kind.MEMCPY), count(Kind.MEMSET)
     return [
@@ -223,10 +251,12 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
             launches=float(launches[i]),
             cpu_ops=float(cpu_ops[i]),
             cpu_us=round(float(cpu_us[i]), 3),
-            gpu_busy_us=round(float(busy_us[i]), 3),
-            gpu_kernel_us=round(float(kernel_us[i]), 3),
+            gpu_busy_us=round(float(busy_us[i]), 3) if has_gpu else None,
+            gpu_kernel_us=round(float(kernel_us[i]), 3) if has_gpu else None,
             step_us=round(float(step_us[i]), 3),
             complete=bool(steps.complete[index]),
+            queue_backlog_us=round(float(backlog_us[i]), 3) if has_gpu else None,
+            gpu_window_us=round(float(window_us[i]), 3) if has_gpu else None,
         )
         for i, index in enumerate(window.step_indices)
     ]
@@ -236,34 +266,12 @@ def _launch_name_codes(ev: EventTable) -> np.ndarray:
     return np.array([c for c, name in enumerate(ev.names) if LAUNCH_API.search(name)], dtype=np.int32)
 
 
-def _gpu_busy_and_span(trace: Trace, window: Window, gpu: GpuActivity) -> tuple[np.ndarray, np.ndarray]:
-    """Union of GPU activity per step (summed over devices) and step span to its last GPU end, in µs."""
-    position = np.full(len(trace.steps) + 1, -1, dtype=np.int64)  # step index -1 → the trailing -1
-    position[window.step_indices] = np.arange(window.n_steps)
-    slot = position[gpu.step]
-    sel = slot >= 0
-    slot = slot[sel]
-    n = window.n_steps
-    devices, device_code = np.unique(gpu.device[sel], return_inverse=True)
-    group = slot * max(devices.size, 1) + device_code
-    start = gpu.ts_ns[sel]
-    end = start + gpu.dur_ns[sel]
-    union = interval_union_per_group(group, start, end, n * max(devices.size, 1))
-    busy_us = union.reshape(n, max(devices.size, 1)).sum(axis=1) / NS_PER_US
-    steps = trace.steps
-    step_start = steps.start_ns[window.step_indices]
-    last_end = steps.end_ns[window.step_indices].copy()
-    if slot.size:
-        np.maximum.at(last_end, slot, end)
-    return busy_us, (last_end - step_start) / NS_PER_US
-
-
 def _median(table: list[StepFigures]) -> StepFigures:
-    if not table:
-        return StepFigures(-1, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0)
+    """Per-figure medians over the steps that have the figure; None where no step has it."""
 
-    def med(attribute: str) -> float:
-        return round(median([getattr(row, attribute) for row in table]), 3)
+    def med(attribute: str) -> float | None:
+        values = [getattr(row, attribute) for row in table if getattr(row, attribute) is not None]
+        return round(median(values), 3) if values else None
 
     return StepFigures(
         number=-1,
@@ -276,6 +284,8 @@ def _median(table: list[StepFigures]) -> StepFigures:
         gpu_busy_us=med("gpu_busy_us"),
         gpu_kernel_us=med("gpu_kernel_us"),
         step_us=med("step_us"),
+        queue_backlog_us=med("queue_backlog_us"),
+        gpu_window_us=med("gpu_window_us"),
     )
 
 

@@ -96,3 +96,21 @@ def merge_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
     merged_end = np.zeros(int(new.sum()), dtype=np.int64)
     np.maximum.at(merged_end, np.cumsum(new) - 1, end)
     return np.stack([start[new], merged_end], axis=1)
+
+
+def covered_ns(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Length of each [start, end) covered by sorted, disjoint `intervals` (k, 2), as float64 ns."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.maximum(np.asarray(end, dtype=np.int64), start)
+    if intervals.shape[0] == 0 or start.size == 0:
+        return np.zeros(start.size, dtype=np.float64)
+    lengths = intervals[:, 1] - intervals[:, 0]
+    cumulative = np.concatenate(([0], np.cumsum(lengths)))
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(intervals[:, 0], t, side="right")  # intervals starting at or before t
+        last = np.maximum(i - 1, 0)
+        inside = np.clip(t - intervals[last, 0], 0, lengths[last])
+        return cumulative[last] + np.where(i > 0, inside, 0)
+
+    return np.maximum(covered_before(end) - covered_before(start), 0).astype(np.float64)

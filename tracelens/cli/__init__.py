@@ -7,18 +7,24 @@ import contextlib
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Protocol
 
 from tracelens import __version__
 from tracelens._cache import Cache
-from tracelens.cli.analyze import AnalyzeCommand
+from tracelens.cli.analyze import AnalyzeCommand, peak_override
 from tracelens.cli.annotate import AnnotateCommand
 from tracelens.cli.cache import CacheCommand
 from tracelens.cli.check import CheckCommand
+from tracelens.cli.common import check_inputs, command_inputs
 from tracelens.cli.compare import CompareCommand
+from tracelens.cli.output import check_writable
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
+from tracelens.renderers.textsafe import escape_controls
+
+PEAKS_ENV = "TRACELENS_PEAKS"  # tracelens.analyses.devices.PEAKS_ENV, named here to keep start-up light
 
 DESCRIPTION = """\
 Fast, correct answers from PyTorch profiler (Kineto) traces.
@@ -52,6 +58,10 @@ COMMANDS: list[Command] = [
 ]
 
 
+DEBUG_FLAG = "--debug"
+INTERNAL_ERROR_EXIT = 3
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise TracelensError(f"{message} (see tracelens {self.prog.split()[-1]} --help)")
@@ -60,11 +70,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tracelens", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tracelens {__version__}")
+    _add_debug_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         doc = (type(command).__doc__ or "").strip()
         child = sub.add_parser(command.name, help=_first_sentence(doc), description=doc)
         command.prepare_parser(child)
+        _add_debug_argument(child)
         child.set_defaults(handler=command)
     return parser
 
@@ -76,30 +88,74 @@ def _first_sentence(doc: str) -> str:
     return text if end < 0 else text[: end + 1]
 
 
+def _add_debug_argument(parser: argparse.ArgumentParser) -> None:
+    """`--debug`, before or after the command name (read from the raw arguments by `main`)."""
+    parser.add_argument(
+        DEBUG_FLAG, action="store_true", default=argparse.SUPPRESS, help="print the traceback of an internal error"
+    )
+
+
 def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 1 a failed check, 2 unusable input or usage). `cache`: the
+    """Run the CLI; returns the exit status: 0 ok, 1 a failed check, 2 unusable input, usage or output,
+    3 an internal error (a bug: one line, and the traceback only with --debug), 130 interrupted. `cache`: the
     cache commands use (default: `Cache.from_environment()`), as `args.cache`; `--no-cache` turns it off."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return 2
-        args.cache = cache if cache is not None else Cache.from_environment()
-        if not getattr(args, "use_cache", True):
-            args.cache = args.cache.disabled()
-        return int(args.handler.run(args))
+        return _run(parser, arguments, cache)
     except TracelensError as exc:
-        print(f"tracelens: error: {exc}", file=sys.stderr)
+        report_error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tracelens: error: interrupted", file=sys.stderr)
+        report_error("interrupted")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # `tracelens ... | head`: the reader has all it wanted
         return 0
     except MemoryError:
-        print("tracelens: error: out of memory while analyzing; try a smaller trace", file=sys.stderr)
+        report_error("out of memory while analyzing; try a smaller trace")
         return 2
+    except RecursionError:
+        report_error("input nested too deeply to analyze")
+        return 2
+    except Exception as exc:  # the guard: a bug, never a traceback unless asked for
+        if DEBUG_FLAG in arguments:
+            traceback.print_exc()
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        report_error(f"internal error ({_shorten(detail)}); please report it with {DEBUG_FLAG} output")
+        return INTERNAL_ERROR_EXIT
+
+
+def _run(parser: argparse.ArgumentParser, arguments: list[str], cache: Cache | None) -> int:
+    if not arguments:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.write(parser.format_usage())
+        names = ", ".join(command.name for command in COMMANDS)
+        raise TracelensError(f"no command given; choose one of {names} (see tracelens --help)")
+    args = parser.parse_args(arguments)
+    if args.command is None:
+        raise TracelensError("no command given (see tracelens --help)")
+    inputs = command_inputs(args)
+    check_inputs(inputs)
+    if getattr(args, "output", None) is not None:
+        check_writable(args.output, args.force, inputs)  # before any work: the output can be written
+    if os.environ.get(PEAKS_ENV, "").strip():
+        peak_override(None, None)  # a bad TRACELENS_PEAKS is one error line in every command
+    args.cache = cache if cache is not None else Cache.from_environment()
+    if not getattr(args, "use_cache", True):
+        args.cache = args.cache.disabled()
+    return int(args.handler.run(args))
+
+
+def report_error(message: str) -> None:
+    """`tracelens: error: MESSAGE` on stderr: one line, control characters escaped."""
+    if sys.stderr is None:  # closed (2>&-): nowhere to say it (print would fall back to stdout)
+        return
+    with contextlib.suppress(OSError, ValueError):  # stderr full: nowhere to say it
+        print(f"tracelens: error: {escape_controls(message)}", file=sys.stderr)
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def run() -> None:
@@ -115,7 +171,7 @@ def run() -> None:
     cache = Cache.from_environment(background_writes=True)  # a big trace's entry is written while analyses run
     status = main(cache=cache)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe (| head) or stream
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed pipe (| head) or stream (None)
             stream.flush()
     cache.finish_writes()
     os._exit(status)

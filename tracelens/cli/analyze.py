@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +21,6 @@ from tracelens.cli.common import (
     load_with_feedback,
     print_warnings,
 )
-from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 
@@ -29,19 +29,54 @@ if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check`
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.ranks import RankFigures
     from tracelens.analyses.record import CachedAnalysis
+    from tracelens.loader.et import ExecutionTrace
+    from tracelens.model.trace import Trace
     from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
-    """Peaks from TRACELENS_PEAKS, overridden by the command-line options."""
+    """Peaks from TRACELENS_PEAKS, overridden by the command-line options; every figure must be a finite
+    number > 0 (a peak of 0, a negative or NaN one would give impossible percentages of peak)."""
     from tracelens.analyses.devices import PeakOverride, merge_overrides, override_from_env, parse_tflops
 
     try:
         from_env = override_from_env()
-        from_cli = PeakOverride(parse_tflops(tflops) if tflops else {}, tbps)
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise TracelensError(f"bad peak figures ({exc}); use e.g. --peak-tflops bf16=989,fp32=67") from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        raise TracelensError(
+            f'bad peak figures in TRACELENS_PEAKS ({exc}); use e.g. {{"bf16": 989, "hbm_tbps": 4.8}}'
+        ) from None
+    _check_peaks(from_env, "TRACELENS_PEAKS", "TRACELENS_PEAKS")
+    try:
+        from_cli = PeakOverride(parse_tflops(tflops) if tflops is not None else {}, tbps)
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        raise TracelensError(
+            f"bad peak figures in --peak-tflops ({exc}); use e.g. --peak-tflops bf16=989,fp32=67"
+        ) from None
+    _check_peaks(from_cli, "--peak-tflops", "--peak-tbps")
     return merge_overrides(from_env, from_cli)
+
+
+def _check_peaks(peaks: PeakOverride, compute_source: str, memory_source: str) -> None:
+    figures = [
+        (compute_source, f"{dtype} TFLOP/s" if dtype != "*" else "TFLOP/s", value)
+        for dtype, value in peaks.tflops.items()
+    ]
+    if peaks.hbm_tbps is not None:
+        figures.append((memory_source, "TB/s", peaks.hbm_tbps))
+    for source, unit, value in figures:
+        if not math.isfinite(value) or value <= 0:
+            raise TracelensError(f"{source}: a peak must be a finite number > 0, not {value:g} {unit}")
+
+
+FIGURES_HELP = (
+    "Per-step figures (docs/definitions.md): step µs = one step's period, GPU end to GPU end when the GPU is "
+    "the limiter (the previous step's GPU work ran past this step's CPU start), CPU start to next CPU start when "
+    "the CPU is (the trace's first step: its GPU window); backlog µs = how far GPU work trails the CPU at the "
+    "step's CPU end; GPU busy µs = union of all GPU activity inside the step's GPU window (from its CPU start, or "
+    "the previous step's GPU end if later, to its last GPU end or CPU end), whoever launched it; busy + idle "
+    "buckets = the window. Bound: cpu when launch waits >= busy, gpu when busy >= 85 % of the window and launch "
+    "waits <= 10 %, else mixed. A figure that cannot be computed prints as — (null in JSON), with the reason."
+)
 
 
 class AnalyzeCommand:
@@ -51,6 +86,7 @@ class AnalyzeCommand:
     name = "analyze"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.epilog = FIGURES_HELP
         parser.add_argument(
             "trace", type=Path, help="a Kineto/Chrome trace (.json or .json.gz), or a directory / tar of rank traces"
         )
@@ -62,6 +98,13 @@ class AnalyzeCommand:
             "overrides the device table and TRACELENS_PEAKS",
         )
         parser.add_argument("--peak-tbps", type=float, metavar="TBPS", help="roofline memory peak in TB/s")
+        parser.add_argument(
+            "--et",
+            type=Path,
+            metavar="FILE",
+            help="a PyTorch execution trace (ExecutionTraceObserver JSON) taken with TRACE: fusion links ops by "
+            "tensor identity instead of shape and dtype",
+        )
         add_format_argument(parser)
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -79,8 +122,6 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.output is not None:
-            check_writable(args.output, args.force, [args.trace])
         if args.trace.is_dir() or _is_archive(args.trace):
             return _run_ranks(args)
         peaks = peak_override(args.peak_tflops, args.peak_tbps)
@@ -90,10 +131,15 @@ class AnalyzeCommand:
             from tracelens.analyses import analyze
             from tracelens.analyses.record import CachedAnalysis
 
-            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), trace.warnings)
+            warnings = trace.warnings
+            if execution_trace is not None:
+                warnings = (*warnings, *_attach_et(trace, execution_trace))
+            return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
 
-        options = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
-        result = args.cache.result("analyses", [args.trace], options, _record_type, compute)
+        execution_trace = _load_et(args.et) if args.et is not None else None
+        options: dict[str, object] = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
+        inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
+        result = args.cache.result("analyses", inputs, options, _record_type, compute)
         print_warnings(args.trace, result.warnings)
         from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 
@@ -105,6 +151,27 @@ def _record_type() -> type[CachedAnalysis]:
     from tracelens.analyses.record import CachedAnalysis
 
     return CachedAnalysis
+
+
+def _load_et(path: Path) -> ExecutionTrace:
+    from tracelens.loader.et import load_execution_trace
+
+    if path.is_dir():
+        raise TracelensError(f"{path}: --et takes an execution trace file, not a directory")
+    return load_execution_trace(path)
+
+
+def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]:
+    """Pair the execution trace with the trace; a warning when no op matched."""
+    from tracelens.loader.et import attach
+
+    matched = attach(trace, execution_trace)
+    if matched == 0:
+        return (
+            f"execution trace {execution_trace.path}: none of its ops matched this trace's ops (same ProfilerStep "
+            "numbers and op names expected); fusion links by shape and dtype",
+        )
+    return ()
 
 
 def _import_for(output_format: str) -> None:

@@ -6,18 +6,16 @@ import argparse
 import gzip
 from pathlib import Path
 
-from tracelens.cli.common import add_cache_argument, load_with_feedback
-from tracelens.cli.output import check_writable, write_output
+from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback
+from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.naming import trace_stem
 
 SUFFIX = ".tracelens.json.gz"
 
 
 def default_output(trace: Path) -> Path:
-    """`x.json.gz` → `./x.tracelens.json.gz` in the current directory."""
-    name = trace.name
-    for suffix in (".gz", ".json"):
-        name = name.removesuffix(suffix)
-    return Path((name or "trace") + SUFFIX)
+    """`x.json.gz` → `./x.tracelens.json.gz` in the current directory (`tracelens.naming.trace_stem`)."""
+    return Path(trace_stem(trace) + SUFFIX)
 
 
 class AnnotateCommand:
@@ -33,9 +31,9 @@ class AnnotateCommand:
             "-o",
             "--output",
             type=Path,
-            help=f"the trace to write; gzip when it ends in .gz (default: ./<trace name>{SUFFIX})",
+            help=f"the trace to write, - for stdout; gzip when it ends in .gz (default: ./<trace name>{SUFFIX})",
         )
-        parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -44,14 +42,15 @@ class AnnotateCommand:
         from tracelens.renderers.perfetto import trace_additions
 
         output = args.output if args.output is not None else default_output(args.trace)
-        check_writable(output, args.force, [args.trace])
+        inputs = command_inputs(args)
+        check_writable(output, args.force, inputs)
         trace = load_with_feedback(args.trace, args.cache)
         additions = trace_additions(trace, analyze(trace))
         data = rewrite_trace(trace, additions)
         if output.name.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6, mtime=0)
-        write_output(output, data, args.force)
-        print(
-            f"Wrote {output} ({len(additions.slices):,} finding slices, {len(additions.row_args):,} events annotated)"
-        )
+        write_output(output, data, args.force, inputs)
+        if not is_stdout(output):
+            slices, annotated = len(additions.slices), len(additions.row_args)
+            status(f"Wrote {output} ({slices:,} finding slices, {annotated:,} events annotated)")
         return 0

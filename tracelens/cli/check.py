@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -17,6 +18,8 @@ from tracelens.cli.common import (
 )
 from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
+from tracelens.naming import unique_labels
+from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -87,7 +90,7 @@ class CheckCommand:
             hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
         except HypothesisError as exc:
             _report_problems(args.expect, exc)
-        documents = [trace_document(path, args.step, args.cache) for path in args.traces]
+        documents = _distinct_labels([trace_document(path, args.step, args.cache) for path in args.traces])
         try:
             verdicts = evaluate(hypotheses, documents)
         except HypothesisError as exc:
@@ -108,8 +111,14 @@ def _report_problems(source: Path, error: HypothesisError) -> NoReturn:
     if len(error.problems) < 2:
         raise error
     for problem in error.problems:
-        print(f"tracelens: error: {problem}", file=sys.stderr)
+        print(f"tracelens: error: {escape_controls(problem)}", file=sys.stderr)
     raise TracelensError(f"{source}: {len(error.problems)} problems (above); nothing checked") from None
+
+
+def _distinct_labels(documents: list[TraceDocument]) -> list[TraceDocument]:
+    """Traces with the same label (same stem in two folders) told apart as every command does (`unique_labels`)."""
+    labels = unique_labels([d.label for d in documents])
+    return [d if d.label == label else replace(d, label=label) for d, label in zip(documents, labels, strict=True)]
 
 
 def _import_document_machinery() -> None:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from tracelens._cache import Cache
-from tracelens.cli.output import emit
+from tracelens.cli.output import describe_os_error, emit, is_stdout
 from tracelens.cli.progress import LoadProgress
+from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
+from tracelens.renderers.base import Renderer
+from tracelens.renderers.textsafe import escape_controls
 
-if TYPE_CHECKING:
-    from tracelens.renderers.base import Renderer
-
-T = TypeVar("T")
+ResultT = TypeVar("ResultT")
+INPUT_ARGUMENTS = ("trace", "traces", "expect", "et")  # argparse destinations that name input files
 
 
 def add_format_argument(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
@@ -38,8 +41,8 @@ def _width(text: str) -> int:
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout (- for stdout)")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
 
 
 def add_cache_argument(parser: argparse.ArgumentParser) -> None:
@@ -66,21 +69,47 @@ def load_with_feedback(
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
     """One `tracelens: warning:` line per warning on stderr."""
     for warning in warnings:
-        print(f"tracelens: warning: {path.name}: {warning}", file=sys.stderr)
+        print(f"tracelens: warning: {escape_controls(f'{path.name}: {warning}')}", file=sys.stderr)
 
 
 def use_color() -> bool:
-    return sys.stdout.isatty()
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
+def command_inputs(args: argparse.Namespace) -> list[Path]:
+    """Every input file a command's arguments name (traces, hypotheses file, ...): never written over."""
+    inputs: list[Path] = []
+    for name in INPUT_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, Path):
+            inputs.append(value)
+        elif isinstance(value, list):
+            inputs += [v for v in value if isinstance(v, Path)]
+    return inputs
+
+
+def check_inputs(paths: Sequence[Path]) -> None:
+    """Refuse, with one line, an input path that cannot even be looked up (a symlink loop, a name too long,
+    no permission); a missing file is left to the loader, whose message says what to pass instead."""
+    for path in paths:
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise TracelensError(f"{path}: {describe_os_error(exc)}") from None
+        except ValueError as exc:  # an embedded NUL byte
+            raise TracelensError(f"{path!r}: not a usable path ({exc})") from None
 
 
 def emit_result(
     args: argparse.Namespace,
-    result: T,
-    json_renderer: Renderer[T],
-    text_renderer: Callable[[bool, int | None], Renderer[T]],
+    result: ResultT,
+    json_renderer: Renderer[ResultT],
+    text_renderer: Callable[[bool, int | None], Renderer[ResultT]],
 ) -> None:
     """Render `result` as `--format` asks (text gets colour only on a terminal, and `--width` columns) and
     write it to stdout or `-o`."""
-    color = use_color() and args.output is None
+    output: Path | None = args.output
+    color = use_color() and is_stdout(output)
     renderer = json_renderer if args.format == "json" else text_renderer(color, getattr(args, "width", None))
-    emit(renderer.render(result), args.output, args.force)
+    emit(renderer.render(result), output, args.force, command_inputs(args))

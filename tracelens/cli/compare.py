@@ -13,9 +13,9 @@ from tracelens.cli.common import (
     emit_result,
     load_with_feedback,
 )
-from tracelens.cli.output import check_writable
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
+from tracelens.naming import unique_labels
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -27,6 +27,9 @@ class CompareCommand:
     name = "compare"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        from tracelens.cli.analyze import FIGURES_HELP
+
+        parser.epilog = FIGURES_HELP
         parser.add_argument("traces", type=Path, nargs="+", help="two or more traces, in the order to show")
         parser.add_argument(
             "--name",
@@ -43,22 +46,15 @@ class CompareCommand:
         from tracelens.analyses.compare import compare_variants, variant_name
         from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
 
-        if args.output is not None:
-            check_writable(args.output, args.force, args.traces)
         if len(args.name) > len(args.traces):
             raise TracelensError(f"{len(args.name)} --name values for {len(args.traces)} traces")
-        items: list[tuple[str, Trace, AnalysisReport]] = []
+        names: list[str] = []
+        analyzed: list[tuple[Trace, AnalysisReport]] = []
         for index, path in enumerate(args.traces):
             trace = load_with_feedback(path, args.cache)
-            name = args.name[index] if index < len(args.name) else variant_name(trace)
-            items.append((_unique(name, [n for n, _, _ in items]), trace, analyze(trace)))
-        comparison = compare_variants(items)
+            names.append(args.name[index] if index < len(args.name) else variant_name(trace))
+            analyzed.append((trace, analyze(trace)))
+        labels = unique_labels(names)
+        comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
         emit_result(args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width))
         return 0
-
-
-def _unique(name: str, taken: list[str]) -> str:
-    candidate, counter = name, 2
-    while candidate in taken:
-        candidate, counter = f"{name}#{counter}", counter + 1
-    return candidate

@@ -6,10 +6,16 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracelens._cache import Cache
-from tracelens.cli.common import add_cache_argument, load_with_feedback, print_warnings
-from tracelens.cli.output import check_writable, write_output
+from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
+from tracelens.cli.output import check_writable, is_stdout, status, write_output
+from tracelens.errors import TracelensError
+from tracelens.naming import trace_stem
+
+if TYPE_CHECKING:
+    from tracelens.loader.et import ExecutionTrace
 
 SUFFIX = ".tracelens.html"
 
@@ -17,7 +23,7 @@ SUFFIX = ".tracelens.html"
 def default_output(traces: list[Path]) -> Path:
     """`x.json.gz` → `./x.tracelens.html` (in the current directory: inputs may sit in read-only folders);
     several traces → `./x-vs-y[-and-N-more].tracelens.html`."""
-    stems = [_stem(path) for path in traces]
+    stems = [trace_stem(path) for path in traces]
     if len(stems) == 1:
         name = stems[0]
     elif len(stems) == 2:
@@ -25,13 +31,6 @@ def default_output(traces: list[Path]) -> Path:
     else:
         name = f"{stems[0]}-vs-{stems[1]}-and-{len(stems) - 2}-more"
     return Path(name + SUFFIX)
-
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".json"):
-        name = name.removesuffix(suffix)
-    return name or "trace"
 
 
 @dataclass(frozen=True)
@@ -50,15 +49,23 @@ class ReportCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("traces", type=Path, nargs="+", metavar="TRACE", help="one or more traces to report on")
         parser.add_argument(
-            "-o", "--output", type=Path, help=f"the HTML file to write (default: ./<trace name>{SUFFIX})"
+            "-o", "--output", type=Path, help=f"the HTML file to write, - for stdout (default: ./<trace name>{SUFFIX})"
         )
-        parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
         parser.add_argument("--step", type=int, help="analyze only ProfilerStep#N and draw it in full")
         parser.add_argument(
             "--max-slices",
             type=int,
             default=None,
             help="timeline slices drawn one by one before merging the rest (default: 40,000)",
+        )
+        parser.add_argument(
+            "--et",
+            type=Path,
+            action="append",
+            metavar="FILE",
+            help="a PyTorch execution trace taken with a TRACE (give one per TRACE, in order): fusion links ops "
+            "by tensor identity",
         )
         add_cache_argument(parser)
 
@@ -67,39 +74,63 @@ class ReportCommand:
 
         max_slices = None if args.max_slices is None else max(args.max_slices, 0)
         output = args.output if args.output is not None else default_output(args.traces)
-        check_writable(output, args.force, args.traces)
+        inputs = command_inputs(args)
+        check_writable(output, args.force, inputs)
         started = time.perf_counter()
         computed = False
+
+        execution_traces = _load_ets(args.et or [], len(args.traces))
 
         def compute() -> CachedPage:
             nonlocal computed
             computed = True
-            return _build_page(args.traces, args.step, max_slices, args.cache)
+            return _build_page(args.traces, args.step, max_slices, args.cache, execution_traces)
 
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        result = args.cache.result("pages", args.traces, options, lambda: CachedPage, compute)
+        result = args.cache.result("pages", [*args.traces, *(args.et or [])], options, lambda: CachedPage, compute)
         if not computed:  # a computed page's warnings were printed as each trace loaded
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
-        write_output(output, result.page, args.force)
+        write_output(output, result.page, args.force, inputs)
         elapsed = time.perf_counter() - started
-        print(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
+        if not is_stdout(output):
+            status(f"Wrote {output} ({len(result.page) / 1e6:.1f} MB in {elapsed:.1f} s)")
         return 0
 
 
-def _build_page(paths: list[Path], step: int | None, max_slices: int | None, cache: Cache) -> CachedPage:
-    """Load and analyze every trace (printing load warnings as it goes) and render the page."""
+def _load_ets(paths: list[Path], traces: int) -> list[ExecutionTrace]:
+    from tracelens.loader.et import load_execution_trace
+
+    if len(paths) > traces:
+        raise TracelensError(f"{len(paths)} --et files for {traces} trace(s): give at most one per TRACE, in order")
+    return [load_execution_trace(path) for path in paths]
+
+
+def _build_page(
+    paths: list[Path],
+    step: int | None,
+    max_slices: int | None,
+    cache: Cache,
+    execution_traces: list[ExecutionTrace] | None = None,
+) -> CachedPage:
+    """Load and analyze every trace (printing load warnings as it goes) and render the page; the i-th execution
+    trace is paired with the i-th trace."""
     inputs = []
-    for path in paths:
+    for index, path in enumerate(paths):
         trace = load_with_feedback(path, cache, meanwhile=_import_report_machinery)
         from tracelens.analyses import analyze
+
+        if execution_traces and index < len(execution_traces):
+            from tracelens.loader.et import attach
+
+            attach(trace, execution_traces[index])
 
         inputs.append((trace, analyze(trace, step=step)))
     from tracelens.renderers.html import HtmlReportRenderer
     from tracelens.renderers.page import MAX_SLICES, build_report
 
     document = build_report(inputs, max_slices=MAX_SLICES if max_slices is None else max_slices, focus_step=step)
-    page = HtmlReportRenderer().render(document).encode("utf-8")
+    page = HtmlReportRenderer().render(document).encode("utf-8", errors="backslashreplace")  # lone surrogates
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
 
 

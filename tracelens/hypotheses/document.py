@@ -14,9 +14,8 @@ import numpy as np
 
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.trace import Trace
+from tracelens.naming import trace_stem
 from tracelens.units import NS_PER_US
-
-TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".trace")
 
 
 @dataclass(frozen=True)
@@ -38,18 +37,6 @@ class CachedDocument:
 
     document: TraceDocument
     warnings: tuple[str, ...]
-
-
-def trace_stem(path: str | Path) -> str:
-    """`traces/h200/eager_mlp.json.gz` → `eager_mlp`; `w.123.pt.trace.json` → `w.123`."""
-    name = Path(path).name
-    changed = True
-    while changed:
-        changed = False
-        for suffix in TRACE_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                name, changed = name[: -len(suffix)], True
-    return name
 
 
 def document_from(path: str | Path, document: dict[str, Any]) -> TraceDocument:

@@ -1,9 +1,11 @@
 """Hypotheses files: TOML `[[hypothesis]]` tables → validated, typed `Hypothesis` objects.
 
 Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; a malformed file
-raises `HypothesisError` (exit status 2). Every problem of the file is found in one run: the error's `problems`
-lists them all, one line each naming the file and line, the entry and what is wrong with it (a TOML syntax
-error stops only the `[[hypothesis]]` block it is in).
+raises `HypothesisError` (exit status 2), whatever the file holds: a UTF-8 byte-order mark is accepted; arrays
+nested too deep, integers too long for Python to read (over 4,300 digits) or too large for a float (a
+comparison needs one) and files over `MAX_FILE_BYTES` are refused with one line. Every problem of the file is
+found in one run: the error's `problems` lists them all, one line each naming the file and line, the entry and
+what is wrong with it (a TOML syntax error stops only the `[[hypothesis]]` block it is in).
 
 Names: `kernel`, `cpu_op` and `api_call` match a name exactly (case-insensitive) unless they are a glob
 (`nvjet_*`) or `"re:REGEX"` (searched in the name); `fuses` ops match whole op words (see
@@ -15,7 +17,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import os
 import re
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +43,8 @@ HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than",
 THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "factor")
 
 Scalar = float | int | str | bool
+MAX_FILE_BYTES = 16 << 20  # a hypotheses file is written by hand: a few KB
+MAX_TARGET_CHARS = 1000  # a metric path or a name pattern longer than this is not a guess anyone wrote
 
 
 class HypothesisError(TracelensError):
@@ -128,19 +134,42 @@ def load_hypotheses(path: str | Path) -> list[Hypothesis]:
     """Read and validate a hypotheses TOML file."""
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HypothesisError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HypothesisError(f"{source}: cannot read: {exc}") from None
+    text = _read_text(path, source)
     lines = _entry_lines(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         problems = _syntax_problems(text, source) or [f"{source}: not valid TOML: {exc}"]
         raise _all(source, problems) from None
+    except RecursionError:
+        raise HypothesisError(f"{source}: not usable: arrays or tables nested too deeply") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit limit for reading one
+        raise HypothesisError(f"{source}: not usable: a number too long to read ({_first_line(exc)})") from None
     return parse_hypotheses(data, source, lines)
+
+
+def _read_text(path: Path, source: str) -> str:
+    """The file's text (UTF-8, with or without a byte-order mark); at most `MAX_FILE_BYTES`."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open, /dev/zero never end
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            raise HypothesisError(f"{source}: {kind}; pass a hypotheses .toml file")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise HypothesisError(f"{source}: no such file") from None
+    except OSError as exc:
+        raise HypothesisError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise HypothesisError(f"{source}: over {MAX_FILE_BYTES >> 20} MB; not a hypotheses file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise HypothesisError(f"{source}: not UTF-8 text (byte {exc.start + 1})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).split(";")[0].splitlines()[0] if str(exc) else type(exc).__name__
 
 
 _HEADER = re.compile(r"^[ \t]*\[\[[ \t]*hypothesis[ \t]*\]\]", re.M)
@@ -168,6 +197,9 @@ def _syntax_problems(text: str, source: str) -> list[str]:
             line = first_line + int(at.group(1)) if at else first_line + 1
             problems.append(f"{source}:{line}: not valid TOML: {message}")
             continue
+        except (RecursionError, ValueError):
+            problems.append(f"{source}:{first_line + 1}: not usable: nested too deeply or a number too long")
+            continue
         entries = data.get("hypothesis")
         if index and isinstance(entries, list) and len(entries) == 1:
             try:
@@ -190,7 +222,9 @@ def parse_hypotheses(
     messages. Raises one `HypothesisError` listing every problem."""
     unknown = [key for key in data if key != "hypothesis"]
     if unknown:
-        raise HypothesisError(f"{source}: unknown top-level key {unknown[0]!r}; write hypotheses as [[hypothesis]]")
+        raise HypothesisError(
+            f"{source}: unknown top-level key {_shown(unknown[0])}; write hypotheses as [[hypothesis]]"
+        )
     entries = data.get("hypothesis")
     if not isinstance(entries, list) or not entries:
         raise HypothesisError(f"{source}: no [[hypothesis]] entries")
@@ -268,7 +302,7 @@ def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
 def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None, where: _EntryError) -> Hypothesis:
     extra = [key for key in ("measure", "op", "value", "than", "tolerance") if key in entry]
     if extra:
-        raise where.error(f"{extra[0]!r} does not apply to fuses (it states that one kernel covers the ops)")
+        raise where.error(f"{_shown(extra[0])} does not apply to fuses (it states that one kernel covers the ops)")
     ops = entry["fuses"]
     if not isinstance(ops, list) or len(ops) < 2 or not all(isinstance(o, str) and o.strip() for o in ops):
         raise where.error('fuses needs a list of at least two op names, e.g. fuses = ["gelu", "mul"]')
@@ -305,6 +339,8 @@ def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix:
     target = table[kind]
     if not isinstance(target, str) or not target.strip():
         raise where.error(f"{prefix}{kind} must be a non-empty string")
+    if len(target) > MAX_TARGET_CHARS:
+        raise where.error(f"{prefix}{kind} is {len(target):,} characters long; at most {MAX_TARGET_CHARS:,}")
     measure = table.get("measure")
     if kind == "metric":
         if measure is not None:
@@ -315,7 +351,7 @@ def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix:
     if measure is None:
         measure = "calls_per_step"
     if measure not in MEASURES:
-        raise where.error(f"{prefix}unknown measure {measure!r}{_suggest(str(measure), MEASURES)}")
+        raise where.error(f"{prefix}unknown measure {_shown(measure)}{_suggest(str(measure), MEASURES)}")
     return Subject(kind, target.strip(), str(measure))
 
 
@@ -347,10 +383,12 @@ def _parse_expected(
     value = entry["value"]
     if isinstance(value, float) and not math.isfinite(value):
         raise where.error("value must be finite")
+    if isinstance(value, int) and not isinstance(value, bool) and not _fits_float(value):
+        raise where.error(f"value is too large ({len(str(abs(value)))} digits); compare with a smaller number")
     if not isinstance(value, int | float | str | bool):
         raise where.error(f"value must be a number, string or boolean, not {type(value).__name__}")
     if op in ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise where.error(f'op "{op}" needs a number as value, not {value!r}')
+        raise where.error(f'op "{op}" needs a number as value, not {_shown(value)}')
     if op in MEMBERSHIP_OPS and not isinstance(value, str | int | float):
         raise where.error(f'op "{op}" needs a string or number as value')
     return value, None
@@ -372,8 +410,14 @@ def _parse_than(raw: Any, subject: Subject, where: _EntryError) -> Reference:
         other = subject
     trace = _optional_str(raw, "trace", where, "than: ")
     factor = raw.get("factor", 1.0)
-    if isinstance(factor, bool) or not isinstance(factor, int | float) or not math.isfinite(factor) or factor <= 0:
-        raise where.error(f"than: factor must be a positive number, not {factor!r}")
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, int | float)
+        or not _fits_float(factor)
+        or not math.isfinite(factor)
+        or factor <= 0
+    ):
+        raise where.error(f"than: factor must be a positive number, not {_shown(factor)}")
     if trace is None and other == subject and factor == 1.0:
         raise where.error("than compares with itself; name another trace, metric or a factor")
     return Reference(trace, other, float(factor))
@@ -398,7 +442,7 @@ def _parse_tolerance(raw: Any, op: str | None, where: _EntryError) -> Tolerance 
             relative=_non_negative(raw.get("rel", 0.0), where, "tolerance.rel"),
         )
     raise where.error(
-        f'tolerance must be a number (absolute), "5%" (relative) or {{ rel = ..., abs = ... }}, not {raw!r}'
+        f'tolerance must be a number (absolute), "5%" (relative) or {{ rel = ..., abs = ... }}, not {_shown(raw)}'
     )
 
 
@@ -407,11 +451,26 @@ def _non_negative(raw: Any, where: _EntryError, what: str) -> float:
         if isinstance(raw, bool):
             raise ValueError
         number = float(raw)
-    except (TypeError, ValueError):
-        raise where.error(f"{what} must be a number, not {raw!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise where.error(f"{what} must be a number, not {_shown(raw)}") from None
     if not math.isfinite(number) or number < 0:
-        raise where.error(f"{what} must be a finite number ≥ 0, not {raw!r}")
+        raise where.error(f"{what} must be a finite number ≥ 0, not {_shown(raw)}")
     return number
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters, for error lines."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fits_float(number: int | float) -> bool:
+    """Whether `number` converts to a float (an int of 309 digits or more does not)."""
+    try:
+        float(number)
+    except OverflowError:
+        return False
+    return True
 
 
 def _optional_str(table: dict[str, Any], key: str, where: _EntryError, prefix: str = "") -> str | None:
@@ -426,7 +485,7 @@ def _optional_str(table: dict[str, Any], key: str, where: _EntryError, prefix: s
 def _check_keys(table: dict[str, Any], allowed: tuple[str, ...], where: _EntryError, prefix: str) -> None:
     for key in table:
         if key not in allowed:
-            raise where.error(f"{prefix}unknown key {key!r}{_suggest(key, allowed)}")
+            raise where.error(f"{prefix}unknown key {_shown(key)}{_suggest(key, allowed)}")
 
 
 def _suggest(word: str, choices: tuple[str, ...] | list[str]) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
+_INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
 
 
 class MetricPathError(Exception):
@@ -69,7 +70,7 @@ def _step(current: Any, segment: Segment, where: str) -> Any:
             return current[segment.text]
         raise MetricPathError(f'no key "{segment.text}" in {where}{close_keys(segment.text, list(current))}')
     if isinstance(current, list):
-        if not segment.selector and segment.text.lstrip("-").isdigit():
+        if not segment.selector and _INDEX.fullmatch(segment.text):
             return _index(current, int(segment.text), where)
         if segment.selector:
             return _select(current, segment.text, where)

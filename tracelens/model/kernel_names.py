@@ -9,6 +9,7 @@ CATEGORIES = (
     "gemm",
     "attention",
     "conv",
+    "norm",
     "elementwise",
     "reduction",
     "fused",
@@ -18,60 +19,78 @@ CATEGORIES = (
     "other",
 )
 
-# Patterns are lowercase and matched against the lowercased name (much faster than re.IGNORECASE).
+# Patterns are lowercase and matched against the lowercased name without its parameter list (the types in
+# `(...)` name namespaces such as `fbgemm_gpu::` that say nothing about the kernel); much faster than
+# re.IGNORECASE. `gemm` never matches inside `fbgemm`; `norm` never matches `normal` (RNG kernels).
+_NORM = (
+    r"layer_?norm|ln_fwd|ln_bwd|rms_?norm|batch_?norm|bn_fw|bn_bw|group_?norm|instance_?norm|"
+    r"rowwisemoments|gammabetabackward|computefusedparams|norm(?:alization)?_(?:fwd|bwd|forward|backward)"
+)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "communication",
         re.compile(
-            r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reducescatter|"
-            r"reduce_scatter|alltoall|sendrecv|c10d",
+            r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|"
+            r"all_to_all|sendrecv|c10d|nvshmem|cross_device_reduce|deep_?ep|dpsk::ep::|"
+            r"(?:intranode|internode(?:_ll)?)::(?:dispatch|combine|notify|cached_notify)|notify_dispatch|"
+            r"notify_combine",
         ),
     ),
-    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|_fwd_kernel|_bwd_kernel")),
-    ("conv", re.compile(r"conv|winograd|implicit_gemm|scudnn|fft")),
+    ("copy", re.compile(r"converttensor|nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|::transpose\b")),
+    ("norm", re.compile(_NORM)),
+    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|sage_?(?:fwd|bwd|attn)|_fwd_kernel|_bwd_kernel")),
+    (
+        "conv",
+        re.compile(
+            r"conv|winograd|implicit_gemm|implicitgemm|scudnn|fft|dgrad|wgrad|fprop|cudnn::cnn::|miopen|"
+            r"igemm_(?:fwd|bwd|wrw)|im2col|im2d2col|col2im|cask_cudnn::",
+        ),
+    ),
     (
         "gemm",
         re.compile(
-            r"gemm|gemv|nvjet|cublas|xmma|wgmma|cutlass.*(?:tensorop|sm\d\d)|^cijk_|triton_tem_|"
-            r"splitkreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt",
+            r"(?<!fb)gemm|gemv|nvjet|cublas|xmma|wgmma|cutlass.*(?:tensorop|sm\d\d)|^cijk_|triton_tem_|"
+            r"splitkreduce|matmul|_mm_|bmm_|magma|dot_kernel|hipblaslt|epilogue::impl",
         ),
     ),
-    (
-        "reduction",
-        re.compile(r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|rms_norm|group_norm"),
-    ),
     ("fused", re.compile(r"^(?:triton_|fused_|liger|_liger)|_kernel_fused")),
+    ("elementwise", re.compile(r"distribution_|philox|curand|random_|normal_and_transform|uniform_and_transform")),
     (
         "reduction",
         re.compile(
-            r"reduce|reduction|softmax|norm|welford|argmax|argmin|sum_kernel|cumsum|scan|"
-            r"topk|sort|embedding_backward|nll_loss|cross_entropy",
+            r"reduce|reduction|softmax|norm(?!al)|welford|argmax|argmin|sum_kernel|cumsum|scan|"
+            r"topk|sort|embedding_backward|nll_loss|nllcriterion|cross_entropy",
         ),
     ),
-    ("copy", re.compile(r"copy|transpose|cat_|catarray|gather|scatter|index|memcpy|permute|pad_")),
+    (
+        "copy",
+        re.compile(r"copy|transpose|cat_|catarray|gather|scatter|index|memcpy|permute|pad_|embedding\w*forward"),
+    ),
     (
         "elementwise",
         re.compile(
             r"elementwise|unrolled|vectorized|pointwise|fill|foreach|activation|"
-            r"gelu|silu|relu|dropout|where|clamp|add|mul|div|exp",
+            r"gelu|silu|relu|swiglu|geglu|dropout|where|clamp|add|mul|div|exp|scale|scal_kernel|cast|subtensorop",
         ),
     ),
 )
 
-_LIBRARY_RULES = 4  # communication, attention, conv, gemm: recognised whatever the launch API
-_TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+_LIBRARY_RULES = 6  # communication, layout copies, norm, attention, conv, gemm: recognised whatever the launch API
+# Triton's launchers; `hipExtModuleLaunchKernel` is not one of them (MIOpen and hipBLASLt/Tensile kernels use it)
+_TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel")
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @lru_cache(maxsize=65536)
 def categorize(name: str, launch_api: str = "") -> str:
-    """Category of a kernel. Library kernels (cuBLAS, cuDNN, NCCL, flash) are named by what they do even when
-    launched through the driver API; other plain-named kernels launched that way are Triton: `fused`."""
+    """Category of a kernel. Library kernels (cuBLAS, cuDNN, NCCL, flash, normalization) are named by what they
+    do even when launched through the driver API; other plain-named kernels launched that way are Triton:
+    `fused`. The reviewed table of every kernel of the corpus is tests/golden/kernel_categories.tsv."""
     if name.startswith(("Memcpy", "Memset")):
         return "copy" if name.startswith("Memcpy") else "memset"
     if name.startswith("triton_") and not name.startswith("triton_tem_"):
         return "fused"
-    lowered = name.lower()
+    lowered = _without_parameters(name).lower()
     for category, pattern in _RULES[:_LIBRARY_RULES]:
         if pattern.search(lowered):
             return category
@@ -81,6 +100,20 @@ def categorize(name: str, launch_api: str = "") -> str:
         if pattern.search(lowered):
             return category
     return "other"
+
+
+def _without_parameters(name: str) -> str:
+    """`void f<T>(int, fbgemm_gpu::X)` → `void f<T>`: the name up to its top-level parameter list."""
+    name = name.replace("(anonymous namespace)", "anonymous_namespace")
+    depth = 0
+    for position, char in enumerate(name):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth = max(depth - 1, 0)
+        elif char == "(" and depth == 0 and position > 0 and not name[:position].endswith("operator"):
+            return name[:position]
+    return name
 
 
 def _is_triton(name: str, launch_api: str) -> bool:

@@ -1,4 +1,4 @@
-"""The renderer contract: an object whose `render(result)` gives the text a command prints or writes."""
+"""The renderer contract: one kind of result in, the text of one output format out."""
 
 from __future__ import annotations
 
@@ -8,6 +8,6 @@ ResultT_contra = TypeVar("ResultT_contra", contravariant=True)
 
 
 class Renderer(Protocol[ResultT_contra]):
-    """Turns one kind of result into a string (text for people, JSON for programs, an HTML page)."""
+    """Turns one kind of result into the text of one output format (rich text or versioned JSON)."""
 
     def render(self, result: ResultT_contra) -> str: ...

@@ -87,17 +87,19 @@ class CheckTextRenderer:
         from rich.table import Table
         from rich.text import Text
 
+        from tracelens.renderers.textsafe import escape_controls
+
         several = len(result.traces) > 1
         grid = Table.grid(padding=(0, 1))
         grid.add_column(no_wrap=True)
         grid.add_column(justify="right", no_wrap=True)
         grid.add_column(overflow="fold")
         for verdict in result.verdicts:
-            line = Text(verdict.hypothesis.name)
+            line = Text(escape_controls(verdict.hypothesis.name))  # names are data: control characters escaped
             if several:
-                line.append(f" [{verdict.trace}]", style="dim")
-            line.append(f": measured {format_value(verdict.measured)}", style="bold")
-            line.append(f" ({verdict.hypothesis.statement()})")
+                line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
+            line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
+            line.append(escape_controls(f" ({verdict.hypothesis.statement()})"))
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
             grid.add_row(status, f"{verdict.hypothesis.index}.", line)
             if verdict.held and not self.verbose:
@@ -106,7 +108,7 @@ class CheckTextRenderer:
             if len(verdict.evidence) > self.evidence_lines:
                 evidence.append(f"… {len(verdict.evidence) - self.evidence_lines} more (--format json)")
             for item in evidence:
-                grid.add_row("", "", Text(f"  {item}", style="dim"))
+                grid.add_row("", "", Text(escape_controls(f"  {item}"), style="dim"))
         return grid
 
 

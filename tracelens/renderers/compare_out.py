@@ -90,14 +90,14 @@ def _variants_table(result: Comparison) -> Table:
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
         table.add_row(
             v.name,
-            count(p.kernels),
-            f"{p.gpu_kernel_us:,.1f}",
-            f"{p.gpu_busy_us:,.1f}",
-            f"{p.step_us:,.1f}",
+            _optional_count(p.kernels),
+            _optional_us(p.gpu_kernel_us),
+            _optional_us(p.gpu_busy_us),
+            _optional_us(p.step_us),
             _optional_us(v.dispatch_us_per_step),
             _optional_us(v.exposed_dispatch_us_per_step),
-            count(p.launches),
-            count(p.cpu_ops),
+            _optional_count(p.launches),
+            _optional_count(p.cpu_ops),
             count(v.metadata_ops_per_step),
             v.bound or "—",
             categories,
@@ -145,3 +145,7 @@ def _components_table(result: Comparison) -> Table:
 
 def _component_cell(us: float, kernels: float) -> str:
     return f"{us:,.1f} ({count(kernels)})"
+
+
+def _optional_count(value: float | None) -> str:
+    return "—" if value is None else count(value)

@@ -18,7 +18,8 @@ ANALYZE_SCHEMA = "tracelens.analyze/1"
 PER_STEP_KEYS = STEP_FIGURE_KEYS
 
 
-def per_step_dict(figures: StepFigures) -> dict[str, float]:
+def per_step_dict(figures: StepFigures) -> dict[str, float | None]:
+    """Figures by key; None (JSON null) where a figure cannot be computed."""
     return {key: _number(getattr(figures, key)) for key in PER_STEP_KEYS}
 
 
@@ -39,6 +40,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
         "steps": summary.steps,
         "step_numbers": summary.step_numbers,
         "per_step": per_step_dict(summary.per_step),
+        "per_step_note": summary.empty_reason,
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
@@ -48,7 +50,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
     }
 
 
-ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "achieved_tflops", "achieved_tbps", "limit", "model")
+ROOFLINE_KERNEL_KEYS = ("pct_of_peak", "model_note", "achieved_tflops", "achieved_tbps", "limit", "model")
 
 
 def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[dict[str, Any]]:
@@ -73,11 +75,18 @@ def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
     """`fusion_opportunities` is a list; `fusion` has the totals."""
     return {
         "fusion_opportunities": [dataclasses.asdict(o) for o in fusion.opportunities],
-        "fusion": {"shapes_recorded": fusion.shapes_recorded, "est_saving_us_per_step": fusion.est_saving_us_per_step},
+        "fusion": {
+            "shapes_recorded": fusion.shapes_recorded,
+            "est_saving_us_per_step": fusion.est_saving_us_per_step,
+            "gemm_epilogue_saving_us_per_step": fusion.gemm_epilogue_saving_us_per_step,
+            "evidence": fusion.evidence,
+        },
     }
 
 
-def _number(value: float) -> float:
+def _number(value: float | None) -> float | None:
+    if value is None:
+        return None
     return int(value) if float(value).is_integer() else value  # type: ignore[return-value]
 
 

@@ -16,6 +16,7 @@ from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import variant_name
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.model.trace import Trace
+from tracelens.naming import unique_labels
 from tracelens.report import breakdowns
 from tracelens.report.compare import comparison_section
 from tracelens.report.document import AnalysisPanels, Panel, ReportDocument, Section, Table
@@ -33,7 +34,7 @@ def build_report(
     """The report of one trace, or of several with a comparison first."""
     if not inputs:
         raise ValueError("build_report needs at least one trace")
-    labels = _unique_labels([variant_name(trace) for trace, _ in inputs])
+    labels = unique_labels([variant_name(trace) for trace, _ in inputs])
     several = len(inputs) > 1
     sections: list[Section] = []
     if several:
@@ -100,12 +101,3 @@ def _ids(prefix: str, *panels: Panel) -> tuple[Panel, ...]:
     from dataclasses import replace
 
     return tuple(replace(p, id=prefix + p.id) for p in panels)
-
-
-def _unique_labels(labels: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if labels.count(label) == 1 else f"{label} #{seen[label]}")
-    return out

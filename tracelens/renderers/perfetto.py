@@ -29,7 +29,8 @@ ARG_PREFIX = "tracelens "
 CAUSE_TEXT = {
     "launch": "waiting for a launch (exposed CPU dispatch)",
     "sync": "waiting for a CPU sync",
-    "other": "other (queued behind other streams, or no launch recorded)",
+    "queued": "work already queued (cross-stream waits, device scheduling)",
+    "other": "other (no launch recorded, or nothing queued after it)",
 }
 
 
@@ -108,7 +109,9 @@ def fusion_slices(gpu: pd.DataFrame, report: AnalysisReport) -> list[AddedSlice]
                     ts_ns=int(start_ns[a]),
                     dur_ns=max(int(end_ns[b] - start_ns[a]), 0),
                     args={
-                        "finding": "fusion opportunity",
+                        "finding": "fusion opportunity"
+                        if getattr(opportunity, "kind", "chain") == "chain"
+                        else "GEMM-epilogue opportunity",
                         "ops": " → ".join(opportunity.ops),
                         "est. saving µs per step": opportunity.est_saving_us,
                         "stream": int(opportunity.stream),

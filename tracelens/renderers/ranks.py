@@ -6,13 +6,13 @@ import dataclasses
 from typing import Any
 
 from rich.table import Table
-from rich.text import Text
 
 from tracelens import __version__
 from tracelens.analyses.ranks import RanksReport
 from tracelens.renderers.jsonout import _clean, dumps
 from tracelens.renderers.tables import droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
+from tracelens.renderers.textsafe import safe_text
 
 RANKS_SCHEMA = "tracelens.ranks/1"
 
@@ -112,7 +112,7 @@ class RanksTextRenderer:
         console = make_console(self.color, self.width)
         print_parts(console, [ranks_table(result)])
         for line in summary_lines(result):
-            console.print(Text(line))
+            console.print(safe_text(line))
         return render_to_string(console)
 
 

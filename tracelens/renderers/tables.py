@@ -88,7 +88,7 @@ def layout(table: Table, max_width: int) -> Table:
         if victim is None:
             victim = keep[-1]
         keep.remove(victim)
-        dropped.append(_header_text(columns[victim]).replace("\n", ""))
+        dropped.append(_header_text(columns[victim]).replace("\n/", "/").replace("\n", " "))
     room = max_width - _overhead(table, len(keep))
     text_floor = sum(floor[i] for i in keep if not kinds[i])
     if sum(natural[i] for i in keep if kinds[i]) + text_floor > room:
@@ -285,7 +285,9 @@ def display_name(kernel: str) -> str:
     return short_name(kernel, 100_000)
 
 
-def count(value: float) -> str:
+def count(value: float | None) -> str:
     """A count for people: an integer when it is one (`4`, not `4.0` or `4e+06`), else one decimal (a median
-    or mean of counts)."""
+    or mean of counts); None (cannot be computed) is "—"."""
+    if value is None:
+        return "—"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"

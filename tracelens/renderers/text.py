@@ -6,6 +6,7 @@ import io
 import os
 import shutil
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console, RenderableType
 from rich.table import Table
@@ -16,6 +17,7 @@ from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
+from tracelens.renderers.textsafe import escape_controls, safe_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -37,10 +39,19 @@ def console_width(color: bool, width: int | None = None) -> int:
     return max(width, MIN_WIDTH)
 
 
+class SafeConsole(Console):
+    """A console whose strings (table cells, titles, printed lines) have control characters escaped
+    (`escape_controls`): a kernel name cannot clear the screen or retitle the terminal. `Text` objects built
+    from trace data escape their strings themselves (`safe_text`)."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(escape_controls(text, keep_newlines=True), **options)
+
+
 def make_console(color: bool, width: int | None = None) -> Console:
-    """A recording console `console_width(color, width)` wide. Print tables with `print_parts` (or
-    `tables.fit`) so that they fit it."""
-    return Console(
+    """A recording console `console_width(color, width)` wide (`SafeConsole`: control characters in names
+    escaped). Print tables with `print_parts` (or `tables.fit`) so that they fit it."""
+    return SafeConsole(
         file=io.StringIO(),
         force_terminal=color,
         no_color=not color,
@@ -114,12 +125,14 @@ STEP_COLUMNS = (
     "GPU busy\nµs/step",
     "kernel\nµs/step",
     "step µs",
+    "backlog\nµs/step",
 )
 STEP_LEGEND = (
-    "CPU µs: wall time of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace); "
-    "step µs: from the step's start to the end of its last GPU work (or of the CPU range, if later); GPU busy "
-    "µs: time any kernel, copy or memset of the step ran (overlaps counted once, summed over GPUs); kernel µs: "
-    "sum of kernel durations; exposed (below): CPU dispatch time during which the GPU waited for it."
+    "CPU µs: wall time of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace); GPU "
+    "busy µs: GPU activity inside the step's GPU window (overlaps counted once); kernel µs: sum of kernel "
+    "durations; step µs: one step's period (GPU end to GPU end when the GPU is the limiter, CPU start to CPU "
+    "start when the CPU is); backlog µs: GPU work still queued at the step's CPU end; exposed (below): CPU "
+    "dispatch time during which the GPU waited for it; —: cannot be computed."
 )
 
 
@@ -129,18 +142,25 @@ def per_step_table(summary: Summary) -> Table:
     several = summary.steps > 1
     steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + (", …" if summary.steps > 12 else "")
     window = "whole trace" if whole_trace else f"{summary.steps} complete step(s): {steps}"
-    title = f"Per step ({window}{'; median = median over them' if several and not whole_trace else ''})"
-    table = Table(title=title, title_justify="left", caption=STEP_LEGEND, caption_justify="left")
+    if summary.empty_reason:
+        window = f"— {summary.empty_reason}"
+    median = "; median = median over them" if several and not whole_trace and not summary.empty_reason else ""
+    table = Table(title=f"Per step ({window}{median})", title_justify="left", caption=STEP_LEGEND)
     table.add_column("step", justify="right")
     for column in STEP_COLUMNS:
         table.add_column(column, justify="right")
-    droppable(table, "memcpy\n/step", "memset\n/step", "CPU ops\n/step", "launches\n/step", "kernel\nµs/step")
+    droppable(
+        table, "memcpy\n/step", "memset\n/step", "CPU ops\n/step", "backlog\nµs/step", "launches\n/step",
+        "kernel\nµs/step",
+    )  # fmt: skip
     rows = summary.step_table if 1 < len(summary.step_table) <= 12 else []
     for row in rows:
         table.add_row(str(row.number), *_figure_cells(row), style="dim")
     if rows:
         table.add_section()
-    label = "trace" if whole_trace else ("median" if several else str(summary.step_numbers[0]))
+    label = (
+        "trace" if whole_trace or not summary.step_numbers else ("median" if several else str(summary.step_numbers[0]))
+    )
     table.add_row(label, *_figure_cells(summary.per_step))
     return table
 
@@ -152,11 +172,16 @@ def _figure_cells(row: StepFigures) -> list[str]:
         _count(row.memset),
         _count(row.launches),
         _count(row.cpu_ops),
-        f"{row.cpu_us:,.1f}",
-        f"{row.gpu_busy_us:,.1f}",
-        f"{row.gpu_kernel_us:,.1f}",
-        f"{row.step_us:,.1f}",
+        _us(row.cpu_us),
+        _us(row.gpu_busy_us),
+        _us(row.gpu_kernel_us),
+        _us(row.step_us),
+        _us(row.queue_backlog_us),
     ]
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
@@ -249,5 +274,5 @@ class AnalyzeTextRenderer:
         console = make_console(self.color, self.width)
         print_parts(console, analysis_parts(result))
         for warning in result.summary.warnings:
-            console.print(Text(f"warning: {warning}", style="yellow"))
+            console.print(safe_text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

@@ -16,6 +16,7 @@ from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable
+from tracelens.renderers.textsafe import safe_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -26,9 +27,9 @@ MAX_API_ROWS = 12
 MAX_FUSION_ROWS = 10
 MAX_ROOFLINE_ROWS = 15
 VERDICT = {
-    "cpu": "CPU-bound: the GPU waits for launches",
-    "gpu": "GPU-bound: the GPU stays busy while the CPU runs ahead",
-    "mixed": "mixed: the GPU both works and waits for launches",
+    "cpu": "CPU-bound: the GPU waits for launches at least as long as it works",
+    "gpu": "GPU-bound: the GPU is busy nearly all of each step and rarely waits for launches",
+    "mixed": "mixed: neither side dominates (the GPU works most of the step but also waits)",
     "unknown": "unknown: no GPU activity in the window",
 }
 
@@ -42,31 +43,52 @@ def dispatch_parts(dispatch: Dispatch, report: AnalysisReport) -> Parts:
 
 
 def fusion_parts(fusion: Fusion, report: AnalysisReport) -> Parts:
+    if report.summary.empty_reason:
+        return [Text(f"Fusion opportunities: — ({report.summary.empty_reason})")]
     return [fusion_table(fusion)]
 
 
 def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
+    if report.summary.empty_reason:
+        return [Text(f"Roofline: — ({report.summary.empty_reason})")]
     return [roofline_table(roofline)]
+
+
+def _us(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 def bound_text(bound: Bound) -> Text:
     text = Text()
     text.append(f"Bound: {bound.bound}", style="bold")
-    text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+    if bound.bound == "unknown" and bound.reason:
+        text.append(f" — cannot be judged: {bound.reason}\n")
+    else:
+        text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+    if bound.bound == "unknown" or bound.exposed_dispatch_us_per_step is None:
+        reason = bound.reason or "no GPU activity in the window"
+        text.append(
+            f"Exposed dispatch: — ({reason}: nothing to wait or hide behind); CPU dispatch per step "
+            f"{_us(bound.dispatch_us_per_step)} µs.\n"
+        )
+        return text
+    text.append(f"({bound.thresholds})\n", style="dim")
     pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
     of_gpu = (
-        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU's time"
+        f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU window"
         if bound.exposed_dispatch_pct_of_gpu is not None
         else ""
     )
     text.append(
-        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {bound.dispatch_us_per_step:,.1f} µs "
-        f"CPU dispatch per step{pct} ran while the GPU waited for it{of_gpu}; the rest was hidden behind GPU work.\n"
+        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {_us(bound.dispatch_us_per_step)} µs "
+        f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step: busy {bound.gpu_busy_us_per_step:,.1f} µs; idle waiting for launches "
-        f"{bound.launch_wait_us_per_step:,.1f} µs, on syncs/host copies {bound.sync_wait_us_per_step:,.1f} µs, "
-        f"other {bound.other_idle_us_per_step:,.1f} µs"
+        f"GPU per step: window {_us(bound.gpu_window_us_per_step)} µs = busy {_us(bound.gpu_busy_us_per_step)} µs "
+        f"+ idle waiting for launches {_us(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
+        f"{_us(bound.sync_wait_us_per_step)} µs, with work already queued {_us(bound.queued_idle_us_per_step)} µs, "
+        f"other {_us(bound.other_idle_us_per_step)} µs"
+        + (f", during compilation {_us(bound.compile_idle_us_per_step)} µs" if bound.compile_idle_us_per_step else "")
     )
     return text
 
@@ -74,22 +96,26 @@ def bound_text(bound: Bound) -> Text:
 def bound_steps_table(bound: Bound) -> Table | None:
     if not 1 < len(bound.steps) <= 12:
         return None
-    table = Table(title="GPU idle by cause, one row per step (µs in the step)", title_justify="left")
-    for column in ("step", "busy µs", "launch wait µs", "sync wait µs", "other idle µs", "bound"):
+    table = Table(title="GPU window by bucket, one row per step (µs in the step)", title_justify="left")
+    for column in ("step", "window µs", "busy µs", "launch wait µs", "sync wait µs", "queued µs", "other µs", "bound"):
         table.add_column(column, justify="right" if column != "bound" else "left")
     for s in bound.steps:
         table.add_row(
             str(s.number),
+            f"{s.gpu_window_us:,.1f}",
             f"{s.gpu_busy_us:,.1f}",
             f"{s.launch_wait_us:,.1f}",
             f"{s.sync_wait_us:,.1f}",
-            f"{s.other_idle_us:,.1f}",
+            f"{s.queued_idle_us:,.1f}",
+            f"{s.other_idle_us + s.compile_idle_us:,.1f}",
             s.bound,
         )
     return table
 
 
-def dispatch_table(dispatch: Dispatch) -> Table:
+def dispatch_table(dispatch: Dispatch) -> Table | Text:
+    if dispatch.steps == 0:
+        return Text("CPU time per step by layer: — (no analyzed step)")
     table = Table(
         title=f"CPU time per step by layer (self time, all threads): {dispatch.cpu_us_per_step:,.1f} µs",
         title_justify="left",
@@ -128,17 +154,27 @@ def fusion_table(fusion: Fusion) -> Table | Text:
     if not fusion.opportunities:
         reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
         return Text(f"Fusion opportunities: none found{reason}")
+    epilogue = (
+        f"; GEMM epilogues {fusion.gemm_epilogue_saving_us_per_step:,.1f} µs"
+        if fusion.gemm_epilogue_saving_us_per_step
+        else ""
+    )
     table = Table(
-        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step)",
+        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step{epilogue})",
         title_justify="left",
+    )
+    table.caption = (
+        f"linked by {fusion.evidence} (docs/fusion.md); GEMM epilogue: MB now → after counts the GEMM outputs' "
+        "writes; its saving overlaps the chains it contains"
     )
     numeric = ("calls/step", "kernel µs/step", "saving µs/step")
     for column in ("ops", "kernels", *numeric[:2], "MB/step now → fused", numeric[2]):
         table.add_column(column, justify="right" if column in numeric else "left")
     droppable(table, "kernels", "MB/step now → fused", "calls/step")
     for o in fusion.opportunities[:MAX_FUSION_ROWS]:
+        chain = " → ".join(op.removeprefix("aten::") for op in o.ops)
         table.add_row(
-            " → ".join(op.removeprefix("aten::") for op in o.ops),
+            f"GEMM epilogue: {len(o.gemm_kernels)} GEMM → {chain}" if o.kind == "gemm_epilogue" else chain,
             ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
             _count(o.calls_per_step),
             f"{o.kernel_us_per_step:,.1f}",
@@ -187,13 +223,16 @@ def roofline_table(roofline: Roofline) -> Table | Text:
         table.caption = "unknown GPU: pass --peak-tflops / --peak-tbps (or TRACELENS_PEAKS) for % of peak"
     else:
         table.caption = f"peaks: TFLOP/s {peaks or 'n/a'}; {roofline.peak_tbps or 'n/a'} TB/s — {roofline.peaks_source}"
+    misfits = [r for r in roofline.rows[:MAX_ROOFLINE_ROWS] if r.model_note]
+    if misfits:
+        table.caption += "".join(f"\n— {r.short_name}: {r.model_note}" for r in misfits)
     return table
 
 
 def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
     parts: Parts = []
     if compiled.note:
-        parts.append(Text(f"torch.compile: {compiled.note}", style="yellow"))
+        parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
     if compiled.regions:
         inside = sum(r.overhead_us_per_step for r in compiled.regions)
         outside = compiled.overhead_us_per_step - inside

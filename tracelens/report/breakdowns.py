@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from tracelens.analyses.summary import Summary
 from tracelens.model.kernel_names import CATEGORIES
-from tracelens.report.document import Panel, Table, unavailable
+from tracelens.report.document import Panel, Table, chart_text, unavailable
 from tracelens.report.palette import category_color
 
 TOP_OPS = 15
@@ -53,7 +53,7 @@ def gpu_time_by_op(summary: Summary, panel_id: str = "gpu-by-op") -> Panel:
     ops = ops[::-1]
     fig = go.Figure(
         go.Bar(
-            y=[_cut(row.name) for row in ops],
+            y=[chart_text(_cut(row.name)) for row in ops],
             x=[row.gpu_us_per_step for row in ops],
             orientation="h",
             marker_color="#4c78a8",
@@ -81,7 +81,7 @@ def step_times(summary: Summary, panel_id: str = "step-times") -> Panel:
     labels = [str(row.number) for row in rows]
     fig = go.Figure()
     for key, name, color in (
-        ("step_us", "step (to last GPU end)", "#9ecae1"),
+        ("step_us", "step (period)", "#9ecae1"),
         ("cpu_us", "CPU step", "#fdae6b"),
         ("gpu_busy_us", "GPU busy", "#d62728"),
     ):

@@ -16,7 +16,7 @@ from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
 from tracelens.report.breakdowns import category_us_per_step
 from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
-from tracelens.report.document import Panel, Section, Table
+from tracelens.report.document import Panel, Section, Table, chart_text
 from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors
 
@@ -54,10 +54,10 @@ def study_table(comparison: Comparison) -> Panel:
             v.name,
             str(v.steps),
             format_value(v.per_step.kernels),
-            f"{v.per_step.gpu_kernel_us:,.1f}",
-            f"{v.per_step.gpu_busy_us:,.1f}",
-            f"{v.per_step.cpu_us:,.1f}",
-            f"{v.per_step.step_us:,.1f}",
+            _us(v.per_step.gpu_kernel_us),
+            _us(v.per_step.gpu_busy_us),
+            _us(v.per_step.cpu_us),
+            _us(v.per_step.step_us),
             format_value(v.per_step.launches),
             format_value(v.per_step.cpu_ops),
             format_value(v.metadata_ops_per_step),
@@ -103,7 +103,7 @@ def _stacked_by_category(
         if any(values):
             fig.add_trace(
                 go.Bar(
-                    x=labels,
+                    x=[chart_text(label) for label in labels],
                     y=values,
                     name=category,
                     marker_color=category_color(category),
@@ -124,9 +124,9 @@ def step_chart(items: Sequence[Item]) -> Panel:
             go.Bar(
                 x=[name for _, name in metrics],
                 y=[getattr(figures, key) for key, _ in metrics],
-                name=label,
+                name=chart_text(label),
                 marker_color=color,
-                hovertemplate=f"{label}<br>%{{x}}: %{{y:,.1f}}<extra></extra>",
+                hovertemplate=f"{chart_text(label)}<br>%{{x}}: %{{y:,.1f}}<extra></extra>",
             )
         )
     fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="µs (median step)")

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
+
+
+def chart_text(text: str) -> str:
+    """A string from the trace (a kernel, op, thread or variant name) made inert for a Plotly label.
+
+    Plotly draws axis ticks, legend names and hover text as a subset of HTML (`<a href>`, `<b>`, `<br>`, ...)
+    and fills `%{...}` into hover templates: `<`, `>` and `&` become entities (Plotly shows them as the
+    characters) and `%` becomes `&#37;`, so a name like `<a href=...>` is shown, never made a live link. Every
+    label built from trace content in `tracelens.report` goes through here; HTML tables are escaped by the
+    HTML renderer instead."""
+    return html.escape(text, quote=False).replace("%", "&#37;")
 
 
 @dataclass(frozen=True)

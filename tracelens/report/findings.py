@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisReport
-from tracelens.report.document import AnalysisPanels, Panel, Table, unavailable
+from tracelens.report.document import AnalysisPanels, Panel, Table, chart_text, unavailable
 from tracelens.report.generic import format_value, result_table
 
 MISSING = "this version of tracelens does not compute it"
@@ -23,7 +23,9 @@ IDLE_CAUSES = (
     ("gpu_busy_us", "GPU busy", "#2ca02c"),
     ("launch_wait_us", "idle: waiting for launches (exposed CPU dispatch)", "#d62728"),
     ("sync_wait_us", "idle: waiting for a CPU sync", "#ff7f0e"),
-    ("other_idle_us", "idle: other (queued behind other streams, no launch recorded)", "#9e9e9e"),
+    ("queued_idle_us", "idle: work already queued (cross-stream waits, device scheduling)", "#bcbd22"),
+    ("other_idle_us", "idle: other (no launch recorded, nothing queued after)", "#9e9e9e"),
+    ("compile_idle_us", "idle: during torch.compile compilation", "#8c564b"),
 )
 MAX_FUSION_ROWS = 20
 
@@ -64,7 +66,9 @@ def bound_panel(report: AnalysisReport) -> Panel:
         ("GPU busy µs/step", "gpu_busy_us_per_step"),
         ("GPU idle waiting for launches µs/step", "launch_wait_us_per_step"),
         ("GPU idle waiting for syncs µs/step", "sync_wait_us_per_step"),
+        ("GPU idle with work already queued µs/step", "queued_idle_us_per_step"),
         ("GPU idle, other µs/step", "other_idle_us_per_step"),
+        ("GPU window µs/step", "gpu_window_us_per_step"),
         ("CPU dispatch µs/step", "dispatch_us_per_step"),
         ("exposed dispatch µs/step", "exposed_dispatch_us_per_step"),
         ("exposed dispatch, % of dispatch", "exposed_dispatch_pct"),
@@ -132,12 +136,12 @@ def dispatch_panel(report: AnalysisReport) -> Panel:
     layers = layers[::-1]
     fig = go.Figure(
         go.Bar(
-            y=[str(layer.name) for layer in layers],
+            y=[chart_text(str(layer.name)) for layer in layers],
             x=[float(layer.us_per_step) for layer in layers],
             orientation="h",
             marker_color="#fdae6b",
             customdata=[
-                [float(getattr(layer, "calls_per_step", 0.0)), str(getattr(layer, "description", ""))]
+                [float(getattr(layer, "calls_per_step", 0.0)), chart_text(str(getattr(layer, "description", "")))]
                 for layer in layers
             ],
             hovertemplate="%{y}: %{x:,.1f} µs per step<br>%{customdata[0]:,.1f} calls per step<br>%{customdata[1]}"
@@ -167,7 +171,8 @@ def fusion_panel(report: AnalysisReport) -> Panel:
         return Panel(id=panel_id, title=title, note="No fusion opportunity found in the analyzed steps.")
     rows = tuple(
         (
-            " → ".join(str(k) for k in o.kernels),
+            ("GEMM epilogue: " if getattr(o, "kind", "chain") == "gemm_epilogue" else "")
+            + " → ".join(str(k) for k in o.kernels),
             " → ".join(dict.fromkeys(str(op) for op in o.ops)),
             format_value(float(o.calls_per_step)),
             format_value(float(o.kernel_us_per_step)),
@@ -178,6 +183,9 @@ def fusion_panel(report: AnalysisReport) -> Panel:
     columns = ("kernels (stream order)", "ops", "runs/step", "kernel µs/step", "est. saving µs/step")
     saving = getattr(fusion, "est_saving_us_per_step", None)
     note = f"{len(opportunities)} opportunities; estimated saving {format_value(saving)} µs per step."
+    epilogue = getattr(fusion, "gemm_epilogue_saving_us_per_step", 0.0)
+    if epilogue:
+        note += f" GEMM epilogues (overlapping those chains): {format_value(epilogue)} µs per step."
     if getattr(fusion, "shapes_recorded", True) is False:
         note += " Shapes were not recorded (record_shapes=False): savings are rough."
     return Panel(id=panel_id, title=title, table=Table(columns, rows), note=note)
@@ -259,9 +267,9 @@ def _add_roofs(fig: go.Figure, roofline: Any, rows: list[Any]) -> None:
 
 def _roofline_hover(row: Any) -> str:
     parts = [
-        f"<b>{row.short_name}</b>",
-        f"op: {row.op}" if row.op else "",
-        f"model: {row.model}",
+        f"<b>{chart_text(str(row.short_name))}</b>",
+        f"op: {chart_text(str(row.op))}" if row.op else "",
+        f"model: {chart_text(str(row.model))}",
         f"{format_value(float(row.achieved_tflops))} TFLOP/s, {format_value(float(row.achieved_tbps))} TB/s",
         f"{format_value(row.pct_of_peak)} % of the {row.limit} roof" if row.pct_of_peak is not None else "",
         f"{row.calls:,} calls, mean {format_value(float(row.mean_us))} µs",

@@ -6,6 +6,7 @@ CATEGORY_COLORS: dict[str, str] = {
     "gemm": "#1f77b4",
     "attention": "#9467bd",
     "conv": "#17becf",
+    "norm": "#98df8a",
     "elementwise": "#ff7f0e",
     "reduction": "#2ca02c",
     "fused": "#d62728",

@@ -16,7 +16,6 @@ lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible 
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import msgspec
@@ -29,7 +28,7 @@ from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
-from tracelens.report.document import Panel
+from tracelens.report.document import Panel, chart_text
 from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 from tracelens.units import NS_PER_US
@@ -226,7 +225,7 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
 
 def _escape(text: str) -> str:
     cut = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
-    return html.escape(cut, quote=False)
+    return chart_text(cut)
 
 
 def _shapes(raw: bytes | None) -> str:
@@ -381,7 +380,7 @@ def _lay_out_figure(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | Non
         xaxis=xaxis,
         yaxis={
             "tickvals": [t for t, _ in lanes.ticks],
-            "ticktext": [label for _, label in lanes.ticks],
+            "ticktext": [chart_text(label) for _, label in lanes.ticks],
             "range": [lanes.n_lanes - 0.5, -0.5],
             "showgrid": False,
             "zeroline": False,

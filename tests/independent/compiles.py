@@ -1,0 +1,55 @@
+"""torch.compile compilations per compile id, recomputed from the raw Kineto JSON (json/gzip only).
+
+A Dynamo compilation is a `_compile.compile_inner (dynamo_timed)` span; its compile id is the
+`Torch-Compiled Region: frame/recompile` that the same thread enters next (Dynamo compiles a frame, then runs
+it). A lazily compiled backward is a `compile_fx.<locals>.bw_compiler (dynamo_timed)` span outside any
+compile_inner; its id is the latest region entered before it. Its step is the ProfilerStep holding its start.
+
+Run `python -m tests.independent.compiles TRACE` to print (id, step, compile_inner ms) per compilation.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.independent.step_windows import CPU_STEP_CATS, _ns, load_events
+
+FORWARD = "_compile.compile_inner (dynamo_timed)"
+BACKWARD = "compile_fx.<locals>.bw_compiler (dynamo_timed)"
+REGION = "Torch-Compiled Region: "
+
+
+def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
+    """(compile id, step number or None, duration ms of the compile_inner / bw_compiler span), by start."""
+    events = [e for e in load_events(path) if e.get("cat") in CPU_STEP_CATS]
+    steps = [
+        (_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), int(str(e["name"]).split("#")[1]))
+        for e in events
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    regions = sorted(
+        (_ns(e["ts"]), e.get("tid"), str(e["name"])[len(REGION) :])
+        for e in events
+        if str(e.get("name", "")).startswith(REGION)
+    )
+    forward = [e for e in events if e.get("name") == FORWARD]
+    spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in forward]
+    result = []
+    for e in sorted(events, key=lambda e: _ns(e["ts"])):
+        start, end = _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])
+        if e.get("name") == FORWARD:
+            following = [r for r in regions if r[1] == e.get("tid") and r[0] >= end]
+            compile_id = following[0][2] if following else None
+        elif e.get("name") == BACKWARD and not any(s <= start and end <= t for s, t in spans):
+            before = [r for r in regions if r[0] <= start]
+            compile_id = before[-1][2] if before else None
+        else:
+            continue
+        step = next((number for s, t, number in steps if s <= start < t), None)
+        result.append((compile_id, step, (end - start) / 1e6))
+    return result
+
+
+if __name__ == "__main__":
+    for row in compilations(sys.argv[1]):
+        print(row)

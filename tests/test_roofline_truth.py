@@ -1,0 +1,134 @@
+"""Roofline figures against an independent reading of the raw events, and the no-figure-above-a-peak rule over
+every corpus and recorded trace (issue #14, item 1)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tracelens
+from tests.conftest import anchor, anchor_traces, recorded_trace
+from tracelens.analyses import analyze
+from tracelens.analyses.roofline import kernel_models
+from tracelens.analyses.window import select_window
+
+RECORDED = sorted((Path(__file__).resolve().parent.parent / "traces").rglob("*.json.gz"))
+ALL = anchor_traces() + RECORDED
+DTYPE_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4}
+
+
+def raw_events(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as handle:
+        document = json.load(handle)
+    return document["traceEvents"] if isinstance(document, dict) else document
+
+
+def tensor_bytes(dims: list[int], dtype: str) -> int:
+    return math.prod(dims) * DTYPE_BYTES[dtype]
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.name if "anchor" in str(p) else p.stem for p in ALL])
+def test_no_modelled_figure_exceeds_a_peak(path: Path) -> None:
+    """Every row either stays at or below 100 % of its peak, or has no % and says why the model does not fit."""
+    roofline = analyze(tracelens.load(path)).roofline
+    assert roofline is not None
+    for row in roofline.rows:
+        assert row.pct_of_peak is None or 0 <= row.pct_of_peak <= 100, (row.kernel[:60], row.pct_of_peak)
+        if row.peak_tbps is not None and row.achieved_tbps > row.peak_tbps:
+            assert row.pct_of_peak is None and row.model_note and "does not fit" in row.model_note
+        if row.peak_tflops is not None and row.achieved_tflops > row.peak_tflops:
+            assert row.pct_of_peak is None and row.model_note and "does not fit" in row.model_note
+
+
+def test_inductor_out_buffer_gemms_count_the_output_once() -> None:
+    """Inductor's `extern_kernels.mm(a, b, out=buf)` records three tensors; bytes = a + b + out, read from the raw
+    `Input Dims` (4096x2048 @ 2048x16384 -> 4096x16384 bf16: 16.8 + 67.1 + 134.2 = 218.1 MB)."""
+    path = recorded_trace("h200/compiled_mlp.json.gz")
+    mm = next(e for e in raw_events(path) if e.get("name") == "aten::mm" and e["args"]["Input Dims"][1][1] == 16384)
+    dims, types = mm["args"]["Input Dims"], mm["args"]["Input type"]
+    expected = sum(tensor_bytes(d, t) for d, t in zip(dims, types, strict=True))  # each tensor once, out included
+    rows = analyze(tracelens.load(path)).roofline.rows  # type: ignore[union-attr]
+    gate_up = next(r for r in rows if r.op == "aten::mm" and "320x128" in r.kernel)
+    assert gate_up.mb_per_call == pytest.approx(expected / 1e6, abs=1e-3)
+    assert gate_up.pct_of_peak is not None and gate_up.pct_of_peak <= 100
+
+
+def test_in_place_inductor_kernel_reads_and_writes_its_buffer() -> None:
+    """`triton_poi_fused_gelu_mul_0(gate_buf, up_buf)` writes its result over gate_buf: 3 x 134.2 MB = 402.65 MB,
+    the same bytes the eager gelu·mul fusion estimate keeps (read gate, read up, write the product)."""
+    path = recorded_trace("h200/compiled_mlp.json.gz")
+    op = next(
+        e for e in raw_events(path) if e.get("name") == "triton_poi_fused_gelu_mul_0" and e.get("cat") == "cpu_op"
+    )
+    tensors = [(d, t) for d, t in zip(op["args"]["Input Dims"], op["args"]["Input type"], strict=True) if d]
+    expected = sum(tensor_bytes(d, t) for d, t in tensors) + tensor_bytes(*tensors[0])
+    row = next(r for r in analyze(tracelens.load(path)).roofline.rows if r.kernel == "triton_poi_fused_gelu_mul_0")  # type: ignore[union-attr]
+    assert row.mb_per_call == pytest.approx(expected / 1e6, abs=1e-3) == pytest.approx(402.653, abs=1e-3)
+
+
+def test_tf32_gemms_are_held_against_the_tf32_peak() -> None:
+    """`cutlass_80_tensorop_s1688gemm` runs fp32 GEMMs on A100 tensor cores (TF32, 156 TFLOP/s): up to 94 TFLOP/s
+    achieved here, 483 % of the fp32 CUDA-core peak the model used before."""
+    rows = analyze(tracelens.load(anchor("hta/trace_diff/control/control.json.gz"))).roofline.rows  # type: ignore[union-attr]
+    tensorop = [r for r in rows if "tensorop_s1688gemm" in r.kernel]
+    assert tensorop and all(r.peak_tflops == 156.0 for r in tensorop if r.limit == "compute")
+    assert max(r.achieved_tflops for r in tensorop) > 19.5  # above the fp32 peak: only TF32 explains it
+
+
+def test_convolution_backward_is_modelled_on_the_resnet_trace() -> None:
+    """ResNet-50 training (torch 1.9 legacy trace): the cuDNN backward convolutions get 2 x 2·N·Cout·Ho·Wo·Cin·k²
+    FLOPs from `aten::cudnn_convolution_backward`'s (input, grad_output, weight) dims."""
+    path = anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
+    steps = [e for e in raw_events(path) if str(e.get("name", "")).startswith("ProfilerStep#")]
+    flops = 0.0  # every backward convolution inside a step (all 318 of them): data + weight gradient
+    for event in raw_events(path):
+        if event.get("name") == "aten::cudnn_convolution_backward" and any(
+            s["ts"] <= event["ts"] <= s["ts"] + s["dur"] for s in steps
+        ):
+            _, grad_out, w = event["args"]["Input Dims"][:3]
+            flops += 2 * 2 * math.prod(grad_out) * math.prod(w[1:])
+    trace = tracelens.load(path)
+    models = kernel_models(trace, select_window(trace))
+    ev = trace.events
+    backward = np.asarray(
+        [
+            models.labels[label].model == "conv" and ev.names[int(ev.name[op])] == "aten::cudnn_convolution_backward"
+            for label, op in zip(models.label.tolist(), models.op_row.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
+    assert float(models.flops[backward].sum()) == pytest.approx(flops, rel=1e-9)
+    report = analyze(trace)
+    assert report.roofline is not None
+    conv_ops = {r.op for r in report.roofline.rows if r.model == "conv"}
+    assert conv_ops == {"aten::cudnn_convolution", "aten::cudnn_convolution_backward"}
+    # 21.1 % before: convolutions, cuDNN dgrad/wgrad kernels (then "other") and batch-norm backward
+    assert report.roofline.modelled_kernel_time_pct == 98.2
+
+
+def test_forward_convolutions_of_resnet50_add_up_to_its_published_macs() -> None:
+    """The 2021 trace records no stride/padding, so each forward convolution's output size is read from the
+    feature map the next op (the batch norm) reads. Independent figure: ResNet-50 does 4.09 GMACs per 224x224
+    image (torchvision's model card; 2.05 M of them in the final Linear), here batch 32 (`Input Dims`)."""
+    path = anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
+    stem = next(e for e in raw_events(path) if e.get("name") == "aten::cudnn_convolution")
+    batch = stem["args"]["Input Dims"][0][0]
+    trace = tracelens.load(path)
+    window = select_window(trace)
+    models = kernel_models(trace, window)
+    ev = trace.events
+    forward = np.asarray(
+        [
+            models.labels[label].model == "conv" and ev.names[int(ev.name[op])] == "aten::cudnn_convolution"
+            for label, op in zip(models.label.tolist(), models.op_row.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
+    macs_per_image = float(models.flops[forward].sum()) / window.n_steps / 2 / batch
+    assert batch == 32 and macs_per_image == pytest.approx(4.09e9 - 2.048e6, rel=2e-3)

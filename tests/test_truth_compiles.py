@@ -1,0 +1,61 @@
+"""torch.compile inside the window, per compile id, against an independent reading of the raw events
+(tests/independent/compiles.py: each Dynamo compile_inner / lazy backward compile and the region it precedes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tests.conftest import anchor, recorded_trace
+from tests.independent.compiles import compilations
+from tracelens.analyses.pipeline import analyze
+from tracelens.cli import main
+
+
+def _expected(path: Path) -> dict[str | None, tuple[int | None, float]]:
+    """Per compile id: the step of its first compilation and the summed ms of its compile spans."""
+    expected: dict[str | None, tuple[int | None, float]] = {}
+    for compile_id, step, ms in compilations(str(path)):
+        first_step, total = expected.get(compile_id, (step, 0.0))
+        expected[compile_id] = (first_step, total + ms)
+    return expected
+
+
+def test_static_shape_sweep_compiles_five_ids_inside_the_window(capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch.compile(dynamic=False) GeGLU MLP (H200) called with 512, 1024, 512, 2048, 4096, 8192 tokens,
+    one profiled step each, 256 compiled before the window: five new shapes, five compiles (0/1..0/5); the
+    repeat (step 3) reuses 0/1. Before: "10 compile spans" (each compile's Dynamo span and its first-call
+    autotuning counted apart) and "recompiled: Torch-Compiled Region: 0/2" (only the region of a kept step)."""
+    path = recorded_trace("h200/truth/sweep_static_compiled_mlp.json.gz")
+    report = analyze(tracelens.load(path))
+    compiled = report.compiled
+    assert compiled is not None
+    expected = _expected(path)
+    assert [c.id for c in compiled.compiles] == list(expected) == ["0/1", "0/2", "0/3", "0/4", "0/5"]
+    for entry in compiled.compiles:
+        step, dynamo_ms = expected[entry.id]
+        assert entry.step == step
+        assert dynamo_ms - 0.001 <= entry.ms < dynamo_ms + 60  # + the first call's autotuning (27-38 ms measured)
+    assert [c.step for c in compiled.compiles] == [1, 2, 4, 5, 6]
+    assert len(compiled.recompiles) == 5
+    assert compiled.steady_steps == [3] == report.summary.step_numbers
+    assert "steady state from step(s) 3" in compiled.note
+    assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [sorted(c) for c in document["compiled"]["compiles"]] == [["id", "ms", "step"]] * 5
+
+
+def test_lazy_backward_compile_belongs_to_its_forward_id() -> None:
+    """Wings236 ResNet-18 training: frame 0 compiled (forward 754 ms, then its backward 105 ms on the autograd
+    thread at the first backward), then frame 1 after a graph break; no ProfilerStep."""
+    path = anchor("other/Wings236__model_inference/trace_compile.json.gz")
+    compiled = analyze(tracelens.load(path)).compiled
+    assert compiled is not None
+    expected = _expected(path)
+    assert [c.id for c in compiled.compiles] == list(expected) == ["0/0", "1/0"]
+    for entry in compiled.compiles:
+        assert entry.step is None and expected[entry.id][0] is None
+        assert expected[entry.id][1] - 0.001 <= entry.ms < expected[entry.id][1] * 1.2  # ms rounded to the µs
