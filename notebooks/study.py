@@ -128,6 +128,21 @@ fig = px.bar(
 fig
 
 # %% [markdown]
+# The figures of `tracelens report` render inline too: `tracelens.plot` returns the report's own Plotly
+# figures. GPU time per step by kernel category, the three MLPs side by side (gelu and mul become one
+# `fused` kernel when compiled or with Liger):
+
+# %%
+mlps = {name: traces[name] for name in ["eager_mlp", "compiled_mlp", "liger_mlp"]}
+tracelens.plot.compare(mlps, kind="gpu_time")
+
+# %% [markdown]
+# and the eager MLP's timeline (its median step in full: hover a kernel for its launching op and timing):
+
+# %%
+tracelens.plot.timeline(traces["eager_mlp"])
+
+# %% [markdown]
 # **Verify → held.** 1, 1, 5, 4, 4 kernels in every one of the 5 steps.
 #
 # **Correct (a detail the count hides).** Each cuBLAS GEMM path also issues a `cudaMemsetAsync`, so the GPU
@@ -175,8 +190,8 @@ verdict("the Linear's GEMM is aten::addmm (bias in the epilogue)")
 # %%
 assert by_name["the Linear's kernel is a cuBLAS GEMM"].held
 assert by_name["the Linear's GEMM is aten::addmm (bias in the epilogue)"].held
-linear_dims = json.loads(linear_ops[linear_ops["name"] == "aten::linear"]["input_dims"].iloc[0])
-assert linear_dims[2] == [traces["eager_linear"].meta.run["intermediate"]]  # the bias input
+linear_dims = linear_ops[linear_ops["name"] == "aten::linear"]["input_dims"].iloc[0]  # a tuple per input
+assert linear_dims[2] == (traces["eager_linear"].meta.run["intermediate"],)  # the bias input
 linear_kernels = kernels[kernels["variant"].isin(["eager_linear", "compiled_linear"]) & (kernels["kind"] == "kernel")]
 assert set(linear_kernels["op"]) == {"aten::addmm"} and linear_kernels["name"].str.contains("_bias_").all()
 linear_kernels.groupby(["variant", "short_name", "op"], sort=False)["dur_us"].agg(["count", "mean"]).round(1)
@@ -200,6 +215,12 @@ fig = px.box(
     labels={"dur_us": "CPU µs", "name": "op"},
 )
 fig
+
+# %% [markdown]
+# Where the compiled Linear's CPU time goes, by dispatch layer (the report's chart):
+
+# %%
+tracelens.plot.dispatch_layers(traces["compiled_linear"])
 
 # %%
 pd.concat(

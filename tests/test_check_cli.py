@@ -65,18 +65,15 @@ def test_wrong_guess_exits_1_and_prints_the_measured_value(
 ) -> None:
     assert main(["check", *traces, "--expect", hypotheses(tmp_path, HELD + WRONG)]) == 1
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "eager MLP runs five" in line)
-    cells = [cell.strip() for cell in row.split("│")]
-    # columns: #, hypothesis, trace, claim, measured, verdict, evidence
-    assert cells[1:8] == [
-        "4",
-        "eager MLP runs five kernels",
-        "eager_mlp",
-        "per_step.kernels == 5",
-        "3",
-        "WRONG",
-        "per_step.kernels = 3",
-    ]
+    lines = out.splitlines()
+    row = next(i for i, line in enumerate(lines) if "eager MLP runs five" in line)
+    # one line per verdict (held ones without evidence), the evidence of a WRONG one indented below it
+    assert lines[row] == ("WRONG 4. eager MLP runs five kernels [eager_mlp]: measured 3 (per_step.kernels == 5)")
+    assert lines[row + 1].strip() == "per_step.kernels = 3"
+    assert sum(line.startswith("HELD ") for line in lines) == 3
+    assert not any("reference:" in line for line in lines)  # held verdicts' evidence only with -v
+    assert main(["check", *traces, "--expect", hypotheses(tmp_path, HELD + WRONG), "-v"]) == 1
+    assert "reference: per_step.gpu_kernel_us on eager_mlp = 150 × 0.9 = 135" in capsys.readouterr().out
     assert out.rstrip().endswith("3 held, 1 wrong")
 
 
@@ -110,18 +107,44 @@ def test_json_output(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
     )
 
 
-def test_single_trace_table_has_no_trace_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_single_trace_lines_name_no_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = str(write_eager(tmp_path))
     assert main(["check", trace, "--expect", hypotheses(tmp_path, WRONG)]) == 1
-    header = next(line for line in capsys.readouterr().out.splitlines() if "hypothesis" in line and "claim" in line)
-    assert [c.strip() for c in header.split("┃")[1:-1]] == [
-        "#",
-        "hypothesis",
-        "claim",
-        "measured",
-        "verdict",
-        "evidence",
+    out = capsys.readouterr().out
+    assert "WRONG 1. eager MLP runs five kernels: measured 3 (per_step.kernels == 5)" in out.splitlines()
+
+
+def test_every_parse_error_in_one_run_with_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        '[[hypothesis]]\nname = "a"\nmetric = "per_step.kernels"\nop = "=="\n\n'
+        '[[hypothesis]]\nname = "b"\nkernel = "re:("\n\n'
+        '[[hypothesis]]\nname = "c"\nfuses = ["gelu"]\n'
+    )
+    assert main(["check", str(write_eager(tmp_path)), "--expect", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": hypothesis")[0] for line in err[:3]] == [
+        f"tracelens: error: {path}:1",
+        f"tracelens: error: {path}:6",
+        f"tracelens: error: {path}:10",
     ]
+    assert err[3] == f"tracelens: error: {path}: 3 problems (above); nothing checked"
+
+
+def test_every_toml_syntax_error_in_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        '[[hypothesis]]\nname = "a" x\n\n[[hypothesis]]\nname = "b"\nop = = 3\n\n'
+        '[[hypothesis]]\nname = "c"\nmetric = "per_step.kernels"\nop = "=<"\nvalue = 1\n'
+    )
+    assert main(["check", str(write_eager(tmp_path)), "--expect", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": not valid TOML")[0] for line in err[:2]] == [
+        f"tracelens: error: {path}:2",
+        f"tracelens: error: {path}:6",
+    ]
+    # the valid block is validated too: its problem in the same run
+    assert err[2].startswith(f'tracelens: error: {path}:8: hypothesis 3 ("c"): unknown op "=<"')
 
 
 def test_output_file_and_no_overwrite(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,3 +194,21 @@ def test_step_option(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
     assert main(["check", *traces, "--expect", hypotheses(tmp_path, text), "--step", "2"]) == 0
     assert main(["check", *traces, "--expect", hypotheses(tmp_path, text), "--step", "9"]) == 2
     assert "no step 9" in capsys.readouterr().err
+
+
+def test_every_evaluation_problem_in_one_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Problems found only against the traces (an unknown trace name, a metric path the document lacks) are
+    reported together too, each naming its hypothesis."""
+    path = tmp_path / "h.toml"
+    path.write_text(
+        '[[hypothesis]]\nname = "a"\ntrace = "nope"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 1\n\n'
+        '[[hypothesis]]\nname = "b"\nmetric = "per_step.kernals"\nop = "=="\nvalue = 1\n\n'
+        '[[hypothesis]]\nname = "c"\nmetric = "per_step.kernels"\nop = "=="\nvalue = 3\n'
+    )
+    assert main(["check", str(write_eager(tmp_path)), "--expect", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3
+    assert err[0].startswith(f'tracelens: error: {path}: hypothesis 1 ("a"): no trace named "nope"')
+    assert err[1].startswith(f'tracelens: error: {path}: hypothesis 2 ("b"): ')
+    assert "kernals" in err[1]
+    assert err[2] == f"tracelens: error: {path}: 2 problems (above); nothing checked"

@@ -280,3 +280,33 @@ def test_check_api_takes_traces_paths_and_plain_tables(tmp_path: Path) -> None:
     assert [(v.trace, v.held, v.measured, v.expected) for v in verdicts] == [("compiled_mlp", True, 2, 3)]
     (tmp_path / "h.toml").write_text('[[hypothesis]]\nname = "x"\nfuses = ["gelu", "mul"]\n')
     assert [v.held for v in tracelens.check(compiled, tmp_path / "h.toml")] == [True]
+
+
+def _batch_norm_document() -> TraceDocument:
+    kernel = "bn_bw_relu_kernel"
+    document = {
+        "steps": 1,
+        "kernels": [{"name": kernel, "short_name": kernel, "calls_per_step": 1, "mean_us": 9.0, "op": "x"}],
+        "ops": [{"name": "aten::cudnn_batch_norm_backward_relu", "kernels": [{"name": kernel}]}],
+    }
+    return document_from("bn.json", document)
+
+
+def test_fuses_matches_whole_ops_not_prefixes() -> None:
+    """`cudnn_batch_norm` is the forward op: its words are a subset of `cudnn_batch_norm_backward`'s, but a
+    kernel of the backward op does not fuse it; `re:` asks for a pattern explicitly."""
+    docs = [_batch_norm_document()]
+    assert not one(docs, fuses=["cudnn_batch_norm", "relu"]).held
+    assert one(docs, fuses=["cudnn_batch_norm_backward", "relu"]).held
+    assert one(docs, fuses=["re:batch_norm", "relu"]).held
+    assert not one(docs, fuses=["re:^layer_norm", "relu"]).held
+
+
+def test_kernel_names_match_exactly_unless_a_pattern(docs: list[TraceDocument]) -> None:
+    exact = one(docs, trace="eager_mlp", kernel="vectorized_elementwise_kernel", op="==", value=0)
+    assert (exact.held, exact.measured) == (True, 0)  # `[gelu]`/`[mul]` kernels are other names
+    glob = one(docs, trace="eager_mlp", kernel="vectorized_elementwise_kernel*", op="==", value=2)
+    regex = one(docs, trace="eager_mlp", kernel=r"re:elementwise_kernel\[(gelu|mul)\]$", op="==", value=2)
+    assert (glob.held, regex.held) == (True, True)
+    with pytest.raises(HypothesisError, match="bad regular expression"):
+        one(docs, trace="eager_mlp", kernel="re:(", op="==", value=2)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import tracelens
+from tests.conftest import recorded_trace
 from tests.test_check_builders import GEMM, write_compiled, write_eager
 
 
@@ -35,6 +36,27 @@ def test_kernels_frame(eager: tracelens.Trace) -> None:
     assert first["launch_start_us"].tolist() == [30.0, 85.0, 115.0]
     assert first["queue_us"].tolist() == [10.0, 65.0, 65.0]
     assert frame.groupby("step")["dur_us"].sum().tolist() == [150.0, 150.0]
+    assert [str(frame[c].dtype) for c in ("step", "op", "device", "stream", "grid_blocks", "queue_us")] == [
+        "Int64", "string", "Int64", "Int64", "Int64", "Float64"
+    ]  # fmt: skip
+    assert frame["grid_blocks"].isna().all()  # not recorded in the tiny trace: NA, not -1
+
+
+def test_frames_follow_pandas_conventions_on_a_recorded_trace() -> None:
+    """Input dims are tuples (here aten::linear's input, weight and bias), missing values NA, never "" or -1."""
+    trace = tracelens.load(recorded_trace("h200/eager_linear.json.gz"))
+    ops = tracelens.ops_frame(trace)
+    linear = ops[ops["name"] == "aten::linear"]["input_dims"].iloc[0]
+    assert linear == ((4096, 2048), (16384, 2048), (16384,))  # the raw event: [[4096, 2048], [16384, 2048], [16384]]
+    for frame in (ops, tracelens.kernels_frame(trace), tracelens.launches_frame(trace)):
+        for column in frame.columns:
+            values = frame[column]
+            if values.dtype == object or str(values.dtype) == "string":
+                assert not (values.astype(str) == "").any(), column
+            elif str(values.dtype) == "Int64":
+                assert not (values.dropna() < 0).any(), column
+    kernels = tracelens.kernels_frame(trace)
+    assert (kernels["grid_blocks"].dropna() > 0).all() and kernels["grid_blocks"].notna().any()
 
 
 def test_ops_frame(eager: tracelens.Trace) -> None:
@@ -51,6 +73,8 @@ def test_ops_frame(eager: tracelens.Trace) -> None:
     assert step1["gpu_us"].tolist() == [0.0, 0.0, 100.0, 20.0, 30.0]
     assert step1["dur_us"].tolist() == [60.0, 4.0, 40.0, 20.0, 20.0]
     assert step1["thread"].unique().tolist() == ["CPU 100/1"]
+    assert str(frame["depth"].dtype) == "Int64" and str(frame["kernels"].dtype) == "Int64"
+    assert frame["input_dims"].map(lambda dims: dims is pd.NA).all()  # the tiny trace records no shapes
 
 
 def test_launches_frame(eager: tracelens.Trace) -> None:
@@ -62,9 +86,10 @@ def test_launches_frame(eager: tracelens.Trace) -> None:
     assert step1["name"].tolist() == ["cudaOccupancyMaxActiveBlocksPerMultiprocessor"] + ["cudaLaunchKernel"] * 3
     assert step1["op"].tolist() == ["aten::addmm", "aten::addmm", "aten::gelu", "aten::mul"]
     assert step1["kernels"].tolist() == [0, 1, 1, 1]
-    assert step1["kernel"].iloc[1] == GEMM and step1["kernel"].iloc[0] == ""
+    assert step1["kernel"].iloc[1] == GEMM and step1["kernel"].iloc[0] is pd.NA  # the query launched nothing
     assert step1["launch_to_start_us"].iloc[1:].tolist() == [10.0, 65.0, 65.0]
-    assert pd.isna(step1["launch_to_start_us"].iloc[0])
+    assert step1["launch_to_start_us"].iloc[0] is pd.NA
+    assert (str(frame["kernels"].dtype), str(frame["kernel_start_us"].dtype)) == ("Int64", "Float64")
     assert step1["api"].unique().tolist() == ["runtime"]
 
 
@@ -79,8 +104,11 @@ def test_steps_frame(eager: tracelens.Trace) -> None:
     frame = tracelens.steps_frame(eager)
     assert frame["step"].tolist() == [1, 2]
     assert frame["start_us"].tolist() == [0.0, 1000.0]
-    assert frame["kernels"].tolist() == [3.0, 3.0]
-    assert frame["launches"].tolist() == [3.0, 3.0]
+    assert frame["kernels"].tolist() == [3, 3]
+    assert frame["launches"].tolist() == [3, 3]
+    assert [str(frame[c].dtype) for c in ("step", "kernels", "memcpy", "launches", "cpu_ops", "cpu_us")] == [
+        "Int64", "Int64", "Int64", "Int64", "Int64", "float64"
+    ]  # fmt: skip
     assert frame["gpu_kernel_us"].tolist() == [150.0, 150.0]
     assert frame["cpu_us"].tolist() == [500.0, 500.0]
     assert frame["complete"].tolist() == [True, True]

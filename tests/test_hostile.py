@@ -712,7 +712,7 @@ def test_text_output_escapes_control_characters(tmp_path: Path, color: bool) -> 
     outputs = {
         "analyze": AnalyzeTextRenderer(color=color).render(report),
         "compare": CompareTextRenderer(color=color).render(compare_variants([(HOSTILE_NAME, trace, report)])),
-        "check": CheckTextRenderer(color=color, width=200).render(result),
+        "check": CheckTextRenderer(color=color, width=200, verbose=True).render(result),  # evidence of a HELD one
     }
     for command, text in outputs.items():
         for raw in ("\x1b]", "\x1b[2J", "\x9b", "\u202e", "\x07"):

@@ -57,7 +57,11 @@ def test_notebook_executes_on_the_committed_traces(tmp_path: Path) -> None:
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "16 held, 9 wrong" in printed
     figures = [o for o in outputs if PLOTLY_MIME in o.get("data", {})]
-    assert len(figures) == 6
+    assert len(figures) == 9  # 6 drawn in the notebook, 3 from tracelens.plot (the report's figures)
     titles = [f["data"][PLOTLY_MIME]["layout"]["title"]["text"] for f in figures]
     assert titles[0] == "GPU kernels of ProfilerStep#5 (one bar segment per kernel)"
+    assert titles[1:3] == ["GPU time per step by kernel category", "Timeline"]
+    assert "CPU time per step by dispatch layer" in titles
     assert titles[-1] == "ProfilerStep#5: launches and kernels"
+    timeline = figures[2]["data"][PLOTLY_MIME]
+    assert len(timeline["data"]) > 5  # lanes of slices, bands and utilization strips, drawn inline

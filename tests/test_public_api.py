@@ -21,6 +21,7 @@ PUBLIC = [
     "launches_frame",
     "load",
     "ops_frame",
+    "plot",
     "steps_frame",
 ]
 

@@ -5,6 +5,7 @@
 >>> report = tracelens.analyze(trace)
 >>> report.summary.per_step.kernels
 >>> tracelens.kernels_frame(trace)          # one row per kernel: step, op, dur_us, ...
+>>> tracelens.plot.timeline(trace)          # the report's Plotly figures, inline in Jupyter
 >>> tracelens.check([trace], "notebooks/study_hypotheses.toml")   # [Verdict(held=..., measured=...), ...]
 
 Public names are imported on first use, so `import tracelens` (and the `tracelens analyze` command) does not
@@ -24,6 +25,7 @@ from tracelens.loader import load_trace as load
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
+    from tracelens import plot
     from tracelens.analyses import AnalysisReport, analyze
     from tracelens.frames import kernels_frame, launches_frame, ops_frame, steps_frame
     from tracelens.hypotheses import Hypothesis, HypothesisError, Verdict, check
@@ -39,6 +41,7 @@ _LAZY = {
     "kernels_frame": ("tracelens.frames", "kernels_frame"),
     "launches_frame": ("tracelens.frames", "launches_frame"),
     "ops_frame": ("tracelens.frames", "ops_frame"),
+    "plot": ("tracelens.plot", ""),
     "steps_frame": ("tracelens.frames", "steps_frame"),
 }
 
@@ -48,7 +51,8 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'tracelens' has no attribute {name!r}")
     module, attribute = _LAZY[name]
-    value = getattr(importlib.import_module(module), attribute)
+    imported = importlib.import_module(module)
+    value = getattr(imported, attribute) if attribute else imported  # "": the module itself
     globals()[name] = value
     return value
 
@@ -72,5 +76,6 @@ __all__ = [
     "launches_frame",
     "load",
     "ops_frame",
+    "plot",
     "steps_frame",
 ]

@@ -1,11 +1,19 @@
 """pandas DataFrames of a loaded trace, for notebooks: one row per kernel, op, launch or step.
 
-Times are µs relative to the trace's first event (`*_us`), step numbers are `ProfilerStep#N` numbers
-(`<NA>` outside any step), and `op` is the CPU op that launched the work (Inductor wrappers named like the
-kernel are skipped, as in `tracelens analyze`). Building a frame is vectorised; nothing is cached.
+Times are µs relative to the trace's first event (`*_us`), step numbers are `ProfilerStep#N` numbers, and
+`op` is the CPU op that launched the work (Inductor wrappers named like the kernel are skipped, as in
+`tracelens analyze`). Building a frame is vectorised; nothing is cached.
+
+pandas conventions: a missing value is `pd.NA` (a kernel without a launching op, a step outside any
+ProfilerStep, an op without recorded shapes; never `""` or `-1`), integer columns are nullable integers
+(`Int64`), optional times are `Float64`, strings are `string` dtype, and `input_dims` holds tuples
+(`((16384, 2048), (2048,))`), not JSON text.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +41,45 @@ def _kind_names(kinds: np.ndarray) -> list[str]:
     return [Kind(int(k)).name.lower() for k in kinds]
 
 
+def _text(values: Any) -> pd.array:
+    """Strings with `""` (no name recorded) as `pd.NA`, dtype `string`."""
+    array = pd.array(np.asarray(values, dtype=object), dtype="string")
+    array[array == ""] = pd.NA
+    return array
+
+
+def _ints(values: Any, missing_below: int | None = None) -> pd.array:
+    """Nullable integers (`Int64`); values below `missing_below` (e.g. -1 = not recorded) become `pd.NA`."""
+    numbers = np.asarray(values, dtype=np.int64)
+    array = pd.array(numbers, dtype="Int64")
+    if missing_below is not None:
+        array[numbers < missing_below] = pd.NA
+    return array
+
+
+def _floats(values: np.ndarray) -> pd.array:
+    """Optional times: `Float64` with NaN (not measured) as `pd.NA`."""
+    values = np.asarray(values, dtype=np.float64)
+    array = pd.array(values, dtype="Float64")
+    array[np.isnan(values)] = pd.NA
+    return array
+
+
+def _dims(raw: bytes | None) -> tuple[Any, ...] | Any:
+    """`Input Dims` JSON (`[[16384, 2048], [2048]]`) → nested tuples; none recorded → `pd.NA`."""
+    if not raw:
+        return pd.NA
+    try:
+        value = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return pd.NA
+    return _tuples(value)
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 def kernels_frame(trace: Trace) -> pd.DataFrame:
     """One row per GPU activity (kernels, memcpy, memset), in time order.
 
@@ -51,21 +98,21 @@ def kernels_frame(trace: Trace) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "step": _step_numbers(trace, gpu["step"].to_numpy()),
-            "name": names,
-            "short_name": [short_name(n) for n in names],
-            "kind": _kind_names(gpu["kind"].to_numpy()),
-            "category": gpu["category"].to_numpy(),
-            "op": gpu["op"].to_numpy(),
-            "launch_api": gpu["launch_api"].to_numpy(),
+            "name": _text(names),
+            "short_name": _text([short_name(n) for n in names]),
+            "kind": _text(_kind_names(gpu["kind"].to_numpy())),
+            "category": _text(gpu["category"].to_numpy()),
+            "op": _text(gpu["op"].to_numpy()),
+            "launch_api": _text(gpu["launch_api"].to_numpy()),
             "start_us": start,
             "dur_us": dur,
             "end_us": start + dur,
-            "launch_start_us": launch_start,
-            "queue_us": start - launch_start,
-            "device": gpu["device"].to_numpy(),
-            "stream": gpu["stream"].to_numpy(),
-            "grid_blocks": ev.grid_blocks[rows],
-            "block_threads": ev.block_threads[rows],
+            "launch_start_us": _floats(launch_start),
+            "queue_us": _floats(start - launch_start),
+            "device": _ints(gpu["device"].to_numpy(), missing_below=0),
+            "stream": _ints(gpu["stream"].to_numpy(), missing_below=0),
+            "grid_blocks": _ints(ev.grid_blocks[rows], missing_below=0),
+            "block_threads": _ints(ev.block_threads[rows], missing_below=0),
         }
     )
     return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
@@ -75,7 +122,8 @@ def ops_frame(trace: Trace) -> pd.DataFrame:
     """One row per CPU op (`cpu_op` events), in time order.
 
     Columns: step, name, parent (enclosing CPU event), depth, thread, start_us, dur_us, end_us,
-    kernels (GPU activities it launched directly), gpu_us (their summed duration), input_dims (JSON text).
+    kernels (GPU activities it launched directly), gpu_us (their summed duration), input_dims (a tuple per
+    input, e.g. `((16384, 2048), (2048,))`; `pd.NA` when shapes were not recorded).
     """
     ev, links = trace.events, trace.links
     rows = np.flatnonzero(ev.kind == Kind.CPU_OP)
@@ -85,16 +133,16 @@ def ops_frame(trace: Trace) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "step": _step_numbers(trace, links.step[rows]),
-            "name": ev.names_at(rows),
-            "parent": ev.names_at(links.parent[rows]),
-            "depth": links.depth[rows],
-            "thread": [trace.tracks.label(int(t)) for t in ev.track[rows]],
+            "name": _text(ev.names_at(rows)),
+            "parent": _text(ev.names_at(links.parent[rows])),
+            "depth": _ints(links.depth[rows]),
+            "thread": _text([trace.tracks.label(int(t)) for t in ev.track[rows]]),
             "start_us": start,
             "dur_us": dur,
             "end_us": start + dur,
-            "kernels": launched[rows],
+            "kernels": _ints(launched[rows]),
             "gpu_us": _us(gpu_ns[rows]),
-            "input_dims": [raw.decode("utf-8", "replace") if raw else None for raw in ev.input_dims[rows]],
+            "input_dims": pd.Series([_dims(raw) for raw in ev.input_dims[rows]], dtype=object),
         }
     )
     return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
@@ -113,8 +161,8 @@ def launches_frame(trace: Trace) -> pd.DataFrame:
     """One row per CUDA/HIP runtime or driver call (launches, syncs, occupancy queries, ...), in time order.
 
     Columns: step, name, api ("runtime"/"driver"), op (innermost CPU op around it), start_us, dur_us,
-    kernels (GPU activities it launched), kernel (the first one's name, "" if none), kernel_start_us,
-    launch_to_start_us (kernel start − call start).
+    kernels (GPU activities it launched), kernel (the first one's name; `pd.NA` if none), kernel_start_us,
+    launch_to_start_us (kernel start − call start; `pd.NA` without a kernel).
     """
     ev, links = trace.events, trace.links
     rows = np.flatnonzero(kind_mask(ev.kind, API_KINDS))
@@ -133,15 +181,15 @@ def launches_frame(trace: Trace) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "step": _step_numbers(trace, links.step[rows]),
-            "name": ev.names_at(rows),
-            "api": ["driver" if k == Kind.DRIVER else "runtime" for k in ev.kind[rows]],
-            "op": ev.names_at(links.op[rows]),
+            "name": _text(ev.names_at(rows)),
+            "api": _text(["driver" if k == Kind.DRIVER else "runtime" for k in ev.kind[rows]]),
+            "op": _text(ev.names_at(links.op[rows])),
             "start_us": start,
             "dur_us": _us(ev.dur_ns[rows]),
-            "kernels": counts[rows],
-            "kernel": ev.names_at(kernel),
-            "kernel_start_us": kernel_start,
-            "launch_to_start_us": kernel_start - start,
+            "kernels": _ints(counts[rows]),
+            "kernel": _text(ev.names_at(kernel)),
+            "kernel_start_us": _floats(kernel_start),
+            "launch_to_start_us": _floats(kernel_start - start),
         }
     )
     return frame.sort_values("start_us", kind="stable").reset_index(drop=True)
@@ -160,8 +208,18 @@ def steps_frame(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "step": pd.array([row.number for row in table], dtype="Int64"),
-            "start_us": np.asarray(starts, dtype=np.float64),
-            **{key: np.asarray([getattr(row, key) for row in table], dtype=np.float64) for key in STEP_FIGURE_KEYS},
+            "start_us": _floats(np.asarray(starts, dtype=np.float64)),
+            **{key: _figure_column(key, [getattr(row, key) for row in table]) for key in STEP_FIGURE_KEYS},
             "complete": np.asarray([row.complete for row in table], dtype=bool),
         }
     )
+
+
+COUNT_KEYS = ("kernels", "memcpy", "memset", "launches", "cpu_ops")
+
+
+def _figure_column(key: str, values: list[float]) -> pd.array | np.ndarray:
+    """A per-step figure: a count as `Int64` (a step's counts are whole numbers), a time as float64."""
+    if key in COUNT_KEYS:
+        return pd.array([round(v) for v in values], dtype="Int64")
+    return np.asarray(values, dtype=np.float64)

@@ -74,11 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         doc = (type(command).__doc__ or "").strip()
-        child = sub.add_parser(command.name, help=doc.splitlines()[0] if doc else "", description=doc)
+        child = sub.add_parser(command.name, help=_first_sentence(doc), description=doc)
         command.prepare_parser(child)
         _add_debug_argument(child)
         child.set_defaults(handler=command)
     return parser
+
+
+def _first_sentence(doc: str) -> str:
+    """The summary `tracelens --help` lists: the docstring's first sentence, never cut at a line break."""
+    text = " ".join(doc.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
 
 
 def _add_debug_argument(parser: argparse.ArgumentParser) -> None:

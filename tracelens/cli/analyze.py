@@ -189,10 +189,10 @@ def _import_for(output_format: str) -> None:
         import tracelens.renderers.text  # noqa: F401
 
 
-def _text_renderer(color: bool) -> AnalyzeTextRenderer:
+def _text_renderer(color: bool, width: int | None) -> AnalyzeTextRenderer:
     from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
 
-    return AnalyzeTextRenderer(color=color)
+    return AnalyzeTextRenderer(color=color, width=width)
 
 
 def _is_archive(path: Path) -> bool:
@@ -213,5 +213,5 @@ def _run_ranks(args: argparse.Namespace) -> int:
         if args.rank is not None:  # one rank in full, as for a single trace
             member = run.pick(args.rank)
             return _run_one(argparse.Namespace(**{**vars(args), "trace": member.path}))
-    emit_result(args, run.report, RanksJsonRenderer(), lambda color: RanksTextRenderer(color=color))
+    emit_result(args, run.report, RanksJsonRenderer(), lambda color, width: RanksTextRenderer(color, width))
     return 0

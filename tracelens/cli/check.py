@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -23,16 +22,19 @@ from tracelens.naming import unique_labels
 if TYPE_CHECKING:
     from tracelens._cache import Cache
     from tracelens.hypotheses.document import TraceDocument
-    from tracelens.renderers.check import CheckTextRenderer
+    from tracelens.hypotheses.parse import HypothesisError
 
 FILE_FORMAT = """\
 hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
 recorded variant; without it the hypothesis is checked on every trace), and one subject:
   metric = "per_step.kernels"         dotted path into the analyze JSON (kernels.name, step_table.0.step_us,
                                       ops[aten::mm].calls_per_step)
-  kernel | cpu_op | api_call = "glob" matching names; measure = calls_per_step (default) | us_per_step |
-                                      mean_us | calls | total_us; with no op it states that one exists
-  fuses = ["gelu", "mul"]             one kernel covers all these ops
+  kernel | cpu_op | api_call = "name"  the exact name (case-insensitive); a glob ("nvjet_*") or "re:REGEX"
+                                      (searched in the name) for a pattern; measure = calls_per_step
+                                      (default) | us_per_step | mean_us | calls | total_us; with no op it
+                                      states that one exists
+  fuses = ["gelu", "mul"]             one kernel covers all these ops: whole op words, same direction
+                                      ("batch_norm" never matches batch_norm_backward), or "re:REGEX"
 then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "not-contains" with value = ... or
 than = { trace = "eager_mlp", factor = 0.9 } (optionally another metric/kernel/cpu_op/api_call), and for
 == and != tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 }.
@@ -76,21 +78,37 @@ class CheckCommand:
             "--expect", required=True, type=Path, metavar="HYPOTHESES.toml", help="the hypotheses to check"
         )
         parser.add_argument("--step", type=int, help="check only ProfilerStep#N of every trace")
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", help="text: the evidence of every verdict (default: WRONG ones)"
+        )
         add_format_argument(parser)
         add_output_arguments(parser)
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.hypotheses.evaluate import CheckResult, evaluate
-        from tracelens.hypotheses.parse import load_hypotheses
-        from tracelens.renderers.check import CheckJsonRenderer
+        from tracelens.hypotheses.parse import HypothesisError, load_hypotheses
+        from tracelens.renderers.check import CheckJsonRenderer, CheckTextRenderer
 
-        hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
+        try:
+            hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
+        except HypothesisError as exc:
+            _report_problems(args.expect, exc)
         with ExitStack() as stack:
             inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
             documents = _distinct_labels([_document(item, args.step, args.cache) for item in inputs])
-        result = CheckResult(str(args.expect), documents, evaluate(hypotheses, documents))
-        emit_result(args, result, CheckJsonRenderer(), _check_text_renderer)
+        try:
+            verdicts = evaluate(hypotheses, documents)
+        except HypothesisError as exc:
+            _report_problems(args.expect, exc)
+        result = CheckResult(str(args.expect), documents, verdicts)
+        verbose = args.verbose
+        emit_result(
+            args,
+            result,
+            CheckJsonRenderer(),
+            lambda color, width: CheckTextRenderer(color=color, width=width, verbose=verbose),
+        )
         return 1 if result.wrong else 0
 
 
@@ -102,6 +120,15 @@ def _document(item: Input, step: int | None, cache: Cache) -> TraceDocument:
         return replace(document, path=item.shown)
     aliases = tuple(dict.fromkeys((item.label, *document.aliases)))
     return replace(document, label=item.label, aliases=aliases, path=item.shown)
+
+
+def _report_problems(source: Path, error: HypothesisError) -> NoReturn:
+    """Every problem of the hypotheses file, one `tracelens: error:` line each, then the exit-2 error."""
+    if len(error.problems) < 2:
+        raise error
+    for problem in error.problems:
+        print(f"tracelens: error: {escape_controls(problem)}", file=sys.stderr)
+    raise TracelensError(f"{source}: {len(error.problems)} problems (above); nothing checked") from None
 
 
 def _distinct_labels(documents: list[TraceDocument]) -> list[TraceDocument]:
@@ -116,11 +143,3 @@ def _import_document_machinery() -> None:
 
     import tracelens.analyses.pipeline
     import tracelens.renderers.jsonout  # noqa: F401
-
-
-def _check_text_renderer(color: bool) -> CheckTextRenderer:
-    """The verdict table is wide: at least 100 columns, the terminal's width on a terminal, else 160."""
-    from tracelens.renderers.check import CheckTextRenderer
-
-    width = shutil.get_terminal_size((160, 24)).columns if color else 160
-    return CheckTextRenderer(color=color, width=max(width, 100))

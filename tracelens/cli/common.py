@@ -24,6 +24,20 @@ INPUT_ARGUMENTS = ("trace", "traces", "expect", "et")  # argparse destinations t
 
 def add_format_argument(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
     parser.add_argument("--format", choices=choices, default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--width",
+        type=_width,
+        metavar="N",
+        help="text output: lay tables out for N columns (default: the terminal's width; when piped, $COLUMNS "
+        "or 140); numbers are never cut, columns are left out instead",
+    )
+
+
+def _width(text: str) -> int:
+    value = int(text)
+    if value < 40:
+        raise argparse.ArgumentTypeError(f"{value} is too narrow: at least 40 columns")
+    return value
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,9 +105,11 @@ def emit_result(
     args: argparse.Namespace,
     result: ResultT,
     json_renderer: Renderer[ResultT],
-    text_renderer: Callable[[bool], Renderer[ResultT]],
+    text_renderer: Callable[[bool, int | None], Renderer[ResultT]],
 ) -> None:
-    """Render `result` as `--format` asks (text gets colour only on a terminal) and write it to stdout or `-o`."""
+    """Render `result` as `--format` asks (text gets colour only on a terminal, and `--width` columns) and
+    write it to stdout or `-o`."""
     output: Path | None = args.output
-    renderer = json_renderer if args.format == "json" else text_renderer(use_color() and is_stdout(output))
+    color = use_color() and is_stdout(output)
+    renderer = json_renderer if args.format == "json" else text_renderer(color, getattr(args, "width", None))
     emit(renderer.render(result), output, args.force, command_inputs(args))

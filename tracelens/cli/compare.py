@@ -70,5 +70,5 @@ class CompareCommand:
                 analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
-        emit_result(args, comparison, CompareJsonRenderer(), lambda color: CompareTextRenderer(color=color))
+        emit_result(args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width))
         return 0

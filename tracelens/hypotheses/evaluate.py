@@ -8,13 +8,14 @@ Contract: `evaluate(hypotheses, documents) -> list[Verdict]`; pure. A hypothesis
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tracelens.hypotheses.document import TraceDocument
-from tracelens.hypotheses.fusion import coverage_source
-from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, Reference, Subject
+from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
+from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
@@ -70,13 +71,23 @@ class Measurement:
 
 
 def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument]) -> list[Verdict]:
-    """One verdict per hypothesis and trace it applies to (its `trace`, or every trace when it names none)."""
+    """One verdict per hypothesis and trace it applies to (its `trace`, or every trace when it names none).
+    Raises one `HypothesisError` whose `problems` name every hypothesis that cannot be evaluated (an unknown
+    trace, a metric path the document lacks, an op that cannot compare the values)."""
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
     verdicts: list[Verdict] = []
+    problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
-        targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
-        verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+        try:
+            targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
+            verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+        except HypothesisError as exc:
+            problems += exc.problems
+    if problems:
+        source = hypotheses[0].source
+        message = problems[0] if len(problems) == 1 else f"{source}: {len(problems)} problems: " + "; ".join(problems)
+        raise HypothesisError(message, problems)
     return verdicts
 
 
@@ -167,8 +178,7 @@ def _measure_pattern(hypothesis: Hypothesis, subject: Subject, target: TraceDocu
     entries = target.document.get(section)
     if not isinstance(entries, list):
         raise hypothesis.error(f'{target.label} has no "{section}" section to match {subject.kind} patterns against')
-    pattern = subject.target.lower()
-    hits = [e for e in entries if _matches(e, pattern)]
+    hits = [e for e in entries if _matches(e, subject.target)]
     steps = max(int(target.document.get("steps") or 0), 1)
     calls = sum(int(e.get("calls", 0)) for e in hits)
     total_us = round(sum(float(e.get("total_us", 0.0)) for e in hits), 3)
@@ -190,10 +200,15 @@ def _measure_pattern(hypothesis: Hypothesis, subject: Subject, target: TraceDocu
 
 
 def _matches(entry: Any, pattern: str) -> bool:
+    """`pattern` names the entry: the exact name (case-insensitive), a glob (`nvjet_*`), or `re:REGEX`
+    searched in the name."""
     if not isinstance(entry, dict):
         return False
-    names = (str(entry.get("name", "")), str(entry.get("short_name", "")))
-    return any(name and fnmatch.fnmatchcase(name.lower(), pattern) for name in names)
+    names = [name for name in (str(entry.get("name", "")), str(entry.get("short_name", ""))) if name]
+    if pattern.startswith(REGEX_PREFIX):
+        regex = re.compile(pattern[len(REGEX_PREFIX) :], re.I)
+        return any(regex.search(name) for name in names)
+    return any(fnmatch.fnmatchcase(name.lower(), pattern.lower()) for name in names)
 
 
 def _entry_line(section: str, entry: dict[str, Any]) -> str:
@@ -296,4 +311,7 @@ def _is_number(value: Any) -> bool:
 
 def _short(value: Any, limit: int = 80) -> str:
     text = f"{value:g}" if isinstance(value, float) else str(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1].rstrip("0123456789,.")  # never leave a cut-off number before the "…"
+    return head + "…"

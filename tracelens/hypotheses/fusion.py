@@ -5,10 +5,15 @@ gelu, mul), its readable name (`_geglu_tanh_forward_kernel` → gelu, mul) or th
 
 Contract: `coverage_source(ops, name, short_name, launching_ops)` → a description of where the ops were read,
 or None when no single source names them all.
+
+Exact ops: a requested op matches whole op words, and its direction too: `cudnn_batch_norm` (forward) never
+matches `cudnn_batch_norm_backward`, nor `gelu_backward` a forward gelu kernel. `"re:REGEX"` asks for a
+pattern instead: the regular expression is searched (case-insensitively) in the kernel or op name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from tracelens.model.op_names import op_tokens
@@ -19,13 +24,27 @@ def wanted_tokens(ops: Sequence[str]) -> list[frozenset[str]]:
     return [op_tokens(op) or frozenset({op.lower()}) for op in ops]
 
 
+REGEX_PREFIX = "re:"
+_BACKWARD = re.compile(r"backward|bwd|(?:^|_)grad(?:_|$)", re.I)
+
+
+def is_backward(name: str) -> bool:
+    """Does `name` name a backward (gradient) op or kernel?"""
+    return _BACKWARD.search(name) is not None
+
+
 def coverage_source(ops: Sequence[str], name: str, short_name: str, launching_ops: Iterable[str]) -> str | None:
-    wanted = wanted_tokens(ops)
+    words = [op for op in ops if not op.startswith(REGEX_PREFIX)]
+    patterns = [re.compile(op[len(REGEX_PREFIX) :], re.I) for op in ops if op.startswith(REGEX_PREFIX)]
+    wanted = wanted_tokens(words)
+    backward = any(is_backward(op) for op in words)
     inductor = name.startswith("triton_")
     sources = [("decoded Inductor name" if inductor else "kernel name", name if inductor else short_name or name)]
     sources += [(f"launching op {op}", op) for op in dict.fromkeys(launching_ops) if op]
     for label, text in sources:
         tokens = op_tokens(text)
-        if all(w <= tokens for w in wanted):
+        if not patterns and is_backward(text) != backward:  # a pattern asks for what it matches
+            continue
+        if all(w <= tokens for w in wanted) and all(p.search(text) for p in patterns):
             return f"{label}: {', '.join(sorted(tokens))}"
     return None

@@ -1,20 +1,27 @@
 """Hypotheses files: TOML `[[hypothesis]]` tables → validated, typed `Hypothesis` objects.
 
-Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; every problem raises
-`HypothesisError` (exit status 2) with one line naming the file, the entry and what is wrong with it, whatever
-the file holds: a UTF-8 byte-order mark is accepted; arrays nested too deep, integers too long for Python to
-read (over 4,300 digits) or too large for a float (a comparison needs one) and files over `MAX_FILE_BYTES` are
-refused with one line.
+Contract: `load_hypotheses(path) -> list[Hypothesis]` and `parse_hypotheses(data, source)`; a malformed file
+raises `HypothesisError` (exit status 2), whatever the file holds: a UTF-8 byte-order mark is accepted; arrays
+nested too deep, integers too long for Python to read (over 4,300 digits) or too large for a float (a
+comparison needs one) and files over `MAX_FILE_BYTES` are refused with one line. Every problem of the file is
+found in one run: the error's `problems` lists them all, one line each naming the file and line, the entry and
+what is wrong with it (a TOML syntax error stops only the `[[hypothesis]]` block it is in).
+
+Names: `kernel`, `cpu_op` and `api_call` match a name exactly (case-insensitive) unless they are a glob
+(`nvjet_*`) or `"re:REGEX"` (searched in the name); `fuses` ops match whole op words (see
+`tracelens.hypotheses.fusion`) or `"re:REGEX"`.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import os
+import re
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +48,11 @@ MAX_TARGET_CHARS = 1000  # a metric path or a name pattern longer than this is n
 
 
 class HypothesisError(TracelensError):
-    """A malformed hypotheses file or entry (exit status 2)."""
+    """A malformed hypotheses file or entry (exit status 2); `problems`: every problem found, one line each."""
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems) or [message]
 
 
 @dataclass(frozen=True)
@@ -124,15 +135,17 @@ def load_hypotheses(path: str | Path) -> list[Hypothesis]:
     path = Path(path)
     source = str(path)
     text = _read_text(path, source)
+    lines = _entry_lines(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise HypothesisError(f"{source}: not valid TOML: {exc}") from None
+        problems = _syntax_problems(text, source) or [f"{source}: not valid TOML: {exc}"]
+        raise _all(source, problems) from None
     except RecursionError:
         raise HypothesisError(f"{source}: not usable: arrays or tables nested too deeply") from None
     except ValueError as exc:  # an integer over Python's 4,300-digit limit for reading one
         raise HypothesisError(f"{source}: not usable: a number too long to read ({_first_line(exc)})") from None
-    return parse_hypotheses(data, source)
+    return parse_hypotheses(data, source, lines)
 
 
 def _read_text(path: Path, source: str) -> str:
@@ -159,8 +172,54 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).split(";")[0].splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def parse_hypotheses(data: Mapping[str, Any], source: str = "hypotheses") -> list[Hypothesis]:
-    """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`)."""
+_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*hypothesis[ \t]*\]\]", re.M)
+
+
+def _entry_lines(text: str) -> list[int]:
+    """The 1-based line of each `[[hypothesis]]` header, in order."""
+    return [text.count("\n", 0, match.start()) + 1 for match in _HEADER.finditer(text)]
+
+
+def _syntax_problems(text: str, source: str) -> list[str]:
+    """Every problem of a file that is not valid TOML: each `[[hypothesis]]` block (and the part before the
+    first) parsed on its own, the line numbers those of the file; a block that parses is also validated."""
+    starts = [0, *(match.start() for match in _HEADER.finditer(text)), len(text)]
+    problems = []
+    for index, (begin, end) in enumerate(itertools.pairwise(starts)):  # index 0: before the first header
+        if begin == end:
+            continue
+        first_line = text.count("\n", 0, begin)
+        try:
+            data = tomllib.loads(text[begin:end])
+        except tomllib.TOMLDecodeError as exc:
+            message = re.sub(r"\(at line (\d+), column (\d+)\)", "", str(exc)).strip()
+            at = re.search(r"at line (\d+)", str(exc))
+            line = first_line + int(at.group(1)) if at else first_line + 1
+            problems.append(f"{source}:{line}: not valid TOML: {message}")
+            continue
+        except (RecursionError, ValueError):
+            problems.append(f"{source}:{first_line + 1}: not usable: nested too deeply or a number too long")
+            continue
+        entries = data.get("hypothesis")
+        if index and isinstance(entries, list) and len(entries) == 1:
+            try:
+                _parse_entry(entries[0], index, source)
+            except HypothesisError as exc:
+                problems.append(str(exc).replace(source, f"{source}:{first_line + 1}", 1))
+    return problems
+
+
+def _all(source: str, problems: list[str]) -> HypothesisError:
+    if len(problems) == 1:
+        return HypothesisError(problems[0], problems)
+    return HypothesisError(f"{source}: {len(problems)} problems: " + "; ".join(problems), problems)
+
+
+def parse_hypotheses(
+    data: Mapping[str, Any], source: str = "hypotheses", lines: Sequence[int] = ()
+) -> list[Hypothesis]:
+    """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`); `lines`: the line of each entry's header, for
+    messages. Raises one `HypothesisError` listing every problem."""
     unknown = [key for key in data if key != "hypothesis"]
     if unknown:
         raise HypothesisError(
@@ -169,14 +228,29 @@ def parse_hypotheses(data: Mapping[str, Any], source: str = "hypotheses") -> lis
     entries = data.get("hypothesis")
     if not isinstance(entries, list) or not entries:
         raise HypothesisError(f"{source}: no [[hypothesis]] entries")
-    hypotheses = [_parse_entry(entry, i, source) for i, entry in enumerate(entries, start=1)]
+    hypotheses: list[Hypothesis] = []
+    problems: list[str] = []
+
+    def at(index: int) -> str:
+        return f"{source}:{lines[index - 1]}" if index - 1 < len(lines) else source
+
+    for i, entry in enumerate(entries, start=1):
+        try:
+            hypotheses.append(_parse_entry(entry, i, source))
+        except HypothesisError as exc:
+            problems.append(str(exc).replace(source, at(i), 1))
     seen: dict[str, int] = {}
     for hypothesis in hypotheses:
         if hypothesis.name in seen:
-            raise _EntryError(source, hypothesis.index, hypothesis.name).error(
-                f"duplicate name (also hypothesis {seen[hypothesis.name]})"
+            message = str(
+                _EntryError(source, hypothesis.index, hypothesis.name).error(
+                    f"duplicate name (also hypothesis {seen[hypothesis.name]})"
+                )
             )
-        seen[hypothesis.name] = hypothesis.index
+            problems.append(message.replace(source, at(hypothesis.index), 1))
+        seen.setdefault(hypothesis.name, hypothesis.index)
+    if problems:
+        raise _all(source, problems)
     return hypotheses
 
 
@@ -237,7 +311,7 @@ def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None
         name=name,
         trace=trace,
         subject=None,
-        fuses=tuple(o.strip().lower() for o in ops),
+        fuses=tuple(_fuses_op(o.strip(), where) for o in ops),
         op=None,
         value=None,
         than=None,
@@ -245,6 +319,20 @@ def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None
         note=_optional_str(entry, "note", where) or "",
         source=where.source,
     )
+
+
+def _fuses_op(op: str, where: _EntryError) -> str:
+    if op.startswith("re:"):
+        _check_regex(op, where, "fuses")
+        return op
+    return op.lower()
+
+
+def _check_regex(pattern: str, where: _EntryError, what: str) -> None:
+    try:
+        re.compile(pattern[3:])
+    except re.error as exc:
+        raise where.error(f"{what}: bad regular expression {pattern!r}: {exc}") from None
 
 
 def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix: str) -> Subject:
@@ -258,6 +346,8 @@ def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix:
         if measure is not None:
             raise where.error(f"{prefix}measure applies to kernel, cpu_op and api_call, not to metric")
         return Subject(kind, target.strip())
+    if target.strip().startswith("re:"):
+        _check_regex(target.strip(), where, f"{prefix}{kind}")
     if measure is None:
         measure = "calls_per_step"
     if measure not in MEASURES:

@@ -12,6 +12,7 @@ from rich.text import Text
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.stream_idle import StreamIdle
+from tracelens.renderers.tables import droppable
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -51,13 +52,13 @@ def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
     head.append(f" of step {result.step}: {_us(result.step_us)} µs ({result.note})")
     parts = Table(title=None, show_edge=False)
     parts.add_column("on the path")
-    parts.add_column("µs", justify="right")
-    parts.add_column("%", justify="right")
+    parts.add_column(f"µs in step {result.step}", justify="right")
+    parts.add_column("% of step", justify="right")
     for part in result.composition:
         parts.add_row(_part(part.part), _us(part.us), f"{part.pct:.1f}")
     what_if = Table(show_edge=False)
     what_if.add_column("what if")
-    what_if.add_column("step µs", justify="right")
+    what_if.add_column(f"step {result.step} µs", justify="right")
     what_if.add_column("saves µs", justify="right")
     for row in result.what_if:
         what_if.add_row(row.change, _us(row.predicted_step_us), _us(row.saved_us))
@@ -83,7 +84,11 @@ def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
         title=f"Idle time per GPU stream, µs per step (kernel wait: gaps < {result.kernel_wait_threshold_us:g} µs)"
     )
     for column in ("stream", "busy", "idle", "host wait", "kernel wait", "other", "busy %"):
-        table.add_column(column, justify="left" if column == "stream" else "right")
+        table.add_column(
+            column if column in ("stream", "busy %") else f"{column} µs/step",
+            justify="left" if column == "stream" else "right",
+        )
+    droppable(table, "other µs/step", "kernel wait µs/step")
     for row in result.streams[:MAX_STREAMS]:
         table.add_row(
             f"GPU {row.device} stream {row.stream}",

@@ -11,7 +11,6 @@ from tracelens.hypotheses.evaluate import CheckResult, Verdict
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
-    from rich.text import Text
 
 CHECK_SCHEMA = "tracelens.check/1"
 
@@ -59,12 +58,16 @@ class CheckJsonRenderer:
 
 
 class CheckTextRenderer:
-    """A verdict table: hypothesis, trace, claim, measured value, HELD/WRONG, evidence."""
+    """One line per verdict: HELD/WRONG, its number, the hypothesis (and trace), the measured value and the
+    claim. The evidence follows, indented, for WRONG verdicts, and for all of them with `verbose` (`check -v`)."""
 
-    def __init__(self, color: bool = False, width: int | None = None, evidence_lines: int = 3) -> None:
+    def __init__(
+        self, color: bool = False, width: int | None = None, evidence_lines: int = 3, verbose: bool = False
+    ) -> None:
         self.color = color
-        self.width = width or 160
+        self.width = width
         self.evidence_lines = evidence_lines
+        self.verbose = verbose
 
     def render(self, result: CheckResult) -> str:
         from rich.text import Text
@@ -72,6 +75,7 @@ class CheckTextRenderer:
         from tracelens.renderers.text import make_console, render_to_string
 
         console = make_console(self.color, self.width)
+        console.print(Text(f"Hypotheses: {result.source}", style="bold"))
         console.print(self.table(result))
         held, wrong = result.held, result.wrong
         summary = Text(f"{held} held, {wrong} wrong", style="bold green" if not wrong else "bold red")
@@ -79,35 +83,33 @@ class CheckTextRenderer:
         return render_to_string(console)
 
     def table(self, result: CheckResult) -> Table:
+        """A borderless grid: the verdict and number, then the line (wrapped with a hanging indent)."""
         from rich.table import Table
         from rich.text import Text
 
+        from tracelens.renderers.textsafe import escape_controls
+
         several = len(result.traces) > 1
-        table = Table(title=f"Hypotheses: {result.source}", title_justify="left", show_lines=True)
-        table.add_column("#", justify="right")
-        table.add_column("hypothesis", max_width=36)
-        if several:
-            table.add_column("trace")
-        table.add_column("claim", max_width=40)
-        table.add_column("measured", max_width=24)
-        table.add_column("verdict")
-        table.add_column("evidence", max_width=60)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(overflow="fold")
         for verdict in result.verdicts:
+            line = Text(escape_controls(verdict.hypothesis.name))  # names are data: control characters escaped
+            if several:
+                line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
+            line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
+            line.append(escape_controls(f" ({verdict.hypothesis.statement()})"))
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
+            grid.add_row(status, f"{verdict.hypothesis.index}.", line)
+            if verdict.held and not self.verbose:
+                continue
             evidence = list(verdict.evidence[: self.evidence_lines])
             if len(verdict.evidence) > self.evidence_lines:
                 evidence.append(f"… {len(verdict.evidence) - self.evidence_lines} more (--format json)")
-            cells: list[str | Text] = [
-                str(verdict.hypothesis.index),
-                verdict.hypothesis.name,
-                *([verdict.trace] if several else []),
-                verdict.hypothesis.statement(),
-                format_value(verdict.measured),
-                status,
-                "\n".join(evidence),
-            ]
-            table.add_row(*cells)
-        return table
+            for item in evidence:
+                grid.add_row("", "", Text(escape_controls(f"  {item}"), style="dim"))
+        return grid
 
 
 def format_value(value: Any) -> str:

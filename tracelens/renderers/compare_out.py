@@ -10,7 +10,8 @@ from rich.table import Table
 from tracelens import __version__
 from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict
-from tracelens.renderers.text import make_console, render_to_string
+from tracelens.renderers.tables import count, droppable
+from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
 
 COMPARE_SCHEMA = "tracelens.compare/1"
@@ -57,35 +58,36 @@ class CompareTextRenderer:
 
     def render(self, result: Comparison) -> str:
         console = make_console(self.color, self.width)
-        console.print(_variants_table(result))
-        if _has_components(result):
-            console.print(_components_table(result))
-        if result.fusions:
-            console.print(_fusions_table(result))
+        components = _components_table(result) if _has_components(result) else None
+        fusions = _fusions_table(result) if result.fusions else None
+        print_parts(console, [_variants_table(result), components, fusions])
         return render_to_string(console)
 
 
 def _variants_table(result: Comparison) -> Table:
     table = Table(title="Variants (per step, median over complete steps)", title_justify="left")
-    table.add_column("variant", no_wrap=True, min_width=max((len(v.name) for v in result.variants), default=7))
+    table.add_column("variant")
     columns = (
-        "kernels",
-        "kernel µs",
-        "GPU busy µs",
+        "kernels /step",
+        "kernel µs/step",
+        "GPU busy µs/step",
         "step µs",
-        "dispatch µs",
-        "exposed µs",
-        "launches",
-        "CPU ops",
-        "metadata ops",
+        "dispatch µs/step",
+        "exposed µs/step",
+        "launches /step",
+        "CPU ops /step",
+        "metadata ops/step",
     )
     for column in columns:
         table.add_column(column, justify="right")
     table.add_column("bound")
-    table.add_column("kernels by category")
+    table.add_column("kernels/step by category")
+    droppable(
+        table, "metadata ops/step", "CPU ops /step", "launches /step", "kernels/step by category", "kernel µs/step"
+    )
     for v in result.variants:
         p = v.per_step
-        categories = ", ".join(f"{name} {count:g}" for name, count in v.kernels_by_category.items())
+        categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
         table.add_row(
             v.name,
             _optional_count(p.kernels),
@@ -96,7 +98,7 @@ def _variants_table(result: Comparison) -> Table:
             _optional_us(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),
             _optional_count(p.cpu_ops),
-            f"{v.metadata_ops_per_step:g}",
+            count(v.metadata_ops_per_step),
             v.bound or "—",
             categories,
         )
@@ -111,7 +113,8 @@ def _optional_us(value: float | None) -> str:
 def _fusions_table(result: Comparison) -> Table:
     table = Table(title="Fused kernels and the eager ops they replace (per step)", title_justify="left")
     for column in FUSION_COLUMNS:
-        table.add_column(column, justify="right" if column.endswith("µs") else "left")
+        table.add_column(column, justify="right" if "µs" in column else "left")
+    droppable(table, "launched by", "eager µs/step")
     for fusion in result.fusions:
         table.add_row(*fusion_cells(fusion))
     return table
@@ -141,8 +144,8 @@ def _components_table(result: Comparison) -> Table:
 
 
 def _component_cell(us: float, kernels: float) -> str:
-    return f"{us:,.1f} ({kernels:g})"
+    return f"{us:,.1f} ({count(kernels)})"
 
 
 def _optional_count(value: float | None) -> str:
-    return "—" if value is None else f"{value:g}"
+    return "—" if value is None else count(value)

@@ -10,7 +10,8 @@ from rich.table import Table
 from tracelens import __version__
 from tracelens.analyses.ranks import RanksReport
 from tracelens.renderers.jsonout import _clean, dumps
-from tracelens.renderers.text import make_console, render_to_string
+from tracelens.renderers.tables import droppable
+from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.renderers.textsafe import safe_text
 
 RANKS_SCHEMA = "tracelens.ranks/1"
@@ -32,12 +33,15 @@ def _ms(value_us: float) -> str:
 
 def ranks_table(report: RanksReport) -> Table:
     heading = "Ranks of" if report.one_run else "Separate traces (not ranks of one run) in"
-    table = Table(title=f"{heading} {report.source} (per step, ms)", title_justify="left")
+    table = Table(title=f"{heading} {report.source} (medians per step)", title_justify="left")
     table.add_column("rank", justify="right")
-    for column in ("steps", "step", "compute", "collectives", "waiting", "transfer", "calls"):
-        table.add_column(column, justify="right")
+    table.add_column("steps total", justify="right")
+    for column in ("step", "compute", "collectives", "waiting", "transfer"):
+        table.add_column(f"{column} ms/step", justify="right")
+    table.add_column("collective calls/step", justify="right")
     table.add_column("")
-    table.add_column("file", overflow="ellipsis")
+    table.add_column("file")
+    droppable(table, "transfer ms/step", "steps total", "file")
     for row in report.rows:
         flags = []
         if row.straggler:
@@ -113,8 +117,8 @@ class RanksTextRenderer:
         self.width = width
 
     def render(self, result: RanksReport) -> str:
-        console = make_console(self.color, self.width or 140)
-        console.print(ranks_table(result))
+        console = make_console(self.color, self.width)
+        print_parts(console, [ranks_table(result)])
         for line in summary_lines(result):
             console.print(safe_text(line))
         return render_to_string(console)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -13,13 +15,28 @@ from rich.text import Text
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.tables import count as _count
+from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
 
 
-DEFAULT_WIDTH = 140  # output to a pipe or file: fixed, so it is the same on every machine
+DEFAULT_WIDTH = 140  # output to a pipe or file without COLUMNS or --width: the same on every machine
+MIN_WIDTH = 40
+
+
+def console_width(color: bool, width: int | None = None) -> int:
+    """The width text output is laid out for: `width` (--width) if given; on a terminal its width; else
+    `COLUMNS` when set, else `DEFAULT_WIDTH`. Never below `MIN_WIDTH`."""
+    if width is None:
+        if color:
+            width = shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns  # honours COLUMNS too
+        else:
+            columns = os.environ.get("COLUMNS", "").strip()
+            width = int(columns) if columns.isdigit() and int(columns) > 0 else DEFAULT_WIDTH
+    return max(width, MIN_WIDTH)
 
 
 class SafeConsole(Console):
@@ -32,23 +49,30 @@ class SafeConsole(Console):
 
 
 def make_console(color: bool, width: int | None = None) -> Console:
-    """A recording console (`SafeConsole`); on a terminal (`color`) it takes the terminal's width."""
-    if width is None:
-        width = max(shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns, 80) if color else DEFAULT_WIDTH
+    """A recording console `console_width(color, width)` wide (`SafeConsole`: control characters in names
+    escaped). Print tables with `print_parts` (or `tables.fit`) so that they fit it."""
     return SafeConsole(
         file=io.StringIO(),
         force_terminal=color,
         no_color=not color,
-        width=width,
+        width=console_width(color, width),
         highlight=False,
         soft_wrap=False,
         markup=False,  # kernel names like `elementwise_kernel[mul]` are data, not rich markup
     )
 
 
+def print_parts(console: Console, parts: Iterable[RenderableType | None]) -> None:
+    """Print renderables (None skipped), every table fitted to the console's width (`tables.fit`)."""
+    for part in parts:
+        if part is not None:
+            console.print(fit(part))
+
+
 def render_to_string(console: Console) -> str:
-    output = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(output)
+    """What was printed, each line without the spaces rich pads it with."""
+    output = str(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip(" ") for line in output.split("\n"))
 
 
 def facts_table(facts: TraceFacts) -> Table:
@@ -91,40 +115,53 @@ def _kind_counts(facts: TraceFacts) -> str:
     return ", ".join(f"{facts.events_by_kind[k]:,} {k}" for k in order if facts.events_by_kind.get(k))
 
 
+STEP_COLUMNS = (
+    "kernels\n/step",
+    "memcpy\n/step",
+    "memset\n/step",
+    "launches\n/step",
+    "CPU ops\n/step",
+    "CPU µs\n/step",
+    "GPU busy\nµs/step",
+    "kernel\nµs/step",
+    "step µs",
+    "backlog\nµs/step",
+)
+STEP_LEGEND = (
+    "CPU µs: wall time of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace); GPU "
+    "busy µs: GPU activity inside the step's GPU window (overlaps counted once); kernel µs: sum of kernel "
+    "durations; step µs: one step's period (GPU end to GPU end when the GPU is the limiter, CPU start to CPU "
+    "start when the CPU is); backlog µs: GPU work still queued at the step's CPU end; exposed (below): CPU "
+    "dispatch time during which the GPU waited for it; —: cannot be computed."
+)
+
+
 def per_step_table(summary: Summary) -> Table:
-    label = "median over" if summary.steps > 1 else "of"
-    steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + ("…" if summary.steps > 12 else "")
-    window = (
-        f"{label} {summary.steps} complete step(s): {steps}"
-        if summary.step_numbers and summary.step_numbers[0] >= 0
-        else "whole trace"
-    )
+    """One row per analyzed step (up to 12) and the median row, labelled in the "step" column."""
+    whole_trace = not (summary.step_numbers and summary.step_numbers[0] >= 0)
+    several = summary.steps > 1
+    steps = ", ".join(str(n) for n in summary.step_numbers[:12]) + (", …" if summary.steps > 12 else "")
+    window = "whole trace" if whole_trace else f"{summary.steps} complete step(s): {steps}"
     if summary.empty_reason:
         window = f"— {summary.empty_reason}"
-    table = Table(title=f"Per step ({window})", title_justify="left")
-    for column in (
-        "kernels",
-        "memcpy",
-        "memset",
-        "launches",
-        "CPU ops",
-        "CPU µs",
-        "GPU busy µs",
-        "kernel µs",
-        "step µs",
-        "backlog µs",
-    ):
+    median = "; median = median over them" if several and not whole_trace and not summary.empty_reason else ""
+    table = Table(title=f"Per step ({window}{median})", title_justify="left", caption=STEP_LEGEND)
+    table.add_column("step", justify="right")
+    for column in STEP_COLUMNS:
         table.add_column(column, justify="right")
-    table.add_row(*_figure_cells(summary.per_step))
-    if 1 < len(summary.step_table) <= 12:
+    droppable(
+        table, "memcpy\n/step", "memset\n/step", "CPU ops\n/step", "backlog\nµs/step", "launches\n/step",
+        "kernel\nµs/step",
+    )  # fmt: skip
+    rows = summary.step_table if 1 < len(summary.step_table) <= 12 else []
+    for row in rows:
+        table.add_row(str(row.number), *_figure_cells(row), style="dim")
+    if rows:
         table.add_section()
-        for row in summary.step_table:
-            table.add_row(*_figure_cells(row), style="dim")
-    table.caption = (
-        "GPU busy: GPU activity inside the step's GPU window; step: one step's period (GPU end to GPU end when "
-        "the GPU is the limiter, CPU start to CPU start when the CPU is); backlog: GPU work still queued at the "
-        "step's CPU end"
+    label = (
+        "trace" if whole_trace or not summary.step_numbers else ("median" if several else str(summary.step_numbers[0]))
     )
+    table.add_row(label, *_figure_cells(summary.per_step))
     return table
 
 
@@ -147,28 +184,29 @@ def _us(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
-def _count(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
-    """`pct_of_peak` (kernel name → % of roofline, from the roofline analysis) adds a "% peak" column."""
-    table = Table(title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time)", title_justify="left")
-    table.add_column("kernel", overflow="fold")
+    """`pct_of_peak` (kernel name → % of roofline, from the roofline analysis) adds a "% peak" column. Every
+    figure is per step (totals over the analyzed steps divided by their number) or per call."""
+    n_steps = max(summary.steps, 1)
+    table = Table(
+        title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time; per step = over the {n_steps} analyzed step(s) ÷ "
+        f"{n_steps})",
+        title_justify="left",
+    )
+    table.add_column("kernel")
     table.add_column("category")
-    for column in ("calls/step", "total µs", "mean µs"):
+    for column in ("calls\n/step", "µs/step", "mean\nµs/call"):
         table.add_column(column, justify="right")
     if pct_of_peak is not None:
         table.add_column("% peak", justify="right")
-    table.add_column("launched by", overflow="ellipsis")
+    table.add_column("launched by")
+    droppable(table, "category", "mean\nµs/call", "launched by")
     for row in summary.kernels[:MAX_KERNEL_ROWS]:
         cells = [
-            row.short_name,
+            display_name(row.name),
             row.category,
             _count(row.calls_per_step),
-            f"{row.total_us:,.1f}",
+            f"{row.total_us / n_steps:,.1f}",
             f"{row.mean_us:,.2f}",
         ]
         if pct_of_peak is not None:
@@ -183,12 +221,12 @@ def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None =
 def op_table(summary: Summary) -> Table:
     table = Table(title="Ops → kernels they launched (per step)", title_justify="left")
     table.add_column("op")
-    table.add_column("calls", justify="right")
-    table.add_column("kernels", justify="right")
-    table.add_column("GPU µs", justify="right")
-    table.add_column("kernels launched")
+    table.add_column("calls\n/step", justify="right")
+    table.add_column("kernels\n/step", justify="right")
+    table.add_column("GPU\nµs/step", justify="right")
+    table.add_column("kernels launched (×calls/step)")
     for row in summary.ops[:MAX_OP_ROWS]:
-        launched = ", ".join(f"{k.short_name} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
+        launched = ", ".join(f"{display_name(k.name)} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
         if len(row.kernels) > 4:
             launched += f", +{len(row.kernels) - 4} more"
         table.add_row(
@@ -234,8 +272,7 @@ class AnalyzeTextRenderer:
 
     def render(self, result: AnalysisReport) -> str:
         console = make_console(self.color, self.width)
-        for part in analysis_parts(result):
-            console.print(part)
+        print_parts(console, analysis_parts(result))
         for warning in result.summary.warnings:
             console.print(safe_text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

@@ -14,6 +14,8 @@ from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
+from tracelens.renderers.tables import count as _count
+from tracelens.renderers.tables import display_name, droppable
 from tracelens.renderers.textsafe import safe_text
 
 if TYPE_CHECKING:
@@ -94,8 +96,8 @@ def bound_text(bound: Bound) -> Text:
 def bound_steps_table(bound: Bound) -> Table | None:
     if not 1 < len(bound.steps) <= 12:
         return None
-    table = Table(title="GPU window by bucket, per step (µs)", title_justify="left")
-    for column in ("step", "window", "busy", "launch wait", "sync wait", "queued", "other", "bound"):
+    table = Table(title="GPU window by bucket, one row per step (µs in the step)", title_justify="left")
+    for column in ("step", "window µs", "busy µs", "launch wait µs", "sync wait µs", "queued µs", "other µs", "bound"):
         table.add_column(column, justify="right" if column != "bound" else "left")
     for s in bound.steps:
         table.add_row(
@@ -119,12 +121,13 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
         title_justify="left",
     )
     table.add_column("layer")
-    table.add_column("calls", justify="right")
-    table.add_column("µs", justify="right")
+    table.add_column("calls/step", justify="right")
+    table.add_column("µs/step", justify="right")
     table.add_column("what", overflow="fold")
+    droppable(table, "what")
     for layer in dispatch.layers:
         if layer.calls_per_step or layer.us_per_step:
-            table.add_row(layer.name, f"{layer.calls_per_step:,.1f}", f"{layer.us_per_step:,.1f}", layer.description)
+            table.add_row(layer.name, _count(layer.calls_per_step), f"{layer.us_per_step:,.1f}", layer.description)
     if dispatch.launch_latency:
         latency = dispatch.launch_latency[0]
         table.caption = (
@@ -139,10 +142,11 @@ def api_table(dispatch: Dispatch) -> Table | None:
     if not rows:
         return None
     table = Table(title="Runtime queries and syncs per step, by the op that issued them", title_justify="left")
-    for column in ("API", "layer", "issued by", "calls", "µs"):
-        table.add_column(column, justify="right" if column in ("calls", "µs") else "left")
+    for column in ("API", "layer", "issued by", "calls/step", "µs/step"):
+        table.add_column(column, justify="right" if column in ("calls/step", "µs/step") else "left")
+    droppable(table, "layer")
     for a in rows:
-        table.add_row(a.name, a.layer, a.issued_by, f"{a.calls_per_step:,.1f}", f"{a.us_per_step:,.1f}")
+        table.add_row(a.name, a.layer, a.issued_by, _count(a.calls_per_step), f"{a.us_per_step:,.1f}")
     return table
 
 
@@ -163,14 +167,16 @@ def fusion_table(fusion: Fusion) -> Table | Text:
         f"linked by {fusion.evidence} (docs/fusion.md); GEMM epilogue: MB now → after counts the GEMM outputs' "
         "writes; its saving overlaps the chains it contains"
     )
-    for column in ("ops", "kernels", "calls", "kernel µs", "MB now → fused", "saving µs"):
-        table.add_column(column, justify="right" if column in ("calls", "kernel µs", "saving µs") else "left")
+    numeric = ("calls/step", "kernel µs/step", "saving µs/step")
+    for column in ("ops", "kernels", *numeric[:2], "MB/step now → fused", numeric[2]):
+        table.add_column(column, justify="right" if column in numeric else "left")
+    droppable(table, "kernels", "MB/step now → fused", "calls/step")
     for o in fusion.opportunities[:MAX_FUSION_ROWS]:
         chain = " → ".join(op.removeprefix("aten::") for op in o.ops)
         table.add_row(
             f"GEMM epilogue: {len(o.gemm_kernels)} GEMM → {chain}" if o.kind == "gemm_epilogue" else chain,
             ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
-            f"{o.calls_per_step:,.1f}",
+            _count(o.calls_per_step),
             f"{o.kernel_us_per_step:,.1f}",
             f"{o.bytes_now / 1e6:,.2f} → {o.bytes_fused / 1e6:,.2f}",
             f"{o.est_saving_us:,.1f}",
@@ -186,11 +192,23 @@ def roofline_table(roofline: Roofline) -> Table | Text:
         title=f"Roofline on {roofline.device} ({roofline.modelled_kernel_time_pct:g} % of kernel time modelled)",
         title_justify="left",
     )
-    for column in ("kernel", "op", "dtype", "calls", "GFLOP", "MB", "TFLOP/s", "TB/s", "limit", "% peak"):
+    for column in (
+        "kernel",
+        "op",
+        "dtype",
+        "calls total",
+        "GFLOP/call",
+        "MB/call",
+        "TFLOP/s",
+        "TB/s",
+        "limit",
+        "% peak",
+    ):
         table.add_column(column, justify="left" if column in ("kernel", "op", "dtype", "limit") else "right")
+    droppable(table, "dtype", "calls total", "op", "MB/call", "GFLOP/call", "TB/s", "TFLOP/s")
     for r in roofline.rows[:MAX_ROOFLINE_ROWS]:
         table.add_row(
-            r.short_name,
+            display_name(r.kernel),
             r.ops or r.op.removeprefix("aten::"),
             r.dtype,
             f"{r.calls:,}",
@@ -216,26 +234,33 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
     if compiled.note:
         parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
     if compiled.regions:
+        inside = sum(r.overhead_us_per_step for r in compiled.regions)
+        outside = compiled.overhead_us_per_step - inside
         table = Table(
-            title=f"Compiled regions per step (wrapper overhead {compiled.overhead_us_per_step:,.1f} µs)",
+            title=f"Compiled regions per step (torch.compile wrappers' self time, all: "
+            f"{compiled.overhead_us_per_step:,.1f} µs/step)",
             title_justify="left",
+            caption=f"wrapper µs/step: self time of the wrappers inside the region (guards, AOT wrappers, the "
+            f"region op); outside any region: {outside:,.1f} µs/step, of which TorchDynamo Cache Lookup "
+            f"{compiled.cache_lookup_us_per_step:,.1f} µs/step",
+            caption_justify="left",
         )
-        for column in ("region", "calls", "µs inside", "overhead µs"):
+        for column in ("region", "calls/step", "µs/step inside", "wrapper µs/step"):
             table.add_column(column, justify="left" if column == "region" else "right")
         for r in compiled.regions:
-            table.add_row(r.name, f"{r.calls_per_step:,.1f}", f"{r.us_per_step:,.1f}", f"{r.overhead_us_per_step:,.1f}")
+            table.add_row(r.name, _count(r.calls_per_step), f"{r.us_per_step:,.1f}", f"{r.overhead_us_per_step:,.1f}")
         parts.append(table)
     if compiled.graph_replays:
         table = Table(title="CUDA-graph replays per step", title_justify="left")
-        for column in ("launch", "issued by", "region", "replays", "kernels/replay", "GPU µs/replay"):
+        for column in ("launch", "issued by", "region", "replays/step", "kernels/replay", "GPU µs/replay"):
             table.add_column(column, justify="left" if column in ("launch", "issued by", "region") else "right")
         for g in compiled.graph_replays:
             table.add_row(
                 g.launch_api,
                 g.op,
                 g.region,
-                f"{g.replays_per_step:,.1f}",
-                f"{g.kernels_per_replay:,.1f}",
+                _count(g.replays_per_step),
+                _count(g.kernels_per_replay),
                 f"{g.gpu_us_per_replay:,.1f}",
             )
         parts.append(table)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from tracelens.analyses.compare import FusedKernel
 from tracelens.model.kernel_names import short_name
 
-FUSION_COLUMNS = ("variant", "fused kernel", "launched by", "replaces ops", "fused µs", "eager µs", "saved µs")
+FUSION_COLUMNS = (
+    "variant",
+    "fused kernel",
+    "launched by",
+    "replaces ops",
+    "fused µs/step",
+    "eager µs/step",
+    "saved µs/step",
+)
 
 
 def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:

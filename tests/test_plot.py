@@ -1,0 +1,80 @@
+"""tracelens.plot: the HTML report's own figures for notebooks, equal to the report's panels (the same builders),
+titled, and an error saying why when the report's panel says "not available"."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+
+import tracelens
+from tests.conftest import recorded_trace
+from tests.test_check_builders import write_eager
+from tracelens.renderers.page import build_report
+
+PANELS = {
+    "gpu-by-category": tracelens.plot.gpu_time_by_category,
+    "gpu-by-op": tracelens.plot.gpu_time_by_op,
+    "step-times": tracelens.plot.step_times,
+    "dispatch": tracelens.plot.dispatch_layers,
+    "roofline": tracelens.plot.roofline,
+}
+
+
+def untitled(figure: go.Figure) -> dict[str, Any]:
+    data = copy.deepcopy(figure.to_plotly_json())
+    data["layout"].pop("title", None)
+    return data
+
+
+@pytest.fixture(scope="module")
+def eager() -> tuple[tracelens.Trace, tracelens.AnalysisReport]:
+    trace = tracelens.load(recorded_trace("h200/eager_mlp.json.gz"))
+    return trace, tracelens.analyze(trace)
+
+
+@pytest.mark.parametrize("panel_id", list(PANELS))
+def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tracelens.AnalysisReport]) -> None:
+    trace, report = eager
+    panel = build_report([(trace, report)]).panel(panel_id)
+    assert panel.figure is not None
+    figure = PANELS[panel_id](report)
+    assert isinstance(figure, go.Figure)
+    assert figure.layout.title.text == panel.title
+    assert untitled(figure) == untitled(panel.figure)
+    assert untitled(PANELS[panel_id](trace)) == untitled(panel.figure)  # a Trace is analyzed on the way
+
+
+def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.AnalysisReport]) -> None:
+    trace, report = eager
+    panel = build_report([(trace, report)]).panel("timeline")
+    assert panel.figure is not None
+    figure = tracelens.plot.timeline(trace)
+    assert untitled(figure) == untitled(panel.figure)
+    assert len(figure.data) == len(panel.figure.data) > 0
+
+
+@pytest.mark.parametrize(("kind", "panel_id"), [("gpu_time", "compare-gpu"), ("kernels", "compare-kernels"),
+                                                ("steps", "compare-steps")])  # fmt: skip
+def test_comparison_is_the_reports(kind: str, panel_id: str) -> None:
+    traces = {name: tracelens.load(recorded_trace(f"h200/{name}.json.gz")) for name in ("eager_mlp", "compiled_mlp")}
+    page = build_report([(t, tracelens.analyze(t)) for t in traces.values()])
+    expected = page.panel(panel_id).figure
+    assert expected is not None
+    figure = tracelens.plot.compare(traces, kind=kind)  # type: ignore[arg-type]
+    assert untitled(figure) == untitled(expected)
+    names = {trace.name for trace in figure.data}
+    assert kind == "steps" or names  # stacked by category: one trace per category present
+    if kind == "steps":
+        assert [t.name for t in figure.data] == ["eager_mlp", "compiled_mlp"]
+
+
+def test_a_figure_without_data_says_why(tmp_path: Path) -> None:
+    trace = tracelens.load(write_eager(tmp_path))  # no Input Dims: no FLOP/byte model for any kernel
+    with pytest.raises(tracelens.TracelensError, match=r"Roofline.*not available: no kernel has a FLOP/byte model"):
+        tracelens.plot.roofline(trace)
+    with pytest.raises(tracelens.TracelensError, match="at least two traces"):
+        tracelens.plot.compare([trace])
