@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from tracelens.cli.common import (
     add_cache_argument,
@@ -17,7 +18,9 @@ from tracelens.cli.common import (
     print_warnings,
 )
 from tracelens.cli.runs import Input, add_rank_argument, expand_inputs
+from tracelens.errors import TracelensError
 from tracelens.naming import unique_labels
+from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
