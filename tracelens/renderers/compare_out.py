@@ -33,6 +33,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "kernels_by_category": v.kernels_by_category,
             "kernels": [dataclasses.asdict(k) for k in v.kernels],
             "components": [dataclasses.asdict(c) for c in v.components],
+            "shapes": [dataclasses.asdict(r) for r in v.shapes],
         }
         for v in comparison.variants
     ]
@@ -41,6 +42,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "tool": {"name": "tracelens", "version": __version__},
         "variants": variants,
         "fusions": [dataclasses.asdict(f) for f in comparison.fusions],
+        "break_even": [dataclasses.asdict(b) for b in comparison.break_even],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
@@ -62,6 +64,10 @@ class CompareTextRenderer:
             console.print(_components_table(result))
         if result.fusions:
             console.print(_fusions_table(result))
+        if any(v.shapes for v in result.variants):
+            console.print(_shapes_table(result))
+        if result.break_even:
+            console.print(_break_even_table(result))
         return render_to_string(console)
 
 
@@ -146,3 +152,48 @@ def _component_cell(us: float, kernels: float) -> str:
 
 def _optional_count(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
+
+
+def _shapes_table(result: Comparison) -> Table:
+    table = Table(
+        title="Shape sweep: steps by input shape (first GEMM's input)",
+        title_justify="left",
+        caption="kernel µs: median per step, compilation's kernels left out; repeat: median period of the shape's "
+        "later steps that compiled nothing (— if it ran once); first: its first step's period (docs/shapes.md)",
+    )
+    for column in ("variant", "shape", "steps", "kernel µs", "repeat µs", "first ms", "compile ms", "compiles"):
+        table.add_column(column, justify="left" if column in ("variant", "shape", "steps", "compiles") else "right")
+    for v in result.variants:
+        for row in v.shapes:
+            table.add_row(
+                v.name,
+                row.shape,
+                ",".join(map(str, row.steps)),
+                f"{row.kernel_us:,.1f}",
+                _optional_us(row.step_us),
+                f"{row.first_step_us / 1000:,.1f}",
+                f"{row.compile_ms:,.1f}",
+                ",".join(row.compile_ids) or "—",
+            )
+    return table
+
+
+def _break_even_table(result: Comparison) -> Table:
+    table = Table(
+        title="Break-even: steps of a shape to pay back its compile time",
+        title_justify="left",
+        caption="compile ms / (baseline − compiled kernel µs per step); never: the compiled kernels are not "
+        "faster; GPU kernel time only (a host-bound baseline saves more per step)",
+    )
+    for column in ("variant", "vs", "shape", "compile ms", "saving µs/step", "steps"):
+        table.add_column(column, justify="left" if column in ("variant", "vs", "shape") else "right")
+    for row in result.break_even:
+        table.add_row(
+            row.variant,
+            row.baseline,
+            row.shape,
+            f"{row.compile_ms:,.1f}",
+            f"{row.saving_us_per_step:,.1f}",
+            "never" if row.steps is None else f"{row.steps:,}",
+        )
+    return table
