@@ -64,10 +64,8 @@ class CompareTextRenderer:
             console.print(_components_table(result))
         if result.fusions:
             console.print(_fusions_table(result))
-        if any(v.shapes for v in result.variants):
-            console.print(_shapes_table(result))
-        if result.break_even:
-            console.print(_break_even_table(result))
+        for table in (*_shapes_tables(result), *_break_even_tables(result)):
+            console.print(table)
         return render_to_string(console)
 
 
@@ -154,46 +152,54 @@ def _optional_count(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
-def _shapes_table(result: Comparison) -> Table:
-    table = Table(
-        title="Shape sweep: steps by input shape (first GEMM's input)",
-        title_justify="left",
-        caption="kernel µs: median per step, compilation's kernels left out; repeat: median period of the shape's "
-        "later steps that compiled nothing (— if it ran once); first: its first step's period (docs/shapes.md)",
-    )
-    for column in ("variant", "shape", "steps", "kernel µs", "repeat µs", "first ms", "compile ms", "compiles"):
-        table.add_column(column, justify="left" if column in ("variant", "shape", "steps", "compiles") else "right")
+def _shapes_tables(result: Comparison) -> list[Table]:
+    """One table per variant with shapes (80 columns: the variant is the title)."""
+    tables = []
     for v in result.variants:
+        if not v.shapes:
+            continue
+        table = Table(title=f"Shape sweep of {v.name}: steps by first GEMM's input", title_justify="left")
+        for column in ("shape", "steps", "kernel µs", "repeat µs", "first ms", "compile ms"):
+            table.add_column(column, justify="left" if column in ("shape", "steps") else "right")
         for row in v.shapes:
             table.add_row(
-                v.name,
                 row.shape,
                 ",".join(map(str, row.steps)),
                 f"{row.kernel_us:,.1f}",
                 _optional_us(row.step_us),
                 f"{row.first_step_us / 1000:,.1f}",
                 f"{row.compile_ms:,.1f}",
-                ",".join(row.compile_ids) or "—",
             )
-    return table
-
-
-def _break_even_table(result: Comparison) -> Table:
-    table = Table(
-        title="Break-even: steps of a shape to pay back its compile time",
-        title_justify="left",
-        caption="compile ms / (baseline − compiled kernel µs per step); never: the compiled kernels are not "
-        "faster; GPU kernel time only (a host-bound baseline saves more per step)",
-    )
-    for column in ("variant", "vs", "shape", "compile ms", "saving µs/step", "steps"):
-        table.add_column(column, justify="left" if column in ("variant", "vs", "shape") else "right")
-    for row in result.break_even:
-        table.add_row(
-            row.variant,
-            row.baseline,
-            row.shape,
-            f"{row.compile_ms:,.1f}",
-            f"{row.saving_us_per_step:,.1f}",
-            "never" if row.steps is None else f"{row.steps:,}",
+        tables.append(table)
+    if tables:
+        tables[-1].caption = (
+            "kernel µs: median per step, compilation's kernels left out; repeat: median period of the "
+            "shape's later steps that compiled nothing (— if it ran once); first: its first step's period, "
+            "with its compile, JIT or set-up (docs/shapes.md)"
         )
-    return table
+    return tables
+
+
+def _break_even_tables(result: Comparison) -> list[Table]:
+    """Per compiled variant: steps of each shape that pay back its compile time against each baseline."""
+    tables = []
+    for name in dict.fromkeys(row.variant for row in result.break_even):
+        table = Table(title=f"Break-even of {name}: steps to pay back the compile", title_justify="left")
+        for column in ("shape", "vs", "compile ms", "saving µs", "steps"):
+            table.add_column(column, justify="left" if column in ("shape", "vs") else "right")
+        for row in result.break_even:
+            if row.variant == name:
+                table.add_row(
+                    row.shape,
+                    row.baseline,
+                    f"{row.compile_ms:,.1f}",
+                    f"{row.saving_us_per_step:,.1f}",
+                    "never" if row.steps is None else f"{row.steps:,}",
+                )
+        tables.append(table)
+    if tables:
+        tables[-1].caption = (
+            "steps = compile ms / saving in GPU kernel µs per step; never: not faster. A host-bound "
+            "baseline saves more per step than its kernels show (docs/shapes.md)"
+        )
+    return tables
