@@ -113,3 +113,21 @@ def test_text_tables_fit_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
         "│ 4096×2048 │ 5     │   1,134.0 │         — │    710.5 │      696.7 │",
         "│ 4096×2048 │ eager_geglu │      696.7 │      64.3 │  10,843 │",
     ]
+
+
+def test_report_comparison_has_the_sweep_tables() -> None:
+    from tracelens import analyze, load
+    from tracelens.report.compare import comparison_section
+
+    paths = [recorded_trace(f"h200/sweep/{v}_geglu.json.gz") for v in ("eager", "compiled_default")]
+    traces = [load(p) for p in paths]
+    section = comparison_section([(p.name.split(".")[0], t, analyze(t)) for p, t in zip(paths, traces, strict=True)])
+    panels = {panel.id: panel for panel in section.panels}
+    assert panels["compare-shapes"].table is not None and panels["compare-break-even"].table is not None
+    shapes = panels["compare-shapes"].table.rows
+    assert shapes[6][:3] == ("compiled_default_geglu", "2048×2048", "2, 4")
+    assert shapes[6][6:] == ("881.5", "0/1")  # the dynamic-shape recompile, at the second shape
+    # after it, no compile: break-even 0 steps at 3072 tokens
+    assert ("compiled_default_geglu", "eager_geglu", "3072×2048", "0.0", "54.5", "0") in panels[
+        "compare-break-even"
+    ].table.rows
