@@ -3,17 +3,20 @@
 Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
 `triton_*_fused_*`, Liger / hand-written Triton) is matched to the eager ops it replaces by the op words decoded
 from its own name and from its launching op's name (`LigerGELUMulFunction` → gelu, mul), not by kernel name alone.
-Each variant's kernels are also grouped by transformer-block component (analyses/components.py).
+Each variant's kernels are also grouped by transformer-block component (analyses/components.py); on shape-sweep
+traces each variant has its per-shape figures and the comparison the break-even of compiling
+(analyses/shapes_sweep.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.components import ComponentRow, block_components
+from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, sweep_shapes
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -52,12 +55,14 @@ class Variant:
     kernels_by_category: dict[str, float]  # kernels per step
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
+    shapes: list[ShapeRow] = field(default_factory=list)  # per input shape, on sweep traces (else empty)
 
 
 @dataclass(frozen=True)
 class Comparison:
     variants: list[Variant]
     fusions: list[FusedKernel]
+    break_even: list[BreakEven] = field(default_factory=list)  # compiled sweeps against uncompiled ones
 
 
 def variant_name(trace: Trace) -> str:
@@ -73,7 +78,11 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparis
     variants = [
         _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
     ]
-    return Comparison(variants=variants, fusions=_fusions(items))
+    return Comparison(
+        variants=variants,
+        fusions=_fusions(items),
+        break_even=break_even([(v.name, v.shapes) for v in variants]),
+    )
 
 
 def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:
@@ -95,6 +104,7 @@ def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[C
         kernels_by_category=dict(sorted(by_category.items())),
         kernels=summary.kernels,
         components=components,
+        shapes=sweep_shapes(trace, report.compiled.compiles if report.compiled else []),
     )
 
 

@@ -17,6 +17,7 @@ from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
+from tracelens.naming import trace_stem
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
 MAX_EVIDENCE = 8
@@ -93,6 +94,8 @@ def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument
 
 def find_document(hypothesis: Hypothesis, name: str, documents: Sequence[TraceDocument]) -> TraceDocument:
     hits = [d for d in documents if d.answers_to(name)]
+    if len(hits) > 1:  # a file stem names one file: it wins over variants recorded in other traces
+        hits = [d for d in hits if trace_stem(d.path) == name] or hits
     if len(hits) == 1:
         return hits[0]
     labels = [d.label for d in documents]

@@ -34,6 +34,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "kernels_by_category": v.kernels_by_category,
             "kernels": [dataclasses.asdict(k) for k in v.kernels],
             "components": [dataclasses.asdict(c) for c in v.components],
+            "shapes": [dataclasses.asdict(r) for r in v.shapes],
         }
         for v in comparison.variants
     ]
@@ -42,6 +43,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "tool": {"name": "tracelens", "version": __version__},
         "variants": variants,
         "fusions": [dataclasses.asdict(f) for f in comparison.fusions],
+        "break_even": [dataclasses.asdict(b) for b in comparison.break_even],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
@@ -60,7 +62,10 @@ class CompareTextRenderer:
         console = make_console(self.color, self.width)
         components = _components_table(result) if _has_components(result) else None
         fusions = _fusions_table(result) if result.fusions else None
-        print_parts(console, [_variants_table(result), components, fusions])
+        print_parts(
+            console,
+            [_variants_table(result), components, fusions, *_shapes_tables(result), *_break_even_tables(result)],
+        )
         return render_to_string(console)
 
 
@@ -149,3 +154,56 @@ def _component_cell(us: float, kernels: float) -> str:
 
 def _optional_count(value: float | None) -> str:
     return "—" if value is None else count(value)
+
+
+def _shapes_tables(result: Comparison) -> list[Table]:
+    """One table per variant with shapes (80 columns: the variant is the title)."""
+    tables = []
+    for v in result.variants:
+        if not v.shapes:
+            continue
+        table = Table(title=f"Shape sweep of {v.name}: steps by first GEMM's input", title_justify="left")
+        for column in ("shape", "steps", "kernel µs", "repeat µs", "first ms", "compile ms"):
+            table.add_column(column, justify="left" if column in ("shape", "steps") else "right")
+        for row in v.shapes:
+            table.add_row(
+                row.shape,
+                ",".join(map(str, row.steps)),
+                f"{row.kernel_us:,.1f}",
+                _optional_us(row.step_us),
+                f"{row.first_step_us / 1000:,.1f}",
+                f"{row.compile_ms:,.1f}",
+            )
+        tables.append(table)
+    if tables:
+        tables[-1].caption = (
+            "kernel µs: median per step, compilation's kernels left out; repeat: median period of the "
+            "shape's later steps that compiled nothing (— if it ran once); first: its first step's period, "
+            "with its compile, JIT or set-up (docs/shapes.md)"
+        )
+    return tables
+
+
+def _break_even_tables(result: Comparison) -> list[Table]:
+    """Per compiled variant: steps of each shape that pay back its compile time against each baseline."""
+    tables = []
+    for name in dict.fromkeys(row.variant for row in result.break_even):
+        table = Table(title=f"Break-even of {name}: steps to pay back the compile", title_justify="left")
+        for column in ("shape", "vs", "compile ms", "saving µs", "steps"):
+            table.add_column(column, justify="left" if column in ("shape", "vs") else "right")
+        for row in result.break_even:
+            if row.variant == name:
+                table.add_row(
+                    row.shape,
+                    row.baseline,
+                    f"{row.compile_ms:,.1f}",
+                    f"{row.saving_us_per_step:,.1f}",
+                    "never" if row.steps is None else f"{row.steps:,}",
+                )
+        tables.append(table)
+    if tables:
+        tables[-1].caption = (
+            "steps = compile ms / saving in GPU kernel µs per step; never: not faster. A host-bound "
+            "baseline saves more per step than its kernels show (docs/shapes.md)"
+        )
+    return tables

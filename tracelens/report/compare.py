@@ -43,6 +43,10 @@ def comparison_section(items: Sequence[Item]) -> Section:
     panels = [study_table(comparison)]
     if comparison.fusions:
         panels.append(fusion_table(comparison))
+    if any(v.shapes for v in comparison.variants):
+        panels.append(shapes_table(comparison))
+    if comparison.break_even:
+        panels.append(break_even_table(comparison))
     panels += [gpu_category_chart(items), kernel_count_chart(comparison), step_chart(items)]
     return Section(id="compare", title="Comparison", panels=tuple(panels))
 
@@ -75,6 +79,47 @@ def fusion_table(comparison: Comparison) -> Panel:
     rows = tuple(fusion_cells(f) for f in comparison.fusions)
     columns = FUSION_COLUMNS
     return Panel(id="compare-fusions", title="Fused kernels and the eager ops they replace", table=Table(columns, rows))
+
+
+SHAPE_COLUMNS = ("variant", "shape", "steps", "kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles")
+BREAK_EVEN_COLUMNS = ("variant", "vs", "shape", "compile ms", "saving µs per step", "steps to break even")
+
+
+def shapes_table(comparison: Comparison) -> Panel:
+    """Shape sweeps: per variant and input shape, kernel µs, first-step cost and compiles (docs/shapes.md)."""
+    rows = tuple(
+        (
+            v.name,
+            r.shape,
+            ", ".join(map(str, r.steps)),
+            _us(r.kernel_us),
+            _us(r.step_us),
+            f"{r.first_step_us / 1000:,.1f}",
+            f"{r.compile_ms:,.1f}",
+            ", ".join(r.compile_ids) or "—",
+        )
+        for v in comparison.variants
+        for r in v.shapes
+    )
+    title = "Shape sweep: steps by first GEMM's input shape (kernel µs without compilation's kernels)"
+    return Panel(id="compare-shapes", title=title, table=Table(SHAPE_COLUMNS, rows))
+
+
+def break_even_table(comparison: Comparison) -> Panel:
+    """Steps of each shape after which a compiled variant's faster kernels pay back its compile time."""
+    rows = tuple(
+        (
+            b.variant,
+            b.baseline,
+            b.shape,
+            f"{b.compile_ms:,.1f}",
+            f"{b.saving_us_per_step:,.1f}",
+            "never" if b.steps is None else f"{b.steps:,}",
+        )
+        for b in comparison.break_even
+    )
+    title = "Break-even of compiling: compile ms / GPU kernel µs saved per step (docs/shapes.md)"
+    return Panel(id="compare-break-even", title=title, table=Table(BREAK_EVEN_COLUMNS, rows))
 
 
 def gpu_category_chart(items: Sequence[Item]) -> Panel:
