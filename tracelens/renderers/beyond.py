@@ -49,7 +49,8 @@ def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
         return [Text(f"Critical path: — ({result.note})")]
     head = Text()
     head.append("Critical path", style="bold")
-    head.append(f" of step {result.step}: {_us(result.step_us)} µs ({result.note})")
+    head.append(f" of step {result.step}: {_us(result.step_us)} µs from its CPU start to its last CPU or GPU end ")
+    head.append(f"({result.note})")
     parts = Table(title=None, show_edge=False)
     parts.add_column("on the path")
     parts.add_column(f"µs in step {result.step}", justify="right")
