@@ -65,8 +65,8 @@ def test_estimated_saving_matches_what_inductor_realized(eager: Path, compiled: 
 
 def test_every_twin_of_the_recorded_traces_is_checked() -> None:
     # Linear, MLP (4096, i8192, 5 token counts), training, attention, the block (inference, training), the GeGLU
-    # kernel session's eager/compiled pair
-    assert len(TWINS) == 14
+    # kernel session's eager/compiled pair, the training pair recorded with memory events
+    assert len(TWINS) == 15
 
 
 def test_execution_trace_links_by_tensor_id(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

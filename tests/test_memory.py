@@ -248,3 +248,28 @@ def test_workloads_record_memory_events_on_request(tmp_path: Path) -> None:
     result = memory_of(trace, select_window(trace))
     assert len(trace.memory) > 0 and result.allocations_per_step
     assert result.by_op and result.by_op[0].op.startswith("aten::")
+
+
+H200_MEMORY = ("traces/h200/memory/train_eager_mlp.json.gz", "traces/h200/memory/train_compiled_mlp.json.gz")
+
+
+@pytest.mark.parametrize("path", H200_MEMORY)
+def test_h200_training_traces_with_memory_events_match_the_reference(path: str) -> None:
+    """Training steps (forward, backward, AdamW) of the GeGLU MLP recorded on the H200 with
+    `python -m workloads.record --extras train --profile-memory` (traces/README.md)."""
+    trace = load_trace(Path(path), workers=1)
+    result = memory_of(trace, select_window(trace))
+    events = ref.raw_events(Path(path))
+    mem = ref.memory_events(events)
+    bounds = ref.step_bounds(events)
+    gpu = [d for d in {ref.device_of(e) for e in mem} if d[0] != 0]
+    assert len(gpu) == 1 and result.device == f"GPU {gpu[0][1]}"
+    assert len(result.steps) == 5
+    for row in result.steps:
+        expected = ref.per_step(mem, gpu[0], *bounds[row.step])
+        assert row.peak_allocated_bytes == expected["peak_allocated"]
+        assert row.peak_reserved_bytes == expected["peak_reserved"]
+        assert row.allocations == expected["allocations"]
+        assert row.allocated_bytes == expected["allocated_bytes"]
+        assert row.outliving_allocations == expected["outliving"]
+    assert result.peak_allocated_bytes is not None and result.peak_allocated_bytes > 0
