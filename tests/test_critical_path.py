@@ -14,6 +14,7 @@ from tests.conftest import anchor_traces
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.critical_path import (
     Change,
+    CriticalPath,
     _median_step,
     _observed_step_ns,
     build_graph,
@@ -109,3 +110,23 @@ def test_composition_names_what_bounds_the_step() -> None:
 def _loaded(path: str) -> tuple[tracelens.Trace, object]:
     trace = tracelens.load(path)
     return trace, select_window(trace)
+
+
+def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
+    """The page's timeline carries a "critical path" line over exactly the path's slices of the analyzed step."""
+    from tracelens.analyses import analyze
+    from tracelens.renderers.page import build_report
+
+    trace = tracelens.load("traces/h200/eager_mlp.json.gz")
+    report = analyze(trace)
+    path = report.get(CriticalPath)
+    assert path is not None and path.step is not None and path.path_rows
+    figure = build_report([(trace, report)]).panel("timeline").figure
+    assert figure is not None
+    (line,) = [t for t in figure.data if t.name == "critical path"]
+    starts = sorted(x for x in line.x[0::3])
+    expected = sorted(float(trace.events.ts_ns[row]) / 1000.0 for row in path.path_rows)
+    assert starts == pytest.approx(expected)
+    # the path of this step runs through its GEMMs and ends at the per-step sync
+    names = {trace.events.name_of(row) for row in path.path_rows}
+    assert any(name.startswith("nvjet_sm90") for name in names) and "cudaDeviceSynchronize" in names

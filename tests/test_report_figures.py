@@ -53,8 +53,10 @@ def test_timeline_draws_every_slice_of_a_small_trace(tiny: tuple) -> None:
     document = build_report([tiny])
     fig = document.panel("timeline").figure.to_dict()
     by_name = traces_by_name(fig)
-    # 5 colour groups x (bars + hover points) + the launch links + the GPU lane's utilization strip
-    assert len(fig["data"]) == 12
+    # 5 colour groups x (bars + hover points) + the launch links + the GPU lane's utilization strip + the
+    # critical path's line
+    assert len(fig["data"]) == 13
+    assert "critical path" in {t["name"] for t in fig["data"]}
     util = [t for t in fig["data"] if t.get("meta", {}).get("lod") == "util"]
     assert len(util) == 1 and util[0]["meta"]["lane"] == 3
     z = np.asarray(util[0]["z"][0], dtype=float)

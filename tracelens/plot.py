@@ -40,12 +40,17 @@ __all__ = [
 
 def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None = None) -> go.Figure:
     """The report's timeline: one lane per CPU thread and GPU stream, slices of the focus step (default: the
-    median-length step; `focus_step` = a ProfilerStep number), busy bands elsewhere, GPU utilization strips."""
+    median-length step; `focus_step` = a ProfilerStep number), busy bands elsewhere, GPU utilization strips, the
+    critical path as a red line."""
+    from tracelens.analyses import analyze
+    from tracelens.analyses.critical_path import CriticalPath
     from tracelens.analyses.summary import gpu_activity_frame
     from tracelens.report.timeline import MAX_SLICES, timeline_panel
 
     budget = MAX_SLICES if max_slices is None else max_slices
-    return _figure(timeline_panel(trace, gpu_activity_frame(trace), budget, focus_step))
+    path = analyze(trace, step=focus_step).get(CriticalPath)
+    rows = path.path_rows if path is not None else None
+    return _figure(timeline_panel(trace, gpu_activity_frame(trace), budget, focus_step, highlight_rows=rows))
 
 
 def gpu_time_by_category(source: Trace | AnalysisReport) -> go.Figure:

@@ -112,6 +112,7 @@ class StepGraph:
     gpu_category: list[int]
     gpu_name: list[int]
     gpu_op: list[int]  # op name code, -1 = none
+    gpu_row: list[int]  # event row of each activity
     launch_latency_ns: int
     # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
     order: list[tuple[int, int]] = field(repr=False)
@@ -130,6 +131,7 @@ class Replay:
     path: dict[str, float]  # critical-path composition, ns by part (GPU parts as "gpu:<category>")
     path_kernels: dict[int, int]  # name code -> ns on the path
     path_ops: dict[int, int]  # op name code -> ns of GPU time on the path
+    path_rows: list[int]  # event rows of the calls and GPU activities on the path, from the end back
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ class CriticalPath:
     top_ops: list[PathItem]
     what_if: list[WhatIf]
     note: str
+    path_rows: list[int] = field(default_factory=list)  # event rows on the path (the report highlights them)
 
 
 def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:
@@ -203,6 +206,7 @@ def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
         top_kernels=top_kernels,
         top_ops=top_ops,
         what_if=_standard_what_ifs(trace, graph, base),
+        path_rows=base.path_rows,
         note=f"the median-length step of {window.n_steps}; {len(graph.call_start_ns)} launch/sync calls, "
         f"{len(graph.gpu_start_ns)} GPU activities",
     )
@@ -266,6 +270,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         gpu_category=g.category.tolist(),
         gpu_name=g.name.tolist(),
         gpu_op=g.op_name.tolist(),
+        gpu_row=g.row.tolist(),
         launch_latency_ns=latency,
         order=order,
         constraints=_constraints(
@@ -519,7 +524,8 @@ def _finish(
     else:
         path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
         node = last
-    _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops)
+    rows: list[int] = []
+    _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
     return Replay(
         step_ns=max(cpu_end, gpu_end) - graph.start_ns,
         cpu_end_ns=cpu_end,
@@ -527,6 +533,7 @@ def _finish(
         path=path,
         path_kernels=kernels,
         path_ops=ops,
+        path_rows=list(dict.fromkeys(rows)),
     )
 
 
@@ -540,6 +547,7 @@ def _walk(
     path: dict[str, float],
     kernels: dict[int, int],
     ops: dict[int, int],
+    rows: list[int],
 ) -> None:
     """Follow binding constraints back from `node` (a call's end when >= 0, a GPU activity when < 0) and add
     each stretch of time to its part of the path."""
@@ -549,6 +557,7 @@ def _walk(
         if node == -1:
             return
         if node >= 0 and not at_start:
+            rows.append(graph.call_row[node])
             part, predecessor, ns = owns[node]
             path[part] = path.get(part, 0) + ns
             if predecessor != -1:  # a sync that waited for GPU work
@@ -562,6 +571,7 @@ def _walk(
             at_start = False
             continue
         k = ~node
+        rows.append(graph.gpu_row[k])
         duration = g_end[k] - g_start[k]
         category = f"gpu:{CATEGORIES[graph.gpu_category[k]]}"
         path[category] = path.get(category, 0) + duration

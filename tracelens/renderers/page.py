@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import variant_name
+from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
@@ -59,7 +60,15 @@ def trace_sections(
     """Overview, timeline, breakdowns and findings of one trace; ids start with `prefix`."""
     summary = report.summary
     head = f"{label}: " if label else ""
-    timeline = timeline_panel(trace, gpu_activity_frame(trace), max_slices, focus_step, panel_id=f"{prefix}timeline")
+    path = report.get(CriticalPath)
+    timeline = timeline_panel(
+        trace,
+        gpu_activity_frame(trace),
+        max_slices,
+        focus_step,
+        panel_id=f"{prefix}timeline",
+        highlight_rows=path.path_rows if path is not None else None,
+    )
     panels = analysis_panels(report)
     return [
         Section(f"{prefix}overview", f"{head}Overview", _ids(prefix, facts_panel(summary), per_step_panel(summary))),

@@ -45,6 +45,7 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
+CRITICAL_COLOR = "#e31a1c"
 UTIL_BINS = 400  # utilization strip bins across the default view
 UTIL_HEIGHT = 0.1  # of a lane
 
@@ -62,8 +63,10 @@ def timeline_panel(
     max_slices: int = MAX_SLICES,
     focus_step: int | None = None,
     panel_id: str = "timeline",
+    highlight_rows: list[int] | None = None,
 ) -> Panel:
-    """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`."""
+    """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
+    drawn again as a thin red line on their lanes (the critical path), where they are drawn one by one."""
     selection = _select(trace, max_slices, focus_step)
     lanes, detailed = selection.lanes, selection.detailed
     category = _category_of_rows(trace, gpu)
@@ -83,9 +86,14 @@ def timeline_panel(
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
     _add_utilization(fig, trace, lanes, selection.focus)
+    highlighted = _add_highlight(fig, trace, lanes, detailed, highlight_rows or [], bar_px)
     counter_ticks = _add_counters(fig, trace, counter_keys, lanes.n_lanes)
     _lay_out_figure(fig, trace, lanes, selection.focus, height, counter_ticks)
     note = _note(trace, selection, blocks, links)
+    if highlighted:
+        note += (
+            f" The critical path ({highlighted:,} slices, red line) is drawn over its step: toggle it in the legend."
+        )
     if counter_ticks:
         note += (
             f" {len(counter_ticks)} counter lane{'s' if len(counter_ticks) > 1 else ''} (ph C events) below the GPU "
@@ -319,6 +327,26 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
         )
     )
     return len(blocks)
+
+
+def _add_highlight(
+    fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray, rows: list[int], bar_px: float
+) -> int:
+    """A red line through each highlighted slice that is drawn one by one; returns how many."""
+    if not rows:
+        return 0
+    lane_of = np.full(len(trace.events), -1, dtype=np.int64)
+    lane_of[lanes.rows[detailed]] = lanes.y[detailed]
+    picked = np.asarray(rows, dtype=np.int64)
+    picked = picked[lane_of[picked] >= 0]
+    if picked.size == 0:
+        return 0
+    start = trace.events.ts_ns[picked] / NS_PER_US
+    end = start + trace.events.dur_ns[picked] / NS_PER_US
+    fig.add_trace(
+        _bars(start, end, lane_of[picked], CRITICAL_COLOR, max(2.0, round(bar_px * 0.3, 2)), name="critical path")
+    )
+    return int(picked.size)
 
 
 def _add_utilization(fig: go.Figure, trace: Trace, lanes: Lanes, focus: int | None) -> None:
