@@ -22,8 +22,17 @@ def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
         fusion.variant,
         short_name(fusion.kernel),
         fusion.launched_by or "—",
-        f"{', '.join(fusion.ops)} ({fusion.baseline_variant})",
+        f"{', '.join(fusion.ops)}{_gemms(fusion)} ({fusion.baseline_variant})",
         f"{fusion.kernel_us_per_step:,.1f}",
         f"{fusion.baseline_us_per_step:,.1f}",
         f"{fusion.baseline_us_per_step - fusion.kernel_us_per_step:,.1f}",
     )
+
+
+def _gemms(fusion: FusedKernel) -> str:
+    """`, + 2 GEMM calls` when the fused kernel also replaced the baseline's GEMMs (a GEMM-epilogue kernel)."""
+    calls = fusion.absorbed_gemm_calls_per_step
+    if calls <= 0:
+        return ""
+    shown = int(calls) if float(calls).is_integer() else round(calls, 2)
+    return f" + {shown} GEMM call{'s' if calls != 1 else ''}"

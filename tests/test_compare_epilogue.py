@@ -1,0 +1,56 @@
+"""`compare` credits a GEMM-epilogue kernel with the GEMMs it replaced (issue #18): the GeGLU epilogue variant
+launches one GEMM where eager launches three, so its fused kernel replaces gelu, mul AND two gate/up GEMMs.
+Figures recomputed from the raw events (stdlib only)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+SESSION = Path("traces/h200/geglu_session")
+EPILOGUE = Path("traces/h200/geglu_epilogue_mlp.json.gz")
+
+
+def _kernel_us_per_step(path: Path) -> dict[str, list[float]]:
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    steps = sum(
+        1 for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+    )
+    by_name: dict[str, list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "kernel":
+            by_name[e["name"]].append(float(e["dur"]))
+    return {name: [sum(d) / steps, len(d) / steps, sum(d) / len(d)] for name, d in by_name.items()}
+
+
+def test_epilogue_kernel_replaces_two_gemms_and_the_gelu_mul(capsys: pytest.CaptureFixture[str]) -> None:
+    eager = SESSION / "eager_mlp.json.gz"
+    out, _ = run_cli(capsys, "compare", str(eager), str(EPILOGUE), "--format", "json", "--no-cache")
+    (fusion,) = json.loads(out)["fusions"]
+    assert fusion["absorbed_gemm_calls_per_step"] == 2
+    raw_eager, raw_epilogue = _kernel_us_per_step(eager), _kernel_us_per_step(EPILOGUE)
+    gemms = {n: v for n, v in raw_eager.items() if n.startswith("nvjet")}
+    kept = {n for n in raw_epilogue if n.startswith("nvjet")}
+    missing_us = sum(per_step for n, (per_step, _, _) in gemms.items() if n not in kept)
+    elementwise_us = sum(per_step for n, (per_step, _, _) in raw_eager.items() if "elementwise" in n)
+    assert fusion["baseline_us_per_step"] == pytest.approx(missing_us + elementwise_us, abs=0.01)
+    fused = next(v for n, v in raw_epilogue.items() if "geglu" in n)
+    assert fusion["kernel_us_per_step"] == pytest.approx(fused[0], abs=0.01)
+    saved = fusion["baseline_us_per_step"] - fusion["kernel_us_per_step"]
+    assert saved == pytest.approx(118.5, abs=0.1)  # what the recording helper measured by hand
+
+
+def test_ordinary_fused_kernels_absorb_no_gemm(capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = run_cli(
+        capsys, "compare", str(SESSION / "eager_mlp.json.gz"), str(SESSION / "compiled_mlp.json.gz"), "--format", "json"
+    )
+    (fusion,) = json.loads(out)["fusions"]
+    assert fusion["absorbed_gemm_calls_per_step"] == 0
+    assert fusion["ops"] == ["aten::mul", "aten::gelu"]
