@@ -54,3 +54,23 @@ def test_ordinary_fused_kernels_absorb_no_gemm(capsys: pytest.CaptureFixture[str
     (fusion,) = json.loads(out)["fusions"]
     assert fusion["absorbed_gemm_calls_per_step"] == 0
     assert fusion["ops"] == ["aten::mul", "aten::gelu"]
+
+
+def test_block_verdicts_say_where_liger_wins_and_loses(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #17: on the inference block, compiled has the fastest step and the least kernel time; Liger's
+    RMSNorm is the fastest norm but its CPU dispatch is far above compiled's; each sentence is the min/max of the
+    JSON figures beside it (themselves checked against tests/components_stdlib.py)."""
+    paths = [str(Path("traces/h200/block") / f"{v}_block.json.gz") for v in ("eager", "compiled", "liger")]
+    out, _ = run_cli(capsys, "compare", *paths, "--format", "json")
+    document = json.loads(out)
+    verdicts = document["verdicts"]
+    variants = {v["name"]: v for v in document["variants"]}
+    fastest = min(variants, key=lambda name: variants[name]["per_step"]["step_us"])
+    assert fastest == "compiled_block" and verdicts[0].startswith("fastest step: compiled_block")
+    norm = {
+        name: next(c for c in v["components"] if c["name"] == "norm")["us_per_step"] for name, v in variants.items()
+    }
+    assert min(norm, key=norm.__getitem__) == "liger_block"
+    assert any(line.startswith("norm: liger_block fastest") for line in verdicts)
+    dispatch = {name: v["per_step"]["dispatch_us"] for name, v in variants.items()}
+    assert dispatch["liger_block"] > 1.5 * dispatch["compiled_block"]

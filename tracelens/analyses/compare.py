@@ -64,6 +64,7 @@ class Comparison:
     variants: list[Variant]
     fusions: list[FusedKernel]
     break_even: list[BreakEven] = field(default_factory=list)  # compiled sweeps against uncompiled ones
+    verdicts: list[str] = field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
 
 
 def variant_name(trace: Trace) -> str:
@@ -83,7 +84,45 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparis
         variants=variants,
         fusions=_fusions(items),
         break_even=break_even([(v.name, v.shapes) for v in variants]),
+        verdicts=_verdicts(variants, [report for _, _, report in items]),
     )
+
+
+def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[str]:
+    """Sentences read off the figures: the fastest step and GPU time, where each variant's kernels win or lose
+    per block component against the fastest there, its CPU dispatch, and the fusion left in each variant."""
+    if len(variants) < 2:
+        return []
+    out = []
+    timed = [(v.per_step.step_us, v.name) for v in variants if v.per_step.step_us is not None]
+    if timed:
+        best_us, best = min(timed)
+        others = ", ".join(f"{name} {us:,.1f}" for us, name in sorted(timed) if name != best)
+        out.append(f"fastest step: {best} ({best_us:,.1f} µs/step; {others})")
+    kernel = [(v.per_step.gpu_kernel_us, v.name) for v in variants if v.per_step.gpu_kernel_us is not None]
+    if kernel:
+        best_us, best = min(kernel)
+        out.append(f"least GPU kernel time: {best} ({best_us:,.1f} µs/step)")
+    names = [c.name for c in variants[0].components if c.name != "other"]
+    for index, component in enumerate(names):
+        rows = [(v.components[index].us_per_step, v.name) for v in variants if index < len(v.components)]
+        if len(rows) < 2 or max(us for us, _ in rows) <= 0:
+            continue
+        best_us, best = min(rows)
+        worst_us, worst = max(rows)
+        out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f})")
+    dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
+    if dispatch:
+        text = ", ".join(f"{name} {us:,.1f}" for us, name in sorted(dispatch))
+        out.append(f"CPU dispatch µs/step: {text}")
+    left = []
+    for v, report in zip(variants, reports, strict=True):
+        if report.fusion is not None and report.fusion.est_saving_us_per_step:
+            count = len(report.fusion.opportunities)
+            left.append(f"{v.name} {report.fusion.est_saving_us_per_step:,.1f} µs/step ({count})")
+    if left:
+        out.append("fusion left (est. saving, opportunities): " + ", ".join(left))
+    return out
 
 
 def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from tracelens import __version__
 from tracelens.analyses.compare import Comparison
@@ -44,6 +45,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "variants": variants,
         "fusions": [dataclasses.asdict(f) for f in comparison.fusions],
         "break_even": [dataclasses.asdict(b) for b in comparison.break_even],
+        "verdicts": list(comparison.verdicts),
     }
     return _clean(document)  # type: ignore[no-any-return]
 
@@ -62,9 +64,19 @@ class CompareTextRenderer:
         console = make_console(self.color, self.width)
         components = _components_table(result) if _has_components(result) else None
         fusions = _fusions_table(result) if result.fusions else None
+        verdicts = (
+            Text("What the figures say:\n" + "\n".join(f"- {v}" for v in result.verdicts)) if result.verdicts else None
+        )
         print_parts(
             console,
-            [_variants_table(result), components, fusions, *_shapes_tables(result), *_break_even_tables(result)],
+            [
+                _variants_table(result),
+                components,
+                fusions,
+                *_shapes_tables(result),
+                *_break_even_tables(result),
+                verdicts,
+            ],
         )
         return render_to_string(console)
 
