@@ -33,6 +33,9 @@ _EMPTY_ARGS = MemoryArgs()
 _INSTANT_TYPES = frozenset((InstantEvent, LegacyInstantEvent))
 EXTRA_TYPES = frozenset((InstantEvent, LegacyInstantEvent, CounterEvent))
 _MEMORY_INTS = ("bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr")
+_MEMORY_INTS_OF = attrgetter(*_MEMORY_INTS)
+_PID_TID = attrgetter("pid", "tid")
+_MEMORY_RECORD = np.dtype([(name, np.int64) for name in _MEMORY_INTS])
 
 
 def has_extras(text: bytes | bytearray) -> bool:
@@ -42,13 +45,14 @@ def has_extras(text: bytes | bytearray) -> bool:
 
 @dataclass
 class ExtraColumns:
-    """One chunk's memory and counter events as columns (file order); memory pid/tid as decoded, counter pid
-    as a label (`str(value)`)."""
+    """One chunk's memory and counter events as columns (file order); memory (pid, tid) as a code into
+    `memory_pairs` (the distinct pairs as decoded, factorized in the chunk's process), counter pid as a label
+    (`str(value)`)."""
 
     memory_ts_us: np.ndarray
     memory_ints: dict[str, I64]
-    memory_pid: list[Any]
-    memory_tid: list[Any]
+    memory_pair: I64
+    memory_pairs: list[tuple[Any, Any]]
     counter_ts_us: np.ndarray
     counter_name: list[str]
     counter_series: list[str]
@@ -67,12 +71,17 @@ def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraCol
     events and the (rare) counter events."""
     types = set(map(type, events)) if types is None else types
     instants = filter(InstantFields.__instancecheck__, events) if not _INSTANT_TYPES.isdisjoint(types) else ()
-    memory = [e for e in instants if e.name == MEMORY_NAME and usable_ts(e.ts)]
+    memory = [e for e in instants if e.name == MEMORY_NAME]
+    memory_ts_us = _finite_floats(list(map(attrgetter("ts"), memory)))
+    if memory_ts_us is None:  # some `ts` unusable (rare): keep the events that have a usable one
+        memory = [e for e in memory if usable_ts(e.ts)]
+        memory_ts_us = _floats(list(map(attrgetter("ts"), memory)))
     has_counters = CounterEvent in types
     counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if has_counters else []
     if not memory and not counters:
         return None
     args = list(map(attrgetter("args"), memory))
+    pair_codes, pairs = factorize(list(map(_PID_TID, memory)))
     if None in args:
         args = [a if a is not None else _EMPTY_ARGS for a in args]
     c_ts, c_name, c_series, c_pid, c_value = [], [], [], [], []
@@ -86,10 +95,10 @@ def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraCol
                 c_pid.append(_label(event.pid))
                 c_value.append(number)
     return ExtraColumns(
-        memory_ts_us=_floats(list(map(attrgetter("ts"), memory))),
-        memory_ints={name: _ints(list(map(attrgetter(name), args))) for name in _MEMORY_INTS},
-        memory_pid=list(map(attrgetter("pid"), memory)),
-        memory_tid=list(map(attrgetter("tid"), memory)),
+        memory_ts_us=memory_ts_us,
+        memory_ints=_memory_ints(args),
+        memory_pair=pair_codes,
+        memory_pairs=pairs,
         counter_ts_us=np.array(c_ts, dtype=np.float64),
         counter_name=c_name,
         counter_series=c_series,
@@ -121,13 +130,8 @@ def _merge_memory(
         return MemoryTable.empty(), 0
     keep = np.abs(ts_us - origin_us) <= max_offset_us
     ints = {name: np.concatenate([p.memory_ints[name] for p in parts]) for name in _MEMORY_INTS}
-    pids = [pid for p in parts for pid in p.memory_pid]
-    tids = [tid for p in parts for tid in p.memory_tid]
     cpu_track = {(tracks.pid[i], tracks.tid[i]): i for i in range(len(tracks)) if not tracks.is_gpu[i]}
-    pair_codes, pairs = factorize(list(zip(pids, tids, strict=True)))
-    labels = [(_label(pid), _label(tid)) for pid, tid in pairs]
-    track_of_pair = np.array([cpu_track.get(pair, -1) for pair in labels] + [-1], dtype=np.int32)
-    track = track_of_pair[pair_codes]
+    track = np.concatenate([_pair_tracks(p, cpu_track) for p in parts])
     rows = np.flatnonzero(keep)
     ts_ns = np.rint((ts_us[rows] - origin_us) * NS_PER_US).astype(np.int64)
     order = rows[np.argsort(ts_ns, kind="stable")]
@@ -144,6 +148,13 @@ def _merge_memory(
         op=np.full(order.size, -1, dtype=np.int32),
     )
     return table, int(ts_us.size - rows.size)
+
+
+def _pair_tracks(part: ExtraColumns, cpu_track: dict[tuple[str, str], int]) -> np.ndarray:
+    """The CPU track of each of a chunk's memory events (by its (pid, tid) labels), -1 if none."""
+    labels = [(_label(pid), _label(tid)) for pid, tid in part.memory_pairs]
+    track_of_pair = np.array([cpu_track.get(pair, -1) for pair in labels] + [-1], dtype=np.int32)
+    return track_of_pair[part.memory_pair]
 
 
 def _merge_counters(parts: list[ExtraColumns], origin_us: float, max_offset_us: float) -> tuple[CounterTable, int]:
@@ -179,6 +190,26 @@ def _merge_counters(parts: list[ExtraColumns], origin_us: float, max_offset_us: 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float64)
+
+
+def _finite_floats(values: list[Any]) -> np.ndarray | None:
+    """float64 column of `ts` values when every one is usable (`usable_ts`: an int or a finite float), else None."""
+    try:
+        column = np.fromiter(values, dtype=np.float64, count=len(values))
+    except (TypeError, ValueError, OverflowError):  # None, or an int beyond float range
+        return None
+    return column if np.isfinite(column).all() else None
+
+
+def _memory_ints(args: list[Any]) -> dict[str, I64]:
+    """The `_MEMORY_INTS` columns of memory events' args, as `_ints` gives them: in one pass over the args
+    (a record array from one getter of all six fields) when every value is an int within int64, else field by
+    field."""
+    try:
+        records = np.fromiter(map(_MEMORY_INTS_OF, args), dtype=_MEMORY_RECORD, count=len(args))
+    except (TypeError, ValueError, OverflowError):
+        return {name: _ints(list(map(attrgetter(name), args))) for name in _MEMORY_INTS}
+    return {name: np.ascontiguousarray(records[name]) for name in _MEMORY_INTS}
 
 
 def _ints(values: list[int | None]) -> I64:
