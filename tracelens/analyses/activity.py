@@ -170,9 +170,20 @@ def _categories(ev: EventTable, name: I32, launch_name: I32) -> I8:
     """`categorize(name, launch API)` computed once per distinct (name, launch API) pair."""
     if name.size == 0:
         return np.zeros(0, dtype=np.int8)
-    pair = name.astype(np.int64) * (len(ev.names) + 1) + (launch_name.astype(np.int64) + 1)
-    pairs, inverse = np.unique(pair, return_inverse=True)
-    names, launches = np.divmod(pairs, len(ev.names) + 1)
+    distinct_names, distinct_launches = distinct_ints(name), distinct_ints(launch_name)
+    name_rank = np.searchsorted(distinct_names, name)
+    launch_rank = np.searchsorted(distinct_launches, launch_name)
+    if distinct_names.size * distinct_launches.size <= 4 * name.size + 65536:  # pairs by counting, no sort
+        pair = name_rank * distinct_launches.size + launch_rank
+        present = np.bincount(pair, minlength=distinct_names.size * distinct_launches.size) > 0
+        pairs = np.flatnonzero(present)
+        inverse = (np.cumsum(present) - 1)[pair]
+        names_rank, launches_rank = np.divmod(pairs, distinct_launches.size)
+        names, launches = distinct_names[names_rank], distinct_launches[launches_rank] + 1
+    else:
+        pair = name.astype(np.int64) * (len(ev.names) + 1) + (launch_name.astype(np.int64) + 1)
+        pairs, inverse = np.unique(pair, return_inverse=True)
+        names, launches = np.divmod(pairs, len(ev.names) + 1)
     index = {category: code for code, category in enumerate(CATEGORIES)}
     codes = [
         index[categorize(ev.names[n], ev.names[a - 1] if a > 0 else "")]

@@ -34,7 +34,6 @@ from tracelens.analyses.activity import device_busy_intervals, step_windows
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
-from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -136,7 +135,10 @@ def gap_arrays(trace: Trace, by: str = "device") -> Gaps:
     ev, links = trace.events, trace.links
     rows = np.flatnonzero(kind_mask(ev.kind, GPU_ACTIVITY_KINDS))
     group = (ev.device[rows] if by == "device" else ev.device[rows] * 1_000_003 + ev.stream[rows]).astype(np.int64)
-    order = np.lexsort((ev.ts_ns[rows], group))
+    if rows.size < 2 or bool(np.all(ev.ts_ns[rows[1:]] >= ev.ts_ns[rows[:-1]])):
+        order = np.argsort(group, kind="stable")  # rows in time order: the same as the lexsort
+    else:
+        order = np.lexsort((ev.ts_ns[rows], group))
     rows, group = rows[order], group[order]
     start, end = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
     prev_end = _previous_running_max(group, end)
@@ -240,7 +242,10 @@ def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     chosen = np.zeros(len(ev), dtype=bool)
     chosen[rows] = True
     child = np.flatnonzero((parent >= 0) & chosen[np.maximum(parent, 0)])
-    child = child[np.lexsort((ev.ts_ns[child], parent[child]))]
+    if child.size < 2 or bool(np.all(ev.ts_ns[child[1:]] >= ev.ts_ns[child[:-1]])):
+        child = child[np.argsort(parent[child], kind="stable")]  # rows in time order: the same as the lexsort
+    else:
+        child = child[np.lexsort((ev.ts_ns[child], parent[child]))]
     owner = parent[child].astype(np.int64)
     child_start = ev.ts_ns[child]
     child_end = child_start + ev.dur_ns[child]
@@ -250,7 +255,9 @@ def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     last[:-1] = owner[:-1] != owner[1:]
     span = int(child_end.max(initial=0)) - int(min(0, int(child_end.min(initial=0)))) + 1
     group = np.cumsum(first)
-    running_end = np.maximum.accumulate(child_end + group * 2 * span) - group * 2 * span
+    offset = group * (2 * span)  # later owners exceed earlier ones: one running max serves them all
+    running_end = np.maximum.accumulate(child_end + offset)
+    running_end -= offset
     before_end = np.empty(child.size, dtype=np.int64)
     before_end[1:] = running_end[:-1]
     before_end[first] = ev.ts_ns[owner[first]]
@@ -261,7 +268,7 @@ def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     starts = np.concatenate((before_end, running_end[last], ev.ts_ns[alone]))
     ends = np.concatenate((np.minimum(child_start, owner_end), owner_end[last], ev.ts_ns[alone] + ev.dur_ns[alone]))
     keep = ends > starts
-    return starts[keep].astype(np.int64), ends[keep].astype(np.int64)
+    return starts[keep].astype(np.int64, copy=False), ends[keep].astype(np.int64, copy=False)
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -379,11 +386,12 @@ THRESHOLDS = (
 def _step_grid(
     trace: Trace, start: np.ndarray, end: np.ndarray, excluded: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """ns per (step window, bucket of `BUCKETS`) summed over devices; the launch-wait pieces inside the
-    windows (k, 2), merged over devices; the number of idle gaps with time inside the windows.
+    """ns per (step window, bucket of `BUCKETS`) summed over devices; the launch-wait pieces (k, 2), merged over
+    devices (only their parts inside the windows count); the number of idle gaps with time inside the windows.
 
     Every device's timeline from the first window start to the last window end is cut into busy intervals
-    and classified idle segments; the pieces between consecutive boundaries are then binned by window."""
+    and classified idle segments (sorted and disjoint per device); each bucket is the length of its segments
+    inside each window. Devices are laid end to end on one axis so that one pass serves them all."""
     low, high = int(start.min()), int(end.max())
     gaps = gap_arrays(trace, by="device")
     first = np.ones(len(gaps), dtype=bool)
@@ -395,49 +403,77 @@ def _step_grid(
     rest_cause = np.where(
         queued, CAUSES.index("queued"), np.where(waited, CAUSES.index("launch"), CAUSES.index("other"))
     )
-    grid = np.zeros((start.size, len(BUCKETS)), dtype=np.float64)
-    launch_pieces = []
-    gap_total = 0
+    busy_by_device = device_busy_intervals(trace)
+    devices = np.asarray(sorted(busy_by_device), dtype=np.int64)
+    g_start, g_end = gaps.gap_start_ns, gaps.gap_end_ns
+    g_device = np.searchsorted(devices, gaps.group)
+    busy = np.concatenate([busy_by_device[int(d)] for d in devices.tolist()])
+    busy_device = np.repeat(np.arange(devices.size), [busy_by_device[int(d)].shape[0] for d in devices.tolist()])
+    last_busy_end = np.array([int(busy_by_device[int(d)][-1, 1]) for d in devices.tolist()], dtype=np.int64)
+    # segments per kind, each sorted by (device, start) and disjoint within a device
+    seg: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    sync_end = np.minimum(boundary, g_end)
+    rest_start = np.maximum(g_start, boundary)
+    seg[CAUSES.index("sync")] = (g_start, sync_end, g_device)
+    for cause in ("launch", "queued"):
+        on = rest_cause == CAUSES.index(cause)
+        seg[CAUSES.index(cause)] = (rest_start[on], g_end[on], g_device[on])
+    on = rest_cause == CAUSES.index("other")
+    trail_end = np.maximum(high, last_busy_end)
+    # each device's trailing idle time, after its last busy interval, goes after its gaps: stable by device
+    other = np.concatenate((np.flatnonzero(on), np.full(devices.size, -1)))
+    other_device = np.concatenate((g_device[on], np.arange(devices.size)))
+    order = np.argsort(other_device, kind="stable")
+    other, other_device = other[order], other_device[order]
+    tail = other < 0
+    o_start = np.where(tail, last_busy_end[other_device], rest_start[np.maximum(other, 0)])
+    o_end = np.where(tail, trail_end[other_device], g_end[np.maximum(other, 0)])
+    seg[CAUSES.index("other")] = (o_start, o_end, other_device)
     busy_bucket, compile_bucket = BUCKETS.index("busy"), BUCKETS.index("compile")
-    for device, busy in device_busy_intervals(trace).items():
-        on = trace.events.device[gaps.row] == device
-        g_start, g_end = gaps.gap_start_ns[on], gaps.gap_end_ns[on]
-        seg_start = np.concatenate((g_start, np.maximum(g_start, boundary[on]), busy[:, 0], [int(busy[-1, 1])]))
-        seg_end = np.concatenate((np.minimum(boundary[on], g_end), g_end, busy[:, 1], [max(high, int(busy[-1, 1]))]))
-        seg_kind = np.concatenate(
-            (
-                np.full(g_start.size, CAUSES.index("sync")),
-                rest_cause[on],
-                np.full(busy.shape[0], busy_bucket),
-                [CAUSES.index("other")],
-            )
-        )
-        keep = seg_end > seg_start
-        seg_start, seg_end, seg_kind = seg_start[keep], seg_end[keep], seg_kind[keep]
-        order = np.argsort(seg_start, kind="stable")
-        seg_start, seg_end, seg_kind = seg_start[order], seg_end[order], seg_kind[order]
-        cuts = [seg_start, seg_end, start, end]
-        if excluded is not None and excluded.shape[0]:
-            cuts += [excluded[:, 0], excluded[:, 1]]
-        points = distinct_ints(np.clip(np.concatenate(cuts), low, high))
-        piece_start, piece_end = points[:-1], points[1:]
-        kind = _lookup(seg_start, seg_end, piece_start, seg_kind)
-        slot = _lookup(start, end, piece_start, np.arange(start.size))
-        inside = (kind >= 0) & (slot >= 0)
-        if excluded is not None and excluded.shape[0]:
-            in_compile = (
-                _lookup(excluded[:, 0], excluded[:, 1], piece_start, np.zeros(excluded.shape[0], np.int64)) >= 0
-            )
-            kind = np.where(in_compile & (kind != busy_bucket) & (kind >= 0), compile_bucket, kind)
-        length = (piece_end - piece_start).astype(np.float64)
-        np.add.at(grid, (slot[inside], kind[inside]), length[inside])
-        is_launch = inside & (kind == CAUSES.index("launch"))
-        launch_pieces.append(np.stack([piece_start[is_launch], piece_end[is_launch]], axis=1))
-        idle_gap = (g_end > g_start) & (g_end > low) & (g_start < high)
-        gap_slot = _lookup(start, end, np.maximum(g_start, low), np.arange(start.size))
-        gap_total += int(np.count_nonzero(idle_gap & (gap_slot >= 0)))
-    pieces = np.concatenate(launch_pieces) if launch_pieces else np.zeros((0, 2), dtype=np.int64)
-    return grid, merge_intervals(pieces[:, 0], pieces[:, 1]), gap_total
+    has_excluded = excluded is not None and excluded.shape[0] > 0
+    ex = excluded if excluded is not None and has_excluded else np.zeros((0, 2), dtype=np.int64)
+    base = min(low, int(g_start.min()), int(busy[:, 0].min()), int(ex[:, 0].min(initial=low)))
+    top = max(high, int(trail_end.max()), int(ex[:, 1].max(initial=high)))
+    span = top - base + 1
+    shift = np.arange(devices.size, dtype=np.int64) * span - base  # device d's times go to t + shift[d]
+    w_start = (start[None, :] + shift[:, None]).ravel()
+    w_end = (end[None, :] + shift[:, None]).ravel()
+    ex_on_axis = np.stack(
+        ((ex[None, :, 0] + shift[:, None]).ravel(), (ex[None, :, 1] + shift[:, None]).ravel()), axis=1
+    )
+    not_ex = _complement(ex_on_axis)
+
+    def on_axis(s: np.ndarray, e: np.ndarray, d: np.ndarray) -> np.ndarray:
+        keep = e > s
+        return np.stack((s[keep] + shift[d[keep]], e[keep] + shift[d[keep]]), axis=1)
+
+    def per_window(intervals: np.ndarray) -> np.ndarray:
+        return covered_ns(intervals, w_start, w_end).reshape(devices.size, start.size).sum(axis=0)
+
+    grid = np.zeros((start.size, len(BUCKETS)), dtype=np.float64)
+    grid[:, busy_bucket] = per_window(on_axis(busy[:, 0], busy[:, 1], busy_device))
+    launch_on_axis = np.zeros((0, 2), dtype=np.int64)
+    for kind, (s, e, d) in seg.items():
+        intervals = on_axis(s, e, d)
+        if has_excluded:
+            grid[:, compile_bucket] += per_window(_intersect(intervals, ex_on_axis))
+            intervals = _intersect(intervals, not_ex)
+        grid[:, kind] = per_window(intervals)
+        if kind == CAUSES.index("launch"):
+            launch_on_axis = intervals
+    device_of = np.searchsorted(shift + base, launch_on_axis[:, 0], side="right") - 1
+    off = (shift[device_of] if device_of.size else np.zeros(0, dtype=np.int64))[:, None]
+    launch_pieces = launch_on_axis - off
+    idle_gap = (g_end > g_start) & (g_end > low) & (g_start < high)
+    gap_slot = _lookup(start, end, np.maximum(g_start, low), np.arange(start.size))
+    gap_total = int(np.count_nonzero(idle_gap & (gap_slot >= 0)))
+    return grid, merge_intervals(launch_pieces[:, 0], launch_pieces[:, 1]), gap_total
+
+
+def _complement(intervals: np.ndarray) -> np.ndarray:
+    """The gaps around sorted, disjoint `intervals` (k, 2), out to the int64 range's quarter-points."""
+    far = np.iinfo(np.int64).max // 4
+    return np.stack((np.concatenate(([-far], intervals[:, 1])), np.concatenate((intervals[:, 0], [far]))), axis=1)
 
 
 def _lookup(starts: np.ndarray, ends: np.ndarray, points: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -462,13 +498,19 @@ def _exposed_per_step(
 
 
 def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Intersection of two sorted, disjoint interval sets (k, 2), sorted and disjoint."""
-    points = distinct_ints(np.concatenate((a.ravel(), b.ravel())))
-    piece_start, piece_end = points[:-1], points[1:]
-    both = (_lookup(a[:, 0], a[:, 1], piece_start, np.zeros(a.shape[0], np.int64)) >= 0) & (
-        _lookup(b[:, 0], b[:, 1], piece_start, np.zeros(b.shape[0], np.int64)) >= 0
-    )
-    return merge_intervals(piece_start[both], piece_end[both])
+    """Intersection of two sorted, disjoint interval sets (k, 2): sorted, disjoint rows (touching ones may stay
+    apart)."""
+    if a.shape[0] == 0 or b.shape[0] == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    first = np.searchsorted(b[:, 1], a[:, 0], side="right")  # first b ending after each a starts
+    stop = np.searchsorted(b[:, 0], a[:, 1], side="left")  # first b starting at or after each a ends
+    count = np.maximum(stop - first, 0)
+    ai = np.repeat(np.arange(a.shape[0]), count)
+    bj = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count) + np.repeat(first, count)
+    lo = np.maximum(a[ai, 0], b[bj, 0])
+    hi = np.minimum(a[ai, 1], b[bj, 1])
+    keep = hi > lo
+    return np.stack((lo[keep], hi[keep]), axis=1).astype(np.int64)
 
 
 def _covered(intervals: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

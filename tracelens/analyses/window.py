@@ -93,8 +93,12 @@ def merge_intervals(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
     running = np.maximum.accumulate(end)
     new = np.ones(start.size, dtype=bool)
     new[1:] = start[1:] > running[:-1]
-    merged_end = np.zeros(int(new.sum()), dtype=np.int64)
-    np.maximum.at(merged_end, np.cumsum(new) - 1, end)
+    if bool(np.all(end >= start)):  # each run's running max is its own max (earlier runs end before it starts)
+        last = np.flatnonzero(np.append(new[1:], True))
+        merged_end = np.maximum(running[last], 0).astype(np.int64)  # as the zero-filled maximum.at below
+    else:
+        merged_end = np.zeros(int(new.sum()), dtype=np.int64)
+        np.maximum.at(merged_end, np.cumsum(new) - 1, end)
     return np.stack([start[new], merged_end], axis=1)
 
 
