@@ -117,7 +117,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         CriticalPath,
         text=f"{BEYOND}:critical_path_parts",
         panels=f"{BEYOND}:critical_path_panels",
-        json=f"{BEYOND}:critical_path_json",
+        json=f"{JSON}:critical_path_json",
         text_order=30,
     ),
     Analysis(

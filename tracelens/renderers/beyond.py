@@ -189,12 +189,3 @@ def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> Ana
         "something else."
     )
     return AnalysisPanels(breakdowns=(Panel(id=panel_id, title=title, figure=fig, note=note),))
-
-
-def critical_path_json(result: CriticalPath, report: AnalysisReport) -> dict[str, Any]:
-    """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
-    import dataclasses
-
-    document = dataclasses.asdict(result)
-    document.pop("path_rows", None)
-    return {"critical_path": document}

@@ -108,3 +108,10 @@ def dumps(document: dict[str, Any]) -> str:
 class AnalyzeJsonRenderer:
     def render(self, result: AnalysisReport) -> str:
         return dumps(analyze_dict(result))
+
+
+def critical_path_json(result: Any, report: AnalysisReport) -> dict[str, Any]:
+    """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
+    document = dataclasses.asdict(result)
+    document.pop("path_rows", None)
+    return {"critical_path": document}
