@@ -32,7 +32,6 @@ launch/sync calls and GPU activities (a graph walk is sequential); steps above `
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -43,7 +42,7 @@ import numpy as np
 from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, kind_mask
+from tracelens.model.events import API_KINDS, I64, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
@@ -76,19 +75,20 @@ class Change:
 
 @dataclass(frozen=True)
 class GpuConstraints:
-    """What an activity's start waited for (predecessors are call indices for the launch, GPU indices else).
-    `shift` moves a constraint observed after the activity's start (clock skew, overlapping records) back to the
-    start; `binding`: 0 launch, 1 stream, 2 cross-stream, -1 none (the observed start is kept)."""
+    """What each activity's start waited for, one list entry per activity (predecessors are call indices for
+    the launch, GPU indices else; -1 = no such constraint). `*_shift` moves a constraint observed after the
+    activity's start (clock skew, overlapping records) back to the start (a cross-stream edge needs none);
+    `launch_min` is the launch edge's minimum offset; `binding`: 0 launch, 1 stream, 2 cross-stream, -1 none
+    (the observed start is kept); `offset`: the observed start minus the binding constraint's time."""
 
-    launch: int
-    launch_shift: int
-    launch_min: int
-    stream: int
-    stream_shift: int
-    cross: int
-    cross_shift: int
-    binding: int
-    offset: int
+    launch: list[int]
+    launch_shift: list[int]
+    launch_min: list[int]
+    stream: list[int]
+    stream_shift: list[int]
+    cross: list[int]
+    binding: list[int]
+    offset: list[int]
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class StepGraph:
     # per GPU activity, from the observed times (see `_constraints`): for the launch, stream and cross-stream
     # constraint, (predecessor, shift, minimum offset); -1 = no such constraint. Then the binding one and its
     # observed offset.
-    constraints: list[GpuConstraints] = field(repr=False, default_factory=list)
+    constraints: GpuConstraints = field(repr=False)
     awaited: list[int] = field(repr=False, default_factory=list)  # per call: the activity a sync waited for, -1
 
 
@@ -245,15 +245,15 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     if calls.size + len(mine) > MAX_NODES:
         return None
     calls = calls[np.lexsort((calls, ev.ts_ns[calls]))]
-    call_of_row = {int(row): i for i, row in enumerate(calls.tolist())}
     order_g = np.lexsort((mine.row, mine.ts_ns))
     g = _reordered(mine, order_g)
     lanes = g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)
-    launch_call = [call_of_row.get(int(r), -1) for r in g.launch.tolist()]
-    latency = _typical_latency(ev.ts_ns, g, launch_call, calls)
+    launch_call = _positions(calls, g.launch.astype(np.int64))
+    latency = _typical_latency(ev.ts_ns[calls], g, lanes, launch_call)
     call_end = (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist()
     is_sync = layer[calls] == _SYNC
-    order = _order(ev.ts_ns[calls].tolist(), call_end, is_sync, g.ts_ns.tolist())
+    order = _order(ev.ts_ns[calls], ev.ts_ns[calls] + ev.dur_ns[calls], is_sync, g.ts_ns)
+    launch_call = launch_call.tolist()
     return StepGraph(
         step_index=index,
         start_ns=start,
@@ -289,20 +289,24 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
 def _awaited(
     call_start: list[int], call_end: list[int], is_sync: list[bool], gpu_end: list[int], launch_call: list[int]
 ) -> list[int]:
-    """For each sync call, the latest-ending activity that was launched before the sync started and ended while
-    it waited (after it started, before it returned); -1 for other calls and syncs that awaited nothing."""
-    ends = sorted((end, k) for k, end in enumerate(gpu_end))
+    """For each sync call, the latest-ending activity (then the highest index) that was launched before the
+    sync started and ended while it waited (after it started, at or before it returned); -1 for other calls
+    and syncs that awaited nothing."""
     out = [-1] * len(call_start)
-    for i, sync in enumerate(is_sync):
-        if not sync:
-            continue
-        for position in range(bisect.bisect_right(ends, (call_end[i], len(gpu_end))) - 1, -1, -1):
-            end, k = ends[position]
-            if end <= call_start[i]:
+    syncs = [i for i, sync in enumerate(is_sync) if sync]
+    if not syncs or not gpu_end:
+        return out
+    end = np.asarray(gpu_end, dtype=np.int64)
+    by_end = np.lexsort((np.arange(end.size), end))
+    ends, owners = end[by_end].tolist(), by_end.tolist()
+    stops = np.searchsorted(end[by_end], np.asarray(call_end, dtype=np.int64)[syncs], side="right").tolist()
+    for i, stop in zip(syncs, stops, strict=True):
+        for position in range(stop - 1, -1, -1):
+            if ends[position] <= call_start[i]:
                 break
-            launch = launch_call[k]
+            launch = launch_call[owners[position]]
             if launch < 0 or call_start[launch] <= call_start[i]:
-                out[i] = k
+                out[i] = owners[position]
                 break
     return out
 
@@ -314,83 +318,130 @@ def _constraints(
     lanes: list[int],
     launch_call: list[int],
     latency_ns: int,
-) -> list[GpuConstraints]:
-    """The dependencies of every GPU activity read from observed times, once per graph (in start order)."""
-    out: list[GpuConstraints] = []
-    lane_last: dict[int, int] = {}
-    ends: list[tuple[int, int]] = []  # (observed end, index) of earlier activities, sorted
-    for k, start in enumerate(gpu_start):
-        observed = [-1, -1, -1]  # constraint times, clamped to the start
-        minimum = [0, 0, 0]
-        shifts = [0, 0, 0]
-        preds = [-1, -1, -1]
-        call = launch_call[k]
-        if call >= 0:
-            at = call_start[call]
-            preds[0], shifts[0] = call, max(0, at - start)
-            observed[0], minimum[0] = at - shifts[0], min(latency_ns, max(0, start - at))
-        previous = lane_last.get(lanes[k], -1)
-        if previous >= 0:
-            at = gpu_start[previous] + gpu_dur[previous]
-            preds[1], shifts[1] = previous, max(0, at - start)
-            observed[1] = at - shifts[1]
-        explained = max((observed[i] + minimum[i] for i in range(2) if preds[i] >= 0), default=-(2**62))
-        if start - explained > CROSS_STREAM_NS:
-            position = bisect.bisect_right(ends, (start, len(gpu_start))) - 1
-            while position >= 0 and ends[position][0] >= start - CROSS_STREAM_NS:
-                j = ends[position][1]
-                if lanes[j] != lanes[k]:
-                    preds[2], observed[2] = j, ends[position][0]
-                    break
-                position -= 1
-        present = [i for i in range(3) if preds[i] >= 0]
-        binding = max(present, key=lambda i: (observed[i] + minimum[i], observed[i])) if present else -1
-        out.append(
-            GpuConstraints(
-                launch=preds[0],
-                launch_shift=shifts[0],
-                launch_min=minimum[0],
-                stream=preds[1],
-                stream_shift=shifts[1],
-                cross=preds[2],
-                cross_shift=shifts[2],
-                binding=binding,
-                offset=start - observed[binding] if binding >= 0 else 0,
-            )
-        )
-        lane_last[lanes[k]] = k
-        bisect.insort(ends, (start + gpu_dur[k], k))
-    return out
+) -> GpuConstraints:
+    """The dependencies of every GPU activity (in start order) read from observed times, once per graph: the
+    launch edge and the stream edge for all activities at once; the cross-stream edge, only for activities that
+    started more than `CROSS_STREAM_NS` after both allowed, is the latest-ending earlier activity of another
+    lane that ended within `CROSS_STREAM_NS` before the start."""
+    start = np.asarray(gpu_start, dtype=np.int64)
+    end = start + np.asarray(gpu_dur, dtype=np.int64)
+    lane = np.asarray(lanes, dtype=np.int64)
+    call = np.asarray(launch_call, dtype=np.int64)
+    n = start.size
+    called = call >= 0
+    at = np.asarray(call_start, dtype=np.int64)[call[called]] if called.any() else np.zeros(0, dtype=np.int64)
+    launch_at = np.zeros(n, dtype=np.int64)
+    launch_at[called] = at
+    launch_shift = np.where(called, np.maximum(0, launch_at - start), 0)
+    launch_obs = launch_at - launch_shift
+    launch_min = np.where(called, np.minimum(latency_ns, np.maximum(0, start - launch_at)), 0)
+    previous = _previous_on_lane(lane)
+    streamed = previous >= 0
+    stream_at = np.where(streamed, end[np.maximum(previous, 0)], 0)
+    stream_shift = np.where(streamed, np.maximum(0, stream_at - start), 0)
+    stream_obs = stream_at - stream_shift
+    never = -(2**62)
+    explained = np.maximum(np.where(called, launch_obs + launch_min, never), np.where(streamed, stream_obs, never))
+    cross, cross_obs = _cross_stream(start, end, lane, np.flatnonzero(start - explained > CROSS_STREAM_NS))
+    keys = (
+        (called, launch_obs + launch_min, launch_obs),
+        (streamed, stream_obs, stream_obs),
+        (cross >= 0, cross_obs, cross_obs),
+    )
+    binding = np.full(n, -1, dtype=np.int64)
+    best_key = np.full(n, never, dtype=np.int64)
+    best_obs = np.full(n, never, dtype=np.int64)
+    for index, (present, key, observed) in enumerate(keys):  # max of (key, observed); the first wins a tie
+        better = present & ((binding < 0) | (key > best_key) | ((key == best_key) & (observed > best_obs)))
+        binding[better], best_key[better], best_obs[better] = index, key[better], observed[better]
+    return GpuConstraints(
+        launch=call.tolist(),
+        launch_shift=launch_shift.tolist(),
+        launch_min=launch_min.tolist(),
+        stream=previous.tolist(),
+        stream_shift=stream_shift.tolist(),
+        cross=cross.tolist(),
+        binding=binding.tolist(),
+        offset=np.where(binding >= 0, start - best_obs, 0).tolist(),
+    )
+
+
+def _previous_on_lane(lane: np.ndarray) -> np.ndarray:
+    """For activities in start order: the index of the previous activity on the same lane, -1 for the first."""
+    order = np.argsort(lane, kind="stable")
+    previous = np.full(lane.size, -1, dtype=np.int64)
+    same = lane[order[1:]] == lane[order[:-1]]
+    previous[order[1:][same]] = order[:-1][same]
+    return previous
+
+
+def _cross_stream(start: np.ndarray, end: np.ndarray, lane: np.ndarray, waiting: np.ndarray) -> tuple[I64, I64]:
+    """(predecessor, its end) of the cross-stream edge of each activity, -1 where none; looked up only for the
+    activities at `waiting`: among earlier activities (lower index) ending at or before the start, the latest
+    end (then the highest index) within `CROSS_STREAM_NS` on another lane."""
+    cross = np.full(start.size, -1, dtype=np.int64)
+    cross_end = np.full(start.size, -1, dtype=np.int64)
+    if waiting.size == 0:
+        return cross, cross_end
+    by_end = np.lexsort((np.arange(end.size), end))
+    ends, owners, lanes = end[by_end].tolist(), by_end.tolist(), lane.tolist()
+    stops = np.searchsorted(end[by_end], start[waiting], side="right").tolist()
+    for k, stop in zip(waiting.tolist(), stops, strict=True):
+        earliest = int(start[k]) - CROSS_STREAM_NS
+        position = stop - 1
+        while position >= 0 and ends[position] >= earliest:
+            j = owners[position]
+            if j < k and lanes[j] != lanes[k]:
+                cross[k], cross_end[k] = j, ends[position]
+                break
+            position -= 1
+    return cross, cross_end
 
 
 def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
     return GpuActivity(**{f.name: getattr(activity, f.name)[order] for f in fields(activity)})
 
 
-def _order(
-    call_start: list[int], call_end: list[int], is_sync: np.ndarray, gpu_start: list[int]
-) -> list[tuple[int, int]]:
+def _order(call_start: I64, call_end: I64, is_sync: np.ndarray, gpu_start: I64) -> list[tuple[int, int]]:
     """Observed order: call starts, sync returns and GPU activity starts by time; at one time a sync return
-    first, then a call, then an activity."""
-    keys = [(t, 1, i) for i, t in enumerate(call_start)] + [(t, 2, k) for k, t in enumerate(gpu_start)]
-    keys += [(call_end[i], 0, i) for i in np.flatnonzero(is_sync).tolist()]
-    keys.sort()
-    return [(what, i) for _, what, i in keys]
+    first, then a call, then an activity (then by index)."""
+    syncs = np.flatnonzero(is_sync)
+    when = np.concatenate((call_start, gpu_start, call_end[syncs]))
+    what = np.repeat(np.array([1, 2, 0], dtype=np.int64), [call_start.size, gpu_start.size, syncs.size])
+    index = np.concatenate((np.arange(call_start.size), np.arange(gpu_start.size), syncs))
+    order = np.lexsort((index, what, when))
+    return list(zip(what[order].tolist(), index[order].tolist(), strict=True))
 
 
-def _typical_latency(ts_ns: np.ndarray, g: GpuActivity, launch_call: list[int], calls: np.ndarray) -> int:
-    """Median launch → start latency of activities that started when nothing else held them back (their stream
-    was idle); `DEFAULT_LAUNCH_LATENCY_NS` when there are none."""
-    samples = []
-    previous_end: dict[int, int] = {}
-    lanes = (g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)).tolist()
-    for k, lane in enumerate(lanes):
-        start = int(g.ts_ns[k])
-        call = launch_call[k]
-        if call >= 0 and start > previous_end.get(lane, -1) + CROSS_STREAM_NS:
-            samples.append(start - int(ts_ns[calls[call]]))
-        previous_end[lane] = max(previous_end.get(lane, -1), start + int(g.dur_ns[k]))
-    return int(median(samples)) if samples else DEFAULT_LAUNCH_LATENCY_NS
+def _positions(calls: I64, rows: I64) -> I64:
+    """The position in `calls` of each of `rows` (-1 where it is not one of `calls`)."""
+    if calls.size == 0:
+        return np.full(rows.size, -1, dtype=np.int64)
+    sorter = np.argsort(calls, kind="stable")
+    at = np.minimum(np.searchsorted(calls, rows, sorter=sorter), calls.size - 1)
+    return np.where(calls[sorter[at]] == rows, sorter[at], -1).astype(np.int64)
+
+
+def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64) -> int:
+    """Median launch → start latency of activities (in start order) that started when nothing else held them
+    back: more than `CROSS_STREAM_NS` after every earlier activity of their lane had ended;
+    `DEFAULT_LAUNCH_LATENCY_NS` when there are none."""
+    start = g.ts_ns.astype(np.int64)
+    if start.size == 0:
+        return DEFAULT_LAUNCH_LATENCY_NS
+    order = np.argsort(lanes, kind="stable")
+    lane, end = lanes[order], (start + g.dur_ns)[order]
+    first = np.r_[True, lane[1:] != lane[:-1]]
+    far = int(end.max()) - min(0, int(start.min())) + 1
+    offset = np.cumsum(first) * (2 * far)  # later lanes exceed earlier ones: one running max serves them all
+    before = np.empty(lane.size, dtype=np.int64)  # the latest end of earlier activities on the lane, -1 if none
+    before[1:] = (np.maximum.accumulate(end + offset) - offset)[:-1]
+    before[first] = -1
+    previous_end = np.empty_like(before)
+    previous_end[order] = before
+    sampled = (launch_call >= 0) & (start > previous_end + CROSS_STREAM_NS)
+    samples = start[sampled] - call_start[launch_call[sampled]]
+    return int(median(samples)) if samples.size else DEFAULT_LAUNCH_LATENCY_NS
 
 
 # --- replay -------------------------------------------------------------------------------------------------
@@ -408,38 +459,99 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     g_end = [0] * n_gpu
     g_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_gpu
     thread_last: dict[int, int] = {}  # thread -> index of its last call
+    start_gpu = _gpu_starter(graph, gpu_dur, c_start, g_start, g_end, g_from)
+    start_call = _call_starter(graph, cpu_factor, c_start, c_end, c_from, c_own, thread_last)
     for what, node in graph.order:
-        if what == 1:
-            _replay_call(graph, node, cpu_factor, c_start, c_end, c_from, c_own, thread_last)
-            thread_last[graph.call_thread[node]] = node
-        elif what == 0:
-            _return_sync(graph, node, c_start, c_end, c_own, g_end)
+        if what == 2:
+            start_gpu(node)
+        elif what == 1:
+            start_call(node)
         else:
-            _replay_gpu(graph, node, gpu_dur, c_start, g_start, g_end, g_from)
+            _return_sync(graph, node, c_start, c_end, c_own, g_end)
     return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start, thread_last)
 
 
-def _replay_call(
+def _call_starter(
     graph: StepGraph,
-    i: int,
     cpu_factor: float,
     c_start: list[int],
     c_end: list[int],
     c_from: list[tuple[str, int, int]],
     c_own: list[tuple[str, int, int]],
     thread_last: dict[int, int],
-) -> None:
-    """A call starts after the CPU work since the thread's previous call; a launch call's end follows (a sync's
-    end waits for `_return_sync`)."""
-    previous = thread_last.get(graph.call_thread[i], -1)
-    anchor_obs = graph.call_start_ns[previous] + graph.call_dur_ns[previous] if previous >= 0 else graph.start_ns
-    anchor = c_end[previous] if previous >= 0 else graph.start_ns
-    work = round(max(0, graph.call_start_ns[i] - anchor_obs) / cpu_factor)
-    c_start[i] = anchor + work
-    duration = round(graph.call_dur_ns[i] / cpu_factor) if not graph.call_is_sync[i] else graph.call_dur_ns[i]
-    c_end[i] = c_start[i] + duration  # a sync's end is settled when it returns
-    c_from[i] = (CPU, previous, work)
-    c_own[i] = (CPU, -1, duration)
+) -> Callable[[int], None]:
+    """The replay of a call's start: it starts after the CPU work since its thread's previous call; a launch
+    call's end follows (a sync's end waits for `_return_sync`). The graph's lists are bound once."""
+    thread, observed, length, is_sync = graph.call_thread, graph.call_start_ns, graph.call_dur_ns, graph.call_is_sync
+    step_start = graph.start_ns
+
+    def start_call(i: int) -> None:
+        previous = thread_last.get(thread[i], -1)
+        if previous >= 0:
+            anchor_obs, anchor = observed[previous] + length[previous], c_end[previous]
+        else:
+            anchor_obs = anchor = step_start
+        work = round(max(0, observed[i] - anchor_obs) / cpu_factor)
+        c_start[i] = anchor + work
+        duration = length[i] if is_sync[i] else round(length[i] / cpu_factor)
+        c_end[i] = c_start[i] + duration  # a sync's end is settled when it returns
+        c_from[i] = (CPU, previous, work)
+        c_own[i] = (CPU, -1, duration)
+        thread_last[thread[i]] = i
+
+    return start_call
+
+
+def _gpu_starter(
+    graph: StepGraph,
+    gpu_dur: dict[int, int],
+    c_start: list[int],
+    g_start: list[int],
+    g_end: list[int],
+    g_from: list[tuple[str, int, int]],
+) -> Callable[[int], None]:
+    """The replay of an activity's start: its binding constraint's replayed time plus its observed offset, and
+    no earlier than any other constraint allows. The graph's lists are bound once (this runs once per activity
+    per replay)."""
+    c = graph.constraints
+    binding_of, offset, launch_min = c.binding, c.offset, c.launch_min
+    launch_of, launch_shift, stream_of, stream_shift, cross_of = (
+        c.launch,
+        c.launch_shift,
+        c.stream,
+        c.stream_shift,
+        c.cross,
+    )
+    observed, length, step_start = graph.gpu_start_ns, graph.gpu_dur_ns, graph.start_ns
+
+    def start_gpu(k: int) -> None:
+        binding = binding_of[k]
+        if binding < 0:  # launched outside the step's calls and first on its lane: keep its observed start
+            start = observed[k]
+            g_from[k] = (OTHER_WAIT, -1, start - step_start)
+        else:
+            launch_pred, stream_pred, cross_pred = launch_of[k], stream_of[k], cross_of[k]
+            launch = c_start[launch_pred] - launch_shift[k] if launch_pred >= 0 else 0
+            stream = g_end[stream_pred] - stream_shift[k] if stream_pred >= 0 else 0
+            cross = g_end[cross_pred] if cross_pred >= 0 else 0
+            if binding == 0:
+                base, part, pred = launch, LAUNCH_LATENCY, launch_pred
+            elif binding == 1:
+                base, part, pred = stream, GPU_GAP, ~stream_pred
+            else:
+                base, part, pred = cross, GPU_GAP, ~cross_pred
+            start = base + offset[k]
+            if launch_pred >= 0 and launch + launch_min[k] > start:
+                start = launch + launch_min[k]
+            if stream_pred >= 0 and stream > start:
+                start = stream
+            if cross_pred >= 0 and cross > start:
+                start = cross
+            g_from[k] = (part, pred, start - base)
+        g_start[k] = start
+        g_end[k] = start + gpu_dur.get(k, length[k])
+
+    return start_gpu
 
 
 def _return_sync(
@@ -462,43 +574,6 @@ def _return_sync(
     else:  # the awaited work finished before the sync was reached: it returns at once
         c_end[i] = c_start[i] + min(after, graph.call_dur_ns[i])
         c_own[i] = (SYNC, -1, c_end[i] - c_start[i])
-
-
-def _replay_gpu(
-    graph: StepGraph,
-    k: int,
-    gpu_dur: dict[int, int],
-    c_start: list[int],
-    g_start: list[int],
-    g_end: list[int],
-    g_from: list[tuple[str, int, int]],
-) -> None:
-    """An activity starts at its binding constraint's replayed time plus its observed offset, and no earlier
-    than any other constraint allows (plain comparisons: this runs once per activity per replay)."""
-    c = graph.constraints[k]
-    if c.binding < 0:  # launched outside the step's calls and first on its lane: keep its observed start
-        start = graph.gpu_start_ns[k]
-        g_from[k] = (OTHER_WAIT, -1, start - graph.start_ns)
-    else:
-        launch = c_start[c.launch] - c.launch_shift if c.launch >= 0 else 0
-        stream = g_end[c.stream] - c.stream_shift if c.stream >= 0 else 0
-        cross = g_end[c.cross] - c.cross_shift if c.cross >= 0 else 0
-        if c.binding == 0:
-            base, part, pred = launch, LAUNCH_LATENCY, c.launch
-        elif c.binding == 1:
-            base, part, pred = stream, GPU_GAP, ~c.stream
-        else:
-            base, part, pred = cross, GPU_GAP, ~c.cross
-        start = base + c.offset
-        if c.launch >= 0 and launch + c.launch_min > start:
-            start = launch + c.launch_min
-        if c.stream >= 0 and stream > start:
-            start = stream
-        if c.cross >= 0 and cross > start:
-            start = cross
-        g_from[k] = (part, pred, start - base)
-    g_start[k] = start
-    g_end[k] = start + gpu_dur.get(k, graph.gpu_dur_ns[k])
 
 
 def _finish(
