@@ -32,10 +32,11 @@ launch/sync calls and GPU activities (a graph walk is sequential); steps above `
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -104,6 +105,9 @@ class StepGraph:
     call_dur_ns: list[int]
     call_is_sync: list[bool]
     call_row: list[int]
+    call_prev: list[int]  # the previous call of the same thread, -1 for its first
+    call_work_ns: list[int]  # observed CPU work before each call (since its thread's previous call or the step start)
+    last_call: int  # the last call of the thread whose calls end last (it carries the step to its end), -1 = none
     # GPU activities
     gpu_start_ns: list[int]
     gpu_dur_ns: list[int]
@@ -263,6 +267,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         call_dur_ns=ev.dur_ns[calls].tolist(),
         call_is_sync=(layer[calls] == _SYNC).tolist(),
         call_row=calls.tolist(),
+        **_thread_chains(ev.track[calls].astype(np.int64), ev.ts_ns[calls], ev.ts_ns[calls] + ev.dur_ns[calls], start),
         gpu_start_ns=g.ts_ns.tolist(),
         gpu_dur_ns=g.dur_ns.tolist(),
         gpu_lane=lanes.tolist(),
@@ -422,6 +427,21 @@ def _positions(calls: I64, rows: I64) -> I64:
     return np.where(calls[sorter[at]] == rows, sorter[at], -1).astype(np.int64)
 
 
+def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int) -> dict[str, Any]:
+    """`call_prev`, `call_work_ns` and `last_call` of `StepGraph` for calls in start order: each thread's calls
+    form a chain; the main thread is the one whose last call ends last (the earliest-starting thread on a tie)."""
+    previous = _previous_on_lane(thread)
+    anchor = np.where(previous >= 0, call_end[np.maximum(previous, 0)], step_start)
+    work = np.maximum(0, call_start - anchor)
+    is_last = np.ones(thread.size, dtype=bool)
+    is_last[previous[previous >= 0]] = False
+    first_call = {t: i for i, t in reversed(list(enumerate(thread.tolist())))}
+    # each thread's last call, the threads in order of appearance (max keeps the first of equal ends)
+    lasts = sorted(np.flatnonzero(is_last).tolist(), key=lambda i: first_call[int(thread[i])])
+    last = max(lasts, key=lambda i: int(call_end[i]), default=-1)
+    return {"call_prev": previous.tolist(), "call_work_ns": work.tolist(), "last_call": last}
+
+
 def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64) -> int:
     """Median launch → start latency of activities (in start order) that started when nothing else held them
     back: more than `CROSS_STREAM_NS` after every earlier activity of their lane had ended;
@@ -451,55 +471,37 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns})."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     n_calls, n_gpu = len(graph.call_start_ns), len(graph.gpu_start_ns)
+    work, duration = _scaled_cpu(graph, cpu_factor)
     c_start = [0] * n_calls
     c_end = [0] * n_calls
-    c_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_calls  # how the call's start was reached
-    c_own: list[tuple[str, int, int]] = [("", -1, 0)] * n_calls  # how its end was reached (from its start or GPU)
+    c_from = list(zip(itertools.repeat(CPU), graph.call_prev, work))  # how the call's start was reached
+    c_own = list(zip(itertools.repeat(CPU), itertools.repeat(-1), duration))  # how its end was (syncs: GPU)
     g_start = [0] * n_gpu
     g_end = [0] * n_gpu
     g_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_gpu
-    thread_last: dict[int, int] = {}  # thread -> index of its last call
     start_gpu = _gpu_starter(graph, gpu_dur, c_start, g_start, g_end, g_from)
-    start_call = _call_starter(graph, cpu_factor, c_start, c_end, c_from, c_own, thread_last)
+    previous_of, step_start = graph.call_prev, graph.start_ns
     for what, node in graph.order:
         if what == 2:
             start_gpu(node)
-        elif what == 1:
-            start_call(node)
+        elif what == 1:  # a call starts after the CPU work since its thread's previous call
+            previous = previous_of[node]
+            c_start[node] = (c_end[previous] if previous >= 0 else step_start) + work[node]
+            c_end[node] = c_start[node] + duration[node]  # a sync's end is settled when it returns
         else:
             _return_sync(graph, node, c_start, c_end, c_own, g_end)
-    return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start, thread_last)
+    return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start)
 
 
-def _call_starter(
-    graph: StepGraph,
-    cpu_factor: float,
-    c_start: list[int],
-    c_end: list[int],
-    c_from: list[tuple[str, int, int]],
-    c_own: list[tuple[str, int, int]],
-    thread_last: dict[int, int],
-) -> Callable[[int], None]:
-    """The replay of a call's start: it starts after the CPU work since its thread's previous call; a launch
-    call's end follows (a sync's end waits for `_return_sync`). The graph's lists are bound once."""
-    thread, observed, length, is_sync = graph.call_thread, graph.call_start_ns, graph.call_dur_ns, graph.call_is_sync
-    step_start = graph.start_ns
-
-    def start_call(i: int) -> None:
-        previous = thread_last.get(thread[i], -1)
-        if previous >= 0:
-            anchor_obs, anchor = observed[previous] + length[previous], c_end[previous]
-        else:
-            anchor_obs = anchor = step_start
-        work = round(max(0, observed[i] - anchor_obs) / cpu_factor)
-        c_start[i] = anchor + work
-        duration = length[i] if is_sync[i] else round(length[i] / cpu_factor)
-        c_end[i] = c_start[i] + duration  # a sync's end is settled when it returns
-        c_from[i] = (CPU, previous, work)
-        c_own[i] = (CPU, -1, duration)
-        thread_last[thread[i]] = i
-
-    return start_call
+def _scaled_cpu(graph: StepGraph, cpu_factor: float) -> tuple[list[int], list[int]]:
+    """(CPU work before each call, each call's length) with CPU work `cpu_factor`× faster (a sync keeps its
+    observed length: it waits); rounded to the ns half to even, as Python's `round`."""
+    if cpu_factor == 1.0:
+        return graph.call_work_ns, graph.call_dur_ns
+    work = np.rint(np.asarray(graph.call_work_ns, dtype=np.float64) / cpu_factor).astype(np.int64)
+    length = np.asarray(graph.call_dur_ns, dtype=np.int64)
+    scaled = np.rint(length / cpu_factor).astype(np.int64)
+    return work.tolist(), np.where(np.asarray(graph.call_is_sync, dtype=bool), length, scaled).tolist()
 
 
 def _gpu_starter(
@@ -584,10 +586,8 @@ def _finish(
     g_end: list[int],
     g_from: list[tuple[str, int, int]],
     g_start: list[int],
-    thread_last: dict[int, int],
 ) -> Replay:
-    main = _main_thread(graph, thread_last)
-    last = thread_last.get(main, -1) if main is not None else -1
+    last = graph.last_call
     tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
     cpu_end = (c_end[last] if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
     gpu_end = max(g_end, default=graph.start_ns)
@@ -658,13 +658,6 @@ def _walk(
             ns = graph.launch_latency_ns
         path[part] = path.get(part, 0) + ns
         at_start = part == LAUNCH_LATENCY  # a launch edge enters the call at its start
-
-
-def _main_thread(graph: StepGraph, thread_last: dict[int, int]) -> int | None:
-    """The thread whose calls end last (the one that carries the step to its end)."""
-    if not thread_last:
-        return None
-    return max(thread_last, key=lambda t: graph.call_start_ns[thread_last[t]] + graph.call_dur_ns[thread_last[t]])
 
 
 def _observed_step_ns(graph: StepGraph) -> int:
