@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.table import Table
@@ -10,7 +9,7 @@ from rich.text import Text
 
 from tracelens import __version__
 from tracelens.analyses.compare import Comparison
-from tracelens.renderers.jsonout import _clean, dumps, per_step_dict
+from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
@@ -33,9 +32,9 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
                 "exposed_dispatch_us": v.exposed_dispatch_us_per_step,
             },
             "kernels_by_category": v.kernels_by_category,
-            "kernels": [dataclasses.asdict(k) for k in v.kernels],
-            "components": [dataclasses.asdict(c) for c in v.components],
-            "shapes": [dataclasses.asdict(r) for r in v.shapes],
+            "kernels": plain(v.kernels),
+            "components": plain(v.components),
+            "shapes": plain(v.shapes),
         }
         for v in comparison.variants
     ]
@@ -43,8 +42,8 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "schema": COMPARE_SCHEMA,
         "tool": {"name": "tracelens", "version": __version__},
         "variants": variants,
-        "fusions": [dataclasses.asdict(f) for f in comparison.fusions],
-        "break_even": [dataclasses.asdict(b) for b in comparison.break_even],
+        "fusions": plain(comparison.fusions),
+        "break_even": plain(comparison.break_even),
         "verdicts": list(comparison.verdicts),
     }
     return _clean(document)  # type: ignore[no-any-return]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
+
+import msgspec
 
 from tracelens import __version__
 from tracelens.analyses import AnalysisReport
@@ -16,6 +19,16 @@ from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
 
 ANALYZE_SCHEMA = "tracelens.analyze/1"
 PER_STEP_KEYS = STEP_FIGURE_KEYS
+
+
+def plain(value: Any, leave_out: Iterable[str] = ()) -> Any:
+    """A result (dataclasses, lists, dicts, scalars) as plain JSON-ready data, in field order; a dataclass's fields
+    named in `leave_out` are left out (not converted at all). What `dataclasses.asdict` gives, ~10× faster."""
+    skip = frozenset(leave_out)
+    if skip and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return {f.name: msgspec.to_builtins(getattr(value, f.name)) for f in fields if f.name not in skip}
+    return msgspec.to_builtins(value)
 
 
 def per_step_dict(figures: StepFigures) -> dict[str, float | None]:
@@ -29,14 +42,14 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
     document: dict[str, Any] = {"schema": ANALYZE_SCHEMA, "tool": {"name": "tracelens", "version": __version__}}
     for entry, result in report.results():
         section = entry.renderer("json")
-        document.update(section(result, report) if section is not None else {entry.name: dataclasses.asdict(result)})
+        document.update(section(result, report) if section is not None else {entry.name: plain(result)})
     return _clean(document)
 
 
 def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
     """The document's head: trace facts, steps, per-step figures, kernels, ops, warnings."""
     return {
-        "trace": dataclasses.asdict(summary.facts),
+        "trace": plain(summary.facts),
         "steps": summary.steps,
         "step_numbers": summary.step_numbers,
         "per_step": per_step_dict(summary.per_step),
@@ -45,7 +58,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
         "kernels": _kernels_with_roofline(summary, report.get(Roofline)),
-        "ops": [dataclasses.asdict(row) for row in summary.ops],
+        "ops": plain(summary.ops),
         "warnings": list(summary.warnings),
     }
 
@@ -58,7 +71,7 @@ def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[
     by_kernel = roofline.by_kernel() if roofline else {}
     rows = []
     for row in summary.kernels:
-        entry = dataclasses.asdict(row)
+        entry = plain(row)
         model = by_kernel.get(row.name)
         if model is not None:
             entry.update({key: getattr(model, key) for key in ROOFLINE_KERNEL_KEYS})
@@ -68,13 +81,13 @@ def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[
 
 def bound_json(bound: Bound, report: AnalysisReport) -> dict[str, Any]:
     """`bound` is the verdict string ("cpu", "gpu", "mixed", "unknown"), its figures are `bound_breakdown`."""
-    return {"bound": bound.bound, "bound_breakdown": dataclasses.asdict(bound)}
+    return {"bound": bound.bound, "bound_breakdown": plain(bound)}
 
 
 def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
     """`fusion_opportunities` is a list; `fusion` has the totals."""
     return {
-        "fusion_opportunities": [dataclasses.asdict(o) for o in fusion.opportunities],
+        "fusion_opportunities": plain(fusion.opportunities),
         "fusion": {
             "shapes_recorded": fusion.shapes_recorded,
             "est_saving_us_per_step": fusion.est_saving_us_per_step,
@@ -112,6 +125,4 @@ class AnalyzeJsonRenderer:
 
 def critical_path_json(result: Any, report: AnalysisReport) -> dict[str, Any]:
     """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
-    document = dataclasses.asdict(result)
-    document.pop("path_rows", None)
-    return {"critical_path": document}
+    return {"critical_path": plain(result, leave_out=("path_rows",))}

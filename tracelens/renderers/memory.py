@@ -4,7 +4,6 @@ neither)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from tracelens.analyses.memory import Memory
@@ -33,9 +32,9 @@ def format_bytes(value: float | None) -> str:
 
 def json_keys(result: Memory, report: AnalysisReport) -> dict[str, Any]:
     """`memory`: every field but the thinned `timeline` (the report draws it; the JSON has the figures)."""
-    plain = dataclasses.asdict(result)
-    plain.pop("timeline")
-    return {"memory": plain}
+    from tracelens.renderers.jsonout import plain
+
+    return {"memory": plain(result, leave_out=("timeline",))}
 
 
 def text_section(result: Memory, report: AnalysisReport) -> list[Any]:

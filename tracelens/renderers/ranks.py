@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.table import Table
 
 from tracelens import __version__
 from tracelens.analyses.ranks import RanksReport
-from tracelens.renderers.jsonout import _clean, dumps
+from tracelens.renderers.jsonout import _clean, dumps, plain
 from tracelens.renderers.tables import droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.renderers.textsafe import safe_text
@@ -22,7 +21,7 @@ def ranks_dict(report: RanksReport) -> dict[str, Any]:
     document = {
         "schema": RANKS_SCHEMA,
         "tool": {"name": "tracelens", "version": __version__},
-        **dataclasses.asdict(report),
+        **plain(report),
     }
     return dict(_clean(document))
 
