@@ -214,24 +214,33 @@ def _median_float(values: list[int | None]) -> float | None:
 
 
 def _steps(trace: Trace, memory: MemoryTable, rows: I64, window: Window) -> list[MemoryStep]:
+    """Each analyzed step's figures from the device's events `rows` (time order): events in [start, end)."""
     ts = memory.ts_ns[rows]
     size = memory.bytes[rows]
+    index = window.step_indices
+    end_ns = trace.steps.end_ns[index].astype(np.int64)
+    lo = np.searchsorted(ts, trace.steps.start_ns[index], side="left")
+    hi = np.searchsorted(ts, end_ns, side="left")
+    allocations = _range_sums((size > 0).astype(np.int64), lo, hi)
+    allocated = _range_sums(np.where(size > 0, size, 0), lo, hi)
+    frees = _range_sums((size < 0).astype(np.int64), lo, hi)
+    peak_allocated = _peaks(memory.total_allocated[rows], lo, hi)
+    peak_reserved = _peaks(memory.total_reserved[rows], lo, hi)
     free_ts = _free_times(memory, rows)
     has_addr = bool((memory.addr[rows] >= 0).any())
     out = []
-    for index, number in zip(window.step_indices.tolist(), window.step_numbers, strict=True):
-        start, end = int(trace.steps.start_ns[index]), int(trace.steps.end_ns[index])
-        lo, hi = int(np.searchsorted(ts, start, side="left")), int(np.searchsorted(ts, end, side="left"))
-        alloc = np.flatnonzero(size[lo:hi] > 0) + lo
-        outliving = alloc[free_ts[alloc] >= end] if has_addr else None
+    for i, number in enumerate(window.step_numbers):
+        outliving: np.ndarray | None = None
+        if has_addr:  # allocations of the step not freed before its end
+            outliving = np.flatnonzero((size[lo[i] : hi[i]] > 0) & (free_ts[lo[i] : hi[i]] >= end_ns[i])) + lo[i]
         out.append(
             MemoryStep(
                 step=int(number),
-                peak_allocated_bytes=_peak(memory.total_allocated[rows], lo, hi),
-                peak_reserved_bytes=_peak(memory.total_reserved[rows], lo, hi),
-                allocations=int(alloc.size),
-                allocated_bytes=int(size[alloc].sum()),
-                frees=int((size[lo:hi] < 0).sum()),
+                peak_allocated_bytes=peak_allocated[i],
+                peak_reserved_bytes=peak_reserved[i],
+                allocations=allocations[i],
+                allocated_bytes=allocated[i],
+                frees=frees[i],
                 outliving_allocations=None if outliving is None else int(outliving.size),
                 outliving_bytes=None if outliving is None else int(size[outliving].sum()),
             )
@@ -239,14 +248,25 @@ def _steps(trace: Trace, memory: MemoryTable, rows: I64, window: Window) -> list
     return out
 
 
-def _peak(level: I64, lo: int, hi: int) -> int | None:
-    """The highest known level of rows [lo, hi) and of the last known row before `lo` (carried in)."""
-    inside = level[lo:hi]
-    candidates = [int(inside[inside >= 0].max())] if (inside >= 0).any() else []
-    before = np.flatnonzero(level[:lo] >= 0)
-    if before.size:
-        candidates.append(int(level[before[-1]]))
-    return max(candidates) if candidates else None
+def _range_sums(values: I64, lo: np.ndarray, hi: np.ndarray) -> list[int]:
+    """The sum of `values[lo[i]:hi[i]]` for each i (0 for an empty range)."""
+    cumulative = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+    return (cumulative[hi] - cumulative[np.minimum(lo, hi)]).tolist()
+
+
+def _peaks(level: I64, lo: np.ndarray, hi: np.ndarray) -> list[int | None]:
+    """For each range [lo, hi) of rows: the highest known (≥ 0) level in it and of the last known row before it
+    (carried in); None when neither is known."""
+    if level.size == 0 or lo.size == 0:
+        return [None] * lo.size
+    last_known = np.maximum.accumulate(np.where(level >= 0, np.arange(level.size), -1))
+    before = np.where(lo > 0, last_known[np.maximum(lo - 1, 0)], -1)
+    carried = np.where(before >= 0, level[np.maximum(before, 0)], -1)
+    padded = np.append(np.maximum(level, -1), -1)  # index `level.size` is valid for reduceat
+    inside = np.maximum.reduceat(padded, np.stack((lo, hi), axis=1).ravel())[::2]
+    inside = np.where(hi > lo, inside, -1)
+    peak = np.maximum(inside, carried)
+    return [None if value < 0 else value for value in peak.tolist()]
 
 
 def _free_times(memory: MemoryTable, rows: I64) -> I64:
@@ -295,11 +315,11 @@ def _group(trace: Trace, ops: I64, size: np.ndarray, n_steps: int) -> list[Memor
     if not ops.size:
         return []
     codes = np.where(ops >= 0, trace.events.name[np.maximum(ops, 0)], -1).astype(np.int64)
-    unique_codes, inverse = np.unique(codes, return_inverse=True)
-    inverse = inverse.ravel()
-    uniques = np.array([trace.events.names[c] if c >= 0 else NO_OP for c in unique_codes.tolist()], dtype=object)
-    counts = np.bincount(inverse, minlength=uniques.size)
-    totals = np.bincount(inverse, weights=size, minlength=uniques.size)
+    counts = np.bincount(codes + 1)  # bin 0: no op
+    totals = np.bincount(codes + 1, weights=size, minlength=counts.size)
+    present = np.flatnonzero(counts)
+    counts, totals = counts[present], totals[present]
+    uniques = np.array([trace.events.names[c - 1] if c > 0 else NO_OP for c in present.tolist()], dtype=object)
     whole = float(size.sum())
     order = np.lexsort((uniques, -totals))[:MAX_OPS]
     return [
@@ -321,12 +341,12 @@ def _series(memory: MemoryTable, rows: I64, label: str) -> MemorySeries:
         ts = memory.ts_ns[known]
         edges = np.linspace(ts[0], ts[-1], TIMELINE_POINTS // 4 + 1)
         starts = np.unique(np.searchsorted(ts, edges[:-1], side="left"))  # first row of each non-empty bin
+        bin_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, known.size)))
         keep = np.zeros(known.size, dtype=bool)
         for column in (memory.total_allocated[known], memory.total_reserved[known]):
             for reduce in (np.maximum, np.minimum):
-                extreme = np.repeat(reduce.reduceat(column, starts), np.diff(np.append(starts, column.size)))
-                hits = np.flatnonzero(column == extreme)
-                keep[hits[np.unique(np.searchsorted(starts, hits, side="right"), return_index=True)[1]]] = True
+                hits = np.flatnonzero(column == reduce.reduceat(column, starts)[bin_of])
+                keep[hits[np.r_[True, bin_of[hits[1:]] != bin_of[hits[:-1]]]]] = True  # each bin's first hit
         keep[[0, -1]] = True
         known = known[keep]
     return MemorySeries(
