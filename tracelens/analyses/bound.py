@@ -225,23 +225,37 @@ def launch_wait_spans(trace: Trace, gaps: Gaps | pd.DataFrame) -> tuple[np.ndarr
     return boundary, waited
 
 
-def _dispatch_timeline(trace: Trace, window: Window) -> np.ndarray:
+def _dispatch_timeline(trace: Trace, window: Window, within: np.ndarray) -> np.ndarray:
     """Merged (k, 2) ns intervals of dispatch SELF time (union over threads): the parts of dispatch-layer
-    events (all layers but python and sync, as in `dispatch_us`) not covered by one of their children."""
+    events (all layers but python and sync, as in `dispatch_us`) not covered by one of their children; exact
+    inside `within` (sorted, disjoint (k, 2) intervals), the only place it is used: events that do not overlap
+    `within` are left out (their pieces lie outside it)."""
     layer = classify_layers(trace)
     dispatch = (layer >= 0) & (layer != LAYERS.index("python")) & (layer != LAYERS.index("sync"))
     rows = np.flatnonzero(window.in_window & dispatch)
-    return merge_intervals(*self_time_pieces(trace, rows))
+    return merge_intervals(*self_time_pieces(trace, rows[_overlaps(trace, rows, within)]))
 
 
-def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start_ns, end_ns) of the pieces of each event at `rows` that none of its direct children covers."""
+def _overlaps(trace: Trace, rows: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """Whether each event at `rows` overlaps one of the sorted, disjoint intervals `within` (k, 2)."""
+    if within.shape[0] == 0:
+        return np.zeros(rows.size, dtype=bool)
+    start = trace.events.ts_ns[rows]
+    end = start + trace.events.dur_ns[rows]
+    first = np.minimum(np.searchsorted(within[:, 1], start, side="right"), within.shape[0] - 1)  # ends after start
+    return (within[first, 1] > start) & (within[first, 0] < end)
+
+
+def self_time_pieces(trace: Trace, rows: np.ndarray, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(start_ns, end_ns) of the pieces of each event at `rows` that none of its direct children covers. With
+    `within` (sorted, disjoint (k, 2) intervals) only the children that overlap it are taken: the pieces are
+    exact inside `within` (a child outside it covers nothing there)."""
     ev, parent = trace.events, trace.links.parent
     if rows.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    chosen = np.zeros(len(ev), dtype=bool)
+    chosen = np.zeros(len(ev) + 1, dtype=bool)  # the extra slot answers parent -1 (no parent): False
     chosen[rows] = True
-    child = np.flatnonzero((parent >= 0) & chosen[np.maximum(parent, 0)])
+    child = np.flatnonzero(chosen[parent])
     if child.size < 2 or bool(np.all(ev.ts_ns[child[1:]] >= ev.ts_ns[child[:-1]])):
         child = child[np.argsort(parent[child], kind="stable")]  # rows in time order: the same as the lexsort
     else:
@@ -252,23 +266,26 @@ def self_time_pieces(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.nda
     first = np.ones(child.size, dtype=bool)
     first[1:] = owner[1:] != owner[:-1]
     last = np.ones(child.size, dtype=bool)
-    last[:-1] = owner[:-1] != owner[1:]
+    last[:-1] = first[1:]
     span = int(child_end.max(initial=0)) - int(min(0, int(child_end.min(initial=0)))) + 1
-    group = np.cumsum(first)
-    offset = group * (2 * span)  # later owners exceed earlier ones: one running max serves them all
+    offset = np.cumsum(first) * (2 * span)  # later owners exceed earlier ones: one running max serves them all
     running_end = np.maximum.accumulate(child_end + offset)
     running_end -= offset
-    before_end = np.empty(child.size, dtype=np.int64)
+    before_end = np.empty(child.size, dtype=np.int64)  # where the piece before each child starts
     before_end[1:] = running_end[:-1]
     before_end[first] = ev.ts_ns[owner[first]]
     owner_end = ev.ts_ns[owner] + ev.dur_ns[owner]
+    gap_end = np.minimum(child_start, owner_end)
+    before = gap_end > before_end
+    tail_start, tail_end = running_end[last], owner_end[last]
+    after = tail_end > tail_start
     has_child = np.zeros(len(ev), dtype=bool)
     has_child[owner] = True
     alone = rows[~has_child[rows]]
-    starts = np.concatenate((before_end, running_end[last], ev.ts_ns[alone]))
-    ends = np.concatenate((np.minimum(child_start, owner_end), owner_end[last], ev.ts_ns[alone] + ev.dur_ns[alone]))
-    keep = ends > starts
-    return starts[keep].astype(np.int64, copy=False), ends[keep].astype(np.int64, copy=False)
+    alone = alone[ev.dur_ns[alone] > 0]
+    starts = np.concatenate((before_end[before], tail_start[after], ev.ts_ns[alone]))
+    ends = np.concatenate((gap_end[before], tail_end[after], ev.ts_ns[alone] + ev.dur_ns[alone]))
+    return starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
 
 
 def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -490,8 +507,10 @@ def _exposed_per_step(
     trace: Trace, window: Window, launch_pieces: np.ndarray, start: np.ndarray, end: np.ndarray
 ) -> np.ndarray:
     """ns per step window of dispatch self time that ran while the GPU was in a launch wait."""
-    timeline = _dispatch_timeline(trace, window)
-    if timeline.shape[0] == 0 or launch_pieces.shape[0] == 0:
+    if launch_pieces.shape[0] == 0:
+        return np.zeros(start.size)
+    timeline = _dispatch_timeline(trace, window, launch_pieces)
+    if timeline.shape[0] == 0:
         return np.zeros(start.size)
     both = _intersect(timeline, launch_pieces)
     return covered_ns(both, start, end)
