@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
-from tracelens.analyses.intervals import overlap_ns, union
-from tracelens.analyses.window import Window
+from tracelens.analyses.intervals import union
+from tracelens.analyses.window import Window, covered_ns
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.stats import distinct_ints, median
@@ -116,12 +116,26 @@ def _overlap_by_group(
     for device in distinct_ints(kernels.device).tolist():
         on_device = kernels.device == device
         compute = union(kernels.ts_ns[on_device & ~is_comm], end_ns[on_device & ~is_comm])
-        for g in distinct_ints(group[on_device & is_comm]).tolist():
-            pick = on_device & is_comm & (group == g)
-            merged = union(kernels.ts_ns[pick], end_ns[pick])
-            comm_ns[g] += float((merged[:, 1] - merged[:, 0]).sum())
-            hidden_ns[g] += float(overlap_ns(merged[:, 0], merged[:, 1], compute).sum())
+        pick = on_device & is_comm
+        merged, merged_group = _union_by_group(kernels.ts_ns[pick], end_ns[pick], group[pick])
+        lengths = (merged[:, 1] - merged[:, 0]).astype(np.float64)
+        comm_ns += np.bincount(merged_group, weights=lengths, minlength=n_groups)
+        hidden = covered_ns(compute, merged[:, 0], merged[:, 1])
+        hidden_ns += np.bincount(merged_group, weights=hidden, minlength=n_groups)
     return comm_ns, hidden_ns
+
+
+def _union_by_group(start_ns: np.ndarray, end_ns: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of each group's intervals (k×2, sorted by group then time) and the group of each merged row: the
+    groups are laid end to end on one axis, so one merge serves them all."""
+    if start_ns.size == 0:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    base = int(start_ns.min())
+    span = int(np.maximum(end_ns, start_ns).max()) - base + 1
+    shift = group.astype(np.int64) * span - base
+    merged = union(start_ns + shift, end_ns + shift)
+    merged_group = merged[:, 0] // span
+    return merged - (merged_group * span - base)[:, None], merged_group
 
 
 def _median_us(values: list[float]) -> float:
