@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "traces" / "h200" / "eager_mlp.json.gz"
+MEMORY_TRACE = REPO / "traces" / "h200" / "memory" / "train_eager_mlp.json.gz"  # [memory] events: the memory timeline
 
 PROBE = """
 import sys
@@ -45,6 +46,12 @@ def test_analyze_json_imports_no_pandas_plotly_or_rich(tmp_path: Path) -> None:
     assert _imported("analyze", str(TRACE), "--format", "json", tmp_path=tmp_path) == set()
     # the second run is served from the analysis cache: still nothing heavy
     assert _imported("analyze", str(TRACE), "--format", "json", tmp_path=tmp_path) == set()
+
+
+@pytest.mark.skipif(not MEMORY_TRACE.exists(), reason="bundled traces missing")
+def test_the_memory_analysis_imports_nothing_heavy(tmp_path: Path) -> None:
+    # a plain np.unique in the memory timeline once imported numpy.ma (20 ms)
+    assert _imported("analyze", str(MEMORY_TRACE), "--format", "json", "--no-cache", tmp_path=tmp_path) == set()
 
 
 @pytest.mark.skipif(not TRACE.exists(), reason="bundled traces missing")

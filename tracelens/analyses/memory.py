@@ -340,7 +340,8 @@ def _series(memory: MemoryTable, rows: I64, label: str) -> MemorySeries:
     if known.size > TIMELINE_POINTS:
         ts = memory.ts_ns[known]
         edges = np.linspace(ts[0], ts[-1], TIMELINE_POINTS // 4 + 1)
-        starts = np.unique(np.searchsorted(ts, edges[:-1], side="left"))  # first row of each non-empty bin
+        firsts = np.searchsorted(ts, edges[:-1], side="left")
+        starts = firsts[np.r_[True, firsts[1:] != firsts[:-1]]]  # first row of each non-empty bin (sorted)
         bin_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, known.size)))
         keep = np.zeros(known.size, dtype=bool)
         for column in (memory.total_allocated[known], memory.total_reserved[known]):
