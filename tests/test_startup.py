@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ANCHORS
+
 REPO = Path(__file__).resolve().parent.parent
 TRACE = REPO / "traces" / "h200" / "eager_mlp.json.gz"
-MEMORY_TRACE = REPO / "traces" / "h200" / "memory" / "train_eager_mlp.json.gz"  # [memory] events: the memory timeline
+# 28,010 [memory] events: more than the memory timeline keeps, so it thins them
+MEMORY_TRACE = ANCHORS / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
 
 PROBE = """
 import sys
@@ -48,7 +51,7 @@ def test_analyze_json_imports_no_pandas_plotly_or_rich(tmp_path: Path) -> None:
     assert _imported("analyze", str(TRACE), "--format", "json", tmp_path=tmp_path) == set()
 
 
-@pytest.mark.skipif(not MEMORY_TRACE.exists(), reason="bundled traces missing")
+@pytest.mark.skipif(not MEMORY_TRACE.exists(), reason="anchor trace corpus missing")
 def test_the_memory_analysis_imports_nothing_heavy(tmp_path: Path) -> None:
     # a plain np.unique in the memory timeline once imported numpy.ma (20 ms)
     assert _imported("analyze", str(MEMORY_TRACE), "--format", "json", "--no-cache", tmp_path=tmp_path) == set()
