@@ -9,7 +9,8 @@
 >>> tracelens.check([trace], "notebooks/study_hypotheses.toml")   # [Verdict(held=..., measured=...), ...]
 
 Public names are imported on first use, so `import tracelens` (and the `tracelens analyze` command) does not
-pay for modules it does not need (pandas, plotly).
+pay for modules it does not need (pandas, plotly), and imports numpy only when a name needs it (the command
+sets up numpy's threads before that: `tracelens.cli`).
 """
 
 from __future__ import annotations
@@ -19,27 +20,28 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# the loader and the model are always needed; `load` is the public function; the package is `tracelens.loader`
 from tracelens.errors import TracelensError, UnusableTraceError
-from tracelens.loader import load_trace as load
-from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
     from tracelens import plot
     from tracelens.analyses import AnalysisReport, analyze
     from tracelens.frames import kernels_frame, launches_frame, ops_frame, steps_frame
     from tracelens.hypotheses import Hypothesis, HypothesisError, Verdict, check
+    from tracelens.loader import load_trace as load
+    from tracelens.model.trace import Trace
 
 # public names imported on first use: name -> (module, attribute)
 _LAZY = {
     "AnalysisReport": ("tracelens.analyses", "AnalysisReport"),
     "Hypothesis": ("tracelens.hypotheses", "Hypothesis"),
     "HypothesisError": ("tracelens.hypotheses", "HypothesisError"),
+    "Trace": ("tracelens.model.trace", "Trace"),
     "Verdict": ("tracelens.hypotheses", "Verdict"),
     "analyze": ("tracelens.analyses", "analyze"),
     "check": ("tracelens.hypotheses", "check"),
     "kernels_frame": ("tracelens.frames", "kernels_frame"),
     "launches_frame": ("tracelens.frames", "launches_frame"),
+    "load": ("tracelens.loader", "load_trace"),  # the function; the package is `tracelens.loader`
     "ops_frame": ("tracelens.frames", "ops_frame"),
     "plot": ("tracelens.plot", ""),
     "steps_frame": ("tracelens.frames", "steps_frame"),

@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Protocol
 
+import tracelens._threads  # noqa: F401  (first: before anything imports numpy)
 from tracelens import __version__
 from tracelens._cache import Cache
 from tracelens.cli.analyze import AnalyzeCommand, peak_override
