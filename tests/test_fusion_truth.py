@@ -58,7 +58,7 @@ def test_estimated_saving_matches_what_inductor_realized(eager: Path, compiled: 
 def test_every_twin_of_the_recorded_traces_is_checked() -> None:
     # Linear, MLP (4096, i8192, 5 token counts), training, attention, the block (inference, training), the GeGLU
     # kernel session's eager/compiled pair, the training pair recorded with memory events, and the block_sizes
-    # twins recorded after the model was settled (Llama block at hidden 4096 and 1536, GPT-style block; each
+    # twins recorded to check the model on other blocks (Llama block at hidden 4096 and 1536, GPT-style block; each
     # inference and training)
     assert len(TWINS) == 21
 
