@@ -294,17 +294,17 @@ class _Io:
         several, the call is left out. Returns which kernels were filled."""
         ev = trace.events
         listed = np.zeros(rows.size, dtype=bool)
-        cat = [code for code, name in enumerate(ev.names) if name in LIST_COPIES]
+        is_list_copy = np.asarray([name in LIST_COPIES for name in ev.names], dtype=bool)
         chosen = np.flatnonzero(rows >= 0)
-        chosen = chosen[np.isin(ev.name[rows[chosen]], cat)]
+        chosen = chosen[is_list_copy[ev.name[rows[chosen]]]]
         if chosen.size == 0:
             return listed
         signature, _ = signature_codes(ev, rows[chosen])
-        pairs = np.stack([signature, ev.name[kernels[chosen]].astype(np.int64)], axis=1)
-        distinct, first, which = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        pairs = signature * (len(ev.names) + 1) + ev.name[kernels[chosen]].astype(np.int64)  # (shapes, kernel)
+        _, first, which = np.unique(pairs, return_index=True, return_inverse=True)
         by_size = _dtypes_by_size(codes)
         for index, at in enumerate(first.tolist()):
-            if distinct[index, 0] < 0:
+            if signature[at] < 0:
                 continue
             position = int(chosen[at])
             found = list_copy_io(ev, int(rows[position]), ev.names[int(ev.name[kernels[position]])], by_size)
@@ -457,7 +457,7 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
         for offset in range(1, distance):
             middle = src + offset
             # a candidate's output: the non-candidate reads attributed to it; a GEMM's: any read of its key
-            attributed = np.isin(src * n + middle, read_pairs)
+            attributed = _member(src * n + middle, read_pairs)
             same_key = (info.in_code[middle] == info.out_code[src][:, None]).any(axis=1) & (info.out_code[src] >= 0)
             reads = np.where(info.candidate[src], attributed, same_key)
             conflict = ~info.candidate[middle] & (reads | info.opaque[middle])
@@ -518,7 +518,15 @@ def _outside_reads(info: _Info) -> tuple[I64, np.ndarray]:
         taken[d[use], slot[use]] = True
         read[c[use]] = True
         pairs.append(c[use] * n + d[use])
-    return np.unique(np.concatenate(pairs)), read
+    return np.sort(np.concatenate(pairs)), read
+
+
+def _member(values: I64, table: I64) -> np.ndarray:
+    """Whether each value is in the sorted array `table`."""
+    if table.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(table, values), table.size - 1)
+    return table[at] == values
 
 
 def _slot_reads(info: _Info, src: I64, dst: I64) -> np.ndarray:

@@ -68,8 +68,8 @@ class Views:
 def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
     """The window's view ops whose input and view are known (see the module docstring)."""
     ev = trace.events
-    names = np.flatnonzero(np.isin(np.asarray(ev.names, dtype=object), VIEW_OPS))
-    rows = np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP) & np.isin(ev.name, names))
+    is_view = np.asarray([name in VIEW_OPS for name in ev.names], dtype=bool)
+    rows = np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP) & is_view[ev.name])
     signature, first = signature_codes(ev, rows)
     src = np.full(first.size, -1, dtype=np.int64)
     dst = np.full(first.size, -1, dtype=np.int64)
