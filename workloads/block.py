@@ -1,4 +1,4 @@
-"""A Llama-style decoder block in eager and Liger forms.
+"""A Llama-style decoder block in eager and Liger forms (and a GPT-2-style one, eager).
 
 ``LlamaBlock(hidden, heads, intermediate, attn=..., impl=...)``::
 
@@ -145,6 +145,9 @@ class LlamaBlock(nn.Module):
         mask = torch.full((max_seq, max_seq), float("-inf")).triu(1) if attn == "math" else torch.zeros(0)
         self.register_buffer("causal_mask", mask, persistent=False)
 
+    def norms(self) -> tuple[nn.Module, ...]:
+        return (self.input_layernorm, self.post_attention_layernorm)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         with record_function("norm"):
@@ -169,6 +172,57 @@ class LlamaBlock(nn.Module):
             return h + m
 
 
+class GPTBlock(nn.Module):
+    """One pre-norm GPT-2-style layer; ``forward(x)`` with x: (B, S, hidden)::
+
+        h = x + proj(attention(qkv(layer_norm_1(x))))      # causal SDPA, biases
+        y = h + fc_out(gelu_tanh(fc_in(layer_norm_2(h))))    # 4x MLP by default
+
+    ``nn.LayerNorm`` (one kernel each way in eager), ``F.gelu(approximate="tanh")``,
+    every Linear with a bias; the same ``record_function`` scopes as ``LlamaBlock``
+    (no ``rope``).  Eager only (``impl="eager"``, ``attn="sdpa"``)."""
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, max_seq: int, attn: str = "sdpa",
+                 impl: str = "eager") -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ValueError("hidden %d is not a multiple of heads %d" % (hidden, heads))
+        if attn != "sdpa" or impl != "eager":
+            raise ValueError("the GPT block is eager SDPA only, got %s, %s" % (attn, impl))
+        self.hidden, self.heads, self.head_dim = hidden, heads, hidden // heads
+        self.intermediate, self.attn, self.impl = intermediate, attn, impl
+        self.ln_1 = nn.LayerNorm(hidden)
+        self.qkv_proj = nn.Linear(hidden, 3 * hidden)
+        self.o_proj = nn.Linear(hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden)
+        self.fc_in = nn.Linear(hidden, intermediate)
+        self.fc_out = nn.Linear(intermediate, hidden)
+
+    def norms(self) -> tuple[nn.Module, ...]:
+        return (self.ln_1, self.ln_2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        with record_function("norm"):
+            h = self.ln_1(x)
+        with record_function("attention"):
+            q, k, v = self.qkv_proj(h).split(self.hidden, dim=2)
+            q, k, v = (t.view(b, s, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o = self.o_proj(o.transpose(1, 2).reshape(b, s, self.hidden))
+        with record_function("residual"):
+            h = x + o
+        with record_function("norm"):
+            n = self.ln_2(h)
+        with record_function("mlp"):
+            m = self.fc_out(F.gelu(self.fc_in(n), approximate="tanh"))
+        with record_function("residual"):
+            return h + m
+
+
+BLOCK_KINDS = {"llama": LlamaBlock, "gpt": GPTBlock}
+
+
 def liger_block_status(device: torch.device) -> tuple[bool, str]:
     """Whether the Liger block can run here, and why not if it cannot."""
     import importlib.util
@@ -186,17 +240,19 @@ def liger_block_status(device: torch.device) -> tuple[bool, str]:
 
 
 def make_block(cfg: dict, impl: str, attn: str, device: torch.device, dtype: torch.dtype,
-               like: LlamaBlock | None = None) -> LlamaBlock:
-    """A block built from ``cfg`` (hidden, heads, intermediate, max_seq); with
+               like: nn.Module | None = None) -> nn.Module:
+    """A block built from ``cfg`` (hidden, heads, intermediate, max_seq, and
+    ``kind``: ``llama`` (default) or ``gpt``, see ``BLOCK_KINDS``); with
     ``like``, a copy of its weights (same train/eval mode).  Weights of a new
     block: ``torch.manual_seed(0)``, default init, norm weights ``1 + 0.1 randn``
     (so the norm's weight multiply is not a no-op)."""
-    blk = LlamaBlock(cfg["hidden"], cfg["heads"], cfg["intermediate"], cfg["max_seq"], attn=attn, impl=impl)
+    kind = BLOCK_KINDS[cfg.get("kind", "llama")]
+    blk = kind(cfg["hidden"], cfg["heads"], cfg["intermediate"], cfg["max_seq"], attn=attn, impl=impl)
     if like is None:
         torch.manual_seed(0)
-        fresh = LlamaBlock(cfg["hidden"], cfg["heads"], cfg["intermediate"], cfg["max_seq"], attn=attn)
+        fresh = kind(cfg["hidden"], cfg["heads"], cfg["intermediate"], cfg["max_seq"], attn=attn)
         with torch.no_grad():
-            for n in (fresh.input_layernorm, fresh.post_attention_layernorm):
+            for n in fresh.norms():
                 n.weight.copy_(1 + 0.1 * torch.randn(cfg["hidden"]))
         state = fresh.state_dict()
         training = True

@@ -66,14 +66,14 @@ def _grads(model: torch.nn.Module) -> torch.Tensor:
 def block_cfg(a) -> dict:
     seqs = [t // a.block_batch for t in a.shape_tokens]
     return {"hidden": a.block_hidden, "heads": a.block_heads, "intermediate": a.block_intermediate,
-            "max_seq": max([a.block_seq] + seqs)}
+            "max_seq": max([a.block_seq] + seqs), "kind": getattr(a, "block_kind", "llama")}
 
 
 def _block_meta(rec, variant: str, mode: str, cfg: dict, **extra) -> dict:
     a = rec.args
     compiled = variant.startswith("compiled")
     return run_meta(rec.env, variant=variant, tokens=a.block_batch * a.block_seq, hidden=cfg["hidden"],
-                    intermediate=cfg["intermediate"], dtype=a.dtype, mode=mode, model="llama_block",
+                    intermediate=cfg["intermediate"], dtype=a.dtype, mode=mode, model="%s_block" % cfg["kind"],
                     batch=a.block_batch, seq=a.block_seq, heads=cfg["heads"], head_dim=cfg["hidden"] // cfg["heads"],
                     causal=True, attention="math" if variant == "eager_math" else "sdpa",
                     steps_active=BLOCK_ACTIVE, compile_backend=rec.backend if compiled else None,
@@ -97,6 +97,9 @@ def _block_model(rec, variant: str, cfg: dict, base):
 
 
 def _block_skip(rec, folder: str, name: str, variant: str) -> bool:
+    if getattr(rec.args, "block_kind", "llama") != "llama" and variant in ("liger", "eager_math"):
+        rec.skip(folder, name, "the %s block has eager SDPA and compiled variants only" % rec.args.block_kind)
+        return True
     if variant == "liger":
         ok, why = liger_block_status(rec.device)
         if not ok:

@@ -517,6 +517,8 @@ def parse_args(argv=None):
     g.add_argument("--block-hidden", type=int, default=2048)
     g.add_argument("--block-heads", type=int, default=16)
     g.add_argument("--block-intermediate", type=int, default=5632)
+    g.add_argument("--block-kind", choices=("llama", "gpt"), default="llama",
+                   help="llama: RMSNorm, rope, SwiGLU; gpt: LayerNorm, GELU MLP, biases (workloads/block.py)")
     g.add_argument("--block-variants", default=",".join(blockrun.BLOCK_VARIANTS),
                    help="comma list of %s" % ", ".join(blockrun.BLOCK_VARIANTS))
     g.add_argument("--shape-tokens", default="1024,2048,3072,2048,4096,1536",

@@ -6,19 +6,24 @@ execution trace attached to `trace`
 (`tracelens.loader.et.attach`, the `--et FILE` option) is used where it identifies an op's tensors.
 
 Candidates: unfused elementwise / norm / reduction / copy kernels whose launching op has a memory-bound model
-(see `opmodels.py`). Two candidates are linked only on evidence (definitions in docs/fusion.md):
+(see `opmodels.py`), fills, and `aten::cat`'s tensor-list copies (`list_copy_io`: dtype from the kernel's element
+size). Two candidates are linked only on evidence (definitions in docs/fusion.md):
 - producer → consumer: the consumer's input equals the producer's output — the same tensor (execution trace:
-  storage, offset and size) or, without one, the same shape AND dtype — launched after it on the same stream
-  in the same step with at most `MAX_SKIPPED` kernels between them (none of them a non-candidate that reads a
-  tensor like it), both forward or both backward, never two ops of one backward-node call (its separate
-  outputs, such as `MulBackward0`'s two products) and never an `AccumulateGrad` (per-parameter sinks);
-- shared input: two kernels of one backward-node call that read the node's incoming gradient (the same tensor
-  id, or without an execution trace an input of equal shape and dtype) — fused, it is read once.
+  storage, offset and size) or, without one, the same shape AND dtype, directly or through a view op taken
+  between them (`views.py`) — launched after it on the same stream in the same step with at most `MAX_SKIPPED`
+  kernels between them (none of them a non-candidate whose read is attributed to the producer's output, see
+  below), both forward or both backward, never two ops of one backward node's function (its separate outputs,
+  such as `MulBackward0`'s two products; the engine's gradient accumulation and shape reduction after the
+  function are a node call of their own, `_backward_nodes`) and never an `AccumulateGrad` (per-parameter sinks);
+- shared input: two kernels of one backward node's function that read the node's incoming gradient (the same
+  tensor id, or without an execution trace an input of equal shape and dtype) — fused, it is read once.
+Each input of a non-candidate kernel (GEMM, attention, …) is attributed to the nearest candidate whose output has
+its key (directly or through a view): that output is read outside any group (`_outside_reads`).
 Linked kernels form a group. Bytes now = the kernels' modelled bytes; bytes fused = the inputs read from
 outside the group (a shared input once) + the outputs used outside it (an output consumed inside the group is
-taken as not needed elsewhere — a fuser recomputes it — unless the execution trace shows a reader outside).
-Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth the group's kernels
-achieved.
+taken as not needed elsewhere — a fuser recomputes it — unless a non-candidate reads it or the execution trace
+shows a reader outside). Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth
+the group's kernels achieved.
 
 GEMM epilogue: a group (or single kernel, Inductor `triton_poi_` kernels included) of pointwise kernels whose
 inputs include the outputs of GEMM kernels launched just before it (same evidence rules). Bytes that would no
@@ -29,18 +34,21 @@ compute-bound). Compiled GeGLU: gate and up written and read back (4 × 134 MB) 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.keygroups import F64
 from tracelens.analyses.opmodels import GEMM_OPS, gemm_inputs, gemm_output, memory_op_io
 from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
-from tracelens.analyses.shapes import Tensor, op_shapes, signature_codes
+from tracelens.analyses.shapes import DTYPES, Tensor, op_shapes, signature_codes
+from tracelens.analyses.views import Views, view_ops
 from tracelens.analyses.window import Window
 from tracelens.loader.et import OpTensors, op_tensors
-from tracelens.model.events import I64, Kind
+from tracelens.model.events import I64, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 
@@ -48,12 +56,14 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 MEMORY_CATEGORIES = ("elementwise", "norm", "reduction", "copy")
-MEMORY_MODELS = ("elementwise", "norm", "reduction", "copy")
+MEMORY_MODELS = ("elementwise", "norm", "reduction", "copy", "fill")
 POINTWISE_MODELS = ("elementwise",)
 MAX_SKIPPED = 3  # other kernels that may sit between a producer and its consumer on the stream
 SLOTS = 8  # inputs kept per kernel
 BACKWARD_NODE = "autograd::engine::evaluate_function: "
 PRODUCER, SHARED, GEMM = 0, 1, 2  # link kinds
+LIST_COPIES = ("aten::cat",)  # ops whose first argument is a tensor list (see `list_copy_io`)
+OPAQUE_ELEMENT = re.compile(r"OpaqueType<(\d+)u?>")  # the element size of PyTorch's cat kernels
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,7 @@ def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) 
         return Fusion(shapes_recorded, [], 0.0)
     kernels = kernels[np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))]
     tensors = op_tensors(trace)
-    info = _kernel_info(trace, kernels, models, tensors)
+    info = _kernel_info(trace, window, kernels, models, tensors)
     if info is None:
         return Fusion(shapes_recorded, [], 0.0)
     links = _links(trace, kernels, info)
@@ -131,9 +141,14 @@ class _Info:
     opaque: np.ndarray  # bool: not a candidate and its op recorded no shapes: it may touch any tensor
     by_id: np.ndarray  # bool: tensors identified by the execution trace
     read_elsewhere: np.ndarray  # bool: (execution trace) its output is read by an op that is not a candidate
+    op_ns: I64  # start of the op whose shapes it got (views taken between two kernels' ops link them)
+    track: I64  # thread of that op
+    views: Views  # the window's view ops, keyed by the codes of `in_code` / `out_code`
 
 
-def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTensors | None) -> _Info | None:
+def _kernel_info(
+    trace: Trace, window: Window, kernels: I64, models: KernelModels, tensors: OpTensors | None
+) -> _Info | None:
     """None when no kernel can be part of an opportunity (no candidate, no Inductor pointwise kernel)."""
     ev, links = trace.events, trace.links
     n = kernels.size
@@ -158,6 +173,12 @@ def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTe
     io.fill(trace, np.where(candidate, op_row, -1), codes, "memory")
     io.fill(trace, np.where(inductor, op_row, -1), codes, "inductor", models.bytes[entry])
     io.fill(trace, gemm_op, codes, "gemm")
+    others = ~candidate & ~inductor & (gemm_op < 0)  # attention, convolution, scatter …: what their op was given
+    io.fill(trace, np.where(others, np.where(op_row >= 0, op_row, launching), -1), codes, "reads")
+    listed = io.fill_lists(trace, kernels, np.where(~modelled & (category == "copy"), launching, -1), codes)
+    candidate |= listed
+    op_row = np.where(listed, launching, op_row)
+    now = np.where(modelled, models.bytes[entry], np.where(listed, io.in_bytes.sum(axis=1) + io.out_bytes, 0.0))
     by_id = np.zeros(n, dtype=bool)
     read_elsewhere = np.zeros(n, dtype=bool)
     if tensors is not None:
@@ -174,7 +195,7 @@ def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTe
         in_bytes=io.in_bytes,
         out_code=io.out_code,
         out_bytes=io.out_bytes,
-        now=np.where(modelled, models.bytes[entry], 0.0),
+        now=now,
         dur_ns=ev.dur_ns[kernels].astype(np.float64),
         lane=ev.device[kernels] * 1_000_003 + ev.stream[kernels],
         step=links.step[kernels].astype(np.int64),
@@ -183,6 +204,9 @@ def _kernel_info(trace: Trace, kernels: I64, models: KernelModels, tensors: OpTe
         opaque=~candidate & ~inductor & (gemm_op < 0) & _no_shapes(trace, launching),
         by_id=by_id,
         read_elsewhere=read_elsewhere,
+        op_ns=np.where(op_row >= 0, ev.ts_ns[np.maximum(op_row, 0)], -1),
+        track=np.where(op_row >= 0, ev.track[np.maximum(op_row, 0)], -1).astype(np.int64),
+        views=view_ops(trace, window, codes.code),
     )
 
 
@@ -246,7 +270,7 @@ class _Io:
             output: Tensor | None
             if what == "gemm":
                 inputs, output = gemm_inputs(name, shapes), gemm_output(name, shapes)
-            elif what == "inductor":
+            elif what in ("inductor", "reads"):
                 inputs, output = (shapes.tensors if shapes else ()), None
             else:
                 inputs, output = memory_op_io(name, shapes)
@@ -261,6 +285,40 @@ class _Io:
         if what == "inductor" and model_bytes is not None:  # what the model counts beyond its arguments: the write
             done = chosen[has]
             self.out_bytes[done] = np.maximum(model_bytes[done] - self.in_bytes[done].sum(axis=1), 0.0)
+
+    def fill_lists(self, trace: Trace, kernels: I64, rows: I64, codes: _Codes) -> np.ndarray:
+        """Inputs and output of the tensor-list copies among `rows` (the launching op per kernel, -1 = none):
+        `aten::cat(tensors, dim)`. The profiler records a tensor list's dims but not its dtype: the element
+        size is read from the kernel (`CatArrayBatchedCopy<OpaqueType<N>, …>`) and the dtype is the one dtype
+        of that size among the tensors already coded (the trace's other candidates and GEMMs); with none or
+        several, the call is left out. Returns which kernels were filled."""
+        ev = trace.events
+        listed = np.zeros(rows.size, dtype=bool)
+        is_list_copy = np.asarray([name in LIST_COPIES for name in ev.names], dtype=bool)
+        chosen = np.flatnonzero(rows >= 0)
+        chosen = chosen[is_list_copy[ev.name[rows[chosen]]]]
+        if chosen.size == 0:
+            return listed
+        signature, _ = signature_codes(ev, rows[chosen])
+        pairs = signature * (len(ev.names) + 1) + ev.name[kernels[chosen]].astype(np.int64)  # (shapes, kernel)
+        _, first, which = np.unique(pairs, return_index=True, return_inverse=True)
+        by_size = _dtypes_by_size(codes)
+        for index, at in enumerate(first.tolist()):
+            if signature[at] < 0:
+                continue
+            position = int(chosen[at])
+            found = list_copy_io(ev, int(rows[position]), ev.names[int(ev.name[kernels[position]])], by_size)
+            if found is None:
+                continue
+            inputs, output = found
+            same = chosen[which.reshape(-1) == index]
+            kept = inputs[:SLOTS]
+            self.in_code[same[:, None], np.arange(len(kept))] = [codes.code((t.dims, t.dtype)) for t in kept]
+            self.in_bytes[same[:, None], np.arange(len(kept))] = [float(t.nbytes) for t in kept]
+            self.out_code[same] = codes.code((output.dims, output.dtype))
+            self.out_bytes[same] = float(output.nbytes)
+            listed[same] = True
+        return listed
 
     def fill_ids(self, rows: I64, tensors: OpTensors, codes: _Codes) -> tuple[np.ndarray, np.ndarray]:
         """Replace shape keys by tensor identities where the execution trace has the op; returns (identified,
@@ -289,24 +347,88 @@ class _Io:
         return identified, read_elsewhere
 
 
+def _dtypes_by_size(codes: _Codes) -> dict[int, str]:
+    """Element size → dtype, for the sizes that exactly one dtype among the coded (dims, dtype) keys has."""
+    sizes: dict[int, set[str]] = {}
+    itemsize = {label: size for size, label in DTYPES.values()}
+    for key in codes.table:
+        if isinstance(key, tuple) and len(key) == 2 and key[1] in itemsize:
+            sizes.setdefault(itemsize[key[1]], set()).add(key[1])
+    return {size: next(iter(labels)) for size, labels in sizes.items() if len(labels) == 1}
+
+
+def list_copy_io(
+    ev: EventTable, row: int, kernel_name: str, dtype_by_size: dict[int, str]
+) -> tuple[tuple[Tensor, ...], Tensor] | None:
+    """(inputs, output) of the `aten::cat(tensors, dim)` call at `row` launching `kernel_name`: the inputs are
+    the recorded tensor list (empty 1-d tensors skipped, as cat does), the output their concatenation along
+    `dim`; both in the dtype of the kernel's element size (`dtype_by_size`). None when anything is not
+    recorded or does not fit."""
+    size = OPAQUE_ELEMENT.search(kernel_name)
+    dtype = dtype_by_size.get(int(size.group(1))) if size else None
+    raw, concrete = ev.input_dims[row], ev.concrete_inputs[row]
+    if dtype is None or raw is None or concrete is None:
+        return None
+    try:
+        dims, values = msgspec.json.decode(bytes(raw)), msgspec.json.decode(bytes(concrete))
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(dims, list) or not dims or not isinstance(values, list) or len(values) < 2:
+        return None
+    listed = [d for d in dims[0] if isinstance(d, list) and d != [0]] if isinstance(dims[0], list) else []
+    if not listed or not all(isinstance(d, list) and d and all(type(v) is int for v in d) for d in listed):
+        return None
+    rank = len(listed[0])
+    try:
+        axis = int(str(values[1]))
+    except ValueError:
+        return None
+    if not -rank <= axis < rank or any(len(d) != rank for d in listed):
+        return None
+    axis %= rank
+    if any(d[:axis] + d[axis + 1 :] != listed[0][:axis] + listed[0][axis + 1 :] for d in listed):
+        return None
+    itemsize = int(size.group(1)) if size else 0
+    inputs = tuple(Tensor(tuple(d), dtype, itemsize) for d in listed)
+    out = list(listed[0])
+    out[axis] = sum(d[axis] for d in listed)
+    return inputs, Tensor(tuple(out), dtype, itemsize)
+
+
 def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
-    """Row of the enclosing `autograd::engine::evaluate_function: …` call of each op (-1 = none), and whether
-    that node is an AccumulateGrad."""
+    """The backward-node call each op runs in (-1 = forward), and whether that node is an AccumulateGrad.
+
+    The autograd engine's `autograd::engine::evaluate_function: X` runs the node's function (the op `X` under
+    it) and then adds each output the function returned into the input buffer of the node that takes it
+    (`aten::add_` directly under `evaluate_function`, outside `X`). The function's ops are one node call (its
+    separate outputs: the sibling rules); an accumulation reads one of those outputs and a gradient from another
+    node, so it is a node call of its own: the `evaluate_function` row. Ops under an `evaluate_function` with
+    no function child (older traces) get the `evaluate_function` row, as before."""
     ev, parent = trace.events, trace.links.parent
-    is_node = np.asarray([name.startswith(BACKWARD_NODE) for name in ev.names], dtype=bool)
+    codes = {name: code for code, name in enumerate(ev.names)}
+    function = np.asarray(
+        [codes.get(name[len(BACKWARD_NODE) :], -1) if name.startswith(BACKWARD_NODE) else -2 for name in ev.names],
+        dtype=np.int64,
+    )  # per name: -2 = not a node; else the code of its function's name (-1 = not in the trace)
     node = np.full(op_rows.size, -1, dtype=np.int64)
+    evaluate = np.full(op_rows.size, -1, dtype=np.int64)
+    below = np.full(op_rows.size, -1, dtype=np.int64)
     current = op_rows.copy()
     for _ in range(256):
-        alive = current >= 0
+        alive = (current >= 0) & (evaluate < 0)
         if not alive.any():
             break
-        hit = alive & (node < 0)
-        hit[alive] &= is_node[ev.name[current[alive]]]
-        node[hit] = current[hit]
-        current = np.where(alive & (node < 0), parent[np.maximum(current, 0)], -1)
+        hit = alive.copy()
+        hit[alive] = function[ev.name[current[alive]]] != -2
+        evaluate[hit] = current[hit]
+        is_function = hit & (below >= 0)
+        is_function[is_function] = ev.name[below[is_function]] == function[ev.name[current[is_function]]]
+        node[hit] = np.where(is_function[hit], below[hit], current[hit])
+        below = np.where(alive & ~hit, current, below)
+        current = np.where(alive & ~hit, parent[np.maximum(current, 0)], -1)
     accumulate = np.asarray(["AccumulateGrad" in name for name in ev.names], dtype=bool)
     sink = np.zeros(op_rows.size, dtype=bool)
-    sink[node >= 0] = accumulate[ev.name[node[node >= 0]]]
+    sink[evaluate >= 0] = accumulate[ev.name[evaluate[evaluate >= 0]]]
     return node, sink
 
 
@@ -316,6 +438,7 @@ class _Links:
     dst: I64
     kind: I64  # PRODUCER, SHARED or GEMM
     slot: I64  # the input slot of dst it satisfies
+    read_outside: np.ndarray  # bool per kernel: a later non-candidate (a GEMM, attention …) reads its output
 
 
 def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
@@ -325,7 +448,7 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
     taken = np.zeros((n, SLOTS), dtype=bool)  # an input slot is satisfied by at most one link (nearest first)
     fed_by = np.full(n, -1, dtype=np.int64)  # the backward-node call that already feeds a consumer
     gemm_used = np.zeros(n, dtype=bool)  # a GEMM output feeds one epilogue consumer: the nearest
-    blocked = _blocking_reads(info)
+    read_pairs, read_outside = _outside_reads(info)
     for distance in range(1, MAX_SKIPPED + 2):
         dst = np.arange(distance, n)
         src = dst - distance
@@ -333,7 +456,10 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
         between_ok = np.ones(dst.size, dtype=bool)
         for offset in range(1, distance):
             middle = src + offset
-            reads = (blocked[middle] == info.out_code[src][:, None]).any(axis=1)
+            # a candidate's output: the non-candidate reads attributed to it; a GEMM's: any read of its key
+            attributed = _member(src * n + middle, read_pairs)
+            same_key = (info.in_code[middle] == info.out_code[src][:, None]).any(axis=1) & (info.out_code[src] >= 0)
+            reads = np.where(info.candidate[src], attributed, same_key)
             conflict = ~info.candidate[middle] & (reads | info.opaque[middle])
             between_ok &= ~conflict
         scope = (info.node[src] >= 0) == (info.node[dst] >= 0)
@@ -348,7 +474,10 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
         for kind, ok in ((PRODUCER, producer_ok), (GEMM, gemm_ok)):
             rows = np.flatnonzero(ok)
             d, c = dst[rows], src[rows]
-            match = (info.in_code[d] == info.out_code[c][:, None]) & ~taken[d]
+            match = info.in_code[d] == info.out_code[c][:, None]
+            if kind == PRODUCER:
+                match |= _through_views(info, c, d)
+            match &= ~taken[d]
             slot = _first_true(match)
             use = slot >= 0
             taken[d[use], slot[use]] = True
@@ -366,13 +495,59 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
         taken[d[use], slot[use]] = True
         parts.append((c[use], d[use], np.full(int(use.sum()), SHARED, dtype=np.int64), slot[use]))
     columns = [np.concatenate([part[i] for part in parts]) for i in range(4)]
-    return _Links(columns[0], columns[1], columns[2], columns[3])
+    return _Links(columns[0], columns[1], columns[2], columns[3], read_outside)
 
 
-def _blocking_reads(info: _Info) -> I64:
-    """Codes of what each kernel reads (GEMMs and other non-candidates too), for the "nothing between reads the
-    producer's output" rule; unknown inputs do not block."""
-    return info.in_code
+def _outside_reads(info: _Info) -> tuple[I64, np.ndarray]:
+    """Which candidates' outputs non-candidate kernels (GEMMs, attention, Inductor kernels …) read: each input
+    of such a kernel is attributed, like a consumer's, to the nearest candidate before it on the same stream
+    and step (at most `MAX_SKIPPED` kernels between) whose output has its key or the key of a view of it
+    (`_slot_reads`). Returns (sorted src × n + reader codes, whether each kernel's output is read so)."""
+    n = info.candidate.size
+    taken = np.zeros((n, SLOTS), dtype=bool)
+    pairs: list[I64] = []
+    read = np.zeros(n, dtype=bool)
+    for distance in range(1, MAX_SKIPPED + 2):
+        dst = np.arange(distance, n)
+        src = dst - distance
+        same = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
+        at = np.flatnonzero(same & info.candidate[src] & ~info.candidate[dst] & (info.out_code[src] >= 0))
+        c, d = src[at], dst[at]
+        slot = _first_true(_slot_reads(info, c, d) & ~taken[d])
+        use = slot >= 0
+        taken[d[use], slot[use]] = True
+        read[c[use]] = True
+        pairs.append(c[use] * n + d[use])
+    return np.sort(np.concatenate(pairs)), read
+
+
+def _member(values: I64, table: I64) -> np.ndarray:
+    """Whether each value is in the sorted array `table`."""
+    if table.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    at = np.minimum(np.searchsorted(table, values), table.size - 1)
+    return table[at] == values
+
+
+def _slot_reads(info: _Info, src: I64, dst: I64) -> np.ndarray:
+    """(len(dst), SLOTS): whether input slot s of kernel dst has the key of src's output, or the key of a view
+    of it taken between their ops (`_through_views`). Unknown inputs read nothing."""
+    direct = (info.in_code[dst] == info.out_code[src][:, None]) & (info.in_code[dst] >= 0)
+    return direct | _through_views(info, src, dst)
+
+
+def _through_views(info: _Info, src: I64, dst: I64) -> np.ndarray:
+    """(len(dst), SLOTS): whether input slot s of dst reads a view of src's output, taken by a view op on dst's
+    thread after src's op started and before dst's op started (`views.py`)."""
+    slots = info.in_code.shape[1]
+    found = info.views.connects(
+        np.repeat(info.track[dst], slots),
+        np.repeat(info.out_code[src], slots),
+        info.in_code[dst].reshape(-1),
+        np.repeat(info.op_ns[src], slots),
+        np.repeat(info.op_ns[dst], slots),
+    )
+    return found.reshape(-1, slots)
 
 
 def _first_true(match: np.ndarray) -> I64:
@@ -424,7 +599,7 @@ def _opportunities(
     removed[dst, slot] = info.in_bytes[dst, slot]
     internal_out = np.zeros(kernels.size, dtype=bool)
     produced = kind == PRODUCER
-    internal_out[src[produced]] = ~info.read_elsewhere[src[produced]]
+    internal_out[src[produced]] = ~info.read_elsewhere[src[produced]] & ~links.read_outside[src[produced]]
     absorbed = np.zeros(kernels.size, dtype=np.float64)  # GEMM outputs an epilogue reads
     gemm_writes = np.zeros(kernels.size, dtype=np.float64)  # per component label: the GEMM outputs it absorbs
     gemm_count = np.zeros(kernels.size, dtype=np.int64)

@@ -263,8 +263,9 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
     """(inputs, output) of a memory-bound op call, as its model counts them: inputs without a recorded `out=`
     buffer; the output sized like the model's (pointwise: the broadcast of the inputs in the first input's dtype;
-    norms and same-dtype copies: the first input; fills: the filled tensor); None when its shape is not known
-    from the inputs (reductions, dtype-changing copies)."""
+    norms and same-dtype copies: the first input; fills: the filled tensor; `sum`/`mean`/`amax`/`amin`: the
+    input reduced over the recorded dims, see `reduction_output`); None when its shape is not known from the
+    recorded arguments (other reductions, dtype-changing copies)."""
     if shapes is None or not shapes.tensors or not op_name.startswith("aten::"):
         return (), None
     name, tensors = base_name(op_name), shapes.tensors
@@ -280,7 +281,39 @@ def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, .
         return (tensors[1],), first
     if name in ("clone", "contiguous", "repeat", "roll", "flip", "tril", "triu"):
         return (first,), first
+    if name in KEEPDIM_REDUCTIONS:
+        return (first,), reduction_output(name, shapes)
     return tensors, None
+
+
+# reductions called as (self, dim list, keepdim[, dtype]) or (self[, dtype]) (a full reduction)
+KEEPDIM_REDUCTIONS = {"sum", "mean", "amax", "amin"}
+
+
+def reduction_output(name: str, shapes: OpShapes) -> Tensor | None:
+    """The output of `sum` / `mean` / `amax` / `amin` from its recorded arguments: the input with the reduced
+    dims removed (kept as 1 with `keepdim`), in the input's dtype; a full reduction gives a 0-d tensor. None
+    when the arguments are not recorded as expected or a `dtype=` argument changes the output dtype."""
+    first = shapes.tensors[0]
+    args = shapes.concrete
+    if len(shapes.args) <= 2:  # (self) or sum(self, *, dtype)
+        return Tensor((), first.dtype, first.itemsize) if len(args) < 2 or not args[1].strip() else None
+    if len(args) < 3 or (len(args) > 3 and args[3].strip()) or (name in ("amax", "amin") and len(args) > 3):
+        return None
+    dims = _int_list(args[1])
+    keepdim = args[2].strip()
+    if dims is None or keepdim not in ("True", "False"):
+        return None
+    rank = len(first.dims)
+    if any(not -rank <= d < rank for d in dims):
+        return None
+    reduced = {d % rank for d in dims}
+    kept = tuple(
+        1 if axis in reduced else size
+        for axis, size in enumerate(first.dims)
+        if keepdim == "True" or axis not in reduced
+    )
+    return Tensor(kept, first.dtype, first.itemsize)
 
 
 def _broadcast_dims(tensors: tuple[Tensor, ...]) -> tuple[int, ...]:
