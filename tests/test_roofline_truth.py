@@ -132,3 +132,51 @@ def test_forward_convolutions_of_resnet50_add_up_to_its_published_macs() -> None
     )
     macs_per_image = float(models.flops[forward].sum()) / window.n_steps / 2 / batch
     assert batch == 32 and macs_per_image == pytest.approx(4.09e9 - 2.048e6, rel=2e-3)
+
+
+def test_int8_gemm_is_modelled_against_the_int8_peak() -> None:
+    """`torch._int_mm` (int8 × int8 → int32) of the audit's op mix: 2·M·K·N FLOPs from the raw `Input Dims`, over
+    the kernel's mean duration, against the H200's dense int8 peak (1,979 TOPS): a legacy WMMA kernel at ~6 %."""
+    path = recorded_trace("h200/audit/opmix_train.json.gz")
+    events = raw_events(path)
+    op = next(e for e in events if e.get("name") == "aten::_int_mm")
+    (m, k), (_, n) = op["args"]["Input Dims"][:2]
+    durations = [e["dur"] for e in events if e.get("cat") == "kernel" and "i161616gemm_s8" in e["name"]]
+    tflops = 2 * m * k * n / (sum(durations) / len(durations) * 1e-6) / 1e12
+    row = next(r for r in analyze(tracelens.load(path)).roofline.rows if r.op == "aten::_int_mm")  # type: ignore[union-attr]
+    assert (row.dtype, row.peak_dtype, row.peak_tflops) == ("int8", "int8", 1979.0)
+    assert row.achieved_tflops == pytest.approx(tflops, rel=1e-3)
+    assert row.pct_of_peak == pytest.approx(100 * tflops / 1979.0, abs=0.01)
+    assert 6.0 < row.pct_of_peak < 7.0
+
+
+def test_tf32_cutlass_convolution_kernels_are_held_against_the_tf32_peak() -> None:
+    """cuDNN's CUTLASS wgrad kernel in the fp32 channels-last ResNet spells its element type `tfloat32_t` in its
+    mangled name: it runs on tensor cores, so the TF32 peak (494.5 TFLOP/s on the H200) bounds it, not fp32's 67."""
+    path = recorded_trace("h200/audit/conv_train_fp32_cl.json.gz")
+    rows = analyze(tracelens.load(path)).roofline.rows  # type: ignore[union-attr]
+    cutlass = [r for r in rows if "tfloat32" in r.kernel]
+    assert cutlass and all((r.dtype, r.peak_dtype, r.peak_tflops) == ("fp32", "tf32", 494.5) for r in cutlass)
+    assert all(r.pct_of_peak is not None and r.pct_of_peak < 100 for r in cutlass)
+
+
+@pytest.mark.parametrize("path", ALL, ids=[p.name if "anchor" in str(p) else p.stem for p in ALL])
+def test_kernel_time_without_a_model_says_why(path: Path) -> None:
+    """Modelled and unmodelled kernel time add up to all of it: nothing outside the table is silent."""
+    roofline = analyze(tracelens.load(path)).roofline
+    assert roofline is not None
+    if not roofline.rows and not roofline.unmodelled:
+        return  # no kernels in the window
+    total = roofline.modelled_kernel_time_pct + sum(u.pct_of_kernel_time for u in roofline.unmodelled)
+    assert total == pytest.approx(100.0, abs=0.1 * (len(roofline.unmodelled) + 1))
+    assert all(u.reason and u.pct_of_kernel_time > 0 for u in roofline.unmodelled)
+
+
+def test_graph_replayed_kernels_are_unmodelled_for_lack_of_shapes() -> None:
+    """The CUDA-graph replay trace: kernels launched by `cudaGraphLaunch` inherit no recorded shapes; counted from
+    the raw events, the share of kernel time whose launching op recorded no `Input Dims` is what the roofline says."""
+    path = recorded_trace("h200/audit/gpt2_infer_cudagraph.json.gz")
+    roofline = analyze(tracelens.load(path)).roofline
+    assert roofline is not None
+    no_shapes = next(u for u in roofline.unmodelled if "no shapes" in u.reason)
+    assert no_shapes.pct_of_kernel_time > 95

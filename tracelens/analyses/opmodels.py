@@ -50,8 +50,17 @@ CONV_BACKWARD: dict[str, tuple[int, int, int]] = {
 }
 CONV_KERNEL_CATEGORIES = {"conv", "gemm"}  # cuDNN implicit-GEMM kernels may read as GEMMs
 # fp32 GEMM kernels that run on tensor cores as TF32 (their FLOPs count against the TF32 peak)
-TF32_KERNEL = re.compile(r"tf32|tensorop_s1688|tensorop_s16816|s1688gemm|s16816gemm", re.IGNORECASE)
-GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul", "aten::_scaled_mm"}
+TF32_KERNEL = re.compile(r"tf32|tfloat32|tensorop_s1688|tensorop_s16816|s1688gemm|s16816gemm", re.IGNORECASE)
+GEMM_OPS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::linear",
+    "aten::matmul",
+    "aten::_scaled_mm",
+    "aten::_int_mm",  # int8 × int8 → int32
+}
 # op name → position of `is_causal` among its arguments, and whether it is a backward
 ATTENTION_OPS: dict[str, tuple[int, int, bool]] = {  # name: (query position, is_causal position, backward)
     "aten::_scaled_dot_product_flash_attention": (0, 4, False),
@@ -377,7 +386,9 @@ def _gemm(op_name: str, shapes: OpShapes) -> OpModel | None:
     if dims is None:
         return None
     batch, m, k, n, a = dims
-    out_bytes = float(batch * m * n * (2 if a.itemsize == 1 else a.itemsize))
+    # 8-bit inputs: fp8 GEMMs write bf16/fp16 (the common case), `_int_mm` writes int32
+    out_itemsize = a.itemsize if a.itemsize > 1 else (4 if op_name == "aten::_int_mm" else 2)
+    out_bytes = float(batch * m * n * out_itemsize)
     moved = float(sum(t.nbytes for t in _gemm_inputs(op_name, shapes))) + out_bytes
     return OpModel("gemm", 2.0 * batch * m * k * n, moved, a.dtype, out_bytes=out_bytes)
 
@@ -480,7 +491,7 @@ def _bool_list(text: str) -> list[bool] | None:
 def _gemm_dims(op_name: str, shapes: OpShapes) -> tuple[int, int, int, int, Tensor] | None:
     """(batch, M, K, N, A) of a GEMM-like op."""
     args = shapes.args
-    if op_name in ("aten::mm", "aten::_scaled_mm"):
+    if op_name in ("aten::mm", "aten::_scaled_mm", "aten::_int_mm"):
         a, b = shapes.tensor(0), shapes.tensor(1)
         if a is None or b is None or len(a.dims) != 2 or len(b.dims) != 2:
             return None

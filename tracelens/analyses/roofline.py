@@ -74,6 +74,25 @@ class RooflineRow:
     limit: str  # "compute" | "memory"
     pct_of_peak: float | None  # None: unknown peak, or the model does not fit (see `model_note`)
     model_note: str | None = None  # why `pct_of_peak` is None although the peak is known
+    peak_dtype: str | None = None  # the dtype whose TFLOP/s peak bounds it (fp32 on tensor cores: tf32); None: no FLOPs
+
+
+@dataclass(frozen=True)
+class Unmodelled:
+    """Kernel time of the window without a model, for one reason (see `UNMODELLED_REASONS`)."""
+
+    reason: str
+    pct_of_kernel_time: float
+    ops: list[str] = field(default_factory=list)  # "no model": the launching ops with most such time, largest first
+
+
+UNMODELLED_REASONS = {
+    "no_op": "no launching CPU op recorded (CUDA-graph replays, kernels launched outside an op)",
+    "no_shapes": "the launching op recorded no shapes (record_shapes off, or a graph replay)",
+    "no_model": "no FLOP/byte model for the op",
+    "helper": "other kernels of modelled ops (layout transforms, workspace set-up, …)",
+}
+MAX_UNMODELLED_OPS = 3
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,7 @@ class Roofline:
     peaks_source: str
     modelled_kernel_time_pct: float  # share of kernel time in the window that has a model
     rows: list[RooflineRow] = field(default_factory=list)
+    unmodelled: list[Unmodelled] = field(default_factory=list)  # why the rest has none, largest share first
 
     def by_kernel(self) -> dict[str, RooflineRow]:
         return {row.kernel: row for row in self.rows}
@@ -286,7 +306,46 @@ def roofline_of(
         peaks_source=peaks.source,
         modelled_kernel_time_pct=round(100 * min(modelled / kernel_time, 1.0), 1) if kernel_time > 0 else 0.0,
         rows=rows,
+        unmodelled=_unmodelled(trace, window, models, kernel_time),
     )
+
+
+def _unmodelled(trace: Trace, window: Window, models: KernelModels, kernel_time_ns: float) -> list[Unmodelled]:
+    """The window's kernel time without a model, split by reason: no launching op; no shapes on the launching op
+    or the ancestors a model is looked for in; shapes but no model (with the ops that have most such time)."""
+    ev, links = trace.events, trace.links
+    if kernel_time_ns <= 0:
+        return []
+    has_model = np.zeros(len(ev), dtype=bool)
+    has_model[models.row] = True
+    rest = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL) & ~has_model)
+    op = links.op[rest].astype(np.int64)
+    op_modelled = np.zeros(len(ev), dtype=bool)
+    op_modelled[models.op_row[models.op_row >= 0]] = True
+    shaped = np.zeros(rest.size, dtype=bool)
+    helper = np.zeros(rest.size, dtype=bool)  # the launching op (or an ancestor) has a model for other kernels
+    current = op.copy()
+    for _ in range(MAX_OP_ANCESTORS + 1):
+        alive = current >= 0
+        shaped[alive] |= np.asarray([ev.input_dims[r] is not None for r in current[alive].tolist()], dtype=bool)
+        helper[alive] |= op_modelled[current[alive]]
+        current[alive] = nearest_ancestor_of_kind(links.parent, ev.kind, Kind.CPU_OP, current[alive])
+    reason = np.where(op < 0, 0, np.where(helper, 3, np.where(shaped, 2, 1)))
+    dur = ev.dur_ns[rest].astype(np.float64)
+    out = []
+    for code, key in enumerate(UNMODELLED_REASONS):
+        picked = reason == code
+        if not picked.any():
+            continue
+        ops: list[str] = []
+        if key == "no_model":
+            names = ev.name[op[picked]]
+            by_name = np.bincount(names, weights=dur[picked])
+            ops = [ev.names[int(c)] for c in descending_order(by_name)[:MAX_UNMODELLED_OPS].tolist() if by_name[c] > 0]
+        pct = round(100 * float(dur[picked].sum()) / kernel_time_ns, 1)
+        if pct > 0:  # under 0.05 % is left out, as it rounds to nothing
+            out.append(Unmodelled(UNMODELLED_REASONS[key], pct, ops))
+    return sorted(out, key=lambda u: -u.pct_of_kernel_time)
 
 
 def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]:
@@ -337,7 +396,8 @@ def _row(
     seconds = dur_ns / NS_PER_S
     tflops, tbps = flops / seconds / 1e12, moved / seconds / 1e12
     intensity = flops / moved if moved > 0 else None
-    peak_flops = peaks.flops_peak(peak_dtype(dtype, name)) if flops > 0 else None
+    bounding_dtype = peak_dtype(dtype, name) if flops > 0 else None
+    peak_flops = peaks.flops_peak(bounding_dtype) if bounding_dtype is not None else None
     peak_bw = peaks.hbm_tbps
     compute_bound = flops > 0 and (
         moved <= 0
@@ -374,6 +434,7 @@ def _row(
         limit="compute" if compute_bound else "memory",
         pct_of_peak=round(pct, 2) if pct is not None else None,
         model_note=note,
+        peak_dtype=bounding_dtype,
     )
 
 

@@ -36,14 +36,21 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"notify_combine",
         ),
     ),
-    ("copy", re.compile(r"converttensor|nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|::transpose\b")),
+    ("copy", re.compile(r"converttensor|nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nhwcaddpadding|::transpose\b")),
+    ("other", re.compile(r"workspace")),  # a library's workspace set-up (cuDNN `init_device_workspace`): no math
     ("norm", re.compile(_NORM)),
-    ("attention", re.compile(r"flash|fmha|attention|attn|sdpa|sage_?(?:fwd|bwd|attn)|_fwd_kernel|_bwd_kernel")),
+    (
+        "attention",
+        re.compile(
+            r"flash|fmha|attention|attn|sdpa|sage_?(?:fwd|bwd|attn)|_fwd_kernel|_bwd_kernel|"
+            r"cudnn::fusion::(?:compute_dot_do_o|convert_dq)",  # cuDNN SDPA backward's helper kernels
+        ),
+    ),
     (
         "conv",
         re.compile(
-            r"conv|winograd|implicit_gemm|implicitgemm|scudnn|fft|dgrad|wgrad|fprop|cudnn::cnn::|miopen|"
-            r"igemm_(?:fwd|bwd|wrw)|im2col|im2d2col|col2im|cask_cudnn::",
+            r"conv(?!ert)|winograd|implicit_gemm|implicitgemm|scudnn|fft|dgrad|wgrad|fprop|cudnn::cnn::|miopen|"
+            r"igemm_(?:fwd|bwd|wrw)|im2col|im2d2col|col2im|cask_cudnn::|_cudnn::reduction::kernel::reducesplitk",
         ),
     ),
     (
@@ -54,12 +61,16 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("fused", re.compile(r"^(?:triton_|fused_|liger|_liger)|_kernel_fused")),
-    ("elementwise", re.compile(r"distribution_|philox|curand|random_|normal_and_transform|uniform_and_transform")),
+    (
+        "elementwise",  # RNG (before `norm` of the reductions) and index-generating kernels (`arange`, before `index`)
+        re.compile(r"distribution_|philox|curand|random_|normal_and_transform|uniform_and_transform|_with_index\b"),
+    ),
+    ("copy", re.compile(r"indexfunc|index_put|scatter_add|index_add")),  # scatters, even with a `ReduceAdd` functor
     (
         "reduction",
         re.compile(
             r"reduce|reduction|softmax|norm(?!al)|welford|argmax|argmin|sum_kernel|cumsum|scan|"
-            r"topk|sort|embedding_backward|nll_loss|nllcriterion|cross_entropy",
+            r"topk|sort|embedding_backward|nll_loss|nllcriterion|cross_entropy|max_?pool|avg_?pool|adaptive_\w*pool",
         ),
     ),
     (
@@ -75,7 +86,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 
-_LIBRARY_RULES = 6  # communication, layout copies, norm, attention, conv, gemm: recognised whatever the launch API
+_LIBRARY_RULES = 7  # communication, layout copies, workspaces, norm, attention, conv, gemm: whatever the launch API
 # Triton's launchers; `hipExtModuleLaunchKernel` is not one of them (MIOpen and hipBLASLt/Tensile kernels use it)
 _TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel")
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

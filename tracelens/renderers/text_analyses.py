@@ -186,8 +186,9 @@ def fusion_table(fusion: Fusion) -> Table | Text:
 
 def roofline_table(roofline: Roofline) -> Table | Text:
     if not roofline.rows:
-        return Text("Roofline: no kernel has a FLOP/byte model (shapes not recorded or ops not modelled)")
-    peaks = ", ".join(f"{k} {v:g}" for k, v in roofline.peaks_tflops.items() if k in ("bf16", "fp16", "fp32", "fp8"))
+        return Text("Roofline: no kernel has a FLOP/byte model" + (unmodelled_text(roofline) or " (no kernels)"))
+    shown = {"bf16", "fp16", "fp32", "fp8"} | {r.peak_dtype for r in roofline.rows[:MAX_ROOFLINE_ROWS] if r.peak_dtype}
+    peaks = ", ".join(f"{k} {v:g}" for k, v in roofline.peaks_tflops.items() if k in shown)
     table = Table(
         title=f"Roofline on {roofline.device} ({roofline.modelled_kernel_time_pct:g} % of kernel time modelled)",
         title_justify="left",
@@ -226,7 +227,17 @@ def roofline_table(roofline: Roofline) -> Table | Text:
     misfits = [r for r in roofline.rows[:MAX_ROOFLINE_ROWS] if r.model_note]
     if misfits:
         table.caption += "".join(f"\n— {r.short_name}: {r.model_note}" for r in misfits)
+    table.caption += unmodelled_text(roofline)
     return table
+
+
+def unmodelled_text(roofline: Roofline) -> str:
+    """Why the kernel time outside the table has no model (empty when everything is modelled)."""
+    parts = []
+    for u in roofline.unmodelled:
+        ops = f" ({', '.join(op.removeprefix('aten::') for op in u.ops)})" if u.ops else ""
+        parts.append(f"{u.pct_of_kernel_time:g}\u00a0%: {u.reason}{ops}")  # a no-break space: never "5.8⏎%"
+    return "\nnot modelled: " + "; ".join(parts) if parts else ""
 
 
 def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
