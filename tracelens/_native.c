@@ -357,16 +357,20 @@ static int int64_buffer(PyObject *object, Py_buffer *view, Py_ssize_t *n) {
     return 0;
 }
 
-/* enclosing(start, end, track) for rows sorted by (track, start, -end, ...): each row's innermost earlier row on
-   its track that encloses it (end > its start, or end >= its end), walking up from the previous row through the
-   rows already found to enclose; -1 for none. Also each row's depth (its number of enclosing ancestors). Same
-   result as tracelens.model.nesting's vectorised pointer jumping, in one pass. */
+/* enclosing(start, end, track, tolerance) for rows sorted by (track, start, -end, ...): each row's innermost
+   earlier row on its track that encloses it (still running at its start, or ending with it, and ending at or after
+   its end less `tolerance` ns), walking up
+   from the previous row through the rows already found to enclose; -1 for none. Also each row's depth (its
+   number of enclosing ancestors). Same result as tracelens.model.nesting's vectorised pointer jumping, in one
+   pass. */
 static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "enclosing(start, end, track)");
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "enclosing(start, end, track, tolerance)");
         return NULL;
     }
+    const long long tolerance = PyLong_AsLongLong(argv[3]);
+    if (tolerance == -1 && PyErr_Occurred()) return NULL;
     Py_buffer views[3];
     Py_ssize_t n = -1;
     int held = 0;
@@ -380,7 +384,7 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if ((depth_buffer = new_buffer(n, 4, (char **)&depth)) == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t c = (i > 0 && track[i] == track[i - 1]) ? (int64_t)(i - 1) : -1;
-        while (c >= 0 && !(end[c] > start[i] || end[c] >= end[i])) c = cand[c];
+        while (c >= 0 && !((end[c] > start[i] || end[c] >= end[i]) && end[c] >= end[i] - tolerance)) c = cand[c];
         cand[i] = c;
         depth[i] = c >= 0 ? depth[c] + 1 : 0;
     }
@@ -394,7 +398,7 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
-     "enclosing(start, end, track) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
+     "enclosing(start, end, track, tolerance) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},

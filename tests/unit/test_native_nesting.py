@@ -56,6 +56,8 @@ def test_the_extension_refuses_other_dtypes() -> None:
     if NATIVE is None:
         pytest.skip("the C extension is not built")
     with pytest.raises(TypeError):
-        NATIVE.enclosing(np.zeros(3, np.int32), np.zeros(3, np.int64), np.zeros(3, np.int64))
+        NATIVE.enclosing(np.zeros(3, np.int32), np.zeros(3, np.int64), np.zeros(3, np.int64), 0)
     with pytest.raises(ValueError):
-        NATIVE.enclosing(np.zeros(3, np.int64), np.zeros(2, np.int64), np.zeros(3, np.int64))
+        NATIVE.enclosing(np.zeros(3, np.int64), np.zeros(2, np.int64), np.zeros(3, np.int64), 0)
+    with pytest.raises(TypeError):
+        NATIVE.enclosing(np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, np.int64))

@@ -96,6 +96,8 @@ class Compiled:
     note: str
     compiles: list[CompileEvent] = field(default_factory=list)
     steady_steps: list[int] = field(default_factory=list)  # the steps the steady-state figures come from
+    # the part of `cache_lookup_us_per_step` outside every compiled region (a nested compiled call looks up inside)
+    cache_lookup_outside_us_per_step: float = 0.0
 
 
 @per_trace
@@ -151,8 +153,15 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
         note="",
         compiles=compiles,
         steady_steps=list(steady.step_numbers) if trace.steps.source == "ProfilerStep" else [],
+        cache_lookup_outside_us_per_step=_r(_outside_regions(trace, lookup, self_ns) / NS_PER_US / n),
     )
     return _with_note(result, trace)
+
+
+def _outside_regions(trace: Trace, mask: np.ndarray, self_ns: np.ndarray) -> float:
+    """Self time (ns) of the events in `mask` that no compiled region encloses."""
+    rows = np.flatnonzero(mask)
+    return float(self_ns[rows[_region_of(trace, rows, _region_calls(trace)) < 0]].sum())
 
 
 def steady_window(trace: Trace, window: Window, compiled: Compiled | None = None) -> Window:

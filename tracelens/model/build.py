@@ -4,13 +4,13 @@ from the columns is built here, so a cached table rebuilds the same trace."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
-from tracelens.model.nesting import nest
+from tracelens.model.nesting import clip_unreturned_frames, nest
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 
@@ -38,6 +38,14 @@ class Columns:
 def build_trace(columns: Columns) -> Trace:
     """Link, find steps and warn: the whole model of one trace from its columns."""
     table, truncated = columns.events, columns.truncation.truncated
+    notes = list(columns.notes)
+    dur_ns, clipped = clip_unreturned_frames(table)
+    if clipped:
+        table = replace(table, dur_ns=dur_ns)
+        notes.append(
+            f"{clipped:,} Python frames outlived the frame that called them (they had not returned when the "
+            "profiler stopped, which closes them at the end of the recording); they end with their caller here"
+        )
     parent, depth = nest(table)
     launch = link_launches(table)
     op, by_id, by_time = link_ops(table, parent, launch)
@@ -62,17 +70,13 @@ def build_trace(columns: Columns) -> Trace:
         memory=_with_ops(columns.memory, table, parent, depth),
         counters=columns.counters,
     )
-    from dataclasses import replace
-
-    return replace(trace, warnings=tuple(trace_warnings(trace, columns.notes)))
+    return replace(trace, warnings=tuple(trace_warnings(trace, notes)))
 
 
 def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32) -> MemoryTable:
     """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`)."""
     if not len(memory):
         return memory
-    from dataclasses import replace
-
     return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track))
 
 

@@ -1,8 +1,12 @@
 """Nesting of CPU-side events per thread, vectorised (pointer jumping, no per-event Python loop).
 
-Contract: `parent[i]` is the innermost CPU-side event on the same track that starts at or before event i
-and is still running at its start (or fully contains it). Improperly nested events (a child overhanging its
-parent by a few ns, common after µs rounding) still get the parent that contains their start.
+Contract: `parent[i]` is the innermost CPU-side event on the same track that starts at or before event i, is
+still running at its start (or ends with it), and ends at or after its end less `OVERHANG_TOLERANCE_NS` (a
+child overhanging its parent by a few ns, common after µs rounding, still gets that parent). An event that
+outlives the event it started in by more (a `record_function` annotation entered in one Python frame and
+exited after it returned, such as `ProfilerStep#N` started by `profiler.step()`) nests in the innermost event
+that contains all of it, so that the events after the shorter one ended are never taken for its descendants.
+Python frames that outlive their Python caller are clipped first (`clip_unreturned_frames`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from tracelens import native
 from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_mask
 
 _native = native.module()  # None: the vectorised Python below gives the same result
+OVERHANG_TOLERANCE_NS = 1_000  # µs-rounded timestamps: a child may overhang its parent's end by up to 1 µs
 
 # Ties in (start, end): the outer one sorts first.
 _TIE_PRIORITY = np.zeros(max(Kind) + 1, dtype=np.int8)
@@ -21,6 +26,45 @@ _TIE_PRIORITY[Kind.PYTHON] = 1
 _TIE_PRIORITY[Kind.CPU_OP] = 2
 _TIE_PRIORITY[Kind.RUNTIME] = 3
 _TIE_PRIORITY[Kind.DRIVER] = 3
+
+
+def clip_unreturned_frames(events: EventTable) -> tuple[I64, int]:
+    """(durations, how many were clipped). The profiler closes the Python frames that had not returned when it
+    stopped at the end of the recording (C methods such as `<built-in method apply of FunctionMeta>` of a compiled
+    autograd function, every step), but a frame cannot outlive the Python frame that called it: each such
+    unfinished frame (ending with the recording, within `OVERHANG_TOLERANCE_NS`) that outlives the Python frame
+    it started in ends with that frame instead (callers first; a caller that ends before a frame starts is not
+    its caller). The loop runs over the unfinished frames only."""
+    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
+    if not np.any(events.kind[cpu] == Kind.PYTHON):
+        return events.dur_ns, 0
+    start = events.ts_ns[cpu]
+    end = start + events.dur_ns[cpu]
+    recording_end = int(end.max())
+    track = events.track[cpu]
+    order = _nesting_order(cpu, start, end, track, _TIE_PRIORITY[events.kind[cpu]])
+    is_python = events.kind[cpu[order]] == Kind.PYTHON
+    s_start, s_end = start[order], end[order].copy()
+    unfinished = np.flatnonzero(is_python & (s_end >= recording_end - OVERHANG_TOLERANCE_NS))
+    if unfinished.size == 0:
+        return events.dur_ns, 0
+    container = _enclosing(s_start, s_end, track[order], tolerance=_ANY_OVERHANG)[0].tolist()
+    ends, starts, python = s_end.tolist(), s_start.tolist(), is_python.tolist()
+    clipped = []
+    for p in unfinished.tolist():  # sorted by (track, start): callers first
+        c = container[p]
+        while c >= 0 and ends[c] <= starts[p]:  # a caller that was clipped before this frame started
+            c = container[c]
+        if c >= 0 and python[c] and ends[c] < ends[p] - OVERHANG_TOLERANCE_NS:
+            ends[p] = ends[c]
+            clipped.append(p)
+    if not clipped:
+        return events.dur_ns, 0
+    dur = events.dur_ns.copy()
+    positions = np.asarray(clipped, dtype=np.int64)
+    rows = cpu[order[positions]]
+    dur[rows] = np.asarray(ends, dtype=np.int64)[positions] - events.ts_ns[rows]
+    return dur, len(clipped)
 
 
 def nest(events: EventTable) -> tuple[I32, I32]:
@@ -45,12 +89,17 @@ def nest(events: EventTable) -> tuple[I32, I32]:
     return parent, depth
 
 
-def _enclosing(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> tuple[I64, I32 | None]:
+_ANY_OVERHANG = 2**62  # `_enclosing` with this tolerance: the innermost event still running at each start
+
+
+def _enclosing(
+    start: np.ndarray, end: np.ndarray, track: np.ndarray, tolerance: int = OVERHANG_TOLERANCE_NS
+) -> tuple[I64, I32 | None]:
     """`_enclosing_in_sorted`, and each row's depth when the C extension computes both in one pass."""
     if _native is None:
-        return _enclosing_in_sorted(start, end, track), None
+        return _enclosing_in_sorted(start, end, track, tolerance), None
     columns = (np.ascontiguousarray(column, dtype=np.int64) for column in (start, end, track))
-    cand, depth = _native.enclosing(*columns)
+    cand, depth = _native.enclosing(*columns, tolerance)
     return np.frombuffer(cand, dtype=np.int64), np.frombuffer(depth, dtype=np.int32)
 
 
@@ -74,8 +123,11 @@ def _nesting_order(rows: np.ndarray, start: np.ndarray, end: np.ndarray, track: 
     return order
 
 
-def _enclosing_in_sorted(start: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
-    """For rows sorted by (track, start, -end): index of the innermost earlier row that encloses each row."""
+def _enclosing_in_sorted(
+    start: np.ndarray, end: np.ndarray, track: np.ndarray, tolerance: int = OVERHANG_TOLERANCE_NS
+) -> np.ndarray:
+    """For rows sorted by (track, start, -end): index of the innermost earlier row that encloses each row (still
+    running at its start, or ending with it, and ending no more than `tolerance` ns before it)."""
     m = start.shape[0]
     cand = np.arange(-1, m - 1, dtype=np.int64)
     if m:
@@ -83,7 +135,8 @@ def _enclosing_in_sorted(start: np.ndarray, end: np.ndarray, track: np.ndarray) 
     active = np.flatnonzero(cand >= 0)
     while active.size:
         c = cand[active]
-        encloses = (end[c] > start[active]) | (end[c] >= end[active])
+        running = (end[c] > start[active]) | (end[c] >= end[active])
+        encloses = running & (end[c] >= end[active] - tolerance)
         moving = active[~encloses]
         if moving.size == 0:
             break
