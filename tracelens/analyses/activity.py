@@ -89,7 +89,9 @@ class StepWindows:
     time (GPU end to GPU end when the GPU is the limiter, i.e. the previous step's GPU work ended after this
     step's CPU start; else CPU start to the next step's CPU start; the window length for the trace's first
     step, and for its last when it is not GPU-limited). `backlog_ns`: how far GPU work trails the CPU at the
-    step's CPU end.
+    step's CPU end. `period_known`: False for the first step when GPU work launched before the recording still
+    ran after it started (the queue held earlier steps' work: its period cannot be told); its window then starts
+    at the first recorded GPU activity, since what the GPU did before it is not in the trace.
     """
 
     start_ns: I64
@@ -100,6 +102,7 @@ class StepWindows:
     period_ns: I64
     gpu_limited: Bool
     backlog_ns: I64
+    period_known: Bool
 
 
 @per_trace
@@ -128,6 +131,9 @@ def step_windows(trace: Trace) -> StepWindows:
     start = np.minimum(np.maximum(steps.start_ns, previous_end), gpu_end)
     if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:
         start[0] = min(int(start[0]), int(gpu.ts_ns.min()))
+    period_known = np.ones(n, dtype=bool)
+    if steps.source == "ProfilerStep" and n and gpu.ts_ns.size:
+        start[0], period_known[0] = _first_window_start(gpu, end, int(steps.start_ns[0]), int(start[0]), gpu_end[0])
     busy = device_busy_intervals(trace)
     busy_ns = np.zeros(n, dtype=np.float64)
     for intervals in busy.values():
@@ -153,7 +159,24 @@ def step_windows(trace: Trace) -> StepWindows:
         period_ns=period.astype(np.int64),
         gpu_limited=gpu_limited,
         backlog_ns=np.maximum(gpu_end - steps.end_ns, 0),
+        period_known=period_known,
     )
+
+
+def _first_window_start(gpu: GpuActivity, end: I64, step_start: int, start: int, gpu_end: int) -> tuple[int, bool]:
+    """(window start, period known) of the trace's first step: GPU work launched before the recording that ends
+    after the step starts is the queue of earlier steps (the period is unknown); when the first such activity
+    is the first recorded one, the GPU's state before it is unknown too, so the window starts there."""
+    live = np.flatnonzero(end > step_start)
+    if live.size == 0:
+        return start, True
+    earlier_work = gpu.launch[live] < 0
+    if not earlier_work.any():
+        return start, True
+    first = live[np.argmin(gpu.ts_ns[live])]
+    if gpu.launch[first] < 0:
+        start = min(max(start, int(gpu.ts_ns[first])), gpu_end)
+    return start, False
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

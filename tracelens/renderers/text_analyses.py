@@ -84,7 +84,8 @@ def bound_text(bound: Bound) -> Text:
         f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step: window {_us(bound.gpu_window_us_per_step)} µs = busy {_us(bound.gpu_busy_us_per_step)} µs "
+        f"GPU per step (mean of {len(bound.steps)}): window {_us(bound.gpu_window_us_per_step)} µs = busy "
+        f"{_us(bound.gpu_busy_us_per_step)} µs "
         f"+ idle waiting for launches {_us(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
         f"{_us(bound.sync_wait_us_per_step)} µs, with work already queued {_us(bound.queued_idle_us_per_step)} µs, "
         f"other {_us(bound.other_idle_us_per_step)} µs"
