@@ -14,9 +14,10 @@ independent readings of the same definitions (docs/definitions.md):
 - step time: gpu_end(k) - gpu_end(k-1) when the GPU is the limiter (gpu_end(k-1) > CPU start of k), else the
   CPU start of k+1 - CPU start of k; the first step of the trace (no previous step) and the last one without a
   next step take their window length;
-- the first step, when GPU work that has no launch in the trace (launched before the recording) ends after
-  its CPU start: its step time is unknown (None: the queue held earlier steps' work), and when the earliest
-  GPU activity ending after that start is such work, its window starts at that activity's start;
+- the first step, when GPU work that has no launch in the trace (launched before the recording) ends after its
+  CPU start and starts before the first GPU activity the step launched (the queue of earlier steps): when its
+  GPU end trails its CPU end, its step time runs from when that work ended to its GPU end; and when the
+  earliest GPU activity ending after the step's start is such work, its window starts at that activity's start;
 - queue backlog = gpu_end(k) - CPU end of k.
 
 Run it as `python -m tests.independent.step_windows TRACE` to print the figures.
@@ -93,12 +94,20 @@ def step_figures(path: str) -> list[dict[str, float]]:
     for i, (number, (cpu_start, cpu_end)) in enumerate(ordered):
         gpu_end = max(cpu_end, last_launched_end[i] or cpu_end, previous_end if previous_end is not None else cpu_end)
         window_start = cpu_start if previous_end is None else max(cpu_start, previous_end)
-        earlier_work = False
+        earlier_end = None
         if i == 0 and number != -1:
-            live = sorted(((s, launched) for _, s, t, launched in gpu if t > cpu_start), key=lambda x: x[0])
-            earlier_work = any(launched is None for _, launched in live)
-            if live and live[0][1] is None:
-                window_start = max(window_start, live[0][0])
+            own = [s for _, s, _, launched in gpu if launched is not None and cpu_start <= launched < cpu_end]
+            first_own = min(own) if own else None
+            earlier = [
+                t
+                for _, s, t, launched in gpu
+                if launched is None and t > cpu_start and (first_own is None or s < first_own)
+            ]
+            if earlier:
+                earlier_end = max(earlier)
+                live = sorted(((s, launched) for _, s, t, launched in gpu if t > cpu_start), key=lambda x: x[0])
+                if live[0][1] is None:
+                    window_start = max(window_start, live[0][0])
         window_start = min(window_start, gpu_end)
         busy_ns = sum(_clipped(busy_by_device[d], window_start, gpu_end) for d in devices)
         window_ns = (gpu_end - window_start) * len(devices)
@@ -107,6 +116,8 @@ def step_figures(path: str) -> list[dict[str, float]]:
             step_ns = gpu_end - previous_end  # type: ignore[operator]
         elif previous_end is not None and i + 1 < len(ordered):
             step_ns = ordered[i + 1][1][0] - cpu_start
+        elif earlier_end is not None and gpu_end > cpu_end:  # GPU-limited by the earlier work
+            step_ns = gpu_end - max(window_start, earlier_end)
         else:
             step_ns = gpu_end - cpu_start
         rows.append(
@@ -118,7 +129,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
                 "window_end_ns": gpu_end,
                 "busy_us": busy_ns / 1000,
                 "idle_us": (window_ns - busy_ns) / 1000,
-                "step_us": None if earlier_work else step_ns / 1000,
+                "step_us": step_ns / 1000,
                 "backlog_us": (gpu_end - cpu_end) / 1000,
             }
         )

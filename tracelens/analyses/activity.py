@@ -89,9 +89,10 @@ class StepWindows:
     time (GPU end to GPU end when the GPU is the limiter, i.e. the previous step's GPU work ended after this
     step's CPU start; else CPU start to the next step's CPU start; the window length for the trace's first
     step, and for its last when it is not GPU-limited). `backlog_ns`: how far GPU work trails the CPU at the
-    step's CPU end. `period_known`: False for the first step when GPU work launched before the recording still
-    ran after it started (the queue held earlier steps' work: its period cannot be told); its window then starts
-    at the first recorded GPU activity, since what the GPU did before it is not in the trace.
+    step's CPU end. When GPU work launched before the recording (the queue of earlier steps) still runs after the
+    first step's CPU start and the step's GPU work trails its CPU end, that step is GPU-limited by it: its period
+    runs from when that work ended to its own GPU end; when the first recorded GPU activity is such work, its
+    window starts there (what the GPU did before is not in the trace).
     """
 
     start_ns: I64
@@ -102,7 +103,6 @@ class StepWindows:
     period_ns: I64
     gpu_limited: Bool
     backlog_ns: I64
-    period_known: Bool
 
 
 @per_trace
@@ -131,9 +131,11 @@ def step_windows(trace: Trace) -> StepWindows:
     start = np.minimum(np.maximum(steps.start_ns, previous_end), gpu_end)
     if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:
         start[0] = min(int(start[0]), int(gpu.ts_ns.min()))
-    period_known = np.ones(n, dtype=bool)
+    earlier_end = -1  # when the work launched before the recording that ran into the first step ended
+    first_start = int(start[0]) if n else 0  # the first window's start before that work is taken into account
     if steps.source == "ProfilerStep" and n and gpu.ts_ns.size:
-        start[0], period_known[0] = _first_window_start(gpu, end, int(steps.start_ns[0]), int(start[0]), gpu_end[0])
+        start[0], earlier_end = _earlier_work(gpu, end, int(steps.start_ns[0]), int(start[0]))
+        start[0] = min(int(start[0]), int(gpu_end[0]))
     busy = device_busy_intervals(trace)
     busy_ns = np.zeros(n, dtype=np.float64)
     for intervals in busy.values():
@@ -147,8 +149,10 @@ def step_windows(trace: Trace) -> StepWindows:
         np.where(next_start >= 0, next_start - steps.start_ns, gpu_end - steps.start_ns),
     )
     if n:
-        period[0] = gpu_end[0] - start[0]  # no previous step: its window
-        if not gpu_limited[-1]:
+        # no previous step: its window; GPU-limited by the earlier work when that ran into it and the GPU trails
+        gpu_limited[0] = earlier_end > int(steps.start_ns[0]) and int(gpu_end[0]) > int(steps.end_ns[0])
+        period[0] = gpu_end[0] - (max(int(start[0]), earlier_end) if gpu_limited[0] else first_start)
+        if not gpu_limited[-1] and n > 1:  # a last step without a next one (a single step is the first)
             period[-1] = gpu_end[-1] - start[-1]
     return StepWindows(
         start_ns=start,
@@ -159,24 +163,23 @@ def step_windows(trace: Trace) -> StepWindows:
         period_ns=period.astype(np.int64),
         gpu_limited=gpu_limited,
         backlog_ns=np.maximum(gpu_end - steps.end_ns, 0),
-        period_known=period_known,
     )
 
 
-def _first_window_start(gpu: GpuActivity, end: I64, step_start: int, start: int, gpu_end: int) -> tuple[int, bool]:
-    """(window start, period known) of the trace's first step: GPU work launched before the recording that ends
-    after the step starts is the queue of earlier steps (the period is unknown); when the first such activity
-    is the first recorded one, the GPU's state before it is unknown too, so the window starts there."""
+def _earlier_work(gpu: GpuActivity, end: I64, step_start: int, start: int) -> tuple[int, int]:
+    """(window start, end of earlier work) of the trace's first step (index 0). Earlier work is the queue of
+    earlier steps: GPU activity launched before the recording (no launch in the trace) that ends after the step's
+    CPU start and starts before the first activity the step launched (-1: none). When the first GPU activity
+    after the step starts is such work, the window starts there."""
+    own = gpu.ts_ns[gpu.step == 0]
+    first_own = int(own.min()) if own.size else np.iinfo(np.int64).max
+    earlier = np.flatnonzero((gpu.launch < 0) & (end > step_start) & (gpu.ts_ns < first_own))
+    if earlier.size == 0:
+        return start, -1
     live = np.flatnonzero(end > step_start)
-    if live.size == 0:
-        return start, True
-    earlier_work = gpu.launch[live] < 0
-    if not earlier_work.any():
-        return start, True
-    first = live[np.argmin(gpu.ts_ns[live])]
-    if gpu.launch[first] < 0:
-        start = min(max(start, int(gpu.ts_ns[first])), gpu_end)
-    return start, False
+    if gpu.launch[live[np.argmin(gpu.ts_ns[live])]] < 0:
+        start = max(start, int(gpu.ts_ns[live].min()))
+    return start, int(end[earlier].max())
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -22,7 +22,6 @@ Definitions (per step = total over the analyzed steps / their number; analyzed s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,9 +115,7 @@ def rank_figures(trace: Trace) -> RankFigures:
     is_comm = kernels.category[order] == CATEGORIES.index(COMMUNICATION)
     dur_us = kernels.dur_ns[order] / 1000.0
     names = np.asarray(trace.events.names, dtype=object)[kernels.name[order][is_comm]]
-    windows = step_windows(trace)
-    durations = windows.period_ns[window.step_indices] / 1000.0  # per-step step time (period)
-    known = windows.period_known[window.step_indices]
+    durations = step_windows(trace).period_ns[window.step_indices] / 1000.0  # per-step step time (period)
     return RankFigures(
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
@@ -127,7 +124,7 @@ def rank_figures(trace: Trace) -> RankFigures:
         steps=window.n_steps,
         step_numbers=list(window.step_numbers),
         step_us=float("nan") if summary.per_step.step_us is None else float(summary.per_step.step_us),
-        step_us_by_step=[float(d) if k else math.nan for d, k in zip(durations, known, strict=True)],  # NaN: unknown
+        step_us_by_step=[float(d) for d in durations],
         gpu_kernel_us=float(dur_us.sum() / n),
         compute_us=float(dur_us[~is_comm].sum() / n),
         collective_us=float(dur_us[is_comm].sum() / n),

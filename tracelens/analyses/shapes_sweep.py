@@ -76,16 +76,14 @@ def sweep_shapes(trace: Trace, compiles: list[CompileEvent]) -> list[ShapeRow]:
     if len({k for k in keys if k is not None}) < 2:
         return []
     kernel_us = _kernel_us_outside_compilation(trace, window.step_indices)
-    windows = step_windows(trace)
-    period_us = windows.period_ns[window.step_indices] / NS_PER_US
-    known = windows.period_known[window.step_indices]
+    period_us = step_windows(trace).period_ns[window.step_indices] / NS_PER_US
     numbers = window.step_numbers
     compiled_steps = {c.step for c in compiles}
     rows: list[ShapeRow] = []
     for key in dict.fromkeys(k for k in keys if k is not None):
         at = [i for i, k in enumerate(keys) if k == key]
         steps = [numbers[i] for i in at]
-        repeats = [float(period_us[i]) for i in at[1:] if numbers[i] not in compiled_steps and known[i]]
+        repeats = [float(period_us[i]) for i in at[1:] if numbers[i] not in compiled_steps]
         ids = [c for c in compiles if c.step in steps]
         rows.append(
             ShapeRow(

@@ -163,19 +163,9 @@ def summary_of(trace: Trace, step: int | None = None, window: Window | None = No
         step_table=step_table,
         kernels=_kernel_rows(trace.events.names, in_window, n),
         ops=_op_rows(trace, window, in_window, n),
-        warnings=[*trace.warnings, *_unknown_period_warnings(step_table)],
+        warnings=list(trace.warnings),
         empty_reason=_empty_reason(trace, window),
     )
-
-
-def _unknown_period_warnings(step_table: list[StepFigures]) -> list[str]:
-    """Why a step has no step time (`StepWindows.period_known`)."""
-    return [
-        f"step {row.number}: step time unknown — GPU work launched before the recording was still running when "
-        "it started (the queue held earlier steps' work), so its GPU end says nothing about its own cost"
-        for row in step_table
-        if row.step_us is None
-    ]
 
 
 def _empty_reason(trace: Trace, window: Window) -> str | None:
@@ -263,7 +253,7 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
             cpu_us=round(float(cpu_us[i]), 3),
             gpu_busy_us=round(float(busy_us[i]), 3) if has_gpu else None,
             gpu_kernel_us=round(float(kernel_us[i]), 3) if has_gpu else None,
-            step_us=round(float(step_us[i]), 3) if windows.period_known[index] else None,
+            step_us=round(float(step_us[i]), 3),
             complete=bool(steps.complete[index]),
             queue_backlog_us=round(float(backlog_us[i]), 3) if has_gpu else None,
             gpu_window_us=round(float(window_us[i]), 3) if has_gpu else None,
