@@ -161,7 +161,9 @@ def _metadata_ops(trace: Trace) -> int:
 def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> list[FusedKernel]:
     """For every fused kernel of every variant, the baseline's memory-bound ops whose words it covers.
 
-    The baseline is the first variant given that has memory-bound kernels from unfused ops."""
+    The baseline is the first variant given that has memory-bound kernels from unfused ops. A baseline op that
+    several fused kernels of one variant cover (`_to_copy` is in many Inductor kernels' names) has its time split
+    among them by their kernel time, so each baseline µs is credited once per variant."""
     baseline = next(
         ((name, report) for name, _, report in items if _unfused_ops(report.summary.ops, report.summary.kernels)), None
     )
@@ -171,39 +173,58 @@ def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> list[FusedKernel
     candidates = _unfused_ops(base_report.summary.ops, base_report.summary.kernels)
     fusions: list[FusedKernel] = []
     for name, _, report in items:
-        if name == base_name:
-            continue
-        missing = _missing_gemms(base_report.summary.kernels, report.summary.kernels)
-        for row in report.summary.kernels:
-            if row.category != "fused":
-                continue
-            words = op_tokens(row.name) | op_tokens(row.op)
-            covered = [op for op in candidates if op_tokens(op.name) and op_tokens(op.name) <= words]
-            if len(covered) < 1:
-                continue
-            kernel_us = row.total_us / max(report.summary.steps, 1)
-            covered_us = sum(op.gpu_us_per_step for op in covered)
-            kernels = [k.name for op in covered for k in op.kernels]
-            absorbed_calls = 0.0
-            if kernel_us > covered_us and missing:  # slower than what it covers: it also does GEMM work
-                kernels += [k for k, _, _ in missing]
-                covered_us += sum(us for _, _, us in missing)
-                absorbed_calls = sum(calls for _, calls, _ in missing)
-                missing = []  # each missing GEMM is credited once
-            fusions.append(
-                FusedKernel(
-                    variant=name,
-                    kernel=row.name,
-                    launched_by=row.op,
-                    ops=[op.name for op in covered],
-                    kernel_us_per_step=round(kernel_us, 3),
-                    baseline_variant=base_name,
-                    baseline_kernels=kernels,
-                    baseline_us_per_step=round(covered_us, 3),
-                    absorbed_gemm_calls_per_step=absorbed_calls,
-                )
-            )
+        if name != base_name:
+            fusions += _variant_fusions(name, report, base_name, base_report, candidates)
     return fusions
+
+
+def _variant_fusions(
+    name: str, report: AnalysisReport, base_name: str, base_report: AnalysisReport, candidates: list[OpRow]
+) -> list[FusedKernel]:
+    steps = max(report.summary.steps, 1)
+    matched = []  # (row, covered ops, kernel µs/step)
+    for row in report.summary.kernels:
+        if row.category != "fused":
+            continue
+        words = op_tokens(row.name) | op_tokens(row.op)
+        covered = [op for op in candidates if op_tokens(op.name) and op_tokens(op.name) <= words]
+        if covered:
+            matched.append((row, covered, row.total_us / steps))
+    claim: dict[str, tuple[float, int]] = {}  # baseline op → (kernel µs/step, count) of the kernels covering it
+    for _, covered, kernel_us in matched:
+        for op in covered:
+            us, count = claim.get(op.name, (0.0, 0))
+            claim[op.name] = (us + kernel_us, count + 1)
+    missing = _missing_gemms(base_report.summary.kernels, report.summary.kernels)
+    fusions = []
+    for row, covered, kernel_us in matched:
+        covered_us = sum(op.gpu_us_per_step * _share(kernel_us, *claim[op.name]) for op in covered)
+        kernels = [k.name for op in covered for k in op.kernels]
+        absorbed_calls = 0.0
+        if kernel_us > covered_us and missing:  # slower than what it covers: it also does GEMM work
+            kernels += [k for k, _, _ in missing]
+            covered_us += sum(us for _, _, us in missing)
+            absorbed_calls = sum(calls for _, calls, _ in missing)
+            missing = []  # each missing GEMM is credited once
+        fusions.append(
+            FusedKernel(
+                variant=name,
+                kernel=row.name,
+                launched_by=row.op,
+                ops=[op.name for op in covered],
+                kernel_us_per_step=round(kernel_us, 3),
+                baseline_variant=base_name,
+                baseline_kernels=kernels,
+                baseline_us_per_step=round(covered_us, 3),
+                absorbed_gemm_calls_per_step=absorbed_calls,
+            )
+        )
+    return fusions
+
+
+def _share(kernel_us: float, claimed_us: float, claimants: int) -> float:
+    """This kernel's share of a baseline op covered by kernels of `claimed_us` in all (evenly when none took time)."""
+    return kernel_us / claimed_us if claimed_us > 0 else 1.0 / max(claimants, 1)
 
 
 def _missing_gemms(baseline: list[KernelRow], variant: list[KernelRow]) -> list[tuple[str, float, float]]:
