@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import tracelens
-from tests.conftest import anchor_traces
+from tests.conftest import anchor_traces, recorded_trace
+from tracelens.analyses import analyze
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.critical_path import (
     Change,
@@ -130,3 +131,20 @@ def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
     # the path of this step runs through its GEMMs and ends at the per-step sync
     names = {trace.events.name_of(row) for row in path.path_rows}
     assert any(name.startswith("nvjet_sm90") for name in names) and "cudaDeviceSynchronize" in names
+
+
+def test_a_step_queued_behind_earlier_steps_is_not_launch_latency() -> None:
+    """The audit's GPU-bound loop without a sync per step (traces/h200/audit/backlog_nosync): step 4's first
+    kernel waits 5.5 ms behind steps 2-3's GEMMs on the same stream (raw events: it starts 5.2 µs after the
+    stream's previous activity, launched 5.4 ms before). That is queueing, not launch latency: the path is mostly
+    `queued`, the parts add up to the step, and making the CPU faster saves nothing (the verdict is gpu)."""
+    path = recorded_trace("h200/audit/backlog_nosync.json.gz")
+    trace = tracelens.load(path)
+    report = analyze(trace)
+    result = report.critical_path
+    assert result is not None and result.step == 4 and report.bound is not None and report.bound.bound == "gpu"
+    parts = {p.part: p.us for p in result.composition}
+    assert "launch_latency" not in parts and parts["queued"] > 0.6 * (result.step_us or 0)
+    assert sum(parts.values()) == pytest.approx(result.step_us, abs=0.01)
+    cpu = next(w for w in result.what_if if w.change.startswith("all CPU work"))
+    assert cpu.saved_us == 0.0

@@ -60,6 +60,9 @@ _LAUNCH = LAYERS.index("launch")
 _SYNC = LAYERS.index("sync")
 
 CPU, LAUNCH_LATENCY, SYNC, GPU_GAP, OTHER_WAIT = "cpu_dispatch", "launch_latency", "sync", "gpu_gap", "other_wait"
+QUEUED = "queued"  # waiting behind GPU work of earlier steps still running on the stream (not in the step's graph)
+# Path nodes: a call index (>= 0) or ~k for GPU activity k (<= -1); END marks where a walk stops (never a node)
+END = -(2**62)
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,10 @@ class GpuConstraints:
     """What each activity's start waited for, one list entry per activity (predecessors are call indices for
     the launch, GPU indices else; -1 = no such constraint). `*_shift` moves a constraint observed after the
     activity's start (clock skew, overlapping records) back to the start (a cross-stream edge needs none);
-    `launch_min` is the launch edge's minimum offset; `binding`: 0 launch, 1 stream, 2 cross-stream, -1 none
-    (the observed start is kept); `offset`: the observed start minus the binding constraint's time."""
+    `launch_min` is the launch edge's minimum offset; `queued`: for the first activity of a lane, when the lane's
+    previous activity belongs to no analyzed node (earlier steps' work), its end (fixed: no change in this step
+    moves it), else -1; `binding`: 0 launch, 1 stream, 2 cross-stream, 3 queued, -1 none (the observed start is
+    kept); `offset`: the observed start minus the binding constraint's time."""
 
     launch: list[int]
     launch_shift: list[int]
@@ -88,6 +93,7 @@ class GpuConstraints:
     stream: list[int]
     stream_shift: list[int]
     cross: list[int]
+    queued: list[int]
     binding: list[int]
     offset: list[int]
 
@@ -253,7 +259,8 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     g = _reordered(mine, order_g)
     lanes = g.device * (int(g.stream.max(initial=0)) + 2) + (g.stream + 1)
     launch_call = _positions(calls, g.launch.astype(np.int64))
-    latency = _typical_latency(ev.ts_ns[calls], g, lanes, launch_call)
+    queued = _queued_behind(activity, index, g)
+    latency = _typical_latency(ev.ts_ns[calls], g, lanes, launch_call, queued)
     call_end = (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist()
     is_sync = layer[calls] == _SYNC
     order = _order(ev.ts_ns[calls], ev.ts_ns[calls] + ev.dur_ns[calls], is_sync, g.ts_ns)
@@ -279,7 +286,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         launch_latency_ns=latency,
         order=order,
         constraints=_constraints(
-            ev.ts_ns[calls].tolist(), g.ts_ns.tolist(), g.dur_ns.tolist(), lanes.tolist(), launch_call, latency
+            ev.ts_ns[calls].tolist(), g.ts_ns.tolist(), g.dur_ns.tolist(), lanes.tolist(), launch_call, latency, queued
         ),
         awaited=_awaited(
             ev.ts_ns[calls].tolist(),
@@ -323,11 +330,13 @@ def _constraints(
     lanes: list[int],
     launch_call: list[int],
     latency_ns: int,
+    queued: I64,
 ) -> GpuConstraints:
     """The dependencies of every GPU activity (in start order) read from observed times, once per graph: the
-    launch edge and the stream edge for all activities at once; the cross-stream edge, only for activities that
-    started more than `CROSS_STREAM_NS` after both allowed, is the latest-ending earlier activity of another
-    lane that ended within `CROSS_STREAM_NS` before the start."""
+    launch edge, the stream edge and the queue edge (`queued`, the end of earlier steps' work on the lane) for all
+    activities at once; the cross-stream edge, only for activities that started more than `CROSS_STREAM_NS` after
+    all of those allowed, is the latest-ending earlier activity of another lane that ended within
+    `CROSS_STREAM_NS` before the start."""
     start = np.asarray(gpu_start, dtype=np.int64)
     end = start + np.asarray(gpu_dur, dtype=np.int64)
     lane = np.asarray(lanes, dtype=np.int64)
@@ -346,12 +355,16 @@ def _constraints(
     stream_shift = np.where(streamed, np.maximum(0, stream_at - start), 0)
     stream_obs = stream_at - stream_shift
     never = -(2**62)
+    waits = queued >= 0
+    queue_obs = np.minimum(queued, start)
     explained = np.maximum(np.where(called, launch_obs + launch_min, never), np.where(streamed, stream_obs, never))
+    explained = np.maximum(explained, np.where(waits, queue_obs, never))
     cross, cross_obs = _cross_stream(start, end, lane, np.flatnonzero(start - explained > CROSS_STREAM_NS))
     keys = (
         (called, launch_obs + launch_min, launch_obs),
         (streamed, stream_obs, stream_obs),
         (cross >= 0, cross_obs, cross_obs),
+        (waits, queue_obs, queue_obs),
     )
     binding = np.full(n, -1, dtype=np.int64)
     best_key = np.full(n, never, dtype=np.int64)
@@ -366,6 +379,7 @@ def _constraints(
         stream=previous.tolist(),
         stream_shift=stream_shift.tolist(),
         cross=cross.tolist(),
+        queued=np.where(waits, queue_obs, -1).tolist(),
         binding=binding.tolist(),
         offset=np.where(binding >= 0, start - best_obs, 0).tolist(),
     )
@@ -378,6 +392,24 @@ def _previous_on_lane(lane: np.ndarray) -> np.ndarray:
     same = lane[order[1:]] == lane[order[:-1]]
     previous[order[1:][same]] = order[:-1][same]
     return previous
+
+
+def _queued_behind(activity: GpuActivity, index: int, g: GpuActivity) -> I64:
+    """For the step's activities `g` (in start order): for the first one on each (device, stream), the latest
+    end of that stream's earlier-starting activities of other steps (earlier steps' work ahead of it in the
+    queue); -1 otherwise. The loop runs once per stream."""
+    out = np.full(len(g), -1, dtype=np.int64)
+    if len(g) == 0:
+        return out
+    key = g.device * 1_000_003 + g.stream
+    others = activity.step != index
+    other_key = activity.device * 1_000_003 + activity.stream
+    other_end = activity.ts_ns + activity.dur_ns
+    for k in np.unique(key, return_index=True)[1].tolist():
+        before = others & (other_key == key[k]) & (activity.ts_ns < g.ts_ns[k])
+        if before.any():
+            out[k] = int(other_end[before].max())
+    return out
 
 
 def _cross_stream(start: np.ndarray, end: np.ndarray, lane: np.ndarray, waiting: np.ndarray) -> tuple[I64, I64]:
@@ -442,9 +474,10 @@ def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int)
     return {"call_prev": previous.tolist(), "call_work_ns": work.tolist(), "last_call": last}
 
 
-def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64) -> int:
-    """Median launch → start latency of activities (in start order) that started when nothing else held them
-    back: more than `CROSS_STREAM_NS` after every earlier activity of their lane had ended;
+def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64, queued: I64) -> int:
+    """Median launch → start latency of activities (in start order) launched onto an idle lane, that started
+    when nothing else held them back: launched after, and started more than `CROSS_STREAM_NS` after, every
+    earlier activity of their lane had ended (earlier steps' work included, `queued`);
     `DEFAULT_LAUNCH_LATENCY_NS` when there are none."""
     start = g.ts_ns.astype(np.int64)
     if start.size == 0:
@@ -456,11 +489,12 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
     offset = np.cumsum(first) * (2 * far)  # later lanes exceed earlier ones: one running max serves them all
     before = np.empty(lane.size, dtype=np.int64)  # the latest end of earlier activities on the lane, -1 if none
     before[1:] = (np.maximum.accumulate(end + offset) - offset)[:-1]
-    before[first] = -1
+    before[first] = queued[order][first]  # the first of a lane: earlier steps' work on it, -1 if none
     previous_end = np.empty_like(before)
     previous_end[order] = before
-    sampled = (launch_call >= 0) & (start > previous_end + CROSS_STREAM_NS)
-    samples = start[sampled] - call_start[launch_call[sampled]]
+    launched_at = np.where(launch_call >= 0, call_start[np.maximum(launch_call, 0)], -1) if call_start.size else start
+    sampled = (launch_call >= 0) & (start > previous_end + CROSS_STREAM_NS) & (launched_at >= previous_end)
+    samples = start[sampled] - launched_at[sampled]
     return int(median(samples)) if samples.size else DEFAULT_LAUNCH_LATENCY_NS
 
 
@@ -474,11 +508,12 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     work, duration = _scaled_cpu(graph, cpu_factor)
     c_start = [0] * n_calls
     c_end = [0] * n_calls
-    c_from = list(zip(itertools.repeat(CPU), graph.call_prev, work))  # how the call's start was reached
-    c_own = list(zip(itertools.repeat(CPU), itertools.repeat(-1), duration))  # how its end was (syncs: GPU)
+    previous_node = [p if p >= 0 else END for p in graph.call_prev]
+    c_from = list(zip(itertools.repeat(CPU), previous_node, work))  # how the call's start was reached
+    c_own = list(zip(itertools.repeat(CPU), itertools.repeat(END), duration))  # how its end was (syncs: GPU)
     g_start = [0] * n_gpu
     g_end = [0] * n_gpu
-    g_from: list[tuple[str, int, int]] = [("", -1, 0)] * n_gpu
+    g_from: list[tuple[str, int, int]] = [("", END, 0)] * n_gpu
     start_gpu = _gpu_starter(graph, gpu_dur, c_start, g_start, g_end, g_from)
     previous_of, step_start = graph.call_prev, graph.start_ns
     for what, node in graph.order:
@@ -516,7 +551,7 @@ def _gpu_starter(
     no earlier than any other constraint allows. The graph's lists are bound once (this runs once per activity
     per replay)."""
     c = graph.constraints
-    binding_of, offset, launch_min = c.binding, c.offset, c.launch_min
+    binding_of, offset, launch_min, queued_at = c.binding, c.offset, c.launch_min, c.queued
     launch_of, launch_shift, stream_of, stream_shift, cross_of = (
         c.launch,
         c.launch_shift,
@@ -530,7 +565,10 @@ def _gpu_starter(
         binding = binding_of[k]
         if binding < 0:  # launched outside the step's calls and first on its lane: keep its observed start
             start = observed[k]
-            g_from[k] = (OTHER_WAIT, -1, start - step_start)
+            g_from[k] = (OTHER_WAIT, END, start - step_start)
+        elif binding == 3:  # behind earlier steps' work on its stream: it ends when it ended (fixed)
+            start = queued_at[k] + offset[k]
+            g_from[k] = (QUEUED, END, start - step_start)
         else:
             launch_pred, stream_pred, cross_pred = launch_of[k], stream_of[k], cross_of[k]
             launch = c_start[launch_pred] - launch_shift[k] if launch_pred >= 0 else 0
@@ -549,6 +587,8 @@ def _gpu_starter(
                 start = stream
             if cross_pred >= 0 and cross > start:
                 start = cross
+            if queued_at[k] > start:
+                start = queued_at[k]
             g_from[k] = (part, pred, start - base)
         g_start[k] = start
         g_end[k] = start + gpu_dur.get(k, length[k])
@@ -575,7 +615,7 @@ def _return_sync(
         c_own[i] = (SYNC, ~awaited, after)
     else:  # the awaited work finished before the sync was reached: it returns at once
         c_end[i] = c_start[i] + min(after, graph.call_dur_ns[i])
-        c_own[i] = (SYNC, -1, c_end[i] - c_start[i])
+        c_own[i] = (SYNC, END, c_end[i] - c_start[i])
 
 
 def _finish(
@@ -598,7 +638,7 @@ def _finish(
         node = ~max(range(len(g_end)), key=lambda k: (g_end[k], -k))
     else:
         path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
-        node = last
+        node = last if last >= 0 else END
     rows: list[int] = []
     _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
     return Replay(
@@ -629,13 +669,13 @@ def _walk(
     starts, owns = c_from
     at_start = False  # a call is entered at its end (from its thread's next call or the step's end)...
     for _ in range(2 * (len(starts) + len(g_from)) + 2):
-        if node == -1:
+        if node == END:
             return
         if node >= 0 and not at_start:
             rows.append(graph.call_row[node])
             part, predecessor, ns = owns[node]
             path[part] = path.get(part, 0) + ns
-            if predecessor != -1:  # a sync that waited for GPU work
+            if predecessor != END:  # a sync that waited for GPU work
                 node = predecessor
                 continue
             at_start = True

@@ -26,6 +26,7 @@ PART_LABELS = {
     "sync": "sync return",
     "gpu_gap": "GPU gap on a stream",
     "other_wait": "unexplained wait",
+    "queued": "queued behind earlier steps",
 }
 
 
