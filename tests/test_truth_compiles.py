@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -59,3 +60,21 @@ def test_lazy_backward_compile_belongs_to_its_forward_id() -> None:
     for entry in compiled.compiles:
         assert entry.step is None and expected[entry.id][0] is None
         assert expected[entry.id][1] - 0.001 <= entry.ms < expected[entry.id][1] * 1.2  # ms rounded to the µs
+
+
+def test_graph_replays_count_kernels_apart_from_memsets() -> None:
+    """The audit's CUDA-graph inference: from the raw events, each `cudaGraphLaunch` replays 30 kernels and 7
+    memsets; `kernels_per_replay` counts the kernels (it counted 37), `activities_per_replay` all of them."""
+    path = recorded_trace("h200/audit/gpt2_infer_cudagraph.json.gz")
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    launches = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    by_kind: dict[str, int] = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy") and e.get("args", {}).get("correlation") in launches:
+            by_kind[e["cat"]] = by_kind.get(e["cat"], 0) + 1
+    compiled = analyze(tracelens.load(path)).compiled
+    assert compiled is not None and len(compiled.graph_replays) == 1
+    replay = compiled.graph_replays[0]
+    assert replay.kernels_per_replay == by_kind["kernel"] / len(launches) == 30
+    assert replay.activities_per_replay == sum(by_kind.values()) / len(launches) == 37

@@ -64,8 +64,9 @@ class GraphReplay:
     op: str
     region: str
     replays_per_step: float
-    kernels_per_replay: float
-    gpu_us_per_replay: float
+    kernels_per_replay: float  # kernels only
+    gpu_us_per_replay: float  # all GPU activity of a replay (kernels, copies, memsets)
+    activities_per_replay: float = 0.0  # kernels, copies and memsets
 
 
 @dataclass(frozen=True)
@@ -363,13 +364,15 @@ def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
         return []
     launch = unique_rows(links.launch[gpu], len(ev))
     slot = np.searchsorted(launch, links.launch[gpu])
-    kernels = np.bincount(slot)
+    activities = np.bincount(slot)
+    kernels = np.bincount(slot, weights=(ev.kind[gpu] == Kind.KERNEL).astype(np.float64), minlength=activities.size)
     gpu_ns = np.bincount(slot, weights=ev.dur_ns[gpu])  # exact below 2**53 ns
     api, op = ev.name[launch], name_codes_at(ev, links.op[launch])
     region = name_codes_at(ev, _region_of(trace, launch, _region_calls(trace)))
     group, first = first_seen_groups(api, op, region)
     replays = np.bincount(group)
     kernels_per_replay = np.bincount(group, weights=kernels) / replays
+    activities_per_replay = np.bincount(group, weights=activities) / replays
     gpu_us_per_replay = np.bincount(group, weights=gpu_ns) / NS_PER_US / replays
     labels = names_with_blank(ev)
     return [
@@ -380,6 +383,7 @@ def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
             _r(replays[g] / n),
             _r(kernels_per_replay[g]),
             _r(gpu_us_per_replay[g]),
+            _r(activities_per_replay[g]),
         )
         for g, f in enumerate(first.tolist())
     ]
