@@ -341,7 +341,8 @@ def _unmodelled(trace: Trace, window: Window, models: KernelModels, kernel_time_
         if key == "no_model":
             names = ev.name[op[picked]]
             by_name = np.bincount(names, weights=dur[picked])
-            ops = [ev.names[int(c)] for c in descending_order(by_name)[:MAX_UNMODELLED_OPS].tolist() if by_name[c] > 0]
+            ranked = sorted((-float(by_name[c]), ev.names[c]) for c in np.flatnonzero(by_name > 0).tolist())
+            ops = [name for _, name in ranked[:MAX_UNMODELLED_OPS]]  # most time first, then by name
         pct = round(100 * float(dur[picked].sum()) / kernel_time_ns, 1)
         if pct > 0:  # under 0.05 % is left out, as it rounds to nothing
             out.append(Unmodelled(UNMODELLED_REASONS[key], pct, ops))
