@@ -16,7 +16,7 @@ from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable
-from tracelens.renderers.textsafe import safe_text
+from tracelens.renderers.textsafe import escape_controls, safe_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -236,7 +236,8 @@ def unmodelled_text(roofline: Roofline) -> str:
     """Why the kernel time outside the table has no model (empty when everything is modelled)."""
     parts = []
     for u in roofline.unmodelled:
-        ops = f" ({', '.join(op.removeprefix('aten::') for op in u.ops)})" if u.ops else ""
+        names = (escape_controls(op.removeprefix("aten::")) for op in u.ops)  # trace data: no terminal codes
+        ops = f" ({', '.join(names)})" if u.ops else ""
         parts.append(f"{u.pct_of_kernel_time:g}\u00a0%: {u.reason}{ops}")  # a no-break space: never "5.8⏎%"
     return "\nnot modelled: " + "; ".join(parts) if parts else ""
 
