@@ -174,3 +174,19 @@ def test_a_gemms_read_goes_to_the_nearest_producer_of_its_key(tmp_path: Path) ->
     read = chains(tmp_path / "read", _gelu_then(consumer, gemm=True))
     assert [(o.ops, o.bytes_now, o.bytes_fused) for o in read] == [(o.ops, o.bytes_now, o.bytes_fused) for o in alone]
     assert (alone[0].bytes_now, alone[0].bytes_fused) == (1280, 768)
+
+
+def _relu_then(second: str, kernel_name: str) -> list[dict[str, Any]]:
+    """clamp_min(x, 0) then `second(y, 0)`: both recorded with the same arguments (an 8x16 bf16 tensor, the
+    scalar 0)."""
+    scalar = {"Input Dims": [[8, 16], []], "Input type": [BF16, "Scalar"], "Concrete Inputs": ["", "0"]}
+    relu_kernel = "void at::native::vectorized_elementwise_kernel<8, at::native::clamp_min_kernel_cuda>"
+    return call("aten::clamp_min", 10, 1, relu_kernel, scalar) + call(second, 20, 2, kernel_name, scalar)
+
+
+def test_ops_recorded_with_the_same_arguments_are_decoded_by_their_own_name(tmp_path: Path) -> None:
+    """`fill_(y, 0)` reads nothing, though its arguments are those of `clamp_min(x, 0)`, which reads x (they
+    were decoded once per argument signature, under the first op's name: the fill read the relu's output)."""
+    assert chains(tmp_path / "fill", _relu_then("aten::fill_", FILL_KERNEL)) == []
+    linked = chains(tmp_path / "mul", _relu_then("aten::mul", MUL_KERNEL))  # mul(relu, 0) does read it: 256 + 256 B
+    assert [(o.ops, o.bytes_now, o.bytes_fused) for o in linked] == [(["aten::clamp_min", "aten::mul"], 1024, 512)]

@@ -44,7 +44,7 @@ import numpy as np
 from tracelens.analyses.keygroups import F64
 from tracelens.analyses.opmodels import GEMM_OPS, gemm_inputs, gemm_output, memory_op_io
 from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
-from tracelens.analyses.shapes import DTYPES, Tensor, op_shapes, signature_codes
+from tracelens.analyses.shapes import DTYPES, Tensor, named_signatures, op_shapes, signature_codes
 from tracelens.analyses.views import Views, view_ops
 from tracelens.analyses.window import Window
 from tracelens.loader.et import OpTensors, op_tensors
@@ -258,7 +258,7 @@ class _Io:
         chosen = np.flatnonzero(rows >= 0)
         if chosen.size == 0:
             return
-        signature, first = signature_codes(ev, rows[chosen])
+        signature, first = named_signatures(ev, rows[chosen])
         has = signature >= 0
         sig_in = np.full((first.size, SLOTS), -1, dtype=np.int64)
         sig_in_bytes = np.zeros((first.size, SLOTS), dtype=np.float64)

@@ -14,6 +14,7 @@ from functools import lru_cache
 import msgspec
 import numpy as np
 
+from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.model.events import I64, EventTable
 
 # `Input type` strings (c10 type names as torch prints them) → element size in bytes and a short dtype label.
@@ -112,6 +113,21 @@ def signature_codes(events: EventTable, rows: np.ndarray, dims_only: bool = Fals
     codes[present] = found
     first = np.unique(np.asarray(found, dtype=np.int64), return_index=True)[1]
     return codes, present[first].astype(np.int64)
+
+
+def named_signatures(events: EventTable, rows: np.ndarray) -> tuple[I64, I64]:
+    """`signature_codes`, told apart by op name as well: two ops called with the same arguments (`fill_(x, 0)`
+    and `add(x, 0)`) read and write different tensors, so whatever is decoded per code depends on the name.
+    Returns (code per row, -1 where the op has no shapes; position in `rows` of the first row of each code)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    signature, _ = signature_codes(events, rows)
+    has = np.flatnonzero(signature >= 0)
+    codes = np.full(rows.size, -1, dtype=np.int64)
+    if has.size == 0:
+        return codes, np.zeros(0, dtype=np.int64)
+    group, first = first_seen_groups(signature[has], events.name[rows[has]].astype(np.int64))
+    codes[has] = group
+    return codes, has[first]
 
 
 @lru_cache(maxsize=32768)

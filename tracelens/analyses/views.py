@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from tracelens.analyses.shapes import op_shapes, signature_codes
+from tracelens.analyses.shapes import named_signatures, op_shapes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I64, Kind
 from tracelens.model.trace import Trace
@@ -70,7 +70,7 @@ def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
     ev = trace.events
     is_view = np.asarray([name in VIEW_OPS for name in ev.names], dtype=bool)
     rows = np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP) & is_view[ev.name])
-    signature, first = signature_codes(ev, rows)
+    signature, first = named_signatures(ev, rows)
     src = np.full(first.size, -1, dtype=np.int64)
     dst = np.full(first.size, -1, dtype=np.int64)
     for index, row in enumerate(rows[first].tolist()):
