@@ -9,7 +9,7 @@ import numpy as np
 
 from tests.conftest import op, step
 from tests.unit.tiny import BF16x1, BF16x2, load_events
-from tracelens.analyses.opmodels import decode_inductor_ops, model_op
+from tracelens.analyses.opmodels import decode_inductor_ops, model_op, op_writes
 from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel, decode_shapes, signature_codes
 
 
@@ -101,3 +101,31 @@ def test_shapes_decode_whatever_json_takes() -> None:
     assert [t.dims if t else None for t in decoded.args] == [(2, 3), None, (4,)]  # a bool is not a size
     assert decode_shapes(b"\xef\xbb\xbf[[5]]", b'["c10::Half"]', b"[]") == OpShapes((Tensor((5,), "fp16", 2),), ())
     assert decode_shapes(b"[[1, 2],]", b'["float"]', b"[]") is None  # not JSON at all
+
+
+def test_what_ops_without_a_memory_model_write() -> None:
+    """`op_writes`: the tensor a convolution, a gather or an in-place update writes, from its arguments (the
+    conv_train audit trace's calls); None where the arguments do not determine it."""
+    f32 = "float"
+    conv = shapes(
+        [[64, 128, 16, 16], [256, 128, 3, 3], [], [], [], []],
+        [f32, f32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1"],
+    )
+    assert op_writes("aten::cudnn_convolution", conv) == Tensor((64, 256, 8, 8), "fp32", 4)
+    unrecorded = shapes([[64, 128, 16, 16], [256, 128, 3, 3]], [f32, f32])
+    assert op_writes("aten::cudnn_convolution", unrecorded) is None  # stride not recorded
+    backward = shapes(
+        [[64, 256, 8, 8], [64, 256, 8, 8], [256, 256, 1, 1], [], [], [], [], [], [], [], []],
+        [f32, f32, f32, *["ScalarList"] * 4, "Scalar", "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[0]", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"],
+    )
+    assert op_writes("aten::convolution_backward", backward) == Tensor((64, 256, 8, 8), "fp32", 4)  # grad_input
+    select = shapes([[16, 256, 2048], [], [256]], [f32, "Scalar", "long int"], ["", "1", ""])
+    assert op_writes("aten::index_select", select) == Tensor((16, 256, 2048), "fp32", 4)
+    embedding = shapes([[32000, 1024], [16, 256]], [f32, "long int"])
+    assert op_writes("aten::embedding", embedding) == Tensor((16, 256, 1024), "fp32", 4)
+    index_add = shapes([[16, 256, 2048], [], [256], [16, 256, 2048], []], [f32, "Scalar", "long int", f32, "Scalar"])
+    assert op_writes("aten::index_add_", index_add) == Tensor((16, 256, 2048), "fp32", 4)  # its first argument
+    assert op_writes("aten::index_add", index_add) is None
+    assert op_writes("aten::cudnn_convolution", None) is None

@@ -425,7 +425,25 @@ def _conv(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = 
 
 def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None) -> OpModel | None:
     x, w = shapes.tensor(0), shapes.tensor(1)
-    if x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
+    dims = conv_output_dims(op_name, shapes, conv_output)
+    if x is None or w is None or dims is None:
+        return None
+    out_numel = math.prod(dims)
+    flops = 2.0 * out_numel * math.prod(w.dims[1:])
+    out_bytes = float(out_numel * x.itemsize)
+    bias = shapes.tensor(2)
+    moved = float(x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0)) + out_bytes
+    return OpModel("conv", flops, moved, x.dtype, out_bytes=out_bytes)
+
+
+def conv_output_dims(
+    op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = None
+) -> tuple[int, ...] | None:
+    """(N, C_out, spatial…) of a forward convolution call from its recorded stride, padding and dilation (or,
+    when those are not recorded, `conv_output` where its batch and channels agree); None when unknown or
+    transposed. Channels-last tensors have the same logical dims."""
+    x, w = shapes.tensor(0), shapes.tensor(1)
+    if op_name not in CONV_FORWARD or x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
         return None
     if op_name in ("aten::convolution", "aten::_convolution") and shapes.flag(6):
         return None  # transposed
@@ -446,12 +464,97 @@ def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] |
         ]
     if min(out_spatial) <= 0:
         return None
-    out_numel = x.dims[0] * w.dims[0] * math.prod(out_spatial)
-    flops = 2.0 * out_numel * math.prod(w.dims[1:])
-    out_bytes = float(out_numel * x.itemsize)
-    bias = shapes.tensor(2)
-    moved = float(x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0)) + out_bytes
-    return OpModel("conv", flops, moved, x.dtype, out_bytes=out_bytes)
+    return (x.dims[0], w.dims[0], *out_spatial)
+
+
+# backward ops: the positions of their incoming gradient(s) among their arguments; every other tensor argument is
+# one the forward saved (an input or a result of the forward op), which no op of the backward produces
+_GRADIENT_FIRST = (
+    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "hardswish_backward",
+    "elu_backward", "leaky_relu_backward", "native_dropout_backward", "_softmax_backward_data",
+    "_log_softmax_backward_data", "native_layer_norm_backward", "native_group_norm_backward",
+    "native_batch_norm_backward", "_fused_rms_norm_backward", "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward", "avg_pool2d_backward", "avg_pool3d_backward", "nll_loss_backward",
+    "nll_loss2d_backward", "embedding_dense_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_cudnn_attention_backward",
+)  # fmt: skip
+BACKWARD_GRADIENTS: dict[str, tuple[int, ...]] = {
+    **{f"aten::{name}": (0,) for name in _GRADIENT_FIRST},
+    "aten::cudnn_batch_norm_backward": (1,),  # (input, grad_output, weight, running stats, saved stats, eps, reserve)
+    "aten::miopen_batch_norm_backward": (1,),
+    **{name: (positions[0],) for name, positions in CONV_BACKWARD.items()},
+}
+
+
+def saved_arguments(op_name: str, shapes: OpShapes) -> tuple[int, ...]:
+    """Positions of the tensor arguments of a backward op (`BACKWARD_GRADIENTS`) that are tensors the forward
+    saved, not gradients; () for other ops."""
+    gradients = BACKWARD_GRADIENTS.get(op_name)
+    if gradients is None:
+        return ()
+    return tuple(i for i, t in enumerate(shapes.args) if t is not None and i not in gradients)
+
+
+# backward ops whose input gradient has the shape and dtype of one of their (forward) arguments: that position
+GRAD_LIKE_INPUT = {
+    "aten::nll_loss_backward": 1,
+    "aten::nll_loss2d_backward": 1,
+    "aten::max_pool2d_with_indices_backward": 1,
+    "aten::max_pool3d_with_indices_backward": 1,
+    "aten::avg_pool2d_backward": 1,
+    "aten::avg_pool3d_backward": 1,
+    "aten::adaptive_avg_pool2d_backward": 1,
+    "aten::_adaptive_avg_pool2d_backward": 1,
+}
+
+
+def op_writes(op_name: str, shapes: OpShapes | None) -> Tensor | None:
+    """The tensor an op without a memory-bound model writes, where its recorded arguments determine it (None
+    otherwise): a forward convolution's output (`conv_output_dims`); a convolution backward's input gradient
+    (the input's shape; the weight's when only that is computed); attention: the output (forward: q's shape
+    with v's last dim; backward: q's gradient); `index_select(self, dim, index)`, `embedding(weight, indices)`,
+    `gather(self, dim, index)`; the input gradient of the backward ops in `GRAD_LIKE_INPUT`; and, for any op
+    updating its first argument in place (`index_add_`, `scatter_add_` …: a name ending in `_`), that argument."""
+    if shapes is None or not op_name.startswith("aten::"):
+        return None
+    first = shapes.tensor(0)
+    if op_name in CONV_FORWARD:
+        dims = conv_output_dims(op_name, shapes)
+        return Tensor(dims, first.dtype, first.itemsize) if dims is not None and first is not None else None
+    if op_name in CONV_BACKWARD:
+        _, in_at, w_at = CONV_BACKWARD[op_name]
+        mask = _bool_list(shapes.concrete[-1]) if shapes.concrete else None
+        return shapes.tensor(w_at if mask is not None and not mask[0] else in_at)
+    if op_name in ATTENTION_OPS:
+        q_at, _, backward = ATTENTION_OPS[op_name]
+        q, v = shapes.tensor(q_at), shapes.tensor(q_at + 2)
+        if q is None or v is None or not q.dims or not v.dims:
+            return None
+        return q if backward else Tensor((*q.dims[:-1], v.dims[-1]), q.dtype, q.itemsize)
+    if op_name in GRAD_LIKE_INPUT:
+        return shapes.tensor(GRAD_LIKE_INPUT[op_name])
+    return _gathered(op_name, shapes) or (first if op_name.endswith("_") else None)
+
+
+def _gathered(op_name: str, shapes: OpShapes) -> Tensor | None:
+    """The output of `index_select`, `embedding` and `gather` from their arguments."""
+    first = shapes.tensor(0)
+    if first is None:
+        return None
+    if op_name == "aten::embedding":
+        indices = shapes.tensor(1)
+        return Tensor((*indices.dims, first.dims[-1]), first.dtype, first.itemsize) if indices and first.dims else None
+    if op_name not in ("aten::index_select", "aten::gather"):
+        return None
+    index = shapes.tensor(2)
+    axis = _int_list(shapes.value(1))
+    if index is None or axis is None or len(axis) != 1 or not -len(first.dims) <= axis[0] < len(first.dims):
+        return None
+    if op_name == "aten::gather":
+        return Tensor(index.dims, first.dtype, first.itemsize)
+    dims = list(first.dims)
+    dims[axis[0]] = index.numel
+    return Tensor(tuple(dims), first.dtype, first.itemsize)
 
 
 def _expand(values: list[int], count: int) -> list[int]:

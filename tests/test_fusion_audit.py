@@ -1,0 +1,82 @@
+"""Fusion groups on the held-out traces of the #14 audit (traces/h200/audit/), against figures recomputed from
+their raw events: groups stop at the tensors convolutions write, in-place updates of 0-d buffers are not
+dataflow, a `_foreach_` op moves its tensor lists, nll_loss gathers one value per row, and a forward output the
+backward reads stays written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import tracelens
+from tests.conftest import recorded_trace
+from tracelens.analyses import analyze
+from tracelens.analyses.fusion import Fusion
+
+CONV = "h200/audit/conv_train_fp32_cl.json.gz"
+
+
+def raw_events(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt") as handle:
+        events: list[dict[str, Any]] = json.load(handle)["traceEvents"]
+    return events
+
+
+def first_step_ops(events: list[dict[str, Any]], names: set[str]) -> list[dict[str, Any]]:
+    """The CPU ops named in `names` inside the first ProfilerStep, in start order."""
+    steps = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    start, end = steps[0]["ts"], steps[0]["ts"] + steps[0]["dur"]
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e["name"] in names and start <= e["ts"] <= end]
+    return sorted(ops, key=lambda e: e["ts"])
+
+
+def fusion_of(relative: str) -> Fusion:
+    fusion = analyze(tracelens.load(recorded_trace(relative))).fusion
+    assert fusion is not None
+    return fusion
+
+
+def test_conv_training_groups_stop_at_the_tensors_convolutions_write() -> None:
+    """ResNet-ish training (channels_last fp32): from the raw events, every forward BatchNorm reads the output
+    of the convolution launched just before it (only the 0-d `num_batches_tracked.add_(1)` between), so no
+    group has a BatchNorm after another op: the old 12-kernel group `cudnn_batch_norm > clamp_min >
+    cudnn_batch_norm > … > mean` ran through three convolutions. The blocks with a strided 1x1 shortcut give
+    bn2 and the shortcut's BN → add → relu: 9 tensors of T moved now (each BN reads and writes one, the add
+    reads two and writes one, relu one and one) and 3 fused (the two conv outputs, relu's output, which the
+    next conv reads), T = 64x128x16x16 and 64x256x8x8 fp32, plus each BN's four C-vectors."""
+    path = recorded_trace(CONV)
+    ops = first_step_ops(raw_events(path), {"aten::cudnn_convolution", "aten::cudnn_batch_norm", "aten::add_"})
+    ops = [e for e in ops if not (e["name"] == "aten::add_" and e["args"]["Input Dims"][0] == [])]
+    batch_norms = [i for i, e in enumerate(ops) if e["name"] == "aten::cudnn_batch_norm"]
+    assert len(batch_norms) == 11 and all(ops[i - 1]["name"] == "aten::cudnn_convolution" for i in batch_norms)
+    fusion = fusion_of(CONV)
+    chains = [o for o in fusion.opportunities if o.kind == "chain"]
+    bn = "aten::cudnn_batch_norm"
+    for o in chains:
+        assert bn not in dropwhile_bn(o.ops), o.ops  # BNs only lead a group
+    pair = next(o for o in chains if o.ops == [bn, bn, "aten::add", "aten::clamp_min"])
+    t1, t2 = 64 * 128 * 16 * 16 * 4, 64 * 256 * 8 * 8 * 4
+    params = (2 * 4 * 128 * 4 + 2 * 4 * 256 * 4) / 2
+    assert pair.calls_per_step == 2
+    assert pair.bytes_now == round(9 * (t1 + t2) / 2 + params)
+    assert pair.bytes_fused == round(3 * (t1 + t2) / 2 + params)
+
+
+def dropwhile_bn(ops: list[str]) -> list[str]:
+    """`ops` without its leading BatchNorms."""
+    at = 0
+    while at < len(ops) and ops[at] == "aten::cudnn_batch_norm":
+        at += 1
+    return ops[at:]
+
+
+def test_batch_norm_counters_are_not_chained() -> None:
+    """Each BatchNorm's `num_batches_tracked.add_(1)` is a 0-d int64 update of its own buffer (raw events: 11
+    per step, all with Input Dims [[], []]); they were chained `add_ > add_ > add_`."""
+    events = raw_events(recorded_trace(CONV))
+    counters = [e for e in first_step_ops(events, {"aten::add_"}) if e["args"]["Input Dims"][:2] == [[], []]]
+    assert len(counters) == 11 and {e["args"]["Input type"][0] for e in counters} == {"long int"}
+    chains = [o for o in fusion_of(CONV).opportunities if o.kind == "chain"]
+    assert not [o for o in chains if set(o.ops) == {"aten::add_"}]
