@@ -129,3 +129,21 @@ def test_what_ops_without_a_memory_model_write() -> None:
     assert op_writes("aten::index_add_", index_add) == Tensor((16, 256, 2048), "fp32", 4)  # its first argument
     assert op_writes("aten::index_add", index_add) is None
     assert op_writes("aten::cudnn_convolution", None) is None
+
+
+def test_a_foreach_op_moves_its_tensor_lists_in_the_kernels_element_type() -> None:
+    """`_foreach_mul_(grads, coef)` (clip_grad_norm_) over 2x3 and 4 fp32 elements (10): the list read and
+    written (80 B) and the 0-d coefficient read (4 B); its element type is the kernel functor's, as the profiler
+    records no dtype for a TensorList. Out of place (`_foreach_sqrt`) a new list is written; `_foreach_norm`
+    writes one value per tensor."""
+    kernel = "multi_tensor_apply_kernel<TensorListMetadata<1>, BinaryOpScalarTensorFunctor<float, 1, 1, 0>, …>"
+    args = shapes([[[2, 3], [4]], []], ["TensorList", "float"], ["", ""])
+    model = model_op("aten::_foreach_mul_", args, "elementwise", kernel)
+    assert model is not None and (model.model, model.bytes, model.dtype) == ("elementwise", 84.0, "fp32")
+    half = kernel.replace("<float,", "<c10::Half,")
+    lists = shapes([[[2, 3], [4]]], ["TensorList"], [""])
+    sqrt = model_op("aten::_foreach_sqrt", lists, "elementwise", half)
+    assert sqrt is not None and (sqrt.bytes, sqrt.dtype) == (40.0, "fp16")
+    norm = model_op("aten::_foreach_norm", lists, "elementwise", kernel)
+    assert norm is not None and (norm.model, norm.bytes) == ("reduction", 48.0)
+    assert model_op("aten::_foreach_mul_", args, "elementwise", "some_kernel") is None  # element type unknown

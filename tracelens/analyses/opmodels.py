@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel
+from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, broadcast_numel
 
 
 @dataclass(frozen=True)
@@ -123,8 +123,6 @@ POINTWISE = {
     "dropout",
     "native_dropout_backward",
     "rsub",
-    "_foreach_add",
-    "_foreach_mul",
 }
 # tensor inputs of pointwise ops (before an `out=` buffer the profiler records as a further argument)
 UNARY = {
@@ -215,6 +213,8 @@ def model_op(
     (see `gemm_out_buffer`): evidence that an Inductor pointwise kernel works in place (`_in_place`).
     `conv_output`: dims of the tensor the op after a forward convolution reads, used as the convolution's output
     size when stride/padding are not recorded (and only when batch and channels agree)."""
+    if op_name.startswith(FOREACH) and shapes is not None:
+        return _foreach(op_name, shapes, kernel_name) if kernel_category in MEMORY_KERNEL_CATEGORIES else None
     if shapes is None or not shapes.tensors:
         return None
     if kernel_name.startswith("triton_") and op_name == kernel_name:
@@ -260,6 +260,32 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     return None
 
 
+FOREACH = (
+    "aten::_foreach_"  # ops over tensor lists (`_foreach_mul_(grads, coef)`), one multi_tensor_apply kernel or more
+)
+FOREACH_ELEMENT = re.compile(r"Functor<\s*(float|double|c10::BFloat16|c10::Half)\s*,")  # its first template argument
+
+
+def _foreach(op_name: str, shapes: OpShapes, kernel_name: str) -> OpModel | None:
+    """A `_foreach_` op: each tensor list argument read once and one list written (in place: the first; out of
+    place: a new one like the first; `_foreach_copy_` reads only its source, `_foreach_zero_` only writes;
+    `_foreach_norm` writes one value per tensor), plus its tensor arguments (a 0-d coefficient) read. The
+    profiler records a list's dims but no dtype: the element type is the kernel functor's first template
+    argument (`multi_tensor_apply_kernel<…, BinaryOpScalarTensorFunctor<float, 1, 1, 0>, …>`); None without it."""
+    lists = [dims for dims in shapes.lists if dims is not None]
+    element = FOREACH_ELEMENT.search(kernel_name)
+    if not lists or element is None:
+        return None
+    itemsize, dtype = DTYPES[element.group(1)]
+    name = op_name.removeprefix(FOREACH)
+    numels = [sum(math.prod(d) for d in dims) for dims in lists]
+    read = numels[1:] if name == "copy_" else [] if name == "zero_" else numels
+    written = len(lists[0]) if name.startswith("norm") else numels[0]
+    moved = float((sum(read) + written) * itemsize + sum(t.nbytes for t in shapes.tensors))
+    model = "reduction" if name.startswith("norm") else "elementwise"
+    return OpModel(model, float(numels[0]), moved, dtype, out_bytes=float(written * itemsize))
+
+
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
     """(inputs, output) of a memory-bound op call, as its model counts them: inputs without a recorded `out=`
     buffer; the output sized like the model's (pointwise: the broadcast of the inputs in the first input's dtype;
@@ -268,6 +294,8 @@ def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, .
     recorded arguments (other reductions, dtype-changing copies)."""
     if shapes is None or not shapes.tensors or not op_name.startswith("aten::"):
         return (), None
+    if op_name.startswith(FOREACH):  # the lists (no dtype) move as the model counts them; the tensors are read
+        return shapes.tensors, None
     name, tensors = base_name(op_name), shapes.tensors
     first = tensors[0]
     if name in POINTWISE:

@@ -62,6 +62,7 @@ class OpShapes:
 
     args: tuple[Tensor | None, ...]
     concrete: tuple[str, ...]
+    lists: tuple[tuple[tuple[int, ...], ...] | None, ...] = ()  # per argument: a `TensorList`'s dims (no dtype)
 
     @property
     def tensors(self) -> tuple[Tensor, ...]:
@@ -147,7 +148,8 @@ def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_o
         return None
     args = tuple(_tensor(d, t) for d, t in zip(dims, types, strict=False))
     values = tuple(str(v) for v in concrete) if isinstance(concrete, list) else ()
-    return OpShapes(args, values)
+    lists = tuple(_tensor_list(d, t) for d, t in zip(dims, types, strict=False))
+    return OpShapes(args, values, lists if any(x is not None for x in lists) else ())
 
 
 def _loads(raw: bytes) -> object:
@@ -166,6 +168,15 @@ def _tensor(dims: object, type_name: object) -> Tensor | None:
         return None
     itemsize, label = DTYPES[type_name]
     return Tensor(tuple(dims), label, itemsize)
+
+
+def _tensor_list(dims: object, type_name: object) -> tuple[tuple[int, ...], ...] | None:
+    """The dims of a `TensorList` argument (the profiler records no dtype for it), None for anything else."""
+    if type_name != "TensorList" or type(dims) is not list:
+        return None
+    if not all(type(d) is list and all(type(v) is int for v in d) for d in dims):
+        return None
+    return tuple(tuple(d) for d in dims)
 
 
 def broadcast_numel(tensors: tuple[Tensor, ...]) -> int:
