@@ -4,6 +4,7 @@ non-candidate kernels. Each rule has a negative case: unrelated tensors of the s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from tests.conftest import kernel, launch, op, step
 from tests.unit.tiny import GELU_KERNEL, MUL_KERNEL, load_events
 from tracelens.analyses.fusion import FusionOpportunity, fusion_of
 from tracelens.analyses.window import select_window
+from tracelens.loader.et import attach, load_execution_trace
 
 NEG_KERNEL = "void at::native::vectorized_elementwise_kernel<8, at::native::neg_kernel_cuda<c10::BFloat16>>"
 ADD_KERNEL = "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16> >"
@@ -367,3 +369,98 @@ def test_the_kernels_of_one_op_call_are_one_member(tmp_path: Path) -> None:
     assert [(o.ops, o.bytes_now, o.bytes_fused) for o in found] == [
         (["aten::mul", "aten::mul", "aten::gelu"], 1280, 768)
     ]
+
+
+SOFTMAX_KERNEL = "void at::native::cunn_SoftMaxForwardReg<float, float, float>"
+NLL_KERNEL = "void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>"
+SOFTMAX_BACKWARD_KERNEL = "void at::native::cunn_SoftMaxBackwardSmem<4, float, float, float>"
+
+
+def _loss(backward: bool, saved_dims: list[int] | None = None) -> list[dict[str, Any]]:
+    """log_softmax(x 4x8 fp32) → nll_loss(that, target 4 int64, mean); with `backward`, the backward's
+    _log_softmax_backward_data(grad, the forward result, recorded with `saved_dims`)."""
+    lsm = shapes([4, 8], [], [], dtype=FP32, concrete=["", "1", "False"])
+    lsm["Input type"] = [FP32, "Scalar", "Scalar"]
+    nll = {
+        "Input Dims": [[4, 8], [4], [], [], []],
+        "Input type": [FP32, "long int", "", "Scalar", "Scalar"],
+        "Concrete Inputs": ["", "", "", "1", "-100"],
+    }
+    events = call("aten::_log_softmax", 10, 1, SOFTMAX_KERNEL, lsm) + call(
+        "aten::nll_loss_forward", 20, 2, NLL_KERNEL, nll
+    )
+    if backward:
+        node = "LogSoftmaxBackward0"
+        events += [op(f"autograd::engine::evaluate_function: {node}", 60, 30, tid=2), op(node, 61, 20, tid=2)]
+        grad = shapes([4, 8], saved_dims or [4, 8], [], [], dtype=FP32, concrete=["", "", "1", "6"])
+        grad["Input type"] = [FP32, FP32, "Scalar", "Scalar"]
+        events += call("aten::_log_softmax_backward_data", 62, 3, SOFTMAX_BACKWARD_KERNEL, grad, tid=2)
+    return events
+
+
+def test_nll_loss_gathers_one_value_per_row(tmp_path: Path) -> None:
+    """nll_loss reads the target (32 B) and one fp32 of its 4x8 input per row (16 B), and writes the loss and
+    its total weight (8 B): 56 B, not the whole input. log_softmax → nll: now 256 + 56; fused (inference: the
+    result is consumed in the group): x, the target and the loss = 168 B."""
+    found = chains(tmp_path, _loss(backward=False))
+    assert [(o.ops, o.bytes_now, o.bytes_fused) for o in found] == [
+        (["aten::_log_softmax", "aten::nll_loss_forward"], 312, 168)
+    ]
+
+
+def test_a_softmax_result_the_backward_reads_stays_written(tmp_path: Path) -> None:
+    """In training the backward's _log_softmax_backward_data reads the forward result (its second argument,
+    4x8 fp32): a fuser of the forward group still writes it (+128 B). A backward reading a result of another
+    shape is no evidence."""
+    saved = chains(tmp_path / "saved", _loss(backward=True))
+    assert [(o.ops, o.bytes_fused) for o in saved] == [(["aten::_log_softmax", "aten::nll_loss_forward"], 296)]
+    other = chains(tmp_path / "other", _loss(backward=True, saved_dims=[8, 8]))
+    assert [(o.ops, o.bytes_fused) for o in other if o.ops[0] == "aten::_log_softmax"] == [
+        (["aten::_log_softmax", "aten::nll_loss_forward"], 168)
+    ]
+
+
+def _loss_et(path: Path, saved: bool) -> Path:
+    """The execution trace of `_loss(backward=True)`: x (storage 1) → result (2) → nll; the backward (on the
+    engine's thread, under no ProfilerStep node) reads the result when `saved`, else another tensor (3)."""
+    f32 = "Tensor(float)"
+
+    def ref(storage: int, numel: int, itemsize: int = 4) -> list[Any]:
+        return [storage, storage, 0, numel, itemsize, "cuda:0"]
+
+    def node(node_id: int, name: str, parent: int, inputs: list[list[Any]], outputs: list[list[Any]]) -> dict[str, Any]:
+        types = [f32] * len(inputs)
+        return {
+            "id": node_id,
+            "name": name,
+            "ctrl_deps": parent,
+            "inputs": {"values": inputs, "shapes": [[]] * len(inputs), "types": types},
+            "outputs": {"values": outputs, "shapes": [[]] * len(outputs), "types": [f32] * len(outputs)},
+        }
+
+    read = ref(2, 32) if saved else ref(3, 32)
+    nodes = [
+        {"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1, "inputs": {}, "outputs": {}},
+        {"id": 2, "name": "ProfilerStep#1", "ctrl_deps": 1, "inputs": {}, "outputs": {}},
+        node(3, "aten::_log_softmax", 2, [ref(1, 32)], [ref(2, 32)]),
+        node(4, "aten::nll_loss_forward", 2, [ref(2, 32), ref(5, 4, 8)], [ref(6, 1)]),
+        {"id": 5, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1, "inputs": {}, "outputs": {}},
+        node(6, "aten::_log_softmax_backward_data", 5, [ref(7, 32), read], [ref(8, 32)]),
+    ]
+    path.write_text(json.dumps({"schema": "1.0.1", "nodes": nodes}))
+    return path
+
+
+def test_with_an_execution_trace_a_reader_outside_the_group_keeps_the_output_written(tmp_path: Path) -> None:
+    """The execution trace shows the backward's op reading the forward result (storage 2): it is written, as
+    the shape rule has it (296 B); when the backward reads another tensor, it is not (168 B)."""
+    figures = []
+    for saved in (True, False):
+        folder = tmp_path / str(saved)
+        folder.mkdir()
+        trace = load_events(folder, [step(1, 0, 200), *_loss(backward=True)])
+        attach(trace, load_execution_trace(_loss_et(folder / "et.json", saved)))
+        found = [o for o in fusion_of(trace, select_window(trace)).opportunities if o.kind == "chain"]
+        figures.append([(o.ops, o.bytes_fused, o.evidence) for o in found if o.ops[0] == "aten::_log_softmax"])
+    pair = ["aten::_log_softmax", "aten::nll_loss_forward"]
+    assert figures == [[(pair, 296, "tensor ids")], [(pair, 168, "tensor ids")]]

@@ -47,18 +47,23 @@ import numpy as np
 
 from tracelens.analyses.keygroups import F64, first_seen_groups
 from tracelens.analyses.opmodels import (
+    GATHER_LOSSES,
     GEMM_OPS,
+    RESULT_SAVED,
+    SAVED_RESULTS,
+    base_name,
     gemm_inputs,
     gemm_output,
+    input_reads,
     memory_op_io,
     op_writes,
     saved_arguments,
 )
 from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
 from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, named_signatures, op_shapes, signature_codes
-from tracelens.analyses.views import Views, view_ops
+from tracelens.analyses.views import VIEW_LIKE, Views, view_ops
 from tracelens.analyses.window import Window
-from tracelens.loader.et import OpTensors, op_tensors
+from tracelens.loader.et import OpTensors, TensorRef, op_tensors
 from tracelens.model.events import I64, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
@@ -75,6 +80,9 @@ BACKWARD_NODE = "autograd::engine::evaluate_function: "
 COMPILED_BACKWARD = "CompiledFunctionBackward"  # the node of a torch.compile'd graph's backward
 PRODUCER, SHARED, GEMM, CALL = 0, 1, 2, 3  # link kinds (CALL: the later kernels of one op call)
 LIST_COPIES = ("aten::cat",)  # ops whose first argument is a tensor list (see `list_copy_io`)
+OVERWRITES = frozenset(
+    {"aten::copy_", "aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_"}
+)  # first argument
 OPAQUE_ELEMENT = re.compile(r"OpaqueType<(\d+)u?>")  # the element size of PyTorch's cat kernels
 
 
@@ -155,7 +163,8 @@ class _Info:
     opaque: np.ndarray  # bool: not a candidate and its op recorded no shapes: it may touch any tensor
     by_id: np.ndarray  # bool: tensors identified by the execution trace
     call: I64  # position of the first kernel of the op call it belongs to (`_calls`)
-    read_elsewhere: np.ndarray  # bool: (execution trace) its output is read by an op that is not a candidate
+    saved: np.ndarray  # bool: a forward softmax whose result a backward op of its step reads (`_saved_results`)
+    et_readers: dict[int, list[int]]  # (execution trace) the ops that read a kernel's output after its op
     op_ns: I64  # start of the op whose shapes it got (views taken between two kernels' ops link them)
     track: I64  # thread of that op
     views: Views  # the window's view ops, keyed by the codes of `in_code` / `out_code`
@@ -189,17 +198,18 @@ def _kernel_info(
     io.fill(trace, np.where(inductor, op_row, -1), codes, "inductor", models.bytes[entry])
     io.fill(trace, gemm_op, codes, "gemm")
     others = ~candidate & ~inductor & (gemm_op < 0)  # attention, convolution, scatter …: what their op was given
-    io.fill(trace, np.where(others, np.where(op_row >= 0, op_row, launching), -1), codes, "reads")
+    reads = np.where(others, np.where(op_row >= 0, op_row, launching), -1)
+    io.fill(trace, reads, codes, "reads")
     listed = io.fill_lists(trace, kernels, np.where(~modelled & (category == "copy"), launching, -1), codes)
     candidate |= listed
     op_row = np.where(listed, launching, op_row)
     listed_bytes = io.in_bytes.sum(axis=1) + io.in_rest + io.out_bytes
     now = np.where(modelled, models.bytes[entry], np.where(listed, listed_bytes, 0.0))
     by_id = np.zeros(n, dtype=bool)
-    read_elsewhere = np.zeros(n, dtype=bool)
+    et_readers: dict[int, list[int]] = {}
     if tensors is not None:
-        identify = np.where(candidate | inductor, op_row, np.where(io.out_code >= 0, gemm_op, -1))
-        by_id, read_elsewhere = io.fill_ids(identify, tensors, codes)
+        identify = np.where(candidate | inductor, op_row, np.where(gemm_op >= 0, gemm_op, reads))
+        by_id, et_readers = io.fill_ids(trace, identify, tensors, codes)
         by_id &= candidate | inductor
     node, sink = _backward_nodes(trace, np.where(op_row >= 0, op_row, launching))
     lane = ev.device[kernels] * 1_000_003 + ev.stream[kernels]
@@ -226,7 +236,8 @@ def _kernel_info(
         opaque=~candidate & ~inductor & (gemm_op < 0) & _no_shapes(trace, launching),
         by_id=by_id,
         call=call,
-        read_elsewhere=read_elsewhere,
+        saved=_saved_results(trace, candidate & (node == -1), op_row, io, links.step[kernels].astype(np.int64)),
+        et_readers=et_readers,
         op_ns=np.where(op_row >= 0, ev.ts_ns[np.maximum(op_row, 0)], -1),
         track=np.where(op_row >= 0, ev.track[np.maximum(op_row, 0)], -1).astype(np.int64),
         views=view_ops(trace, window, codes.code),
@@ -286,6 +297,7 @@ class _Io:
         self.in_bytes = np.zeros((n, SLOTS), dtype=np.float64)
         self.in_rest = np.zeros(n, dtype=np.float64)
         self.in_place = np.zeros(n, dtype=bool)  # the op updates its first argument (input slot 0) in place
+        self.saved_result = np.full(n, -1, dtype=np.int64)  # a backward op's forward-result argument (`SAVED_RESULTS`)
         self.out_code = np.full(n, -1, dtype=np.int64)
         self.out_bytes = np.zeros(n, dtype=np.float64)
 
@@ -301,6 +313,7 @@ class _Io:
         sig_out = np.full(first.size, -1, dtype=np.int64)
         sig_out_bytes = np.zeros(first.size, dtype=np.float64)
         sig_in_place = np.zeros(first.size, dtype=bool)
+        sig_saved = np.full(first.size, -1, dtype=np.int64)
         for index, row in enumerate(rows[chosen][first].tolist()):
             name, shapes = ev.names[int(ev.name[row])], op_shapes(ev, row)
             inputs, output = _op_io(what, name, shapes)
@@ -308,14 +321,18 @@ class _Io:
             blind, scalar_update = _no_evidence(name, shapes, sig_in_place[index])
             kept = inputs[:SLOTS]
             sig_in[index, : len(kept)] = [-1 if _among(t, blind) else codes.code((t.dims, t.dtype)) for t in kept]
-            sig_in_bytes[index, : len(kept)] = [float(t.nbytes) for t in kept]
+            sig_in_bytes[index, : len(kept)] = input_reads(name, shapes, kept)
             if output is not None:
                 code = -1 if scalar_update else codes.code((output.dims, output.dtype))
                 sig_out[index], sig_out_bytes[index] = code, float(output.nbytes)
+            result = shapes.tensor(SAVED_RESULTS[name][0]) if shapes is not None and name in SAVED_RESULTS else None
+            if result is not None:
+                sig_saved[index] = codes.code((result.dims, result.dtype))
         at, sig = chosen[has], signature[has]
         self.in_code[at], self.in_bytes[at] = sig_in[sig], sig_in_bytes[sig]
         self.out_code[at], self.out_bytes[at] = sig_out[sig], sig_out_bytes[sig]
         self.in_place[at] = sig_in_place[sig]
+        self.saved_result[at] = sig_saved[sig]
         if what == "inductor" and model_bytes is not None:  # what the model counts beyond its arguments: the write
             done = chosen[has]
             self.out_bytes[done] = np.maximum(model_bytes[done] - self.in_bytes[done].sum(axis=1), 0.0)
@@ -368,31 +385,62 @@ class _Io:
             listed[same] = True
         return listed
 
-    def fill_ids(self, rows: I64, tensors: OpTensors, codes: _Codes) -> tuple[np.ndarray, np.ndarray]:
-        """Replace shape keys by tensor identities where the execution trace has the op; returns (identified,
-        output read by some op outside the candidates)."""
-        n = rows.size
-        identified = np.zeros(n, dtype=bool)
-        read_elsewhere = np.zeros(n, dtype=bool)
-        candidate_rows = set(rows[rows >= 0].tolist())
+    def fill_ids(
+        self, trace: Trace, rows: I64, tensors: OpTensors, codes: _Codes
+    ) -> tuple[np.ndarray, dict[int, list[int]]]:
+        """Replace shape keys by tensor identities where the execution trace has the op (the first argument of
+        the ops that overwrite it is not read; the bytes of a loss that gathers one value per row stay the
+        model's, `input_reads`); returns (identified, per kernel with an
+        identified output: the rows of the ops that read it after its op started, views left out)."""
+        ev = trace.events
+        identified = np.zeros(rows.size, dtype=bool)
+        readers: dict[int, list[int]] = {}
         for position, row in enumerate(rows.tolist()):
             found = tensors.get(row) if row >= 0 else None
             if found is None:
                 continue
             inputs, outputs = found
             identified[position] = True
+            name = ev.names[int(ev.name[row])]
+            gathered = base_name(name) in GATHER_LOSSES
+            model_bytes = self.in_bytes[position].copy()
             self.in_code[position] = -1
             self.in_bytes[position] = 0.0
-            for slot, ref in enumerate(inputs[:SLOTS]):
+            read = inputs[1:] if name in OVERWRITES else inputs  # copy_(dst, src): dst is written, not read
+            for slot, ref in enumerate(read[:SLOTS]):
                 self.in_code[position, slot] = codes.code(("id", *ref[:3]))
-                self.in_bytes[position, slot] = float(ref[2] * ref[3])
+                self.in_bytes[position, slot] = model_bytes[slot] if gathered else float(ref[2] * ref[3])
             if outputs:
                 ref = outputs[0]
                 self.out_code[position] = codes.code(("id", *ref[:3]))
                 self.out_bytes[position] = float(ref[2] * ref[3])
-                readers = tensors.readers(ref)
-                read_elsewhere[position] = any(r not in candidate_rows for r in readers if r > row)
-        return identified, read_elsewhere
+                readers[position] = _readers_after(trace, tensors, ref, row)
+        return identified, readers
+
+
+def _readers_after(trace: Trace, tensors: OpTensors, ref: TensorRef, row: int) -> list[int]:
+    """(Execution trace) the ops of the step of the op at `row` that read the tensor `ref` after it started and
+    before another op wrote that storage region (an in-place update, or a new tensor in the same memory: the
+    execution trace numbers storages by address). Only `aten::` ops read data (an autograd node or a module's
+    record function is given the tensors its ops read), and not those that only view it (`VIEW_LIKE`) or
+    overwrite it (`copy_`, `fill_` … given it as their first argument)."""
+    ev, step = trace.events, trace.links.step
+    start = ev.ts_ns[row]
+    later = [
+        ev.ts_ns[w] for w in tensors.writers(ref) if ev.ts_ns[w] > start and ev.names[int(ev.name[w])] not in VIEW_LIKE
+    ]
+    end = min(later, default=np.iinfo(np.int64).max)
+    found = []
+    for r in tensors.readers(ref):
+        name = ev.names[int(ev.name[r])]
+        if step[r] != step[row] or not start < ev.ts_ns[r] < end or name in VIEW_LIKE or not name.startswith("aten::"):
+            continue
+        if name in OVERWRITES:
+            given = tensors.get(r)
+            if given is not None and given[0] and given[0][0][:3] == ref[:3]:
+                continue
+        found.append(r)
+    return found
 
 
 def _op_io(what: str, name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
@@ -434,6 +482,26 @@ def _updates_first(name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...
 def _among(tensor: Tensor, tensors: list[Tensor | None]) -> bool:
     """Whether `tensor` is one of `tensors` (the same argument, not an equal one)."""
     return any(tensor is t for t in tensors)
+
+
+def _saved_results(trace: Trace, forward: np.ndarray, op_row: I64, io: _Io, step: I64) -> np.ndarray:
+    """Which `forward` candidates are softmax / log_softmax calls whose result a backward op of the same step
+    reads (`SAVED_RESULTS`: `_softmax_backward_data(grad, output, …)` — its `output` argument, recorded as a
+    tensor of the result's key): autograd saved the result, so it stays written though the forward group
+    consumes it (a fuser of the forward group cannot drop it; recomputing it in the backward needs each row's
+    max and sum, which the program does not keep)."""
+    ev = trace.events
+    readers = np.flatnonzero(io.saved_result >= 0)
+    names = np.asarray([name in RESULT_SAVED for name in ev.names], dtype=bool)
+    saving = forward & (op_row >= 0) & (io.out_code >= 0)
+    saving[saving] = names[ev.name[op_row[saving]]]
+    if readers.size == 0 or not saving.any():
+        return np.zeros(op_row.size, dtype=bool)
+    width = int(max(io.out_code.max(), io.saved_result.max())) + 1
+    keys = np.sort(step[readers] * width + io.saved_result[readers])
+    wanted = step * width + io.out_code
+    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    return saving & (keys[at] == wanted)
 
 
 def _dtypes_by_size(codes: _Codes) -> dict[int, str]:
@@ -697,6 +765,28 @@ def _components(n: int, src: I64, dst: I64) -> I64:
         label = new
 
 
+def _read_outside_groups(trace: Trace, info: _Info, label: I64) -> np.ndarray:
+    """(Execution trace) whether an op outside each kernel's group reads its output: a reader that is neither
+    the op of a member of the group nor an op enclosing one (`aten::log_softmax` around `_log_softmax`). The
+    backward's `_log_softmax_backward_data` reading the forward result is outside the forward group."""
+    outside = np.zeros(label.size, dtype=bool)
+    if not info.et_readers:
+        return outside
+    parent = trace.links.parent
+    inside: set[tuple[int, int]] = set()
+    for position in np.flatnonzero(info.candidate).tolist():
+        row, group = int(info.op_row[position]), int(label[position])
+        for _ in range(16):
+            if row < 0 or (row, group) in inside:
+                break
+            inside.add((row, group))
+            row = int(parent[row])
+    for position, readers in info.et_readers.items():
+        group = int(label[position])
+        outside[position] = any((r, group) not in inside for r in readers)
+    return outside
+
+
 def _short_names(names: list[str]) -> list[str]:
     """`short_name` of each name, computed once per distinct name."""
     distinct = {name: short_name(name) for name in set(names)}
@@ -723,7 +813,8 @@ def _opportunities(
     removed[dst[satisfied], slot[satisfied]] = info.in_bytes[dst[satisfied], slot[satisfied]]
     internal_out = np.zeros(kernels.size, dtype=bool)
     produced = kind == PRODUCER
-    internal_out[src[produced]] = ~info.read_elsewhere[src[produced]] & ~links.read_outside[src[produced]]
+    kept = info.saved | links.read_outside | _read_outside_groups(trace, info, label)
+    internal_out[src[produced]] = ~kept[src[produced]]
     absorbed = np.zeros(kernels.size, dtype=np.float64)  # GEMM outputs an epilogue reads
     gemm_writes = np.zeros(kernels.size, dtype=np.float64)  # per component label: the GEMM outputs it absorbs
     gemm_count = np.zeros(kernels.size, dtype=np.int64)

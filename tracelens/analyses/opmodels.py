@@ -175,9 +175,10 @@ REDUCTIONS = {
     "prod",
     "logsumexp",
     "cumsum",
-    "nll_loss",
-    "nll_loss_forward",
 }
+# nll_loss(self [N, C, …], target [N, …], weight, reduction, ignore_index): one value of self (and of weight) per
+# target element is gathered, not the whole input
+GATHER_LOSSES = {"nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "nll_loss_nd"}
 COPIES = {
     "copy_",
     "_to_copy",
@@ -250,6 +251,8 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
         return OpModel("elementwise", float(out_numel), inputs + out, first.dtype, out_bytes=out)
     if name in NORMS:
         return OpModel("norm", 5.0 * first.numel, inputs + first.nbytes, first.dtype, out_bytes=float(first.nbytes))
+    if name in GATHER_LOSSES:
+        return _gather_loss(shapes)
     if name in REDUCTIONS:
         return OpModel("reduction", float(first.numel), inputs, first.dtype)
     if name in FILLS:
@@ -284,6 +287,31 @@ def _foreach(op_name: str, shapes: OpShapes, kernel_name: str) -> OpModel | None
     moved = float((sum(read) + written) * itemsize + sum(t.nbytes for t in shapes.tensors))
     model = "reduction" if name.startswith("norm") else "elementwise"
     return OpModel(model, float(numels[0]), moved, dtype, out_bytes=float(written * itemsize))
+
+
+def _gather_loss(shapes: OpShapes) -> OpModel | None:
+    """nll_loss: the target read, one value of self (and of weight, when given) gathered per target element, the
+    loss written (one value per element with reduction `none` (0), else one) with its total weight."""
+    self_, target, weight = shapes.tensor(0), shapes.tensor(1), shapes.tensor(2)
+    if self_ is None or target is None:
+        return None
+    rows = target.numel
+    per_row = self_.itemsize + (weight.itemsize if weight is not None else 0)
+    reduced = shapes.value(3).strip() != "0"
+    written = (1 if reduced else rows) * self_.itemsize + self_.itemsize  # the loss and its total weight
+    moved = float(target.nbytes + rows * per_row + written)
+    return OpModel("reduction", float(rows), moved, self_.dtype, out_bytes=float(written))
+
+
+def input_reads(op_name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...]) -> tuple[float, ...]:
+    """Bytes each of `inputs` (from `memory_op_io`) is read for: all of it, but for the losses that gather one
+    value per target element (`GATHER_LOSSES`: self and weight)."""
+    target = shapes.tensor(1) if shapes is not None and base_name(op_name) in GATHER_LOSSES else None
+    if shapes is None or target is None:
+        return tuple(float(t.nbytes) for t in inputs)
+    rows = target.numel
+    gathered = (shapes.tensor(0), shapes.tensor(2))
+    return tuple(float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.nbytes) for t in inputs)
 
 
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
@@ -512,6 +540,15 @@ BACKWARD_GRADIENTS: dict[str, tuple[int, ...]] = {
     "aten::miopen_batch_norm_backward": (1,),
     **{name: (positions[0],) for name, positions in CONV_BACKWARD.items()},
 }
+
+
+# backward ops that read the forward op's result (autograd saved it), and where: softmax and log_softmax, whose
+# results a fuser cannot recompute from the tensors the group reads without each row's max and sum
+SAVED_RESULTS: dict[str, tuple[int, frozenset[str]]] = {
+    "aten::_softmax_backward_data": (1, frozenset({"aten::_softmax", "aten::softmax"})),
+    "aten::_log_softmax_backward_data": (1, frozenset({"aten::_log_softmax", "aten::log_softmax"})),
+}
+RESULT_SAVED = frozenset().union(*(ops for _, ops in SAVED_RESULTS.values()))
 
 
 def saved_arguments(op_name: str, shapes: OpShapes) -> tuple[int, ...]:

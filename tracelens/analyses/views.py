@@ -35,6 +35,21 @@ VIEW_OPS = (
     "aten::_reshape_alias",
     "aten::expand",
 )
+# ops that only return a view or an alias of their input (or nothing new): in an execution trace they "read" a
+# tensor that the op reading the view reads
+VIEW_LIKE = frozenset(
+    {
+        *VIEW_OPS,
+        *(
+            f"aten::{name}"
+            for name in (
+                "transpose", "t", "permute", "slice", "select", "narrow", "unsqueeze", "squeeze", "split",
+                "split_with_sizes", "chunk", "unbind", "detach", "alias", "flatten", "unflatten", "view_as",
+                "expand_as", "reshape_as", "contiguous", "to", "_to_copy", "lift_fresh",
+            )
+        ),
+    }
+)  # fmt: skip
 Key = tuple[tuple[int, ...], str]
 
 
