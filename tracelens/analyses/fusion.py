@@ -39,6 +39,7 @@ compute-bound). Compiled GeGLU: gate and up written and read back (4 × 134 MB) 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,7 @@ from tracelens.analyses.window import Window
 from tracelens.loader.et import OpTensors, TensorRef, op_tensors
 from tracelens.model.events import I64, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -117,8 +119,8 @@ def analyze_fusion(ctx: AnalysisContext) -> Fusion:
 def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) -> Fusion:
     ev = trace.events
     models = kernel_models(trace, window) if models is None else models
-    shapes_recorded = bool(np.flatnonzero(ev.input_dims).size)  # raw JSON is never empty: only None is false
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
+    shapes_recorded = _shapes_recorded(trace, kernels)
     if kernels.size < 2 or len(models) == 0:
         return Fusion(shapes_recorded, [], 0.0)
     kernels = kernels[np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))]
@@ -138,6 +140,14 @@ def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) 
         round(float(sum(o.est_saving_us for o in epilogues)), 3),
         evidence,
     )
+
+
+def _shapes_recorded(trace: Trace, kernels: I64) -> bool:
+    """Whether any op of the trace recorded `Input Dims` (the first kernels' launching ops are looked at first)."""
+    dims, launching = trace.events.input_dims, trace.links.op[kernels[:4096]]
+    if np.flatnonzero(dims[launching[launching >= 0]]).size:  # raw JSON is never empty: only None is false
+        return True
+    return bool(np.flatnonzero(dims).size)
 
 
 @dataclass(frozen=True)
@@ -181,17 +191,18 @@ def _kernel_info(
     entry = np.where(models.row[by_row[at]] == kernels, by_row[at], -1)
     modelled = entry >= 0
     entry = np.maximum(entry, 0)
-    category = np.asarray(CATEGORIES, dtype=object)[kernel_categories(trace, kernels)]
-    label_model = np.asarray([label.model for label in models.labels], dtype=object)[models.label[entry]]
+    category = kernel_categories(trace, kernels)
+    memory_category = np.asarray([c in MEMORY_CATEGORIES for c in CATEGORIES], dtype=bool)[category]
+    label = models.label[entry]
     op_row = np.where(modelled, models.op_row[entry], -1)
-    candidate = modelled & np.isin(category, MEMORY_CATEGORIES) & np.isin(label_model, MEMORY_MODELS) & (op_row >= 0)
-    poi_codes = [code for code, name in enumerate(ev.names) if name.startswith("triton_poi_")]
-    inductor = modelled & (label_model == "inductor") & np.isin(ev.name[kernels], poi_codes)
-    pointwise = (candidate & np.isin(label_model, POINTWISE_MODELS)) | inductor
+    candidate = modelled & memory_category & _label_is(models, MEMORY_MODELS)[label] & (op_row >= 0)
+    poi = _name_is(ev, ev.name[kernels].astype(np.int64), lambda name: name.startswith("triton_poi_"))
+    inductor = modelled & _label_is(models, ("inductor",))[label] & poi
+    pointwise = (candidate & _label_is(models, POINTWISE_MODELS)[label]) | inductor
     if not pointwise.any() and int(candidate.sum()) < 2:
         return None
     launching = links.op[kernels].astype(np.int64)
-    gemm_op = _outer_gemm_ops(trace, np.where(category == "gemm", launching, -1))
+    gemm_op = _outer_gemm_ops(trace, np.where(category == CATEGORIES.index("gemm"), launching, -1))
     io = _Io(n)
     codes = _Codes()
     io.fill(trace, np.where(candidate, op_row, -1), codes, "memory")
@@ -200,7 +211,8 @@ def _kernel_info(
     others = ~candidate & ~inductor & (gemm_op < 0)  # attention, convolution, scatter …: what their op was given
     reads = np.where(others, np.where(op_row >= 0, op_row, launching), -1)
     io.fill(trace, reads, codes, "reads")
-    listed = io.fill_lists(trace, kernels, np.where(~modelled & (category == "copy"), launching, -1), codes)
+    copies = ~modelled & (category == CATEGORIES.index("copy"))
+    listed = io.fill_lists(trace, kernels, np.where(copies, launching, -1), codes)
     candidate |= listed
     op_row = np.where(listed, launching, op_row)
     listed_bytes = io.in_bytes.sum(axis=1) + io.in_rest + io.out_bytes
@@ -242,6 +254,19 @@ def _kernel_info(
         track=np.where(op_row >= 0, ev.track[np.maximum(op_row, 0)], -1).astype(np.int64),
         views=view_ops(trace, window, codes.code),
     )
+
+
+def _label_is(models: KernelModels, kinds: tuple[str, ...]) -> np.ndarray:
+    """Per model label: whether its model is one of `kinds`."""
+    return np.asarray([label.model in kinds for label in models.labels] + [False], dtype=bool)
+
+
+def _name_is(ev: EventTable, codes: I64, predicate: Callable[[str], bool]) -> np.ndarray:
+    """Whether `predicate` holds for the name of each name code in `codes` (evaluated once per distinct code)."""
+    distinct = distinct_ints(codes)
+    table = np.zeros(len(ev.names), dtype=bool)
+    table[distinct] = [predicate(ev.names[c]) for c in distinct.tolist()]
+    return table[codes]
 
 
 def _calls(source: I64, lane: I64) -> I64:
@@ -499,9 +524,14 @@ def _saved_results(trace: Trace, forward: np.ndarray, op_row: I64, io: _Io, step
         return np.zeros(op_row.size, dtype=bool)
     width = int(max(io.out_code.max(), io.saved_result.max())) + 1
     keys = np.sort(step[readers] * width + io.saved_result[readers])
-    wanted = step * width + io.out_code
-    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-    return saving & (keys[at] == wanted)
+    return saving & _in_sorted(keys, step * width + io.out_code)
+
+
+def _in_sorted(table: I64, values: I64) -> np.ndarray:
+    """Whether each of `values` is in the sorted array `table` (np.isin without its numpy.ma import)."""
+    if table.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    return table[np.minimum(np.searchsorted(table, values), table.size - 1)] == values
 
 
 def _dtypes_by_size(codes: _Codes) -> dict[int, str]:
@@ -571,20 +601,24 @@ def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
     )  # per name: -2 = not a node; else the code of its function's name (-1 = not in the trace)
     node = np.full(op_rows.size, -1, dtype=np.int64)
     evaluate = np.full(op_rows.size, -1, dtype=np.int64)
-    below = np.full(op_rows.size, -1, dtype=np.int64)
-    current = op_rows.copy()
+    # the ops still walking up (on a thread that runs backward nodes), their current ancestor and the one below
+    threads = distinct_ints(ev.track[function[ev.name] != -2].astype(np.int64))
+    at = np.flatnonzero(op_rows >= 0)
+    track = ev.track[op_rows[at]].astype(np.int64)
+    at = at[_in_sorted(threads, track)]
+    current, below = op_rows[at], np.full(at.size, -1, dtype=np.int64)
     for _ in range(256):
-        alive = (current >= 0) & (evaluate < 0)
-        if not alive.any():
+        if at.size == 0:
             break
-        hit = alive.copy()
-        hit[alive] = function[ev.name[current[alive]]] != -2
-        evaluate[hit] = current[hit]
-        is_function = hit & (below >= 0)
-        is_function[is_function] = ev.name[below[is_function]] == function[ev.name[current[is_function]]]
-        node[hit] = np.where(is_function[hit], below[hit], current[hit])
-        below = np.where(alive & ~hit, current, below)
-        current = np.where(alive & ~hit, parent[np.maximum(current, 0)], -1)
+        hit = function[ev.name[current]] != -2
+        found, under, row = at[hit], below[hit], current[hit]
+        evaluate[found] = row
+        is_function = under >= 0
+        is_function[is_function] = ev.name[under[is_function]] == function[ev.name[row[is_function]]]
+        node[found] = np.where(is_function, under, row)
+        at, below, current = at[~hit], current[~hit], parent[current[~hit]]
+        up = current >= 0
+        at, below, current = at[up], below[up], current[up]
     accumulate = np.asarray(["AccumulateGrad" in name for name in ev.names], dtype=bool)
     sink = np.zeros(op_rows.size, dtype=bool)
     sink[evaluate >= 0] = accumulate[ev.name[evaluate[evaluate >= 0]]]
@@ -614,9 +648,10 @@ def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
     output (a GEMM's, a convolution's: `op_writes`) takes the slot without a link (a GEMM-epilogue link where it
     feeds a pointwise kernel)."""
     state = _Attribution(kernels.size)
+    pairs = [_Pairs.at(info, distance) for distance in range(1, MAX_SKIPPED + 2)]
     for unread_only in (True, False):
-        for distance in range(1, MAX_SKIPPED + 2):
-            _attribute(info, state, distance, unread_only)
+        for distance, at in enumerate(pairs, start=1):
+            _attribute(info, state, at, distance, unread_only)
     later = np.flatnonzero(info.candidate & (info.call != np.arange(kernels.size)))
     state.link(info.call[later], later, np.full(later.size, -1, dtype=np.int64), CALL)
     columns = [np.concatenate([part[i] for part in state.parts]) for i in range(4)]
@@ -654,23 +689,49 @@ class _Attribution:
         self.parts.append((src, dst, np.full(src.size, kind, dtype=np.int64), slot))
 
 
-def _attribute(info: _Info, state: _Attribution, distance: int, unread_only: bool) -> None:
-    """Attribute the free slots of every kernel to the kernel `distance` positions before it (see `_links`);
-    `unread_only`: only to an output nobody has read yet. Within one backward-node call, a kernel takes only
-    the first argument of an in-place op (the node's zeros that `index_add_` fills): its ops' outputs are
-    gradients of different inputs, not each other's inputs, and never linked; a producer whose link the rules
-    refuse (another scope, a non-candidate reading its output in between) still takes the slot."""
-    n = state.n
-    dst = np.arange(distance, n)
-    src = dst - distance
-    alike = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
-    sibling = (info.node[src] >= 0) & (info.node[src] == info.node[dst])
-    known = info.out_code[src] >= 0
-    same = alike & known & ~(state.slot_call[dst] == info.call[src][:, None]).any(axis=1)
+@dataclass(frozen=True)
+class _Pairs:
+    """The (src, dst) kernel pairs `distance` apart that may be attributed: same stream and step, dst reads a
+    coded tensor, and src's output is known or both are candidates of one backward-node call (a shared input);
+    with what does not change while attributing."""
+
+    src: I64
+    dst: I64
+    sibling: np.ndarray  # both in one eager backward-node call
+    scope: np.ndarray  # both forward or both backward
+    known: np.ndarray  # src's output is known
+    closed: np.ndarray  # (pairs, SLOTS): slots src may not take (within a node call: all but an in-place op's first)
+
+    @staticmethod
+    def at(info: _Info, distance: int) -> _Pairs:
+        dst = np.arange(distance, info.lane.size)
+        src = dst - distance
+        alike = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
+        sibling = (info.node[src] >= 0) & (info.node[src] == info.node[dst])
+        known = info.out_code[src] >= 0
+        shared = sibling & info.candidate[src] & info.candidate[dst]
+        keep = np.flatnonzero(alike & (known | shared) & (info.in_code[dst] >= 0).any(axis=1))
+        src, dst, sibling = src[keep], dst[keep], sibling[keep]
+        return _Pairs(
+            src=src,
+            dst=dst,
+            sibling=sibling,
+            scope=(info.node[src] != -1) == (info.node[dst] != -1),
+            known=known[keep],
+            closed=sibling[:, None] & ~(info.in_place[dst][:, None] & (np.arange(SLOTS) == 0)),
+        )
+
+
+def _attribute(info: _Info, state: _Attribution, pairs: _Pairs, distance: int, unread_only: bool) -> None:
+    """Attribute the free slots of every kernel to the kernel `distance` positions before it (`pairs`; see
+    `_links`); `unread_only`: only to an output nobody has read yet. Within one backward-node call, a kernel
+    takes only the first argument of an in-place op (the node's zeros that `index_add_` fills): its ops'
+    outputs are gradients of different inputs, not each other's inputs, and never linked; a producer whose link
+    the rules refuse (another scope, a non-candidate reading its output in between) still takes the slot."""
+    src, dst, sibling, scope, closed = pairs.src, pairs.dst, pairs.sibling, pairs.scope, pairs.closed
+    same = pairs.known & ~(state.slot_call[dst] == info.call[src][:, None]).any(axis=1)
     if unread_only:
         same &= ~state.read[info.call[src]]
-    # within one node call, only the buffer an in-place op updates (index_add_ into the node's zeros) is read
-    closed = sibling[:, None] & ~(info.in_place[dst][:, None] & (np.arange(SLOTS) == 0))
     between_ok = np.ones(dst.size, dtype=bool)
     for offset in range(1, distance):
         middle = src + offset
@@ -679,7 +740,6 @@ def _attribute(info: _Info, state: _Attribution, distance: int, unread_only: boo
         same_key = (info.in_code[middle] == info.out_code[src][:, None]).any(axis=1)
         reads = np.where(info.candidate[src], attributed, same_key)
         between_ok &= ~(~info.candidate[middle] & (reads | info.opaque[middle]))
-    scope = (info.node[src] != -1) == (info.node[dst] != -1)  # both forward or both backward
     clean = between_ok & ~info.sink[src] & ~info.sink[dst]
     # a candidate's output: into a candidate (or an Inductor pointwise kernel, for the epilogue view) a producer
     # link where the rules allow it (the separate outputs of one backward node are gradients of different
@@ -710,7 +770,7 @@ def _attribute(info: _Info, state: _Attribution, distance: int, unread_only: boo
     if not unread_only:
         return  # (once)
     # shared input between two kernels of one backward-node call (not an output: read or not does not matter)
-    shared = alike & sibling & clean & info.candidate[src] & info.candidate[dst]
+    shared = sibling & clean & info.candidate[src] & info.candidate[dst]
     rows = np.flatnonzero(shared)
     d, c = dst[rows], src[rows]
     same_input = (info.in_code[d][:, :, None] == info.in_code[c][:, None, :]) & (info.in_code[d][:, :, None] >= 0)
@@ -787,12 +847,6 @@ def _read_outside_groups(trace: Trace, info: _Info, label: I64) -> np.ndarray:
     return outside
 
 
-def _short_names(names: list[str]) -> list[str]:
-    """`short_name` of each name, computed once per distinct name."""
-    distinct = {name: short_name(name) for name in set(names)}
-    return [distinct[name] for name in names]
-
-
 _GroupKey = tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], int]  # op names, kernels, GEMMs, stream
 
 
@@ -851,17 +905,22 @@ def _opportunities(
             saving = np.where(now > 0, dur * (1 - fused / np.maximum(now, 1e-300)), 0.0)
         keep = (op_calls >= 2) & (now > 0)
     op_codes = ev.name[np.maximum(info.op_row, 0)].tolist()
-    shorts = _short_names(ev.names_at(kernels))
+    kernel_codes = ev.name[kernels].tolist()
+    shorts: dict[int, str] = {}  # short name per kernel name code, for the kernels of the groups kept
+
+    def short(position: int) -> str:
+        code = kernel_codes[position]
+        return shorts[code] if code in shorts else shorts.setdefault(code, short_name(ev.names[code]))
+
     streams = ev.stream[kernels].tolist()
     rows: dict[_GroupKey, list[float]] = {}
-    first_of: dict[_GroupKey, tuple[list[int], list[int]]] = {}
     for g in np.flatnonzero(keep).tolist():
         members = positions[starts[g] : starts[g] + size[g]].tolist()
         used_gemms = sorted(gemms.get(int(roots[g]), []))
         key: _GroupKey = (
             tuple(op_codes[m] for m in members),
-            tuple(shorts[m] for m in members),
-            tuple(shorts[m] for m in used_gemms),
+            tuple(short(m) for m in members),
+            tuple(short(m) for m in used_gemms),
             int(streams[members[0]]),
         )
         figures = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -871,14 +930,11 @@ def _opportunities(
         figures[3] += float(dur[g])
         figures[4] += float(saving[g])
         figures[5] += float(identified[g])
-        first_of.setdefault(key, (members, used_gemms))
     result = []
     for key, (calls, bytes_now, bytes_fused, time_ns, saving_ns, identified_calls) in rows.items():
-        members, used_gemms = first_of[key]
-        at = np.asarray(members, dtype=np.int64)
         result.append(
             FusionOpportunity(
-                ops=ev.names_at(info.op_row[at]),
+                ops=[ev.names[code] for code in key[0]],
                 kernels=list(key[1]),
                 calls_per_step=round(calls / steps, 3),
                 kernel_us_per_step=round(time_ns / 1000 / steps, 3),

@@ -62,22 +62,29 @@ class Views:
     combined: I64  # sorted
     starts: I64  # sorted start times of the view ops, ns
     width: int  # codes are below this (composites are (track × width + src) × width + dst)
+    sources: np.ndarray  # bool per code: some view op reads a tensor of it
+    targets: np.ndarray  # bool per code: some view op returns a tensor of it
 
     def connects(self, track: I64, src: I64, dst: I64, after_ns: I64, before_ns: I64) -> np.ndarray:
         """Per query: a view op of key src → dst on `track` started in (after_ns, before_ns)."""
         found = np.zeros(track.size, dtype=bool)
-        usable = (src >= 0) & (dst >= 0) & (src < self.width) & (dst < self.width) & (track >= 0)
-        if self.keys.size == 0 or not usable.any():
+        if self.keys.size == 0:
             return found
-        composite = (track * self.width + src) * self.width + dst
+        usable = (src >= 0) & (dst >= 0) & (src < self.width) & (dst < self.width) & (track >= 0)
+        usable[usable] = self.sources[src[usable]] & self.targets[dst[usable]]  # codes some view op has
+        query = np.flatnonzero(usable)
+        if query.size == 0:
+            return found
+        composite = (track[query] * self.width + src[query]) * self.width + dst[query]
         at = np.minimum(np.searchsorted(self.keys, composite), self.keys.size - 1)
-        usable &= self.keys[at] == composite
-        first = np.searchsorted(self.starts, after_ns, side="right")  # first view op after after_ns
-        last = np.searchsorted(self.starts, before_ns, side="left") - 1  # last one before before_ns
+        keyed = self.keys[at] == composite
+        first = np.searchsorted(self.starts, after_ns[query], side="right")  # first view op after after_ns
+        last = np.searchsorted(self.starts, before_ns[query], side="left") - 1  # last one before before_ns
         base = at * (self.starts.size + 1)
         index = np.minimum(np.searchsorted(self.combined, base + first), self.combined.size - 1)
         hit = (self.combined[index] >= base + first) & (self.combined[index] <= base + last) & (first <= last)
-        return usable & hit
+        found[query] = keyed & hit
+        return found
 
 
 def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
@@ -102,7 +109,9 @@ def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
     starts = np.sort(ev.ts_ns[rows])
     start_rank = np.searchsorted(starts, ev.ts_ns[rows])
     combined = np.sort(rank.astype(np.int64) * (starts.size + 1) + start_rank)
-    return Views(keys.astype(np.int64), combined, starts.astype(np.int64), width)
+    sources, targets = np.zeros(width, dtype=bool), np.zeros(width, dtype=bool)
+    sources[src[signature]], targets[dst[signature]] = True, True
+    return Views(keys.astype(np.int64), combined, starts.astype(np.int64), width, sources, targets)
 
 
 def _view_keys(name: str, trace: Trace, row: int) -> tuple[Key, Key] | None:
