@@ -158,3 +158,29 @@ def test_log_softmax_to_nll_loss_keeps_the_result_the_backward_reads() -> None:
         )
         assert (group.bytes_now, group.bytes_fused) == (now, fused)
         assert group.evidence == ("shapes" if et is None else "tensor ids")
+
+
+OPMIX = "h200/audit/opmix_train.json.gz"
+
+
+def test_layer_norm_does_not_link_across_the_index_select_that_writes_the_muls_input() -> None:
+    """opmix: cat → LayerNorm → index_select (torch 2.11: `gather(h, 1, index, False, out)`) → mul(sel, 2).
+    From the raw events, the gather reads LayerNorm's 16x256x2048 fp32 output and writes its `out=` buffer of
+    that shape, which mul reads: LayerNorm's output is written (the gather reads it) and not linked to mul (the
+    gather is the nearest writer of mul's input). cat → LayerNorm: now the two 16x256x1024 inputs (T) read and
+    cat's T written, LayerNorm's T read and T written, plus its weight and bias; fused the inputs, LayerNorm's
+    output and its parameters (the `out=` buffer is not a read of cat's output)."""
+    events = raw_events(recorded_trace(OPMIX))
+    ops = first_step_ops(events, {"aten::native_layer_norm", "aten::gather", "aten::mul"})
+    at = next(i for i, e in enumerate(ops) if e["name"] == "aten::native_layer_norm")
+    norm, gather, mul = ops[at : at + 3]
+    tensor = norm["args"]["Input Dims"][0]
+    assert (gather["name"], mul["name"]) == ("aten::gather", "aten::mul")
+    assert gather["args"]["Input Dims"][0] == gather["args"]["Input Dims"][4] == mul["args"]["Input Dims"][0] == tensor
+    t = math.prod(tensor) * 4
+    params = 2 * tensor[-1] * 4
+    chains = [o for o in fusion_of(OPMIX).opportunities if o.kind == "chain"]
+    assert not [o for o in chains if "aten::native_layer_norm" in o.ops and "aten::mul" in o.ops]
+    group = next(o for o in chains if "aten::native_layer_norm" in o.ops)
+    assert group.ops == ["aten::cat", "aten::native_layer_norm"]
+    assert (group.bytes_now, group.bytes_fused) == (4 * t + params, 2 * t + params)

@@ -9,7 +9,7 @@ import numpy as np
 
 from tests.conftest import op, step
 from tests.unit.tiny import BF16x1, BF16x2, load_events
-from tracelens.analyses.opmodels import decode_inductor_ops, model_op, op_writes
+from tracelens.analyses.opmodels import decode_inductor_ops, model_op, op_reads, op_writes
 from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel, decode_shapes, signature_codes
 
 
@@ -129,6 +129,13 @@ def test_what_ops_without_a_memory_model_write() -> None:
     assert op_writes("aten::index_add_", index_add) == Tensor((16, 256, 2048), "fp32", 4)  # its first argument
     assert op_writes("aten::index_add", index_add) is None
     assert op_writes("aten::cudnn_convolution", None) is None
+    # torch 2.11's index_select: gather(self, dim, index, sparse_grad, out): the out= buffer is written, not read
+    gather = shapes(
+        [[16, 256, 2048], [], [16, 256, 2048], [], [16, 256, 2048]], [f32, "Scalar", "long int", "Scalar", f32]
+    )
+    assert op_writes("aten::gather", gather) == Tensor((16, 256, 2048), "fp32", 4)
+    assert [t.dtype for t in op_reads("aten::gather", gather)] == ["fp32", "int64"]  # self and index
+    assert len(op_reads("aten::cudnn_convolution", conv)) == 2
 
 
 def test_a_foreach_op_moves_its_tensor_lists_in_the_kernels_element_type() -> None:

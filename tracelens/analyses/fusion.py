@@ -57,6 +57,7 @@ from tracelens.analyses.opmodels import (
     gemm_output,
     input_reads,
     memory_op_io,
+    op_reads,
     op_writes,
     saved_arguments,
 )
@@ -477,7 +478,7 @@ def _op_io(what: str, name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor,
     if what == "inductor":
         return (shapes.tensors if shapes else ()), None
     if what == "reads":
-        return (shapes.tensors if shapes else ()), op_writes(name, shapes)
+        return op_reads(name, shapes), op_writes(name, shapes)
     return memory_op_io(name, shapes)
 
 

@@ -573,6 +573,20 @@ GRAD_LIKE_INPUT = {
 }
 
 
+# ops whose `out=` buffer the profiler records after their arguments (torch 2.11's index_select runs
+# `gather(self, dim, index, sparse_grad, out)`): its position; the buffer is written, not read
+OUT_ARGUMENT = {"aten::gather": 4, "aten::index_select": 3}
+
+
+def op_reads(op_name: str, shapes: OpShapes | None) -> tuple[Tensor, ...]:
+    """The tensors an op without a memory-bound model reads: its tensor arguments but a recorded `out=` buffer
+    (`OUT_ARGUMENT`)."""
+    if shapes is None:
+        return ()
+    out = OUT_ARGUMENT.get(op_name, -1)
+    return tuple(t for i, t in enumerate(shapes.args) if t is not None and i != out)
+
+
 def op_writes(op_name: str, shapes: OpShapes | None) -> Tensor | None:
     """The tensor an op without a memory-bound model writes, where its recorded arguments determine it (None
     otherwise): a forward convolution's output (`conv_output_dims`); a convolution backward's input gradient
@@ -598,6 +612,8 @@ def op_writes(op_name: str, shapes: OpShapes | None) -> Tensor | None:
         return q if backward else Tensor((*q.dims[:-1], v.dims[-1]), q.dtype, q.itemsize)
     if op_name in GRAD_LIKE_INPUT:
         return shapes.tensor(GRAD_LIKE_INPUT[op_name])
+    if op_name in OUT_ARGUMENT and shapes.tensor(OUT_ARGUMENT[op_name]) is not None:
+        return shapes.tensor(OUT_ARGUMENT[op_name])
     return _gathered(op_name, shapes) or (first if op_name.endswith("_") else None)
 
 
