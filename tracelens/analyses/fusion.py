@@ -25,8 +25,9 @@ size). The kernels of one op call are one member (`_calls`). Links only on evide
 A candidate's output attributed to a non-candidate (GEMM, attention, convolution …) is read outside any group.
 Linked kernels form a group. Bytes now = the kernels' modelled bytes; bytes fused = the inputs read from
 outside the group (a shared input once) + the outputs used outside it (an output consumed inside the group is
-taken as not needed elsewhere — a fuser recomputes it — unless a non-candidate reads it or the execution trace
-shows a reader outside). Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth
+taken as not needed elsewhere — a fuser recomputes it — unless a non-candidate reads it, it is a softmax result
+a backward op of the step reads (`_saved_results`), or the execution trace shows an op outside the group reading
+it: `_read_outside_groups`). Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth
 the group's kernels achieved.
 
 GEMM epilogue: a group (or single kernel, Inductor `triton_poi_` kernels included) of pointwise kernels whose
