@@ -28,6 +28,20 @@ TOLERANCE = 0.30
 # Inductor's kernel moved its 402.7 MB at 2.8 TB/s (144.1 µs) where eager's mul moved the same three tensors at
 # 4.9 TB/s (82.7 µs), so only 21.3 µs of the estimated 66.1 µs was realized.
 SLOW_COMPILED_KERNEL = {"sweep_eager_mlp_t512.json.gz", "geglu_session/eager_mlp.json.gz"}
+# The GPT-style training block (block_sizes/gpt_h2048): Inductor's backward of the block's first LayerNorm (its
+# `…native_layer_norm_backward_view_5` kernel and `_view_6` reductions, 68.2 µs per step) replaces eager's
+# weight-gradient kernel of that LayerNorm (GammaBetaBackward, 22.2 µs): 46 µs more, which the estimate (the
+# fused kernels as fast as the eager ones) does not foresee. The estimate's two groups, add → LayerNorm and the
+# LayerNorm backward → the engine's add (11.3 and 17.0 µs), realized 9.6 and 23.5 µs.
+SLOW_LAYER_NORM_BACKWARD = {"gpt_h2048/train_eager_block.json.gz"}
+
+
+def kernel_us_per_step(path: Path, name_part: str) -> float:
+    """Total duration of the kernels whose name contains `name_part`, per profiler step (raw events)."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    steps = {e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#")}
+    return sum(e["dur"] for e in events if e.get("cat") == "kernel" and name_part in e["name"]) / len(steps)
 
 
 def kernel_us(path: Path, name_part: str) -> float:
@@ -52,6 +66,12 @@ def test_estimated_saving_matches_what_inductor_realized(eager: Path, compiled: 
         eager_mul_tbps = 3 * tensor_mb / kernel_us(eager, "MulFunctor") / 1e6
         assert fused_tbps < 0.7 * eager_mul_tbps  # 2.66 vs 4.39 TB/s for the same three tensors
         return
+    if key in SLOW_LAYER_NORM_BACKWARD:
+        assert estimate > (1 + TOLERANCE) * realized  # documented exception: a compiled kernel is the slow part
+        compiled_us = kernel_us_per_step(compiled, "native_layer_norm_backward_view_")
+        eager_us = kernel_us_per_step(eager, "GammaBetaBackward") / 2  # two LayerNorms, one such kernel each
+        assert compiled_us > 2.5 * eager_us  # 68.2 vs 22.2 µs
+        return
     assert abs(estimate - realized) <= TOLERANCE * realized + 1e-9, (estimate, realized)
 
 
@@ -65,14 +85,18 @@ def test_every_twin_of_the_recorded_traces_is_checked() -> None:
 
 def test_the_training_blocks_rope_and_qkv_gradient_copies_are_chained() -> None:
     """What Inductor fused in the eager training block's rotary embedding (traces/h200/block, raw events): in the
-    forward, rotate_half's `neg` and `cat` between the `mul`s; in the backward, the zeros of `slice_backward`
+    forward, q·cos, rotate_half's `neg` and `cat`, ·sin and the add (whose second input is q·cos's output, not
+    cat's: cat's was read by the mul, q·cos's by nobody yet); in the backward, the zeros of `slice_backward`
     (`fill_`), the engine's gradient accumulation (`add_`) and the `cat` that stacks the q, k, v gradients
-    (UnbindBackward0, read through transposed views), which Inductor writes from one kernel."""
+    (UnbindBackward0, read through transposed views), which Inductor writes from one kernel. The forward
+    groups of q and k are one: q's rotated output and k have one key, and k·cos is taken to read it (a shape
+    coincidence, docs/fusion.md)."""
     path = recorded_trace("h200/block/train_eager_block.json.gz")
     fusion = analyze(tracelens.load(path)).fusion
     assert fusion is not None
     with_cat = [o.ops for o in fusion.opportunities if o.kind == "chain" and "aten::cat" in o.ops]
-    assert ["aten::neg", "aten::cat", "aten::mul", "aten::add"] in with_cat
+    rope = ["aten::mul", "aten::neg", "aten::cat", "aten::mul", "aten::add"]
+    assert rope + rope in with_cat
     assert ["aten::fill_", "aten::add_", "aten::mul", "aten::add_", "aten::cat"] in with_cat
     with gzip.open(path, "rt") as handle:
         events = json.load(handle)["traceEvents"]

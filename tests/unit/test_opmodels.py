@@ -9,7 +9,7 @@ import numpy as np
 
 from tests.conftest import op, step
 from tests.unit.tiny import BF16x1, BF16x2, load_events
-from tracelens.analyses.opmodels import decode_inductor_ops, model_op
+from tracelens.analyses.opmodels import decode_inductor_ops, model_op, op_reads, op_writes
 from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel, decode_shapes, signature_codes
 
 
@@ -101,3 +101,56 @@ def test_shapes_decode_whatever_json_takes() -> None:
     assert [t.dims if t else None for t in decoded.args] == [(2, 3), None, (4,)]  # a bool is not a size
     assert decode_shapes(b"\xef\xbb\xbf[[5]]", b'["c10::Half"]', b"[]") == OpShapes((Tensor((5,), "fp16", 2),), ())
     assert decode_shapes(b"[[1, 2],]", b'["float"]', b"[]") is None  # not JSON at all
+
+
+def test_what_ops_without_a_memory_model_write() -> None:
+    """`op_writes`: the tensor a convolution, a gather or an in-place update writes, from its arguments (the
+    conv_train audit trace's calls); None where the arguments do not determine it."""
+    f32 = "float"
+    conv = shapes(
+        [[64, 128, 16, 16], [256, 128, 3, 3], [], [], [], []],
+        [f32, f32, "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+        ["", "", "[1, 1]", "[2, 2]", "[1, 1]", "1"],
+    )
+    assert op_writes("aten::cudnn_convolution", conv) == Tensor((64, 256, 8, 8), "fp32", 4)
+    unrecorded = shapes([[64, 128, 16, 16], [256, 128, 3, 3]], [f32, f32])
+    assert op_writes("aten::cudnn_convolution", unrecorded) is None  # stride not recorded
+    backward = shapes(
+        [[64, 256, 8, 8], [64, 256, 8, 8], [256, 256, 1, 1], [], [], [], [], [], [], [], []],
+        [f32, f32, f32, *["ScalarList"] * 4, "Scalar", "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[0]", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1", "[True, True, False]"],
+    )
+    assert op_writes("aten::convolution_backward", backward) == Tensor((64, 256, 8, 8), "fp32", 4)  # grad_input
+    select = shapes([[16, 256, 2048], [], [256]], [f32, "Scalar", "long int"], ["", "1", ""])
+    assert op_writes("aten::index_select", select) == Tensor((16, 256, 2048), "fp32", 4)
+    embedding = shapes([[32000, 1024], [16, 256]], [f32, "long int"])
+    assert op_writes("aten::embedding", embedding) == Tensor((16, 256, 1024), "fp32", 4)
+    index_add = shapes([[16, 256, 2048], [], [256], [16, 256, 2048], []], [f32, "Scalar", "long int", f32, "Scalar"])
+    assert op_writes("aten::index_add_", index_add) == Tensor((16, 256, 2048), "fp32", 4)  # its first argument
+    assert op_writes("aten::index_add", index_add) is None
+    assert op_writes("aten::cudnn_convolution", None) is None
+    # torch 2.11's index_select: gather(self, dim, index, sparse_grad, out): the out= buffer is written, not read
+    gather = shapes(
+        [[16, 256, 2048], [], [16, 256, 2048], [], [16, 256, 2048]], [f32, "Scalar", "long int", "Scalar", f32]
+    )
+    assert op_writes("aten::gather", gather) == Tensor((16, 256, 2048), "fp32", 4)
+    assert [t.dtype for t in op_reads("aten::gather", gather)] == ["fp32", "int64"]  # self and index
+    assert len(op_reads("aten::cudnn_convolution", conv)) == 2
+
+
+def test_a_foreach_op_moves_its_tensor_lists_in_the_kernels_element_type() -> None:
+    """`_foreach_mul_(grads, coef)` (clip_grad_norm_) over 2x3 and 4 fp32 elements (10): the list read and
+    written (80 B) and the 0-d coefficient read (4 B); its element type is the kernel functor's, as the profiler
+    records no dtype for a TensorList. Out of place (`_foreach_sqrt`) a new list is written; `_foreach_norm`
+    writes one value per tensor."""
+    kernel = "multi_tensor_apply_kernel<TensorListMetadata<1>, BinaryOpScalarTensorFunctor<float, 1, 1, 0>, …>"
+    args = shapes([[[2, 3], [4]], []], ["TensorList", "float"], ["", ""])
+    model = model_op("aten::_foreach_mul_", args, "elementwise", kernel)
+    assert model is not None and (model.model, model.bytes, model.dtype) == ("elementwise", 84.0, "fp32")
+    half = kernel.replace("<float,", "<c10::Half,")
+    lists = shapes([[[2, 3], [4]]], ["TensorList"], [""])
+    sqrt = model_op("aten::_foreach_sqrt", lists, "elementwise", half)
+    assert sqrt is not None and (sqrt.bytes, sqrt.dtype) == (40.0, "fp16")
+    norm = model_op("aten::_foreach_norm", lists, "elementwise", kernel)
+    assert norm is not None and (norm.model, norm.bytes) == ("reduction", 48.0)
+    assert model_op("aten::_foreach_mul_", args, "elementwise", "some_kernel") is None  # element type unknown

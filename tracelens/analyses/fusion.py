@@ -7,22 +7,27 @@ execution trace attached to `trace`
 
 Candidates: unfused elementwise / norm / reduction / copy kernels whose launching op has a memory-bound model
 (see `opmodels.py`), fills, and `aten::cat`'s tensor-list copies (`list_copy_io`: dtype from the kernel's element
-size). Two candidates are linked only on evidence (definitions in docs/fusion.md):
-- producer → consumer: the consumer's input equals the producer's output — the same tensor (execution trace:
-  storage, offset and size) or, without one, the same shape AND dtype, directly or through a view op taken
-  between them (`views.py`) — launched after it on the same stream in the same step with at most `MAX_SKIPPED`
-  kernels between them (none of them a non-candidate whose read is attributed to the producer's output, see
-  below), both forward or both backward, never two ops of one backward node's function (its separate outputs,
-  such as `MulBackward0`'s two products; the engine's gradient accumulation and shape reduction after the
-  function are a node call of their own, `_backward_nodes`) and never an `AccumulateGrad` (per-parameter sinks);
+size). The kernels of one op call are one member (`_calls`). Links only on evidence (docs/fusion.md):
+- every input slot of every kernel is attributed to the nearest earlier kernel on its stream (same step, at most
+  `MAX_SKIPPED` kernels between) that wrote a tensor of its key — the same tensor (execution trace: storage,
+  offset and size) or, without one, the same shape AND dtype, directly or through a view op taken between them
+  (`views.py`) — first among outputs nobody has read yet. Writers are candidates and the non-candidates whose
+  output is known (GEMMs, convolutions, gathers, in-place updates: `op_writes`). Within one backward node's
+  function only the buffer an in-place op updates is attributed (its ops' outputs are gradients of different
+  inputs: `MulBackward0`'s two products); arguments a backward op reads as tensors the forward saved, and 0-d
+  tensors updated in place (module counters), carry no evidence (`_no_evidence`);
+- producer → consumer: a candidate's output attributed to a candidate, both forward or both backward, not of
+  one node's function (the engine's gradient accumulation and shape reduction after the function are a node
+  call of their own, `_backward_nodes`), no `AccumulateGrad` (per-parameter sinks), and no non-candidate between
+  them whose input was attributed to the producer (a GEMM that reads the output cannot be moved);
 - shared input: two kernels of one backward node's function that read the node's incoming gradient (the same
   tensor id, or without an execution trace an input of equal shape and dtype) — fused, it is read once.
-Each input of a non-candidate kernel (GEMM, attention, …) is attributed to the nearest candidate whose output has
-its key (directly or through a view): that output is read outside any group (`_outside_reads`).
+A candidate's output attributed to a non-candidate (GEMM, attention, convolution …) is read outside any group.
 Linked kernels form a group. Bytes now = the kernels' modelled bytes; bytes fused = the inputs read from
 outside the group (a shared input once) + the outputs used outside it (an output consumed inside the group is
-taken as not needed elsewhere — a fuser recomputes it — unless a non-candidate reads it or the execution trace
-shows a reader outside). Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth
+taken as not needed elsewhere — a fuser recomputes it — unless a non-candidate reads it, it is a softmax result
+a backward op of the step reads (`_saved_results`), or the execution trace shows an op outside the group reading
+it: `_read_outside_groups`). Saving = group kernel time × (1 − fused / now): the fused kernel runs at the bandwidth
 the group's kernels achieved.
 
 GEMM epilogue: a group (or single kernel, Inductor `triton_poi_` kernels included) of pointwise kernels whose
@@ -35,21 +40,36 @@ compute-bound). Compiled GeGLU: gate and up written and read back (4 × 134 MB) 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
 
-from tracelens.analyses.keygroups import F64
-from tracelens.analyses.opmodels import GEMM_OPS, gemm_inputs, gemm_output, memory_op_io
+from tracelens.analyses.keygroups import F64, first_seen_groups
+from tracelens.analyses.opmodels import (
+    GATHER_LOSSES,
+    GEMM_OPS,
+    RESULT_SAVED,
+    SAVED_RESULTS,
+    base_name,
+    gemm_inputs,
+    gemm_output,
+    input_reads,
+    memory_op_io,
+    op_reads,
+    op_writes,
+    saved_arguments,
+)
 from tracelens.analyses.roofline import KernelModels, kernel_categories, kernel_models
-from tracelens.analyses.shapes import DTYPES, Tensor, op_shapes, signature_codes
-from tracelens.analyses.views import Views, view_ops
+from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, named_signatures, op_shapes, signature_codes
+from tracelens.analyses.views import VIEW_LIKE, Views, view_ops
 from tracelens.analyses.window import Window
-from tracelens.loader.et import OpTensors, op_tensors
+from tracelens.loader.et import OpTensors, TensorRef, op_tensors
 from tracelens.model.events import I64, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -61,8 +81,12 @@ POINTWISE_MODELS = ("elementwise",)
 MAX_SKIPPED = 3  # other kernels that may sit between a producer and its consumer on the stream
 SLOTS = 8  # inputs kept per kernel
 BACKWARD_NODE = "autograd::engine::evaluate_function: "
-PRODUCER, SHARED, GEMM = 0, 1, 2  # link kinds
+COMPILED_BACKWARD = "CompiledFunctionBackward"  # the node of a torch.compile'd graph's backward
+PRODUCER, SHARED, GEMM, CALL = 0, 1, 2, 3  # link kinds (CALL: the later kernels of one op call)
 LIST_COPIES = ("aten::cat",)  # ops whose first argument is a tensor list (see `list_copy_io`)
+OVERWRITES = frozenset(
+    {"aten::copy_", "aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_"}
+)  # first argument
 OPAQUE_ELEMENT = re.compile(r"OpaqueType<(\d+)u?>")  # the element size of PyTorch's cat kernels
 
 
@@ -97,8 +121,8 @@ def analyze_fusion(ctx: AnalysisContext) -> Fusion:
 def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) -> Fusion:
     ev = trace.events
     models = kernel_models(trace, window) if models is None else models
-    shapes_recorded = bool(np.flatnonzero(ev.input_dims).size)  # raw JSON is never empty: only None is false
     kernels = np.flatnonzero(window.in_window & (ev.kind == Kind.KERNEL))
+    shapes_recorded = _shapes_recorded(trace, kernels)
     if kernels.size < 2 or len(models) == 0:
         return Fusion(shapes_recorded, [], 0.0)
     kernels = kernels[np.lexsort((ev.ts_ns[kernels], ev.stream[kernels], ev.device[kernels]))]
@@ -120,6 +144,14 @@ def fusion_of(trace: Trace, window: Window, models: KernelModels | None = None) 
     )
 
 
+def _shapes_recorded(trace: Trace, kernels: I64) -> bool:
+    """Whether any op of the trace recorded `Input Dims` (the first kernels' launching ops are looked at first)."""
+    dims, launching = trace.events.input_dims, trace.links.op[kernels[:4096]]
+    if np.flatnonzero(dims[launching[launching >= 0]]).size:  # raw JSON is never empty: only None is false
+        return True
+    return bool(np.flatnonzero(dims).size)
+
+
 @dataclass(frozen=True)
 class _Info:
     """Per kernel, in stream order."""
@@ -130,17 +162,21 @@ class _Info:
     op_row: I64  # the op whose model it got (GEMMs: the launching op), -1 = none
     in_code: I64  # (n, SLOTS) codes of the tensors it reads, -1 padding
     in_bytes: F64  # (n, SLOTS)
+    in_rest: F64  # bytes the op moves beyond its coded slots (inputs past `SLOTS`, tensor lists): read from outside
     out_code: I64  # code of the tensor it writes, -1 unknown
     out_bytes: F64
     now: F64  # modelled bytes
     dur_ns: F64
     lane: I64
     step: I64
-    node: I64  # row of the backward-node call it runs in, -1 = forward
+    node: I64  # row of the backward-node call it runs in, -1 = forward, < -1: a compiled graph's (`_backward_nodes`)
     sink: np.ndarray  # bool: runs in an AccumulateGrad node
+    in_place: np.ndarray  # bool: its op updates its first argument, input slot 0, in place (`add_`, `index_add_`)
     opaque: np.ndarray  # bool: not a candidate and its op recorded no shapes: it may touch any tensor
     by_id: np.ndarray  # bool: tensors identified by the execution trace
-    read_elsewhere: np.ndarray  # bool: (execution trace) its output is read by an op that is not a candidate
+    call: I64  # position of the first kernel of the op call it belongs to (`_calls`)
+    saved: np.ndarray  # bool: a forward softmax whose result a backward op of its step reads (`_saved_results`)
+    et_readers: dict[int, list[int]]  # (execution trace) the ops that read a kernel's output after its op
     op_ns: I64  # start of the op whose shapes it got (views taken between two kernels' ops link them)
     track: I64  # thread of that op
     views: Views  # the window's view ops, keyed by the codes of `in_code` / `out_code`
@@ -157,35 +193,43 @@ def _kernel_info(
     entry = np.where(models.row[by_row[at]] == kernels, by_row[at], -1)
     modelled = entry >= 0
     entry = np.maximum(entry, 0)
-    category = np.asarray(CATEGORIES, dtype=object)[kernel_categories(trace, kernels)]
-    label_model = np.asarray([label.model for label in models.labels], dtype=object)[models.label[entry]]
+    category = kernel_categories(trace, kernels)
+    memory_category = np.asarray([c in MEMORY_CATEGORIES for c in CATEGORIES], dtype=bool)[category]
+    label = models.label[entry]
     op_row = np.where(modelled, models.op_row[entry], -1)
-    candidate = modelled & np.isin(category, MEMORY_CATEGORIES) & np.isin(label_model, MEMORY_MODELS) & (op_row >= 0)
-    poi_codes = [code for code, name in enumerate(ev.names) if name.startswith("triton_poi_")]
-    inductor = modelled & (label_model == "inductor") & np.isin(ev.name[kernels], poi_codes)
-    pointwise = (candidate & np.isin(label_model, POINTWISE_MODELS)) | inductor
+    candidate = modelled & memory_category & _label_is(models, MEMORY_MODELS)[label] & (op_row >= 0)
+    poi = _name_is(ev, ev.name[kernels].astype(np.int64), lambda name: name.startswith("triton_poi_"))
+    inductor = modelled & _label_is(models, ("inductor",))[label] & poi
+    pointwise = (candidate & _label_is(models, POINTWISE_MODELS)[label]) | inductor
     if not pointwise.any() and int(candidate.sum()) < 2:
         return None
     launching = links.op[kernels].astype(np.int64)
-    gemm_op = _outer_gemm_ops(trace, np.where(category == "gemm", launching, -1))
+    gemm_op = _outer_gemm_ops(trace, np.where(category == CATEGORIES.index("gemm"), launching, -1))
     io = _Io(n)
     codes = _Codes()
     io.fill(trace, np.where(candidate, op_row, -1), codes, "memory")
     io.fill(trace, np.where(inductor, op_row, -1), codes, "inductor", models.bytes[entry])
     io.fill(trace, gemm_op, codes, "gemm")
     others = ~candidate & ~inductor & (gemm_op < 0)  # attention, convolution, scatter …: what their op was given
-    io.fill(trace, np.where(others, np.where(op_row >= 0, op_row, launching), -1), codes, "reads")
-    listed = io.fill_lists(trace, kernels, np.where(~modelled & (category == "copy"), launching, -1), codes)
+    reads = np.where(others, np.where(op_row >= 0, op_row, launching), -1)
+    io.fill(trace, reads, codes, "reads")
+    copies = ~modelled & (category == CATEGORIES.index("copy"))
+    listed = io.fill_lists(trace, kernels, np.where(copies, launching, -1), codes)
     candidate |= listed
     op_row = np.where(listed, launching, op_row)
-    now = np.where(modelled, models.bytes[entry], np.where(listed, io.in_bytes.sum(axis=1) + io.out_bytes, 0.0))
+    listed_bytes = io.in_bytes.sum(axis=1) + io.in_rest + io.out_bytes
+    now = np.where(modelled, models.bytes[entry], np.where(listed, listed_bytes, 0.0))
     by_id = np.zeros(n, dtype=bool)
-    read_elsewhere = np.zeros(n, dtype=bool)
+    et_readers: dict[int, list[int]] = {}
     if tensors is not None:
-        identify = np.where(candidate | inductor, op_row, np.where(io.out_code >= 0, gemm_op, -1))
-        by_id, read_elsewhere = io.fill_ids(identify, tensors, codes)
+        identify = np.where(candidate | inductor, op_row, np.where(gemm_op >= 0, gemm_op, reads))
+        by_id, et_readers = io.fill_ids(trace, identify, tensors, codes)
         by_id &= candidate | inductor
     node, sink = _backward_nodes(trace, np.where(op_row >= 0, op_row, launching))
+    lane = ev.device[kernels] * 1_000_003 + ev.stream[kernels]
+    source = np.where(op_row >= 0, op_row, np.where(gemm_op >= 0, gemm_op, launching))
+    call = _calls(source, lane)
+    io.one_per_call(np.where(candidate, call, -1), now)
     return _Info(
         candidate=candidate,
         pointwise=pointwise,
@@ -193,21 +237,49 @@ def _kernel_info(
         op_row=np.where(op_row >= 0, op_row, gemm_op),
         in_code=io.in_code,
         in_bytes=io.in_bytes,
+        in_rest=io.in_rest,
         out_code=io.out_code,
         out_bytes=io.out_bytes,
         now=now,
         dur_ns=ev.dur_ns[kernels].astype(np.float64),
-        lane=ev.device[kernels] * 1_000_003 + ev.stream[kernels],
+        lane=lane,
         step=links.step[kernels].astype(np.int64),
         node=node,
         sink=sink,
+        in_place=io.in_place,
         opaque=~candidate & ~inductor & (gemm_op < 0) & _no_shapes(trace, launching),
         by_id=by_id,
-        read_elsewhere=read_elsewhere,
+        call=call,
+        saved=_saved_results(trace, candidate & (node == -1), op_row, io, links.step[kernels].astype(np.int64)),
+        et_readers=et_readers,
         op_ns=np.where(op_row >= 0, ev.ts_ns[np.maximum(op_row, 0)], -1),
         track=np.where(op_row >= 0, ev.track[np.maximum(op_row, 0)], -1).astype(np.int64),
         views=view_ops(trace, window, codes.code),
     )
+
+
+def _label_is(models: KernelModels, kinds: tuple[str, ...]) -> np.ndarray:
+    """Per model label: whether its model is one of `kinds`."""
+    return np.asarray([label.model in kinds for label in models.labels] + [False], dtype=bool)
+
+
+def _name_is(ev: EventTable, codes: I64, predicate: Callable[[str], bool]) -> np.ndarray:
+    """Whether `predicate` holds for the name of each name code in `codes` (evaluated once per distinct code)."""
+    distinct = distinct_ints(codes)
+    table = np.zeros(len(ev.names), dtype=bool)
+    table[distinct] = [predicate(ev.names[c]) for c in distinct.tolist()]
+    return table[codes]
+
+
+def _calls(source: I64, lane: I64) -> I64:
+    """For each kernel, the position of the first kernel (in stream order) of the op call its tensors come
+    from (`source`: the op's row, -1 = none: a call of its own) on its stream; itself for a one-kernel call.
+    An op that launches several kernels (`native_layer_norm_backward`'s input and weight gradients, a
+    `_foreach_` op over a long list, a GEMM and its epilogue kernel) reads and writes its tensors once: its
+    kernels are one writer and one member of a group, never producer and consumer of each other."""
+    own = -1 - np.arange(source.size, dtype=np.int64)  # no op: unique keys
+    group, first = first_seen_groups(np.where(source >= 0, source, own), lane)
+    return first[group]
 
 
 def _no_shapes(trace: Trace, rows: I64) -> np.ndarray:
@@ -250,6 +322,9 @@ class _Io:
     def __init__(self, n: int) -> None:
         self.in_code = np.full((n, SLOTS), -1, dtype=np.int64)
         self.in_bytes = np.zeros((n, SLOTS), dtype=np.float64)
+        self.in_rest = np.zeros(n, dtype=np.float64)
+        self.in_place = np.zeros(n, dtype=bool)  # the op updates its first argument (input slot 0) in place
+        self.saved_result = np.full(n, -1, dtype=np.int64)  # a backward op's forward-result argument (`SAVED_RESULTS`)
         self.out_code = np.full(n, -1, dtype=np.int64)
         self.out_bytes = np.zeros(n, dtype=np.float64)
 
@@ -258,33 +333,49 @@ class _Io:
         chosen = np.flatnonzero(rows >= 0)
         if chosen.size == 0:
             return
-        signature, first = signature_codes(ev, rows[chosen])
+        signature, first = named_signatures(ev, rows[chosen])
         has = signature >= 0
         sig_in = np.full((first.size, SLOTS), -1, dtype=np.int64)
         sig_in_bytes = np.zeros((first.size, SLOTS), dtype=np.float64)
         sig_out = np.full(first.size, -1, dtype=np.int64)
         sig_out_bytes = np.zeros(first.size, dtype=np.float64)
+        sig_in_place = np.zeros(first.size, dtype=bool)
+        sig_saved = np.full(first.size, -1, dtype=np.int64)
         for index, row in enumerate(rows[chosen][first].tolist()):
             name, shapes = ev.names[int(ev.name[row])], op_shapes(ev, row)
-            inputs: tuple[Tensor, ...]
-            output: Tensor | None
-            if what == "gemm":
-                inputs, output = gemm_inputs(name, shapes), gemm_output(name, shapes)
-            elif what in ("inductor", "reads"):
-                inputs, output = (shapes.tensors if shapes else ()), None
-            else:
-                inputs, output = memory_op_io(name, shapes)
+            inputs, output = _op_io(what, name, shapes)
+            sig_in_place[index] = _updates_first(name, shapes, inputs)
+            blind, scalar_update = _no_evidence(name, shapes, sig_in_place[index])
             kept = inputs[:SLOTS]
-            sig_in[index, : len(kept)] = [codes.code((t.dims, t.dtype)) for t in kept]
-            sig_in_bytes[index, : len(kept)] = [float(t.nbytes) for t in kept]
+            sig_in[index, : len(kept)] = [-1 if _among(t, blind) else codes.code((t.dims, t.dtype)) for t in kept]
+            sig_in_bytes[index, : len(kept)] = input_reads(name, shapes, kept)
             if output is not None:
-                sig_out[index], sig_out_bytes[index] = codes.code((output.dims, output.dtype)), float(output.nbytes)
+                code = -1 if scalar_update else codes.code((output.dims, output.dtype))
+                sig_out[index], sig_out_bytes[index] = code, float(output.nbytes)
+            result = shapes.tensor(SAVED_RESULTS[name][0]) if shapes is not None and name in SAVED_RESULTS else None
+            if result is not None:
+                sig_saved[index] = codes.code((result.dims, result.dtype))
         at, sig = chosen[has], signature[has]
         self.in_code[at], self.in_bytes[at] = sig_in[sig], sig_in_bytes[sig]
         self.out_code[at], self.out_bytes[at] = sig_out[sig], sig_out_bytes[sig]
+        self.in_place[at] = sig_in_place[sig]
+        self.saved_result[at] = sig_saved[sig]
         if what == "inductor" and model_bytes is not None:  # what the model counts beyond its arguments: the write
             done = chosen[has]
             self.out_bytes[done] = np.maximum(model_bytes[done] - self.in_bytes[done].sum(axis=1), 0.0)
+
+    def one_per_call(self, call: I64, now: F64) -> None:
+        """The tensors of an op call on its first kernel only (`_calls`): the later kernels read and write
+        nothing of their own. What the call's model moves beyond its coded tensors (a `_foreach_` op's tensor
+        lists) is an input from outside (`in_rest`)."""
+        n = call.size
+        later = (call >= 0) & (call != np.arange(n))
+        self.in_code[later], self.in_bytes[later], self.in_rest[later] = -1, 0.0, 0.0
+        self.out_code[later], self.out_bytes[later] = -1, 0.0
+        first = np.flatnonzero(call == np.arange(n))
+        total = np.bincount(call[call >= 0], weights=now[call >= 0], minlength=n)[first]
+        coded = self.in_bytes[first].sum(axis=1) + self.in_rest[first] + self.out_bytes[first]
+        self.in_rest[first] += np.maximum(total - coded, 0.0)
 
     def fill_lists(self, trace: Trace, kernels: I64, rows: I64, codes: _Codes) -> np.ndarray:
         """Inputs and output of the tensor-list copies among `rows` (the launching op per kernel, -1 = none):
@@ -315,36 +406,134 @@ class _Io:
             kept = inputs[:SLOTS]
             self.in_code[same[:, None], np.arange(len(kept))] = [codes.code((t.dims, t.dtype)) for t in kept]
             self.in_bytes[same[:, None], np.arange(len(kept))] = [float(t.nbytes) for t in kept]
+            self.in_rest[same] = float(sum(t.nbytes for t in inputs[SLOTS:]))
             self.out_code[same] = codes.code((output.dims, output.dtype))
             self.out_bytes[same] = float(output.nbytes)
             listed[same] = True
         return listed
 
-    def fill_ids(self, rows: I64, tensors: OpTensors, codes: _Codes) -> tuple[np.ndarray, np.ndarray]:
-        """Replace shape keys by tensor identities where the execution trace has the op; returns (identified,
-        output read by some op outside the candidates)."""
-        n = rows.size
-        identified = np.zeros(n, dtype=bool)
-        read_elsewhere = np.zeros(n, dtype=bool)
-        candidate_rows = set(rows[rows >= 0].tolist())
+    def fill_ids(
+        self, trace: Trace, rows: I64, tensors: OpTensors, codes: _Codes
+    ) -> tuple[np.ndarray, dict[int, list[int]]]:
+        """Replace shape keys by tensor identities where the execution trace has the op (the first argument of
+        the ops that overwrite it is not read; the bytes of a loss that gathers one value per row stay the
+        model's, `input_reads`); returns (identified, per kernel with an
+        identified output: the rows of the ops that read it after its op started, views left out)."""
+        ev = trace.events
+        identified = np.zeros(rows.size, dtype=bool)
+        readers: dict[int, list[int]] = {}
         for position, row in enumerate(rows.tolist()):
             found = tensors.get(row) if row >= 0 else None
             if found is None:
                 continue
             inputs, outputs = found
             identified[position] = True
+            name = ev.names[int(ev.name[row])]
+            gathered = base_name(name) in GATHER_LOSSES
+            model_bytes = self.in_bytes[position].copy()
             self.in_code[position] = -1
             self.in_bytes[position] = 0.0
-            for slot, ref in enumerate(inputs[:SLOTS]):
+            read = inputs[1:] if name in OVERWRITES else inputs  # copy_(dst, src): dst is written, not read
+            for slot, ref in enumerate(read[:SLOTS]):
                 self.in_code[position, slot] = codes.code(("id", *ref[:3]))
-                self.in_bytes[position, slot] = float(ref[2] * ref[3])
+                self.in_bytes[position, slot] = model_bytes[slot] if gathered else float(ref[2] * ref[3])
             if outputs:
                 ref = outputs[0]
                 self.out_code[position] = codes.code(("id", *ref[:3]))
                 self.out_bytes[position] = float(ref[2] * ref[3])
-                readers = tensors.readers(ref)
-                read_elsewhere[position] = any(r not in candidate_rows for r in readers if r > row)
-        return identified, read_elsewhere
+                readers[position] = _readers_after(trace, tensors, ref, row)
+        return identified, readers
+
+
+def _readers_after(trace: Trace, tensors: OpTensors, ref: TensorRef, row: int) -> list[int]:
+    """(Execution trace) the ops of the step of the op at `row` that read the tensor `ref` after it started and
+    before another op wrote that storage region (an in-place update, or a new tensor in the same memory: the
+    execution trace numbers storages by address). Only `aten::` ops read data (an autograd node or a module's
+    record function is given the tensors its ops read), and not those that only view it (`VIEW_LIKE`) or
+    overwrite it (`copy_`, `fill_` … given it as their first argument)."""
+    ev, step = trace.events, trace.links.step
+    start = ev.ts_ns[row]
+    later = [
+        ev.ts_ns[w] for w in tensors.writers(ref) if ev.ts_ns[w] > start and ev.names[int(ev.name[w])] not in VIEW_LIKE
+    ]
+    end = min(later, default=np.iinfo(np.int64).max)
+    found = []
+    for r in tensors.readers(ref):
+        name = ev.names[int(ev.name[r])]
+        if step[r] != step[row] or not start < ev.ts_ns[r] < end or name in VIEW_LIKE or not name.startswith("aten::"):
+            continue
+        if name in OVERWRITES:
+            given = tensors.get(r)
+            if given is not None and given[0] and given[0][0][:3] == ref[:3]:
+                continue
+        found.append(r)
+    return found
+
+
+def _op_io(what: str, name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
+    """(inputs, output) of an op call as `what` kind of kernel runs it: a GEMM's operands and result, an
+    Inductor kernel's arguments (output: see `_Io.fill`), a memory-bound op's (`memory_op_io`), or what any
+    other op was given and, where its arguments determine it, what it writes (`op_writes`)."""
+    if what == "gemm":
+        return gemm_inputs(name, shapes), gemm_output(name, shapes)
+    if what == "inductor":
+        return (shapes.tensors if shapes else ()), None
+    if what == "reads":
+        return op_reads(name, shapes), op_writes(name, shapes)
+    return memory_op_io(name, shapes)
+
+
+def _no_evidence(name: str, shapes: OpShapes | None, in_place: bool) -> tuple[list[Tensor | None], bool]:
+    """The arguments of an op call whose shape and dtype are no evidence of where they come from, and whether
+    its output is none of where it goes. A backward op's arguments that are tensors the forward saved
+    (`saved_arguments`: no op of the backward wrote them). An in-place update of a 0-d tensor (a module's
+    counter or step, `num_batches_tracked.add_(1)`): every 0-d tensor of a dtype has the same key, so the
+    buffer, its 0-d operands (wrapped numbers) and the result link nothing by shape."""
+    if shapes is None:
+        return [], False
+    blind: list[Tensor | None] = [shapes.args[i] for i in saved_arguments(name, shapes)]
+    first = shapes.args[0] if shapes.args else None
+    scalar_update = in_place and first is not None and not first.dims
+    if scalar_update:
+        blind += [t for t in shapes.args if t is not None and not t.dims]
+    return blind, scalar_update
+
+
+def _updates_first(name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...]) -> bool:
+    """Whether an `aten::` op updates its first argument in place (its name ends in `_`) and that tensor is
+    its first input slot."""
+    first = shapes.args[0] if shapes is not None and shapes.args else None
+    return name.startswith("aten::") and name.endswith("_") and bool(inputs) and inputs[0] is first
+
+
+def _among(tensor: Tensor, tensors: list[Tensor | None]) -> bool:
+    """Whether `tensor` is one of `tensors` (the same argument, not an equal one)."""
+    return any(tensor is t for t in tensors)
+
+
+def _saved_results(trace: Trace, forward: np.ndarray, op_row: I64, io: _Io, step: I64) -> np.ndarray:
+    """Which `forward` candidates are softmax / log_softmax calls whose result a backward op of the same step
+    reads (`SAVED_RESULTS`: `_softmax_backward_data(grad, output, …)` — its `output` argument, recorded as a
+    tensor of the result's key): autograd saved the result, so it stays written though the forward group
+    consumes it (a fuser of the forward group cannot drop it; recomputing it in the backward needs each row's
+    max and sum, which the program does not keep)."""
+    ev = trace.events
+    readers = np.flatnonzero(io.saved_result >= 0)
+    names = np.asarray([name in RESULT_SAVED for name in ev.names], dtype=bool)
+    saving = forward & (op_row >= 0) & (io.out_code >= 0)
+    saving[saving] = names[ev.name[op_row[saving]]]
+    if readers.size == 0 or not saving.any():
+        return np.zeros(op_row.size, dtype=bool)
+    width = int(max(io.out_code.max(), io.saved_result.max())) + 1
+    keys = np.sort(step[readers] * width + io.saved_result[readers])
+    return saving & _in_sorted(keys, step * width + io.out_code)
+
+
+def _in_sorted(table: I64, values: I64) -> np.ndarray:
+    """Whether each of `values` is in the sorted array `table` (np.isin without its numpy.ma import)."""
+    if table.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    return table[np.minimum(np.searchsorted(table, values), table.size - 1)] == values
 
 
 def _dtypes_by_size(codes: _Codes) -> dict[int, str]:
@@ -396,7 +585,9 @@ def list_copy_io(
 
 
 def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
-    """The backward-node call each op runs in (-1 = forward), and whether that node is an AccumulateGrad.
+    """The backward-node call each op runs in (-1 = forward; below -1 = a compiled graph's backward, -2 - its
+    row: one function running a whole graph, whose ops feed each other), and whether that node is an
+    AccumulateGrad.
 
     The autograd engine's `autograd::engine::evaluate_function: X` runs the node's function (the op `X` under
     it) and then adds each output the function returned into the input buffer of the node that takes it
@@ -412,23 +603,29 @@ def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
     )  # per name: -2 = not a node; else the code of its function's name (-1 = not in the trace)
     node = np.full(op_rows.size, -1, dtype=np.int64)
     evaluate = np.full(op_rows.size, -1, dtype=np.int64)
-    below = np.full(op_rows.size, -1, dtype=np.int64)
-    current = op_rows.copy()
+    # the ops still walking up (on a thread that runs backward nodes), their current ancestor and the one below
+    threads = distinct_ints(ev.track[function[ev.name] != -2].astype(np.int64))
+    at = np.flatnonzero(op_rows >= 0)
+    track = ev.track[op_rows[at]].astype(np.int64)
+    at = at[_in_sorted(threads, track)]
+    current, below = op_rows[at], np.full(at.size, -1, dtype=np.int64)
     for _ in range(256):
-        alive = (current >= 0) & (evaluate < 0)
-        if not alive.any():
+        if at.size == 0:
             break
-        hit = alive.copy()
-        hit[alive] = function[ev.name[current[alive]]] != -2
-        evaluate[hit] = current[hit]
-        is_function = hit & (below >= 0)
-        is_function[is_function] = ev.name[below[is_function]] == function[ev.name[current[is_function]]]
-        node[hit] = np.where(is_function[hit], below[hit], current[hit])
-        below = np.where(alive & ~hit, current, below)
-        current = np.where(alive & ~hit, parent[np.maximum(current, 0)], -1)
+        hit = function[ev.name[current]] != -2
+        found, under, row = at[hit], below[hit], current[hit]
+        evaluate[found] = row
+        is_function = under >= 0
+        is_function[is_function] = ev.name[under[is_function]] == function[ev.name[row[is_function]]]
+        node[found] = np.where(is_function, under, row)
+        at, below, current = at[~hit], current[~hit], parent[current[~hit]]
+        up = current >= 0
+        at, below, current = at[up], below[up], current[up]
     accumulate = np.asarray(["AccumulateGrad" in name for name in ev.names], dtype=bool)
     sink = np.zeros(op_rows.size, dtype=bool)
     sink[evaluate >= 0] = accumulate[ev.name[evaluate[evaluate >= 0]]]
+    graph = np.asarray([name.endswith(COMPILED_BACKWARD) for name in ev.names], dtype=bool)
+    node = np.where((node >= 0) & graph[ev.name[np.maximum(node, 0)]], -2 - node, node)
     return node, sink
 
 
@@ -442,91 +639,147 @@ class _Links:
 
 
 def _links(trace: Trace, kernels: I64, info: _Info) -> _Links:
-    """Every link backed by evidence (see the module docstring), vectorised over look-back distances."""
-    n = kernels.size
-    parts: list[tuple[I64, I64, I64, I64]] = []
-    taken = np.zeros((n, SLOTS), dtype=bool)  # an input slot is satisfied by at most one link (nearest first)
-    fed_by = np.full(n, -1, dtype=np.int64)  # the backward-node call that already feeds a consumer
-    gemm_used = np.zeros(n, dtype=bool)  # a GEMM output feeds one epilogue consumer: the nearest
-    read_pairs, read_outside = _outside_reads(info)
-    for distance in range(1, MAX_SKIPPED + 2):
-        dst = np.arange(distance, n)
+    """Every link backed by evidence (see the module docstring), vectorised over look-back distances.
+
+    Each input slot of each kernel is attributed to at most one earlier kernel on its stream (same step, at most
+    `MAX_SKIPPED` kernels between) that wrote a tensor of its key, directly or through a view: the nearest, and
+    first among those whose output nobody has read yet (a program reads what it writes: of two tensors of one
+    key, the one not read yet is the likelier input; `_Attribution`). A candidate's output attributed to a
+    candidate is a producer link (when the rules allow it); attributed to a non-candidate (GEMM, attention,
+    convolution …), it is read outside any group, and that kernel blocks links across it. A non-candidate's
+    output (a GEMM's, a convolution's: `op_writes`) takes the slot without a link (a GEMM-epilogue link where it
+    feeds a pointwise kernel)."""
+    state = _Attribution(kernels.size)
+    pairs = [_Pairs.at(info, distance) for distance in range(1, MAX_SKIPPED + 2)]
+    for unread_only in (True, False):
+        for distance, at in enumerate(pairs, start=1):
+            _attribute(info, state, at, distance, unread_only)
+    later = np.flatnonzero(info.candidate & (info.call != np.arange(kernels.size)))
+    state.link(info.call[later], later, np.full(later.size, -1, dtype=np.int64), CALL)
+    columns = [np.concatenate([part[i] for part in state.parts]) for i in range(4)]
+    return _Links(columns[0], columns[1], columns[2], columns[3], state.read_outside)
+
+
+class _Attribution:
+    """What the slot attribution has decided so far (see `_links`)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        empty = np.zeros(0, dtype=np.int64)
+        self.parts: list[tuple[I64, I64, I64, I64]] = [(empty, empty, empty, empty)]
+        self.slot_call = np.full((n, SLOTS), -1, dtype=np.int64)  # the op call (`_calls`) a slot went to
+        self.taken = np.zeros((n, SLOTS), dtype=bool)  # an input slot is satisfied once (nearest first)
+        self.read = np.zeros(n, dtype=bool)  # per op call: some later kernel's slot was attributed to its output
+        self.read_by = np.zeros(
+            (n, MAX_SKIPPED + 1), dtype=bool
+        )  # [s, d - 1]: kernel s + d, a non-candidate, reads s's
+        self.read_outside = np.zeros(n, dtype=bool)  # a non-candidate reads this candidate's output
+        self.fed_by = np.full(n, -1, dtype=np.int64)  # the backward-node call that already feeds a consumer
+        self.gemm_used = np.zeros(n, dtype=bool)  # a GEMM output feeds one epilogue consumer: the nearest
+
+    def take(self, src: I64, dst: I64, match: np.ndarray, call: I64) -> I64:
+        """Attribute the first free matching slot of each dst to its src, whose op call is `call` (one slot per
+        call and consumer); returns the slot (-1: none)."""
+        slot = _first_true(match & ~self.taken[dst])
+        use = slot >= 0
+        self.taken[dst[use], slot[use]] = True
+        self.slot_call[dst[use], slot[use]] = call[src[use]]
+        self.read[call[src[use]]] = True
+        return slot
+
+    def link(self, src: I64, dst: I64, slot: I64, kind: int) -> None:
+        self.parts.append((src, dst, np.full(src.size, kind, dtype=np.int64), slot))
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """The (src, dst) kernel pairs `distance` apart that may be attributed: same stream and step, dst reads a
+    coded tensor, and src's output is known or both are candidates of one backward-node call (a shared input);
+    with what does not change while attributing."""
+
+    src: I64
+    dst: I64
+    sibling: np.ndarray  # both in one eager backward-node call
+    scope: np.ndarray  # both forward or both backward
+    known: np.ndarray  # src's output is known
+    closed: np.ndarray  # (pairs, SLOTS): slots src may not take (within a node call: all but an in-place op's first)
+
+    @staticmethod
+    def at(info: _Info, distance: int) -> _Pairs:
+        dst = np.arange(distance, info.lane.size)
         src = dst - distance
-        same = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
-        between_ok = np.ones(dst.size, dtype=bool)
-        for offset in range(1, distance):
-            middle = src + offset
-            # a candidate's output: the non-candidate reads attributed to it; a GEMM's: any read of its key
-            attributed = _member(src * n + middle, read_pairs)
-            same_key = (info.in_code[middle] == info.out_code[src][:, None]).any(axis=1) & (info.out_code[src] >= 0)
-            reads = np.where(info.candidate[src], attributed, same_key)
-            conflict = ~info.candidate[middle] & (reads | info.opaque[middle])
-            between_ok &= ~conflict
-        scope = (info.node[src] >= 0) == (info.node[dst] >= 0)
+        alike = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
         sibling = (info.node[src] >= 0) & (info.node[src] == info.node[dst])
-        clean = same & between_ok & ~info.sink[src] & ~info.sink[dst]
-        # producer -> consumer between candidates (or into an Inductor pointwise kernel for the epilogue view)
-        consumer = info.candidate[dst] | info.pointwise[dst]
-        producer_ok = clean & scope & ~sibling & info.candidate[src] & consumer & (info.out_code[src] >= 0)
-        gemm_ok = clean & info.gemm[src] & ~gemm_used[src] & info.pointwise[dst] & (info.out_code[src] >= 0)
-        # the separate outputs of one backward node are gradients of different inputs: one consumer takes one
-        producer_ok &= (info.node[src] < 0) | (fed_by[dst] != info.node[src])
-        for kind, ok in ((PRODUCER, producer_ok), (GEMM, gemm_ok)):
-            rows = np.flatnonzero(ok)
-            d, c = dst[rows], src[rows]
-            match = info.in_code[d] == info.out_code[c][:, None]
-            if kind == PRODUCER:
-                match |= _through_views(info, c, d)
-            match &= ~taken[d]
-            slot = _first_true(match)
-            use = slot >= 0
-            taken[d[use], slot[use]] = True
-            if kind == PRODUCER:
-                fed_by[d[use]] = info.node[c[use]]
-            else:
-                gemm_used[c[use]] = True
-            parts.append((c[use], d[use], np.full(int(use.sum()), kind, dtype=np.int64), slot[use]))
-        # shared input between two kernels of one backward-node call
-        rows = np.flatnonzero(clean & sibling & info.candidate[src] & info.candidate[dst])
-        d, c = dst[rows], src[rows]
-        same_input = (info.in_code[d][:, :, None] == info.in_code[c][:, None, :]) & (info.in_code[d][:, :, None] >= 0)
-        slot = _first_true(same_input.any(axis=2) & ~taken[d])
-        use = slot >= 0
-        taken[d[use], slot[use]] = True
-        parts.append((c[use], d[use], np.full(int(use.sum()), SHARED, dtype=np.int64), slot[use]))
-    columns = [np.concatenate([part[i] for part in parts]) for i in range(4)]
-    return _Links(columns[0], columns[1], columns[2], columns[3], read_outside)
+        known = info.out_code[src] >= 0
+        shared = sibling & info.candidate[src] & info.candidate[dst]
+        keep = np.flatnonzero(alike & (known | shared) & (info.in_code[dst] >= 0).any(axis=1))
+        src, dst, sibling = src[keep], dst[keep], sibling[keep]
+        return _Pairs(
+            src=src,
+            dst=dst,
+            sibling=sibling,
+            scope=(info.node[src] != -1) == (info.node[dst] != -1),
+            known=known[keep],
+            closed=sibling[:, None] & ~(info.in_place[dst][:, None] & (np.arange(SLOTS) == 0)),
+        )
 
 
-def _outside_reads(info: _Info) -> tuple[I64, np.ndarray]:
-    """Which candidates' outputs non-candidate kernels (GEMMs, attention, Inductor kernels …) read: each input
-    of such a kernel is attributed, like a consumer's, to the nearest candidate before it on the same stream
-    and step (at most `MAX_SKIPPED` kernels between) whose output has its key or the key of a view of it
-    (`_slot_reads`). Returns (sorted src × n + reader codes, whether each kernel's output is read so)."""
-    n = info.candidate.size
-    taken = np.zeros((n, SLOTS), dtype=bool)
-    pairs: list[I64] = []
-    read = np.zeros(n, dtype=bool)
-    for distance in range(1, MAX_SKIPPED + 2):
-        dst = np.arange(distance, n)
-        src = dst - distance
-        same = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
-        at = np.flatnonzero(same & info.candidate[src] & ~info.candidate[dst] & (info.out_code[src] >= 0))
-        c, d = src[at], dst[at]
-        slot = _first_true(_slot_reads(info, c, d) & ~taken[d])
-        use = slot >= 0
-        taken[d[use], slot[use]] = True
-        read[c[use]] = True
-        pairs.append(c[use] * n + d[use])
-    return np.sort(np.concatenate(pairs)), read
-
-
-def _member(values: I64, table: I64) -> np.ndarray:
-    """Whether each value is in the sorted array `table`."""
-    if table.size == 0:
-        return np.zeros(values.size, dtype=bool)
-    at = np.minimum(np.searchsorted(table, values), table.size - 1)
-    return table[at] == values
+def _attribute(info: _Info, state: _Attribution, pairs: _Pairs, distance: int, unread_only: bool) -> None:
+    """Attribute the free slots of every kernel to the kernel `distance` positions before it (`pairs`; see
+    `_links`); `unread_only`: only to an output nobody has read yet. Within one backward-node call, a kernel
+    takes only the first argument of an in-place op (the node's zeros that `index_add_` fills): its ops'
+    outputs are gradients of different inputs, not each other's inputs, and never linked; a producer whose link
+    the rules refuse (another scope, a non-candidate reading its output in between) still takes the slot."""
+    src, dst, sibling, scope, closed = pairs.src, pairs.dst, pairs.sibling, pairs.scope, pairs.closed
+    same = pairs.known & ~(state.slot_call[dst] == info.call[src][:, None]).any(axis=1)
+    if unread_only:
+        same &= ~state.read[info.call[src]]
+    between_ok = np.ones(dst.size, dtype=bool)
+    for offset in range(1, distance):
+        middle = src + offset
+        # a candidate's output: the non-candidate reads attributed to it; a GEMM's: any read of its key
+        attributed = state.read_by[src, offset - 1]
+        same_key = (info.in_code[middle] == info.out_code[src][:, None]).any(axis=1)
+        reads = np.where(info.candidate[src], attributed, same_key)
+        between_ok &= ~(~info.candidate[middle] & (reads | info.opaque[middle]))
+    clean = between_ok & ~info.sink[src] & ~info.sink[dst]
+    # a candidate's output: into a candidate (or an Inductor pointwise kernel, for the epilogue view) a producer
+    # link where the rules allow it (the separate outputs of one backward node are gradients of different
+    # inputs: one consumer takes one); into any other kernel, read outside any group
+    rows = np.flatnonzero(same & info.candidate[src])
+    c, d = src[rows], dst[rows]
+    feeds = (info.node[c] < 0) | (state.fed_by[d] != info.node[c])
+    slot = state.take(c, d, _slot_reads(info, c, d) & feeds[:, None] & ~closed[rows], info.call)
+    consumer = info.candidate[d] | info.pointwise[d]
+    linked = (slot >= 0) & consumer & clean[rows] & scope[rows] & ~sibling[rows]
+    state.link(c[linked], d[linked], slot[linked], PRODUCER)
+    state.fed_by[d[linked]] = info.node[c[linked]]
+    outside = (slot >= 0) & ~info.candidate[d]
+    state.read_by[c[outside], distance - 1] = True
+    state.read_outside[c[outside]] = True
+    # a GEMM's output into a pointwise consumer (the epilogue view: each GEMM output feeds one, the nearest)
+    rows = np.flatnonzero(same & clean & info.gemm[src] & ~state.gemm_used[info.call[src]] & info.pointwise[dst])
+    c, d = src[rows], dst[rows]
+    slot = state.take(c, d, (info.in_code[d] == info.out_code[c][:, None]) & ~closed[rows], info.call)
+    state.link(c[slot >= 0], d[slot >= 0], slot[slot >= 0], GEMM)
+    state.gemm_used[info.call[c[slot >= 0]]] = True
+    # any other non-candidate's output (GEMM, convolution …): the nearest writer of the key, no link
+    rows = np.flatnonzero(same & ~info.candidate[src])
+    c, d = src[rows], dst[rows]
+    keep = ~(state.slot_call[d] == info.call[c][:, None]).any(axis=1)  # not just linked by the GEMM step
+    c, d, rows = c[keep], d[keep], rows[keep]
+    state.take(c, d, _slot_reads(info, c, d) & ~closed[rows], info.call)
+    if not unread_only:
+        return  # (once)
+    # shared input between two kernels of one backward-node call (not an output: read or not does not matter)
+    shared = sibling & clean & info.candidate[src] & info.candidate[dst]
+    rows = np.flatnonzero(shared)
+    d, c = dst[rows], src[rows]
+    same_input = (info.in_code[d][:, :, None] == info.in_code[c][:, None, :]) & (info.in_code[d][:, :, None] >= 0)
+    slot = _first_true(same_input.any(axis=2) & ~state.taken[d])
+    use = slot >= 0
+    state.taken[d[use], slot[use]] = True
+    state.link(c[use], d[use], slot[use], SHARED)
 
 
 def _slot_reads(info: _Info, src: I64, dst: I64) -> np.ndarray:
@@ -574,10 +827,26 @@ def _components(n: int, src: I64, dst: I64) -> I64:
         label = new
 
 
-def _short_names(names: list[str]) -> list[str]:
-    """`short_name` of each name, computed once per distinct name."""
-    distinct = {name: short_name(name) for name in set(names)}
-    return [distinct[name] for name in names]
+def _read_outside_groups(trace: Trace, info: _Info, label: I64) -> np.ndarray:
+    """(Execution trace) whether an op outside each kernel's group reads its output: a reader that is neither
+    the op of a member of the group nor an op enclosing one (`aten::log_softmax` around `_log_softmax`). The
+    backward's `_log_softmax_backward_data` reading the forward result is outside the forward group."""
+    outside = np.zeros(label.size, dtype=bool)
+    if not info.et_readers:
+        return outside
+    parent = trace.links.parent
+    inside: set[tuple[int, int]] = set()
+    for position in np.flatnonzero(info.candidate).tolist():
+        row, group = int(info.op_row[position]), int(label[position])
+        for _ in range(16):
+            if row < 0 or (row, group) in inside:
+                break
+            inside.add((row, group))
+            row = int(parent[row])
+    for position, readers in info.et_readers.items():
+        group = int(label[position])
+        outside[position] = any((r, group) not in inside for r in readers)
+    return outside
 
 
 _GroupKey = tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...], int]  # op names, kernels, GEMMs, stream
@@ -596,10 +865,12 @@ def _opportunities(
     src, dst, kind, slot = links.src[inner], links.dst[inner], links.kind[inner], links.slot[inner]
     label = _components(kernels.size, src, dst)
     removed = np.zeros_like(info.in_bytes)  # input bytes satisfied inside the group
-    removed[dst, slot] = info.in_bytes[dst, slot]
+    satisfied = kind != CALL
+    removed[dst[satisfied], slot[satisfied]] = info.in_bytes[dst[satisfied], slot[satisfied]]
     internal_out = np.zeros(kernels.size, dtype=bool)
     produced = kind == PRODUCER
-    internal_out[src[produced]] = ~info.read_elsewhere[src[produced]] & ~links.read_outside[src[produced]]
+    kept = info.saved | links.read_outside | _read_outside_groups(trace, info, label)
+    internal_out[src[produced]] = ~kept[src[produced]]
     absorbed = np.zeros(kernels.size, dtype=np.float64)  # GEMM outputs an epilogue reads
     gemm_writes = np.zeros(kernels.size, dtype=np.float64)  # per component label: the GEMM outputs it absorbs
     gemm_count = np.zeros(kernels.size, dtype=np.int64)
@@ -611,7 +882,7 @@ def _opportunities(
         np.add.at(gemm_count, label[links.dst[g]], 1)
         for s, d in zip(links.src[g].tolist(), links.dst[g].tolist(), strict=True):
             gemms.setdefault(int(label[d]), []).append(s)
-    ext_in = info.in_bytes.sum(axis=1) - removed.sum(axis=1)
+    ext_in = info.in_bytes.sum(axis=1) - removed.sum(axis=1) + info.in_rest
     ext_out = np.where(internal_out, 0.0, info.out_bytes)
     positions = np.flatnonzero(member)
     positions = positions[np.argsort(label[positions], kind="stable")]  # grouped, stream order inside a group
@@ -619,6 +890,7 @@ def _opportunities(
         return []
     starts = np.flatnonzero(np.r_[True, label[positions][1:] != label[positions][:-1]])
     size = np.diff(np.r_[starts, positions.size])
+    op_calls = np.add.reduceat((info.call[positions] == positions).astype(np.int64), starts)  # per group
     now = np.add.reduceat(info.now[positions], starts)
     fused = np.add.reduceat(ext_in[positions] + ext_out[positions], starts)
     dur = np.add.reduceat(info.dur_ns[positions], starts)
@@ -633,19 +905,24 @@ def _opportunities(
         fused = np.minimum(fused, now)
         with np.errstate(invalid="ignore", divide="ignore"):
             saving = np.where(now > 0, dur * (1 - fused / np.maximum(now, 1e-300)), 0.0)
-        keep = (size >= 2) & (now > 0)
+        keep = (op_calls >= 2) & (now > 0)
     op_codes = ev.name[np.maximum(info.op_row, 0)].tolist()
-    shorts = _short_names(ev.names_at(kernels))
+    kernel_codes = ev.name[kernels].tolist()
+    shorts: dict[int, str] = {}  # short name per kernel name code, for the kernels of the groups kept
+
+    def short(position: int) -> str:
+        code = kernel_codes[position]
+        return shorts[code] if code in shorts else shorts.setdefault(code, short_name(ev.names[code]))
+
     streams = ev.stream[kernels].tolist()
     rows: dict[_GroupKey, list[float]] = {}
-    first_of: dict[_GroupKey, tuple[list[int], list[int]]] = {}
     for g in np.flatnonzero(keep).tolist():
         members = positions[starts[g] : starts[g] + size[g]].tolist()
         used_gemms = sorted(gemms.get(int(roots[g]), []))
         key: _GroupKey = (
             tuple(op_codes[m] for m in members),
-            tuple(shorts[m] for m in members),
-            tuple(shorts[m] for m in used_gemms),
+            tuple(short(m) for m in members),
+            tuple(short(m) for m in used_gemms),
             int(streams[members[0]]),
         )
         figures = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -655,14 +932,11 @@ def _opportunities(
         figures[3] += float(dur[g])
         figures[4] += float(saving[g])
         figures[5] += float(identified[g])
-        first_of.setdefault(key, (members, used_gemms))
     result = []
     for key, (calls, bytes_now, bytes_fused, time_ns, saving_ns, identified_calls) in rows.items():
-        members, used_gemms = first_of[key]
-        at = np.asarray(members, dtype=np.int64)
         result.append(
             FusionOpportunity(
-                ops=ev.names_at(info.op_row[at]),
+                ops=[ev.names[code] for code in key[0]],
                 kernels=list(key[1]),
                 calls_per_step=round(calls / steps, 3),
                 kernel_us_per_step=round(time_ns / 1000 / steps, 3),

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from tracelens.analyses.shapes import OpShapes, Tensor, broadcast_numel
+from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, broadcast_numel
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,6 @@ POINTWISE = {
     "dropout",
     "native_dropout_backward",
     "rsub",
-    "_foreach_add",
-    "_foreach_mul",
 }
 # tensor inputs of pointwise ops (before an `out=` buffer the profiler records as a further argument)
 UNARY = {
@@ -186,9 +184,10 @@ REDUCTIONS = {
     "prod",
     "logsumexp",
     "cumsum",
-    "nll_loss",
-    "nll_loss_forward",
 }
+# nll_loss(self [N, C, …], target [N, …], weight, reduction, ignore_index): one value of self (and of weight) per
+# target element is gathered, not the whole input
+GATHER_LOSSES = {"nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "nll_loss_nd"}
 COPIES = {
     "copy_",
     "_to_copy",
@@ -224,6 +223,8 @@ def model_op(
     (see `gemm_out_buffer`): evidence that an Inductor pointwise kernel works in place (`_in_place`).
     `conv_output`: dims of the tensor the op after a forward convolution reads, used as the convolution's output
     size when stride/padding are not recorded (and only when batch and channels agree)."""
+    if op_name.startswith(FOREACH) and shapes is not None:
+        return _foreach(op_name, shapes, kernel_name) if kernel_category in MEMORY_KERNEL_CATEGORIES else None
     if shapes is None or not shapes.tensors:
         return None
     if kernel_name.startswith("triton_") and op_name == kernel_name:
@@ -259,6 +260,8 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
         return OpModel("elementwise", float(out_numel), inputs + out, first.dtype, out_bytes=out)
     if name in NORMS:
         return OpModel("norm", 5.0 * first.numel, inputs + first.nbytes, first.dtype, out_bytes=float(first.nbytes))
+    if name in GATHER_LOSSES:
+        return _gather_loss(shapes)
     if name in REDUCTIONS:
         return OpModel("reduction", float(first.numel), inputs, first.dtype)
     if name in FILLS:
@@ -269,6 +272,57 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     return None
 
 
+FOREACH = (
+    "aten::_foreach_"  # ops over tensor lists (`_foreach_mul_(grads, coef)`), one multi_tensor_apply kernel or more
+)
+FOREACH_ELEMENT = re.compile(r"Functor<\s*(float|double|c10::BFloat16|c10::Half)\s*,")  # its first template argument
+
+
+def _foreach(op_name: str, shapes: OpShapes, kernel_name: str) -> OpModel | None:
+    """A `_foreach_` op: each tensor list argument read once and one list written (in place: the first; out of
+    place: a new one like the first; `_foreach_copy_` reads only its source, `_foreach_zero_` only writes;
+    `_foreach_norm` writes one value per tensor), plus its tensor arguments (a 0-d coefficient) read. The
+    profiler records a list's dims but no dtype: the element type is the kernel functor's first template
+    argument (`multi_tensor_apply_kernel<…, BinaryOpScalarTensorFunctor<float, 1, 1, 0>, …>`); None without it."""
+    lists = [dims for dims in shapes.lists if dims is not None]
+    element = FOREACH_ELEMENT.search(kernel_name)
+    if not lists or element is None:
+        return None
+    itemsize, dtype = DTYPES[element.group(1)]
+    name = op_name.removeprefix(FOREACH)
+    numels = [sum(math.prod(d) for d in dims) for dims in lists]
+    read = numels[1:] if name == "copy_" else [] if name == "zero_" else numels
+    written = len(lists[0]) if name.startswith("norm") else numels[0]
+    moved = float((sum(read) + written) * itemsize + sum(t.nbytes for t in shapes.tensors))
+    model = "reduction" if name.startswith("norm") else "elementwise"
+    return OpModel(model, float(numels[0]), moved, dtype, out_bytes=float(written * itemsize))
+
+
+def _gather_loss(shapes: OpShapes) -> OpModel | None:
+    """nll_loss: the target read, one value of self (and of weight, when given) gathered per target element, the
+    loss written (one value per element with reduction `none` (0), else one) with its total weight."""
+    self_, target, weight = shapes.tensor(0), shapes.tensor(1), shapes.tensor(2)
+    if self_ is None or target is None:
+        return None
+    rows = target.numel
+    per_row = self_.itemsize + (weight.itemsize if weight is not None else 0)
+    reduced = shapes.value(3).strip() != "0"
+    written = (1 if reduced else rows) * self_.itemsize + self_.itemsize  # the loss and its total weight
+    moved = float(target.nbytes + rows * per_row + written)
+    return OpModel("reduction", float(rows), moved, self_.dtype, out_bytes=float(written))
+
+
+def input_reads(op_name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...]) -> tuple[float, ...]:
+    """Bytes each of `inputs` (from `memory_op_io`) is read for: all of it, but for the losses that gather one
+    value per target element (`GATHER_LOSSES`: self and weight)."""
+    target = shapes.tensor(1) if shapes is not None and base_name(op_name) in GATHER_LOSSES else None
+    if shapes is None or target is None:
+        return tuple(float(t.nbytes) for t in inputs)
+    rows = target.numel
+    gathered = (shapes.tensor(0), shapes.tensor(2))
+    return tuple(float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.nbytes) for t in inputs)
+
+
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
     """(inputs, output) of a memory-bound op call, as its model counts them: inputs without a recorded `out=`
     buffer; the output sized like the model's (pointwise: the broadcast of the inputs in the first input's dtype;
@@ -277,6 +331,8 @@ def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, .
     recorded arguments (other reductions, dtype-changing copies)."""
     if shapes is None or not shapes.tensors or not op_name.startswith("aten::"):
         return (), None
+    if op_name.startswith(FOREACH):  # the lists (no dtype) move as the model counts them; the tensors are read
+        return shapes.tensors, None
     name, tensors = base_name(op_name), shapes.tensors
     first = tensors[0]
     if name in POINTWISE:
@@ -436,7 +492,25 @@ def _conv(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = 
 
 def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None) -> OpModel | None:
     x, w = shapes.tensor(0), shapes.tensor(1)
-    if x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
+    dims = conv_output_dims(op_name, shapes, conv_output)
+    if x is None or w is None or dims is None:
+        return None
+    out_numel = math.prod(dims)
+    flops = 2.0 * out_numel * math.prod(w.dims[1:])
+    out_bytes = float(out_numel * x.itemsize)
+    bias = shapes.tensor(2)
+    moved = float(x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0)) + out_bytes
+    return OpModel("conv", flops, moved, x.dtype, out_bytes=out_bytes)
+
+
+def conv_output_dims(
+    op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] | None = None
+) -> tuple[int, ...] | None:
+    """(N, C_out, spatial…) of a forward convolution call from its recorded stride, padding and dilation (or,
+    when those are not recorded, `conv_output` where its batch and channels agree); None when unknown or
+    transposed. Channels-last tensors have the same logical dims."""
+    x, w = shapes.tensor(0), shapes.tensor(1)
+    if op_name not in CONV_FORWARD or x is None or w is None or len(x.dims) != len(w.dims) or len(x.dims) < 3:
         return None
     if op_name in ("aten::convolution", "aten::_convolution") and shapes.flag(6):
         return None  # transposed
@@ -457,12 +531,122 @@ def _conv_forward(op_name: str, shapes: OpShapes, conv_output: tuple[int, ...] |
         ]
     if min(out_spatial) <= 0:
         return None
-    out_numel = x.dims[0] * w.dims[0] * math.prod(out_spatial)
-    flops = 2.0 * out_numel * math.prod(w.dims[1:])
-    out_bytes = float(out_numel * x.itemsize)
-    bias = shapes.tensor(2)
-    moved = float(x.nbytes + w.nbytes + (bias.nbytes if bias is not None else 0)) + out_bytes
-    return OpModel("conv", flops, moved, x.dtype, out_bytes=out_bytes)
+    return (x.dims[0], w.dims[0], *out_spatial)
+
+
+# backward ops: the positions of their incoming gradient(s) among their arguments; every other tensor argument is
+# one the forward saved (an input or a result of the forward op), which no op of the backward produces
+_GRADIENT_FIRST = (
+    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward", "hardswish_backward",
+    "elu_backward", "leaky_relu_backward", "native_dropout_backward", "_softmax_backward_data",
+    "_log_softmax_backward_data", "native_layer_norm_backward", "native_group_norm_backward",
+    "native_batch_norm_backward", "_fused_rms_norm_backward", "max_pool2d_with_indices_backward",
+    "max_pool3d_with_indices_backward", "avg_pool2d_backward", "avg_pool3d_backward", "nll_loss_backward",
+    "nll_loss2d_backward", "embedding_dense_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_cudnn_attention_backward",
+)  # fmt: skip
+BACKWARD_GRADIENTS: dict[str, tuple[int, ...]] = {
+    **{f"aten::{name}": (0,) for name in _GRADIENT_FIRST},
+    "aten::cudnn_batch_norm_backward": (1,),  # (input, grad_output, weight, running stats, saved stats, eps, reserve)
+    "aten::miopen_batch_norm_backward": (1,),
+    **{name: (positions[0],) for name, positions in CONV_BACKWARD.items()},
+}
+
+
+# backward ops that read the forward op's result (autograd saved it), and where: softmax and log_softmax, whose
+# results a fuser cannot recompute from the tensors the group reads without each row's max and sum
+SAVED_RESULTS: dict[str, tuple[int, frozenset[str]]] = {
+    "aten::_softmax_backward_data": (1, frozenset({"aten::_softmax", "aten::softmax"})),
+    "aten::_log_softmax_backward_data": (1, frozenset({"aten::_log_softmax", "aten::log_softmax"})),
+}
+RESULT_SAVED = frozenset().union(*(ops for _, ops in SAVED_RESULTS.values()))
+
+
+def saved_arguments(op_name: str, shapes: OpShapes) -> tuple[int, ...]:
+    """Positions of the tensor arguments of a backward op (`BACKWARD_GRADIENTS`) that are tensors the forward
+    saved, not gradients; () for other ops."""
+    gradients = BACKWARD_GRADIENTS.get(op_name)
+    if gradients is None:
+        return ()
+    return tuple(i for i, t in enumerate(shapes.args) if t is not None and i not in gradients)
+
+
+# backward ops whose input gradient has the shape and dtype of one of their (forward) arguments: that position
+GRAD_LIKE_INPUT = {
+    "aten::nll_loss_backward": 1,
+    "aten::nll_loss2d_backward": 1,
+    "aten::max_pool2d_with_indices_backward": 1,
+    "aten::max_pool3d_with_indices_backward": 1,
+    "aten::avg_pool2d_backward": 1,
+    "aten::avg_pool3d_backward": 1,
+    "aten::adaptive_avg_pool2d_backward": 1,
+    "aten::_adaptive_avg_pool2d_backward": 1,
+}
+
+
+# ops whose `out=` buffer the profiler records after their arguments (torch 2.11's index_select runs
+# `gather(self, dim, index, sparse_grad, out)`): its position; the buffer is written, not read
+OUT_ARGUMENT = {"aten::gather": 4, "aten::index_select": 3}
+
+
+def op_reads(op_name: str, shapes: OpShapes | None) -> tuple[Tensor, ...]:
+    """The tensors an op without a memory-bound model reads: its tensor arguments but a recorded `out=` buffer
+    (`OUT_ARGUMENT`)."""
+    if shapes is None:
+        return ()
+    out = OUT_ARGUMENT.get(op_name, -1)
+    return tuple(t for i, t in enumerate(shapes.args) if t is not None and i != out)
+
+
+def op_writes(op_name: str, shapes: OpShapes | None) -> Tensor | None:
+    """The tensor an op without a memory-bound model writes, where its recorded arguments determine it (None
+    otherwise): a forward convolution's output (`conv_output_dims`); a convolution backward's input gradient
+    (the input's shape; the weight's when only that is computed); attention: the output (forward: q's shape
+    with v's last dim; backward: q's gradient); `index_select(self, dim, index)`, `embedding(weight, indices)`,
+    `gather(self, dim, index)`; the input gradient of the backward ops in `GRAD_LIKE_INPUT`; and, for any op
+    updating its first argument in place (`index_add_`, `scatter_add_` …: a name ending in `_`), that argument."""
+    if shapes is None or not op_name.startswith("aten::"):
+        return None
+    first = shapes.tensor(0)
+    if op_name in CONV_FORWARD:
+        dims = conv_output_dims(op_name, shapes)
+        return Tensor(dims, first.dtype, first.itemsize) if dims is not None and first is not None else None
+    if op_name in CONV_BACKWARD:
+        _, in_at, w_at = CONV_BACKWARD[op_name]
+        mask = _bool_list(shapes.concrete[-1]) if shapes.concrete else None
+        return shapes.tensor(w_at if mask is not None and not mask[0] else in_at)
+    if op_name in ATTENTION_OPS:
+        q_at, _, backward = ATTENTION_OPS[op_name]
+        q, v = shapes.tensor(q_at), shapes.tensor(q_at + 2)
+        if q is None or v is None or not q.dims or not v.dims:
+            return None
+        return q if backward else Tensor((*q.dims[:-1], v.dims[-1]), q.dtype, q.itemsize)
+    if op_name in GRAD_LIKE_INPUT:
+        return shapes.tensor(GRAD_LIKE_INPUT[op_name])
+    if op_name in OUT_ARGUMENT and shapes.tensor(OUT_ARGUMENT[op_name]) is not None:
+        return shapes.tensor(OUT_ARGUMENT[op_name])
+    return _gathered(op_name, shapes) or (first if op_name.endswith("_") else None)
+
+
+def _gathered(op_name: str, shapes: OpShapes) -> Tensor | None:
+    """The output of `index_select`, `embedding` and `gather` from their arguments."""
+    first = shapes.tensor(0)
+    if first is None:
+        return None
+    if op_name == "aten::embedding":
+        indices = shapes.tensor(1)
+        return Tensor((*indices.dims, first.dims[-1]), first.dtype, first.itemsize) if indices and first.dims else None
+    if op_name not in ("aten::index_select", "aten::gather"):
+        return None
+    index = shapes.tensor(2)
+    axis = _int_list(shapes.value(1))
+    if index is None or axis is None or len(axis) != 1 or not -len(first.dims) <= axis[0] < len(first.dims):
+        return None
+    if op_name == "aten::gather":
+        return Tensor(index.dims, first.dtype, first.itemsize)
+    dims = list(first.dims)
+    dims[axis[0]] = index.numel
+    return Tensor(tuple(dims), first.dtype, first.itemsize)
 
 
 def _expand(values: list[int], count: int) -> list[int]:

@@ -31,6 +31,7 @@ from tracelens.analyses.keygroups import (
 )
 from tracelens.analyses.opmodels import (
     CONV_FORWARD,
+    FOREACH,
     GEMM_INPUTS,
     BufferKey,
     OpModel,
@@ -244,15 +245,17 @@ def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list
     op_code, kernel_code = ev.name[ops[has]], ev.name[kernels[has]]
     distinct_ops, op_index = np.unique(op_code, return_inverse=True)
     triton = np.asarray([ev.names[c].startswith("triton_") for c in distinct_ops.tolist()], dtype=bool)
-    triton = triton[op_index.ravel()]
-    group, first = first_seen_groups(op_code, shape[has], category[has], np.where(triton, kernel_code, -1))
+    foreach = np.asarray([ev.names[c].startswith(FOREACH) for c in distinct_ops.tolist()], dtype=bool)
+    triton, foreach = triton[op_index.ravel()], foreach[op_index.ravel()]
+    named = triton | foreach  # the kernel name is part of the model (Inductor ops; a list's element type)
+    group, first = first_seen_groups(op_code, shape[has], category[has], np.where(named, kernel_code, -1))
     index = np.full(first.size, -1, dtype=np.int64)
     for g, i in enumerate(first.tolist()):
         model = model_op(
             ev.names[int(op_code[i])],
             op_shapes(ev, int(ops[has[i]])),
             CATEGORIES[int(category[has[i]])],
-            ev.names[int(kernel_code[i])] if triton[i] else "",
+            ev.names[int(kernel_code[i])] if named[i] else "",
             gemm_out_buffers(trace, int(ops[has[i]])) if triton[i] else (),
             conv_consumer_dims(trace, int(ops[has[i]])),
         )

@@ -14,6 +14,7 @@ from functools import lru_cache
 import msgspec
 import numpy as np
 
+from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.model.events import I64, EventTable
 
 # `Input type` strings (c10 type names as torch prints them) → element size in bytes and a short dtype label.
@@ -61,6 +62,7 @@ class OpShapes:
 
     args: tuple[Tensor | None, ...]
     concrete: tuple[str, ...]
+    lists: tuple[tuple[tuple[int, ...], ...] | None, ...] = ()  # per argument: a `TensorList`'s dims (no dtype)
 
     @property
     def tensors(self) -> tuple[Tensor, ...]:
@@ -114,6 +116,21 @@ def signature_codes(events: EventTable, rows: np.ndarray, dims_only: bool = Fals
     return codes, present[first].astype(np.int64)
 
 
+def named_signatures(events: EventTable, rows: np.ndarray) -> tuple[I64, I64]:
+    """`signature_codes`, told apart by op name as well: two ops called with the same arguments (`fill_(x, 0)`
+    and `add(x, 0)`) read and write different tensors, so whatever is decoded per code depends on the name.
+    Returns (code per row, -1 where the op has no shapes; position in `rows` of the first row of each code)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    signature, _ = signature_codes(events, rows)
+    has = np.flatnonzero(signature >= 0)
+    codes = np.full(rows.size, -1, dtype=np.int64)
+    if has.size == 0:
+        return codes, np.zeros(0, dtype=np.int64)
+    group, first = first_seen_groups(signature[has], events.name[rows[has]].astype(np.int64))
+    codes[has] = group
+    return codes, has[first]
+
+
 @lru_cache(maxsize=32768)
 def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_only: bool = False) -> OpShapes | None:
     """Decode the three raw args; with `dims_only`, every list of ints counts as a tensor (dtype unknown)."""
@@ -131,7 +148,8 @@ def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_o
         return None
     args = tuple(_tensor(d, t) for d, t in zip(dims, types, strict=False))
     values = tuple(str(v) for v in concrete) if isinstance(concrete, list) else ()
-    return OpShapes(args, values)
+    lists = tuple(_tensor_list(d, t) for d, t in zip(dims, types, strict=False))
+    return OpShapes(args, values, lists if any(x is not None for x in lists) else ())
 
 
 def _loads(raw: bytes) -> object:
@@ -150,6 +168,15 @@ def _tensor(dims: object, type_name: object) -> Tensor | None:
         return None
     itemsize, label = DTYPES[type_name]
     return Tensor(tuple(dims), label, itemsize)
+
+
+def _tensor_list(dims: object, type_name: object) -> tuple[tuple[int, ...], ...] | None:
+    """The dims of a `TensorList` argument (the profiler records no dtype for it), None for anything else."""
+    if type_name != "TensorList" or type(dims) is not list:
+        return None
+    if not all(type(d) is list and all(type(v) is int for v in d) for d in dims):
+        return None
+    return tuple(tuple(d) for d in dims)
 
 
 def broadcast_numel(tensors: tuple[Tensor, ...]) -> int:

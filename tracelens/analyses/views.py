@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from tracelens.analyses.shapes import op_shapes, signature_codes
+from tracelens.analyses.shapes import named_signatures, op_shapes
 from tracelens.analyses.window import Window
 from tracelens.model.events import I64, Kind
 from tracelens.model.trace import Trace
@@ -35,6 +35,21 @@ VIEW_OPS = (
     "aten::_reshape_alias",
     "aten::expand",
 )
+# ops that only return a view or an alias of their input (or nothing new): in an execution trace they "read" a
+# tensor that the op reading the view reads
+VIEW_LIKE = frozenset(
+    {
+        *VIEW_OPS,
+        *(
+            f"aten::{name}"
+            for name in (
+                "transpose", "t", "permute", "slice", "select", "narrow", "unsqueeze", "squeeze", "split",
+                "split_with_sizes", "chunk", "unbind", "detach", "alias", "flatten", "unflatten", "view_as",
+                "expand_as", "reshape_as", "contiguous", "to", "_to_copy", "lift_fresh",
+            )
+        ),
+    }
+)  # fmt: skip
 Key = tuple[tuple[int, ...], str]
 
 
@@ -47,22 +62,29 @@ class Views:
     combined: I64  # sorted
     starts: I64  # sorted start times of the view ops, ns
     width: int  # codes are below this (composites are (track × width + src) × width + dst)
+    sources: np.ndarray  # bool per code: some view op reads a tensor of it
+    targets: np.ndarray  # bool per code: some view op returns a tensor of it
 
     def connects(self, track: I64, src: I64, dst: I64, after_ns: I64, before_ns: I64) -> np.ndarray:
         """Per query: a view op of key src → dst on `track` started in (after_ns, before_ns)."""
         found = np.zeros(track.size, dtype=bool)
-        usable = (src >= 0) & (dst >= 0) & (src < self.width) & (dst < self.width) & (track >= 0)
-        if self.keys.size == 0 or not usable.any():
+        if self.keys.size == 0:
             return found
-        composite = (track * self.width + src) * self.width + dst
+        usable = (src >= 0) & (dst >= 0) & (src < self.width) & (dst < self.width) & (track >= 0)
+        usable[usable] = self.sources[src[usable]] & self.targets[dst[usable]]  # codes some view op has
+        query = np.flatnonzero(usable)
+        if query.size == 0:
+            return found
+        composite = (track[query] * self.width + src[query]) * self.width + dst[query]
         at = np.minimum(np.searchsorted(self.keys, composite), self.keys.size - 1)
-        usable &= self.keys[at] == composite
-        first = np.searchsorted(self.starts, after_ns, side="right")  # first view op after after_ns
-        last = np.searchsorted(self.starts, before_ns, side="left") - 1  # last one before before_ns
+        keyed = self.keys[at] == composite
+        first = np.searchsorted(self.starts, after_ns[query], side="right")  # first view op after after_ns
+        last = np.searchsorted(self.starts, before_ns[query], side="left") - 1  # last one before before_ns
         base = at * (self.starts.size + 1)
         index = np.minimum(np.searchsorted(self.combined, base + first), self.combined.size - 1)
         hit = (self.combined[index] >= base + first) & (self.combined[index] <= base + last) & (first <= last)
-        return usable & hit
+        found[query] = keyed & hit
+        return found
 
 
 def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
@@ -70,7 +92,7 @@ def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
     ev = trace.events
     is_view = np.asarray([name in VIEW_OPS for name in ev.names], dtype=bool)
     rows = np.flatnonzero(window.in_window & (ev.kind == Kind.CPU_OP) & is_view[ev.name])
-    signature, first = signature_codes(ev, rows)
+    signature, first = named_signatures(ev, rows)
     src = np.full(first.size, -1, dtype=np.int64)
     dst = np.full(first.size, -1, dtype=np.int64)
     for index, row in enumerate(rows[first].tolist()):
@@ -87,7 +109,9 @@ def view_ops(trace: Trace, window: Window, code: Callable[[Key], int]) -> Views:
     starts = np.sort(ev.ts_ns[rows])
     start_rank = np.searchsorted(starts, ev.ts_ns[rows])
     combined = np.sort(rank.astype(np.int64) * (starts.size + 1) + start_rank)
-    return Views(keys.astype(np.int64), combined, starts.astype(np.int64), width)
+    sources, targets = np.zeros(width, dtype=bool), np.zeros(width, dtype=bool)
+    sources[src[signature]], targets[dst[signature]] = True, True
+    return Views(keys.astype(np.int64), combined, starts.astype(np.int64), width, sources, targets)
 
 
 def _view_keys(name: str, trace: Trace, row: int) -> tuple[Key, Key] | None:

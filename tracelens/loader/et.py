@@ -34,7 +34,8 @@ TensorRef = tuple[int, int, int, int]  # storage id, offset (elements), numel, i
 @dataclass(frozen=True)
 class EtOp:
     name: str
-    step: int  # N of the enclosing ProfilerStep#N node, -1 = none
+    step: int  # N of the enclosing ProfilerStep#N node; outside one (the autograd engine's thread runs the
+    # backward under no ProfilerStep): that of the last ProfilerStep node before it in execution order; -1 = none
     inputs: tuple[TensorRef, ...]
     outputs: tuple[TensorRef, ...]
 
@@ -59,11 +60,15 @@ def load_execution_trace(path: str | Path) -> ExecutionTrace:
         raise TracelensError(f"{path}: not an execution trace (no 'nodes' list; ExecutionTraceObserver JSON expected)")
     by_id = {node["id"]: node for node in nodes if isinstance(node, dict) and isinstance(node.get("id"), int)}
     ops = []
+    current = -1  # the step of the last ProfilerStep node met in id (execution) order
     for node_id in sorted(by_id):
         node = by_id[node_id]
+        step = _step(node, by_id)
+        if str(node.get("name", "")).startswith("ProfilerStep#"):
+            current = step
         inputs, outputs = _tensors(node.get("inputs")), _tensors(node.get("outputs"))
         if inputs or outputs:
-            ops.append(EtOp(str(node.get("name", "")), _step(node, by_id), inputs, outputs))
+            ops.append(EtOp(str(node.get("name", "")), step if step >= 0 else current, inputs, outputs))
     return ExecutionTrace(str(path), tuple(ops))
 
 
@@ -115,10 +120,14 @@ class OpTensors:
     def __init__(self, matched: dict[int, EtOp]) -> None:
         self._ops = matched
         readers: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        writers: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for row, op in matched.items():
             for ref in op.inputs:
                 readers[ref[:3]].append(row)
+            for ref in op.outputs:
+                writers[ref[:3]].append(row)
         self._readers = {key: sorted(rows) for key, rows in readers.items()}
+        self._writers = {key: sorted(rows) for key, rows in writers.items()}
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -130,6 +139,11 @@ class OpTensors:
     def readers(self, ref: TensorRef) -> list[int]:
         """Rows (in event order) of the matched ops that read this tensor."""
         return self._readers.get(ref[:3], [])
+
+    def writers(self, ref: TensorRef) -> list[int]:
+        """Rows (in event order) of the matched ops that return this storage region (a view of it, an in-place
+        update, or a new tensor the allocator put in the same memory)."""
+        return self._writers.get(ref[:3], [])
 
 
 _ATTACHED: dict[int, OpTensors] = {}
