@@ -11,7 +11,10 @@
    -1). A column this code cannot fill exactly like the Python path (an argument that is not an int, a number
    too big for a float) comes back as None, and the caller computes that
    column in Python. Anything unexpected in the structure itself (an event or args object of another type, a
-   cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk. */
+   cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk.
+
+   memory_columns(): the same for the `[memory]` instant events among a chunk's decoded events (an accelerator of
+   tracelens.loader.extras' Python path, which the tests compare it against). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -338,6 +341,180 @@ done:
     return result;
 }
 
+#define N_MEMORY_FIELDS 6
+static const char *MEMORY_FIELDS[N_MEMORY_FIELDS] = {"bytes", "total_allocated", "total_reserved",
+                                                     "device_id", "device_type", "addr"};
+static const int64_t MEMORY_DEFAULTS[N_MEMORY_FIELDS] = {0, -1, -1, -1, -1, -1}; /* `MemoryArgs()` */
+enum { M_NAME, M_PID, M_TID, M_TS, M_ARGS, N_INSTANT_FIELDS };
+static const char *INSTANT_FIELDS[N_INSTANT_FIELDS] = {"name", "pid", "tid", "ts", "args"};
+
+/* A memory event's `ts` as the Python path reads it: *usable = 0 (the event is skipped) for None, a non-finite
+   float or anything but an exact int or float; an int beyond float range reads NaN. */
+static double memory_ts(PyObject *value, int *usable) {
+    *usable = 1;
+    if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        *usable = isfinite(number);
+        return number;
+    }
+    if (PyLong_CheckExact(value)) {
+        double number = PyLong_AsDouble(value);
+        if (number == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return Py_NAN;
+        }
+        return number;
+    }
+    *usable = 0;
+    return 0.0;
+}
+
+/* The code of the pair (pid, tid) in `lookup` (first appearance order, the pairs appended to `pairs`); -1 on
+   error. */
+static int64_t pair_code(PyObject *lookup, PyObject *pairs, PyObject *pid, PyObject *tid) {
+    PyObject *pair = PyTuple_Pack(2, pid, tid);
+    if (pair == NULL) return -1;
+    int64_t code = code_of(lookup, pairs, pair);
+    Py_DECREF(pair);
+    return code;
+}
+
+/* The integer args of one memory event into row `i` of `ints` (None -> -1, an int beyond int64 -> -1); -1 (a
+   TypeError set) when `args` is not None or of `args_type`, or a field is not an int or None. */
+static int memory_ints(PyObject *args, PyObject *args_type, const Py_ssize_t *offsets, int64_t **ints,
+                       Py_ssize_t i) {
+    if (args == Py_None) {
+        for (int f = 0; f < N_MEMORY_FIELDS; f++) ints[f][i] = MEMORY_DEFAULTS[f];
+        return 0;
+    }
+    if ((PyObject *)Py_TYPE(args) != args_type) {
+        PyErr_SetString(PyExc_TypeError, "memory args of another type");
+        return -1;
+    }
+    for (int f = 0; f < N_MEMORY_FIELDS; f++) {
+        PyObject *value = SLOT(args, offsets[f]);
+        int ok = 1;
+        if (value == NULL) {
+            PyErr_SetString(PyExc_TypeError, "a struct field is unset");
+            return -1;
+        }
+        ints[f][i] = arg_int(value, &ok);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "a memory field that is not an int");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* memory_columns(events, instant_types, args_type, memory_name, counter_type): the instant events (of a type in
+   the tuple `instant_types`, whose field slots must be those of its first type) named `memory_name`
+   with a usable `ts`, as (ts float64 bytearray, (bytes, total_allocated, total_reserved, device_id, device_type,
+   addr) int64 bytearrays, (pid, tid) pair codes int64 bytearray, the pairs in order of first appearance,
+   whether any event is of `counter_type`). TypeError for anything the Python path would read differently. */
+static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_CheckExact(argv[1]) || PyTuple_GET_SIZE(argv[1]) < 1 ||
+        !PyType_Check(argv[2]) || !PyUnicode_CheckExact(argv[3]) || !PyType_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "memory_columns(list, tuple of types, type, str, type)");
+        return NULL;
+    }
+    PyObject *events = argv[0], *instant_types = argv[1], *args_type = argv[2], *marker = argv[3];
+    PyObject *counter_type = argv[4];
+    Py_ssize_t n_types = PyTuple_GET_SIZE(instant_types);
+    Py_ssize_t offsets[N_INSTANT_FIELDS], arg_offsets[N_MEMORY_FIELDS];
+    for (Py_ssize_t t = 0; t < n_types; t++) {
+        PyObject *type = PyTuple_GET_ITEM(instant_types, t);
+        if (!PyType_Check(type)) {
+            PyErr_SetString(PyExc_TypeError, "instant_types holds a non-type");
+            return NULL;
+        }
+        for (int f = 0; f < N_INSTANT_FIELDS; f++) {
+            Py_ssize_t offset;
+            if (slot_offset(type, INSTANT_FIELDS[f], &offset) < 0) return NULL;
+            if (t > 0 && offset != offsets[f]) {
+                PyErr_SetString(PyExc_TypeError, "instant types with different layouts");
+                return NULL;
+            }
+            offsets[f] = offset;
+        }
+    }
+    for (int f = 0; f < N_MEMORY_FIELDS; f++)
+        if (slot_offset(args_type, MEMORY_FIELDS[f], &arg_offsets[f]) < 0) return NULL;
+
+    Py_ssize_t n = PyList_GET_SIZE(events), kept = 0;
+    int has_counters = 0;
+    PyObject *result = NULL, *lookup = PyDict_New(), *pairs = PyList_New(0);
+    PyObject *buffers[2 + N_MEMORY_FIELDS] = {NULL};
+    double *ts;
+    int64_t *codes, *ints[N_MEMORY_FIELDS];
+    PyObject *last_pid = NULL, *last_tid = NULL; /* borrowed: the previous kept event's, alive in `events` */
+    int64_t last_code = -1;
+    if (lookup == NULL || pairs == NULL) goto done;
+    /* sized for every event: resized to the memory events at the end */
+    if ((buffers[0] = new_buffer(n, 8, (char **)&ts)) == NULL) goto done;
+    if ((buffers[1] = new_buffer(n, 8, (char **)&codes)) == NULL) goto done;
+    for (int f = 0; f < N_MEMORY_FIELDS; f++)
+        if ((buffers[2 + f] = new_buffer(n, 8, (char **)&ints[f])) == NULL) goto done;
+
+    for (Py_ssize_t e = 0; e < n; e++) {
+        PyObject *event = PyList_GET_ITEM(events, e), *type = (PyObject *)Py_TYPE(event);
+        int instant = 0;
+        for (Py_ssize_t t = 0; t < n_types && !instant; t++) instant = type == PyTuple_GET_ITEM(instant_types, t);
+        if (!instant) {
+            has_counters |= type == counter_type;
+            continue;
+        }
+        PyObject *name = SLOT(event, offsets[M_NAME]), *pid = SLOT(event, offsets[M_PID]);
+        PyObject *tid = SLOT(event, offsets[M_TID]), *time = SLOT(event, offsets[M_TS]);
+        PyObject *args = SLOT(event, offsets[M_ARGS]);
+        if (name == NULL || pid == NULL || tid == NULL || time == NULL || args == NULL) {
+            PyErr_SetString(PyExc_TypeError, "a struct field is unset");
+            goto done;
+        }
+        if (!PyUnicode_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "a name that is not a str");
+            goto done;
+        }
+        int same = PyUnicode_Compare(name, marker);
+        if (same == -1 && PyErr_Occurred()) goto done;
+        if (same != 0) continue;
+        int usable;
+        double value = memory_ts(time, &usable);
+        if (!usable) continue;
+        Py_ssize_t i = kept++;
+        ts[i] = value;
+        if (memory_ints(args, args_type, arg_offsets, ints, i) < 0) goto done;
+        if (last_pid != NULL) { /* consecutive events mostly share their thread: no tuple, no look-up */
+            int equal = PyObject_RichCompareBool(pid, last_pid, Py_EQ);
+            if (equal > 0) equal = PyObject_RichCompareBool(tid, last_tid, Py_EQ);
+            if (equal < 0) goto done;
+            if (equal) {
+                codes[i] = last_code;
+                continue;
+            }
+        }
+        if ((codes[i] = pair_code(lookup, pairs, pid, tid)) < 0) goto done;
+        last_pid = pid, last_tid = tid, last_code = codes[i];
+    }
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++)
+        if (PyByteArray_Resize(buffers[b], kept * 8) < 0) goto done;
+    {
+        PyObject *int_columns = PyTuple_New(N_MEMORY_FIELDS);
+        if (int_columns == NULL) goto done;
+        for (int f = 0; f < N_MEMORY_FIELDS; f++) {
+            Py_INCREF(buffers[2 + f]);
+            PyTuple_SET_ITEM(int_columns, f, buffers[2 + f]);
+        }
+        result = Py_BuildValue("(ONOOO)", buffers[0], int_columns, buffers[1], pairs, has_counters ? Py_True : Py_False);
+    }
+done:
+    Py_XDECREF(lookup);
+    Py_XDECREF(pairs);
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++) Py_XDECREF(buffers[b]);
+    return result;
+}
+
 /* A C-contiguous buffer of n int64 values (n = -1: any length, returned through *n). */
 static int int64_buffer(PyObject *object, Py_buffer *view, Py_ssize_t *n) {
     if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
@@ -395,6 +572,9 @@ done:
 static PyMethodDef METHODS[] = {
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(start, end, track) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
+    {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,
+     "memory_columns(events, instant_types, args_type, memory_name, counter_type) -> (ts, ints, pair_codes, pairs, "
+     "has_counters); see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},
