@@ -4,6 +4,7 @@ missing fields)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 
@@ -34,10 +35,12 @@ def _python_columns(events: list[Event], monkeypatch: pytest.MonkeyPatch) -> Chu
         return columnize(events)
 
 
-def _assert_same(native: ChunkColumns, python: ChunkColumns) -> None:
-    for name in ChunkColumns.__dataclass_fields__:
+def _assert_same(native: object, python: object) -> None:
+    for name in type(native).__dataclass_fields__:  # type: ignore[attr-defined]
         a, b = getattr(native, name), getattr(python, name)
-        if isinstance(a, np.ndarray):
+        if dataclasses.is_dataclass(a):
+            _assert_same(a, b)
+        elif isinstance(a, np.ndarray):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
         elif isinstance(a, dict):
             assert list(a) == list(b), name

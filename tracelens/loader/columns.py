@@ -14,7 +14,7 @@ from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.schema import Event
 from tracelens.model import stats
-from tracelens.model.events import CATEGORY_KINDS, I64, Bool, EventTable, Kind
+from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 from tracelens.units import NS_PER_US
 
@@ -27,18 +27,37 @@ def complete_events(events: Sequence[Event]) -> list[Event]:
 
 
 @dataclass
-class ChunkColumns:
-    """Columns of one chunk of complete events; `*_codes` index the chunk's own `*_values`."""
+class ChunkTracks:
+    """The distinct (pid label, tid label) pairs of one chunk's events (`ChunkColumns.pid_labels` /
+    `tid_labels` indices), with the row of each pair's first event and that event's GPU flag, device and stream
+    (what its track takes when the pair's first event in the file is that one)."""
 
-    cat_codes: np.ndarray
-    cat_values: list[str]
-    name_codes: np.ndarray
-    name_values: list[str]
-    pid_codes: np.ndarray  # track label codes (GPU events: "gpu<device>")
-    pid_values: list[str]
-    tid_codes: np.ndarray  # track label codes (GPU events: "<stream>")
-    tid_values: list[str]
+    pid: I64
+    tid: I64
+    first_row: I64
     is_gpu: Bool
+    device: I64
+    stream: I64
+
+    def __len__(self) -> int:
+        return int(self.pid.shape[0])
+
+
+@dataclass
+class ChunkColumns:
+    """Columns of one chunk of complete events, in the table's dtypes where the merge copies them as they are.
+    `name_codes` index the chunk's own `name_values`, `track_codes` its own `tracks`; `cat_values`, `pid_labels`
+    and `tid_labels` are every category and track label (GPU events: "gpu<device>" and "<stream>") its events
+    gave."""
+
+    kind: I8
+    cat_values: list[str]
+    name_codes: I32
+    name_values: list[str]
+    track_codes: I32
+    tracks: ChunkTracks
+    pid_labels: list[str]
+    tid_labels: list[str]
     ts_us: np.ndarray
     dur_us: np.ndarray
     ints: dict[str, I64]
@@ -83,19 +102,19 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
     device[no_device] = _id_numbers(pids[0][no_device], pids[1])
     no_stream = np.flatnonzero(is_gpu & (stream < 0))
     stream[no_stream] = _id_numbers(tids[0][no_stream], tids[1])
-    pid_codes, pid_values = _track_labels(*pids, is_gpu, device, "gpu")
-    tid_codes, tid_values = _track_labels(*tids, is_gpu, stream, "")
+    pid_codes, pid_labels = _track_labels(*pids, is_gpu, device, "gpu")
+    tid_codes, tid_labels = _track_labels(*tids, is_gpu, stream, "")
+    track_codes, tracks = _chunk_tracks(pid_codes, tid_codes, len(tid_labels), is_gpu, device, stream)
     kernel = kind == Kind.KERNEL
     return ChunkColumns(
-        cat_codes=cat_codes,
+        kind=kind.astype(np.int8, copy=False),
         cat_values=cat_values,
-        name_codes=fields.name[0],
+        name_codes=fields.name[0].astype(np.int32),
         name_values=fields.name[1],
-        pid_codes=pid_codes,
-        pid_values=pid_values,
-        tid_codes=tid_codes,
-        tid_values=tid_values,
-        is_gpu=is_gpu,
+        track_codes=track_codes,
+        tracks=tracks,
+        pid_labels=pid_labels,
+        tid_labels=tid_labels,
         ts_us=fields.ts_us,
         dur_us=fields.dur_us,
         ints={
@@ -114,6 +133,24 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
 
 def _kinds_of(cat_codes: np.ndarray, cat_values: list[str]) -> np.ndarray:
     return _kinds(cat_values)[cat_codes] if len(cat_codes) else np.zeros(0, np.int8)
+
+
+def _chunk_tracks(
+    pid_codes: I64, tid_codes: I64, n_tid_labels: int, is_gpu: Bool, device: I64, stream: I64
+) -> tuple[I32, ChunkTracks]:
+    """Each row's code among the chunk's distinct (pid label, tid label) pairs, and the pairs."""
+    pair = pid_codes * max(n_tid_labels, 1) + tid_codes
+    unique_pairs, codes = _dense_unique(pair)
+    first = _first_index(codes, len(unique_pairs))
+    tracks = ChunkTracks(
+        pid=unique_pairs // max(n_tid_labels, 1),
+        tid=unique_pairs % max(n_tid_labels, 1),
+        first_row=first,
+        is_gpu=is_gpu[first],
+        device=device[first],
+        stream=stream[first],
+    )
+    return codes.astype(np.int32), tracks
 
 
 def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, float, set[str]]:
@@ -140,19 +177,13 @@ class MergedColumns:
 
 
 def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
-    """Merge chunks (in file order), drop events with incredible times, sort rows canonically."""
-    n = sum(len(c) for c in chunks)
-    cat_codes, cat_values = _merge_codes([(c.cat_codes, c.cat_values) for c in chunks])
-    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    """Merge chunks (in file order), drop events with incredible times, sort rows canonically. `chunks` is
+    consumed (emptied as the chunks are copied, so that each chunk's memory is freed as soon as it is merged)."""
     invalid: list[str] = []  # texts with a lone surrogate, kept with U+FFFD
-    name_codes, name_values = _sorted_codes(*_merge_codes([(c.name_codes, c.name_values) for c in chunks]), invalid)
-    pid_codes, pid_values = _sorted_codes(*_merge_codes([(c.pid_codes, c.pid_values) for c in chunks]), invalid)
-    tid_codes, tid_values = _sorted_codes(*_merge_codes([(c.tid_codes, c.tid_values) for c in chunks]), invalid)
-    ts_us = _concat([c.ts_us for c in chunks], np.float64)
-    dur_us = _concat([c.dur_us for c in chunks], np.float64)
+    codes = _merged_codes(chunks, invalid)
+    columns, raws = _file_order_columns(chunks, codes)
+    ts_us, dur_us = columns.pop("ts_us"), columns.pop("dur_us")
     keep, notes = _credible_times(ts_us, dur_us)
-    categories = {valid_text(str(c)) for c in cat_values}
-    invalid += [str(c) for c in cat_values if valid_text(str(c)) != str(c)]
     if invalid:
         held = "names hold" if len(invalid) > 1 else "name holds"
         notes.append(
@@ -161,20 +192,11 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
         )
     ts_us[~keep] = np.nan
     origin_us = float(np.floor(np.nanmin(ts_us))) if keep.any() else 0.0
-    ts_ns = _to_ns(ts_us, origin_us)
-    dur_ns = _to_ns(dur_us)
+    columns["ts_ns"] = _to_ns(ts_us, origin_us)
+    del ts_us
+    columns["dur_ns"] = dur_ns = _to_ns(dur_us)
+    del dur_us
     np.maximum(dur_ns, 0, out=dur_ns)
-    ints = {name: _concat([c.ints[name] for c in chunks], np.int64) for name in _INT_FIELDS}
-    is_gpu = _concat([c.is_gpu for c in chunks], np.bool_)
-    track, tracks = _tracks(pid_codes, pid_values, tid_codes, tid_values, is_gpu, ints["device"], ints["stream"])
-    columns: dict[str, np.ndarray] = {
-        "kind": kind.astype(np.int8),
-        "name": name_codes.astype(np.int32),
-        "track": track,
-        "ts_ns": ts_ns,
-        "dur_ns": dur_ns,
-        **ints,
-    }
     # among ops with equal times, the smaller External id (created first: the enclosing op) sorts first
     keys = tuple(columns[name] for name in ("correlation", "track", "name", "external_id", "kind", "dur_ns", "ts_ns"))
     if keep.all():
@@ -182,43 +204,136 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
     else:
         kept = np.flatnonzero(keep)
         order = kept[lexsort_by_last(tuple(key[kept] for key in keys))]
-    del keys
-    raws = _sorted_raws(chunks, order, n)
-    table = EventTable(**_permuted(columns, order), **raws, names=tuple(str(v) for v in name_values))
-    return MergedColumns(table, tracks, origin_us, categories, order.astype(np.int64), notes)
+    del keys, dur_ns
+    n = int(keep.size)
+    sorted_raws = _sorted_raws(raws, order, n)
+    table = EventTable(**_permuted(columns, order), **sorted_raws, names=codes.names)
+    return MergedColumns(table, codes.tracks, origin_us, codes.categories, order, notes)
+
+
+@dataclass
+class _MergedCodes:
+    """The chunks' names and tracks coded once for all: `names` (sorted) and `tracks`; per chunk, the global
+    code of each of its name codes and track codes."""
+
+    names: tuple[str, ...]
+    name_codes: list[I32]
+    tracks: TrackTable
+    track_codes: list[I32]
+    categories: set[str]
+
+
+def _merged_codes(chunks: list[ChunkColumns], invalid: list[str]) -> _MergedCodes:
+    """Names and track labels in sorted order (after `_clean_text`: a value that holds a lone surrogate is
+    appended to `invalid`, as is a category), tracks sorted by (pid label, tid label); from the chunks' values
+    only (a few per chunk), no per-event work."""
+    name_codes, names = _value_ranks([c.name_values for c in chunks], invalid)
+    pid_ranks, pid_labels = _value_ranks([c.pid_labels for c in chunks], invalid)
+    tid_ranks, tid_labels = _value_ranks([c.tid_labels for c in chunks], invalid)
+    cat_values = list(dict.fromkeys(value for c in chunks for value in c.cat_values))
+    invalid += [str(c) for c in cat_values if valid_text(str(c)) != str(c)]
+    n_tid = max(len(tid_labels), 1)
+    pairs = [c.tracks for c in chunks]
+    key = _concat([pid_ranks[k][p.pid].astype(np.int64) * n_tid + tid_ranks[k][p.tid] for k, p in enumerate(pairs)])
+    offsets = np.cumsum([0] + [len(c) for c in chunks])
+    first_row = _concat([p.first_row + offsets[k] for k, p in enumerate(pairs)])
+    unique_keys, track_of_pair = _dense_unique(key)
+    by_first = np.lexsort((first_row, track_of_pair))  # per track, its pair whose first event comes first
+    is_first = np.ones(by_first.size, dtype=bool)
+    is_first[1:] = track_of_pair[by_first[1:]] != track_of_pair[by_first[:-1]]
+    first = by_first[is_first]
+    is_gpu = _concat([p.is_gpu for p in pairs])[first].astype(bool)
+    tracks = TrackTable(
+        pid=tuple(pid_labels[int(k) // n_tid] for k in unique_keys),
+        tid=tuple(tid_labels[int(k) % n_tid] for k in unique_keys),
+        is_gpu=is_gpu,
+        device=np.where(is_gpu, _concat([p.device for p in pairs])[first], -1).astype(np.int64),
+        stream=np.where(is_gpu, _concat([p.stream for p in pairs])[first], -1).astype(np.int64),
+    )
+    pair_offsets = np.cumsum([0] + [len(p) for p in pairs])
+    track_codes = [track_of_pair[pair_offsets[k] : pair_offsets[k + 1]].astype(np.int32) for k in range(len(pairs))]
+    categories = {valid_text(str(c)) for c in cat_values}
+    return _MergedCodes(tuple(names), name_codes, tracks, track_codes, categories)
+
+
+def _value_ranks(parts: list[list[str]], invalid: list[str]) -> tuple[list[I32], list[str]]:
+    """For each part's values, their codes among the distinct values of all parts, cleaned (trailing NULs
+    stripped, `valid_text`) and sorted; and those sorted values. Each distinct value that holds a lone surrogate is
+    appended to `invalid`."""
+    first: dict[str, int] = {}
+    ids = [np.array([first.setdefault(value, len(first)) for value in values], dtype=np.int64) for values in parts]
+    texts = [str(value).rstrip("\x00") for value in first]  # numpy strings drop trailing NULs: so do names
+    cleaned = [valid_text(text) for text in texts]
+    invalid += [text for text, fixed in zip(texts, cleaned, strict=True) if text is not fixed]
+    if not cleaned:
+        return [np.zeros(0, dtype=np.int32) for _ in parts], []
+    uniques, inverse = np.unique(np.array(cleaned, dtype=object), return_inverse=True)
+    rank = inverse.ravel().astype(np.int32)
+    return [rank[part] for part in ids], [str(value) for value in uniques]
+
+
+_COPIED = ("kind", "ts_us", "dur_us", *_INT_FIELDS)  # columns the merge copies from the chunks as they are
+
+
+def _file_order_columns(
+    chunks: list[ChunkColumns], codes: _MergedCodes
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[list[I64], list[bytes]]]]:
+    """Every column in file order (one array each, filled chunk by chunk: codes translated to the global ones),
+    and the raw-JSON columns' rows (file-order positions) and values. Empties `chunks`, freeing each chunk once
+    copied."""
+    n = sum(len(c) for c in chunks)
+    columns = {name: np.empty(n, dtype=np.int64) for name in _INT_FIELDS}
+    columns |= {"kind": np.empty(n, np.int8), "ts_us": np.empty(n, np.float64), "dur_us": np.empty(n, np.float64)}
+    columns |= {"name": np.empty(n, np.int32), "track": np.empty(n, np.int32)}
+    raws: dict[str, tuple[list[I64], list[bytes]]] = {name: ([], []) for name, _ in _RAW_FIELDS}
+    offset = 0
+    chunks.reverse()
+    for name_codes, track_codes in zip(codes.name_codes, codes.track_codes, strict=True):
+        chunk = chunks.pop()
+        end = offset + len(chunk)
+        for name in _COPIED:
+            source = chunk.ints[name] if name in chunk.ints else getattr(chunk, name)
+            columns[name][offset:end] = source
+        np.take(name_codes, chunk.name_codes, out=columns["name"][offset:end])
+        np.take(track_codes, chunk.track_codes, out=columns["track"][offset:end])
+        for name, (rows, values) in chunk.raws.items():
+            if rows.size:
+                raws[name][0].append(rows + offset)
+                raws[name][1].extend(values)
+        offset = end
+        del chunk
+    return columns, raws
 
 
 def _permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
-    """`column[order]` for every column. The columns are given up: when `order` keeps every row, a column's
-    buffer, once permuted, receives the next column of its dtype (fewer fresh pages: page faults were half of
-    merging's time). `order` holds valid row numbers, so `np.take`'s "clip" mode changes nothing but lets it
-    write straight into the buffer."""
+    """`column[order]` for every column, taken out of `columns` one by one (so that each is freed once
+    permuted). When `order` keeps every row, a column's buffer, once permuted, receives the next column of its
+    dtype (fewer fresh pages). `order` holds valid row numbers, so `np.take`'s "clip" mode changes nothing but
+    lets it write straight into the buffer."""
     out: dict[str, np.ndarray] = {}
     spare: dict[np.dtype, np.ndarray] = {}
-    for name, column in columns.items():
+    for name in list(columns):
+        column = columns.pop(name)
         buffer = spare.pop(column.dtype, None)
         out[name] = np.take(column, order, out=buffer, mode="clip") if buffer is not None else column[order]
         if column.shape == order.shape and column.flags.owndata:
             spare[column.dtype] = column
+        del column
     return out
 
 
-def _sorted_raws(chunks: list[ChunkColumns], order: I64, n: int) -> dict[str, np.ndarray]:
-    """The raw-JSON columns (None where absent) in the final row order, straight from the chunks' sparse rows."""
+def _sorted_raws(raws: dict[str, tuple[list[I64], list[bytes]]], order: I64, n: int) -> dict[str, np.ndarray]:
+    """The raw-JSON columns (None where absent) in the final row order, from their file-order rows and values."""
     position = np.full(n, -1, dtype=np.int64)
     position[order] = np.arange(order.size)
     out = {}
-    for name, _ in _RAW_FIELDS:
+    for name, (rows, values) in raws.items():
         column = np.full(order.size, None, dtype=object)
-        offset = 0
-        for chunk in chunks:
-            rows, values = chunk.raws[name]
-            if rows.size:
-                at = position[rows + offset]
-                holder = np.empty(len(values), dtype=object)
-                holder[:] = values
-                column[at[at >= 0]] = holder[at >= 0]
-            offset += len(chunk)
+        if values:
+            at = position[np.concatenate(rows)]
+            holder = np.empty(len(values), dtype=object)
+            holder[:] = values
+            column[at[at >= 0]] = holder[at >= 0]
         out[name] = column
     return out
 
@@ -241,19 +356,6 @@ def lexsort_by_last(keys: tuple[np.ndarray, ...]) -> I64:
     return order.astype(np.int64)
 
 
-def _sorted_codes(codes: np.ndarray, values: list[str], invalid: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Recode so that values are sorted (and trailing NULs, which numpy strings drop, are stripped; lone
-    surrogates replaced, the values that had them appended to `invalid`)."""
-    if not values:
-        return codes, values
-    texts = [str(v).rstrip("\x00") for v in values]
-    valid = [valid_text(text) for text in texts]
-    invalid += [text for text, fixed in zip(texts, valid, strict=True) if text is not fixed]
-    cleaned = np.array(valid, dtype=object)
-    uniques, inverse = np.unique(cleaned, return_inverse=True)
-    return inverse.ravel()[codes].astype(np.int64), [str(v) for v in uniques]
-
-
 def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
     than that is set to 0 in place. Returns the mask and notes for the warnings."""
@@ -273,21 +375,8 @@ def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, 
     return keep, notes
 
 
-def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
-    """Codes into one list of values, in order of first appearance across the parts."""
-    if len(parts) == 1:
-        return parts[0]
-    all_values = np.array([v for _, values in parts for v in values], dtype=object)
-    if not all_values.size:
-        return np.zeros(sum(len(c) for c, _ in parts), np.int64), []
-    global_codes, uniques = factorize(all_values)
-    offsets = np.cumsum([0] + [len(values) for _, values in parts])
-    codes = np.concatenate([global_codes[offset + c] for (c, _), offset in zip(parts, offsets, strict=False)])
-    return codes.astype(np.int64), list(uniques)
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _kinds(cat_values: list[str]) -> np.ndarray:
@@ -324,29 +413,6 @@ def _track_labels(
         labels += [f"{prefix}{int(number)}" for number in numbers]
     label_codes, label_values = factorize(labels)
     return label_codes[codes].astype(np.int64), [str(v) for v in label_values]
-
-
-def _tracks(
-    pid_codes: np.ndarray,
-    pid_values: list[str],
-    tid_codes: np.ndarray,
-    tid_values: list[str],
-    is_gpu: Bool,
-    device: I64,
-    stream: I64,
-) -> tuple[np.ndarray, TrackTable]:
-    """Factorize (pid label, tid label) pairs in sorted order."""
-    pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
-    unique_pairs, track = _dense_unique(pair)
-    first = _first_index(track, len(unique_pairs))
-    tracks = TrackTable(
-        pid=tuple(pid_values[pid_codes[i]] for i in first),
-        tid=tuple(tid_values[tid_codes[i]] for i in first),
-        is_gpu=is_gpu[first].astype(bool),
-        device=np.where(is_gpu[first], device[first], -1).astype(np.int64),
-        stream=np.where(is_gpu[first], stream[first], -1).astype(np.int64),
-    )
-    return track.astype(np.int32), tracks
 
 
 def _dense_unique(values: I64) -> tuple[I64, I64]:

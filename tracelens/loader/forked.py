@@ -6,15 +6,22 @@ process must drain, and while this process works (it imports the analyses during
 the interpreter only every few ms, so the workers stall; a pool also takes 5-15 ms to start. Here each child
 takes every `workers`-th job (jobs are sized equally), writes each result to its own file, and never waits
 for the parent, which picks the results up whenever it looks.
+
+A result file is a pickle (protocol 5) whose large buffers (numpy arrays) lie out of band after it, each at an
+aligned offset (`write_result`); the parent maps the file (`read_result`) and the arrays it unpickles are views
+of that mapping: no copy, no fresh memory (the file's pages are the arrays' pages), and the file is removed at
+once (its pages live as long as an array uses them).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import select
 import shutil
 import signal
+import struct
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -131,8 +138,7 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
         for index in range(number, len(jobs), workers):
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
-            with open(partial, "wb") as handle:
-                pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            write_result(partial, result)
             os.rename(partial, os.path.join(folder, str(index)))
     except BaseException as exc:  # handed to the parent
         status = 1
@@ -221,13 +227,54 @@ def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], No
         if not name.isdigit():
             continue
         path = os.path.join(folder, name)
-        with open(path, "rb") as handle:
-            results[int(name)] = pickle.load(handle)
+        results[int(name)] = read_result(path)
         os.remove(path)
         collected += 1
         if on_result is not None:
             on_result(int(name))
     return collected
+
+
+_HEAD = struct.Struct("<QQ")  # pickle bytes, out-of-band buffers; then one u64 length per buffer
+_ALIGN_BYTES = 64
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # map every page at once (one call, not a fault per page)
+
+
+def write_result(path: str, result: object) -> None:
+    """Write `result` to a new file `path`: the layout header, the pickle, then each out-of-band buffer (the
+    arrays' bytes, written from where they lie) at the next multiple of `_ALIGN_BYTES`."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+    views = [buffer.raw() for buffer in buffers]
+    with open(path, "wb") as handle:
+        handle.write(_HEAD.pack(len(data), len(views)))
+        handle.write(struct.pack(f"<{len(views)}Q", *(view.nbytes for view in views)))
+        handle.write(data)
+        for view in views:
+            handle.write(bytes(-handle.tell() % _ALIGN_BYTES))
+            handle.write(view)
+
+
+def read_result(path: str) -> object:
+    """The object `write_result` wrote to `path`; its arrays are views of a private (copy-on-write) mapping of the
+    file, which stays valid after the file is removed."""
+    with open(path, "rb") as handle:
+        head = handle.read(_HEAD.size)
+        data_bytes, n_buffers = _HEAD.unpack(head)
+        lengths = struct.unpack(f"<{n_buffers}Q", handle.read(8 * n_buffers))
+        data = handle.read(data_bytes)
+        if not n_buffers:
+            return pickle.loads(data)
+        size = os.fstat(handle.fileno()).st_size
+        flags = mmap.MAP_PRIVATE | _POPULATE
+        mapped = memoryview(mmap.mmap(handle.fileno(), size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE))
+    views = []
+    offset = _HEAD.size + 8 * n_buffers + data_bytes
+    for length in lengths:
+        offset += -offset % _ALIGN_BYTES
+        views.append(mapped[offset : offset + length])
+        offset += length
+    return pickle.loads(data, buffers=views)
 
 
 def _raise_for(folder: str, number: int, status: int) -> None:
