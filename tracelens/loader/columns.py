@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from tracelens import native
 from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
 from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
@@ -18,6 +19,7 @@ from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTabl
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 from tracelens.units import NS_PER_US
 
+_native = native.module()  # None: numpy permutes (same columns)
 MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
 
 
@@ -190,24 +192,24 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
             f"{len(invalid):,} {held} invalid Unicode (a lone surrogate escape such as \\ud800); "
             "kept with U+FFFD in its place"
         )
-    ts_us[~keep] = np.nan
+    every_row = bool(keep.all())
+    if not every_row:
+        ts_us[~keep] = np.nan
     origin_us = float(np.floor(np.nanmin(ts_us))) if keep.any() else 0.0
     columns["ts_ns"] = _to_ns(ts_us, origin_us)
-    del ts_us
     columns["dur_ns"] = dur_ns = _to_ns(dur_us)
-    del dur_us
+    del ts_us, dur_us
     np.maximum(dur_ns, 0, out=dur_ns)
     # among ops with equal times, the smaller External id (created first: the enclosing op) sorts first
     keys = tuple(columns[name] for name in ("correlation", "track", "name", "external_id", "kind", "dur_ns", "ts_ns"))
-    if keep.all():
+    if every_row:
         order = lexsort_by_last(keys)
     else:
         kept = np.flatnonzero(keep)
         order = kept[lexsort_by_last(tuple(key[kept] for key in keys))]
     del keys, dur_ns
-    n = int(keep.size)
-    sorted_raws = _sorted_raws(raws, order, n)
-    table = EventTable(**_permuted(columns, order), **sorted_raws, names=codes.names)
+    sorted_raws = _sorted_raws(raws, order, int(keep.size))
+    table = EventTable(**permuted(columns, order), **sorted_raws, names=codes.names)
     return MergedColumns(table, codes.tracks, origin_us, codes.categories, order, notes)
 
 
@@ -305,31 +307,32 @@ def _file_order_columns(
     return columns, raws
 
 
-def _permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
-    """`column[order]` for every column, taken out of `columns` one by one (so that each is freed once
-    permuted). When `order` keeps every row, a column's buffer, once permuted, receives the next column of its
-    dtype (fewer fresh pages). `order` holds valid row numbers, so `np.take`'s "clip" mode changes nothing but
-    lets it write straight into the buffer."""
-    out: dict[str, np.ndarray] = {}
-    spare: dict[np.dtype, np.ndarray] = {}
-    for name in list(columns):
-        column = columns.pop(name)
-        buffer = spare.pop(column.dtype, None)
-        out[name] = np.take(column, order, out=buffer, mode="clip") if buffer is not None else column[order]
-        if column.shape == order.shape and column.flags.owndata:
-            spare[column.dtype] = column
-        del column
-    return out
+def permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
+    """`column[order]` for every column (of as many rows as each other, `order` a selection of them without
+    repeats), computed in place where the C extension is built (`_native.permute`: no second copy of any
+    column; rows `order` leaves out end up past its length and are cut off), else by numpy."""
+    n = next(iter(columns.values())).shape[0] if columns else 0
+    if _native is None or not columns:
+        return {name: column[order] for name, column in columns.items()}
+    full = order
+    if order.size != n:  # the rows left out go last
+        left_out = np.ones(n, dtype=bool)
+        left_out[order] = False
+        full = np.concatenate([order, np.flatnonzero(left_out)])
+    _native.permute(full, tuple(columns.values()))
+    return {name: column[: order.size] for name, column in columns.items()}
 
 
 def _sorted_raws(raws: dict[str, tuple[list[I64], list[bytes]]], order: I64, n: int) -> dict[str, np.ndarray]:
     """The raw-JSON columns (None where absent) in the final row order, from their file-order rows and values."""
-    position = np.full(n, -1, dtype=np.int64)
-    position[order] = np.arange(order.size)
+    position = None
     out = {}
     for name, (rows, values) in raws.items():
         column = np.full(order.size, None, dtype=object)
         if values:
+            if position is None:
+                position = np.full(n, -1, dtype=np.int64)
+                position[order] = np.arange(order.size)
             at = position[np.concatenate(rows)]
             holder = np.empty(len(values), dtype=object)
             holder[:] = values
@@ -343,35 +346,45 @@ def lexsort_by_last(keys: tuple[np.ndarray, ...]) -> I64:
     ordered by the primary key alone (a stable sort, quick on nearly sorted times), and only the rows that tie
     on it are lexsorted by every key."""
     primary = keys[-1]
-    order = np.argsort(primary, kind="stable")
-    ties = primary[order[1:]] == primary[order[:-1]]
+    order = np.argsort(primary, kind="stable").astype(np.int64, copy=False)
+    in_order = primary[order]
+    ties = in_order[1:] == in_order[:-1]
+    del in_order
     if not ties.any():
-        return order.astype(np.int64)
+        return order
     tied = np.zeros(order.size, dtype=bool)
     tied[1:] |= ties
     tied[:-1] |= ties
     positions = np.flatnonzero(tied)
     rows = order[positions]
     order[positions] = rows[np.lexsort(tuple(key[rows] for key in keys))]
-    return order.astype(np.int64)
+    return order
 
 
 def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
-    than that is set to 0 in place. Returns the mask and notes for the warnings."""
+    than that is set to 0 in place. Returns the mask and notes for the warnings. The median is needed only when
+    the finite times span more than MAX_OFFSET_US (it lies between the least and the greatest of them)."""
     finite = np.isfinite(ts_us)
-    median = stats.median(ts_us[finite]) if finite.any() else 0.0
-    with np.errstate(invalid="ignore"):
-        keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
-        bad_dur = ~(np.abs(dur_us) <= MAX_OFFSET_US)
+    every_finite = bool(finite.all())
+    times = ts_us if every_finite else ts_us[finite]
+    if times.size and float(times.max()) - float(times.min()) <= MAX_OFFSET_US:
+        keep = finite
+    else:
+        median = stats.median(times) if times.size else 0.0
+        with np.errstate(invalid="ignore"):
+            keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
+    del times
+    bad_dur = ~((dur_us >= -MAX_OFFSET_US) & (dur_us <= MAX_OFFSET_US))  # NaN compares false
     notes = []
-    if not keep.all():
+    every_row = bool(keep.all())
+    if not every_row:
         notes.append(f"{int((~keep).sum()):,} events with a timestamp days away from the rest were ignored")
-    if bad_dur[keep].any():
-        notes.append(
-            f"{int(bad_dur[keep].sum()):,} events with a duration that is not a number or over a day count as 0 µs"
-        )
-    dur_us[bad_dur] = 0.0
+    bad_kept = bad_dur if every_row else bad_dur & keep
+    if bad_kept.any():
+        notes.append(f"{int(bad_kept.sum()):,} events with a duration that is not a number or over a day count as 0 µs")
+    if bad_dur.any():
+        dur_us[bad_dur] = 0.0
     return keep, notes
 
 
@@ -383,13 +396,21 @@ def _kinds(cat_values: list[str]) -> np.ndarray:
     return np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
 
 
+_CONVERT_ROWS = 1 << 14  # converted at a time: small temporaries, reused
+
+
 def _to_ns(values_us: np.ndarray, origin_us: float = 0.0) -> I64:
-    """rint((values - origin) * NS_PER_US) as int64, NaN and infinities as 0; `values_us` (ours) is overwritten."""
-    if origin_us:
-        np.subtract(values_us, origin_us, out=values_us)
-    np.nan_to_num(values_us, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-    np.multiply(values_us, NS_PER_US, out=values_us)
-    return np.rint(values_us, out=values_us).astype(np.int64)
+    """rint((values - origin) * NS_PER_US) as int64, NaN and infinities as 0, written over `values_us` (ours,
+    float64): the result is a view of its buffer, converted a block at a time."""
+    out = values_us.view(np.int64)
+    for start in range(0, values_us.size, _CONVERT_ROWS):
+        block = values_us[start : start + _CONVERT_ROWS]
+        if origin_us:
+            np.subtract(block, origin_us, out=block)
+        np.nan_to_num(block, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        np.multiply(block, NS_PER_US, out=block)
+        out[start : start + _CONVERT_ROWS] = np.rint(block, out=block).astype(np.int64)
+    return out
 
 
 def _id_numbers(codes: I64, uniques: list[Any]) -> I64:
