@@ -658,9 +658,172 @@ done:
     return result;
 }
 
+/* A C-contiguous buffer of n items of `itemsize` bytes (n = -1: any length, returned through *n); the format
+   is not checked (the caller passes numpy arrays of a known dtype, checked in Python). */
+static int sized_buffer(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t *n) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != itemsize || (*n >= 0 && view->len / itemsize != *n)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "an array of another length or item size");
+        return -1;
+    }
+    *n = view->len / itemsize;
+    return 0;
+}
+
+/* numpy's int64 arithmetic (wrapping) */
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+
+typedef struct {
+    int64_t neg_end;
+    int64_t row;
+    int8_t tie;
+} TieKey;
+
+static int tie_key_less(const TieKey *a, const TieKey *b) {
+    if (a->neg_end != b->neg_end) return a->neg_end < b->neg_end;
+    if (a->tie != b->tie) return a->tie < b->tie;
+    return a->row < b->row;
+}
+
+static int tie_key_compare(const void *a, const void *b) {
+    return tie_key_less(a, b) ? -1 : tie_key_less(b, a) ? 1 : 0;
+}
+
+typedef struct {
+    const int64_t *ts, *dur;
+    const int8_t *kind, *tie_of_kind;
+} NestTable;
+
+static inline int64_t end_of(const NestTable *table, int64_t row) { return wrap_add(table->ts[row], table->dur[row]); }
+
+/* Rows of one track that share a start, ordered by (-end, tie, row): insertion sort for a few, qsort beyond (a
+   hostile trace may put every event at one time). `keys` has room for `count`. */
+static void sort_tied(int64_t *rows, Py_ssize_t count, const NestTable *table, TieKey *keys) {
+    for (Py_ssize_t k = 0; k < count; k++)
+        keys[k] = (TieKey){wrap_neg(end_of(table, rows[k])), rows[k], table->tie_of_kind[table->kind[rows[k]]]};
+    if (count <= 16) {
+        for (Py_ssize_t k = 1; k < count; k++) {
+            TieKey key = keys[k];
+            Py_ssize_t j = k;
+            for (; j > 0 && tie_key_less(&key, &keys[j - 1]); j--) keys[j] = keys[j - 1];
+            keys[j] = key;
+        }
+    } else {
+        qsort(keys, (size_t)count, sizeof(TieKey), tie_key_compare);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) rows[k] = keys[k].row;
+}
+
+/* Sort each run of rows (in `order`, n of them) that share a track and a start by (-end, tie, row); -1 (memory
+   error set) on failure. */
+static int sort_tied_runs(int64_t *order, Py_ssize_t n, const int32_t *track, const NestTable *table) {
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && track[order[b]] == track[order[a]] && table->ts[order[b]] == table->ts[order[a]];)
+            b++;
+        longest = b - a > longest ? b - a : longest;
+    }
+    if (longest < 2) return 0;
+    TieKey *keys = PyMem_Malloc((size_t)longest * sizeof(TieKey));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && track[order[b]] == track[order[a]] && table->ts[order[b]] == table->ts[order[a]];)
+            b++;
+        if (b - a > 1) sort_tied(order + a, b - a, table, keys);
+    }
+    PyMem_Free(keys);
+    return 0;
+}
+
+/* nest(ts_ns, dur_ns, track, kind, is_cpu, tie): `tracelens.model.nesting.nest` of a table whose CPU-side events
+   (kind k with is_cpu[k]) start in time order, in one pass and no array per step: (parent int32, depth int32 per
+   row, the CPU rows in nesting order (track, start, -end, tie[kind], row) as int64). None when the starts are
+   not in order or a track or kind is out of range: the caller's numpy path then nests. Arrays: int64, int64,
+   int32, int8, then uint8 and int8 per kind. */
+static PyObject *nest(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 6) {
+        PyErr_SetString(PyExc_TypeError, "nest(ts_ns, dur_ns, track, kind, is_cpu, tie)");
+        return NULL;
+    }
+    Py_buffer views[6];
+    static const Py_ssize_t sizes[6] = {8, 8, 4, 1, 1, 1};
+    Py_ssize_t n = -1, n_kinds = -1, held = 0;
+    PyObject *parent_buffer = NULL, *depth_buffer = NULL, *order_buffer = NULL, *result = NULL;
+    int64_t *counts = NULL, *cand = NULL;
+    for (; held < 6; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 4 ? &n : &n_kinds) < 0) goto done;
+    NestTable table = {views[0].buf, views[1].buf, views[3].buf, views[5].buf};
+    const int32_t *track = views[2].buf;
+    const uint8_t *is_cpu = views[4].buf;
+    int32_t *parent, *depth;
+    int64_t *order;
+    if ((parent_buffer = new_buffer(n, 4, (char **)&parent)) == NULL) goto done;
+    if ((depth_buffer = new_buffer(n, 4, (char **)&depth)) == NULL) goto done;
+    Py_ssize_t n_cpu = 0;
+    int64_t max_track = -1, last_start = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        parent[i] = -1, depth[i] = 0;
+        if (table.kind[i] < 0 || table.kind[i] >= n_kinds) goto refuse;
+        if (!is_cpu[table.kind[i]]) continue;
+        if (track[i] < 0 || track[i] > n || table.ts[i] < last_start) goto refuse;
+        last_start = table.ts[i];
+        max_track = track[i] > max_track ? track[i] : max_track;
+        n_cpu++;
+    }
+    if ((order_buffer = new_buffer(n_cpu, 8, (char **)&order)) == NULL) goto done;
+    counts = PyMem_Calloc((size_t)(max_track + 2), sizeof(int64_t));
+    cand = PyMem_Malloc((size_t)(n_cpu > 0 ? n_cpu : 1) * sizeof(int64_t));
+    if (counts == NULL || cand == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* a stable counting sort by track keeps each track's rows in time order */
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (is_cpu[table.kind[i]]) counts[track[i] + 1]++;
+    for (int64_t t = 0; t <= max_track; t++) counts[t + 1] += counts[t];
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (is_cpu[table.kind[i]]) order[counts[track[i]]++] = i;
+    if (sort_tied_runs(order, n_cpu, track, &table) < 0) goto done;
+    for (Py_ssize_t p = 0; p < n_cpu; p++) { /* as `enclosing`, over positions in nesting order */
+        int64_t row = order[p], start = table.ts[row], end = end_of(&table, row);
+        int64_t c = (p > 0 && track[order[p - 1]] == track[row]) ? (int64_t)(p - 1) : -1;
+        while (c >= 0) {
+            int64_t end_c = end_of(&table, order[c]);
+            if (end_c > start || end_c >= end) break;
+            c = cand[c];
+        }
+        cand[p] = c;
+        if (c >= 0) {
+            parent[row] = (int32_t)order[c];
+            depth[row] = depth[order[c]] + 1;
+        }
+    }
+    result = PyTuple_Pack(3, parent_buffer, depth_buffer, order_buffer);
+    goto done;
+refuse:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(parent_buffer);
+    Py_XDECREF(depth_buffer);
+    Py_XDECREF(order_buffer);
+    PyMem_Free(counts);
+    PyMem_Free(cand);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"permute", (PyCFunction)(void (*)(void))permute, METH_FASTCALL,
      "permute(order, columns) -> None: column[:] = column[order] in place for each column; see the C source."},
+    {"nest", (PyCFunction)(void (*)(void))nest, METH_FASTCALL,
+     "nest(ts_ns, dur_ns, track, kind, is_cpu, tie) -> (parent, depth, cpu rows in nesting order) or None; see the "
+     "C source."},
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(start, end, track) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
     {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,

@@ -10,7 +10,7 @@ from pathlib import Path
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link_launches, link_ops
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
-from tracelens.model.nesting import nest
+from tracelens.model.nesting import nest_ordered
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 
@@ -38,7 +38,7 @@ class Columns:
 def build_trace(columns: Columns) -> Trace:
     """Link, find steps and warn: the whole model of one trace from its columns."""
     table, truncated = columns.events, columns.truncation.truncated
-    parent, depth = nest(table)
+    parent, depth, cpu_order = nest_ordered(table)
     launch = link_launches(table)
     op, by_id, by_time = link_ops(table, parent, launch)
     steps = find_steps(table, truncated)
@@ -59,7 +59,7 @@ def build_trace(columns: Columns) -> Trace:
         warnings=(),
         source_rows=columns.source_rows,
         source_events=columns.source_events,
-        memory=_with_ops(columns.memory, table, parent, depth),
+        memory=_with_ops(columns.memory, table, parent, depth, cpu_order),
         counters=columns.counters,
     )
     from dataclasses import replace
@@ -67,13 +67,13 @@ def build_trace(columns: Columns) -> Trace:
     return replace(trace, warnings=tuple(trace_warnings(trace, columns.notes)))
 
 
-def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32) -> MemoryTable:
-    """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`)."""
+def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32, cpu_order: I64) -> MemoryTable:
+    """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`; `cpu_order` from `nest_ordered`)."""
     if not len(memory):
         return memory
     from dataclasses import replace
 
-    return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track))
+    return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track, cpu_order))
 
 
 def trace_warnings(trace: Trace, notes: list[str]) -> list[str]:
