@@ -101,7 +101,7 @@ def _in_pool_worker() -> bool:
     return process is not None and process.parent_process() is not None
 
 
-def decode_piece(kind: str, text: bytes | bytearray) -> tuple[dict[str, Any], ChunkColumns | None]:
+def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(STREAM_DOC_DECODER.decode(text)), None
@@ -119,13 +119,13 @@ def _columns(events: list[Any]) -> ChunkColumns:
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
-    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer."""
+    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer (this
+    process's text buffer, `_text_buffer`)."""
     prefix, suffix = _AFFIXES[kind]
-    buffer = bytearray(len(prefix) + (end - start) + len(suffix))
+    view = buffer = _text_buffer(len(prefix) + (end - start) + len(suffix))
     buffer[: len(prefix)] = prefix
     if suffix:
         buffer[-len(suffix) :] = suffix
-    view = memoryview(buffer)
     with path.open("rb", buffering=0) as handle:
         handle.seek(start)
         filled = len(prefix)
@@ -138,6 +138,19 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
         return decode_piece(kind, buffer)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from None
+
+
+_TEXT_BUFFER: list[bytearray] = []  # this process's buffer for a range's text (`_text_buffer`)
+
+
+def _text_buffer(size: int) -> memoryview:
+    """A buffer of `size` bytes for the text of one range: the one the previous range used when it is large
+    enough (its pages are mapped already: a fresh 4 MB buffer per range cost ~1,000 page faults). Nothing holds
+    a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be overwritten; a
+    buffer is never resized (an object still viewing it would make that fail)."""
+    if not _TEXT_BUFFER or len(_TEXT_BUFFER[0]) < size:
+        _TEXT_BUFFER[:] = [bytearray(size + size // 8)]  # room for the next ranges, which differ a little
+    return memoryview(_TEXT_BUFFER[0])[:size]
 
 
 def _decode_ranges(
@@ -196,6 +209,8 @@ def _decode_ranges(
                 progress(end, size)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
+    finally:
+        _TEXT_BUFFER.clear()  # this process's buffer, if it decoded ranges itself
     return Streamed(chunks, metadata, size, notes)
 
 
