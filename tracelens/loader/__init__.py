@@ -62,6 +62,7 @@ def load_trace(
     if not len(merged.table):
         raise UnusableTraceError(f"{path}: a trace with no events with a usable time; nothing to analyze")
     memory, counters, extra_notes = merge_extras(extras, merged.origin_us, merged.tracks, MAX_OFFSET_US)
+    del extras
     report("linking", 0.0)
     trace = build_trace(
         Columns(

@@ -7,10 +7,9 @@ the interpreter only every few ms, so the workers stall; a pool also takes 5-15 
 takes every `workers`-th job (jobs are sized equally), writes each result to its own file, and never waits
 for the parent, which picks the results up whenever it looks.
 
-A result file is a pickle (protocol 5) whose large buffers (numpy arrays) lie out of band after it, each at an
-aligned offset (`write_result`); the parent maps the file (`read_result`) and the arrays it unpickles are views
-of that mapping: no copy, no fresh memory (the file's pages are the arrays' pages), and the file is removed at
-once (its pages live as long as an array uses them).
+A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
+the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
+copy, no fresh memory; the file is removed at once (an array's pages live as long as it does).
 """
 
 from __future__ import annotations
@@ -236,12 +235,13 @@ def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], No
 
 
 _HEAD = struct.Struct("<QQ")  # pickle bytes, out-of-band buffers; then one u64 length per buffer
-_ALIGN_BYTES = 64
+_PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
+MAPPED_BYTES = 64 << 10  # buffers this large are mapped from the file, each on its own; smaller ones are read
 
 
 def write_result(path: str, result: object) -> None:
     """Write `result` to a new file `path`: the layout header, the pickle, then each out-of-band buffer (the
-    arrays' bytes, written from where they lie) at the next multiple of `_ALIGN_BYTES`."""
+    arrays' bytes, written from where they lie), those of `MAPPED_BYTES` or more at a page boundary."""
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
     views = [buffer.raw() for buffer in buffers]
@@ -250,33 +250,35 @@ def write_result(path: str, result: object) -> None:
         handle.write(struct.pack(f"<{len(views)}Q", *(view.nbytes for view in views)))
         handle.write(data)
         for view in views:
-            handle.write(bytes(-handle.tell() % _ALIGN_BYTES))
+            handle.write(bytes(-handle.tell() % _buffer_alignment(view.nbytes)))
             handle.write(view)
 
 
 def read_result(path: str) -> object:
-    """The object `write_result` wrote to `path`; its arrays are views of a private (copy-on-write) mapping of the
-    file, which stays valid after the file is removed."""
+    """The object `write_result` wrote to `path`. An array of `MAPPED_BYTES` or more is a view of a private
+    (copy-on-write) mapping of its part of the file, which stays valid after the file is removed and is unmapped
+    when the array is freed (so one array kept does not keep the others' pages); pages are mapped as they are
+    read, 16 at a time (the kernel's fault-around: measured cheaper than MAP_POPULATE, one by one)."""
     with open(path, "rb") as handle:
-        head = handle.read(_HEAD.size)
-        data_bytes, n_buffers = _HEAD.unpack(head)
+        data_bytes, n_buffers = _HEAD.unpack(handle.read(_HEAD.size))
         lengths = struct.unpack(f"<{n_buffers}Q", handle.read(8 * n_buffers))
         data = handle.read(data_bytes)
-        if not n_buffers:
-            return pickle.loads(data)
-        size = os.fstat(handle.fileno()).st_size
-        # pages are mapped as they are read, 16 at a time (the kernel's fault-around): measured cheaper than
-        # MAP_POPULATE, which maps them one by one
-        mapped = memoryview(
-            mmap.mmap(handle.fileno(), size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        )
-    views = []
-    offset = _HEAD.size + 8 * n_buffers + data_bytes
-    for length in lengths:
-        offset += -offset % _ALIGN_BYTES
-        views.append(mapped[offset : offset + length])
-        offset += length
+        views: list[memoryview | bytearray] = []
+        offset = _HEAD.size + 8 * n_buffers + data_bytes
+        for length in lengths:
+            offset += -offset % _buffer_alignment(length)
+            if length >= MAPPED_BYTES:
+                flags, prot = mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_WRITE
+                views.append(memoryview(mmap.mmap(handle.fileno(), length, flags=flags, prot=prot, offset=offset)))
+            else:
+                handle.seek(offset)
+                views.append(bytearray(handle.read(length)))
+            offset += length
     return pickle.loads(data, buffers=views)
+
+
+def _buffer_alignment(length: int) -> int:
+    return _PAGE_BYTES if length >= MAPPED_BYTES else 64
 
 
 def _raise_for(folder: str, number: int, status: int) -> None:
