@@ -818,12 +818,230 @@ done:
     return result;
 }
 
+/* An int64 -> row map for `link`: a key is set once (its first row). Keys spanning a range no wider than a few
+   times their number (ids count up: the usual case) index an array directly; others are hashed (open
+   addressing, linear probing), where a probe longer than MAX_PROBES (crafted keys) makes the caller give up and
+   numpy's sorted path link instead. */
+#define MAX_PROBES 4096
+typedef struct {
+    int64_t base;  /* direct: the least key */
+    int32_t *rows; /* direct: row per key - base; hashed: row per slot (-1: empty) */
+    int64_t *keys; /* hashed only */
+    size_t size;   /* direct: the range; hashed: slots (a power of 2) */
+    int hashed;
+} IntMap;
+
+static inline uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A map for `count` keys in [least, greatest] (count 0: an empty map). */
+static int intmap_init(IntMap *map, Py_ssize_t count, int64_t least, int64_t greatest) {
+    uint64_t range = count ? (uint64_t)greatest - (uint64_t)least + 1 : 1;
+    map->base = least;
+    map->hashed = range > (uint64_t)count * 8 + 65536;
+    map->size = 16;
+    if (map->hashed)
+        while (map->size < (size_t)count * 2) map->size <<= 1;
+    else
+        map->size = (size_t)range;
+    map->rows = PyMem_Malloc(map->size * sizeof(int32_t));
+    map->keys = map->hashed ? PyMem_Malloc(map->size * sizeof(int64_t)) : NULL;
+    if (map->rows == NULL || (map->hashed && map->keys == NULL)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(map->rows, 0xff, map->size * sizeof(int32_t)); /* -1 */
+    return 0;
+}
+
+static void intmap_free(IntMap *map) {
+    PyMem_Free(map->rows);
+    PyMem_Free(map->keys);
+}
+
+/* Where `key` (within the range given at init when direct) is or would go: an index into `rows`; -1 past
+   MAX_PROBES. */
+static int64_t intmap_slot(const IntMap *map, int64_t key) {
+    if (!map->hashed) return (int64_t)((uint64_t)key - (uint64_t)map->base);
+    size_t mask = map->size - 1, slot = mix64((uint64_t)key) & mask;
+    for (int probe = 0; probe < MAX_PROBES; probe++, slot = (slot + 1) & mask)
+        if (map->rows[slot] < 0 || map->keys[slot] == key) return (int64_t)slot;
+    return -1;
+}
+
+/* The row of `key` (-1: none; -2: past MAX_PROBES). */
+static int64_t intmap_get(const IntMap *map, int64_t key) {
+    if (!map->hashed && ((uint64_t)key - (uint64_t)map->base) >= map->size) return -1;
+    int64_t slot = intmap_slot(map, key);
+    return slot < 0 ? -2 : map->rows[slot];
+}
+
+/* Set `key` to `row` unless it is set; -1 past MAX_PROBES. */
+static int intmap_add(IntMap *map, int64_t key, int32_t row) {
+    int64_t slot = intmap_slot(map, key);
+    if (slot < 0) return -1;
+    if (map->rows[slot] < 0) {
+        map->rows[slot] = row;
+        if (map->hashed) map->keys[slot] = key;
+    }
+    return 0;
+}
+
+/* link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, is_gpu, cpu_op, tolerance_ns):
+   `tracelens.model.linking`'s launch and op columns in one pass each, by hashing instead of sorting: (launch
+   int32, op int32, launches linked by External id, by containment); None when crafted ids defeat the hash (numpy
+   then links). Arrays: int8, int64 x5, int32 x2 (track, parent), then uint8 per kind; `cpu_op` the kind code. */
+static PyObject *link_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 11) {
+        PyErr_SetString(PyExc_TypeError, "link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, "
+                                         "is_gpu, cpu_op, tolerance_ns)");
+        return NULL;
+    }
+    Py_buffer views[9];
+    static const Py_ssize_t sizes[9] = {1, 8, 8, 8, 8, 4, 4, 1, 1};
+    Py_ssize_t n = -1, n_kinds = -1, held = 0;
+    PyObject *launch_buffer = NULL, *op_buffer = NULL, *result = NULL;
+    IntMap by_correlation = {0}, by_external_id = {0};
+    long cpu_op = PyLong_AsLong(argv[9]);
+    int64_t tolerance = PyLong_AsLongLong(argv[10]);
+    if (PyErr_Occurred()) return NULL;
+    for (; held < 9; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 7 ? &n : &n_kinds) < 0) goto done;
+    const int8_t *kind = views[0].buf;
+    const int64_t *correlation = views[1].buf, *external_id = views[2].buf, *ts = views[3].buf, *dur = views[4].buf;
+    const int32_t *track = views[5].buf, *parent = views[6].buf;
+    const uint8_t *is_api = views[7].buf, *is_gpu = views[8].buf;
+    int32_t *launch, *op;
+    Py_ssize_t n_calls = 0, n_ids = 0, linked_by_id = 0, linked_by_time = 0;
+    int64_t call_least = INT64_MAX, call_greatest = INT64_MIN, id_least = INT64_MAX, id_greatest = INT64_MIN;
+    if (n >= INT32_MAX) goto refuse; /* rows are int32 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kind[i] < 0 || kind[i] >= n_kinds || parent[i] < -1 || parent[i] >= n) goto refuse;
+        if (is_api[kind[i]] && correlation[i] >= 0) {
+            n_calls++;
+            call_least = correlation[i] < call_least ? correlation[i] : call_least;
+            call_greatest = correlation[i] > call_greatest ? correlation[i] : call_greatest;
+        } else if (kind[i] == cpu_op && external_id[i] >= 0) {
+            n_ids++;
+            id_least = external_id[i] < id_least ? external_id[i] : id_least;
+            id_greatest = external_id[i] > id_greatest ? external_id[i] : id_greatest;
+        }
+    }
+    if ((launch_buffer = new_buffer(n, 4, (char **)&launch)) == NULL) goto done;
+    if ((op_buffer = new_buffer(n, 4, (char **)&op)) == NULL) goto done;
+    if (intmap_init(&by_correlation, n_calls, call_least, call_greatest) < 0) goto done;
+    if (intmap_init(&by_external_id, n_ids, id_least, id_greatest) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) { /* the first API call of each correlation, the first op of each id */
+        launch[i] = -1, op[i] = -1;
+        if (is_api[kind[i]] && correlation[i] >= 0) {
+            if (intmap_add(&by_correlation, correlation[i], (int32_t)i) < 0) goto refuse;
+        } else if (kind[i] == cpu_op && external_id[i] >= 0) {
+            if (intmap_add(&by_external_id, external_id[i], (int32_t)i) < 0) goto refuse;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* API calls: the op of their External id if it encloses them, else by time */
+        if (!is_api[kind[i]]) continue;
+        int64_t by_id = -1, by_time = parent[i];
+        for (Py_ssize_t climbed = 0; by_time >= 0 && kind[by_time] != cpu_op; climbed++) {
+            if (climbed > n) goto refuse; /* not a forest */
+            by_time = parent[by_time];
+        }
+        if (external_id[i] >= 0 && n_ids) {
+            int64_t c = intmap_get(&by_external_id, external_id[i]);
+            if (c == -2) goto refuse;
+            if (c >= 0 && track[c] == track[i] && ts[c] <= wrap_add(ts[i], tolerance) &&
+                wrap_add(ts[i], dur[i]) <= wrap_add(wrap_add(ts[c], dur[c]), tolerance))
+                by_id = c;
+        }
+        linked_by_id += by_id >= 0;
+        linked_by_time += by_id < 0 && by_time >= 0;
+        op[i] = (int32_t)(by_id >= 0 ? by_id : by_time);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* GPU activity: the API call of its correlation, and that call's op */
+        if (!is_gpu[kind[i]] || correlation[i] < 0 || !n_calls) continue;
+        int64_t call = intmap_get(&by_correlation, correlation[i]);
+        if (call == -2) goto refuse;
+        if (call >= 0) {
+            launch[i] = (int32_t)call;
+            op[i] = op[call];
+        }
+    }
+    result = Py_BuildValue("(OOnn)", launch_buffer, op_buffer, linked_by_id, linked_by_time);
+    goto done;
+refuse:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(launch_buffer);
+    Py_XDECREF(op_buffer);
+    intmap_free(&by_correlation);
+    intmap_free(&by_external_id);
+    return result;
+}
+
+/* step_of(ts_ns, kind, launch, is_cpu, step_start, step_end): `tracelens.model.steps.assign_steps` in one pass:
+   each CPU-side event's step (the last step starting at or before it, if it has not ended), each GPU activity's
+   its launch's (int32 bytearray). Arrays: int64, int8, int32, uint8 per kind, int64 x2 (steps by start). */
+static PyObject *step_of(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 6) {
+        PyErr_SetString(PyExc_TypeError, "step_of(ts_ns, kind, launch, is_cpu, step_start, step_end)");
+        return NULL;
+    }
+    Py_buffer views[6];
+    static const Py_ssize_t sizes[6] = {8, 1, 4, 1, 8, 8};
+    Py_ssize_t n = -1, n_kinds = -1, n_steps = -1, held = 0;
+    PyObject *step_buffer = NULL, *result = NULL;
+    for (; held < 6; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 3 ? &n : held < 4 ? &n_kinds : &n_steps) < 0)
+            goto done;
+    const int64_t *ts = views[0].buf, *start = views[4].buf, *end = views[5].buf;
+    const int8_t *kind = views[1].buf;
+    const int32_t *launch = views[2].buf;
+    const uint8_t *is_cpu = views[3].buf;
+    int32_t *step;
+    if ((step_buffer = new_buffer(n, 4, (char **)&step)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kind[i] < 0 || kind[i] >= n_kinds || launch[i] < -1 || launch[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "a kind or launch out of range");
+            goto done;
+        }
+        step[i] = -1;
+        if (!is_cpu[kind[i]]) continue;
+        Py_ssize_t low = 0, high = n_steps; /* the first step starting after ts[i] */
+        while (low < high) {
+            Py_ssize_t middle = low + (high - low) / 2;
+            if (start[middle] <= ts[i]) low = middle + 1;
+            else high = middle;
+        }
+        if (low > 0 && ts[i] < end[low - 1]) step[i] = (int32_t)(low - 1);
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (launch[i] >= 0) step[i] = step[launch[i]];
+    result = Py_NewRef(step_buffer);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(step_buffer);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"permute", (PyCFunction)(void (*)(void))permute, METH_FASTCALL,
      "permute(order, columns) -> None: column[:] = column[order] in place for each column; see the C source."},
     {"nest", (PyCFunction)(void (*)(void))nest, METH_FASTCALL,
      "nest(ts_ns, dur_ns, track, kind, is_cpu, tie) -> (parent, depth, cpu rows in nesting order) or None; see the "
      "C source."},
+    {"link", (PyCFunction)(void (*)(void))link_events, METH_FASTCALL,
+     "link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, is_gpu, cpu_op, tolerance_ns) -> "
+     "(launch, op, by_id, by_time) or None; see the C source."},
+    {"step_of", (PyCFunction)(void (*)(void))step_of, METH_FASTCALL,
+     "step_of(ts_ns, kind, launch, is_cpu, step_start, step_end) -> step int32 bytearray; see the C source."},
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(start, end, track) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
     {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,

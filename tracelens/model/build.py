@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
-from tracelens.model.linking import link_launches, link_ops
+from tracelens.model.linking import link
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
 from tracelens.model.nesting import nest_ordered
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
@@ -39,8 +39,7 @@ def build_trace(columns: Columns) -> Trace:
     """Link, find steps and warn: the whole model of one trace from its columns."""
     table, truncated = columns.events, columns.truncation.truncated
     parent, depth, cpu_order = nest_ordered(table)
-    launch = link_launches(table)
-    op, by_id, by_time = link_ops(table, parent, launch)
+    launch, op, by_id, by_time = link(table, parent)
     steps = find_steps(table, truncated)
     step = assign_steps(table, steps, launch)
     if truncated and columns.source_rows is not None:
