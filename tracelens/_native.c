@@ -77,6 +77,33 @@ static int64_t code_of(PyObject *lookup, PyObject *values, PyObject *value) {
     return failed ? -1 : code;
 }
 
+/* The previous value looked up in a factorization and its code: consecutive events mostly share their category,
+   process and thread, so an equality test often spares the dict look-up (and hashing a new str). */
+typedef struct {
+    PyObject *value; /* borrowed: alive in the events list for the whole call */
+    int64_t code;
+} LastCode;
+
+/* Whether a and b (each a str, an int or None) are equal as dict keys are: same type and value. */
+static int same_key(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+        Py_ssize_t length = PyUnicode_GET_LENGTH(a);
+        return length == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+               memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)length * PyUnicode_KIND(a)) == 0;
+    }
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) return PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+    return 0;
+}
+
+/* `code_of`, answered from `last` when the value is the previous one. */
+static int64_t cached_code_of(PyObject *lookup, PyObject *values, PyObject *value, LastCode *last) {
+    if (last->value != NULL && same_key(value, last->value)) return last->code;
+    int64_t code = code_of(lookup, values, value);
+    if (code >= 0) last->value = value, last->code = code;
+    return code;
+}
+
 /* An int64 from an exact int; *ok = 0 when `value` is not one or does not fit. */
 static int64_t as_int64(PyObject *value, int *ok) {
     if (!PyLong_CheckExact(value)) {
@@ -209,6 +236,8 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     }
 
     Py_ssize_t kept = 0;
+    LastCode last_cat = {NULL, 0}, last_pid = {NULL, 0}, last_tid = {NULL, 0};
+    PyObject *empty_raw = NULL; /* the shared default of absent raw fields, once seen: skipped by identity */
     for (Py_ssize_t e = 0; e < n; e++) {
         PyObject *event = PyList_GET_ITEM(events, e);
         if ((PyObject *)Py_TYPE(event) != event_type) {
@@ -227,15 +256,15 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
             PyErr_SetString(PyExc_TypeError, "cat or name is not a str");
             goto done;
         }
-        if ((cat_codes[i] = code_of(cat_lookup, cat_values, cat)) < 0) goto done;
+        if ((cat_codes[i] = cached_code_of(cat_lookup, cat_values, cat, &last_cat)) < 0) goto done;
         if ((name_codes[i] = code_of(name_lookup, name_values, name)) < 0) goto done;
         PyObject *value;
         if ((value = SLOT(event, event_offsets[F_PID])) == NULL) goto unset;
         if (value == Py_None) pids[i] = -1;
-        else if ((pids[i] = code_of(pid_lookup, pid_values, value)) < 0) goto done;
+        else if ((pids[i] = cached_code_of(pid_lookup, pid_values, value, &last_pid)) < 0) goto done;
         if ((value = SLOT(event, event_offsets[F_TID])) == NULL) goto unset;
         if (value == Py_None) tids[i] = -1;
-        else if ((tids[i] = code_of(tid_lookup, tid_values, value)) < 0) goto done;
+        else if ((tids[i] = cached_code_of(tid_lookup, tid_values, value, &last_tid)) < 0) goto done;
         if ((value = SLOT(event, event_offsets[F_TS])) == NULL) goto unset;
         ts[i] = as_double(value, &ts_ok);
         if ((value = SLOT(event, event_offsets[F_DUR])) == NULL) goto unset;
@@ -262,6 +291,7 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
         }
         for (int f = 0; f < N_RAW_FIELDS; f++) {
             if ((value = SLOT(args, raw_offsets[f])) == NULL) goto unset;
+            if (value == empty_raw) continue;
             if ((PyObject *)Py_TYPE(value) != raw_type) {
                 PyErr_SetString(PyExc_TypeError, "a raw field of another type");
                 goto done;
@@ -280,6 +310,8 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
                 }
                 memcpy(PyByteArray_AS_STRING(raws[f].rows) + raws[f].count * 8, &row, 8);
                 raws[f].count++;
+            } else {
+                empty_raw = value;
             }
             PyBuffer_Release(&view);
         }

@@ -93,6 +93,17 @@ ODD = {
         _kernel(cat="cpu_op", name="aten::t", args=Args(input_type=msgspec.Raw(b'["float"]'))),
         _kernel(),
     ],
+    "consecutive equal and unequal keys": [  # the extension reuses the previous code only for an equal key
+        _kernel(pid=1, tid="1", cat="kernel"),
+        _kernel(pid="1", tid=1, cat="kernel"),
+        _kernel(pid=2**40, tid=2**40 + 0, cat="Kernel"),
+        _kernel(pid=int("1099511627776"), tid=None, cat="kernel"),
+        _kernel(pid=None, tid=None, cat="kérnel"),
+        _kernel(pid=None, tid=-1, cat="kérnel"),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args(input_dims=msgspec.Raw(b"[[2]]"))),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args()),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args(input_dims=msgspec.Raw(b"[[3]]"))),
+    ],
     "legacy external id": [
         _kernel(cat="Kernel", args=Args(external_id=-1, external_id_legacy=44, correlation=44)),
         _kernel(cat="Runtime", name="cudaLaunchKernel", args=Args(external_id_legacy=44, correlation=44)),
