@@ -20,6 +20,8 @@ from tracelens.model.trace import Device, TraceMeta, TrackTable
 from tracelens.units import NS_PER_US
 
 _native = native.module()  # None: numpy permutes (same columns)
+_ON_GPU_TRACK = np.zeros(256, dtype=bool)  # by kind (int8 read as an index: negative ones wrap, all False)
+_ON_GPU_TRACK[GPU_TRACK_KINDS] = True
 MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
 
 
@@ -94,7 +96,7 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
     fields = event_fields(events, _kinds_of, complete_type)
     cat_codes, cat_values = fields.cat
     kind = _kinds_of(cat_codes, cat_values)
-    is_gpu = np.isin(kind, GPU_TRACK_KINDS)
+    is_gpu = _ON_GPU_TRACK[kind]
     ints = fields.ints
     external_id = np.where(ints["external_id"] >= 0, ints["external_id"], ints["external_id_legacy"])
     device = np.where(is_gpu, ints["device"], -1)
@@ -429,7 +431,7 @@ def _track_labels(
     codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
     gpu_rows = np.flatnonzero(is_gpu)
     if gpu_rows.size:
-        numbers, inverse = np.unique(gpu_numbers[gpu_rows], return_inverse=True)
+        numbers, inverse = _dense_unique(gpu_numbers[gpu_rows])
         codes[gpu_rows] = len(labels) + inverse
         labels += [f"{prefix}{int(number)}" for number in numbers]
     label_codes, label_values = factorize(labels)
@@ -437,9 +439,9 @@ def _track_labels(
 
 
 def _dense_unique(values: I64) -> tuple[I64, I64]:
-    """`np.unique(values, return_inverse=True)` for non-negative ints: by counting when they are small (track
-    pairs are), by sorting otherwise."""
-    if values.size == 0 or int(values.max()) > 4 * values.size + 65536:
+    """`np.unique(values, return_inverse=True)` for ints: by counting when they are small and non-negative (track
+    pairs, devices, streams), by sorting otherwise."""
+    if values.size == 0 or int(values.min()) < 0 or int(values.max()) > 4 * values.size + 65536:
         unique, inverse = np.unique(values, return_inverse=True)
         return unique, inverse.ravel()
     present = np.bincount(values) > 0
