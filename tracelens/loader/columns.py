@@ -326,19 +326,26 @@ def permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray
 
 
 def _sorted_raws(raws: dict[str, tuple[list[I64], list[bytes]]], order: I64, n: int) -> dict[str, np.ndarray]:
-    """The raw-JSON columns (None where absent) in the final row order, from their file-order rows and values."""
+    """The raw-JSON columns (None where absent) in the final row order, from their file-order rows and values;
+    the fields without any value share one read-only column of None."""
     position = None
     out = {}
+    nothing = None  # one read-only all-None column for every field without values (most traces)
     for name, (rows, values) in raws.items():
+        if not values:
+            if nothing is None:
+                nothing = np.full(order.size, None, dtype=object)
+                nothing.flags.writeable = False
+            out[name] = nothing
+            continue
+        if position is None:
+            position = np.full(n, -1, dtype=np.int64)
+            position[order] = np.arange(order.size)
+        at = position[np.concatenate(rows)]
+        holder = np.empty(len(values), dtype=object)
+        holder[:] = values
         column = np.full(order.size, None, dtype=object)
-        if values:
-            if position is None:
-                position = np.full(n, -1, dtype=np.int64)
-                position[order] = np.arange(order.size)
-            at = position[np.concatenate(rows)]
-            holder = np.empty(len(values), dtype=object)
-            holder[:] = values
-            column[at[at >= 0]] = holder[at >= 0]
+        column[at[at >= 0]] = holder[at >= 0]
         out[name] = column
     return out
 
