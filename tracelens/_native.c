@@ -14,7 +14,13 @@
    cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk.
 
    memory_columns(): the same for the `[memory]` instant events among a chunk's decoded events (an accelerator of
-   tracelens.loader.extras' Python path, which the tests compare it against). */
+   tracelens.loader.extras' Python path, which the tests compare it against).
+
+   The others each compute what a numpy function beside its caller computes, in one pass and without temporary
+   arrays: permute() (the merge's row order, in place), nest() and enclosing() (tracelens.model.nesting), link()
+   (tracelens.model.linking) and step_of() (tracelens.model.steps). Each checks its inputs' shapes and ranges
+   (ValueError); nest() and link() decline (None) what they cannot handle exactly, and their caller's numpy path
+   runs instead. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
