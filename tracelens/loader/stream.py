@@ -140,17 +140,24 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
         raise NotStreamable(str(exc)) from None
 
 
-_TEXT_BUFFER: list[bytearray] = []  # this process's buffer for a range's text (`_text_buffer`)
+class _TextBuffer(threading.local):
+    """This thread's buffer for a range's text (`_text_buffer`): threads that load traces at once (a threaded
+    scheduler's, which decode in-process) each have their own."""
+
+    buffer: bytearray | None = None
+
+
+_TEXT_BUFFER = _TextBuffer()
 
 
 def _text_buffer(size: int) -> memoryview:
-    """A buffer of `size` bytes for the text of one range: the one the previous range used when it is large
-    enough (its pages are mapped already: a fresh 4 MB buffer per range cost ~1,000 page faults). Nothing holds
-    a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be overwritten; a
-    buffer is never resized (an object still viewing it would make that fail)."""
-    if not _TEXT_BUFFER or len(_TEXT_BUFFER[0]) < size:
-        _TEXT_BUFFER[:] = [bytearray(size + size // 8)]  # room for the next ranges, which differ a little
-    return memoryview(_TEXT_BUFFER[0])[:size]
+    """A buffer of `size` bytes for the text of one range: the one the previous range of this thread used when it
+    is large enough (its pages are mapped already: a fresh 4 MB buffer per range cost ~1,000 page faults).
+    Nothing holds a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be
+    overwritten; a buffer is never resized (an object still viewing it would make that fail)."""
+    if _TEXT_BUFFER.buffer is None or len(_TEXT_BUFFER.buffer) < size:
+        _TEXT_BUFFER.buffer = bytearray(size + size // 8)  # room for the next ranges, which differ a little
+    return memoryview(_TEXT_BUFFER.buffer)[:size]
 
 
 def _decode_ranges(
@@ -210,7 +217,7 @@ def _decode_ranges(
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
     finally:
-        _TEXT_BUFFER.clear()  # this process's buffer, if it decoded ranges itself
+        _TEXT_BUFFER.buffer = None  # this thread's buffer, if it decoded ranges itself
     return Streamed(chunks, metadata, size, notes)
 
 
