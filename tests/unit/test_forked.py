@@ -81,3 +81,33 @@ def test_folders_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
         (folder / "0").write_bytes(b"result")
     forked._remove_orphans(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
+
+
+def test_a_result_file_round_trips_its_arrays_mapped_or_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_result` / `read_result`: large arrays come back as views of a mapping of the file (valid after the
+    file is removed), small ones as copies; where mapping fails, every array is read."""
+    import numpy as np
+
+    big = np.arange(forked.MAPPED_BYTES // 8 + 3, dtype=np.int64)
+    result = {"big": big, "small": np.arange(5, dtype=np.int8), "floats": big * 0.5, "names": ["a", "b"]}
+    path = str(tmp_path / "result")
+    for refuse_mapping in (False, True):
+        forked.write_result(path, result)
+        with monkeypatch.context() as patch:
+            if refuse_mapping:
+                patch.setattr(forked.mmap, "mmap", lambda *a, **k: (_ for _ in ()).throw(OSError("no more maps")))
+            got = forked.read_result(path)
+        os.remove(path)
+        assert isinstance(got, dict) and got["names"] == ["a", "b"]
+        for name in ("big", "small", "floats"):
+            assert got[name].dtype == result[name].dtype and got[name].tolist() == result[name].tolist(), name
+        assert type(_memory_of(got["big"])).__name__ == ("bytearray" if refuse_mapping else "mmap")
+        assert type(_memory_of(got["small"])).__name__ == "bytearray"
+        got["big"][0] = 99  # a private mapping: writable, and the file (removed) is unaffected
+
+
+def _memory_of(array: object) -> object:
+    """The object whose memory a numpy array (a view of views) uses."""
+    while getattr(array, "base", None) is not None:
+        array = array.base  # type: ignore[attr-defined]
+    return array.obj if isinstance(array, memoryview) else array

@@ -235,13 +235,13 @@ def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], No
 
 
 _HEAD = struct.Struct("<QQ")  # pickle bytes, out-of-band buffers; then one u64 length per buffer
-_PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
-MAPPED_BYTES = 64 << 10  # buffers this large are mapped from the file, each on its own; smaller ones are read
+MAPPED_BYTES = 64 << 10  # buffers this large are mapped from the file; smaller ones are read
+_ALIGN_BYTES = 64
 
 
 def write_result(path: str, result: object) -> None:
     """Write `result` to a new file `path`: the layout header, the pickle, then each out-of-band buffer (the
-    arrays' bytes, written from where they lie), those of `MAPPED_BYTES` or more at a page boundary."""
+    arrays' bytes, written from where they lie) at a multiple of 64 bytes."""
     buffers: list[pickle.PickleBuffer] = []
     data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
     views = [buffer.raw() for buffer in buffers]
@@ -250,26 +250,27 @@ def write_result(path: str, result: object) -> None:
         handle.write(struct.pack(f"<{len(views)}Q", *(view.nbytes for view in views)))
         handle.write(data)
         for view in views:
-            handle.write(bytes(-handle.tell() % _buffer_alignment(view.nbytes)))
+            handle.write(bytes(-handle.tell() % _ALIGN_BYTES))
             handle.write(view)
 
 
 def read_result(path: str) -> object:
-    """The object `write_result` wrote to `path`. An array of `MAPPED_BYTES` or more is a view of a private
-    (copy-on-write) mapping of its part of the file, which stays valid after the file is removed and is unmapped
-    when the array is freed (so one array kept does not keep the others' pages); pages are mapped as they are
-    read, 16 at a time (the kernel's fault-around: measured cheaper than MAP_POPULATE, one by one)."""
+    """The object `write_result` wrote to `path`. Its arrays of `MAPPED_BYTES` or more are views of one private
+    (copy-on-write) mapping of the file, which stays valid after the file is removed and is unmapped once none of
+    them is used; smaller ones are read (so that keeping one, a chunk's memory events, keeps no mapping). Pages
+    are mapped as they are read, 16 at a time (the kernel's fault-around: measured cheaper than MAP_POPULATE, one
+    by one). Where the file cannot be mapped (no more mappings allowed), it is read."""
     with open(path, "rb") as handle:
         data_bytes, n_buffers = _HEAD.unpack(handle.read(_HEAD.size))
         lengths = struct.unpack(f"<{n_buffers}Q", handle.read(8 * n_buffers))
         data = handle.read(data_bytes)
+        mapped = _mapping(handle) if any(length >= MAPPED_BYTES for length in lengths) else None
         views: list[memoryview | bytearray] = []
         offset = _HEAD.size + 8 * n_buffers + data_bytes
         for length in lengths:
-            offset += -offset % _buffer_alignment(length)
-            if length >= MAPPED_BYTES:
-                flags, prot = mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_WRITE
-                views.append(memoryview(mmap.mmap(handle.fileno(), length, flags=flags, prot=prot, offset=offset)))
+            offset += -offset % _ALIGN_BYTES
+            if mapped is not None and length >= MAPPED_BYTES:
+                views.append(mapped[offset : offset + length])
             else:
                 handle.seek(offset)
                 views.append(bytearray(handle.read(length)))
@@ -277,8 +278,14 @@ def read_result(path: str) -> object:
     return pickle.loads(data, buffers=views)
 
 
-def _buffer_alignment(length: int) -> int:
-    return _PAGE_BYTES if length >= MAPPED_BYTES else 64
+def _mapping(handle: Any) -> memoryview | None:
+    """A private writable mapping of the whole open file; None where the system refuses one."""
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        prot = mmap.PROT_READ | mmap.PROT_WRITE
+        return memoryview(mmap.mmap(handle.fileno(), size, flags=mmap.MAP_PRIVATE, prot=prot))
+    except (OSError, ValueError):
+        return None
 
 
 def _raise_for(folder: str, number: int, status: int) -> None:
