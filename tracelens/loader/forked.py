@@ -4,8 +4,9 @@ tmpfs where there is one), not pipes.
 Why not `multiprocessing.Pool`: its workers hand each ~1 MB result through a 64 kB pipe that a thread of this
 process must drain, and while this process works (it imports the analyses during a load) that thread gets
 the interpreter only every few ms, so the workers stall; a pool also takes 5-15 ms to start. Here each child
-takes every `workers`-th job (jobs are sized equally), writes each result to its own file, and never waits
-for the parent, which picks the results up whenever it looks.
+claims the next job no child has claimed (by creating its claim file: whichever creates it first), so a child
+slowed down (by this process's work, or a costlier job) does less, writes each result to its own file, and
+never waits for the parent, which picks the results up whenever it looks.
 
 A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
 the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
@@ -23,7 +24,7 @@ import signal
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 Job = TypeVar("Job")
@@ -49,8 +50,8 @@ def run_forked(
     meanwhile: Callable[[], object] | None = None,
     stall_s: float = STALL_S,
 ) -> list[Result]:
-    """`[work(job) for job in jobs]`, computed by `workers` forked children (child k takes jobs k, k+workers,
-    ...). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
+    """`[work(job) for job in jobs]`, computed by `workers` forked children (each claims the next unclaimed job,
+    in job order). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
     each result arrives (in any order). An exception raised by `work` in a child is raised here; ChildStalled
     when `stall_s` seconds pass without a result or a child ending. Children left running when this returns
     or raises are killed (SIGKILL, then reaped). Children start with default SIGTERM/SIGINT handlers."""
@@ -60,7 +61,7 @@ def run_forked(
         for number in range(min(workers, len(jobs))):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child, which never returns
-                _child(number, jobs, workers, work, folder)
+                _child(number, jobs, work, folder)
             children[pid] = number
         if meanwhile is not None:
             meanwhile()
@@ -127,14 +128,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any], Any], folder: str) -> None:
+def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str) -> None:
     """The child's whole life: its jobs, a file per result (renamed into place when complete), then `_exit`
     (no interpreter teardown, no flushing of the parent's buffers)."""
     status = 0
     try:
         reset_signals()
         _die_with_parent()
-        for index in range(number, len(jobs), workers):
+        for index in _claimed(folder, len(jobs)):
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
             write_result(partial, result)
@@ -149,6 +150,16 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
             handle.write(payload)
     finally:
         os._exit(status)
+
+
+def _claimed(folder: str, n_jobs: int) -> Iterator[int]:
+    """The jobs this child claims, in order: a job belongs to the child that creates its claim file first."""
+    for index in range(n_jobs):
+        try:
+            os.close(os.open(os.path.join(folder, f"claim-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue
+        yield index
 
 
 def reset_signals() -> None:
