@@ -1,4 +1,5 @@
-"""The optional C extension (tracelens/_native.c: the loader's columns, nesting); the rest is in pyproject.toml.
+"""The optional C extension (tracelens/_native.c: the loader's columns and merge, the model's nesting, links and
+steps); the rest is in pyproject.toml.
 
 `optional=True`: where it cannot be compiled (no C compiler), the install goes on and the loader uses its
 pure-Python path, which gives the same tables.

@@ -256,3 +256,28 @@ def test_a_multiprocessing_worker_decodes_in_process(monkeypatch: pytest.MonkeyP
         assert pool.apply(_auto_workers_here, (None,)) == 1
     monkeypatch.setenv("TRACELENS_WORKERS", "1")
     assert stream.auto_workers() == 1
+
+
+def test_threads_decoding_at_once_each_read_their_own_text(tmp_path: Path) -> None:
+    """Decoding in-process reuses a text buffer per thread, never one shared by threads that load at once."""
+    import threading
+
+    paths = [write_trace(tmp_path / f"t{k}.json", _events(30 + 7 * k)) for k in range(4)]
+    expected = [columns.merge_columns(stream.stream_columns(p, chunk_bytes=400, workers=1).chunks) for p in paths]
+    got: dict[int, object] = {}
+    start = threading.Barrier(len(paths))
+
+    def load(k: int) -> None:
+        start.wait()
+        for _ in range(5):
+            got[k] = columns.merge_columns(stream.stream_columns(paths[k], chunk_bytes=400, workers=1).chunks)
+
+    threads = [threading.Thread(target=load, args=(k,)) for k in range(len(paths))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for k, (table, tracks, origin, _) in enumerate(expected):
+        other_table, other_tracks, other_origin, _ = got[k]  # type: ignore[misc]
+        assert other_table.names == table.names and other_origin == origin and other_tracks.pid == tracks.pid
+        assert other_table.ts_ns.tolist() == table.ts_ns.tolist() and other_table.name.tolist() == table.name.tolist()

@@ -11,7 +11,16 @@
    -1). A column this code cannot fill exactly like the Python path (an argument that is not an int, a number
    too big for a float) comes back as None, and the caller computes that
    column in Python. Anything unexpected in the structure itself (an event or args object of another type, a
-   cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk. */
+   cat or name that is not a str) raises TypeError, and the caller falls back to Python for the whole chunk.
+
+   memory_columns(): the same for the `[memory]` instant events among a chunk's decoded events (an accelerator of
+   tracelens.loader.extras' Python path, which the tests compare it against).
+
+   The others each compute what a numpy function beside its caller computes, in one pass and without temporary
+   arrays: permute() (the merge's row order, in place), nest() and enclosing() (tracelens.model.nesting), link()
+   (tracelens.model.linking) and step_of() (tracelens.model.steps). Each checks its inputs' shapes and ranges
+   (ValueError); nest() and link() decline (None) what they cannot handle exactly, and their caller's numpy path
+   runs instead. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -72,6 +81,33 @@ static int64_t code_of(PyObject *lookup, PyObject *values, PyObject *value) {
     int failed = PyDict_SetItem(lookup, value, number) < 0 || PyList_Append(values, value) < 0;
     Py_DECREF(number);
     return failed ? -1 : code;
+}
+
+/* The previous value looked up in a factorization and its code: consecutive events mostly share their category,
+   process and thread, so an equality test often spares the dict look-up (and hashing a new str). */
+typedef struct {
+    PyObject *value; /* borrowed: alive in the events list for the whole call */
+    int64_t code;
+} LastCode;
+
+/* Whether a and b (each a str, an int or None) are equal as dict keys are: same type and value. */
+static int same_key(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+        Py_ssize_t length = PyUnicode_GET_LENGTH(a);
+        return length == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+               memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)length * PyUnicode_KIND(a)) == 0;
+    }
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) return PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+    return 0;
+}
+
+/* `code_of`, answered from `last` when the value is the previous one. */
+static int64_t cached_code_of(PyObject *lookup, PyObject *values, PyObject *value, LastCode *last) {
+    if (last->value != NULL && same_key(value, last->value)) return last->code;
+    int64_t code = code_of(lookup, values, value);
+    if (code >= 0) last->value = value, last->code = code;
+    return code;
 }
 
 /* An int64 from an exact int; *ok = 0 when `value` is not one or does not fit. */
@@ -206,6 +242,8 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
     }
 
     Py_ssize_t kept = 0;
+    LastCode last_cat = {NULL, 0}, last_pid = {NULL, 0}, last_tid = {NULL, 0};
+    PyObject *empty_raw = NULL; /* the shared default of absent raw fields, once seen: skipped by identity */
     for (Py_ssize_t e = 0; e < n; e++) {
         PyObject *event = PyList_GET_ITEM(events, e);
         if ((PyObject *)Py_TYPE(event) != event_type) {
@@ -224,15 +262,15 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
             PyErr_SetString(PyExc_TypeError, "cat or name is not a str");
             goto done;
         }
-        if ((cat_codes[i] = code_of(cat_lookup, cat_values, cat)) < 0) goto done;
+        if ((cat_codes[i] = cached_code_of(cat_lookup, cat_values, cat, &last_cat)) < 0) goto done;
         if ((name_codes[i] = code_of(name_lookup, name_values, name)) < 0) goto done;
         PyObject *value;
         if ((value = SLOT(event, event_offsets[F_PID])) == NULL) goto unset;
         if (value == Py_None) pids[i] = -1;
-        else if ((pids[i] = code_of(pid_lookup, pid_values, value)) < 0) goto done;
+        else if ((pids[i] = cached_code_of(pid_lookup, pid_values, value, &last_pid)) < 0) goto done;
         if ((value = SLOT(event, event_offsets[F_TID])) == NULL) goto unset;
         if (value == Py_None) tids[i] = -1;
-        else if ((tids[i] = code_of(tid_lookup, tid_values, value)) < 0) goto done;
+        else if ((tids[i] = cached_code_of(tid_lookup, tid_values, value, &last_tid)) < 0) goto done;
         if ((value = SLOT(event, event_offsets[F_TS])) == NULL) goto unset;
         ts[i] = as_double(value, &ts_ok);
         if ((value = SLOT(event, event_offsets[F_DUR])) == NULL) goto unset;
@@ -259,6 +297,7 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
         }
         for (int f = 0; f < N_RAW_FIELDS; f++) {
             if ((value = SLOT(args, raw_offsets[f])) == NULL) goto unset;
+            if (value == empty_raw) continue;
             if ((PyObject *)Py_TYPE(value) != raw_type) {
                 PyErr_SetString(PyExc_TypeError, "a raw field of another type");
                 goto done;
@@ -277,6 +316,8 @@ static PyObject *columns(PyObject *module, PyObject *const *argv, Py_ssize_t arg
                 }
                 memcpy(PyByteArray_AS_STRING(raws[f].rows) + raws[f].count * 8, &row, 8);
                 raws[f].count++;
+            } else {
+                empty_raw = value;
             }
             PyBuffer_Release(&view);
         }
@@ -338,6 +379,180 @@ done:
     return result;
 }
 
+#define N_MEMORY_FIELDS 6
+static const char *MEMORY_FIELDS[N_MEMORY_FIELDS] = {"bytes", "total_allocated", "total_reserved",
+                                                     "device_id", "device_type", "addr"};
+static const int64_t MEMORY_DEFAULTS[N_MEMORY_FIELDS] = {0, -1, -1, -1, -1, -1}; /* `MemoryArgs()` */
+enum { M_NAME, M_PID, M_TID, M_TS, M_ARGS, N_INSTANT_FIELDS };
+static const char *INSTANT_FIELDS[N_INSTANT_FIELDS] = {"name", "pid", "tid", "ts", "args"};
+
+/* A memory event's `ts` as the Python path reads it: *usable = 0 (the event is skipped) for None, a non-finite
+   float or anything but an exact int or float; an int beyond float range reads NaN. */
+static double memory_ts(PyObject *value, int *usable) {
+    *usable = 1;
+    if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        *usable = isfinite(number);
+        return number;
+    }
+    if (PyLong_CheckExact(value)) {
+        double number = PyLong_AsDouble(value);
+        if (number == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return Py_NAN;
+        }
+        return number;
+    }
+    *usable = 0;
+    return 0.0;
+}
+
+/* The code of the pair (pid, tid) in `lookup` (first appearance order, the pairs appended to `pairs`); -1 on
+   error. */
+static int64_t pair_code(PyObject *lookup, PyObject *pairs, PyObject *pid, PyObject *tid) {
+    PyObject *pair = PyTuple_Pack(2, pid, tid);
+    if (pair == NULL) return -1;
+    int64_t code = code_of(lookup, pairs, pair);
+    Py_DECREF(pair);
+    return code;
+}
+
+/* The integer args of one memory event into row `i` of `ints` (None -> -1, an int beyond int64 -> -1); -1 (a
+   TypeError set) when `args` is not None or of `args_type`, or a field is not an int or None. */
+static int memory_ints(PyObject *args, PyObject *args_type, const Py_ssize_t *offsets, int64_t **ints,
+                       Py_ssize_t i) {
+    if (args == Py_None) {
+        for (int f = 0; f < N_MEMORY_FIELDS; f++) ints[f][i] = MEMORY_DEFAULTS[f];
+        return 0;
+    }
+    if ((PyObject *)Py_TYPE(args) != args_type) {
+        PyErr_SetString(PyExc_TypeError, "memory args of another type");
+        return -1;
+    }
+    for (int f = 0; f < N_MEMORY_FIELDS; f++) {
+        PyObject *value = SLOT(args, offsets[f]);
+        int ok = 1;
+        if (value == NULL) {
+            PyErr_SetString(PyExc_TypeError, "a struct field is unset");
+            return -1;
+        }
+        ints[f][i] = arg_int(value, &ok);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "a memory field that is not an int");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* memory_columns(events, instant_types, args_type, memory_name, counter_type): the instant events (of a type in
+   the tuple `instant_types`, whose field slots must be those of its first type) named `memory_name`
+   with a usable `ts`, as (ts float64 bytearray, (bytes, total_allocated, total_reserved, device_id, device_type,
+   addr) int64 bytearrays, (pid, tid) pair codes int64 bytearray, the pairs in order of first appearance,
+   whether any event is of `counter_type`). TypeError for anything the Python path would read differently. */
+static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_CheckExact(argv[1]) || PyTuple_GET_SIZE(argv[1]) < 1 ||
+        !PyType_Check(argv[2]) || !PyUnicode_CheckExact(argv[3]) || !PyType_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "memory_columns(list, tuple of types, type, str, type)");
+        return NULL;
+    }
+    PyObject *events = argv[0], *instant_types = argv[1], *args_type = argv[2], *marker = argv[3];
+    PyObject *counter_type = argv[4];
+    Py_ssize_t n_types = PyTuple_GET_SIZE(instant_types);
+    Py_ssize_t offsets[N_INSTANT_FIELDS], arg_offsets[N_MEMORY_FIELDS];
+    for (Py_ssize_t t = 0; t < n_types; t++) {
+        PyObject *type = PyTuple_GET_ITEM(instant_types, t);
+        if (!PyType_Check(type)) {
+            PyErr_SetString(PyExc_TypeError, "instant_types holds a non-type");
+            return NULL;
+        }
+        for (int f = 0; f < N_INSTANT_FIELDS; f++) {
+            Py_ssize_t offset;
+            if (slot_offset(type, INSTANT_FIELDS[f], &offset) < 0) return NULL;
+            if (t > 0 && offset != offsets[f]) {
+                PyErr_SetString(PyExc_TypeError, "instant types with different layouts");
+                return NULL;
+            }
+            offsets[f] = offset;
+        }
+    }
+    for (int f = 0; f < N_MEMORY_FIELDS; f++)
+        if (slot_offset(args_type, MEMORY_FIELDS[f], &arg_offsets[f]) < 0) return NULL;
+
+    Py_ssize_t n = PyList_GET_SIZE(events), kept = 0;
+    int has_counters = 0;
+    PyObject *result = NULL, *lookup = PyDict_New(), *pairs = PyList_New(0);
+    PyObject *buffers[2 + N_MEMORY_FIELDS] = {NULL};
+    double *ts;
+    int64_t *codes, *ints[N_MEMORY_FIELDS];
+    PyObject *last_pid = NULL, *last_tid = NULL; /* borrowed: the previous kept event's, alive in `events` */
+    int64_t last_code = -1;
+    if (lookup == NULL || pairs == NULL) goto done;
+    /* sized for every event: resized to the memory events at the end */
+    if ((buffers[0] = new_buffer(n, 8, (char **)&ts)) == NULL) goto done;
+    if ((buffers[1] = new_buffer(n, 8, (char **)&codes)) == NULL) goto done;
+    for (int f = 0; f < N_MEMORY_FIELDS; f++)
+        if ((buffers[2 + f] = new_buffer(n, 8, (char **)&ints[f])) == NULL) goto done;
+
+    for (Py_ssize_t e = 0; e < n; e++) {
+        PyObject *event = PyList_GET_ITEM(events, e), *type = (PyObject *)Py_TYPE(event);
+        int instant = 0;
+        for (Py_ssize_t t = 0; t < n_types && !instant; t++) instant = type == PyTuple_GET_ITEM(instant_types, t);
+        if (!instant) {
+            has_counters |= type == counter_type;
+            continue;
+        }
+        PyObject *name = SLOT(event, offsets[M_NAME]), *pid = SLOT(event, offsets[M_PID]);
+        PyObject *tid = SLOT(event, offsets[M_TID]), *time = SLOT(event, offsets[M_TS]);
+        PyObject *args = SLOT(event, offsets[M_ARGS]);
+        if (name == NULL || pid == NULL || tid == NULL || time == NULL || args == NULL) {
+            PyErr_SetString(PyExc_TypeError, "a struct field is unset");
+            goto done;
+        }
+        if (!PyUnicode_CheckExact(name)) {
+            PyErr_SetString(PyExc_TypeError, "a name that is not a str");
+            goto done;
+        }
+        int same = PyUnicode_Compare(name, marker);
+        if (same == -1 && PyErr_Occurred()) goto done;
+        if (same != 0) continue;
+        int usable;
+        double value = memory_ts(time, &usable);
+        if (!usable) continue;
+        Py_ssize_t i = kept++;
+        ts[i] = value;
+        if (memory_ints(args, args_type, arg_offsets, ints, i) < 0) goto done;
+        if (last_pid != NULL) { /* consecutive events mostly share their thread: no tuple, no look-up */
+            int equal = PyObject_RichCompareBool(pid, last_pid, Py_EQ);
+            if (equal > 0) equal = PyObject_RichCompareBool(tid, last_tid, Py_EQ);
+            if (equal < 0) goto done;
+            if (equal) {
+                codes[i] = last_code;
+                continue;
+            }
+        }
+        if ((codes[i] = pair_code(lookup, pairs, pid, tid)) < 0) goto done;
+        last_pid = pid, last_tid = tid, last_code = codes[i];
+    }
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++)
+        if (PyByteArray_Resize(buffers[b], kept * 8) < 0) goto done;
+    {
+        PyObject *int_columns = PyTuple_New(N_MEMORY_FIELDS);
+        if (int_columns == NULL) goto done;
+        for (int f = 0; f < N_MEMORY_FIELDS; f++) {
+            Py_INCREF(buffers[2 + f]);
+            PyTuple_SET_ITEM(int_columns, f, buffers[2 + f]);
+        }
+        result = Py_BuildValue("(ONOOO)", buffers[0], int_columns, buffers[1], pairs, has_counters ? Py_True : Py_False);
+    }
+done:
+    Py_XDECREF(lookup);
+    Py_XDECREF(pairs);
+    for (size_t b = 0; b < sizeof(buffers) / sizeof(buffers[0]); b++) Py_XDECREF(buffers[b]);
+    return result;
+}
+
 /* A C-contiguous buffer of n int64 values (n = -1: any length, returned through *n). */
 static int int64_buffer(PyObject *object, Py_buffer *view, Py_ssize_t *n) {
     if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
@@ -396,9 +611,487 @@ done:
     return result;
 }
 
+/* The permutation check of `permute`: every value of order[0..n) in [0, n) exactly once (`seen`: n zeroed bits,
+   left set). */
+static int is_permutation(const int64_t *order, Py_ssize_t n, uint8_t *seen) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t j = order[i];
+        if (j < 0 || j >= n || (seen[j >> 3] >> (j & 7)) & 1) return 0;
+        seen[j >> 3] |= (uint8_t)(1u << (j & 7));
+    }
+    return 1;
+}
+
+/* column[i] = column[order[i]] for every i, in place, cycle by cycle (`done`: n zeroed bits, left set). */
+#define PERMUTE_CYCLES(TYPE)                                                                   \
+    static void permute_##TYPE(TYPE *column, const int64_t *order, Py_ssize_t n, uint8_t *done) { \
+        for (Py_ssize_t start = 0; start < n; start++) {                                       \
+            if ((done[start >> 3] >> (start & 7)) & 1) continue;                               \
+            TYPE first = column[start];                                                        \
+            Py_ssize_t i = start;                                                              \
+            for (;;) {                                                                         \
+                done[i >> 3] |= (uint8_t)(1u << (i & 7));                                      \
+                Py_ssize_t j = (Py_ssize_t)order[i];                                           \
+                if (j == start) {                                                              \
+                    column[i] = first;                                                         \
+                    break;                                                                     \
+                }                                                                              \
+                column[i] = column[j];                                                         \
+                i = j;                                                                         \
+            }                                                                                  \
+        }                                                                                      \
+    }
+PERMUTE_CYCLES(uint8_t)
+PERMUTE_CYCLES(uint16_t)
+PERMUTE_CYCLES(uint32_t)
+PERMUTE_CYCLES(uint64_t)
+
+/* permute(order, columns): `column[:] = column[order]` for each writable C-contiguous column of a tuple (items
+   of 1, 2, 4 or 8 bytes, as many as `order`), in place: no second copy of any column. `order` (int64) must be a
+   permutation of range(len(order)), else ValueError and no column is changed. Same result as numpy's
+   `column[order]`, which is the pure-Python path. */
+static PyObject *permute(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 2 || !PyTuple_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "permute(order, tuple of columns)");
+        return NULL;
+    }
+    Py_buffer order_view;
+    Py_ssize_t n = -1;
+    if (int64_buffer(argv[0], &order_view, &n) < 0) return NULL;
+    Py_ssize_t n_columns = PyTuple_GET_SIZE(argv[1]), held = 0;
+    Py_buffer *views = PyMem_Calloc((size_t)(n_columns > 0 ? n_columns : 1), sizeof(Py_buffer));
+    uint8_t *bits = PyMem_Calloc((size_t)(n / 8 + 1), 1);
+    PyObject *result = NULL;
+    if (views == NULL || bits == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; held < n_columns; held++) {
+        Py_buffer *view = &views[held];
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(argv[1], held), view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+        Py_ssize_t size = view->itemsize;
+        if ((size != 1 && size != 2 && size != 4 && size != 8) || view->len != n * size) {
+            PyBuffer_Release(view);
+            PyErr_SetString(PyExc_ValueError, "a column of another length or item size");
+            goto done;
+        }
+    }
+    if (!is_permutation(order_view.buf, n, bits)) {
+        PyErr_SetString(PyExc_ValueError, "order is not a permutation");
+        goto done;
+    }
+    for (Py_ssize_t c = 0; c < n_columns; c++) {
+        memset(bits, 0, (size_t)(n / 8 + 1));
+        switch (views[c].itemsize) {
+        case 1: permute_uint8_t(views[c].buf, order_view.buf, n, bits); break;
+        case 2: permute_uint16_t(views[c].buf, order_view.buf, n, bits); break;
+        case 4: permute_uint32_t(views[c].buf, order_view.buf, n, bits); break;
+        default: permute_uint64_t(views[c].buf, order_view.buf, n, bits); break;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t c = 0; c < held; c++) PyBuffer_Release(&views[c]);
+    PyBuffer_Release(&order_view);
+    PyMem_Free(views);
+    PyMem_Free(bits);
+    return result;
+}
+
+/* A C-contiguous buffer of n items of `itemsize` bytes (n = -1: any length, returned through *n); the format
+   is not checked (the caller passes numpy arrays of a known dtype, checked in Python). */
+static int sized_buffer(PyObject *object, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t *n) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != itemsize || (*n >= 0 && view->len / itemsize != *n)) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "an array of another length or item size");
+        return -1;
+    }
+    *n = view->len / itemsize;
+    return 0;
+}
+
+/* numpy's int64 arithmetic (wrapping) */
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+
+typedef struct {
+    int64_t neg_end;
+    int64_t row;
+    int8_t tie;
+} TieKey;
+
+static int tie_key_less(const TieKey *a, const TieKey *b) {
+    if (a->neg_end != b->neg_end) return a->neg_end < b->neg_end;
+    if (a->tie != b->tie) return a->tie < b->tie;
+    return a->row < b->row;
+}
+
+static int tie_key_compare(const void *a, const void *b) {
+    return tie_key_less(a, b) ? -1 : tie_key_less(b, a) ? 1 : 0;
+}
+
+typedef struct {
+    const int64_t *ts, *dur;
+    const int8_t *kind, *tie_of_kind;
+} NestTable;
+
+static inline int64_t end_of(const NestTable *table, int64_t row) { return wrap_add(table->ts[row], table->dur[row]); }
+
+/* Rows of one track that share a start, ordered by (-end, tie, row): insertion sort for a few, qsort beyond (a
+   hostile trace may put every event at one time). `keys` has room for `count`. */
+static void sort_tied(int64_t *rows, Py_ssize_t count, const NestTable *table, TieKey *keys) {
+    for (Py_ssize_t k = 0; k < count; k++)
+        keys[k] = (TieKey){wrap_neg(end_of(table, rows[k])), rows[k], table->tie_of_kind[table->kind[rows[k]]]};
+    if (count <= 16) {
+        for (Py_ssize_t k = 1; k < count; k++) {
+            TieKey key = keys[k];
+            Py_ssize_t j = k;
+            for (; j > 0 && tie_key_less(&key, &keys[j - 1]); j--) keys[j] = keys[j - 1];
+            keys[j] = key;
+        }
+    } else {
+        qsort(keys, (size_t)count, sizeof(TieKey), tie_key_compare);
+    }
+    for (Py_ssize_t k = 0; k < count; k++) rows[k] = keys[k].row;
+}
+
+/* Sort each run of rows (in `order`, n of them) that share a track and a start by (-end, tie, row); -1 (memory
+   error set) on failure. */
+static int sort_tied_runs(int64_t *order, Py_ssize_t n, const int32_t *track, const NestTable *table) {
+    Py_ssize_t longest = 0;
+    for (Py_ssize_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && track[order[b]] == track[order[a]] && table->ts[order[b]] == table->ts[order[a]];)
+            b++;
+        longest = b - a > longest ? b - a : longest;
+    }
+    if (longest < 2) return 0;
+    TieKey *keys = PyMem_Malloc((size_t)longest * sizeof(TieKey));
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && track[order[b]] == track[order[a]] && table->ts[order[b]] == table->ts[order[a]];)
+            b++;
+        if (b - a > 1) sort_tied(order + a, b - a, table, keys);
+    }
+    PyMem_Free(keys);
+    return 0;
+}
+
+/* nest(ts_ns, dur_ns, track, kind, is_cpu, tie, tolerance): `tracelens.model.nesting.nest` of a table whose CPU-side events
+   (kind k with is_cpu[k]) start in time order, in one pass and no array per step: (parent int32, depth int32 per
+   row, the CPU rows in nesting order (track, start, -end, tie[kind], row) as int64). None when the starts are
+   not in order or a track or kind is out of range: the caller's numpy path then nests. Arrays: int64, int64,
+   int32, int8, then uint8 and int8 per kind. */
+static PyObject *nest(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 7) {
+        PyErr_SetString(PyExc_TypeError, "nest(ts_ns, dur_ns, track, kind, is_cpu, tie, tolerance)");
+        return NULL;
+    }
+    const long long tolerance = PyLong_AsLongLong(argv[6]);
+    if (tolerance == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer views[6];
+    static const Py_ssize_t sizes[6] = {8, 8, 4, 1, 1, 1};
+    Py_ssize_t n = -1, n_kinds = -1, held = 0;
+    PyObject *parent_buffer = NULL, *depth_buffer = NULL, *order_buffer = NULL, *result = NULL;
+    int64_t *counts = NULL, *cand = NULL;
+    for (; held < 6; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 4 ? &n : &n_kinds) < 0) goto done;
+    NestTable table = {views[0].buf, views[1].buf, views[3].buf, views[5].buf};
+    const int32_t *track = views[2].buf;
+    const uint8_t *is_cpu = views[4].buf;
+    int32_t *parent, *depth;
+    int64_t *order;
+    if ((parent_buffer = new_buffer(n, 4, (char **)&parent)) == NULL) goto done;
+    if ((depth_buffer = new_buffer(n, 4, (char **)&depth)) == NULL) goto done;
+    Py_ssize_t n_cpu = 0;
+    int64_t max_track = -1, last_start = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        parent[i] = -1, depth[i] = 0;
+        if (table.kind[i] < 0 || table.kind[i] >= n_kinds) goto refuse;
+        if (!is_cpu[table.kind[i]]) continue;
+        if (track[i] < 0 || track[i] > n || table.ts[i] < last_start) goto refuse;
+        last_start = table.ts[i];
+        max_track = track[i] > max_track ? track[i] : max_track;
+        n_cpu++;
+    }
+    if ((order_buffer = new_buffer(n_cpu, 8, (char **)&order)) == NULL) goto done;
+    counts = PyMem_Calloc((size_t)(max_track + 2), sizeof(int64_t));
+    cand = PyMem_Malloc((size_t)(n_cpu > 0 ? n_cpu : 1) * sizeof(int64_t));
+    if (counts == NULL || cand == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* a stable counting sort by track keeps each track's rows in time order */
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (is_cpu[table.kind[i]]) counts[track[i] + 1]++;
+    for (int64_t t = 0; t <= max_track; t++) counts[t + 1] += counts[t];
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (is_cpu[table.kind[i]]) order[counts[track[i]]++] = i;
+    if (sort_tied_runs(order, n_cpu, track, &table) < 0) goto done;
+    for (Py_ssize_t p = 0; p < n_cpu; p++) { /* as `enclosing`, over positions in nesting order */
+        int64_t row = order[p], start = table.ts[row], end = end_of(&table, row);
+        int64_t c = (p > 0 && track[order[p - 1]] == track[row]) ? (int64_t)(p - 1) : -1;
+        while (c >= 0) {
+            int64_t end_c = end_of(&table, order[c]);
+            if ((end_c > start || end_c >= end) && end_c >= end - tolerance) break; /* running, and lasts */
+            c = cand[c];
+        }
+        cand[p] = c;
+        if (c >= 0) {
+            parent[row] = (int32_t)order[c];
+            depth[row] = depth[order[c]] + 1;
+        }
+    }
+    result = PyTuple_Pack(3, parent_buffer, depth_buffer, order_buffer);
+    goto done;
+refuse:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(parent_buffer);
+    Py_XDECREF(depth_buffer);
+    Py_XDECREF(order_buffer);
+    PyMem_Free(counts);
+    PyMem_Free(cand);
+    return result;
+}
+
+/* An int64 -> row map for `link`: a key is set once (its first row). Keys spanning a range no wider than a few
+   times their number (ids count up: the usual case) index an array directly; others are hashed (open
+   addressing, linear probing), where a probe longer than MAX_PROBES (crafted keys) makes the caller give up and
+   numpy's sorted path link instead. */
+#define MAX_PROBES 4096
+typedef struct {
+    int64_t base;  /* direct: the least key */
+    int32_t *rows; /* direct: row per key - base; hashed: row per slot (-1: empty) */
+    int64_t *keys; /* hashed only */
+    size_t size;   /* direct: the range; hashed: slots (a power of 2) */
+    int hashed;
+} IntMap;
+
+static inline uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A map for `count` keys in [least, greatest] (count 0: an empty map). */
+static int intmap_init(IntMap *map, Py_ssize_t count, int64_t least, int64_t greatest) {
+    uint64_t range = count ? (uint64_t)greatest - (uint64_t)least + 1 : 1;
+    map->base = least;
+    map->hashed = range > (uint64_t)count * 8 + 65536;
+    map->size = 16;
+    if (map->hashed)
+        while (map->size < (size_t)count * 2) map->size <<= 1;
+    else
+        map->size = (size_t)range;
+    map->rows = PyMem_Malloc(map->size * sizeof(int32_t));
+    map->keys = map->hashed ? PyMem_Malloc(map->size * sizeof(int64_t)) : NULL;
+    if (map->rows == NULL || (map->hashed && map->keys == NULL)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(map->rows, 0xff, map->size * sizeof(int32_t)); /* -1 */
+    return 0;
+}
+
+static void intmap_free(IntMap *map) {
+    PyMem_Free(map->rows);
+    PyMem_Free(map->keys);
+}
+
+/* Where `key` (within the range given at init when direct) is or would go: an index into `rows`; -1 past
+   MAX_PROBES. */
+static int64_t intmap_slot(const IntMap *map, int64_t key) {
+    if (!map->hashed) return (int64_t)((uint64_t)key - (uint64_t)map->base);
+    size_t mask = map->size - 1, slot = mix64((uint64_t)key) & mask;
+    for (int probe = 0; probe < MAX_PROBES; probe++, slot = (slot + 1) & mask)
+        if (map->rows[slot] < 0 || map->keys[slot] == key) return (int64_t)slot;
+    return -1;
+}
+
+/* The row of `key` (-1: none; -2: past MAX_PROBES). */
+static int64_t intmap_get(const IntMap *map, int64_t key) {
+    if (!map->hashed && ((uint64_t)key - (uint64_t)map->base) >= map->size) return -1;
+    int64_t slot = intmap_slot(map, key);
+    return slot < 0 ? -2 : map->rows[slot];
+}
+
+/* Set `key` to `row` unless it is set; -1 past MAX_PROBES. */
+static int intmap_add(IntMap *map, int64_t key, int32_t row) {
+    int64_t slot = intmap_slot(map, key);
+    if (slot < 0) return -1;
+    if (map->rows[slot] < 0) {
+        map->rows[slot] = row;
+        if (map->hashed) map->keys[slot] = key;
+    }
+    return 0;
+}
+
+/* link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, is_gpu, cpu_op, tolerance_ns):
+   `tracelens.model.linking`'s launch and op columns in one pass each, by hashing instead of sorting: (launch
+   int32, op int32, launches linked by External id, by containment); None when crafted ids defeat the hash (numpy
+   then links). Arrays: int8, int64 x5, int32 x2 (track, parent), then uint8 per kind; `cpu_op` the kind code. */
+static PyObject *link_events(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 11) {
+        PyErr_SetString(PyExc_TypeError, "link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, "
+                                         "is_gpu, cpu_op, tolerance_ns)");
+        return NULL;
+    }
+    Py_buffer views[9];
+    static const Py_ssize_t sizes[9] = {1, 8, 8, 8, 8, 4, 4, 1, 1};
+    Py_ssize_t n = -1, n_kinds = -1, held = 0;
+    PyObject *launch_buffer = NULL, *op_buffer = NULL, *result = NULL;
+    IntMap by_correlation = {0}, by_external_id = {0};
+    long cpu_op = PyLong_AsLong(argv[9]);
+    int64_t tolerance = PyLong_AsLongLong(argv[10]);
+    if (PyErr_Occurred()) return NULL;
+    for (; held < 9; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 7 ? &n : &n_kinds) < 0) goto done;
+    const int8_t *kind = views[0].buf;
+    const int64_t *correlation = views[1].buf, *external_id = views[2].buf, *ts = views[3].buf, *dur = views[4].buf;
+    const int32_t *track = views[5].buf, *parent = views[6].buf;
+    const uint8_t *is_api = views[7].buf, *is_gpu = views[8].buf;
+    int32_t *launch, *op;
+    Py_ssize_t n_calls = 0, n_ids = 0, linked_by_id = 0, linked_by_time = 0;
+    int64_t call_least = INT64_MAX, call_greatest = INT64_MIN, id_least = INT64_MAX, id_greatest = INT64_MIN;
+    if (n >= INT32_MAX) goto refuse; /* rows are int32 */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kind[i] < 0 || kind[i] >= n_kinds || parent[i] < -1 || parent[i] >= n) goto refuse;
+        if (is_api[kind[i]] && correlation[i] >= 0) {
+            n_calls++;
+            call_least = correlation[i] < call_least ? correlation[i] : call_least;
+            call_greatest = correlation[i] > call_greatest ? correlation[i] : call_greatest;
+        } else if (kind[i] == cpu_op && external_id[i] >= 0) {
+            n_ids++;
+            id_least = external_id[i] < id_least ? external_id[i] : id_least;
+            id_greatest = external_id[i] > id_greatest ? external_id[i] : id_greatest;
+        }
+    }
+    if ((launch_buffer = new_buffer(n, 4, (char **)&launch)) == NULL) goto done;
+    if ((op_buffer = new_buffer(n, 4, (char **)&op)) == NULL) goto done;
+    if (intmap_init(&by_correlation, n_calls, call_least, call_greatest) < 0) goto done;
+    if (intmap_init(&by_external_id, n_ids, id_least, id_greatest) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) { /* the first API call of each correlation, the first op of each id */
+        launch[i] = -1, op[i] = -1;
+        if (is_api[kind[i]] && correlation[i] >= 0) {
+            if (intmap_add(&by_correlation, correlation[i], (int32_t)i) < 0) goto refuse;
+        } else if (kind[i] == cpu_op && external_id[i] >= 0) {
+            if (intmap_add(&by_external_id, external_id[i], (int32_t)i) < 0) goto refuse;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* API calls: the op of their External id if it encloses them, else by time */
+        if (!is_api[kind[i]]) continue;
+        int64_t by_id = -1, by_time = parent[i];
+        for (Py_ssize_t climbed = 0; by_time >= 0 && kind[by_time] != cpu_op; climbed++) {
+            if (climbed > n) goto refuse; /* not a forest */
+            by_time = parent[by_time];
+        }
+        if (external_id[i] >= 0 && n_ids) {
+            int64_t c = intmap_get(&by_external_id, external_id[i]);
+            if (c == -2) goto refuse;
+            if (c >= 0 && track[c] == track[i] && ts[c] <= wrap_add(ts[i], tolerance) &&
+                wrap_add(ts[i], dur[i]) <= wrap_add(wrap_add(ts[c], dur[c]), tolerance))
+                by_id = c;
+        }
+        linked_by_id += by_id >= 0;
+        linked_by_time += by_id < 0 && by_time >= 0;
+        op[i] = (int32_t)(by_id >= 0 ? by_id : by_time);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* GPU activity: the API call of its correlation, and that call's op */
+        if (!is_gpu[kind[i]] || correlation[i] < 0 || !n_calls) continue;
+        int64_t call = intmap_get(&by_correlation, correlation[i]);
+        if (call == -2) goto refuse;
+        if (call >= 0) {
+            launch[i] = (int32_t)call;
+            op[i] = op[call];
+        }
+    }
+    result = Py_BuildValue("(OOnn)", launch_buffer, op_buffer, linked_by_id, linked_by_time);
+    goto done;
+refuse:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(launch_buffer);
+    Py_XDECREF(op_buffer);
+    intmap_free(&by_correlation);
+    intmap_free(&by_external_id);
+    return result;
+}
+
+/* step_of(ts_ns, kind, launch, is_cpu, step_start, step_end): `tracelens.model.steps.assign_steps` in one pass:
+   each CPU-side event's step (the last step starting at or before it, if it has not ended), each GPU activity's
+   its launch's (int32 bytearray). Arrays: int64, int8, int32, uint8 per kind, int64 x2 (steps by start). */
+static PyObject *step_of(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 6) {
+        PyErr_SetString(PyExc_TypeError, "step_of(ts_ns, kind, launch, is_cpu, step_start, step_end)");
+        return NULL;
+    }
+    Py_buffer views[6];
+    static const Py_ssize_t sizes[6] = {8, 1, 4, 1, 8, 8};
+    Py_ssize_t n = -1, n_kinds = -1, n_steps = -1, held = 0;
+    PyObject *step_buffer = NULL, *result = NULL;
+    for (; held < 6; held++)
+        if (sized_buffer(argv[held], &views[held], sizes[held], held < 3 ? &n : held < 4 ? &n_kinds : &n_steps) < 0)
+            goto done;
+    const int64_t *ts = views[0].buf, *start = views[4].buf, *end = views[5].buf;
+    const int8_t *kind = views[1].buf;
+    const int32_t *launch = views[2].buf;
+    const uint8_t *is_cpu = views[3].buf;
+    int32_t *step;
+    if ((step_buffer = new_buffer(n, 4, (char **)&step)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kind[i] < 0 || kind[i] >= n_kinds || launch[i] < -1 || launch[i] >= n) {
+            PyErr_SetString(PyExc_ValueError, "a kind or launch out of range");
+            goto done;
+        }
+        step[i] = -1;
+        if (!is_cpu[kind[i]]) continue;
+        Py_ssize_t low = 0, high = n_steps; /* the first step starting after ts[i] */
+        while (low < high) {
+            Py_ssize_t middle = low + (high - low) / 2;
+            if (start[middle] <= ts[i]) low = middle + 1;
+            else high = middle;
+        }
+        if (low > 0 && ts[i] < end[low - 1]) step[i] = (int32_t)(low - 1);
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (launch[i] >= 0) step[i] = step[launch[i]];
+    result = Py_NewRef(step_buffer);
+done:
+    for (Py_ssize_t b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    Py_XDECREF(step_buffer);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"permute", (PyCFunction)(void (*)(void))permute, METH_FASTCALL,
+     "permute(order, columns) -> None: column[:] = column[order] in place for each column; see the C source."},
+    {"nest", (PyCFunction)(void (*)(void))nest, METH_FASTCALL,
+     "nest(ts_ns, dur_ns, track, kind, is_cpu, tie, tolerance) -> (parent, depth, cpu rows in nesting order) or None; "
+     "see the "
+     "C source."},
+    {"link", (PyCFunction)(void (*)(void))link_events, METH_FASTCALL,
+     "link(kind, correlation, external_id, ts_ns, dur_ns, track, parent, is_api, is_gpu, cpu_op, tolerance_ns) -> "
+     "(launch, op, by_id, by_time) or None; see the C source."},
+    {"step_of", (PyCFunction)(void (*)(void))step_of, METH_FASTCALL,
+     "step_of(ts_ns, kind, launch, is_cpu, step_start, step_end) -> step int32 bytearray; see the C source."},
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(start, end, track, tolerance) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
+    {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,
+     "memory_columns(events, instant_types, args_type, memory_name, counter_type) -> (ts, ints, pair_codes, pairs, "
+     "has_counters); see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},

@@ -4,6 +4,7 @@ missing fields)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 
@@ -34,10 +35,12 @@ def _python_columns(events: list[Event], monkeypatch: pytest.MonkeyPatch) -> Chu
         return columnize(events)
 
 
-def _assert_same(native: ChunkColumns, python: ChunkColumns) -> None:
-    for name in ChunkColumns.__dataclass_fields__:
+def _assert_same(native: object, python: object) -> None:
+    for name in type(native).__dataclass_fields__:  # type: ignore[attr-defined]
         a, b = getattr(native, name), getattr(python, name)
-        if isinstance(a, np.ndarray):
+        if dataclasses.is_dataclass(a):
+            _assert_same(a, b)
+        elif isinstance(a, np.ndarray):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
         elif isinstance(a, dict):
             assert list(a) == list(b), name
@@ -89,6 +92,17 @@ ODD = {
         ),
         _kernel(cat="cpu_op", name="aten::t", args=Args(input_type=msgspec.Raw(b'["float"]'))),
         _kernel(),
+    ],
+    "consecutive equal and unequal keys": [  # the extension reuses the previous code only for an equal key
+        _kernel(pid=1, tid="1", cat="kernel"),
+        _kernel(pid="1", tid=1, cat="kernel"),
+        _kernel(pid=2**40, tid=2**40 + 0, cat="Kernel"),
+        _kernel(pid=int("1099511627776"), tid=None, cat="kernel"),
+        _kernel(pid=None, tid=None, cat="kérnel"),
+        _kernel(pid=None, tid=-1, cat="kérnel"),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args(input_dims=msgspec.Raw(b"[[2]]"))),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args()),
+        _kernel(cat="cpu_op", name="aten::linear", args=Args(input_dims=msgspec.Raw(b"[[3]]"))),
     ],
     "legacy external id": [
         _kernel(cat="Kernel", args=Args(external_id=-1, external_id_legacy=44, correlation=44)),

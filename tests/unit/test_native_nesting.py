@@ -1,4 +1,5 @@
-"""The C extension's `enclosing` gives the nesting of the vectorised Python (`nesting._enclosing_in_sorted`)."""
+"""The C extension's `enclosing` and `nest` give the nesting of the vectorised Python (`nesting._enclosing_in_sorted`,
+`nesting._python_nest`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from tests.conftest import anchor
 from tracelens.loader import load_trace
 from tracelens.model import nesting
+from tracelens.model.events import CPU_KINDS, EventTable, Kind, kind_mask
 
 NATIVE = nesting._native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
@@ -61,3 +63,67 @@ def test_the_extension_refuses_other_dtypes() -> None:
         NATIVE.enclosing(np.zeros(3, np.int64), np.zeros(2, np.int64), np.zeros(3, np.int64), 0)
     with pytest.raises(TypeError):
         NATIVE.enclosing(np.zeros(3, np.int64), np.zeros(3, np.int64), np.zeros(3, np.int64))
+
+
+TABLE_ROWS = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 30), st.integers(0, 8), st.sampled_from(list(Kind))),
+    min_size=0,
+    max_size=150,
+)
+
+
+def _table(rows: list[tuple[int, int, int, Kind]], sort_starts: bool) -> EventTable:
+    n = len(rows)
+    track, start, dur, kind = (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+    ts = np.array(start, dtype=np.int64)
+    if sort_starts:
+        ts = np.sort(ts)
+    ints = {name: np.full(n, -1, dtype=np.int64) for name in ("correlation", "external_id", "sequence_number")}
+    ints |= {name: np.full(n, -1, dtype=np.int64) for name in ("device", "stream", "bytes", "grid_blocks")}
+    return EventTable(
+        kind=np.array(kind, dtype=np.int8),
+        name=np.zeros(n, dtype=np.int32),
+        track=np.array(track, dtype=np.int32),
+        ts_ns=ts,
+        dur_ns=np.array(dur, dtype=np.int64),
+        block_threads=np.full(n, -1, dtype=np.int64),
+        input_dims=np.full(n, None, dtype=object),
+        input_types=np.full(n, None, dtype=object),
+        concrete_inputs=np.full(n, None, dtype=object),
+        names=("x",),
+        **ints,
+    )
+
+
+@needs_native
+@settings(max_examples=400)
+@given(TABLE_ROWS, st.booleans())
+def test_the_one_pass_nesting_equals_the_vectorised_python(rows: list[tuple[int, int, int, Kind]], sort: bool) -> None:
+    """`_native.nest` (one pass over a table in time order; starts out of order: it refuses and numpy nests) gives
+    the parents, depths and nesting order of `_python_nest`; that order sorts the CPU rows by (track, start,
+    depth), what `memory.enclosing_ops` sorts them by."""
+    table = _table(rows, sort)
+    parent, depth, order = nesting.nest_ordered(table)
+    python_parent, python_depth, python_order = nesting._python_nest(table)
+    assert parent.tolist() == python_parent.tolist() and depth.tolist() == python_depth.tolist()
+    assert order.tolist() == python_order.tolist()
+    cpu = np.flatnonzero(kind_mask(table.kind, CPU_KINDS))
+    assert order.tolist() == cpu[np.lexsort((depth[cpu], table.ts_ns[cpu], table.track[cpu]))].tolist()
+
+
+@needs_native
+def test_a_run_of_equal_starts_too_long_for_insertion_is_sorted_the_same() -> None:
+    rows = [(0, 5, length % 7, (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME)[length % 3]) for length in range(90)]
+    table = _table(rows, True)
+    assert [a.tolist() for a in nesting.nest_ordered(table)] == [a.tolist() for a in nesting._python_nest(table)]
+
+
+@needs_native
+def test_the_one_pass_nesting_refuses_what_it_cannot_read() -> None:
+    table = _table([(0, 3, 1, Kind.CPU_OP), (0, 1, 1, Kind.CPU_OP)], False)  # starts out of order
+    args = (table.ts_ns, table.dur_ns, table.track, table.kind, nesting._IS_CPU, nesting._TIE_PRIORITY, 1000)
+    assert NATIVE.nest(*args) is None  # type: ignore[union-attr]
+    with pytest.raises(ValueError):
+        NATIVE.nest(table.ts_ns[:1], *args[1:])  # type: ignore[union-attr]
+    bad_kind = np.array([100, 1], dtype=np.int8)
+    assert NATIVE.nest(np.sort(table.ts_ns), table.dur_ns, table.track, bad_kind, *args[4:]) is None  # type: ignore[union-attr]

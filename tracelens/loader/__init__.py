@@ -57,12 +57,12 @@ def load_trace(
     n_complete = sum(len(chunk) for chunk in chunks)
     if not n_complete:
         raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
-    merged = merge_columns_full(chunks)
     extras = [chunk.extras for chunk in chunks if chunk.extras is not None]
-    del chunks
+    merged = merge_columns_full(chunks)  # empties `chunks`
     if not len(merged.table):
         raise UnusableTraceError(f"{path}: a trace with no events with a usable time; nothing to analyze")
     memory, counters, extra_notes = merge_extras(extras, merged.origin_us, merged.tracks, MAX_OFFSET_US)
+    del extras
     report("linking", 0.0)
     trace = build_trace(
         Columns(

@@ -9,15 +9,19 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from tracelens import native
 from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
 from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.schema import Event
 from tracelens.model import stats
-from tracelens.model.events import CATEGORY_KINDS, I64, Bool, EventTable, Kind
+from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
 from tracelens.units import NS_PER_US
 
+_native = native.module()  # None: numpy permutes (same columns)
+_ON_GPU_TRACK = np.zeros(256, dtype=bool)  # by kind (int8 read as an index: negative ones wrap, all False)
+_ON_GPU_TRACK[GPU_TRACK_KINDS] = True
 MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
 
 
@@ -27,18 +31,37 @@ def complete_events(events: Sequence[Event]) -> list[Event]:
 
 
 @dataclass
-class ChunkColumns:
-    """Columns of one chunk of complete events; `*_codes` index the chunk's own `*_values`."""
+class ChunkTracks:
+    """The distinct (pid label, tid label) pairs of one chunk's events (`ChunkColumns.pid_labels` /
+    `tid_labels` indices), with the row of each pair's first event and that event's GPU flag, device and stream
+    (what its track takes when the pair's first event in the file is that one)."""
 
-    cat_codes: np.ndarray
-    cat_values: list[str]
-    name_codes: np.ndarray
-    name_values: list[str]
-    pid_codes: np.ndarray  # track label codes (GPU events: "gpu<device>")
-    pid_values: list[str]
-    tid_codes: np.ndarray  # track label codes (GPU events: "<stream>")
-    tid_values: list[str]
+    pid: I64
+    tid: I64
+    first_row: I64
     is_gpu: Bool
+    device: I64
+    stream: I64
+
+    def __len__(self) -> int:
+        return int(self.pid.shape[0])
+
+
+@dataclass
+class ChunkColumns:
+    """Columns of one chunk of complete events, in the table's dtypes where the merge copies them as they are.
+    `name_codes` index the chunk's own `name_values`, `track_codes` its own `tracks`; `cat_values`, `pid_labels`
+    and `tid_labels` are every category and track label (GPU events: "gpu<device>" and "<stream>") its events
+    gave."""
+
+    kind: I8
+    cat_values: list[str]
+    name_codes: I32
+    name_values: list[str]
+    track_codes: I32
+    tracks: ChunkTracks
+    pid_labels: list[str]
+    tid_labels: list[str]
     ts_us: np.ndarray
     dur_us: np.ndarray
     ints: dict[str, I64]
@@ -73,7 +96,7 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
     fields = event_fields(events, _kinds_of, complete_type)
     cat_codes, cat_values = fields.cat
     kind = _kinds_of(cat_codes, cat_values)
-    is_gpu = np.isin(kind, GPU_TRACK_KINDS)
+    is_gpu = _ON_GPU_TRACK[kind]
     ints = fields.ints
     external_id = np.where(ints["external_id"] >= 0, ints["external_id"], ints["external_id_legacy"])
     device = np.where(is_gpu, ints["device"], -1)
@@ -83,19 +106,19 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
     device[no_device] = _id_numbers(pids[0][no_device], pids[1])
     no_stream = np.flatnonzero(is_gpu & (stream < 0))
     stream[no_stream] = _id_numbers(tids[0][no_stream], tids[1])
-    pid_codes, pid_values = _track_labels(*pids, is_gpu, device, "gpu")
-    tid_codes, tid_values = _track_labels(*tids, is_gpu, stream, "")
+    pid_codes, pid_labels = _track_labels(*pids, is_gpu, device, "gpu")
+    tid_codes, tid_labels = _track_labels(*tids, is_gpu, stream, "")
+    track_codes, tracks = _chunk_tracks(pid_codes, tid_codes, len(tid_labels), is_gpu, device, stream)
     kernel = kind == Kind.KERNEL
     return ChunkColumns(
-        cat_codes=cat_codes,
+        kind=kind.astype(np.int8, copy=False),
         cat_values=cat_values,
-        name_codes=fields.name[0],
+        name_codes=fields.name[0].astype(np.int32),
         name_values=fields.name[1],
-        pid_codes=pid_codes,
-        pid_values=pid_values,
-        tid_codes=tid_codes,
-        tid_values=tid_values,
-        is_gpu=is_gpu,
+        track_codes=track_codes,
+        tracks=tracks,
+        pid_labels=pid_labels,
+        tid_labels=tid_labels,
         ts_us=fields.ts_us,
         dur_us=fields.dur_us,
         ints={
@@ -114,6 +137,24 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
 
 def _kinds_of(cat_codes: np.ndarray, cat_values: list[str]) -> np.ndarray:
     return _kinds(cat_values)[cat_codes] if len(cat_codes) else np.zeros(0, np.int8)
+
+
+def _chunk_tracks(
+    pid_codes: I64, tid_codes: I64, n_tid_labels: int, is_gpu: Bool, device: I64, stream: I64
+) -> tuple[I32, ChunkTracks]:
+    """Each row's code among the chunk's distinct (pid label, tid label) pairs, and the pairs."""
+    pair = pid_codes * max(n_tid_labels, 1) + tid_codes
+    unique_pairs, codes = _dense_unique(pair)
+    first = _first_index(codes, len(unique_pairs))
+    tracks = ChunkTracks(
+        pid=unique_pairs // max(n_tid_labels, 1),
+        tid=unique_pairs % max(n_tid_labels, 1),
+        first_row=first,
+        is_gpu=is_gpu[first],
+        device=device[first],
+        stream=stream[first],
+    )
+    return codes.astype(np.int32), tracks
 
 
 def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, float, set[str]]:
@@ -140,85 +181,171 @@ class MergedColumns:
 
 
 def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
-    """Merge chunks (in file order), drop events with incredible times, sort rows canonically."""
-    n = sum(len(c) for c in chunks)
-    cat_codes, cat_values = _merge_codes([(c.cat_codes, c.cat_values) for c in chunks])
-    kind = _kinds(cat_values)[cat_codes] if n else np.zeros(0, np.int8)
+    """Merge chunks (in file order), drop events with incredible times, sort rows canonically. `chunks` is
+    consumed (emptied as the chunks are copied, so that each chunk's memory is freed as soon as it is merged)."""
     invalid: list[str] = []  # texts with a lone surrogate, kept with U+FFFD
-    name_codes, name_values = _sorted_codes(*_merge_codes([(c.name_codes, c.name_values) for c in chunks]), invalid)
-    pid_codes, pid_values = _sorted_codes(*_merge_codes([(c.pid_codes, c.pid_values) for c in chunks]), invalid)
-    tid_codes, tid_values = _sorted_codes(*_merge_codes([(c.tid_codes, c.tid_values) for c in chunks]), invalid)
-    ts_us = _concat([c.ts_us for c in chunks], np.float64)
-    dur_us = _concat([c.dur_us for c in chunks], np.float64)
+    codes = _merged_codes(chunks, invalid)
+    columns, raws = _file_order_columns(chunks, codes)
+    ts_us, dur_us = columns.pop("ts_us"), columns.pop("dur_us")
     keep, notes = _credible_times(ts_us, dur_us)
-    categories = {valid_text(str(c)) for c in cat_values}
-    invalid += [str(c) for c in cat_values if valid_text(str(c)) != str(c)]
     if invalid:
         held = "names hold" if len(invalid) > 1 else "name holds"
         notes.append(
             f"{len(invalid):,} {held} invalid Unicode (a lone surrogate escape such as \\ud800); "
             "kept with U+FFFD in its place"
         )
-    ts_us[~keep] = np.nan
+    every_row = bool(keep.all())
+    if not every_row:
+        ts_us[~keep] = np.nan
     origin_us = float(np.floor(np.nanmin(ts_us))) if keep.any() else 0.0
-    ts_ns = _to_ns(ts_us, origin_us)
-    dur_ns = _to_ns(dur_us)
+    columns["ts_ns"] = _to_ns(ts_us, origin_us)
+    columns["dur_ns"] = dur_ns = _to_ns(dur_us)
+    del ts_us, dur_us
     np.maximum(dur_ns, 0, out=dur_ns)
-    ints = {name: _concat([c.ints[name] for c in chunks], np.int64) for name in _INT_FIELDS}
-    is_gpu = _concat([c.is_gpu for c in chunks], np.bool_)
-    track, tracks = _tracks(pid_codes, pid_values, tid_codes, tid_values, is_gpu, ints["device"], ints["stream"])
-    columns: dict[str, np.ndarray] = {
-        "kind": kind.astype(np.int8),
-        "name": name_codes.astype(np.int32),
-        "track": track,
-        "ts_ns": ts_ns,
-        "dur_ns": dur_ns,
-        **ints,
-    }
     # among ops with equal times, the smaller External id (created first: the enclosing op) sorts first
     keys = tuple(columns[name] for name in ("correlation", "track", "name", "external_id", "kind", "dur_ns", "ts_ns"))
-    if keep.all():
+    if every_row:
         order = lexsort_by_last(keys)
     else:
         kept = np.flatnonzero(keep)
         order = kept[lexsort_by_last(tuple(key[kept] for key in keys))]
-    del keys
-    raws = _sorted_raws(chunks, order, n)
-    table = EventTable(**_permuted(columns, order), **raws, names=tuple(str(v) for v in name_values))
-    return MergedColumns(table, tracks, origin_us, categories, order.astype(np.int64), notes)
+    del keys, dur_ns
+    sorted_raws = _sorted_raws(raws, order, int(keep.size))
+    table = EventTable(**permuted(columns, order), **sorted_raws, names=codes.names)
+    return MergedColumns(table, codes.tracks, origin_us, codes.categories, order, notes)
 
 
-def _permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
-    """`column[order]` for every column. The columns are given up: when `order` keeps every row, a column's
-    buffer, once permuted, receives the next column of its dtype (fewer fresh pages: page faults were half of
-    merging's time). `order` holds valid row numbers, so `np.take`'s "clip" mode changes nothing but lets it
-    write straight into the buffer."""
-    out: dict[str, np.ndarray] = {}
-    spare: dict[np.dtype, np.ndarray] = {}
-    for name, column in columns.items():
-        buffer = spare.pop(column.dtype, None)
-        out[name] = np.take(column, order, out=buffer, mode="clip") if buffer is not None else column[order]
-        if column.shape == order.shape and column.flags.owndata:
-            spare[column.dtype] = column
-    return out
+@dataclass
+class _MergedCodes:
+    """The chunks' names and tracks coded once for all: `names` (sorted) and `tracks`; per chunk, the global
+    code of each of its name codes and track codes."""
+
+    names: tuple[str, ...]
+    name_codes: list[I32]
+    tracks: TrackTable
+    track_codes: list[I32]
+    categories: set[str]
 
 
-def _sorted_raws(chunks: list[ChunkColumns], order: I64, n: int) -> dict[str, np.ndarray]:
-    """The raw-JSON columns (None where absent) in the final row order, straight from the chunks' sparse rows."""
-    position = np.full(n, -1, dtype=np.int64)
-    position[order] = np.arange(order.size)
-    out = {}
-    for name, _ in _RAW_FIELDS:
-        column = np.full(order.size, None, dtype=object)
-        offset = 0
-        for chunk in chunks:
-            rows, values = chunk.raws[name]
+def _merged_codes(chunks: list[ChunkColumns], invalid: list[str]) -> _MergedCodes:
+    """Names and track labels in sorted order (after `_clean_text`: a value that holds a lone surrogate is
+    appended to `invalid`, as is a category), tracks sorted by (pid label, tid label); from the chunks' values
+    only (a few per chunk), no per-event work."""
+    name_codes, names = _value_ranks([c.name_values for c in chunks], invalid)
+    pid_ranks, pid_labels = _value_ranks([c.pid_labels for c in chunks], invalid)
+    tid_ranks, tid_labels = _value_ranks([c.tid_labels for c in chunks], invalid)
+    cat_values = list(dict.fromkeys(value for c in chunks for value in c.cat_values))
+    invalid += [str(c) for c in cat_values if valid_text(str(c)) != str(c)]
+    n_tid = max(len(tid_labels), 1)
+    pairs = [c.tracks for c in chunks]
+    key = _concat([pid_ranks[k][p.pid].astype(np.int64) * n_tid + tid_ranks[k][p.tid] for k, p in enumerate(pairs)])
+    offsets = np.cumsum([0] + [len(c) for c in chunks])
+    first_row = _concat([p.first_row + offsets[k] for k, p in enumerate(pairs)])
+    unique_keys, track_of_pair = _dense_unique(key)
+    by_first = np.lexsort((first_row, track_of_pair))  # per track, its pair whose first event comes first
+    is_first = np.ones(by_first.size, dtype=bool)
+    is_first[1:] = track_of_pair[by_first[1:]] != track_of_pair[by_first[:-1]]
+    first = by_first[is_first]
+    is_gpu = _concat([p.is_gpu for p in pairs])[first].astype(bool)
+    tracks = TrackTable(
+        pid=tuple(pid_labels[int(k) // n_tid] for k in unique_keys),
+        tid=tuple(tid_labels[int(k) % n_tid] for k in unique_keys),
+        is_gpu=is_gpu,
+        device=np.where(is_gpu, _concat([p.device for p in pairs])[first], -1).astype(np.int64),
+        stream=np.where(is_gpu, _concat([p.stream for p in pairs])[first], -1).astype(np.int64),
+    )
+    pair_offsets = np.cumsum([0] + [len(p) for p in pairs])
+    track_codes = [track_of_pair[pair_offsets[k] : pair_offsets[k + 1]].astype(np.int32) for k in range(len(pairs))]
+    categories = {valid_text(str(c)) for c in cat_values}
+    return _MergedCodes(tuple(names), name_codes, tracks, track_codes, categories)
+
+
+def _value_ranks(parts: list[list[str]], invalid: list[str]) -> tuple[list[I32], list[str]]:
+    """For each part's values, their codes among the distinct values of all parts, cleaned (trailing NULs
+    stripped, `valid_text`) and sorted; and those sorted values. Each distinct value that holds a lone surrogate is
+    appended to `invalid`."""
+    first: dict[str, int] = {}
+    ids = [np.array([first.setdefault(value, len(first)) for value in values], dtype=np.int64) for values in parts]
+    texts = [str(value).rstrip("\x00") for value in first]  # numpy strings drop trailing NULs: so do names
+    cleaned = [valid_text(text) for text in texts]
+    invalid += [text for text, fixed in zip(texts, cleaned, strict=True) if text is not fixed]
+    if not cleaned:
+        return [np.zeros(0, dtype=np.int32) for _ in parts], []
+    uniques, inverse = np.unique(np.array(cleaned, dtype=object), return_inverse=True)
+    rank = inverse.ravel().astype(np.int32)
+    return [rank[part] for part in ids], [str(value) for value in uniques]
+
+
+_COPIED = ("kind", "ts_us", "dur_us", *_INT_FIELDS)  # columns the merge copies from the chunks as they are
+
+
+def _file_order_columns(
+    chunks: list[ChunkColumns], codes: _MergedCodes
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[list[I64], list[bytes]]]]:
+    """Every column in file order (one array each, filled chunk by chunk: codes translated to the global ones),
+    and the raw-JSON columns' rows (file-order positions) and values. Empties `chunks`, freeing each chunk once
+    copied."""
+    n = sum(len(c) for c in chunks)
+    columns = {name: np.empty(n, dtype=np.int64) for name in _INT_FIELDS}
+    columns |= {"kind": np.empty(n, np.int8), "ts_us": np.empty(n, np.float64), "dur_us": np.empty(n, np.float64)}
+    columns |= {"name": np.empty(n, np.int32), "track": np.empty(n, np.int32)}
+    raws: dict[str, tuple[list[I64], list[bytes]]] = {name: ([], []) for name, _ in _RAW_FIELDS}
+    offset = 0
+    chunks.reverse()
+    for name_codes, track_codes in zip(codes.name_codes, codes.track_codes, strict=True):
+        chunk = chunks.pop()
+        end = offset + len(chunk)
+        for name in _COPIED:
+            source = chunk.ints[name] if name in chunk.ints else getattr(chunk, name)
+            columns[name][offset:end] = source
+        np.take(name_codes, chunk.name_codes, out=columns["name"][offset:end])
+        np.take(track_codes, chunk.track_codes, out=columns["track"][offset:end])
+        for name, (rows, values) in chunk.raws.items():
             if rows.size:
-                at = position[rows + offset]
-                holder = np.empty(len(values), dtype=object)
-                holder[:] = values
-                column[at[at >= 0]] = holder[at >= 0]
-            offset += len(chunk)
+                raws[name][0].append(rows + offset)
+                raws[name][1].extend(values)
+        offset = end
+        del chunk
+    return columns, raws
+
+
+def permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
+    """`column[order]` for every column (of as many rows as each other, `order` a selection of them without
+    repeats), computed in place where the C extension is built (`_native.permute`: no second copy of any
+    column; rows `order` leaves out end up past its length and are cut off), else by numpy."""
+    n = next(iter(columns.values())).shape[0] if columns else 0
+    if _native is None or not columns:
+        return {name: column[order] for name, column in columns.items()}
+    full = order
+    if order.size != n:  # the rows left out go last
+        left_out = np.ones(n, dtype=bool)
+        left_out[order] = False
+        full = np.concatenate([order, np.flatnonzero(left_out)])
+    _native.permute(full, tuple(columns.values()))
+    return {name: column[: order.size] for name, column in columns.items()}
+
+
+def _sorted_raws(raws: dict[str, tuple[list[I64], list[bytes]]], order: I64, n: int) -> dict[str, np.ndarray]:
+    """The raw-JSON columns (None where absent) in the final row order, from their file-order rows and values;
+    the fields without any value share one read-only column of None."""
+    position = None
+    out = {}
+    nothing = None  # one read-only all-None column for every field without values (most traces)
+    for name, (rows, values) in raws.items():
+        if not values:
+            if nothing is None:
+                nothing = np.full(order.size, None, dtype=object)
+                nothing.flags.writeable = False
+            out[name] = nothing
+            continue
+        if position is None:
+            position = np.full(n, -1, dtype=np.int64)
+            position[order] = np.arange(order.size)
+        at = position[np.concatenate(rows)]
+        holder = np.empty(len(values), dtype=object)
+        holder[:] = values
+        column = np.full(order.size, None, dtype=object)
+        column[at[at >= 0]] = holder[at >= 0]
         out[name] = column
     return out
 
@@ -228,79 +355,71 @@ def lexsort_by_last(keys: tuple[np.ndarray, ...]) -> I64:
     ordered by the primary key alone (a stable sort, quick on nearly sorted times), and only the rows that tie
     on it are lexsorted by every key."""
     primary = keys[-1]
-    order = np.argsort(primary, kind="stable")
-    ties = primary[order[1:]] == primary[order[:-1]]
+    order = np.argsort(primary, kind="stable").astype(np.int64, copy=False)
+    in_order = primary[order]
+    ties = in_order[1:] == in_order[:-1]
+    del in_order
     if not ties.any():
-        return order.astype(np.int64)
+        return order
     tied = np.zeros(order.size, dtype=bool)
     tied[1:] |= ties
     tied[:-1] |= ties
     positions = np.flatnonzero(tied)
     rows = order[positions]
     order[positions] = rows[np.lexsort(tuple(key[rows] for key in keys))]
-    return order.astype(np.int64)
-
-
-def _sorted_codes(codes: np.ndarray, values: list[str], invalid: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Recode so that values are sorted (and trailing NULs, which numpy strings drop, are stripped; lone
-    surrogates replaced, the values that had them appended to `invalid`)."""
-    if not values:
-        return codes, values
-    texts = [str(v).rstrip("\x00") for v in values]
-    valid = [valid_text(text) for text in texts]
-    invalid += [text for text, fixed in zip(texts, valid, strict=True) if text is not fixed]
-    cleaned = np.array(valid, dtype=object)
-    uniques, inverse = np.unique(cleaned, return_inverse=True)
-    return inverse.ravel()[codes].astype(np.int64), [str(v) for v in uniques]
+    return order
 
 
 def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
-    than that is set to 0 in place. Returns the mask and notes for the warnings."""
+    than that is set to 0 in place. Returns the mask and notes for the warnings. The median is needed only when
+    the finite times span more than MAX_OFFSET_US (it lies between the least and the greatest of them)."""
     finite = np.isfinite(ts_us)
-    median = stats.median(ts_us[finite]) if finite.any() else 0.0
-    with np.errstate(invalid="ignore"):
-        keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
-        bad_dur = ~(np.abs(dur_us) <= MAX_OFFSET_US)
+    every_finite = bool(finite.all())
+    times = ts_us if every_finite else ts_us[finite]
+    if times.size and float(times.max()) - float(times.min()) <= MAX_OFFSET_US:
+        keep = finite
+    else:
+        median = stats.median(times) if times.size else 0.0
+        with np.errstate(invalid="ignore"):
+            keep = finite & (np.abs(ts_us - median) <= MAX_OFFSET_US)
+    del times
+    bad_dur = ~((dur_us >= -MAX_OFFSET_US) & (dur_us <= MAX_OFFSET_US))  # NaN compares false
     notes = []
-    if not keep.all():
+    every_row = bool(keep.all())
+    if not every_row:
         notes.append(f"{int((~keep).sum()):,} events with a timestamp days away from the rest were ignored")
-    if bad_dur[keep].any():
-        notes.append(
-            f"{int(bad_dur[keep].sum()):,} events with a duration that is not a number or over a day count as 0 µs"
-        )
-    dur_us[bad_dur] = 0.0
+    bad_kept = bad_dur if every_row else bad_dur & keep
+    if bad_kept.any():
+        notes.append(f"{int(bad_kept.sum()):,} events with a duration that is not a number or over a day count as 0 µs")
+    if bad_dur.any():
+        dur_us[bad_dur] = 0.0
     return keep, notes
 
 
-def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def _merge_codes(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
-    """Codes into one list of values, in order of first appearance across the parts."""
-    if len(parts) == 1:
-        return parts[0]
-    all_values = np.array([v for _, values in parts for v in values], dtype=object)
-    if not all_values.size:
-        return np.zeros(sum(len(c) for c, _ in parts), np.int64), []
-    global_codes, uniques = factorize(all_values)
-    offsets = np.cumsum([0] + [len(values) for _, values in parts])
-    codes = np.concatenate([global_codes[offset + c] for (c, _), offset in zip(parts, offsets, strict=False)])
-    return codes.astype(np.int64), list(uniques)
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _kinds(cat_values: list[str]) -> np.ndarray:
     return np.array([CATEGORY_KINDS.get(str(c).lower(), Kind.OTHER) for c in cat_values] + [0], np.int8)
 
 
+_CONVERT_ROWS = 1 << 14  # converted at a time: small temporaries, reused
+
+
 def _to_ns(values_us: np.ndarray, origin_us: float = 0.0) -> I64:
-    """rint((values - origin) * NS_PER_US) as int64, NaN and infinities as 0; `values_us` (ours) is overwritten."""
-    if origin_us:
-        np.subtract(values_us, origin_us, out=values_us)
-    np.nan_to_num(values_us, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-    np.multiply(values_us, NS_PER_US, out=values_us)
-    return np.rint(values_us, out=values_us).astype(np.int64)
+    """rint((values - origin) * NS_PER_US) as int64, NaN and infinities as 0, written over `values_us` (ours,
+    float64): the result is a view of its buffer, converted a block at a time."""
+    out = values_us.view(np.int64)
+    for start in range(0, values_us.size, _CONVERT_ROWS):
+        block = values_us[start : start + _CONVERT_ROWS]
+        if origin_us:
+            np.subtract(block, origin_us, out=block)
+        np.nan_to_num(block, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        np.multiply(block, NS_PER_US, out=block)
+        out[start : start + _CONVERT_ROWS] = np.rint(block, out=block).astype(np.int64)
+    return out
 
 
 def _id_numbers(codes: I64, uniques: list[Any]) -> I64:
@@ -319,40 +438,17 @@ def _track_labels(
     codes = np.where(codes < 0, len(uniques), codes).astype(np.int64)
     gpu_rows = np.flatnonzero(is_gpu)
     if gpu_rows.size:
-        numbers, inverse = np.unique(gpu_numbers[gpu_rows], return_inverse=True)
+        numbers, inverse = _dense_unique(gpu_numbers[gpu_rows])
         codes[gpu_rows] = len(labels) + inverse
         labels += [f"{prefix}{int(number)}" for number in numbers]
     label_codes, label_values = factorize(labels)
     return label_codes[codes].astype(np.int64), [str(v) for v in label_values]
 
 
-def _tracks(
-    pid_codes: np.ndarray,
-    pid_values: list[str],
-    tid_codes: np.ndarray,
-    tid_values: list[str],
-    is_gpu: Bool,
-    device: I64,
-    stream: I64,
-) -> tuple[np.ndarray, TrackTable]:
-    """Factorize (pid label, tid label) pairs in sorted order."""
-    pair = pid_codes.astype(np.int64) * max(len(tid_values), 1) + tid_codes
-    unique_pairs, track = _dense_unique(pair)
-    first = _first_index(track, len(unique_pairs))
-    tracks = TrackTable(
-        pid=tuple(pid_values[pid_codes[i]] for i in first),
-        tid=tuple(tid_values[tid_codes[i]] for i in first),
-        is_gpu=is_gpu[first].astype(bool),
-        device=np.where(is_gpu[first], device[first], -1).astype(np.int64),
-        stream=np.where(is_gpu[first], stream[first], -1).astype(np.int64),
-    )
-    return track.astype(np.int32), tracks
-
-
 def _dense_unique(values: I64) -> tuple[I64, I64]:
-    """`np.unique(values, return_inverse=True)` for non-negative ints: by counting when they are small (track
-    pairs are), by sorting otherwise."""
-    if values.size == 0 or int(values.max()) > 4 * values.size + 65536:
+    """`np.unique(values, return_inverse=True)` for ints: by counting when they are small and non-negative (track
+    pairs, devices, streams), by sorting otherwise."""
+    if values.size == 0 or int(values.min()) < 0 or int(values.max()) > 4 * values.size + 65536:
         unique, inverse = np.unique(values, return_inverse=True)
         return unique, inverse.ravel()
     present = np.bincount(values) > 0

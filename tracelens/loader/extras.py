@@ -2,9 +2,10 @@
 
 The plain path pays almost nothing for them: the streamed chunks are decoded with instant and counter events
 typed (`EXTRAS_*_DECODER`; a trace without them decodes exactly as fast as with those phases skipped), and the
-columns are built only for chunks whose decoded events include one (a set of the events' types says: measured
-~0.5 ms per 4 MB chunk, where searching the text for markers took ~4 ms). The whole-file path searches its text
-for markers (`has_extras`) before decoding it a second time, typed.
+memory events' columns come from one pass of the C extension over the decoded events (`_native.memory_columns`,
+~0.3 ms per 4 MB chunk of the synthetic traces, 1,800 memory events; Python's `python_memory_columns`, the
+reference it is tested against, takes ~2.5 ms). The whole-file path searches its text for markers
+(`has_extras`) before decoding it a second time, typed.
 
 Chunks give `ExtraColumns`; `merge_extras` joins them into the model's `MemoryTable` / `CounterTable`
 (with the thread of each memory event as a CPU track; the enclosing op is the model's business).
@@ -13,12 +14,14 @@ Chunks give `ExtraColumns`; `merge_extras` joins them into the model's `MemoryTa
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
+from tracelens import native
 from tracelens.loader.coerce import to_int, usable_ts, valid_text
 from tracelens.loader.fields import factorize
 from tracelens.loader.schema import CounterEvent, InstantEvent, InstantFields, LegacyInstantEvent, MemoryArgs
@@ -27,11 +30,12 @@ from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.trace import TrackTable
 from tracelens.units import NS_PER_US
 
+_native: types.ModuleType | None = native.module()  # None: `python_memory_columns` gives the same columns
 MEMORY_NAME = "[memory]"
 _MARKERS = (b'"[memory]"', b'"C"')  # `"ph": "C"` in any spacing contains `"C"`
 _EMPTY_ARGS = MemoryArgs()
-_INSTANT_TYPES = frozenset((InstantEvent, LegacyInstantEvent))
-EXTRA_TYPES = frozenset((InstantEvent, LegacyInstantEvent, CounterEvent))
+_INSTANT_TUPLE = (InstantEvent, LegacyInstantEvent)  # same fields (`InstantFields`), so the same slots
+_INSTANT_TYPES = frozenset(_INSTANT_TUPLE)
 _MEMORY_INTS = ("bytes", "total_allocated", "total_reserved", "device_id", "device_type", "addr")
 _MEMORY_INTS_OF = attrgetter(*_MEMORY_INTS)
 _PID_TID = attrgetter("pid", "tid")
@@ -64,26 +68,17 @@ class ExtraColumns:
         return not (self.memory_ts_us.size or self.counter_ts_us.size)
 
 
-def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraColumns | None:
-    """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`; `types`:
-    the set of their types, if known) as columns; None when there are none. Events without a usable `ts` are
-    skipped. The scans over all events run in C (`filter`, `map`, `fromiter`); Python touches only the memory
-    events and the (rare) counter events."""
-    types = set(map(type, events)) if types is None else types
-    instants = filter(InstantFields.__instancecheck__, events) if not _INSTANT_TYPES.isdisjoint(types) else ()
-    memory = [e for e in instants if e.name == MEMORY_NAME]
-    memory_ts_us = _finite_floats(list(map(attrgetter("ts"), memory)))
-    if memory_ts_us is None:  # some `ts` unusable (rare): keep the events that have a usable one
-        memory = [e for e in memory if usable_ts(e.ts)]
-        memory_ts_us = _floats(list(map(attrgetter("ts"), memory)))
-    has_counters = CounterEvent in types
-    counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if has_counters else []
-    if not memory and not counters:
+def extra_columns(events: list[Any]) -> ExtraColumns | None:
+    """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`) as columns;
+    None when there are none. Events without a usable `ts` are skipped. The memory events' columns come from
+    the C extension where it is built (`_native.memory_columns`, one pass over the events), else from
+    `python_memory_columns` (identical columns); Python touches only the (rare) counter events."""
+    memory = _native_memory_columns(events) if _native is not None else None
+    if memory is None:
+        memory = python_memory_columns(events)
+    counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if memory.has_counters else []
+    if not memory.ts_us.size and not counters:
         return None
-    args = list(map(attrgetter("args"), memory))
-    pair_codes, pairs = factorize(list(map(_PID_TID, memory)))
-    if None in args:
-        args = [a if a is not None else _EMPTY_ARGS for a in args]
     c_ts, c_name, c_series, c_pid, c_value = [], [], [], [], []
     for event in counters:
         for key, value in (event.args or {}).items():
@@ -95,16 +90,65 @@ def extra_columns(events: list[Any], types: set[type] | None = None) -> ExtraCol
                 c_pid.append(_label(event.pid))
                 c_value.append(number)
     return ExtraColumns(
-        memory_ts_us=memory_ts_us,
-        memory_ints=_memory_ints(args),
-        memory_pair=pair_codes,
-        memory_pairs=pairs,
+        memory_ts_us=memory.ts_us,
+        memory_ints=memory.ints,
+        memory_pair=memory.pair_codes,
+        memory_pairs=memory.pairs,
         counter_ts_us=np.array(c_ts, dtype=np.float64),
         counter_name=c_name,
         counter_series=c_series,
         counter_pid=c_pid,
         counter_value=np.array(c_value, dtype=np.float64),
     )
+
+
+@dataclass
+class MemoryColumns:
+    """One chunk's `[memory]` instant events with a usable `ts` (file order): `ts_us` (an int beyond float range
+    reads NaN), the `_MEMORY_INTS` (absent args: `MemoryArgs()`'s defaults; None and ints beyond int64: -1), each
+    event's (pid, tid) as a code into `pairs` (in order of first appearance); and whether the chunk has a
+    counter event."""
+
+    ts_us: np.ndarray
+    ints: dict[str, I64]
+    pair_codes: I64
+    pairs: list[tuple[Any, Any]]
+    has_counters: bool
+
+
+def _native_memory_columns(events: list[Any]) -> MemoryColumns | None:
+    """`python_memory_columns` from the C extension; None when it cannot read the chunk exactly (then Python does)."""
+    assert _native is not None
+    try:
+        ts, ints, codes, pairs, has_counters = _native.memory_columns(
+            events, _INSTANT_TUPLE, MemoryArgs, MEMORY_NAME, CounterEvent
+        )
+    except TypeError:
+        return None
+    return MemoryColumns(
+        ts_us=np.frombuffer(ts, np.float64),
+        ints={name: np.frombuffer(buffer, np.int64) for name, buffer in zip(_MEMORY_INTS, ints, strict=True)},
+        pair_codes=np.frombuffer(codes, np.int64),
+        pairs=pairs,
+        has_counters=has_counters,
+    )
+
+
+def python_memory_columns(events: list[Any]) -> MemoryColumns:
+    """The memory events' columns (`MemoryColumns`) in Python: the scans over all events run in C (`filter`,
+    `map`, `fromiter`); Python touches only the memory events."""
+    types = set(map(type, events))
+    instants = filter(InstantFields.__instancecheck__, events) if not _INSTANT_TYPES.isdisjoint(types) else ()
+    memory = [e for e in instants if e.name == MEMORY_NAME]
+    memory_ts_us = _finite_floats(list(map(attrgetter("ts"), memory)))
+    if memory_ts_us is None:  # some `ts` unusable (rare): keep the events that have a usable one
+        memory = [e for e in memory if usable_ts(e.ts)]
+        memory_ts_us = _floats(list(map(attrgetter("ts"), memory)))
+    args = list(map(attrgetter("args"), memory))
+    pair_codes, pairs = factorize(list(map(_PID_TID, memory)))
+    if None in args:
+        args = [a if a is not None else _EMPTY_ARGS for a in args]
+    return MemoryColumns(memory_ts_us, _memory_ints(args), pair_codes, pairs, CounterEvent in types)
 
 
 def merge_extras(
@@ -221,10 +265,18 @@ def _ints(values: list[int | None]) -> I64:
 
 
 def _floats(values: list[Any]) -> np.ndarray:
+    """float64 column of usable `ts` values; an int beyond float range (not a credible time) reads NaN."""
     try:
         return np.fromiter(values, dtype=np.float64, count=len(values))
-    except OverflowError:  # an int beyond float range: not a credible time
-        return np.array([float(v) if abs(v) < 1e300 else math.nan for v in values], dtype=np.float64)
+    except OverflowError:
+        return np.array([_float_or_nan(v) for v in values], dtype=np.float64)
+
+
+def _float_or_nan(value: float) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
 
 
 def _number(value: object) -> float | None:

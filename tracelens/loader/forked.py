@@ -4,20 +4,27 @@ tmpfs where there is one), not pipes.
 Why not `multiprocessing.Pool`: its workers hand each ~1 MB result through a 64 kB pipe that a thread of this
 process must drain, and while this process works (it imports the analyses during a load) that thread gets
 the interpreter only every few ms, so the workers stall; a pool also takes 5-15 ms to start. Here each child
-takes every `workers`-th job (jobs are sized equally), writes each result to its own file, and never waits
-for the parent, which picks the results up whenever it looks.
+claims the next job no child has claimed (by creating its claim file: whichever creates it first), so a child
+slowed down (by this process's work, or a costlier job) does less, writes each result to its own file, and
+never waits for the parent, which picks the results up whenever it looks.
+
+A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
+the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
+copy, no fresh memory; the file is removed at once (an array's pages live as long as it does).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import pickle
 import select
 import shutil
 import signal
+import struct
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 Job = TypeVar("Job")
@@ -43,8 +50,8 @@ def run_forked(
     meanwhile: Callable[[], object] | None = None,
     stall_s: float = STALL_S,
 ) -> list[Result]:
-    """`[work(job) for job in jobs]`, computed by `workers` forked children (child k takes jobs k, k+workers,
-    ...). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
+    """`[work(job) for job in jobs]`, computed by `workers` forked children (each claims the next unclaimed job,
+    in job order). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
     each result arrives (in any order). An exception raised by `work` in a child is raised here; ChildStalled
     when `stall_s` seconds pass without a result or a child ending. Children left running when this returns
     or raises are killed (SIGKILL, then reaped). Children start with default SIGTERM/SIGINT handlers."""
@@ -54,7 +61,7 @@ def run_forked(
         for number in range(min(workers, len(jobs))):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child, which never returns
-                _child(number, jobs, workers, work, folder)
+                _child(number, jobs, work, folder)
             children[pid] = number
         if meanwhile is not None:
             meanwhile()
@@ -121,18 +128,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any], Any], folder: str) -> None:
+def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str) -> None:
     """The child's whole life: its jobs, a file per result (renamed into place when complete), then `_exit`
     (no interpreter teardown, no flushing of the parent's buffers)."""
     status = 0
     try:
         reset_signals()
         _die_with_parent()
-        for index in range(number, len(jobs), workers):
+        for index in _claimed(folder, len(jobs)):
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
-            with open(partial, "wb") as handle:
-                pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            write_result(partial, result)
             os.rename(partial, os.path.join(folder, str(index)))
     except BaseException as exc:  # handed to the parent
         status = 1
@@ -144,6 +150,16 @@ def _child(number: int, jobs: Sequence[Any], workers: int, work: Callable[[Any],
             handle.write(payload)
     finally:
         os._exit(status)
+
+
+def _claimed(folder: str, n_jobs: int) -> Iterator[int]:
+    """The jobs this child claims, in order: a job belongs to the child that creates its claim file first."""
+    for index in range(n_jobs):
+        try:
+            os.close(os.open(os.path.join(folder, f"claim-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue
+        yield index
 
 
 def reset_signals() -> None:
@@ -221,13 +237,66 @@ def _collect(folder: str, results: dict[int, Any], on_result: Callable[[int], No
         if not name.isdigit():
             continue
         path = os.path.join(folder, name)
-        with open(path, "rb") as handle:
-            results[int(name)] = pickle.load(handle)
+        results[int(name)] = read_result(path)
         os.remove(path)
         collected += 1
         if on_result is not None:
             on_result(int(name))
     return collected
+
+
+_HEAD = struct.Struct("<QQ")  # pickle bytes, out-of-band buffers; then one u64 length per buffer
+MAPPED_BYTES = 64 << 10  # buffers this large are mapped from the file; smaller ones are read
+_ALIGN_BYTES = 64
+
+
+def write_result(path: str, result: object) -> None:
+    """Write `result` to a new file `path`: the layout header, the pickle, then each out-of-band buffer (the
+    arrays' bytes, written from where they lie) at a multiple of 64 bytes."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+    views = [buffer.raw() for buffer in buffers]
+    with open(path, "wb") as handle:
+        handle.write(_HEAD.pack(len(data), len(views)))
+        handle.write(struct.pack(f"<{len(views)}Q", *(view.nbytes for view in views)))
+        handle.write(data)
+        for view in views:
+            handle.write(bytes(-handle.tell() % _ALIGN_BYTES))
+            handle.write(view)
+
+
+def read_result(path: str) -> object:
+    """The object `write_result` wrote to `path`. Its arrays of `MAPPED_BYTES` or more are views of one private
+    (copy-on-write) mapping of the file, which stays valid after the file is removed and is unmapped once none of
+    them is used; smaller ones are read (so that keeping one, a chunk's memory events, keeps no mapping). Pages
+    are mapped as they are read, 16 at a time (the kernel's fault-around: measured cheaper than MAP_POPULATE, one
+    by one). Where the file cannot be mapped (no more mappings allowed), it is read."""
+    with open(path, "rb") as handle:
+        data_bytes, n_buffers = _HEAD.unpack(handle.read(_HEAD.size))
+        lengths = struct.unpack(f"<{n_buffers}Q", handle.read(8 * n_buffers))
+        data = handle.read(data_bytes)
+        mapped = _mapping(handle) if any(length >= MAPPED_BYTES for length in lengths) else None
+        views: list[memoryview | bytearray] = []
+        offset = _HEAD.size + 8 * n_buffers + data_bytes
+        for length in lengths:
+            offset += -offset % _ALIGN_BYTES
+            if mapped is not None and length >= MAPPED_BYTES:
+                views.append(mapped[offset : offset + length])
+            else:
+                handle.seek(offset)
+                views.append(bytearray(handle.read(length)))
+            offset += length
+    return pickle.loads(data, buffers=views)
+
+
+def _mapping(handle: Any) -> memoryview | None:
+    """A private writable mapping of the whole open file; None where the system refuses one."""
+    try:
+        size = os.fstat(handle.fileno()).st_size
+        prot = mmap.PROT_READ | mmap.PROT_WRITE
+        return memoryview(mmap.mmap(handle.fileno(), size, flags=mmap.MAP_PRIVATE, prot=prot))
+    except (OSError, ValueError):
+        return None
 
 
 def _raise_for(folder: str, number: int, status: int) -> None:

@@ -26,7 +26,7 @@ import msgspec
 from tracelens.errors import TracelensError
 from tracelens.loader.columns import ChunkColumns, columnize
 from tracelens.loader.decode import EXTRAS_DOC_DECODER, EXTRAS_EVENTS_DECODER, STREAM_DOC_DECODER, metadata_of
-from tracelens.loader.extras import EXTRA_TYPES, extra_columns
+from tracelens.loader.extras import extra_columns
 from tracelens.loader.forked import ChildDied, run_forked
 from tracelens.loader.schema import CompleteEvent
 from tracelens.loader.source import MAX_EVENT_BYTES
@@ -101,7 +101,7 @@ def _in_pool_worker() -> bool:
     return process is not None and process.parent_process() is not None
 
 
-def decode_piece(kind: str, text: bytes | bytearray) -> tuple[dict[str, Any], ChunkColumns | None]:
+def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
     """Metadata and columns of one piece (see `_pieces`); runs in a worker process or in-process."""
     if kind == "head":
         return metadata_of(STREAM_DOC_DECODER.decode(text)), None
@@ -112,23 +112,20 @@ def decode_piece(kind: str, text: bytes | bytearray) -> tuple[dict[str, Any], Ch
 
 
 def _columns(events: list[Any]) -> ChunkColumns:
-    """Columns of the complete events, and of the memory and counter events when the chunk has any (a set of the
-    events' types tells, ~20 ns an event: cheaper than searching the text for them)."""
+    """Columns of the complete events, and of the memory and counter events when the chunk has any."""
     columns = columnize(events, CompleteEvent)
-    types = set(map(type, events))
-    if not EXTRA_TYPES.isdisjoint(types):
-        columns.extras = extra_columns(events, types)
+    columns.extras = extra_columns(events)
     return columns
 
 
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
-    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer."""
+    """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer (this
+    process's text buffer, `_text_buffer`)."""
     prefix, suffix = _AFFIXES[kind]
-    buffer = bytearray(len(prefix) + (end - start) + len(suffix))
+    view = buffer = _text_buffer(len(prefix) + (end - start) + len(suffix))
     buffer[: len(prefix)] = prefix
     if suffix:
         buffer[-len(suffix) :] = suffix
-    view = memoryview(buffer)
     with path.open("rb", buffering=0) as handle:
         handle.seek(start)
         filled = len(prefix)
@@ -141,6 +138,26 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
         return decode_piece(kind, buffer)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from None
+
+
+class _TextBuffer(threading.local):
+    """This thread's buffer for a range's text (`_text_buffer`): threads that load traces at once (a threaded
+    scheduler's, which decode in-process) each have their own."""
+
+    buffer: bytearray | None = None
+
+
+_TEXT_BUFFER = _TextBuffer()
+
+
+def _text_buffer(size: int) -> memoryview:
+    """A buffer of `size` bytes for the text of one range: the one the previous range of this thread used when it
+    is large enough (its pages are mapped already: a fresh 4 MB buffer per range cost ~1,000 page faults).
+    Nothing holds a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be
+    overwritten; a buffer is never resized (an object still viewing it would make that fail)."""
+    if _TEXT_BUFFER.buffer is None or len(_TEXT_BUFFER.buffer) < size:
+        _TEXT_BUFFER.buffer = bytearray(size + size // 8)  # room for the next ranges, which differ a little
+    return memoryview(_TEXT_BUFFER.buffer)[:size]
 
 
 def _decode_ranges(
@@ -199,6 +216,8 @@ def _decode_ranges(
                 progress(end, size)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
         raise NotStreamable(str(exc)) from exc
+    finally:
+        _TEXT_BUFFER.buffer = None  # this thread's buffer, if it decoded ranges itself
     return Streamed(chunks, metadata, size, notes)
 
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
-from tracelens.model.linking import link_launches, link_ops
+from tracelens.model.linking import link
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
-from tracelens.model.nesting import clip_unreturned_frames, nest
+from tracelens.model.nesting import clip_unreturned_frames, nest_ordered
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 
@@ -46,9 +46,8 @@ def build_trace(columns: Columns) -> Trace:
             f"{clipped:,} Python frames outlived the frame that called them (they had not returned when the "
             "profiler stopped, which closes them at the end of the recording); they end with their caller here"
         )
-    parent, depth = nest(table)
-    launch = link_launches(table)
-    op, by_id, by_time = link_ops(table, parent, launch)
+    parent, depth, cpu_order = nest_ordered(table)
+    launch, op, by_id, by_time = link(table, parent)
     steps = find_steps(table, truncated)
     step = assign_steps(table, steps, launch)
     if truncated and columns.source_rows is not None:
@@ -67,17 +66,17 @@ def build_trace(columns: Columns) -> Trace:
         warnings=(),
         source_rows=columns.source_rows,
         source_events=columns.source_events,
-        memory=_with_ops(columns.memory, table, parent, depth),
+        memory=_with_ops(columns.memory, table, parent, depth, cpu_order),
         counters=columns.counters,
     )
     return replace(trace, warnings=tuple(trace_warnings(trace, notes)))
 
 
-def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32) -> MemoryTable:
-    """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`)."""
+def _with_ops(memory: MemoryTable, table: EventTable, parent: I32, depth: I32, cpu_order: I64) -> MemoryTable:
+    """`memory` with each event's enclosing CPU op (`model.memory.enclosing_ops`; `cpu_order` from `nest_ordered`)."""
     if not len(memory):
         return memory
-    return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track))
+    return replace(memory, op=enclosing_ops(table, parent, depth, memory.ts_ns, memory.track, cpu_order))
 
 
 def trace_warnings(trace: Trace, notes: list[str]) -> list[str]:

@@ -12,10 +12,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracelens import native
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask
 from tracelens.model.nesting import nearest_ancestor_of_kind
 
 CONTAINMENT_TOLERANCE_NS = 1000  # integer-µs traces round ends
+_native = native.module()  # None: numpy links (same links)
+_IS_API = np.zeros(max(Kind) + 1, dtype=np.uint8)
+_IS_API[[int(kind) for kind in API_KINDS]] = 1
+_IS_GPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
+_IS_GPU[[int(kind) for kind in GPU_ACTIVITY_KINDS]] = 1
+
+
+def link(events: EventTable, parent: I32) -> tuple[I32, I32, int, int]:
+    """`link_launches` and `link_ops`: (launch, op, launches linked by External id, by containment). From the C
+    extension (one pass each, hashing ids instead of sorting them) where it is built, else numpy."""
+    if _native is not None:
+        linked = _native.link(
+            np.ascontiguousarray(events.kind, dtype=np.int8),
+            *(np.ascontiguousarray(c, dtype=np.int64) for c in (events.correlation, events.external_id)),
+            *(np.ascontiguousarray(c, dtype=np.int64) for c in (events.ts_ns, events.dur_ns)),
+            np.ascontiguousarray(events.track, dtype=np.int32),
+            np.ascontiguousarray(parent, dtype=np.int32),
+            _IS_API,
+            _IS_GPU,
+            int(Kind.CPU_OP),
+            CONTAINMENT_TOLERANCE_NS,
+        )
+        if linked is not None:
+            launch, op, by_id, by_time = linked
+            return np.frombuffer(launch, np.int32), np.frombuffer(op, np.int32), by_id, by_time
+    launch = link_launches(events)
+    return (launch, *link_ops(events, parent, launch))
 
 
 def link_launches(events: EventTable) -> I32:

@@ -81,9 +81,12 @@ class CounterTable:
         return [(int(keys[i][0]), int(keys[i][1]), int(keys[i][2])) for i in order]
 
 
-def enclosing_ops(events: EventTable, parent: I32, depth: I32, ts_ns: I64, track: I32) -> I32:
+def enclosing_ops(
+    events: EventTable, parent: I32, depth: I32, ts_ns: I64, track: I32, cpu_order: I64 | None = None
+) -> I32:
     """For points (`ts_ns`, CPU `track`), the innermost `Kind.CPU_OP` event on that track running at the point
-    (start <= ts < end, or an instant op at ts), -1 if none.
+    (start <= ts < end, or an instant op at ts), -1 if none. `cpu_order`: the CPU-side rows sorted by (track,
+    start, depth), stable (`nesting.nest_ordered` gives them); sorted here when not given.
 
     Vectorised: the CPU-side event of the track that started last at or before the point (the deepest among
     equal starts) is found by a sorted search; any event running at the point contains that event's start, so
@@ -91,25 +94,29 @@ def enclosing_ops(events: EventTable, parent: I32, depth: I32, ts_ns: I64, track
     still runs at the point; from there, the nearest CPU op at or above it."""
     n = ts_ns.size
     out = np.full(n, -1, dtype=np.int32)
-    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
-    if n == 0 or cpu.size == 0:
+    if n == 0:
         return out
-    order = cpu[np.lexsort((depth[cpu], events.ts_ns[cpu], events.track[cpu]))]
-    key_track = events.track[order].astype(np.int64)
-    key_start = events.ts_ns[order]
-    span = int(max(int(key_start.max()), int(ts_ns.max()))) - int(min(int(key_start.min()), int(ts_ns.min()))) + 1
-    base = int(min(int(key_start.min()), int(ts_ns.min())))
-    keys = key_track * span + (key_start - base)
+    if cpu_order is None:
+        cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
+        cpu_order = cpu[np.lexsort((depth[cpu], events.ts_ns[cpu], events.track[cpu]))]
+    order = cpu_order
+    if order.size == 0:
+        return out
+    keys = events.ts_ns[order]  # becomes track * span + (start - base), built in place
+    base = int(min(int(keys.min()), int(ts_ns.min())))
+    span = int(max(int(keys.max()), int(ts_ns.max()))) - base + 1
+    keys -= base
+    keys += np.multiply(events.track[order], span, dtype=np.int64)
     points = track.astype(np.int64) * span + (ts_ns - base)
     at = np.searchsorted(keys, points, side="right") - 1
+    del keys
     valid = (track >= 0) & (at >= 0)
-    valid[valid] &= key_track[at[valid]] == track[valid]
+    valid[valid] &= events.track[order[at[valid]]] == track[valid]
     candidate = np.where(valid, order[np.maximum(at, 0)], -1).astype(np.int64)
-    end = events.ts_ns + events.dur_ns
     active = np.flatnonzero(candidate >= 0)
     while active.size:  # climb until the candidate runs at the point
         c = candidate[active]
-        runs = (end[c] > ts_ns[active]) | (events.ts_ns[c] == ts_ns[active])
+        runs = (events.ts_ns[c] + events.dur_ns[c] > ts_ns[active]) | (events.ts_ns[c] == ts_ns[active])
         moving = active[~runs]
         if not moving.size:
             break

@@ -35,12 +35,16 @@ def clip_unreturned_frames(events: EventTable) -> tuple[I64, int]:
     unfinished frame (ending with the recording, within `OVERHANG_TOLERANCE_NS`) that outlives the Python frame
     it started in ends with that frame instead (callers first; a caller that ends before a frame starts is not
     its caller). The loop runs over the unfinished frames only."""
-    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
-    if not np.any(events.kind[cpu] == Kind.PYTHON):
+    python_rows = np.flatnonzero(events.kind == Kind.PYTHON)
+    if python_rows.size == 0:
         return events.dur_ns, 0
+    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
     start = events.ts_ns[cpu]
     end = start + events.dur_ns[cpu]
     recording_end = int(end.max())
+    python_end = events.ts_ns[python_rows] + events.dur_ns[python_rows]
+    if not np.any(python_end >= recording_end - OVERHANG_TOLERANCE_NS):  # no frame was open at the end: no sort
+        return events.dur_ns, 0
     track = events.track[cpu]
     order = _nesting_order(cpu, start, end, track, _TIE_PRIORITY[events.kind[cpu]])
     is_python = events.kind[cpu[order]] == Kind.PYTHON
@@ -69,12 +73,42 @@ def clip_unreturned_frames(events: EventTable) -> tuple[I64, int]:
 
 def nest(events: EventTable) -> tuple[I32, I32]:
     """Return (parent, depth) for every event; GPU events and roots get parent -1 and depth 0."""
+    parent, depth, _ = nest_ordered(events)
+    return parent, depth
+
+
+_IS_CPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
+_IS_CPU[[int(kind) for kind in CPU_KINDS]] = 1
+
+
+def nest_ordered(events: EventTable) -> tuple[I32, I32, I64]:
+    """`nest`, and the CPU-side rows in nesting order: by (track, start, -end, tie priority, row), which is also
+    by (track, start, depth) (among equal starts on a track each row nests in the one before it). From the C
+    extension in one pass where it is built and the starts are in time order (the loader's tables are), else
+    vectorised."""
+    if _native is not None:
+        nested = _native.nest(
+            np.ascontiguousarray(events.ts_ns, dtype=np.int64),
+            np.ascontiguousarray(events.dur_ns, dtype=np.int64),
+            np.ascontiguousarray(events.track, dtype=np.int32),
+            np.ascontiguousarray(events.kind, dtype=np.int8),
+            _IS_CPU,
+            _TIE_PRIORITY,
+            OVERHANG_TOLERANCE_NS,
+        )
+        if nested is not None:
+            parent, depth, rows = nested
+            return np.frombuffer(parent, np.int32), np.frombuffer(depth, np.int32), np.frombuffer(rows, np.int64)
+    return _python_nest(events)
+
+
+def _python_nest(events: EventTable) -> tuple[I32, I32, I64]:
     n = len(events)
     parent = np.full(n, -1, dtype=np.int32)
     depth = np.zeros(n, dtype=np.int32)
     cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
     if cpu.size == 0:
-        return parent, depth
+        return parent, depth, cpu.astype(np.int64)
     start = events.ts_ns[cpu]
     end = start + events.dur_ns[cpu]
     track = events.track[cpu]
@@ -86,7 +120,7 @@ def nest(events: EventTable) -> tuple[I32, I32]:
         depth[cpu[order]] = sorted_depth
     else:
         depth[:] = _depths(parent)
-    return parent, depth
+    return parent, depth, cpu[order].astype(np.int64)
 
 
 _ANY_OVERHANG = 2**62  # `_enclosing` with this tolerance: the innermost event still running at each start

@@ -11,10 +11,14 @@ import re
 
 import numpy as np
 
+from tracelens import native
 from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.stats import distinct_ints, percentiles
 from tracelens.model.trace import StepTable
 
+_native = native.module()  # None: numpy assigns steps (same steps)
+_IS_CPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
+_IS_CPU[[int(kind) for kind in CPU_KINDS]] = 1
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 WHOLE_TRACE = -1
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
@@ -78,7 +82,18 @@ def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTab
 
 
 def assign_steps(events: EventTable, steps: StepTable, launch: I32) -> I32:
-    """Step index for CPU events (by start) and GPU activity (by its launch's start); -1 outside steps."""
+    """Step index for CPU events (by start) and GPU activity (by its launch's start); -1 outside steps. In one
+    pass of the C extension where it is built, else numpy (same steps)."""
+    if _native is not None:
+        step = _native.step_of(
+            np.ascontiguousarray(events.ts_ns, dtype=np.int64),
+            np.ascontiguousarray(events.kind, dtype=np.int8),
+            np.ascontiguousarray(launch, dtype=np.int32),
+            _IS_CPU,
+            np.ascontiguousarray(steps.start_ns, dtype=np.int64),
+            np.ascontiguousarray(steps.end_ns, dtype=np.int64),
+        )
+        return np.frombuffer(step, np.int32)
     n = len(events)
     step = np.full(n, -1, dtype=np.int32)
     if len(steps) == 0:
