@@ -148,3 +148,17 @@ def test_a_step_queued_behind_earlier_steps_is_not_launch_latency() -> None:
     assert sum(parts.values()) == pytest.approx(result.step_us, abs=0.01)
     cpu = next(w for w in result.what_if if w.change.startswith("all CPU work"))
     assert cpu.saved_us == 0.0
+
+
+def test_a_cross_stream_wait_stays_on_one_device() -> None:
+    """Kernel B starts 2 µs after kernel A ended on another stream: a wait on A when both run on one GPU (what
+    `cudaStreamWaitEvent` does), none when A ran on another GPU (the review's two-GPU case linked them)."""
+    from tracelens.analyses.critical_path import _cross_stream
+
+    start = np.array([0, 102_000], dtype=np.int64)
+    end = np.array([100_000, 150_000], dtype=np.int64)
+    lanes = np.array([1, 2], dtype=np.int64)
+    waiting = np.array([1])
+    same, _ = _cross_stream(start, end, lanes, np.array([0, 0]), waiting)
+    other, _ = _cross_stream(start, end, lanes, np.array([1, 0]), waiting)
+    assert same.tolist() == [-1, 0] and other.tolist() == [-1, -1]

@@ -20,7 +20,7 @@ from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, swe
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
-from tracelens.model.op_names import METADATA_OPS, op_tokens
+from tracelens.model.op_names import METADATA_OPS, is_backward, op_tokens
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
 
@@ -108,10 +108,15 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
         rows = [(v.components[index].us_per_step, v.name) for v in variants if index < len(v.components)]
         if len(rows) < 2 or max(us for us, _ in rows) <= 0:
             continue
-        best_us, best = min(rows)
-        worst_us, worst = max(rows)
-        named = [v.name for v in variants if index < len(v.components) and _by_names(v.components[index])]
-        caveat = f" — by kernel names in {', '.join(named)}: not like for like" if named else ""
+        named = {v.name for v in variants if index < len(v.components) and _by_names(v.components[index])}
+        ranked = [(us, name) for us, name in rows if name not in named]  # placed by scopes: comparable
+        caveat = f" ({', '.join(sorted(named))}: placed by kernel names, not compared)" if named else ""
+        if len(ranked) < 2:
+            if named:
+                out.append(f"{component}: not compared — placed by kernel names in {', '.join(sorted(named))}")
+            continue
+        best_us, best = min(ranked)
+        worst_us, worst = max(ranked)
         out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f}){caveat}")
     dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
     if dispatch:
@@ -195,7 +200,12 @@ def _variant_fusions(
         if row.category != "fused":
             continue
         words = op_tokens(row.name) | op_tokens(row.op)
-        covered = [op for op in candidates if op_tokens(op.name) and op_tokens(op.name) <= words]
+        backward = is_backward(row.name) or is_backward(row.op)  # a backward kernel replaces backward ops only
+        covered = [
+            op
+            for op in candidates
+            if op_tokens(op.name) and op_tokens(op.name) <= words and is_backward(op.name) == backward
+        ]
         if covered:
             matched.append((row, covered, row.total_us / steps))
     claim: dict[str, tuple[float, int]] = {}  # baseline op → (kernel µs/step, count) of the kernels covering it

@@ -11,6 +11,8 @@ The dependency graph of a step (the step's CPU span and the GPU activity launche
 - **Launch → GPU activity** (by correlation): an activity can start once its launch call has started plus a
   launch latency.
 - **Stream order**: an activity starts after the previous activity on its (device, stream) ends.
+- **Earlier steps' work**: the first activity of the step on a stream also starts after that stream's earlier
+  activities of other steps end (a queue from before); a fixed time, shown as `queued` on the path.
 - **Cross-stream waits**: an activity that started later than both its launch and its stream allow, right
   after an activity of another stream on the same device ended (≤ `CROSS_STREAM_NS`), depends on that one
   (what `cudaStreamWaitEvent` does; the trace's records carry no event ids, so the dependency is read from time).
@@ -26,8 +28,9 @@ new length) it predicts the step. The step ends at the later of its CPU end and 
 
 The **critical path** follows binding constraints back from the step's end; its time is split into CPU dispatch
 (work between calls and the launch calls themselves), launch latency, GPU activity by category, GPU gaps on a
-stream, sync returns, and waits the graph does not explain (`other_wait`). This runs a Python loop over one step's
-launch/sync calls and GPU activities (a graph walk is sequential); steps above `MAX_NODES` nodes are not analyzed.
+stream, sync returns, waits behind earlier steps' work (`queued`) and waits the graph does not explain
+(`other_wait`). The replay is a Python loop over one step's launch/sync calls and GPU activities (a graph walk is
+sequential; the constraints are computed with numpy); steps above `MAX_NODES` nodes are not analyzed.
 """
 
 from __future__ import annotations
@@ -126,9 +129,8 @@ class StepGraph:
     launch_latency_ns: int
     # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
     order: list[tuple[int, int]] = field(repr=False)
-    # per GPU activity, from the observed times (see `_constraints`): for the launch, stream and cross-stream
-    # constraint, (predecessor, shift, minimum offset); -1 = no such constraint. Then the binding one and its
-    # observed offset.
+    # per GPU activity, from the observed times (see `_constraints`): column lists of the launch, stream,
+    # cross-stream and queue constraints, the binding one and its observed offset
     constraints: GpuConstraints = field(repr=False)
     awaited: list[int] = field(repr=False, default_factory=list)  # per call: the activity a sync waited for, -1
 
@@ -286,7 +288,14 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         launch_latency_ns=latency,
         order=order,
         constraints=_constraints(
-            ev.ts_ns[calls].tolist(), g.ts_ns.tolist(), g.dur_ns.tolist(), lanes.tolist(), launch_call, latency, queued
+            ev.ts_ns[calls].tolist(),
+            g.ts_ns.tolist(),
+            g.dur_ns.tolist(),
+            lanes.tolist(),
+            launch_call,
+            latency,
+            queued,
+            g.device,
         ),
         awaited=_awaited(
             ev.ts_ns[calls].tolist(),
@@ -331,6 +340,7 @@ def _constraints(
     launch_call: list[int],
     latency_ns: int,
     queued: I64,
+    device: np.ndarray,
 ) -> GpuConstraints:
     """The dependencies of every GPU activity (in start order) read from observed times, once per graph: the
     launch edge, the stream edge and the queue edge (`queued`, the end of earlier steps' work on the lane) for all
@@ -359,7 +369,8 @@ def _constraints(
     queue_obs = np.minimum(queued, start)
     explained = np.maximum(np.where(called, launch_obs + launch_min, never), np.where(streamed, stream_obs, never))
     explained = np.maximum(explained, np.where(waits, queue_obs, never))
-    cross, cross_obs = _cross_stream(start, end, lane, np.flatnonzero(start - explained > CROSS_STREAM_NS))
+    waiting = np.flatnonzero(start - explained > CROSS_STREAM_NS)
+    cross, cross_obs = _cross_stream(start, end, lane, np.asarray(device, dtype=np.int64), waiting)
     keys = (
         (called, launch_obs + launch_min, launch_obs),
         (streamed, stream_obs, stream_obs),
@@ -412,23 +423,25 @@ def _queued_behind(activity: GpuActivity, index: int, g: GpuActivity) -> I64:
     return out
 
 
-def _cross_stream(start: np.ndarray, end: np.ndarray, lane: np.ndarray, waiting: np.ndarray) -> tuple[I64, I64]:
+def _cross_stream(
+    start: np.ndarray, end: np.ndarray, lane: np.ndarray, device: np.ndarray, waiting: np.ndarray
+) -> tuple[I64, I64]:
     """(predecessor, its end) of the cross-stream edge of each activity, -1 where none; looked up only for the
     activities at `waiting`: among earlier activities (lower index) ending at or before the start, the latest
-    end (then the highest index) within `CROSS_STREAM_NS` on another lane."""
+    end (then the highest index) within `CROSS_STREAM_NS` on another stream of the same device."""
     cross = np.full(start.size, -1, dtype=np.int64)
     cross_end = np.full(start.size, -1, dtype=np.int64)
     if waiting.size == 0:
         return cross, cross_end
     by_end = np.lexsort((np.arange(end.size), end))
-    ends, owners, lanes = end[by_end].tolist(), by_end.tolist(), lane.tolist()
+    ends, owners, lanes, devices = end[by_end].tolist(), by_end.tolist(), lane.tolist(), device.tolist()
     stops = np.searchsorted(end[by_end], start[waiting], side="right").tolist()
     for k, stop in zip(waiting.tolist(), stops, strict=True):
         earliest = int(start[k]) - CROSS_STREAM_NS
         position = stop - 1
         while position >= 0 and ends[position] >= earliest:
             j = owners[position]
-            if j < k and lanes[j] != lanes[k]:
+            if j < k and lanes[j] != lanes[k] and devices[j] == devices[k]:
                 cross[k], cross_end[k] = j, ends[position]
                 break
             position -= 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from tracelens.model.op_names import op_tokens
+from tracelens.model.op_names import is_backward, op_tokens
 
 
 def wanted_tokens(ops: Sequence[str]) -> list[frozenset[str]]:
@@ -25,12 +25,6 @@ def wanted_tokens(ops: Sequence[str]) -> list[frozenset[str]]:
 
 
 REGEX_PREFIX = "re:"
-_BACKWARD = re.compile(r"backward|bwd|(?:^|_)grad(?:_|$)", re.I)
-
-
-def is_backward(name: str) -> bool:
-    """Does `name` name a backward (gradient) op or kernel?"""
-    return _BACKWARD.search(name) is not None
 
 
 def coverage_source(ops: Sequence[str], name: str, short_name: str, launching_ops: Iterable[str]) -> str | None:

@@ -138,3 +138,11 @@ def op_tokens(name: str) -> frozenset[str]:
             tokens.discard(key)
             tokens.update(expansion)
     return frozenset(tokens - _NOISE)
+
+
+_BACKWARD = re.compile(r"backward|bwd|(?:^|_)grad(?:_|$)", re.I)
+
+
+def is_backward(name: str) -> bool:
+    """Does `name` name a backward (gradient) op or kernel?"""
+    return _BACKWARD.search(name) is not None
