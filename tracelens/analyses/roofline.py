@@ -330,7 +330,7 @@ def _unmodelled(trace: Trace, window: Window, models: KernelModels, kernel_time_
     current = op.copy()
     for _ in range(MAX_OP_ANCESTORS + 1):
         alive = current >= 0
-        shaped[alive] |= np.asarray([ev.input_dims[r] is not None for r in current[alive].tolist()], dtype=bool)
+        shaped[alive] |= ev.input_dims[current[alive]].astype(bool)  # raw JSON is never empty: only None is false
         helper[alive] |= op_modelled[current[alive]]
         current[alive] = nearest_ancestor_of_kind(links.parent, ev.kind, Kind.CPU_OP, current[alive])
     reason = np.where(op < 0, 0, np.where(helper, 3, np.where(shaped, 2, 1)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -85,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _first_sentence(doc: str) -> str:
     """The summary `tracelens --help` lists: the docstring's first sentence, never cut at a line break."""
     text = " ".join(doc.split())
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
+    found = re.search(r"(?<!\be\.g)(?<!\bi\.e)\. (?=[A-Z(`])", text)  # not "e.g. " or "i.e. "
+    return text if found is None else text[: found.start() + 1]
 
 
 def _add_debug_argument(parser: argparse.ArgumentParser) -> None:

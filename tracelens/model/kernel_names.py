@@ -37,7 +37,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("copy", re.compile(r"converttensor|nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw|nhwcaddpadding|::transpose\b")),
-    ("other", re.compile(r"workspace")),  # a library's workspace set-up (cuDNN `init_device_workspace`): no math
+    ("other", re.compile(r"init_device_workspace|workspace_init|clear_workspace")),  # a library's workspace set-up
     ("norm", re.compile(_NORM)),
     (
         "attention",

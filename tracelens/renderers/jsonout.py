@@ -27,8 +27,17 @@ def plain(value: Any, leave_out: Iterable[str] = ()) -> Any:
     skip = frozenset(leave_out)
     if skip and dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = dataclasses.fields(value)
-        return {f.name: msgspec.to_builtins(getattr(value, f.name)) for f in fields if f.name not in skip}
-    return msgspec.to_builtins(value)
+        return {
+            f.name: msgspec.to_builtins(getattr(value, f.name), enc_hook=_scalar) for f in fields if f.name not in skip
+        }
+    return msgspec.to_builtins(value, enc_hook=_scalar)
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy scalar that reached a result as its Python value (as `json.dumps` of `asdict` took it)."""
+    if hasattr(value, "item") and hasattr(value, "dtype"):
+        return value.item()
+    raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
 def per_step_dict(figures: StepFigures) -> dict[str, float | None]:

@@ -238,7 +238,7 @@ def unmodelled_text(roofline: Roofline) -> str:
     for u in roofline.unmodelled:
         names = (escape_controls(op.removeprefix("aten::")) for op in u.ops)  # trace data: no terminal codes
         ops = f" ({', '.join(names)})" if u.ops else ""
-        parts.append(f"{u.pct_of_kernel_time:g}\u00a0%: {u.reason}{ops}")  # a no-break space: never "5.8⏎%"
+        parts.append(f"{u.pct_of_kernel_time:g} %: {u.reason}{ops}")
     return "\nnot modelled: " + "; ".join(parts) if parts else ""
 
 
