@@ -572,6 +572,12 @@ static int int64_buffer(PyObject *object, Py_buffer *view, Py_ssize_t *n) {
     return 0;
 }
 
+/* Whether an event [., end_c) that started at or before one [start, end) encloses it: still running at its start
+   (or ending with it) and ending no more than `tolerance` ns before it (`tracelens.model.nesting`'s contract). */
+static inline int encloses(int64_t end_c, int64_t start, int64_t end, int64_t tolerance) {
+    return (end_c > start || end_c >= end) && end_c >= end - tolerance;
+}
+
 /* enclosing(start, end, track, tolerance) for rows sorted by (track, start, -end, ...): each row's innermost
    earlier row on its track that encloses it (still running at its start, or ending with it, and ending at or after
    its end less `tolerance` ns), walking up
@@ -599,7 +605,7 @@ static PyObject *enclosing(PyObject *module, PyObject *const *argv, Py_ssize_t a
     if ((depth_buffer = new_buffer(n, 4, (char **)&depth)) == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t c = (i > 0 && track[i] == track[i - 1]) ? (int64_t)(i - 1) : -1;
-        while (c >= 0 && !((end[c] > start[i] || end[c] >= end[i]) && end[c] >= end[i] - tolerance)) c = cand[c];
+        while (c >= 0 && !encloses(end[c], start[i], end[i], tolerance)) c = cand[c];
         cand[i] = c;
         depth[i] = c >= 0 ? depth[c] + 1 : 0;
     }
@@ -839,7 +845,7 @@ static PyObject *nest(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
         int64_t c = (p > 0 && track[order[p - 1]] == track[row]) ? (int64_t)(p - 1) : -1;
         while (c >= 0) {
             int64_t end_c = end_of(&table, order[c]);
-            if ((end_c > start || end_c >= end) && end_c >= end - tolerance) break; /* running, and lasts */
+            if (encloses(end_c, start, end, tolerance)) break;
             c = cand[c];
         }
         cand[p] = c;

@@ -64,11 +64,16 @@ CATEGORY_KINDS: dict[str, Kind] = {
 }
 
 
+def kind_table(kinds: tuple[int, ...] | list[int], dtype: npt.DTypeLike = bool) -> np.ndarray:
+    """A look-up table by kind: 1 (True) for `kinds`, 0 for the others (uint8 for the C extension)."""
+    table = np.zeros(max(Kind) + 1, dtype=dtype)
+    table[[int(k) for k in kinds]] = 1
+    return table
+
+
 def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) -> Bool:
     """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up (several times faster)."""
-    table = np.zeros(max(Kind) + 1, dtype=bool)
-    table[[int(k) for k in kinds]] = True
-    return table[kind]
+    return kind_table(kinds)[kind]
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from tracelens import native
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask, kind_table
 from tracelens.model.nesting import nearest_ancestor_of_kind
 
 CONTAINMENT_TOLERANCE_NS = 1000  # integer-µs traces round ends
 _native = native.module()  # None: numpy links (same links)
-_IS_API = np.zeros(max(Kind) + 1, dtype=np.uint8)
-_IS_API[[int(kind) for kind in API_KINDS]] = 1
-_IS_GPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
-_IS_GPU[[int(kind) for kind in GPU_ACTIVITY_KINDS]] = 1
+_IS_API = kind_table(API_KINDS, np.uint8)
+_IS_GPU = kind_table(GPU_ACTIVITY_KINDS, np.uint8)
 
 
 def link(events: EventTable, parent: I32) -> tuple[I32, I32, int, int]:

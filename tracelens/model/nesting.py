@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracelens import native
-from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_mask
+from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_mask, kind_table
 
 _native = native.module()  # None: the vectorised Python below gives the same result
 OVERHANG_TOLERANCE_NS = 1_000  # µs-rounded timestamps: a child may overhang its parent's end by up to 1 µs
@@ -77,8 +77,7 @@ def nest(events: EventTable) -> tuple[I32, I32]:
     return parent, depth
 
 
-_IS_CPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
-_IS_CPU[[int(kind) for kind in CPU_KINDS]] = 1
+_IS_CPU = kind_table(CPU_KINDS, np.uint8)
 
 
 def nest_ordered(events: EventTable) -> tuple[I32, I32, I64]:

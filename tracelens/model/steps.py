@@ -12,13 +12,22 @@ import re
 import numpy as np
 
 from tracelens import native
-from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
+from tracelens.model.events import (
+    API_KINDS,
+    CPU_KINDS,
+    GPU_ACTIVITY_KINDS,
+    I32,
+    I64,
+    EventTable,
+    Kind,
+    kind_mask,
+    kind_table,
+)
 from tracelens.model.stats import distinct_ints, percentiles
 from tracelens.model.trace import StepTable
 
 _native = native.module()  # None: numpy assigns steps (same steps)
-_IS_CPU = np.zeros(max(Kind) + 1, dtype=np.uint8)
-_IS_CPU[[int(kind) for kind in CPU_KINDS]] = 1
+_IS_CPU = kind_table(CPU_KINDS, np.uint8)
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 WHOLE_TRACE = -1
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
