@@ -32,6 +32,7 @@ import numpy as np
 
 from tracelens.analyses.activity import device_busy_intervals, step_windows
 from tracelens.analyses.dispatch import LAYERS, classify_layers
+from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
@@ -141,7 +142,7 @@ def gap_arrays(trace: Trace, by: str = "device") -> Gaps:
         order = np.lexsort((ev.ts_ns[rows], group))
     rows, group = rows[order], group[order]
     start, end = ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows]
-    prev_end = _previous_running_max(group, end)
+    prev_end = previous_running_max(group, end)
     has_prev = prev_end > np.iinfo(np.int64).min // 2
     gap_start = np.where(has_prev, prev_end, start)
     busy = np.maximum(0, end - np.maximum(start, gap_start))
@@ -163,22 +164,6 @@ def gap_arrays(trace: Trace, by: str = "device") -> Gaps:
 def gap_table(trace: Trace, by: str = "device") -> pd.DataFrame:
     """`gap_arrays(trace, by)` as a DataFrame (for reports and tests; analyses use the arrays)."""
     return gap_arrays(trace, by).frame()
-
-
-def _previous_running_max(group: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """For rows sorted by (group, start): the max end of earlier rows in the same group (very negative if none)."""
-    missing = np.iinfo(np.int64).min // 2
-    if group.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    span = int(end.max()) - int(min(0, end.min())) + 1
-    offset = (group - group.min()) * 2 * span
-    running = np.maximum.accumulate(end + offset) - offset
-    previous = np.full(group.size, missing, dtype=np.int64)
-    previous[1:] = running[:-1]
-    first = np.ones(group.size, dtype=bool)
-    first[1:] = group[1:] != group[:-1]
-    previous[first] = missing
-    return previous
 
 
 def classify_gaps(trace: Trace, gaps: Gaps | pd.DataFrame) -> np.ndarray:

@@ -45,6 +45,7 @@ import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
+from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, I64, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -498,10 +499,7 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
     order = np.argsort(lanes, kind="stable")
     lane, end = lanes[order], (start + g.dur_ns)[order]
     first = np.r_[True, lane[1:] != lane[:-1]]
-    far = int(end.max()) - min(0, int(start.min())) + 1
-    offset = np.cumsum(first) * (2 * far)  # later lanes exceed earlier ones: one running max serves them all
-    before = np.empty(lane.size, dtype=np.int64)  # the latest end of earlier activities on the lane, -1 if none
-    before[1:] = (np.maximum.accumulate(end + offset) - offset)[:-1]
+    before = previous_running_max(lane, end)  # the latest end of earlier activities on the lane
     before[first] = queued[order][first]  # the first of a lane: earlier steps' work on it, -1 if none
     previous_end = np.empty_like(before)
     previous_end[order] = before
