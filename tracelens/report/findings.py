@@ -235,6 +235,9 @@ def roofline_panel(report: AnalysisReport) -> Panel:
     note = f"{getattr(roofline, 'device', '')}: peaks from {getattr(roofline, 'peaks_source', '?')}."
     if share is not None:
         note += f" Kernels with a model cover {format_value(share)} % of kernel time. Marker area ∝ total time."
+    for part in getattr(roofline, "unmodelled", None) or []:  # why the rest has no model
+        ops = f" ({', '.join(part.ops)})" if part.ops else ""
+        note += f" Not modelled: {format_value(part.pct_of_kernel_time)} %, {part.reason}{ops}."
     return Panel(id=panel_id, title=title, figure=fig, note=note)
 
 
@@ -242,7 +245,7 @@ def _add_roofs(fig: go.Figure, roofline: Any, rows: list[Any]) -> None:
     """One roof per dtype peak: min(peak, intensity × bandwidth), over the plotted intensity range."""
     bandwidth = getattr(roofline, "peak_tbps", None)
     peaks = dict(getattr(roofline, "peaks_tflops", None) or {})
-    used = {str(getattr(r, "dtype", "")) for r in rows}
+    used = {str(getattr(r, "peak_dtype", None) or getattr(r, "dtype", "")) for r in rows}  # tf32 rows: the TF32 roof
     if used & set(peaks):  # only the roofs of the dtypes on the chart
         peaks = {dtype: peak for dtype, peak in peaks.items() if dtype in used}
     if not peaks:
