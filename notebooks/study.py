@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
@@ -679,7 +680,7 @@ shapes = pd.DataFrame(
 shapes.pivot_table(index="tokens", columns="variant", values=["kernel µs", "first ms", "compile ms"], sort=False)
 
 # %%
-break_even = pd.DataFrame([vars(b) for b in sweep_cmp.break_even])
+break_even = pd.DataFrame([msgspec.structs.asdict(b) for b in sweep_cmp.break_even])
 break_even.pivot_table(index="tokens", columns=["variant", "baseline"], values="steps", sort=False)
 
 # %%

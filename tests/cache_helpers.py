@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pytest
 
 from tracelens._cache import Cache
 from tracelens.model.trace import Trace
+from tracelens.records import field_names, is_record
 
 WARNING = "tracelens: warning: cache entry "
 
@@ -22,13 +22,11 @@ def make_cache(folder: Path, **options: Any) -> Cache:
 
 
 def assert_same(a: object, b: object, where: str = "trace") -> int:
-    """Assert `a` and `b` are equal in every field of every nested dataclass, with the same types and array
+    """Assert `a` and `b` are equal in every field of every nested record, with the same types and array
     dtypes/shapes (NaN equals NaN); returns how many leaf values were compared."""
     assert type(a) is type(b), (where, type(a), type(b))
-    if dataclasses.is_dataclass(a):
-        return sum(
-            assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}") for f in dataclasses.fields(a)
-        )
+    if is_record(a):
+        return sum(assert_same(getattr(a, name), getattr(b, name), f"{where}.{name}") for name in field_names(a))
     if isinstance(a, np.ndarray):
         assert isinstance(b, np.ndarray)
         assert (a.dtype, a.shape) == (b.dtype, b.shape), where

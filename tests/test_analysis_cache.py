@@ -3,7 +3,6 @@ the same output and the same warnings, and misses whenever the file, its path, t
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import importlib
 import shutil
@@ -17,6 +16,7 @@ from tracelens._cache import Cache
 from tracelens.analyses import analyze
 from tracelens.analyses.record import CachedAnalysis
 from tracelens.loader import load_trace
+from tracelens.records import replace
 
 keys = importlib.import_module("tracelens._cache.keys")
 cli_analyze = importlib.import_module("tracelens.cli.analyze")
@@ -99,8 +99,8 @@ def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Pat
 
     def compute() -> CachedAnalysis:
         report = analyze(load_trace(path))
-        odd = dataclasses.replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
-        return CachedAnalysis(dataclasses.replace(report, summary=odd), ())
+        odd = replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
+        return CachedAnalysis(replace(report, summary=odd), ())
 
     first = Cache(cache_dir).result("analyses", [path], {}, lambda: CachedAnalysis, compute)
     assert first.report.summary.steps == 1.0

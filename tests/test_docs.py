@@ -5,7 +5,6 @@ commands that CI and a fresh machine run."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import re
@@ -17,6 +16,7 @@ import pytest
 
 from tracelens.analyses.ranks import RanksReport
 from tracelens.cli import main
+from tracelens.records import field_names
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -166,7 +166,7 @@ def test_json_page_describes_every_top_level_key(tmp_path: Path, capsys: pytest.
         assert document["schema"] == schema
         missing = set(document) - _documented_keys(schema)
         assert not missing, f"docs/json.md does not describe {sorted(missing)} of {schema}"
-    ranks_keys = {"schema", "tool", *(f.name for f in dataclasses.fields(RanksReport))}
+    ranks_keys = {"schema", "tool", *field_names(RanksReport)}
     missing = ranks_keys - _documented_keys("tracelens.ranks/1")
     assert not missing, f"docs/json.md does not describe {sorted(missing)} of tracelens.ranks/1"
 

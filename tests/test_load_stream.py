@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import importlib
 import json
@@ -16,6 +15,7 @@ import pytest
 from tests.conftest import anchor, kernel, launch, op, step, write_trace
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
+from tracelens.records import field_names
 
 stream = importlib.import_module("tracelens.loader.stream")
 source = importlib.import_module("tracelens.loader.source")
@@ -35,13 +35,13 @@ def _whole(path: Path) -> Trace:
 
 
 def assert_same_events(a: Trace, b: Trace) -> None:
-    for field in dataclasses.fields(a.events):
-        left, right = getattr(a.events, field.name), getattr(b.events, field.name)
+    for field in field_names(a.events):
+        left, right = getattr(a.events, field), getattr(b.events, field)
         if isinstance(left, np.ndarray):
-            assert left.dtype == right.dtype, field.name
-            assert left.tolist() == right.tolist(), field.name
+            assert left.dtype == right.dtype, field
+            assert left.tolist() == right.tolist(), field
         else:
-            assert left == right, field.name
+            assert left == right, field
     assert a.tracks.pid == b.tracks.pid and a.tracks.tid == b.tracks.tid
     assert a.tracks.device.tolist() == b.tracks.device.tolist()
     assert a.origin_us == b.origin_us

@@ -15,6 +15,7 @@ from tracelens.analyses.memory import Memory, memory_of
 from tracelens.analyses.window import select_window
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
+from tracelens.records import shallow_dict
 
 DF = "hta/df_index_resolver/df_index_resolver.json.gz"  # CUDA, torch.compile, 5 steps, Addr and totals
 QWEN_MI300 = "amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"  # ROCm (Device Type 6)
@@ -170,7 +171,7 @@ def test_tables_round_trip_through_the_model_serialization(tmp_path: Path) -> No
         for table in ("memory", "counters"):
             original, copy = getattr(source, table), getattr(back, table)
             assert len(original) and len(copy) == len(original) if table == "memory" and source is trace else True
-            for name, value in vars(original).items():
+            for name, value in shallow_dict(original).items():
                 other = getattr(copy, name)
                 assert np.array_equal(value, other) if isinstance(value, np.ndarray) else value == other, name
     assert len(with_counters.counters) == 2 and len(trace.memory) == 28010

@@ -134,7 +134,7 @@ def test_a_subset_of_analyses_gets_its_dependencies_from_the_registry(mlp: Trace
 
 def test_every_renderer_the_registry_names_exists() -> None:
     for entry in ANALYSES:
-        assert dataclasses.is_dataclass(entry.result) and entry.result.__dataclass_params__.frozen, entry.name
+        assert issubclass(entry.result, msgspec.Struct) and entry.result.__struct_config__.frozen, entry.name
         for kind in ("text", "panels", "json"):
             if getattr(entry, kind) is not None:
                 assert callable(entry.renderer(kind)), f"{entry.name}.{kind}"

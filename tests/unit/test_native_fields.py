@@ -4,7 +4,6 @@ missing fields)."""
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import os
 
@@ -17,6 +16,7 @@ from tracelens.loader import fields
 from tracelens.loader.columns import ChunkColumns, columnize, complete_events
 from tracelens.loader.decode import STREAM_EVENTS_DECODER, decode_trace
 from tracelens.loader.schema import Args, CompleteEvent, Event
+from tracelens.records import field_names, is_record
 
 NATIVE = fields._native
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the C accelerator is not built")
@@ -36,9 +36,9 @@ def _python_columns(events: list[Event], monkeypatch: pytest.MonkeyPatch) -> Chu
 
 
 def _assert_same(native: object, python: object) -> None:
-    for name in type(native).__dataclass_fields__:  # type: ignore[attr-defined]
+    for name in field_names(native):
         a, b = getattr(native, name), getattr(python, name)
-        if dataclasses.is_dataclass(a):
+        if is_record(a):
             _assert_same(a, b)
         elif isinstance(a, np.ndarray):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name

@@ -25,7 +25,6 @@ Location: `$TRACELENS_CACHE_DIR`, else `$XDG_CACHE_HOME/tracelens`, else `~/.cac
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import signal
@@ -33,13 +32,15 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
 from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
 from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
+from tracelens.records import replace
 
 if TYPE_CHECKING:
     from tracelens.loader import Progress
@@ -83,8 +84,7 @@ def parse_size(text: str) -> int:
 WRITER_TIMEOUT_S = 120.0  # the longest the command waits for its background entry writers
 
 
-@dataclass(frozen=True)
-class FolderUse:
+class FolderUse(msgspec.Struct, frozen=True):
     """Entries of one subfolder of the cache and the bytes they take."""
 
     name: str
@@ -92,8 +92,7 @@ class FolderUse:
     bytes: int
 
 
-@dataclass(frozen=True)
-class CacheInfo:
+class CacheInfo(msgspec.Struct, frozen=True):
     folder: Path
     enabled: bool
     max_bytes: int
@@ -108,8 +107,7 @@ class CacheInfo:
         return sum(f.bytes for f in self.folders)
 
 
-@dataclass
-class Cache:
+class Cache(msgspec.Struct):
     """The cache of one command (see the module docstring).
 
     `background_writes`: a big trace's entry is written by a forked child while the command goes on (the
@@ -122,7 +120,7 @@ class Cache:
     min_trace_bytes: int = MIN_TRACE_BYTES
     background_writes: bool = False
     warn: Callable[[str], None] = print_warning
-    writers: list[int] = field(default_factory=list, repr=False, compare=False)
+    writers: list[int] = msgspec.field(default_factory=list)
 
     @classmethod
     def from_environment(cls, *, enabled: bool = True, background_writes: bool = False) -> Cache:
@@ -138,11 +136,11 @@ class Cache:
 
     def disabled(self) -> Cache:
         """This cache, turned off (`--no-cache`)."""
-        return dataclasses.replace(self, enabled=False, writers=[])
+        return replace(self, enabled=False, writers=[])
 
     def foreground(self) -> Cache:
         """This cache, writing entries itself (for worker processes, which nobody waits for)."""
-        return dataclasses.replace(self, background_writes=False, writers=[])
+        return replace(self, background_writes=False, writers=[])
 
     @property
     def fingerprint(self) -> str:

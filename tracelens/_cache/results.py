@@ -1,7 +1,7 @@
 """Result entries: the finished result of a command, so the same command on the same files with the same options
 skips loading and analyzing altogether.
 
-An entry `<kind>/<name>.msgpack` holds one typed record (a frozen dataclass) encoded with msgspec: MessagePack,
+An entry `<kind>/<name>.msgpack` holds one typed record (a frozen record: `tracelens.records`) encoded with msgspec: MessagePack,
 or JSON when the record holds an integer MessagePack cannot carry (beyond 64 bits, e.g. a rank of 2**70). Kinds
 in use: `analyses` (`tracelens.analyses.record.CachedAnalysis`), `documents`
 (`tracelens.hypotheses.document.CachedDocument`) and `pages` (`tracelens.cli.report.CachedPage`). Records live
@@ -17,7 +17,6 @@ type on real traces, so a record that cannot be cached fails a test instead of s
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracelens._cache.keys import entry_name, file_identity
+from tracelens.records import field_names, is_record
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -102,7 +102,7 @@ def decode(header: Mapping[str, Any], payload: Any, record_type: type[T]) -> T:
 
 
 def identical(a: object, b: object) -> bool:
-    """Equal values of the same types all the way down (dataclasses field by field, dicts in key order);
+    """Equal values of the same types all the way down (records field by field, dicts in key order);
     NaN is identical to NaN."""
     if type(a) is not type(b):
         return False
@@ -112,8 +112,8 @@ def identical(a: object, b: object) -> bool:
         return len(a) == len(b) and all(map(identical, a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(identical(value, b[key]) for key, value in a.items())
-    if dataclasses.is_dataclass(a):
-        return all(identical(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if is_record(a):
+        return all(identical(getattr(a, name), getattr(b, name)) for name in field_names(a))
     return a == b
 
 

@@ -8,7 +8,6 @@ copy) and the other values, with each array's name, dtype and shape, in the head
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import threading
@@ -22,6 +21,7 @@ from tracelens._cache.keys import entry_name, file_identity
 from tracelens.loader import Progress
 from tracelens.loader import load_trace as decode_trace
 from tracelens.model.trace import Trace
+from tracelens.records import replace
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -96,7 +96,7 @@ def read_trace(cache: Cache, key: str, path: Path) -> Trace | None:
     except (KeyError, TypeError, ValueError) as exc:
         cache.discard(cache.folder / relative, f"not a trace: {exc}")
         return None
-    return dataclasses.replace(trace, path=path)
+    return replace(trace, path=path)
 
 
 def write_trace(cache: Cache, key: str, trace: Trace) -> bool:

@@ -1,4 +1,4 @@
-"""Analyses: pure functions `analyze_x(ctx: AnalysisContext) -> X` (frozen dataclasses), no I/O, no plotting.
+"""Analyses: pure functions `analyze_x(ctx: AnalysisContext) -> X` (frozen msgspec Structs), no I/O, no plotting.
 `registry.ANALYSES` lists them (with their text, JSON and report renderers); `analyze(trace)` runs them all.
 
 Public names are imported on first use (PEP 562): importing one analysis module (e.g. `devices`) does not

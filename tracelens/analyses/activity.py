@@ -7,9 +7,9 @@ group and sort exactly as the strings do, so analyses group by integers and make
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
+import msgspec
 import numpy as np
+from msgspec.structs import fields
 
 from tracelens.analyses.window import covered_ns, merge_intervals, step_mask
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind, kind_mask
@@ -20,8 +20,7 @@ from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 
 
-@dataclass(frozen=True)
-class GpuActivity:
+class GpuActivity(msgspec.Struct, frozen=True):
     """Columns of equal length, one entry per GPU activity; arrays are read-only."""
 
     row: I64  # event row
@@ -77,8 +76,7 @@ def gpu_activity(trace: Trace) -> GpuActivity:
     return GpuActivity(**{key: _frozen(value) for key, value in columns.items()})
 
 
-@dataclass(frozen=True)
-class StepWindows:
+class StepWindows(msgspec.Struct, frozen=True):
     """Each step's GPU window and period, for every step of `trace.steps` (arrays in step order, ns).
 
     `gpu_end_ns[k]` = max(CPU end of step k, end of the last GPU activity launched in it, gpu_end_ns[k-1]);

@@ -25,10 +25,11 @@ GPU was in a launch wait, per step; never capped: it cannot exceed either by con
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
+from msgspec.structs import fields
 
 from tracelens.analyses.activity import device_busy_intervals, step_windows
 from tracelens.analyses.dispatch import LAYERS, classify_layers
@@ -50,8 +51,7 @@ CAUSES = ("launch", "sync", "queued", "other")
 BUCKETS = (*CAUSES, "compile", "busy")  # the window's parts, in `_step_grid` columns
 
 
-@dataclass(frozen=True)
-class StepBound:
+class StepBound(msgspec.Struct, frozen=True):
     """One step's GPU window split into busy and idle buckets (µs, summed over devices):
     busy + launch + sync + queued + other + compile = window."""
 
@@ -71,8 +71,7 @@ class StepBound:
         return self.launch_wait_us + self.sync_wait_us + self.queued_idle_us + self.other_idle_us + self.compile_idle_us
 
 
-@dataclass(frozen=True)
-class Bound:
+class Bound(msgspec.Struct, frozen=True):
     """Per-step means over the analyzed window (busy and idle summed over devices). Figures that cannot be
     computed (no GPU activity, no analyzed step) are None."""
 
@@ -94,8 +93,7 @@ class Bound:
     reason: str | None = None  # why the figures are None ("unknown" verdict), else None
 
 
-@dataclass(frozen=True)
-class Gaps:
+class Gaps(msgspec.Struct, frozen=True):
     """Numpy core of `gap_table`: one entry per GPU activity, sorted by (group, start); columns as there."""
 
     group: I64

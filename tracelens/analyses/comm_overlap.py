@@ -18,9 +18,9 @@ before the last step ends; its default also drops the last step). Tests compare 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 _COMM = CATEGORIES.index("communication")
 
 
-@dataclass(frozen=True)
-class StepOverlap:
+class StepOverlap(msgspec.Struct, frozen=True):
     number: int
     comm_us: float
     overlapped_us: float
@@ -47,8 +46,7 @@ class StepOverlap:
     overlap_pct: float | None  # None: no communication in the step
 
 
-@dataclass(frozen=True)
-class CommOverlap:
+class CommOverlap(msgspec.Struct, frozen=True):
     """Medians over the analyzed steps; `None` where the trace has no communication kernels."""
 
     comm_kernels: int  # communication kernels in the analyzed steps

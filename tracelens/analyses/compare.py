@@ -10,8 +10,7 @@ traces each variant has its per-shape figures and the comparison the break-even 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisReport
@@ -27,8 +26,7 @@ from tracelens.naming import NAMELESS, trace_stem
 MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
 
-@dataclass(frozen=True)
-class FusedKernel:
+class FusedKernel(msgspec.Struct, frozen=True):
     """A fused kernel of one variant and the eager ops (from the baseline variant) it covers."""
 
     variant: str
@@ -42,8 +40,7 @@ class FusedKernel:
     absorbed_gemm_calls_per_step: float = 0.0  # baseline GEMM calls the variant no longer has (in baseline µs)
 
 
-@dataclass(frozen=True)
-class Variant:
+class Variant(msgspec.Struct, frozen=True):
     name: str
     path: str
     run: dict[str, object]
@@ -56,15 +53,14 @@ class Variant:
     kernels_by_category: dict[str, float]  # kernels per step
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
-    shapes: list[ShapeRow] = field(default_factory=list)  # per input shape, on sweep traces (else empty)
+    shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, on sweep traces (else empty)
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     variants: list[Variant]
     fusions: list[FusedKernel]
-    break_even: list[BreakEven] = field(default_factory=list)  # compiled sweeps against uncompiled ones
-    verdicts: list[str] = field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
+    break_even: list[BreakEven] = msgspec.field(default_factory=list)  # compiled sweeps against uncompiled ones
+    verdicts: list[str] = msgspec.field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
 
 
 def variant_name(trace: Trace) -> str:

@@ -16,9 +16,9 @@ with its compile time and the step where it started.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.codes import (
@@ -34,6 +34,7 @@ from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, EventTable, Ki
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+from tracelens.records import replace
 from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ COMPILE_SPAN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(msgspec.Struct, frozen=True):
     name: str
     frame: int
     recompile: int
@@ -56,8 +56,7 @@ class Region:
     overhead_us_per_step: float  # self time of compile wrappers inside it (guards, AOT wrappers, region)
 
 
-@dataclass(frozen=True)
-class GraphReplay:
+class GraphReplay(msgspec.Struct, frozen=True):
     """CUDA-graph launches by the op (and compiled region) that issued them."""
 
     launch_api: str
@@ -69,8 +68,7 @@ class GraphReplay:
     activities_per_replay: float = 0.0  # kernels, copies and memsets
 
 
-@dataclass(frozen=True)
-class CompileEvent:
+class CompileEvent(msgspec.Struct, frozen=True):
     """Compilation of one compile id inside the trace: `id` "frame/recompile" (None when no compiled region
     follows it), `ms` of compile-phase spans (merged per thread), `step` the ProfilerStep it started in."""
 
@@ -79,8 +77,7 @@ class CompileEvent:
     step: int | None
 
 
-@dataclass(frozen=True)
-class Compiled:
+class Compiled(msgspec.Struct, frozen=True):
     regions: list[Region]
     frames: list[int]
     graph_breaks: int  # distinct compiled frames - 1 (a graph break splits a function into frames)
@@ -95,8 +92,8 @@ class Compiled:
     excluded_events: int
     graph_replays: list[GraphReplay]
     note: str
-    compiles: list[CompileEvent] = field(default_factory=list)
-    steady_steps: list[int] = field(default_factory=list)  # the steps the steady-state figures come from
+    compiles: list[CompileEvent] = msgspec.field(default_factory=list)
+    steady_steps: list[int] = msgspec.field(default_factory=list)  # the steps the steady-state figures come from
     # the part of `cache_lookup_us_per_step` outside every compiled region (a nested compiled call looks up inside)
     cache_lookup_outside_us_per_step: float = 0.0
 
@@ -417,7 +414,7 @@ def _with_note(result: Compiled, trace: Trace) -> Compiled:
         ids = ", ".join(r.rsplit(" ", 1)[-1] for r in result.recompiles)
         parts.append(f"{len(result.recompiles)} recompiled id(s): {ids}")
     note = "; ".join(parts)
-    return Compiled(**{**result.__dict__, "note": note})
+    return replace(result, note=note)
 
 
 def _r(value: float | np.floating) -> float:

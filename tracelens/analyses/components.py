@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.compiled import steady_window
@@ -46,16 +46,14 @@ OTHER = COMPONENTS.index("other")
 RULES = ("scope", "backward", "name", "shape", "none")
 
 
-@dataclass(frozen=True)
-class ComponentRow:
+class ComponentRow(msgspec.Struct, frozen=True):
     name: str  # one of COMPONENTS
     kernels: float  # per step
     us_per_step: float  # kernel time, mean over the analyzed steps
     by_name_us_per_step: float = 0.0  # of it, placed by kernel/op names alone (rule 3), the least certain rule
 
 
-@dataclass(frozen=True)
-class _Attributed:
+class _Attributed(msgspec.Struct, frozen=True):
     """Per trace: the window's kernels, the component and rule each got, and the shape keys of their ops."""
 
     kernel_rows: np.ndarray

@@ -1,7 +1,7 @@
 """The one input of every analysis: `AnalysisContext`, a trace with its analyzed window, the options, and the
 derived data several analyses share (computed once, on first use).
 
-Contract: an analysis is `analyze_x(ctx: AnalysisContext) -> X` (X a frozen dataclass); pure, no I/O. It reads
+Contract: an analysis is `analyze_x(ctx: AnalysisContext) -> X` (X a frozen msgspec Struct); pure, no I/O. It reads
 the trace and shared data from `ctx`, and another analysis' result with `ctx.result(Other)` (run once per
 context, on first request; a cycle is an error). Shared data computed here, not in analyses:
 - `window`: the analyzed steps (`--step`, or every complete step; `window.select_window`);

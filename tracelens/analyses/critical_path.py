@@ -38,10 +38,11 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
+from msgspec.structs import fields
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
@@ -69,8 +70,7 @@ QUEUED = "queued"  # waiting behind GPU work of earlier steps still running on t
 END = -(2**62)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """One what-if change. `target`: "cpu" (all CPU work and launch calls), "category:NAME" (GPU activity of a
     kernel category), "kernel:PATTERN" (activities whose full or short name contains PATTERN, or matches it as a
     regex when it starts with `re:`), "op:NAME" (activities launched by that op). `speedup` divides durations
@@ -81,8 +81,7 @@ class Change:
     set_us: float | None = None
 
 
-@dataclass(frozen=True)
-class GpuConstraints:
+class GpuConstraints(msgspec.Struct, frozen=True):
     """What each activity's start waited for, one list entry per activity (predecessors are call indices for
     the launch, GPU indices else; -1 = no such constraint). `*_shift` moves a constraint observed after the
     activity's start (clock skew, overlapping records) back to the start (a cross-stream edge needs none);
@@ -102,8 +101,7 @@ class GpuConstraints:
     offset: list[int]
 
 
-@dataclass(frozen=True)
-class StepGraph:
+class StepGraph(msgspec.Struct, frozen=True):
     """One step's nodes as plain lists, in observed order (built once, replayed many times)."""
 
     step_index: int
@@ -129,15 +127,14 @@ class StepGraph:
     gpu_row: list[int]  # event row of each activity
     launch_latency_ns: int
     # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
-    order: list[tuple[int, int]] = field(repr=False)
+    order: list[tuple[int, int]]
     # per GPU activity, from the observed times (see `_constraints`): column lists of the launch, stream,
     # cross-stream and queue constraints, the binding one and its observed offset
-    constraints: GpuConstraints = field(repr=False)
-    awaited: list[int] = field(repr=False, default_factory=list)  # per call: the activity a sync waited for, -1
+    constraints: GpuConstraints
+    awaited: list[int] = msgspec.field(default_factory=list)  # per call: the activity a sync waited for, -1
 
 
-@dataclass(frozen=True)
-class Replay:
+class Replay(msgspec.Struct, frozen=True):
     step_ns: int  # from the step's start to its end
     cpu_end_ns: int
     gpu_end_ns: int
@@ -147,29 +144,25 @@ class Replay:
     path_rows: list[int]  # event rows of the calls and GPU activities on the path, from the end back
 
 
-@dataclass(frozen=True)
-class PathPart:
+class PathPart(msgspec.Struct, frozen=True):
     part: str  # cpu_dispatch, launch_latency, sync, gpu_gap, other_wait, or gpu:<category>
     us: float
     pct: float
 
 
-@dataclass(frozen=True)
-class PathItem:
+class PathItem(msgspec.Struct, frozen=True):
     name: str
     us: float
 
 
-@dataclass(frozen=True)
-class WhatIf:
+class WhatIf(msgspec.Struct, frozen=True):
     change: str
     step_us: float
     predicted_step_us: float
     saved_us: float
 
 
-@dataclass(frozen=True)
-class CriticalPath:
+class CriticalPath(msgspec.Struct, frozen=True):
     step: int | None  # the analyzed step's number (the step of median length), None when none
     step_us: float | None  # the step's length (start → later of CPU end and last GPU end)
     replay_error_us: float | None  # |replayed − observed| step length with no change (0 when the graph is sound)
@@ -178,7 +171,7 @@ class CriticalPath:
     top_ops: list[PathItem]
     what_if: list[WhatIf]
     note: str
-    path_rows: list[int] = field(default_factory=list)  # event rows on the path (the report highlights them)
+    path_rows: list[int] = msgspec.field(default_factory=list)  # event rows on the path (the report highlights them)
 
 
 def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 PEAKS_ENV = "TRACELENS_PEAKS"
 
 
-@dataclass(frozen=True)
-class DeviceSpec:
+class DeviceSpec(msgspec.Struct, frozen=True):
     name: str
     tflops: dict[str, float]  # dense TFLOP/s by dtype label (bf16, fp16, fp32, tf32, fp8, fp64)
     hbm_tbps: float
@@ -158,12 +158,11 @@ def match_device(name: str, memory_bytes: int | None = None) -> DeviceSpec | Non
     return _BY_NAME.get(key) if key else None
 
 
-@dataclass(frozen=True)
-class Peaks:
+class Peaks(msgspec.Struct, frozen=True):
     """The peaks the roofline uses: from the device table, overridden by the user (CLI or TRACELENS_PEAKS)."""
 
     device: str
-    tflops: dict[str, float] = field(default_factory=dict)
+    tflops: dict[str, float] = msgspec.field(default_factory=dict)
     hbm_tbps: float | None = None
     source: str = ""
 
@@ -172,9 +171,8 @@ class Peaks:
         return self.tflops.get(dtype, self.tflops.get("*"))
 
 
-@dataclass(frozen=True)
-class PeakOverride:
-    tflops: dict[str, float] = field(default_factory=dict)  # dtype → TFLOP/s; "*" applies to every dtype
+class PeakOverride(msgspec.Struct, frozen=True):
+    tflops: dict[str, float] = msgspec.field(default_factory=dict)  # dtype → TFLOP/s; "*" applies to every dtype
     hbm_tbps: float | None = None
 
 

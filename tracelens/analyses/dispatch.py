@@ -9,9 +9,9 @@ their number. Launch latency = first GPU start of a launch's activities − the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.codes import (
@@ -92,16 +92,14 @@ COMPILED_OP = re.compile(
 BLOCKING_COPY = re.compile(r"DtoH.*Pageable|Device -> Pageable|DtoH \(Device -> Pageable\)")
 
 
-@dataclass(frozen=True)
-class Layer:
+class Layer(msgspec.Struct, frozen=True):
     name: str
     description: str
     calls_per_step: float
     us_per_step: float
 
 
-@dataclass(frozen=True)
-class ApiCall:
+class ApiCall(msgspec.Struct, frozen=True):
     """One runtime/driver API by the op that issued it (innermost CPU op, `Links.op`)."""
 
     name: str
@@ -111,8 +109,7 @@ class ApiCall:
     us_per_step: float
 
 
-@dataclass(frozen=True)
-class LaunchLatency:
+class LaunchLatency(msgspec.Struct, frozen=True):
     """Launch call start → first GPU start of what it launched, over the analyzed steps, µs."""
 
     api: str
@@ -122,14 +119,12 @@ class LaunchLatency:
     max_us: float
 
 
-@dataclass(frozen=True)
-class StepLayers:
+class StepLayers(msgspec.Struct, frozen=True):
     number: int
     us: dict[str, float]
 
 
-@dataclass(frozen=True)
-class Dispatch:
+class Dispatch(msgspec.Struct, frozen=True):
     """Per-step figures; with no analyzed step (`steps` 0) the totals are None and the lists empty."""
 
     steps: int

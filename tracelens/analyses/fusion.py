@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -90,8 +89,7 @@ OVERWRITES = frozenset(
 OPAQUE_ELEMENT = re.compile(r"OpaqueType<(\d+)u?>")  # the element size of PyTorch's cat kernels
 
 
-@dataclass(frozen=True)
-class FusionOpportunity:
+class FusionOpportunity(msgspec.Struct, frozen=True):
     ops: list[str]
     kernels: list[str]  # short names, in stream order
     calls_per_step: float
@@ -102,11 +100,12 @@ class FusionOpportunity:
     stream: int
     kind: str = "chain"  # "chain": memory-bound kernels fused; "gemm_epilogue": absorbed by the GEMMs in `gemm_kernels`
     evidence: str = "shapes"  # "shapes" (shape and dtype) or "tensor ids" (execution trace)
-    gemm_kernels: list[str] = field(default_factory=list)  # gemm_epilogue: the GEMM kernels whose outputs it reads
+    gemm_kernels: list[str] = msgspec.field(
+        default_factory=list
+    )  # gemm_epilogue: the GEMM kernels whose outputs it reads
 
 
-@dataclass(frozen=True)
-class Fusion:
+class Fusion(msgspec.Struct, frozen=True):
     shapes_recorded: bool
     opportunities: list[FusionOpportunity]  # chains, then GEMM-epilogue opportunities; largest saving first
     est_saving_us_per_step: float  # chains only (what a fuser of memory-bound kernels would save)
@@ -152,8 +151,7 @@ def _shapes_recorded(trace: Trace, kernels: I64) -> bool:
     return bool(np.flatnonzero(dims).size)
 
 
-@dataclass(frozen=True)
-class _Info:
+class _Info(msgspec.Struct, frozen=True):
     """Per kernel, in stream order."""
 
     candidate: np.ndarray  # bool: a memory-bound fusion candidate
@@ -629,8 +627,7 @@ def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
     return node, sink
 
 
-@dataclass(frozen=True)
-class _Links:
+class _Links(msgspec.Struct, frozen=True):
     src: I64  # positions into the stream-ordered kernels
     dst: I64
     kind: I64  # PRODUCER, SHARED or GEMM
@@ -691,8 +688,7 @@ class _Attribution:
         self.parts.append((src, dst, np.full(src.size, kind, dtype=np.int64), slot))
 
 
-@dataclass(frozen=True)
-class _Pairs:
+class _Pairs(msgspec.Struct, frozen=True):
     """The (src, dst) kernel pairs `distance` apart that may be attributed: same stream and step, dst reads a
     coded tensor, and src's output is known or both are candidates of one backward-node call (a shared input);
     with what does not change while attributing."""

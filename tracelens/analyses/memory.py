@@ -21,9 +21,9 @@ Definitions (each event carries the allocator's `Total Allocated` / `Total Reser
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.window import Window
@@ -41,8 +41,7 @@ TIMELINE_POINTS = 4000  # per device and series in `timeline` (peaks and troughs
 NO_OP = "(no CPU op)"
 
 
-@dataclass(frozen=True)
-class MemoryDevice:
+class MemoryDevice(msgspec.Struct, frozen=True):
     device: str  # "GPU 0", "CPU"
     device_type: int  # c10::DeviceType (0 CPU, 1 CUDA, 6 HIP)
     device_id: int
@@ -51,8 +50,7 @@ class MemoryDevice:
     max_reserved_bytes: int | None
 
 
-@dataclass(frozen=True)
-class MemoryStep:
+class MemoryStep(msgspec.Struct, frozen=True):
     step: int
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
@@ -63,16 +61,14 @@ class MemoryStep:
     outliving_bytes: int | None
 
 
-@dataclass(frozen=True)
-class MemoryOp:
+class MemoryOp(msgspec.Struct, frozen=True):
     op: str
     allocations_per_step: float
     bytes_per_step: float
     share_of_bytes: float  # of the allocated bytes of the analyzed steps, in [0, 1]
 
 
-@dataclass(frozen=True)
-class MemorySeries:
+class MemorySeries(msgspec.Struct, frozen=True):
     """The device's totals over time (µs since trace start), thinned to at most `TIMELINE_POINTS` points
     (each bin keeps its lowest and highest value)."""
 
@@ -82,8 +78,7 @@ class MemorySeries:
     reserved_bytes: list[int]
 
 
-@dataclass(frozen=True)
-class Memory:
+class Memory(msgspec.Struct, frozen=True):
     device: str | None  # the device of the figures; None without memory events
     peak_allocated_bytes: int | None  # median over steps
     peak_reserved_bytes: int | None

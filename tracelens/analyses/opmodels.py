@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, broadcast_numel
 
 
-@dataclass(frozen=True)
-class OpModel:
+class OpModel(msgspec.Struct, frozen=True):
     model: str  # gemm | attention | elementwise | reduction | norm | copy | fill | inductor
     flops: float
     bytes: float

@@ -22,8 +22,7 @@ Definitions (per step = total over the analyzed steps / their number; analyzed s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity, step_windows
@@ -40,8 +39,7 @@ MIN_WAIT_SHARE = 0.10
 SLOW_STEP_FACTOR = 1.10
 
 
-@dataclass(frozen=True)
-class RankFigures:
+class RankFigures(msgspec.Struct, frozen=True):
     """What one rank contributes to the cross-rank view (per-step figures are means over analyzed steps)."""
 
     rank: int | None
@@ -56,13 +54,12 @@ class RankFigures:
     compute_us: float  # per step, kernels that are not collectives
     collective_us: float  # per step
     collective_calls: float  # per step
-    collectives: list[tuple[str, float]] = field(repr=False)  # (kernel name, µs) in order, for matching
-    warnings: list[str] = field(default_factory=list)
+    collectives: list[tuple[str, float]]  # (kernel name, µs) in order, for matching
+    warnings: list[str] = msgspec.field(default_factory=list)
     run_id: str | None = None  # `tracelens_run.run_id` when the recording wrote one
 
 
-@dataclass(frozen=True)
-class RankRow:
+class RankRow(msgspec.Struct, frozen=True):
     """One rank in the cross-rank table."""
 
     rank: int | None
@@ -79,8 +76,7 @@ class RankRow:
     straggler: bool
 
 
-@dataclass(frozen=True)
-class RanksReport:
+class RanksReport(msgspec.Struct, frozen=True):
     """The cross-rank view of one directory or archive of rank traces."""
 
     source: str

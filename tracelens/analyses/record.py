@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from tracelens.analyses import AnalysisReport
 
 
-@dataclass(frozen=True)
-class CachedAnalysis:
+class CachedAnalysis(msgspec.Struct, frozen=True):
     """What `tracelens analyze` prints: the report and the warnings the load gave."""
 
     report: AnalysisReport

@@ -4,14 +4,14 @@ JSON document, the `analyze` text output and the HTML report.
 Each entry (`Analysis`) names:
 - `name`: the analysis' attribute of `AnalysisReport` and, unless `json` says otherwise, its top-level JSON key;
 - `run`: the analysis, `run(ctx: AnalysisContext) -> result` (see `tracelens.analyses.context`);
-- `result`: the result type, a frozen dataclass that round-trips through msgspec (the results cache stores it;
+- `result`: the result type, a frozen `msgspec.Struct` that round-trips through msgspec (the results cache stores it;
   tests/test_registry.py checks every entry);
 - `text`: its section of `tracelens analyze` (`"module:function"`, `function(result, report) -> list of rich
   renderables`, None entries skipped), printed in `text_order`;
 - `panels`: its panels of the HTML report (`"module:function"`, `function(result | None, report) ->
   AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
-  None: `{name: dataclasses.asdict(result)}`.
+  None: `{name: result as plain data}`.
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
 Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result

@@ -14,9 +14,9 @@ then has `pct_of_peak = None` and says why in `model_note`; no figure is capped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity
@@ -55,8 +55,7 @@ CONV_CONSUMER_LOOKAHEAD = 4  # ops after a convolution searched for the first on
 NS_PER_S = 1e9
 
 
-@dataclass(frozen=True)
-class RooflineRow:
+class RooflineRow(msgspec.Struct, frozen=True):
     kernel: str
     short_name: str
     op: str  # the op whose shapes gave the model
@@ -78,13 +77,14 @@ class RooflineRow:
     peak_dtype: str | None = None  # the dtype whose TFLOP/s peak bounds it (fp32 on tensor cores: tf32); None: no FLOPs
 
 
-@dataclass(frozen=True)
-class Unmodelled:
+class Unmodelled(msgspec.Struct, frozen=True):
     """Kernel time of the window without a model, for one reason (see `UNMODELLED_REASONS`)."""
 
     reason: str
     pct_of_kernel_time: float
-    ops: list[str] = field(default_factory=list)  # "no model": the launching ops with most such time, largest first
+    ops: list[str] = msgspec.field(
+        default_factory=list
+    )  # "no model": the launching ops with most such time, largest first
 
 
 UNMODELLED_REASONS = {
@@ -96,15 +96,14 @@ UNMODELLED_REASONS = {
 MAX_UNMODELLED_OPS = 3
 
 
-@dataclass(frozen=True)
-class Roofline:
+class Roofline(msgspec.Struct, frozen=True):
     device: str
     peaks_tflops: dict[str, float]
     peak_tbps: float | None
     peaks_source: str
     modelled_kernel_time_pct: float  # share of kernel time in the window that has a model
-    rows: list[RooflineRow] = field(default_factory=list)
-    unmodelled: list[Unmodelled] = field(default_factory=list)  # why the rest has none, largest share first
+    rows: list[RooflineRow] = msgspec.field(default_factory=list)
+    unmodelled: list[Unmodelled] = msgspec.field(default_factory=list)  # why the rest has none, largest share first
 
     def by_kernel(self) -> dict[str, RooflineRow]:
         return {row.kernel: row for row in self.rows}
@@ -121,8 +120,7 @@ def device_peaks(trace: Trace, override: PeakOverride | None = None) -> Peaks:
     return peaks_for(chosen.name, chosen.total_memory_bytes, override)
 
 
-@dataclass(frozen=True)
-class KernelModels:
+class KernelModels(msgspec.Struct, frozen=True):
     """The GPU activities of a window that have a model, one entry each: kernels that got an op's model (in row
     order), then device-to-device copies (in row order). Columns of equal length."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import msgspec
@@ -41,8 +40,7 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class Tensor:
+class Tensor(msgspec.Struct, frozen=True):
     dims: tuple[int, ...]
     dtype: str  # short label: bf16, fp32, ...
     itemsize: int
@@ -56,8 +54,7 @@ class Tensor:
         return self.numel * self.itemsize
 
 
-@dataclass(frozen=True)
-class OpShapes:
+class OpShapes(msgspec.Struct, frozen=True):
     """Positional arguments of one op call: tensor (or None) per position, and the concrete values."""
 
     args: tuple[Tensor | None, ...]

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity, step_windows
@@ -42,8 +42,7 @@ if TYPE_CHECKING:
 GEMM = CATEGORIES.index("gemm")
 
 
-@dataclass(frozen=True)
-class ShapeRow:
+class ShapeRow(msgspec.Struct, frozen=True):
     """One input shape of a sweep trace (definitions in the module docstring)."""
 
     shape: str
@@ -56,8 +55,7 @@ class ShapeRow:
     compile_ids: list[str]
 
 
-@dataclass(frozen=True)
-class BreakEven:
+class BreakEven(msgspec.Struct, frozen=True):
     """Steps of `shape` after which `variant`'s compile time is paid back by its faster kernels."""
 
     variant: str

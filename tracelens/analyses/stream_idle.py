@@ -19,9 +19,9 @@ This is per stream; `bound` answers the same question for the whole GPU (all str
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
 KERNEL_WAIT_NS = 30_000
 
 
-@dataclass(frozen=True)
-class StreamIdleRow:
+class StreamIdleRow(msgspec.Struct, frozen=True):
     device: int
     stream: int
     activities_per_step: float
@@ -50,8 +49,7 @@ class StreamIdleRow:
     busy_pct: float | None  # busy / (busy + idle); None when the stream has a single activity
 
 
-@dataclass(frozen=True)
-class StreamIdle:
+class StreamIdle(msgspec.Struct, frozen=True):
     streams: list[StreamIdleRow]  # busiest first
     kernel_wait_threshold_us: float
     note: str

@@ -7,9 +7,9 @@ the analyzed steps (all complete steps, or the one chosen with `step`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity, step_windows
@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 LAUNCH_API = re.compile(r"launch|memcpy|memset", re.I)
 
 
-@dataclass(frozen=True)
-class TraceFacts:
+class TraceFacts(msgspec.Struct, frozen=True):
     path: str
     format: str
     gpus: list[str]
@@ -73,8 +72,7 @@ STEP_FIGURE_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class StepFigures:
+class StepFigures(msgspec.Struct, frozen=True):
     """Figures of one step (or of the per-step median, with `number` = -1); None = cannot be computed
     (no analyzed step, or no GPU activity for the GPU figures). Definitions: docs/definitions.md.
 
@@ -98,8 +96,7 @@ class StepFigures:
     gpu_window_us: float | None = None
 
 
-@dataclass(frozen=True)
-class KernelRow:
+class KernelRow(msgspec.Struct, frozen=True):
     name: str
     short_name: str
     category: str
@@ -110,16 +107,14 @@ class KernelRow:
     op: str
 
 
-@dataclass(frozen=True)
-class OpKernel:
+class OpKernel(msgspec.Struct, frozen=True):
     name: str
     short_name: str
     calls_per_step: float
     us_per_step: float
 
 
-@dataclass(frozen=True)
-class OpRow:
+class OpRow(msgspec.Struct, frozen=True):
     """An op (aten op, compiled region, autograd Function) and the kernels it launched, per step."""
 
     name: str
@@ -129,8 +124,7 @@ class OpRow:
     kernels: list[OpKernel]
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(msgspec.Struct, frozen=True):
     facts: TraceFacts
     steps: int
     step_numbers: list[int]
@@ -138,7 +132,7 @@ class Summary:
     step_table: list[StepFigures]
     kernels: list[KernelRow]
     ops: list[OpRow]
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     empty_reason: str | None = None  # why per-step figures are None (no analyzed step), else None
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import msgspec
 import numpy as np
@@ -53,8 +52,7 @@ VIEW_LIKE = frozenset(
 Key = tuple[tuple[int, ...], str]
 
 
-@dataclass(frozen=True)
-class Views:
+class Views(msgspec.Struct, frozen=True):
     """View ops sorted by (combined key, start): `combined` = rank of (track, src code, dst code) among `keys`
     × (n + 1) + rank of the start among `starts`."""
 

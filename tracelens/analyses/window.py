@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from tracelens.errors import TracelensError
@@ -11,8 +10,7 @@ from tracelens.model.events import I32, Bool
 from tracelens.model.trace import Trace
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(msgspec.Struct, frozen=True):
     """The analyzed steps: indices into `trace.steps`, their numbers, and a mask over all events."""
 
     step_indices: I32

@@ -6,7 +6,6 @@ Given a directory or a tar archive of rank traces, the ranks are analyzed in par
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from tracelens.cli.common import (
 from tracelens.cli.runs import add_rank_argument
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
+from tracelens.records import shallow_dict
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
@@ -144,7 +144,7 @@ def _run_one(args: argparse.Namespace) -> int:
         return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
 
     execution_trace = _load_et(args.et) if args.et is not None else None
-    options: dict[str, object] = {"step": args.step, "peaks": dataclasses.asdict(peaks)}
+    options: dict[str, object] = {"step": args.step, "peaks": shallow_dict(peaks)}
     inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
     result = args.cache.result("analyses", inputs, options, _record_type, compute)
     print_warnings(args.trace, result.warnings)

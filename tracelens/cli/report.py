@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tracelens._cache import Cache
 from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
@@ -15,6 +15,7 @@ from tracelens.cli.output import check_writable, is_stdout, status, write_output
 from tracelens.cli.runs import add_rank_argument, is_run_source, open_run, run_stem
 from tracelens.errors import TracelensError
 from tracelens.naming import trace_stem
+from tracelens.records import replace
 
 if TYPE_CHECKING:
     from tracelens.analyses.ranks import RanksReport
@@ -36,8 +37,7 @@ def default_output(traces: list[Path]) -> Path:
     return Path(name + SUFFIX)
 
 
-@dataclass(frozen=True)
-class CachedPage:
+class CachedPage(msgspec.Struct, frozen=True):
     """What `tracelens report` writes (`tracelens._cache.results`): the page and each input's load warnings."""
 
     page: bytes  # UTF-8 HTML
@@ -156,7 +156,7 @@ def _build_page(
         from tracelens.report.ranks import ranks_section
 
         report, rank, why = ranks
-        document = dataclasses.replace(
+        document = replace(
             document,
             title=f"tracelens report: {report.source}, rank {rank} in full",
             sections=(ranks_section(report, rank, why), *document.sections),

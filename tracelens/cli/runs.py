@@ -14,18 +14,19 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 from tracelens.naming import trace_stem, unique_labels
+from tracelens.records import replace
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 
 
-@dataclass(frozen=True)
-class RunMember:
+class RunMember(msgspec.Struct, frozen=True):
     """One trace of a run folder or archive."""
 
     label: str  # "rank3" for a rank of one run, else the file stem (told apart)
@@ -44,8 +44,7 @@ class RunMember:
     rank: int | None
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(msgspec.Struct, frozen=True):
     """The traces of a folder or archive and their cross-rank report."""
 
     source: Path
@@ -89,8 +88,7 @@ class Run:
         return self.pick(rank), why
 
 
-@dataclass(frozen=True)
-class Input:
+class Input(msgspec.Struct, frozen=True):
     """One trace a multi-trace command works on: a trace file given as such, or a trace of a run."""
 
     path: Path
@@ -165,7 +163,7 @@ def open_run(
         if not figures:
             raise TracelensError(f"{source}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
         located = {names[f.path]: Path(f.path) for f in figures}
-        figures = [dataclasses.replace(f, path=names.get(f.path, f.path)) for f in figures]
+        figures = [replace(f, path=names.get(f.path, f.path)) for f in figures]
         report = analyze_ranks(figures, str(source), failed)
         yield Run(source, _members(report, located), report)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -30,8 +29,7 @@ def complete_events(events: Sequence[Event]) -> list[Event]:
     return [e for e in events if is_complete(e.ph, e.ts)]
 
 
-@dataclass
-class ChunkTracks:
+class ChunkTracks(msgspec.Struct):
     """The distinct (pid label, tid label) pairs of one chunk's events (`ChunkColumns.pid_labels` /
     `tid_labels` indices), with the row of each pair's first event and that event's GPU flag, device and stream
     (what its track takes when the pair's first event in the file is that one)."""
@@ -47,8 +45,7 @@ class ChunkTracks:
         return int(self.pid.shape[0])
 
 
-@dataclass
-class ChunkColumns:
+class ChunkColumns(msgspec.Struct):
     """Columns of one chunk of complete events, in the table's dtypes where the merge copies them as they are.
     `name_codes` index the chunk's own `name_values`, `track_codes` its own `tracks`; `cat_values`, `pid_labels`
     and `tid_labels` are every category and track label (GPU events: "gpu<device>" and "<stream>") its events
@@ -163,8 +160,7 @@ def merge_columns(chunks: list[ChunkColumns]) -> tuple[EventTable, TrackTable, f
     return merged.table, merged.tracks, merged.origin_us, merged.categories
 
 
-@dataclass
-class MergedColumns:
+class MergedColumns(msgspec.Struct):
     """The table in canonical row order, and what was done to get there.
 
     Rows are sorted by (time, duration, kind, External id, name, track, correlation) and names and tracks are
@@ -215,8 +211,7 @@ def merge_columns_full(chunks: list[ChunkColumns]) -> MergedColumns:
     return MergedColumns(table, codes.tracks, origin_us, codes.categories, order, notes)
 
 
-@dataclass
-class _MergedCodes:
+class _MergedCodes(msgspec.Struct):
     """The chunks' names and tracks coded once for all: `names` (sorted) and `tracks`; per chunk, the global
     code of each of its name codes and track codes."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -82,8 +81,7 @@ _DOC_DECODER = msgspec.json.Decoder(_Document)
 _ARRAY_DECODER = msgspec.json.Decoder(list[Event])
 
 
-@dataclass
-class Decoded:
+class Decoded(msgspec.Struct):
     """Events plus top-level metadata (values decoded to plain Python) and what was repaired on the way."""
 
     events: list[Event]
@@ -91,7 +89,7 @@ class Decoded:
     bare_array: bool
     truncated: bool = False
     dropped_tail_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 def decode_trace(data: bytes, source: str) -> Decoded:

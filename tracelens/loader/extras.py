@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 import types
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracelens import native
@@ -47,8 +47,7 @@ def has_extras(text: bytes | bytearray) -> bool:
     return any(marker in text for marker in _MARKERS)
 
 
-@dataclass
-class ExtraColumns:
+class ExtraColumns(msgspec.Struct):
     """One chunk's memory and counter events as columns (file order); memory (pid, tid) as a code into
     `memory_pairs` (the distinct pairs as decoded, factorized in the chunk's process), counter pid as a label
     (`str(value)`)."""
@@ -102,8 +101,7 @@ def extra_columns(events: list[Any]) -> ExtraColumns | None:
     )
 
 
-@dataclass
-class MemoryColumns:
+class MemoryColumns(msgspec.Struct):
     """One chunk's `[memory]` instant events with a usable `ts` (file order): `ts_us` (an int beyond float range
     reads NaN), the `_MEMORY_INTS` (absent args: `MemoryArgs()`'s defaults; None and ints beyond int64: -1), each
     event's (pid, tid) as a code into `pairs` (in order of first appearance); and whether the chunk has a

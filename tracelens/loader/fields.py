@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -29,8 +28,7 @@ DIM_ARGS = ("grid", "block")
 RAW_ARGS = ("input_dims", "input_type", "concrete_inputs")
 
 
-@dataclass
-class EventFields:
+class EventFields(msgspec.Struct):
     """One chunk's event fields, a row per event. `cat`, `name`, `pid`, `tid`: (codes, values in order of first
     appearance; code -1 = None). `ints`: the `INT_ARGS` (-1 = absent); `dims`: product of each `DIM_ARGS`
     list (-1 = none); both may also hold values on rows where they mean nothing (device of a CPU op, grid of a

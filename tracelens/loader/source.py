@@ -16,9 +16,10 @@ import stat
 import types
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import msgspec
 
 from tracelens.errors import UnusableTraceError
 
@@ -92,8 +93,7 @@ class EventGapGuard:
             )
 
 
-@dataclass
-class Gunzip:
+class Gunzip(msgspec.Struct):
     """Decompressed blocks of every gzip member of `handle` (one block of output per `BLOCK_BYTES`).
 
     A stream cut short, or corrupt after some output, ends the blocks and sets `truncated`; corrupt data with
@@ -143,8 +143,7 @@ def is_gzip(path: Path) -> bool:
 # ---------------------------------------------------------------- the text as a file
 
 
-@dataclass(frozen=True)
-class TraceText:
+class TraceText(msgspec.Struct, frozen=True):
     """The uncompressed text of a trace: a plain file (`path`: the input itself, or its gunzipped copy in a
     scratch folder), or, where no scratch folder has room, the bytes in memory (`data`)."""
 
@@ -252,8 +251,7 @@ def _gzip_text_bytes(path: Path, size: int) -> int:
 # ---------------------------------------------------------------- the text in memory (whole-file decoding)
 
 
-@dataclass(frozen=True)
-class RawTrace:
+class RawTrace(msgspec.Struct, frozen=True):
     """The uncompressed JSON text of one trace file."""
 
     path: Path

@@ -17,7 +17,6 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +42,13 @@ class NotStreamable(Exception):
     """The file needs the whole-file decoder (or is not usable); the caller falls back."""
 
 
-@dataclass
-class Streamed:
+class Streamed(msgspec.Struct):
     """Column chunks in file order plus the top-level metadata."""
 
     chunks: list[ChunkColumns]
     metadata: dict[str, Any]
     uncompressed_bytes: int
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 def stream_columns(

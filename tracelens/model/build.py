@@ -4,8 +4,9 @@ from the columns is built here, so a cached table rebuilds the same trace."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import msgspec
 
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link
@@ -13,10 +14,10 @@ from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
 from tracelens.model.nesting import clip_unreturned_frames, nest_ordered
 from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
+from tracelens.records import replace
 
 
-@dataclass(frozen=True)
-class Columns:
+class Columns(msgspec.Struct, frozen=True):
     """What the loader read: the event table (canonical row order) and its tracks, the time origin (µs in the
     file's clock), `source_rows` (row i is the source_rows[i]-th complete event of the file, which has
     `source_events`), the text's size and truncation, and the loader's notes for the warnings."""
@@ -30,9 +31,9 @@ class Columns:
     truncation: Truncation
     source_rows: I64 | None
     source_events: int
-    notes: list[str] = field(default_factory=list)
-    memory: MemoryTable = field(default_factory=MemoryTable.empty)  # `op` not yet set
-    counters: CounterTable = field(default_factory=CounterTable.empty)
+    notes: list[str] = msgspec.field(default_factory=list)
+    memory: MemoryTable = msgspec.field(default_factory=MemoryTable.empty)  # `op` not yet set
+    counters: CounterTable = msgspec.field(default_factory=CounterTable.empty)
 
 
 def build_trace(columns: Columns) -> Trace:

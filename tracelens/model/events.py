@@ -7,8 +7,8 @@ Missing integer fields are -1.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -76,8 +76,7 @@ def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) ->
     return kind_table(kinds)[kind]
 
 
-@dataclass(frozen=True)
-class EventTable:
+class EventTable(msgspec.Struct, frozen=True):
     """Columns of equal length `n`; `name` and `track` are codes into `names` / `Trace.tracks`."""
 
     kind: I8

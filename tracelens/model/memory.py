@@ -6,8 +6,7 @@ Times are integer nanoseconds on the event table's clock (`Trace.origin_us`). Mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -19,8 +18,7 @@ F64 = npt.NDArray[np.float64]
 EXTRAS_NOT_READ = "memory and counter events, if any, were not read"
 
 
-@dataclass(frozen=True)
-class MemoryTable:
+class MemoryTable(msgspec.Struct, frozen=True):
     """One row per `[memory]` event (an allocation, `bytes` > 0, or a free, `bytes` < 0), in time order (file
     order among equal times). `total_allocated` / `total_reserved`: the allocator's totals on that device right
     after the event. `track`: the CPU thread (index into `Trace.tracks`, -1 when the thread has no complete
@@ -47,8 +45,7 @@ class MemoryTable:
         return cls(i64, i64, i64, i64, i64, i64, i64, i32, i32)
 
 
-@dataclass(frozen=True)
-class CounterTable:
+class CounterTable(msgspec.Struct, frozen=True):
     """One row per sample of a counter series: a `ph: "C"` event named `names[name]` in process `pids[pid]`
     gives a row per numeric `args` key (`series[series]`). In time order."""
 

@@ -1,21 +1,21 @@
-"""The model's serialization: any model dataclass (a `Trace` and every table in it) to plain data and back.
+"""The model's serialization: any model record (a `Trace` and every table in it) to plain data and back.
 
 Contract: `to_plain(obj)` returns `(arrays, values)`: `arrays` maps dotted field paths to numpy arrays of plain
-(non-object) dtypes, `values` is a JSON-able tree mirroring the dataclass fields (arrays appear in it as
+(non-object) dtypes, `values` is a JSON-able tree mirroring the record's fields (arrays appear in it as
 `True`, an absent optional array as `None`). `from_plain(cls, arrays, values)` rebuilds an equal object: same
-field values and types, same array dtypes and shapes. Both walk `dataclasses.fields` and the fields' type
-hints, recursing into nested dataclasses and tuples of them, so a field added to a model class is carried
+field values and types, same array dtypes and shapes. Both walk the record's fields and their type
+hints, recursing into nested records and tuples of them, so a field added to a model class is carried
 without anyone listing it; a field of a type this module cannot carry raises `TypeError` (a test builds every
 model class from real traces and round-trips it).
 
-Carried types: nested dataclasses; numpy arrays (`npt.NDArray[...]`); object arrays of `bytes`-or-`None` (the raw
-argument columns), stored as row indexes, offsets and one byte blob; `X | None`; `tuple[X, ...]`; `Path`; `int`
-(any size), `float` (NaN and infinities included), `str`, `bool`; `dict[str, Any]` and `Any` holding JSON values.
+Carried types: nested records (`tracelens.records`: msgspec Structs, dataclasses); numpy arrays
+(`npt.NDArray[...]`); object arrays of `bytes`-or-`None` (the raw argument columns), stored as row indexes,
+offsets and one byte blob; `X | None`; `tuple[X, ...]`; `Path`; `int` (any size), `float` (NaN and
+infinities included), `str`, `bool`; `dict[str, Any]` and `Any` holding JSON values.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import types
 import typing
@@ -24,13 +24,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tracelens.records import field_names, is_record_type
+
 Arrays = dict[str, np.ndarray]
 T = TypeVar("T")
 _NONE_TYPE = type(None)
 
 
 def to_plain(obj: object) -> tuple[Arrays, dict[str, Any]]:
-    """`obj` (a dataclass instance) as arrays and JSON-able values; see the module docstring."""
+    """`obj` (a record instance) as arrays and JSON-able values; see the module docstring."""
     arrays: Arrays = {}
     values = _encode(type(obj), obj, "", arrays)
     return arrays, values
@@ -66,13 +68,13 @@ def _is_array(hint: Any) -> bool:
 
 
 def _encode(hint: Any, value: Any, name: str, arrays: Arrays) -> Any:
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+    if is_record_type(hint):
         if type(value) is not hint:
             raise TypeError(f"{name or 'value'}: expected {hint.__name__}, got {type(value).__name__}")
         hints = _hints(typing.cast(type, hint))
         return {
-            f.name: _encode(hints[f.name], getattr(value, f.name), _join(name, f.name), arrays)
-            for f in dataclasses.fields(hint)
+            field: _encode(hints[field], getattr(value, field), _join(name, field), arrays)
+            for field in field_names(hint)
         }
     arm = _optional_arm(hint)
     if arm is not None:
@@ -105,13 +107,11 @@ def _encode(hint: Any, value: Any, name: str, arrays: Arrays) -> Any:
 
 
 def _decode(hint: Any, value: Any, name: str, arrays: Arrays) -> Any:
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+    if is_record_type(hint):
         if not isinstance(value, dict):
             raise TypeError(f"{name}: expected an object")
-        hints = _hints(typing.cast(type, hint))
-        fields = {
-            f.name: _decode(hints[f.name], value[f.name], _join(name, f.name), arrays) for f in dataclasses.fields(hint)
-        }
+        hints = _hints(hint)
+        fields = {field: _decode(hints[field], value[field], _join(name, field), arrays) for field in field_names(hint)}
         return hint(**fields)
     arm = _optional_arm(hint)
     if arm is not None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracelens.model.events import I32, I64, Bool, EventTable, kind_mask
@@ -13,8 +13,7 @@ from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.serial import Arrays, from_plain, to_plain
 
 
-@dataclass(frozen=True)
-class TrackTable:
+class TrackTable(msgspec.Struct, frozen=True):
     """One row per (pid, tid) pair; GPU tracks are device/stream pairs."""
 
     pid: tuple[str, ...]
@@ -32,8 +31,7 @@ class TrackTable:
         return f"CPU {self.pid[track]}/{self.tid[track]}"
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(msgspec.Struct, frozen=True):
     index: int
     name: str
     num_sms: int | None
@@ -41,8 +39,7 @@ class Device:
     compute_capability: str | None
 
 
-@dataclass(frozen=True)
-class TraceMeta:
+class TraceMeta(msgspec.Struct, frozen=True):
     """Facts about the recording, from the file's top-level keys."""
 
     schema_version: int | None
@@ -55,11 +52,10 @@ class TraceMeta:
     world_size: int | None
     format: str  # "kineto", "kineto-legacy" (2021 categories), "chrome-array"
     run: dict[str, Any]  # the `tracelens_run` object written by our workloads, else {}
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    raw: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Links:
+class Links(msgspec.Struct, frozen=True):
     """Who launched what. Index arrays into the event table; -1 where there is no link.
 
     - `parent`: enclosing CPU-side event on the same thread (nesting).
@@ -77,8 +73,7 @@ class Links:
     op_by_containment: int  # launches attributed by time containment instead
 
 
-@dataclass(frozen=True)
-class StepTable:
+class StepTable(msgspec.Struct, frozen=True):
     """Profiler steps (`ProfilerStep#N`), or one whole-trace window when the trace has none."""
 
     number: I64
@@ -95,14 +90,12 @@ class StepTable:
         return self.end_ns - self.start_ns
 
 
-@dataclass(frozen=True)
-class Truncation:
+class Truncation(msgspec.Struct, frozen=True):
     truncated: bool = False
     dropped_tail_bytes: int = 0
 
 
-@dataclass(frozen=True)
-class Trace:
+class Trace(msgspec.Struct, frozen=True, weakref=True):
     """A loaded, linked trace. Build it with `tracelens.load()`."""
 
     path: Path | None
@@ -120,8 +113,8 @@ class Trace:
     source_rows: I64 | None = None
     source_events: int = -1
     # `[memory]` instant events (profile_memory=True) and counter samples (`ph: "C"`); empty when the trace has none
-    memory: MemoryTable = field(default_factory=MemoryTable.empty)
-    counters: CounterTable = field(default_factory=CounterTable.empty)
+    memory: MemoryTable = msgspec.field(default_factory=MemoryTable.empty)
+    counters: CounterTable = msgspec.field(default_factory=CounterTable.empty)
 
     @property
     def n_events(self) -> int:

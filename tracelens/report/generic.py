@@ -1,26 +1,26 @@
-"""A fallback view of any analysis result (a dataclass): its scalar fields as a table, or its longest list
-of dataclass rows as a table. Used for results that have no dedicated chart yet."""
+"""A fallback view of any analysis result (a record): its scalar fields as a table, or its longest list
+of record rows as a table. Used for results that have no dedicated chart yet."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+from tracelens.records import field_names, is_record, shallow_dict
 from tracelens.report.document import Table
 
 MAX_ROWS = 30
 
 
 def result_table(result: Any) -> Table | None:
-    """A table of `result` (a dataclass instance); None when it has nothing tabular."""
-    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+    """A table of `result` (a record instance); None when it has nothing tabular."""
+    if not is_record(result):
         return None
-    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    values = shallow_dict(result)
     lists = {k: v for k, v in values.items() if isinstance(v, list | tuple) and v and _is_row(v[0])}
     if lists:
         name = max(lists, key=lambda k: len(lists[k]))
         rows = lists[name][:MAX_ROWS]
-        columns = tuple(f.name for f in dataclasses.fields(rows[0]) if _scalar(getattr(rows[0], f.name)))
+        columns = tuple(name for name in field_names(rows[0]) if _scalar(getattr(rows[0], name)))
         return Table(columns, tuple(tuple(format_value(getattr(r, c)) for c in columns) for r in rows))
     scalars = [(k, v) for k, v in values.items() if _scalar(v)]
     if not scalars:
@@ -29,7 +29,7 @@ def result_table(result: Any) -> Table | None:
 
 
 def _is_row(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+    return is_record(value)
 
 
 def _scalar(value: Any) -> bool:
