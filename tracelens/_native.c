@@ -1081,6 +1081,127 @@ done:
     return result;
 }
 
+/* replay(order, calls, gpu, step_start, end): one re-timing of a step's graph, the loop of
+   tracelens.analyses.critical_path.replay (same integers, int64 arithmetic). `order`: int64 [2][n_order] (what: 0 a
+   sync returns, 1 a call starts, 2 a GPU activity starts; node). `calls`: int64 [6][n_calls] (previous call of the
+   thread or -1, CPU work before the call, its length, observed start, observed length, awaited activity or -1).
+   `gpu`: int64 [12][n_gpu] (observed start, observed length, length in this replay, binding, offset, launch_min,
+   queued, launch, launch_shift, stream, stream_shift, cross; see `GpuConstraints`). `end`: the walk's END marker.
+   Returns 10 int64 bytearrays: per call its start, end, own part (0 cpu, 1 sync), own predecessor, own ns; per
+   activity its start, end, part (0 other_wait, 1 queued, 2 launch_latency, 3 gpu_gap, -1 not replayed),
+   predecessor, ns. An index
+   out of range raises ValueError. */
+static PyObject *replay(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 5) {
+        PyErr_SetString(PyExc_TypeError, "replay(order, calls, gpu, step_start, end)");
+        return NULL;
+    }
+    const long long step_start = PyLong_AsLongLong(argv[3]);
+    if (step_start == -1 && PyErr_Occurred()) return NULL;
+    const long long end_marker = PyLong_AsLongLong(argv[4]);
+    if (end_marker == -1 && PyErr_Occurred()) return NULL;
+    Py_buffer views[3];
+    Py_ssize_t lengths[3] = {-1, -1, -1};
+    static const Py_ssize_t rows[3] = {2, 6, 12};
+    int held = 0;
+    PyObject *out[10] = {NULL};
+    PyObject *result = NULL;
+    for (; held < 3; held++) {
+        if (int64_buffer(argv[held], &views[held], &lengths[held]) < 0) goto done;
+        if (lengths[held] % rows[held] != 0) {
+            held++;
+            PyErr_SetString(PyExc_ValueError, "replay: an array of the wrong shape");
+            goto done;
+        }
+    }
+    const Py_ssize_t n_order = lengths[0] / 2, n_calls = lengths[1] / 6, n_gpu = lengths[2] / 12;
+    const int64_t *what = views[0].buf, *node = what + n_order;
+    const int64_t *call = views[1].buf;
+    const int64_t *prev = call, *work = call + n_calls, *dur = call + 2 * n_calls, *obs_start = call + 3 * n_calls,
+                  *obs_dur = call + 4 * n_calls, *awaited = call + 5 * n_calls;
+    const int64_t *g = views[2].buf;
+    const int64_t *g_obs = g, *g_obs_len = g + n_gpu, *g_len = g + 2 * n_gpu, *binding = g + 3 * n_gpu,
+                  *offset = g + 4 * n_gpu, *launch_min = g + 5 * n_gpu, *queued = g + 6 * n_gpu,
+                  *launch = g + 7 * n_gpu, *launch_shift = g + 8 * n_gpu, *stream = g + 9 * n_gpu,
+                  *stream_shift = g + 10 * n_gpu, *cross = g + 11 * n_gpu;
+    int64_t *data[10];
+    for (int b = 0; b < 10; b++)
+        if ((out[b] = new_buffer(b < 5 ? n_calls : n_gpu, 8, (char **)&data[b])) == NULL) goto done;
+    int64_t *c_start = data[0], *c_end = data[1], *own_part = data[2], *own_pred = data[3], *own_ns = data[4];
+    int64_t *g_start = data[5], *g_end = data[6], *g_part = data[7], *g_pred = data[8], *g_ns = data[9];
+    for (Py_ssize_t i = 0; i < n_calls; i++) {
+        if (prev[i] < -1 || prev[i] >= n_calls || awaited[i] < -1 || awaited[i] >= n_gpu) goto out_of_range;
+        c_start[i] = c_end[i] = 0;
+        own_part[i] = 0, own_pred[i] = end_marker, own_ns[i] = dur[i]; /* CPU: the call's own length */
+    }
+    for (Py_ssize_t k = 0; k < n_gpu; k++) {
+        if (launch[k] < -1 || launch[k] >= n_calls || stream[k] < -1 || stream[k] >= n_gpu || cross[k] < -1 ||
+            cross[k] >= n_gpu)
+            goto out_of_range;
+        g_start[k] = g_end[k] = g_ns[k] = 0;
+        g_part[k] = -1; /* not replayed (no order entry) */
+        g_pred[k] = end_marker;
+    }
+    for (Py_ssize_t o = 0; o < n_order; o++) {
+        const int64_t i = node[o];
+        if (i < 0 || i >= (what[o] == 2 ? n_gpu : n_calls)) goto out_of_range;
+        if (what[o] == 2) {
+            const int64_t b = binding[i];
+            int64_t start;
+            if (b < 0) { /* launched outside the step's calls and first on its lane: its observed start */
+                start = g_obs[i];
+                g_part[i] = 0, g_pred[i] = end_marker, g_ns[i] = wrap_add(start, wrap_neg(step_start));
+            } else if (b == 3) { /* behind earlier steps' work on its stream: fixed */
+                start = wrap_add(queued[i], offset[i]);
+                g_part[i] = 1, g_pred[i] = end_marker, g_ns[i] = wrap_add(start, wrap_neg(step_start));
+            } else {
+                const int64_t lp = launch[i], sp = stream[i], xp = cross[i];
+                const int64_t at_launch = lp >= 0 ? wrap_add(c_start[lp], wrap_neg(launch_shift[i])) : 0;
+                const int64_t at_stream = sp >= 0 ? wrap_add(g_end[sp], wrap_neg(stream_shift[i])) : 0;
+                const int64_t at_cross = xp >= 0 ? g_end[xp] : 0;
+                int64_t base, part, pred;
+                if (b == 0) base = at_launch, part = 2, pred = lp;
+                else if (b == 1) base = at_stream, part = 3, pred = ~sp;
+                else base = at_cross, part = 3, pred = ~xp;
+                start = wrap_add(base, offset[i]);
+                if (lp >= 0 && wrap_add(at_launch, launch_min[i]) > start) start = wrap_add(at_launch, launch_min[i]);
+                if (sp >= 0 && at_stream > start) start = at_stream;
+                if (xp >= 0 && at_cross > start) start = at_cross;
+                if (queued[i] > start) start = queued[i];
+                g_part[i] = part, g_pred[i] = pred, g_ns[i] = wrap_add(start, wrap_neg(base));
+            }
+            g_start[i] = start;
+            g_end[i] = wrap_add(start, g_len[i]);
+        } else if (what[o] == 1) { /* a call starts after the CPU work since its thread's previous call */
+            c_start[i] = wrap_add(prev[i] >= 0 ? c_end[prev[i]] : step_start, work[i]);
+            c_end[i] = wrap_add(c_start[i], dur[i]); /* a sync's end is settled when it returns */
+        } else { /* a sync returns after the activity it awaited plus the observed return time */
+            const int64_t a = awaited[i];
+            if (a < 0) continue; /* nothing awaited: its observed length (set when it started) */
+            const int64_t after =
+                wrap_add(wrap_add(obs_start[i], obs_dur[i]), wrap_neg(wrap_add(g_obs[a], g_obs_len[a])));
+            if (wrap_add(g_end[a], after) >= c_start[i]) {
+                c_end[i] = wrap_add(g_end[a], after);
+                own_part[i] = 1, own_pred[i] = ~a, own_ns[i] = after;
+            } else { /* the awaited work finished before the sync was reached: it returns at once */
+                c_end[i] = wrap_add(c_start[i], after < obs_dur[i] ? after : obs_dur[i]);
+                own_part[i] = 1, own_pred[i] = end_marker, own_ns[i] = wrap_add(c_end[i], wrap_neg(c_start[i]));
+            }
+        }
+    }
+    result = PyTuple_New(10);
+    if (result == NULL) goto done;
+    for (int b = 0; b < 10; b++) PyTuple_SET_ITEM(result, b, Py_NewRef(out[b]));
+    goto done;
+out_of_range:
+    PyErr_SetString(PyExc_ValueError, "replay: an index out of range");
+done:
+    for (int b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    for (int b = 0; b < 10; b++) Py_XDECREF(out[b]);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
     {"permute", (PyCFunction)(void (*)(void))permute, METH_FASTCALL,
      "permute(order, columns) -> None: column[:] = column[order] in place for each column; see the C source."},
@@ -1098,6 +1219,8 @@ static PyMethodDef METHODS[] = {
     {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,
      "memory_columns(events, instant_types, args_type, memory_name, counter_type) -> (ts, ints, pair_codes, pairs, "
      "has_counters); see the C source."},
+    {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
+     "replay(order, calls, gpu, step_start, end) -> 10 int64 bytearrays; see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},

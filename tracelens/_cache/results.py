@@ -1,7 +1,7 @@
 """Result entries: the finished result of a command, so the same command on the same files with the same options
 skips loading and analyzing altogether.
 
-An entry `<kind>/<name>.msgpack` holds one typed record (a frozen record: `tracelens.records`) encoded with msgspec: MessagePack,
+An entry `<kind>/<name>.msgpack` holds one typed record (`tracelens.records`) encoded with msgspec: MessagePack,
 or JSON when the record holds an integer MessagePack cannot carry (beyond 64 bits, e.g. a rank of 2**70). Kinds
 in use: `analyses` (`tracelens.analyses.record.CachedAnalysis`), `documents`
 (`tracelens.hypotheses.document.CachedDocument`) and `pages` (`tracelens.cli.report.CachedPage`). Records live

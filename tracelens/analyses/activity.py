@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import msgspec
 import numpy as np
-from msgspec.structs import fields
 
 from tracelens.analyses.window import covered_ns, merge_intervals, step_mask
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind, kind_mask
@@ -18,6 +17,7 @@ from tracelens.model.memo import per_trace
 from tracelens.model.nesting import nearest_ancestor_of_kind
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
+from tracelens.records import field_names
 
 
 class GpuActivity(msgspec.Struct, frozen=True):
@@ -42,7 +42,7 @@ class GpuActivity(msgspec.Struct, frozen=True):
 
     def subset(self, mask: Bool) -> GpuActivity:
         """The entries where `mask` is true, in the same order."""
-        return GpuActivity(**{f.name: _frozen(getattr(self, f.name)[mask]) for f in fields(self)})
+        return GpuActivity(**{name: _frozen(getattr(self, name)[mask]) for name in field_names(self)})
 
     def in_steps(self, step_indices: np.ndarray) -> GpuActivity:
         """Entries launched in one of the steps `step_indices` (indices into `trace.steps`)."""

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-from msgspec.structs import fields
 
 from tracelens.analyses.activity import device_busy_intervals, step_windows
 from tracelens.analyses.dispatch import LAYERS, classify_layers
@@ -37,6 +36,7 @@ from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
+from tracelens.records import field_names
 from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
@@ -110,19 +110,19 @@ class Gaps(msgspec.Struct, frozen=True):
 
     def take(self, index: np.ndarray) -> Gaps:
         """The entries at `index` (a boolean mask or positions), in that order."""
-        return Gaps(*(getattr(self, f.name)[index] for f in fields(self)))
+        return Gaps(*(getattr(self, name)[index] for name in field_names(self)))
 
     def frame(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame({f.name: getattr(self, f.name) for f in fields(self)})
+        return pd.DataFrame({name: getattr(self, name) for name in field_names(self)})
 
     @classmethod
     def of(cls, gaps: Gaps | pd.DataFrame) -> Gaps:
         """`gaps` itself, or the arrays of a `gap_table` frame (possibly filtered)."""
         if isinstance(gaps, Gaps):
             return gaps
-        return cls(*(gaps[f.name].to_numpy() for f in fields(cls)))
+        return cls(*(gaps[name].to_numpy() for name in field_names(cls)))
 
 
 def gap_arrays(trace: Trace, by: str = "device") -> Gaps:
@@ -396,7 +396,7 @@ def _step_grid(
     gaps = gap_arrays(trace, by="device")
     first = np.ones(len(gaps), dtype=bool)
     first[1:] = gaps.group[1:] != gaps.group[:-1]
-    gaps = Gaps(**{f.name: np.array(getattr(gaps, f.name)) for f in fields(gaps)})
+    gaps = Gaps(**{name: np.array(getattr(gaps, name)) for name in field_names(gaps)})
     gaps.gap_start_ns[first] = np.minimum(gaps.gap_start_ns[first], low)  # the idle time before the first activity
     boundary, waited = launch_wait_spans(trace, gaps)
     queued = _already_queued(gaps)

@@ -35,6 +35,7 @@ sequential; the constraints are computed with numpy); steps above `MAX_NODES` no
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -42,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-from msgspec.structs import fields
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
@@ -52,6 +52,8 @@ from tracelens.model.events import API_KINDS, I64, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
+from tracelens.native import module as native_module
+from tracelens.records import field_names
 from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ CPU, LAUNCH_LATENCY, SYNC, GPU_GAP, OTHER_WAIT = "cpu_dispatch", "launch_latency
 QUEUED = "queued"  # waiting behind GPU work of earlier steps still running on the stream (not in the step's graph)
 # Path nodes: a call index (>= 0) or ~k for GPU activity k (<= -1); END marks where a walk stops (never a node)
 END = -(2**62)
+_native = native_module()  # None: the replay's loop runs in Python (same integers)
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -101,8 +104,9 @@ class GpuConstraints(msgspec.Struct, frozen=True):
     offset: list[int]
 
 
-class StepGraph(msgspec.Struct, frozen=True):
-    """One step's nodes as plain lists, in observed order (built once, replayed many times)."""
+class StepGraph(msgspec.Struct, frozen=True, dict=True):
+    """One step's nodes as plain lists, in observed order (built once, replayed many times; `native_arrays`: the
+    same as int64 arrays for the C extension's replay, made on first use)."""
 
     step_index: int
     start_ns: int
@@ -132,6 +136,20 @@ class StepGraph(msgspec.Struct, frozen=True):
     # cross-stream and queue constraints, the binding one and its observed offset
     constraints: GpuConstraints
     awaited: list[int] = msgspec.field(default_factory=list)  # per call: the activity a sync waited for, -1
+
+    @functools.cached_property
+    def native_arrays(self) -> tuple[I64, I64, I64]:
+        """(order [2][n], the calls' fixed rows [4][n_calls], the activities' fixed rows [11][n_gpu]) for
+        `_native.replay` (the rows that change per replay, CPU work, call lengths and activity lengths, are
+        added by `_replay_native`)."""
+        n_calls = len(self.call_start_ns)
+        awaited = self.awaited if len(self.awaited) == n_calls else [-1] * n_calls
+        calls = np.array((self.call_prev, self.call_start_ns, self.call_dur_ns, awaited), dtype=np.int64)
+        c = self.constraints
+        constraints = (c.binding, c.offset, c.launch_min, c.queued, c.launch, c.launch_shift, c.stream, c.stream_shift)
+        gpu = np.array((self.gpu_start_ns, self.gpu_dur_ns, *constraints, c.cross), dtype=np.int64)
+        order = np.array(self.order, dtype=np.int64).reshape(-1, 2).T.copy()
+        return order, calls, gpu
 
 
 class Replay(msgspec.Struct, frozen=True):
@@ -443,7 +461,7 @@ def _cross_stream(
 
 
 def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
-    return GpuActivity(**{f.name: getattr(activity, f.name)[order] for f in fields(activity)})
+    return GpuActivity(**{name: getattr(activity, name)[order] for name in field_names(activity)})
 
 
 def _order(call_start: I64, call_end: I64, is_sync: np.ndarray, gpu_start: I64) -> list[tuple[int, int]]:
@@ -506,10 +524,50 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
 
 
 def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None) -> Replay:
-    """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns})."""
+    """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns}). The loop
+    runs in the C extension where it is built (`_native.replay`, same integers), else in Python
+    (`_replay_python`)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
-    n_calls, n_gpu = len(graph.call_start_ns), len(graph.gpu_start_ns)
     work, duration = _scaled_cpu(graph, cpu_factor)
+    loop = _replay_native if _native is not None else _replay_python
+    c_end, c_from, g_end, g_from, g_start = loop(graph, work, duration, gpu_dur)
+    return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start)
+
+
+_Timed = tuple[
+    list[int],
+    tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
+    list[int],
+    list[tuple[str, int, int]],
+    list[int],
+]
+_GPU_PARTS = (OTHER_WAIT, QUEUED, LAUNCH_LATENCY, GPU_GAP, "")  # the C extension's part codes; -1 reads ""
+_CALL_PARTS = (CPU, SYNC)
+
+
+def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed:
+    """`_replay_python`'s result, from the C extension's loop."""
+    assert _native is not None
+    order, fixed_calls, fixed_gpu = graph.native_arrays
+    prev, call_start, call_dur, awaited = fixed_calls
+    length = fixed_gpu[1]
+    if gpu_dur:
+        length = length.copy()
+        length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
+    calls = np.stack((prev, np.array(work, np.int64), np.array(duration, np.int64), call_start, call_dur, awaited))
+    gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
+    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in _native.replay(order, calls, gpu, graph.start_ns, END)]
+    _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
+    previous_node = [p if p >= 0 else END for p in graph.call_prev]
+    c_from = list(zip(itertools.repeat(CPU), previous_node, work))
+    c_own = [(_CALL_PARTS[part], pred, ns) for part, pred, ns in zip(own_part, own_pred, own_ns, strict=True)]
+    g_from = [(_GPU_PARTS[part], pred, ns) for part, pred, ns in zip(g_part, g_pred, g_ns, strict=True)]
+    return c_end, (c_from, c_own), g_end, g_from, g_start
+
+
+def _replay_python(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed:
+    """The replay's loop: every node in processing order, its start (and end) from its binding constraint."""
+    n_calls, n_gpu = len(graph.call_start_ns), len(graph.gpu_start_ns)
     c_start = [0] * n_calls
     c_end = [0] * n_calls
     previous_node = [p if p >= 0 else END for p in graph.call_prev]
@@ -529,7 +587,7 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
             c_end[node] = c_start[node] + duration[node]  # a sync's end is settled when it returns
         else:
             _return_sync(graph, node, c_start, c_end, c_own, g_end)
-    return _finish(graph, cpu_factor, c_end, (c_from, c_own), g_end, g_from, g_start)
+    return c_end, (c_from, c_own), g_end, g_from, g_start
 
 
 def _scaled_cpu(graph: StepGraph, cpu_factor: float) -> tuple[list[int], list[int]]:

@@ -1,0 +1,76 @@
+"""The critical path's replay loop in C (`tracelens._native.replay`) gives exactly the integers of the Python loop
+(`critical_path._replay_python`): on real traces, for the observed step and for what-ifs that speed the CPU up,
+scale kernel categories and set kernels' durations (syncs that wait for GPU work included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import anchor, recorded_trace
+from tracelens.analyses import critical_path as cp
+from tracelens.analyses.context import AnalysisContext
+from tracelens.analyses.critical_path import Change
+from tracelens.loader import load_trace
+from tracelens.model.trace import Trace
+
+needs_native = pytest.mark.skipif(cp._native is None, reason="the C extension is not built")
+
+
+def _graph(path: str) -> tuple[Trace, cp.StepGraph]:
+    """The trace and the graph of the step its critical path analyzes."""
+    trace = load_trace(path, workers=1)
+    index = cp._median_step(trace, AnalysisContext(trace).steady)
+    assert index is not None
+    graph = cp.build_graph(trace, index)
+    assert graph is not None
+    return trace, graph
+
+
+CASES = [
+    "h200:eager_mlp.json.gz",
+    "h200:extra/train_eager_mlp.json.gz",  # a sync that waits for GPU work
+    "h200:audit/backlog_nosync.json.gz",
+    "h200:audit/gpt2_train_eager.json.gz",
+    "anchor:other/deepseek-ai__profile-data/train.json.gz",
+    "anchor:other/facebookresearch__param/resnet_kineto.json.gz",
+]
+
+
+def _path(case: str) -> str:
+    kind, relative = case.split(":", 1)
+    return str(recorded_trace(f"h200/{relative}") if kind == "h200" else anchor(relative))
+
+
+@needs_native
+@pytest.mark.parametrize("case", CASES)
+def test_the_c_replay_gives_the_python_integers(case: str) -> None:
+    trace, graph = _graph(_path(case))
+    names = [trace.events.names[code] for code in sorted(set(graph.gpu_name))[:2]]
+    changes = [
+        (),
+        (Change("cpu", 2.0),),
+        (Change("cpu", 0.5), Change("category:gemm", 3.0)),
+        *[(Change(f"kernel:{name}", set_us=1.0),) for name in names],
+    ]
+    syncs_awaiting = sum(a >= 0 for a in graph.awaited)
+    for change in changes:
+        cpu_factor, gpu_dur = cp._resolve(trace, graph, change) if change else (1.0, {})
+        work, duration = cp._scaled_cpu(graph, cpu_factor)
+        native = cp._replay_native(graph, work, duration, gpu_dur)
+        python = cp._replay_python(graph, work, duration, gpu_dur)
+        assert native == python, (case, change)
+    assert len(graph.order) > 0 and (case != CASES[1] or syncs_awaiting > 0)
+
+
+@needs_native
+def test_an_index_out_of_range_is_refused_not_read() -> None:
+    assert cp._native is not None
+    order = np.array([[2], [5]], dtype=np.int64)  # GPU activity 5 of 1
+    calls = np.zeros((6, 0), dtype=np.int64)
+    gpu = np.zeros((12, 1), dtype=np.int64)
+    gpu[3] = -1  # binding: none
+    with pytest.raises(ValueError, match="out of range"):
+        cp._native.replay(order, calls, gpu, 0, cp.END)
+    with pytest.raises(ValueError, match="shape"):
+        cp._native.replay(np.zeros(3, dtype=np.int64), calls, gpu, 0, cp.END)
