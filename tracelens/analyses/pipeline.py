@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.registry import ANALYSES, Analysis
+from tracelens.loader.forked import ChildDied, run_forked
+from tracelens.loader.stream import auto_workers
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -96,12 +98,37 @@ def analyze(
     step: int | None = None,
     peaks: PeakOverride | None = None,
     analyses: Sequence[Analysis[Any]] = ANALYSES,
+    workers: int | None = None,
 ) -> AnalysisReport:
     """Run every analysis of the registry (or of `analyses`) on `trace` (optionally one step). Steps that
     compiled are left out of the steady-state figures (see `compiled.note`); `peaks` overrides the device table
-    for the roofline."""
+    for the roofline. `workers` >= 2 (None: `auto_workers()`, 1 where forking is unsafe) runs the entries marked
+    `apart` in a forked child meanwhile, on traces of `PARALLEL_MIN_EVENTS` events or more; the same report for
+    any value (the analyses are pure)."""
     entries = tuple(analyses)
     context = AnalysisContext(trace, step, peaks, entries)
-    results = {entry.name: context.run(entry) for entry in entries}
+    parallel = len(trace.events) >= PARALLEL_MIN_EVENTS and (auto_workers() if workers is None else workers) > 1
+    results = _run_parallel(context, entries) if parallel else {e.name: context.run(e) for e in entries}
     report: AnalysisReport = report_type(entries)(**results)  # type: ignore[assignment]
     return report
+
+
+PARALLEL_MIN_EVENTS = 100_000  # below this a fork (~5-10 ms with the results' pickling) saves less than it costs
+
+
+def _run_parallel(context: AnalysisContext, entries: tuple[Analysis[Any], ...]) -> dict[str, Any]:
+    """Every entry's result: the `apart` ones computed by a forked child (which computes what they ask for
+    itself), the others here meanwhile; here too when the child dies."""
+    apart = tuple(entry for entry in entries if entry.apart)
+    here: dict[str, Any] = {}
+
+    def run_here() -> None:
+        for entry in entries:
+            if not entry.apart:
+                here[entry.name] = context.run(entry)
+
+    try:
+        [there] = run_forked([apart], 1, lambda group: {e.name: context.run(e) for e in group}, meanwhile=run_here)
+    except ChildDied:  # killed (out of memory?) or stalled, after `run_here` ran: its entries are computed here
+        there = {entry.name: context.run(entry) for entry in apart}
+    return {entry.name: here[entry.name] if entry.name in here else there[entry.name] for entry in entries}

@@ -11,7 +11,9 @@ Each entry (`Analysis`) names:
 - `panels`: its panels of the HTML report (`"module:function"`, `function(result | None, report) ->
   AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
-  None: `{name: result as plain data}`.
+  None: `{name: result as plain data}`;
+- `apart`: run in a forked process of its own while this process runs the others, when the analyses run in
+  parallel (`analyze(..., workers=2+)` on a big trace): the slowest ones, so that both processes finish together.
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
 Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result
@@ -57,6 +59,7 @@ class Analysis(Generic[R]):
     panels: str | None = None
     json: str | None = None
     text_order: int = 50  # text sections print by this, then in registry order
+    apart: bool = False  # see the module docstring
 
     def renderer(self, kind: str) -> Callable[..., Any] | None:
         """The `text`, `panels` or `json` function, imported on first use (None if the entry has none)."""
@@ -92,6 +95,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{PANELS}:bound_panels",
         json=f"{JSON}:bound_json",
         text_order=20,
+        apart=True,
     ),
     Analysis(
         "fusion",
@@ -119,6 +123,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{BEYOND}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
+        apart=True,
     ),
     Analysis(
         "comm_overlap",
