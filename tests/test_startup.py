@@ -74,3 +74,36 @@ def test_the_command_flushes_its_output_before_its_fast_exit(tmp_path: Path) -> 
         f"{sys.executable} -m tracelens analyze {TRACE} | head -c 5", shell=True, capture_output=True, env=env
     )
     assert piped.stdout == b"Trace" and b"Traceback" not in piped.stderr
+
+
+GC_PROBE = """
+import gc, sys
+counts = []
+gc.callbacks.append(lambda phase, info: counts.append(info["generation"]) if phase == "start" else None)
+if sys.argv[1] == "entry":
+    import tracelens.__main__ as entry
+    sys.argv = ["tracelens", "--version"]
+    try:
+        entry.main()
+    except SystemExit:
+        pass
+else:
+    import tracelens.cli
+print(len(counts), gc.isenabled(), gc.get_freeze_count())
+"""
+
+
+def _collections(how: str) -> tuple[int, bool, int]:
+    done = subprocess.run([sys.executable, "-c", GC_PROBE, how], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    count, enabled, frozen = done.stdout.split()[-3:]
+    return int(count), enabled == "True", int(frozen)
+
+
+def test_the_command_imports_its_modules_with_the_collector_off() -> None:
+    # a plain import of the command's modules runs dozens of collections (15-25 ms of a 72 MB trace's run)
+    plain, _, _ = _collections("plain")
+    assert plain >= 20
+    # the entry point: a few at most (after the imports), the collector back on, the imported objects frozen
+    count, enabled, frozen = _collections("entry")
+    assert count <= 5 and enabled and frozen > 10_000
