@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -180,3 +181,18 @@ def test_benchmark_table_is_the_measured_one() -> None:
     assert len(measured) > 10
     page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
     assert "\n".join(measured) in page, "docs/benchmarks.md's table differs from benchmarks/results.md"
+
+
+@pytest.mark.parametrize("command", ["", "analyze", "compare", "check", "report", "annotate", "cache"])
+def test_every_help_text_fits_80_columns(command: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tracelens", *([command] if command else []), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    wide = [line for line in done.stdout.splitlines() if len(line) > 80]
+    assert not wide, wide

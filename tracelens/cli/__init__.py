@@ -33,10 +33,12 @@ Fast, correct answers from PyTorch profiler (Kineto) traces.
 
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
-  tracelens compare traces/h200/eager_mlp.json.gz traces/h200/compiled_mlp.json.gz traces/h200/liger_mlp.json.gz
+  tracelens compare traces/h200/eager_mlp.json.gz \\
+      traces/h200/compiled_mlp.json.gz traces/h200/liger_mlp.json.gz
   tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
   tracelens report traces/h200/eager_mlp.json.gz
-  tracelens annotate traces/h200/eager_mlp.json.gz -o eager_mlp.annotated.json.gz
+  tracelens annotate traces/h200/eager_mlp.json.gz \\
+      -o eager_mlp.annotated.json.gz
 """
 
 

@@ -28,22 +28,40 @@ if TYPE_CHECKING:
     from tracelens.hypotheses.parse import HypothesisError
 
 FILE_FORMAT = """\
-hypotheses file: [[hypothesis]] tables with a name, optionally trace = "eager_mlp" (file stem or the
-recorded variant; without it the hypothesis is checked on every trace), and one subject:
-  metric = "per_step.kernels"         dotted path into the analyze JSON (kernels.name, step_table.0.step_us,
-                                      ops[aten::mm].calls_per_step)
-  kernel | cpu_op | api_call = "name"  the exact name (case-insensitive); a glob ("nvjet_*") or "re:REGEX"
-                                      (searched in the name) for a pattern; measure = calls_per_step
-                                      (default) | us_per_step | mean_us | calls | total_us; with no op it
-                                      states that one exists
-  fuses = ["gelu", "mul"]             one kernel covers all these ops: whole op words, same direction
-                                      ("batch_norm" never matches batch_norm_backward), or "re:REGEX"
-then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "not-contains" with value = ... or
-than = { trace = "eager_mlp", factor = 0.9 } (optionally another metric/kernel/cpu_op/api_call), and for
-== and != tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 }.
+hypotheses file: [[hypothesis]] tables with a name, optionally trace =
+"eager_mlp" (file stem or recorded variant; without it, every trace), and
+one subject:
+  metric = "per_step.kernels"   dotted path into the analyze JSON
+                                (kernels.name, step_table.0.step_us,
+                                ops[aten::mm].calls_per_step)
+  kernel | cpu_op | api_call = "name"
+                                the exact name (case-insensitive); a glob
+                                ("nvjet_*") or "re:REGEX" (searched in the
+                                name) for a pattern; measure =
+                                calls_per_step (default) | us_per_step |
+                                mean_us | calls | total_us; with no op it
+                                states that one exists
+  fuses = ["gelu", "mul"]       one kernel covers all these ops: whole op
+                                words, same direction ("batch_norm" never
+                                matches batch_norm_backward), or "re:REGEX"
+then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" |
+"not-contains" with value = ... or than = { trace = "eager_mlp", factor =
+0.9 } (optionally another metric/kernel/cpu_op/api_call), and for == and !=
+tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 }.
 
-  tracelens check traces/h200/*.json.gz --expect notebooks/study_hypotheses.toml
+  tracelens check traces/h200/*.json.gz \\
+      --expect notebooks/study_hypotheses.toml
 """
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter (the description wrapped to the terminal), with the file format above kept as laid
+    out (at most 79 columns)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text == FILE_FORMAT:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def trace_document(path: Path, step: int | None, cache: Cache) -> TraceDocument:
@@ -67,7 +85,7 @@ class CheckCommand:
     name = "check"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        parser.formatter_class = _HelpFormatter
         parser.epilog = FILE_FORMAT
         parser.add_argument(
             "traces",
