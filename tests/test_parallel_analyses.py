@@ -85,3 +85,17 @@ def test_an_error_in_the_child_reaches_the_caller(monkeypatch: pytest.MonkeyPatc
     trace = load_trace(recorded_trace("h200/eager_mlp.json.gz"), workers=1)
     with pytest.raises(ValueError, match="bound failed in the child"):
         pipeline.analyze(trace, analyses=entries, workers=2)
+
+
+def test_a_process_that_ignores_sigchld_still_gets_its_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With SIGCHLD ignored the kernel reaps children itself (waitpid then fails): the results still come."""
+    path = str(recorded_trace("h200/eager_mlp.json.gz"))
+    expected = _document(path, 1)
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_EVENTS", 0)
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        assert _document(path, 2) == expected
+        big = load_trace(anchor("hta/trace_diff/control/control.json.gz"), workers=2)  # the loader's children too
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert len(big.events) == len(load_trace(anchor("hta/trace_diff/control/control.json.gz"), workers=1).events)

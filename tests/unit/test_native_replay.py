@@ -74,3 +74,16 @@ def test_an_index_out_of_range_is_refused_not_read() -> None:
         cp._native.replay(order, calls, gpu, 0, cp.END)
     with pytest.raises(ValueError, match="shape"):
         cp._native.replay(np.zeros(3, dtype=np.int64), calls, gpu, 0, cp.END)
+
+
+def test_durations_int64_cannot_hold_are_replayed_in_python() -> None:
+    """A what-if duration beyond int64 (or sums that would wrap) gives the Python loop's integers, not an error."""
+    trace, graph = _graph(str(recorded_trace("h200/eager_mlp.json.gz")))
+    name = trace.events.names[graph.gpu_name[0]]
+    for set_us in (9.2e12, 3e15, 1e16):  # 9.2e15 ns: C; 3e18 ns twice may wrap: Python; 1e19 ns > int64: Python
+        cpu_factor, gpu_dur = cp._resolve(trace, graph, (Change(f"kernel:{name}", set_us=set_us),))
+        work, duration = cp._scaled_cpu(graph, cpu_factor)
+        native = cp._replay_native(graph, work, duration, gpu_dur)
+        python = cp._replay_python(graph, work, duration, gpu_dur)
+        assert native == python if set_us < 1e13 else native is None
+        assert cp.replay(graph, (cpu_factor, gpu_dur)).step_ns >= int(set_us * 1000)

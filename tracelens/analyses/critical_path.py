@@ -142,9 +142,7 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
         """(order [2][n], the calls' fixed rows [4][n_calls], the activities' fixed rows [11][n_gpu]) for
         `_native.replay` (the rows that change per replay, CPU work, call lengths and activity lengths, are
         added by `_replay_native`)."""
-        n_calls = len(self.call_start_ns)
-        awaited = self.awaited if len(self.awaited) == n_calls else [-1] * n_calls
-        calls = np.array((self.call_prev, self.call_start_ns, self.call_dur_ns, awaited), dtype=np.int64)
+        calls = np.array((self.call_prev, self.call_start_ns, self.call_dur_ns, self.awaited), dtype=np.int64)
         c = self.constraints
         constraints = (c.binding, c.offset, c.launch_min, c.queued, c.launch, c.launch_shift, c.stream, c.stream_shift)
         gpu = np.array((self.gpu_start_ns, self.gpu_dur_ns, *constraints, c.cross), dtype=np.int64)
@@ -529,8 +527,8 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     (`_replay_python`)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     work, duration = _scaled_cpu(graph, cpu_factor)
-    loop = _replay_native if _native is not None else _replay_python
-    c_end, c_from, g_end, g_from, g_start = loop(graph, work, duration, gpu_dur)
+    timed = _replay_native(graph, work, duration, gpu_dur) if _native is not None else None
+    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
     return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start)
 
 
@@ -545,17 +543,31 @@ _GPU_PARTS = (OTHER_WAIT, QUEUED, LAUNCH_LATENCY, GPU_GAP, "")  # the C extensio
 _CALL_PARTS = (CPU, SYNC)
 
 
-def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed:
-    """`_replay_python`'s result, from the C extension's loop."""
+_NATIVE_LIMIT = float(2**62)  # every replayed time is a sum of these inputs: below this in all, int64 cannot wrap
+
+
+def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed | None:
+    """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
+    Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
+    length): the Python loop answers those."""
     assert _native is not None
+    if len(graph.awaited) != len(graph.call_start_ns):
+        return None
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
-    length = fixed_gpu[1]
-    if gpu_dur:
-        length = length.copy()
-        length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
-    calls = np.stack((prev, np.array(work, np.int64), np.array(duration, np.int64), call_start, call_dur, awaited))
+    try:
+        length = fixed_gpu[1]
+        if gpu_dur:
+            length = length.copy()
+            length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64)
+        changing = (np.array(work, np.int64), np.array(duration, np.int64))
+    except OverflowError:
+        return None
+    calls = np.stack((prev, *changing, call_start, call_dur, awaited))
     gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
+    magnitude = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (calls, gpu)) + abs(graph.start_ns)
+    if magnitude >= _NATIVE_LIMIT:
+        return None
     out = [np.frombuffer(b, dtype=np.int64).tolist() for b in _native.replay(order, calls, gpu, graph.start_ns, END)]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
     previous_node = [p if p >= 0 else END for p in graph.call_prev]

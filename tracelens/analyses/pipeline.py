@@ -114,6 +114,8 @@ def analyze(
 
 
 PARALLEL_MIN_EVENTS = 100_000  # below this a fork (~5-10 ms with the results' pickling) saves less than it costs
+# the child's one result may come long after the parent's share on a huge trace; only a child that hangs waits this
+APART_STALL_S = 1800.0
 
 
 def _run_parallel(context: AnalysisContext, entries: tuple[Analysis[Any], ...]) -> dict[str, Any]:
@@ -127,8 +129,11 @@ def _run_parallel(context: AnalysisContext, entries: tuple[Analysis[Any], ...]) 
             if not entry.apart:
                 here[entry.name] = context.run(entry)
 
+    def run_apart(group: tuple[Analysis[Any], ...]) -> dict[str, Any]:
+        return {entry.name: context.run(entry) for entry in group}
+
     try:
-        [there] = run_forked([apart], 1, lambda group: {e.name: context.run(e) for e in group}, meanwhile=run_here)
+        [there] = run_forked([apart], 1, run_apart, meanwhile=run_here, stall_s=APART_STALL_S)
     except ChildDied:  # killed (out of memory?) or stalled, after `run_here` ran: its entries are computed here
         there = {entry.name: context.run(entry) for entry in apart}
     return {entry.name: here[entry.name] if entry.name in here else there[entry.name] for entry in entries}

@@ -68,6 +68,9 @@ def run_forked(
         results: dict[int, Result] = {}
         _wait(children, folder, results, on_result, stall_s)
         _collect(folder, results, on_result)
+        missing = [index for index in range(len(jobs)) if index not in results]
+        if missing:  # the children ended (reaped where SIGCHLD is ignored: status unknown) short of a result
+            raise ChildDied(f"worker processes ended without the result of job {missing[0]}")
         return [results[index] for index in range(len(jobs))]
     finally:
         for pid in children:
@@ -201,9 +204,12 @@ def _wait(
             if _collect(folder, results, on_result):
                 last_event = time.monotonic()
             elif time.monotonic() - last_event > stall_s:
-                raise ChildStalled(f"decoding processes delivered nothing for {stall_s:.0f} s")
+                raise ChildStalled(f"worker processes delivered nothing for {stall_s:.0f} s")
             for pid in list(pending):
-                done, status = os.waitpid(pid, os.WNOHANG)
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:  # already reaped by the kernel (SIGCHLD ignored): ended, status unknown
+                    done, status = pid, -1
                 if done:
                     last_event = time.monotonic()
                     number = pending.pop(pid)
@@ -211,7 +217,7 @@ def _wait(
                     if exit_fds is not None:
                         os.close(exit_fds.pop(pid))
                     if status != 0:
-                        _raise_for(folder, number, status)
+                        _raise_for(folder, number, status, unknown=status == -1)
     finally:
         for fd in (exit_fds or {}).values():
             os.close(fd)
@@ -299,7 +305,9 @@ def _mapping(handle: Any) -> memoryview | None:
         return None
 
 
-def _raise_for(folder: str, number: int, status: int) -> None:
+def _raise_for(folder: str, number: int, status: int, unknown: bool = False) -> None:
+    """Raise the exception child `number` handed back, or ChildDied for its exit `status`; with `unknown` (it
+    was reaped by the kernel), nothing when it left no exception (the caller checks that every result came)."""
     path = os.path.join(folder, f"error-{number}")
     try:
         with open(path, "rb") as handle:
@@ -308,7 +316,9 @@ def _raise_for(folder: str, number: int, status: int) -> None:
         error = None
     if isinstance(error, BaseException):
         raise error
+    if unknown:
+        return
     signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     raise ChildDied(
-        f"a decoding process ended without a result ({f'signal {signal_number}' if signal_number else status})"
+        f"a worker process ended without a result ({f'signal {signal_number}' if signal_number else status})"
     )
