@@ -570,11 +570,16 @@ def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_d
         return None
     out = [np.frombuffer(b, dtype=np.int64).tolist() for b in _native.replay(order, calls, gpu, graph.start_ns, END)]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
-    previous_node = [p if p >= 0 else END for p in graph.call_prev]
-    c_from = list(zip(itertools.repeat(CPU), previous_node, work))
+    c_from = _call_starts(graph, work)
     c_own = [(_CALL_PARTS[part], pred, ns) for part, pred, ns in zip(own_part, own_pred, own_ns, strict=True)]
     g_from = [(_GPU_PARTS[part], pred, ns) for part, pred, ns in zip(g_part, g_pred, g_ns, strict=True)]
     return c_end, (c_from, c_own), g_end, g_from, g_start
+
+
+def _call_starts(graph: StepGraph, work: list[int]) -> list[tuple[str, int, int]]:
+    """How each call's start is reached in any replay: CPU work after its thread's previous call (END: the
+    step's start)."""
+    return [(CPU, p if p >= 0 else END, ns) for p, ns in zip(graph.call_prev, work, strict=True)]
 
 
 def _replay_python(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed:
@@ -582,8 +587,7 @@ def _replay_python(graph: StepGraph, work: list[int], duration: list[int], gpu_d
     n_calls, n_gpu = len(graph.call_start_ns), len(graph.gpu_start_ns)
     c_start = [0] * n_calls
     c_end = [0] * n_calls
-    previous_node = [p if p >= 0 else END for p in graph.call_prev]
-    c_from = list(zip(itertools.repeat(CPU), previous_node, work))  # how the call's start was reached
+    c_from = _call_starts(graph, work)
     c_own = list(zip(itertools.repeat(CPU), itertools.repeat(END), duration))  # how its end was (syncs: GPU)
     g_start = [0] * n_gpu
     g_end = [0] * n_gpu
