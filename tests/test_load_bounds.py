@@ -27,6 +27,7 @@ from tracelens.loader import load_trace
 REPO = Path(__file__).resolve().parents[1]
 source = importlib.import_module("tracelens.loader.source")
 stream = importlib.import_module("tracelens.loader.stream")
+forked = importlib.import_module("tracelens.loader.forked")
 
 
 def _events(n_steps: int) -> list[dict[str, object]]:
@@ -165,7 +166,7 @@ def test_a_malformed_workers_setting_is_one_error_line(
     path = write_trace(tmp_path / "t.json", _events(2))
     monkeypatch.setenv("TRACELENS_WORKERS", setting)
     with pytest.raises(TracelensError, match="TRACELENS_WORKERS must be a whole number"):
-        stream.auto_workers()
+        forked.auto_workers()
     _, err = run_cli(capsys, "analyze", str(path), "--no-cache", expect=2)
     assert err.strip().splitlines() == [
         f"tracelens: error: TRACELENS_WORKERS must be a whole number of processes, 1 or more (got {setting!r})"
@@ -175,9 +176,9 @@ def test_a_malformed_workers_setting_is_one_error_line(
 def test_the_workers_setting_is_capped_by_the_cpus_this_process_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
     cpus = len(os.sched_getaffinity(0))
     monkeypatch.setenv("TRACELENS_WORKERS", "99999")
-    assert stream.auto_workers() == cpus
+    assert forked.auto_workers() == cpus
     monkeypatch.setenv("TRACELENS_WORKERS", " 1 ")
-    assert stream.auto_workers() == 1
+    assert forked.auto_workers() == 1
 
 
 def _handler_in_child(_: int) -> tuple[object, object]:

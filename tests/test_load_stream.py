@@ -244,7 +244,7 @@ def test_gzip_size_is_guessed_from_the_trailer(tmp_path: Path) -> None:
 
 
 def _auto_workers_here(_: object) -> int:
-    return stream.auto_workers()
+    return forked.auto_workers()
 
 
 def test_a_multiprocessing_worker_decodes_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -255,7 +255,7 @@ def test_a_multiprocessing_worker_decodes_in_process(monkeypatch: pytest.MonkeyP
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply(_auto_workers_here, (None,)) == 1
     monkeypatch.setenv("TRACELENS_WORKERS", "1")
-    assert stream.auto_workers() == 1
+    assert forked.auto_workers() == 1
 
 
 def test_threads_decoding_at_once_each_read_their_own_text(tmp_path: Path) -> None:

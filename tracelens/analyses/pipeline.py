@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.registry import ANALYSES, Analysis
-from tracelens.loader.forked import ChildDied, run_forked
-from tracelens.loader.stream import auto_workers
+from tracelens.loader.forked import ChildDied, auto_workers, run_forked
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:

@@ -22,8 +22,9 @@ from tracelens.loader.columns import (
 )
 from tracelens.loader.decode import Decoded, decode_trace, decode_whole_extras
 from tracelens.loader.extras import merge_extras
+from tracelens.loader.forked import auto_workers
 from tracelens.loader.source import TraceText, check_readable, read_text, refuse_tar, trace_text
-from tracelens.loader.stream import NotStreamable, auto_workers, stream_columns
+from tracelens.loader.stream import NotStreamable, stream_columns
 from tracelens.model.build import Columns, build_trace
 from tracelens.model.trace import Trace, Truncation
 

@@ -22,10 +22,14 @@ import select
 import shutil
 import signal
 import struct
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
+
+from tracelens.errors import TracelensError
 
 Job = TypeVar("Job")
 Result = TypeVar("Result")
@@ -40,6 +44,37 @@ class ChildDied(RuntimeError):
 
 class ChildStalled(ChildDied):
     """No child delivered a result or ended within `STALL_S` seconds (they are killed; the caller decides)."""
+
+
+def auto_workers() -> int:
+    """Worker processes (the loader's chunk decoders, the analyses' second process): $TRACELENS_WORKERS if set
+    (an integer >= 1, at most the CPUs this process may run on), else up to 4 of those CPUs; 1 where forking is
+    unsafe or unavailable. A malformed setting raises TracelensError (exit 2)."""
+    setting = os.environ.get("TRACELENS_WORKERS", "").strip()
+    cpus = _usable_cpus()
+    if setting:
+        if not (setting.isascii() and setting.isdigit()) or int(setting) < 1:
+            raise TracelensError(f"TRACELENS_WORKERS must be a whole number of processes, 1 or more (got {setting!r})")
+        return min(int(setting), cpus)
+    if not hasattr(os, "fork") or _in_pool_worker():
+        return 1
+    if threading.active_count() > 1:  # forking a threaded process can deadlock the child
+        return 1
+    return max(1, min(cpus, 4))
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _in_pool_worker() -> bool:
+    """Whether this process is a multiprocessing worker (then it does not fork workers of its own); a process
+    that never imported multiprocessing is not one."""
+    process = sys.modules.get("multiprocessing.process")
+    return process is not None and process.parent_process() is not None
 
 
 def run_forked(

@@ -12,9 +12,7 @@ and the caller falls back to the whole-file decoder, which owns every lenient re
 from __future__ import annotations
 
 import math
-import os
 import re
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +20,6 @@ from typing import Any
 
 import msgspec
 
-from tracelens.errors import TracelensError
 from tracelens.loader.columns import ChunkColumns, columnize
 from tracelens.loader.decode import EXTRAS_DOC_DECODER, EXTRAS_EVENTS_DECODER, STREAM_DOC_DECODER, metadata_of
 from tracelens.loader.extras import extra_columns
@@ -66,37 +63,6 @@ def stream_columns(
     parallel = workers > 1 and size > 2 * chunk_bytes
     with path.open("rb") as handle:
         return _decode_ranges(path, handle, size, progress, chunk_bytes, workers if parallel else 1, meanwhile)
-
-
-def auto_workers() -> int:
-    """Processes for chunk decoding: $TRACELENS_WORKERS if set (an integer >= 1, at most the CPUs this process
-    may run on), else up to 4 of those CPUs; 1 where forking is unsafe or unavailable. A malformed setting
-    raises TracelensError (exit 2)."""
-    setting = os.environ.get("TRACELENS_WORKERS", "").strip()
-    cpus = _usable_cpus()
-    if setting:
-        if not (setting.isascii() and setting.isdigit()) or int(setting) < 1:
-            raise TracelensError(f"TRACELENS_WORKERS must be a whole number of processes, 1 or more (got {setting!r})")
-        return min(int(setting), cpus)
-    if not hasattr(os, "fork") or _in_pool_worker():
-        return 1
-    if threading.active_count() > 1:  # forking a threaded process can deadlock the child
-        return 1
-    return max(1, min(cpus, 4))
-
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _in_pool_worker() -> bool:
-    """Whether this process is a multiprocessing worker (then it does not fork workers of its own); a process
-    that never imported multiprocessing is not one."""
-    process = sys.modules.get("multiprocessing.process")
-    return process is not None and process.parent_process() is not None
 
 
 def decode_piece(kind: str, text: bytes | bytearray | memoryview) -> tuple[dict[str, Any], ChunkColumns | None]:
