@@ -135,9 +135,9 @@ def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: p
     forked_jobs: list[int] = []
     real_forked = stream.run_forked
 
-    def forked_spy(jobs: list[object], workers: int, *rest: object) -> object:
+    def forked_spy(jobs: list[object], workers: int, *rest: object, **options: object) -> object:
         forked_jobs.append(len(jobs))
-        return real_forked(jobs, workers, *rest)  # type: ignore[arg-type]
+        return real_forked(jobs, workers, *rest, **options)  # type: ignore[arg-type]
 
     folders: list[str] = []
     real_mkdtemp = tempfile.mkdtemp

@@ -46,9 +46,59 @@ def test_results_come_back_in_job_order_from_every_child(private_tmp: Path) -> N
     assert os.getpid() not in pids and len(set(pids)) <= 3  # children did every job, each job once
     assert sorted(arrived) == list(range(7)) and calls == ["meanwhile"]
     assert list(private_tmp.iterdir()) == []
+    forked.reap_exited(block=True)  # children still exiting when the results were all here are reaped later
+    assert forked._EXITING == []
     for pid in set(pids):
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
+
+
+def test_children_left_exiting_are_reaped_by_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that has delivered everything is not waited for; the next call (or interpreter exit) reaps it."""
+    forked.reap_exited(block=True)
+    real_waitpid = os.waitpid
+    # as if each child were still freeing its memory when its last result arrived
+    monkeypatch.setattr(
+        forked.os, "waitpid", lambda pid, options: (0, 0) if options == os.WNOHANG else real_waitpid(pid, options)
+    )
+    pids = {pid for _, pid in forked.run_forked(list(range(4)), 2, _square)}
+    assert pids <= set(forked._EXITING) and len(forked._EXITING) == 2  # both children, one maybe without a job
+    monkeypatch.setattr(forked.os, "waitpid", real_waitpid)
+    forked.run_forked([5], 1, _square)  # reaps what the previous call left, then runs
+    forked.reap_exited(block=True)
+    assert forked._EXITING == []
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_with_work_here_this_process_claims_jobs_after_meanwhile(private_tmp: Path) -> None:
+    """`work_here`: once `meanwhile` ran, this process claims jobs as a child does; every job is done once, the
+    children's results come back through files, this process's own without one."""
+    calls: list[str] = []
+    arrived: list[int] = []
+
+    def work(job: int) -> tuple[int, int]:
+        if os.getpid() == parent:
+            calls.append(f"job {job}")
+        return _slow_in_first_child(job)
+
+    parent = os.getpid()
+    results = forked.run_forked(
+        list(range(6)), 1, work, arrived.append, lambda: calls.append("meanwhile"), work_here=True
+    )
+    assert [job for job, _ in results] == list(range(6)) and sorted(arrived) == list(range(6))
+    pids = [pid for _, pid in results]
+    assert calls[0] == "meanwhile" and len(calls) > 1  # this process worked, after meanwhile
+    assert pids.count(parent) == len(calls) - 1 and len(set(pids)) == 2  # one child did the rest
+    assert pids.count(pids[0]) == 1  # whichever process claimed job 0 was held up by it: the other did the rest
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_an_exception_here_with_work_here_kills_the_children(private_tmp: Path) -> None:
+    with pytest.raises(ValueError, match="bad job 5"):
+        forked.run_forked(list(range(8)), 1, _fail_on_five, work_here=True)
+    assert list(private_tmp.iterdir()) == []
 
 
 def test_an_exception_in_a_child_is_raised_here(private_tmp: Path) -> None:

@@ -15,6 +15,7 @@ copy, no fresh memory; the file is removed at once (an array's pages live as lon
 
 from __future__ import annotations
 
+import atexit
 import mmap
 import os
 import pickle
@@ -84,37 +85,84 @@ def run_forked(
     on_result: Callable[[int], None] | None = None,
     meanwhile: Callable[[], object] | None = None,
     stall_s: float = STALL_S,
+    work_here: bool = False,
 ) -> list[Result]:
     """`[work(job) for job in jobs]`, computed by `workers` forked children (each claims the next unclaimed job,
-    in job order). `meanwhile()` runs in this process once the children are started; `on_result(index)` is called as
-    each result arrives (in any order). An exception raised by `work` in a child is raised here; ChildStalled
-    when `stall_s` seconds pass without a result or a child ending. Children left running when this returns
-    or raises are killed (SIGKILL, then reaped). Children start with default SIGTERM/SIGINT handlers."""
+    in job order). `meanwhile()` runs in this process once the children are started; then, with `work_here`, this
+    process claims jobs too, as a child does, until none is left (its results never pass through a file).
+    `on_result(index)` is called as each result arrives (in any order). An exception raised by `work` in a child
+    (or here) is raised here; ChildStalled when `stall_s` seconds pass without a result or a child ending.
+    Children start with default SIGTERM/SIGINT handlers. When this raises, children left running are killed
+    (SIGKILL) and reaped. When it returns, every child has delivered all it will and is exiting: a child still
+    in the kernel's exit (freeing its memory: ~4 ms after a big job, measured) is not waited for but reaped later
+    (`reap_exited`: at the next call, and at interpreter exit)."""
+    reap_exited()
     folder = scratch_folder()
     children: dict[int, int] = {}  # pid -> child number
+    results: dict[int, Result] = {}
+    arrivals, signal_fd = os.pipe()  # a child writes a byte to `signal_fd` after each result it leaves
     try:
         for number in range(min(workers, len(jobs))):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the child, which never returns
-                _child(number, jobs, work, folder)
+                os.close(arrivals)
+                _child(number, jobs, work, folder, signal_fd)
             children[pid] = number
+        os.close(signal_fd)
+        signal_fd = -1
         if meanwhile is not None:
             meanwhile()
-        results: dict[int, Result] = {}
-        _wait(children, folder, results, on_result, stall_s)
+        if work_here:
+            for index in _claimed(folder, len(jobs)):
+                results[index] = work(jobs[index])
+                if on_result is not None:
+                    on_result(index)
+        _wait(children, folder, results, on_result, stall_s, len(jobs), arrivals)
         _collect(folder, results, on_result)
         missing = [index for index in range(len(jobs)) if index not in results]
         if missing:  # the children ended (reaped where SIGCHLD is ignored: status unknown) short of a result
             raise ChildDied(f"worker processes ended without the result of job {missing[0]}")
         return [results[index] for index in range(len(jobs))]
     finally:
+        complete = len(results) == len(jobs)
         for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+            _end_child(pid, complete)
+        for fd in (arrivals, signal_fd):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_EXITING: list[int] = []  # children that delivered everything and were still exiting when `run_forked` returned
+
+
+def _end_child(pid: int, complete: bool) -> None:
+    """Reap child `pid`: killed first unless every job's result came (then it is exiting of its own accord, and
+    is reaped later if it has not finished)."""
+    try:
+        if complete:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                _EXITING.append(pid)
+            return
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def reap_exited(block: bool = False) -> None:
+    """Reap the children `run_forked` left exiting: those that have ended, or with `block` every one (they have
+    nothing left to do but end)."""
+    for pid in list(_EXITING):
+        try:
+            if os.waitpid(pid, 0 if block else os.WNOHANG)[0] == 0:
+                continue
+        except ChildProcessError:  # reaped already (SIGCHLD ignored)
+            pass
+        _EXITING.remove(pid)
+
+
+atexit.register(reap_exited, True)
 
 
 def scratch_folder() -> str:
@@ -166,9 +214,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str) -> None:
-    """The child's whole life: its jobs, a file per result (renamed into place when complete), then `_exit`
-    (no interpreter teardown, no flushing of the parent's buffers)."""
+def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str, signal_fd: int) -> None:
+    """The child's whole life: its jobs, a file per result (renamed into place when complete, then a byte to
+    `signal_fd` to wake the parent), then `_exit` (no interpreter teardown, no flushing of the parent's buffers)."""
     status = 0
     try:
         reset_signals()
@@ -178,6 +226,7 @@ def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder:
             partial = os.path.join(folder, f".{index}")
             write_result(partial, result)
             os.rename(partial, os.path.join(folder, str(index)))
+            os.write(signal_fd, b"r")
     except BaseException as exc:  # handed to the parent
         status = 1
         try:
@@ -191,12 +240,15 @@ def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder:
 
 
 def _claimed(folder: str, n_jobs: int) -> Iterator[int]:
-    """The jobs this child claims, in order: a job belongs to the child that creates its claim file first."""
+    """The jobs this process claims, in order: a job belongs to the process that creates its claim file first.
+    None once the folder is gone (the parent has every result and removed it)."""
     for index in range(n_jobs):
         try:
             os.close(os.open(os.path.join(folder, f"claim-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
             continue
+        except FileNotFoundError:
+            return
         yield index
 
 
@@ -224,18 +276,23 @@ def _wait(
     results: dict[int, Any],
     on_result: Callable[[int], None] | None,
     stall_s: float,
+    n_jobs: int,
+    arrivals: int,
 ) -> None:
-    """Until every child has ended: pick up finished results; raise a child's exception, or ChildStalled when
-    nothing happens for `stall_s` seconds (a child blocked forever must not block this process)."""
+    """Until every job's result is here or every child has ended: pick up finished results (woken by a byte on
+    `arrivals`, or by a child's end); raise a child's exception, or ChildStalled when nothing happens for `stall_s`
+    seconds (a child blocked forever must not block this process)."""
     pending = dict(children)
     exit_fds = _exit_fds(pending)
     last_event = time.monotonic()
     try:
-        while pending:
+        while pending and len(results) < n_jobs:
             if exit_fds is not None:
-                select.select(list(exit_fds.values()), [], [], POLL_S)
+                ready = select.select([arrivals, *exit_fds.values()], [], [], POLL_S)[0]
             else:  # pragma: no cover - no pidfd (not Linux)
-                time.sleep(POLL_S / 10)
+                ready = select.select([arrivals], [], [], POLL_S / 10)[0]
+            if arrivals in ready:
+                os.read(arrivals, 1 << 16)  # the bytes only wake this process: the files are the results
             if _collect(folder, results, on_result):
                 last_event = time.monotonic()
             elif time.monotonic() - last_event > stall_s:

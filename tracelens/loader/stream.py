@@ -1,6 +1,6 @@
 """Streaming decode of a trace's text (a plain file: the input, or a gzip input gunzipped by
 `source.trace_text`): the `traceEvents` array is cut into byte ranges of whole events, and each range is read,
-decoded and turned into columns on its own, in this process or by forked children (`forked.run_forked`).
+decoded and turned into columns on its own, in this process alone or beside forked children (`forked.run_forked`).
 
 Peak memory is the columns plus a range of text and its decoded events per process, not the whole text plus
 every decoded event. Ranges are cut at `}` `,` `{` between events without parsing; a cut in the wrong place
@@ -57,8 +57,9 @@ def stream_columns(
 ) -> Streamed:
     """Decode the plain JSON file `path` range by range into columns; raise NotStreamable when the fast path
     does not apply. With `workers` > 1 (and more than two chunks of text) the ranges are decoded by that many
-    forked children, which read their ranges themselves; results are merged in file order, so the outcome does
-    not depend on `workers`. `meanwhile` runs in this process once the children have work (never without)."""
+    processes, this one and forked children, which read their ranges themselves; results are merged in file
+    order, so the outcome does not depend on `workers`. `meanwhile` runs in this process once the children have
+    work (never without), before it decodes ranges itself."""
     size = path.stat().st_size
     parallel = workers > 1 and size > 2 * chunk_bytes
     with path.open("rb") as handle:
@@ -133,9 +134,10 @@ def _decode_ranges(
     workers: int = 1,
     meanwhile: Callable[[], object] | None = None,
 ) -> Streamed:
-    """Byte ranges cut between events, read and decoded one by one, or by `workers` forked children (then this
-    process only finds the cut points, and the ranges are sized so that every worker gets the same number of
-    equal ranges). Children that die or stall are replaced by decoding the ranges here (same result)."""
+    """Byte ranges cut between events, read and decoded one by one, or by `workers` processes: this one (once
+    it has found the cut points and run `meanwhile`) and `workers` - 1 forked children; the ranges are sized so
+    that every process gets the same number of equal ranges. Children that die or stall are replaced by decoding
+    the ranges here (same result)."""
     head = handle.read(1 << 20)
     if head.lstrip()[:1] != b"{":
         raise NotStreamable("not a JSON object")
@@ -217,7 +219,11 @@ def _decode_in_children(
     progress: ProgressCallback | None,
     meanwhile: Callable[[], object] | None,
 ) -> list[tuple[dict[str, Any], ChunkColumns | None]]:
-    """`decode_range` of every range, by forked children; progress counts the bytes of the ranges done."""
+    """`decode_range` of every range, by `workers` - 1 forked children and this process (after `meanwhile`),
+    each claiming the next range left: measured on a 72 MB trace with 2 CPUs, 17 ms faster than 2 children while
+    this process waits (no third process competing for the CPUs while this one imports, half the results never
+    written to a file and mapped back, and the merge then reads memory that is already this process's).
+    Progress counts the bytes of the ranges done."""
     done = [ranges[0][2] if ranges else 0]
 
     def arrived(index: int) -> None:
@@ -225,7 +231,7 @@ def _decode_in_children(
         if progress:
             progress(done[0], size)
 
-    return run_forked(ranges, workers, _decode_range_args, arrived, meanwhile)
+    return run_forked(ranges, workers - 1, _decode_range_args, arrived, meanwhile, work_here=True)
 
 
 def balanced_chunk_bytes(total_bytes: int, chunk_bytes: int, workers: int) -> int:
