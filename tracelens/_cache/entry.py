@@ -13,8 +13,6 @@ time of one pass on two cores.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import struct
 import threading
@@ -44,6 +42,8 @@ def _aligned(offset: int) -> int:
 def pack(name: str, header: dict[str, Any], blobs: list[Buffer]) -> bytearray:
     """The bytes of the entry `name` (its file name) holding `header` (JSON-able) and `blobs`. The header's
     `blobs` key is set here: [offset, length] of each blob."""
+    import json  # see `_digest`
+
     views = [memoryview(blob).cast("B") for blob in blobs]
     layout: list[list[int]] = []
     offset = 0
@@ -64,6 +64,8 @@ def pack(name: str, header: dict[str, Any], blobs: list[Buffer]) -> bytearray:
 
 def unpack(name: str, data: Buffer) -> tuple[dict[str, Any], list[memoryview]]:
     """The header and blobs (views into `data`) of the entry `name`; `BadEntry` unless it is intact."""
+    import json  # see `_digest`
+
     view = memoryview(data).cast("B")
     if len(view) < _PREFIX + 4 or view[: len(MAGIC)] != MAGIC:
         raise BadEntry("not a tracelens cache entry")
@@ -103,6 +105,8 @@ def read_file(path: Path) -> memoryview:
 
 
 def _digest(name: str, view: memoryview) -> bytes:
+    import hashlib  # imported where used, as json is: a run with the cache off never imports either (~4 ms)
+
     step = max(-(-len(view) // _PARTS), 1)
     parts = [view[start : start + step] for start in range(0, max(len(view), 1), step)]
     digests = [b""] * len(parts)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import mmap
 import os
 from pathlib import Path
@@ -30,6 +29,8 @@ _HASH_BLOCK = 8 << 20
 @functools.cache
 def code_fingerprint() -> str:
     """The hash of the package's code (see the module docstring), computed once per process."""
+    import hashlib  # imported where used: a run with the cache off never imports it (`entry._digest`)
+
     digest = hashlib.blake2b(f"{FORMAT}\0{__version__}\0{np.__version__}".encode(), digest_size=16)
     root = Path(__file__).resolve().parents[1]
     for source in sorted([*root.rglob("*.py"), *root.rglob("_native*")]):
@@ -42,6 +43,8 @@ def code_fingerprint() -> str:
 def file_identity(path: Path) -> str:
     """What identifies the content of `path` without reading it (see the module docstring); `OSError` if it
     cannot be stat'ed."""
+    import hashlib  # see `code_fingerprint`
+
     stat = path.stat()
     described = (
         f"{FORMAT}\0{os.fsencode(path.resolve())!r}\0{stat.st_dev}\0{stat.st_ino}\0{stat.st_size}\0"
@@ -53,6 +56,8 @@ def file_identity(path: Path) -> str:
 def hash_file(path: Path) -> str:
     """The content key of `path`: SHA-256 of its bytes (hardware-accelerated on current CPUs), read through a
     memory map (no copy), or block by block where it cannot be mapped."""
+    import hashlib  # see `code_fingerprint`
+
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         try:
@@ -68,6 +73,8 @@ def hash_file(path: Path) -> str:
 
 def entry_name(*parts: Any) -> str:
     """A file name (hex digits) for an entry described by `parts` under the current code."""
+    import hashlib  # see `code_fingerprint`
+
     digest = hashlib.blake2b(code_fingerprint().encode(), digest_size=20)
     for part in parts:
         digest.update(b"\0")

@@ -17,7 +17,6 @@ type on real traces, so a record that cannot be cached fails a test instead of s
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -150,6 +149,8 @@ def _relative(
 ) -> str | None:
     """Where the entry lives, or None when an input's content key is unknown (and `hash_new` is false) or
     cannot be computed."""
+    import json  # imported where used: a run with the cache off never imports it
+
     lookup = cache.content_key if hash_new else cache.known_content_key
     keys = [lookup(path, identity) for path, identity in zip(inputs, identities, strict=True)]
     if any(key is None for key in keys):

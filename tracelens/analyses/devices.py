@@ -8,7 +8,6 @@ rate. Contract: `match_device(name, memory_bytes) -> DeviceSpec | None`; `peaks_
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -190,6 +189,8 @@ def override_from_env(environ: dict[str, str] | None = None) -> PeakOverride:
     raw = (environ if environ is not None else dict(os.environ)).get(PEAKS_ENV, "").strip()
     if not raw:
         return PeakOverride()
+    import json  # only when the variable is set: `analyze` imports this module before the trace loads
+
     data = json.loads(raw)
     tbps = data.pop("hbm_tbps", None)
     if "tflops" in data:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 from pathlib import Path
 
 from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback
@@ -76,6 +75,8 @@ def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
     additions = trace_additions(trace, analyze(trace))
     data = rewrite_trace(trace, additions)
     if output.name.endswith(".gz"):
+        import gzip  # only when writing .gz: other commands never import it
+
         data = gzip.compress(data, compresslevel=6, mtime=0)
     write_output(output, data, args.force, inputs)
     if not is_stdout(output):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from tracelens._cache import Cache, CacheInfo, parse_size
@@ -34,6 +33,9 @@ def render_info(info: CacheInfo) -> str:
 
 
 def info_json(info: CacheInfo) -> str:
+
+    import json  # only for `cache info --format json`: other commands never import it
+
     document = {
         "version": JSON_VERSION,
         "folder": str(info.folder),

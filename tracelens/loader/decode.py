@@ -3,7 +3,6 @@ salvage of files cut off mid-write."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -161,6 +160,8 @@ def _decode_lenient_json(data: bytes, source: str, bare_array: bool) -> Decoded:
     except (msgspec.DecodeError, RecursionError) as exc:
         invalid = exc
         try:
+            import json  # only for invalid JSON (rare): the common paths never import it
+
             document = json.loads(data.decode("utf-8", errors="replace"), strict=False)
         except (ValueError, RecursionError) as error:
             raise UnusableTraceError(f"{source}: not valid JSON ({error})") from error
