@@ -9,6 +9,10 @@ whole process tree (sampled from /proc/*/smaps_rollup: forked decode workers cou
     python benchmarks/bench_load.py                      # anchors + 72 MB and 450 MB synthetic files
     python benchmarks/bench_load.py --quick              # anchors + 72 MB only, no HTA on big files
     python benchmarks/bench_load.py FILE... --methods tracelens,floor
+    python benchmarks/bench_load.py --baseline /tmp/before   # before/after in one run: another commit's tree
+
+A baseline tree: `git worktree add /tmp/before <commit> && (cd /tmp/before && python setup.py build_ext
+--inplace)`; its cold `analyze` runs right after this tree's in every round (method `tracelens@<commit>`).
 
 Writes benchmarks/results.md (a markdown table) unless --output says otherwise. The synthetic files are made
 in /tmp by make_big_trace.py (not committed).
@@ -196,6 +200,9 @@ def run_method(
     analyze = [python, "-m", "tracelens", "analyze", str(path), "--format", "json"]
     if method == "tracelens":
         return measure([*analyze, "--no-cache"], timeout_s, env, sample_memory)
+    if method in BASELINES:  # another commit's tree, the same cold command
+        env["PYTHONPATH"] = str(BASELINES[method])
+        return measure([*analyze, "--no-cache"], timeout_s, env, sample_memory)
     if method == "tracelens-1proc":
         env["TRACELENS_WORKERS"] = "1"
         return measure([*analyze, "--no-cache"], timeout_s, env, sample_memory)
@@ -211,10 +218,21 @@ def run_method(
     raise ValueError(method)
 
 
-def compile_package() -> None:
-    """Byte-compile tracelens as `pip install` does, so that no run pays for compiling it (with
-    PYTHONDONTWRITEBYTECODE set, a source checkout would otherwise compile every module on every run)."""
-    compileall.compile_dir(REPO / "tracelens", quiet=1)
+BASELINES: dict[str, Path] = {}  # method name ("tracelens@<commit>") -> source tree, from --baseline
+
+
+def baseline_method(tree: Path) -> str:
+    """The method name of the source tree `tree` (a worktree of another commit, C extension built in place):
+    `tracelens@<its short commit>`, or `tracelens@<folder name>` outside git."""
+    found = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"tracelens@{found.stdout.strip() if found.returncode == 0 else tree.name}"
+
+
+def compile_package(*trees: Path) -> None:
+    """Byte-compile tracelens (and each baseline tree) as `pip install` does, so that no run pays for compiling
+    it (with PYTHONDONTWRITEBYTECODE set, a source checkout would otherwise compile every module on every run)."""
+    for tree in (REPO, *trees):
+        compileall.compile_dir(tree / "tracelens", quiet=1)
 
 
 def ensure_synthetic(folder: Path, which: tuple[tuple[str, int], ...]) -> list[Path]:
@@ -313,13 +331,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--hta-max-mb", type=float, default=1e9, help="skip HTA on files bigger than this")
     parser.add_argument("-o", "--output", type=Path, default=REPO / "benchmarks" / "results.md")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=[],
+        help="a source tree of another commit (e.g. a git worktree, C extension built in place): its cold "
+        "`analyze` runs beside this tree's in every round, as method tracelens@<commit> (before/after in one run)",
+    )
     args = parser.parse_args(argv)
     files = list(args.files)
     if not files:
         files = [ANCHORS / a for a in DEFAULT_ANCHORS if (ANCHORS / a).exists()]
         files += ensure_synthetic(args.synthetic_dir, SYNTHETIC[:1] if args.quick else SYNTHETIC)
     methods = [m for m in args.methods.split(",") if m]
-    compile_package()
+    for tree in args.baseline:
+        BASELINES[baseline_method(tree)] = tree.resolve()
+    methods[1:1] = list(BASELINES)  # right after this tree's cold run, in every round
+    compile_package(*args.baseline)
     runs: list[Run] = []
     cache_dir = Path(tempfile.mkdtemp(prefix="bench_cache_"))
     try:
@@ -336,8 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         "sampled every 20 ms (sampling slows a run, so it is not timed). Each run is a fresh process, Python "
         "start-up included. "
         "tracelens = `analyze --format json --no-cache`, auto workers (this process and forked chunk decoders); "
-        "tracelens-1proc = "
-        "TRACELENS_WORKERS=1; tracelens-first = a first run with the cache on (hashes the file, stores the entries); "
+        + "".join(f"{name} = the same command from the source tree of commit {name[10:]}; " for name in BASELINES)
+        + "tracelens-1proc = TRACELENS_WORKERS=1; "
+        "tracelens-first = a first run with the cache on (hashes the file, stores the entries); "
         "tracelens-trace-cached = the columnar trace from the cache, analyses run (what report/check get); "
         "tracelens-cached = the second run of the same command (finished analysis from the cache); "
         "floor = msgspec typed decode only. × HTA = HTA's wall time ÷ this method's."
