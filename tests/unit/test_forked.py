@@ -54,7 +54,8 @@ def test_results_come_back_in_job_order_from_every_child(private_tmp: Path) -> N
 
 
 def test_children_left_exiting_are_reaped_by_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A child that has delivered everything is not waited for; the next call (or interpreter exit) reaps it."""
+    """A child that has delivered everything is not waited for; the next call (or interpreter exit) reaps it,
+    through a pidfd (never by a pid that may have been reused)."""
     forked.reap_exited(block=True)
     real_waitpid = os.waitpid
     # as if each child were still freeing its memory when its last result arrived
@@ -62,7 +63,7 @@ def test_children_left_exiting_are_reaped_by_the_next_call(monkeypatch: pytest.M
         forked.os, "waitpid", lambda pid, options: (0, 0) if options == os.WNOHANG else real_waitpid(pid, options)
     )
     pids = {pid for _, pid in forked.run_forked(list(range(4)), 2, _square)}
-    assert pids <= set(forked._EXITING) and len(forked._EXITING) == 2  # both children, one maybe without a job
+    assert len(forked._EXITING) == 2  # both children, one maybe without a job
     monkeypatch.setattr(forked.os, "waitpid", real_waitpid)
     forked.run_forked([5], 1, _square)  # reaps what the previous call left, then runs
     forked.reap_exited(block=True)
@@ -70,6 +71,28 @@ def test_children_left_exiting_are_reaped_by_the_next_call(monkeypatch: pytest.M
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
+
+
+def _mark_run(job: tuple[str, int]) -> int:
+    folder, index = job
+    with open(os.path.join(folder, f"{index}-{os.getpid()}-{os.urandom(4).hex()}"), "w"):
+        pass
+    return index
+
+
+def test_no_job_runs_twice_and_no_folder_is_left_when_children_end_late(private_tmp: Path, tmp_path: Path) -> None:
+    """The folder is renamed before it is removed: a child still looking for jobs when the results are all here
+    finds no folder, instead of re-claiming a job whose claim file the removal had deleted (seen in ~3 % of calls
+    before: a job ran twice, after the call had returned, and left its files in tmpfs)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for call in range(200):
+        jobs = [(str(marks), index) for index in range(16)]
+        assert forked.run_forked(jobs, 3, _mark_run, work_here=call % 2 == 1) == list(range(16))
+    forked.reap_exited(block=True)
+    runs = sorted(name.split("-")[0] for name in os.listdir(marks))
+    assert runs == sorted(str(index) for index in range(16) for _ in range(200))  # each job once per call
+    assert [p for p in private_tmp.iterdir() if p != marks] == []
 
 
 def test_with_work_here_this_process_claims_jobs_after_meanwhile(private_tmp: Path) -> None:

@@ -16,6 +16,7 @@ copy, no fresh memory; the file is removed at once (an array's pages live as lon
 from __future__ import annotations
 
 import atexit
+import contextlib
 import mmap
 import os
 import pickle
@@ -130,19 +131,39 @@ def run_forked(
         for fd in (arrivals, signal_fd):
             if fd >= 0:
                 os.close(fd)
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(_retired(folder), ignore_errors=True)
 
 
-_EXITING: list[int] = []  # children that delivered everything and were still exiting when `run_forked` returned
+def _retired(folder: str) -> str:
+    """`folder` renamed (atomically) before it is removed, so that a child still looking for jobs finds no folder
+    and ends, instead of re-claiming a job whose claim file the removal has already deleted. The new name keeps
+    the owner's pid (`_remove_orphans` still recognises it)."""
+    retired = f"{folder}.done"
+    try:
+        os.rename(folder, retired)
+    except OSError:
+        return folder
+    return retired
+
+
+# pidfds of children that had delivered everything and were still exiting when `run_forked` returned: reaped
+# through the pidfd, which names that process only (a pid could be reused once someone else's `os.wait()` has
+# reaped it)
+_EXITING: list[int] = []
 
 
 def _end_child(pid: int, complete: bool) -> None:
-    """Reap child `pid`: killed first unless every job's result came (then it is exiting of its own accord, and
-    is reaped later if it has not finished)."""
+    """Reap child `pid`: killed first unless every job's result came (then it is exiting of its own accord and,
+    where pidfds exist, is reaped later if it has not finished)."""
     try:
         if complete:
-            if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                _EXITING.append(pid)
+            if os.waitpid(pid, os.WNOHANG)[0] != 0:
+                return
+            handle = _pidfd(pid)
+            if handle is not None:
+                _EXITING.append(handle)
+            else:  # pragma: no cover - no pidfd (not Linux): wait for its end here
+                os.waitpid(pid, 0)
             return
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -150,16 +171,26 @@ def _end_child(pid: int, complete: bool) -> None:
         pass
 
 
+def _pidfd(pid: int) -> int | None:
+    if not hasattr(os, "P_PIDFD"):  # pragma: no cover - not Linux
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
 def reap_exited(block: bool = False) -> None:
     """Reap the children `run_forked` left exiting: those that have ended, or with `block` every one (they have
-    nothing left to do but end)."""
-    for pid in list(_EXITING):
-        try:
-            if os.waitpid(pid, 0 if block else os.WNOHANG)[0] == 0:
-                continue
-        except ChildProcessError:  # reaped already (SIGCHLD ignored)
-            pass
-        _EXITING.remove(pid)
+    nothing left to do but end). One already reaped elsewhere (SIGCHLD ignored, the program's own `os.wait()`)
+    is simply forgotten."""
+    for handle in list(_EXITING):
+        if not block and not select.select([handle], [], [], 0)[0]:
+            continue  # still exiting
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PIDFD, handle, os.WEXITED)
+        os.close(handle)
+        _EXITING.remove(handle)
 
 
 atexit.register(reap_exited, True)
