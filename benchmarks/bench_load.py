@@ -136,7 +136,7 @@ def measure(
     and costs CPU, which slows a 2-core run measurably): timed runs and memory runs are separate runs.
     """
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=RUN_DIR[0])
     peak = [0]
     hwm: dict[int, int] = {}
     done = threading.Event()
@@ -219,6 +219,9 @@ def run_method(
 
 
 BASELINES: dict[str, Path] = {}  # method name ("tracelens@<commit>") -> source tree, from --baseline
+# every run's working directory: an empty folder, because `python -m` puts the working directory first on sys.path
+# (run from a checkout, every method would import that checkout's tracelens, whatever PYTHONPATH says)
+RUN_DIR: list[str | None] = [None]
 
 
 def baseline_method(tree: Path) -> str:
@@ -340,22 +343,25 @@ def main(argv: list[str] | None = None) -> int:
         "`analyze` runs beside this tree's in every round, as method tracelens@<commit> (before/after in one run)",
     )
     args = parser.parse_args(argv)
-    files = list(args.files)
+    files = [path.resolve() for path in args.files]
     if not files:
         files = [ANCHORS / a for a in DEFAULT_ANCHORS if (ANCHORS / a).exists()]
-        files += ensure_synthetic(args.synthetic_dir, SYNTHETIC[:1] if args.quick else SYNTHETIC)
+        files += ensure_synthetic(args.synthetic_dir.resolve(), SYNTHETIC[:1] if args.quick else SYNTHETIC)
     methods = [m for m in args.methods.split(",") if m]
     for tree in args.baseline:
         BASELINES[baseline_method(tree)] = tree.resolve()
-    methods[1:1] = list(BASELINES)  # right after this tree's cold run, in every round
+    at = methods.index("tracelens") + 1 if "tracelens" in methods else 0
+    methods[at:at] = list(BASELINES)  # right after this tree's cold run, in every round
     compile_package(*args.baseline)
     runs: list[Run] = []
     cache_dir = Path(tempfile.mkdtemp(prefix="bench_cache_"))
+    RUN_DIR[0] = tempfile.mkdtemp(prefix="bench_cwd_")
     try:
         for path in files:
             runs += measure_file(path, methods, args, cache_dir)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
+        shutil.rmtree(RUN_DIR[0], ignore_errors=True)
     load = os.getloadavg()
     header = (
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
