@@ -96,7 +96,8 @@ def run_forked(
     Children start with default SIGTERM/SIGINT handlers. When this raises, children left running are killed
     (SIGKILL) and reaped. When it returns, every child has delivered all it will and is exiting: a child still
     in the kernel's exit (freeing its memory: ~4 ms after a big job, measured) is not waited for but reaped later
-    (`reap_exited`: at the next call, and at interpreter exit)."""
+    (`reap_exited`: at the next call, and at interpreter exit), through a pidfd; a program's own bare `os.wait()`
+    in those milliseconds may reap it first, which is harmless here (it is forgotten)."""
     reap_exited()
     folder = scratch_folder()
     children: dict[int, int] = {}  # pid -> child number
