@@ -173,6 +173,8 @@ def _end_child(pid: int, complete: bool) -> None:
 
 
 def _pidfd(pid: int) -> int | None:
+    """A pidfd of process `pid` (readable once it has ended; `waitid(P_PIDFD)` reaps exactly it); None where
+    unsupported (not Linux 5.3+) or refused."""
     if not hasattr(os, "P_PIDFD"):  # pragma: no cover - not Linux
         return None
     try:
@@ -348,15 +350,15 @@ def _wait(
 
 
 def _exit_fds(pids: dict[int, int]) -> dict[int, int] | None:
-    """A file descriptor per child that becomes readable when it exits (Linux pidfd); None where unsupported."""
+    """A file descriptor per child that becomes readable when it exits (`_pidfd`); None where unsupported."""
     fds: dict[int, int] = {}
-    try:
-        for pid in pids:
-            fds[pid] = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        for fd in fds.values():
-            os.close(fd)
-        return None
+    for pid in pids:
+        handle = _pidfd(pid)
+        if handle is None:
+            for fd in fds.values():
+                os.close(fd)
+            return None
+        fds[pid] = handle
     return fds
 
 
