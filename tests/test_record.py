@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reaso
 
 def record(tmp_path: Path, *arguments: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
     """`python -m tracelens record ARGUMENTS` in `tmp_path` (its working directory)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRACELENS_CACHE_DIR": str(tmp_path / "cache-must-not-exist")}
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "TRACELENS_CACHE_DIR": str(tmp_path / "cache-must-not-exist")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # `python`: this one
     env.pop("TRACELENS_RECORD_CONFIG", None)
     return subprocess.run(
@@ -284,3 +285,15 @@ def test_only_the_in_program_bootstrap_imports_torch() -> None:
         if any(name == "torch" or name.startswith("torch.") for name in names):
             offenders.append(str(path.relative_to(ROOT)))
     assert offenders == ["tracelens/record/bootstrap.py"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+@pytest.mark.parametrize(("mode", "step_on"), [("train", "optimizer"), ("generate", "forward")])
+def test_the_hugging_face_workloads_record_their_steps(tmp_path: Path, mode: str, step_on: str) -> None:
+    """workloads/hf_record.py (recorded on the H200 by the lead) in its CPU smoke size."""
+    script = str(ROOT / "workloads/hf_record.py")
+    result = record(tmp_path, "--no-analyze", "--step-on", step_on, "--name", mode, "--", script, mode, "--small")
+    assert result.returncode == 0, result.stderr
+    document = raw(tmp_path / f"traces/record/{mode}.json.gz")
+    assert profiler_steps(document) == [f"ProfilerStep#{n}" for n in range(1, 6)]
+    assert document["tracelens_record"]["profiler_free"]["steps"] == 5
