@@ -297,3 +297,40 @@ def test_the_hugging_face_workloads_record_their_steps(tmp_path: Path, mode: str
     document = raw(tmp_path / f"traces/record/{mode}.json.gz")
     assert profiler_steps(document) == [f"ProfilerStep#{n}" for n in range(1, 6)]
     assert document["tracelens_record"]["profiler_free"]["steps"] == 5
+
+
+def test_profiler_options_and_the_execution_trace(tmp_path: Path) -> None:
+    script = str(EXAMPLES / "train_tiny.py")
+    result = record(
+        tmp_path, "--no-analyze", "--skip", "1", "--steps", "2", "--et", "--stack", "--memory", "--no-shapes", "--",
+        script,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "traces/record"
+    assert files_in(out) == ["train_tiny.et.gz", "train_tiny.json.gz"]
+    document = raw(out / "train_tiny.json.gz")
+    meta = document["tracelens_record"]
+    assert meta["execution_trace"] == "train_tiny.et.gz"
+    assert (meta["options"]["stack"], meta["options"]["memory"], meta["options"]["shapes"]) == (True, True, False)
+    events = document["traceEvents"]
+    assert any(e.get("cat") == "python_function" for e in events)  # with_stack
+    assert any(e.get("name") == "[memory]" for e in events)  # profile_memory
+    assert not any("Input Dims" in e.get("args", {}) for e in events)  # no shapes
+    with gzip.open(out / "train_tiny.et.gz", "rt") as handle:
+        execution_trace = json.load(handle)
+    assert any(n["name"] == "ProfilerStep#1" for n in execution_trace["nodes"])
+
+
+def test_a_program_that_ends_inside_the_window_keeps_what_was_recorded(tmp_path: Path) -> None:
+    result = record(tmp_path, "--no-analyze", "--", str(EXAMPLES / "train_tiny.py"), "--steps", "11")
+    trace = tmp_path / "traces/record/train_tiny.json.gz"
+    assert result.returncode == 2
+    assert error_lines(result.stderr) == [
+        "tracelens: error: the program ended before the window was complete (the optimizer step hook "
+        "(torch.optim.Optimizer.register_optimizer_step_post_hook) saw 11 step(s); the window needs 14); what was "
+        f"recorded is kept: {trace}"
+    ]
+    meta = raw(trace)["tracelens_record"]
+    assert (
+        meta["partial"] is True and meta["partial_reason"] == "the program ended after 2 of 5 profiled steps"
+    )  # steps 10, 11

@@ -115,6 +115,7 @@ class _Recorder:
         self.exported = False
         self.exception: str | None = None
         self.stop_requested = False
+        self.failed: str | None = None
         self._previous_excepthook = sys.excepthook
 
     # ------------------------------------------------------------ hooks
@@ -153,9 +154,23 @@ class _Recorder:
     # ------------------------------------------------------------ phases
 
     def boundary(self) -> None:
-        """The end of one step (and the start of the next)."""
-        if os.getpid() != self.pid or self.state == "done":
+        """The end of one step (and the start of the next). A failure of the recorder itself never reaches the
+        program: the recording stops (`failed`, reported by the launcher) and the program runs on."""
+        if os.getpid() != self.pid or self.state in ("done", "failed"):
             return
+        try:
+            self._boundary()
+        except Exception as exc:
+            self.failed = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            self.state = "failed"
+            if self.prof is not None:
+                with contextlib.suppress(Exception):
+                    self.prof.stop()
+                self.prof = None
+        if self.stop_requested:
+            raise SystemExit(0)
+
+    def _boundary(self) -> None:
         self.boundaries += 1
         n = self.boundaries
         if n == self.skip:
@@ -170,8 +185,6 @@ class _Recorder:
                 self._start_window()
         elif self.state in ("warmup", "window"):
             self._window_step(n)
-        if self.stop_requested:
-            raise SystemExit(0)
 
     def _cuda_active(self) -> bool:
         cuda = self.torch.cuda
@@ -214,7 +227,7 @@ class _Recorder:
         if self.et_path is not None:
             from torch.profiler import ExecutionTraceObserver
 
-            self.et_observer = ExecutionTraceObserver().register(self._hidden(".et.json"))
+            self.et_observer = ExecutionTraceObserver().register_callback(self._hidden(".et.json"))
         self.prof = profile(
             activities=activities,
             schedule=schedule(wait=0, warmup=1, active=self.steps, repeat=1),
@@ -293,7 +306,7 @@ class _Recorder:
         if self.et_observer is None or self.et_path is None:
             return
         with contextlib.suppress(Exception):
-            self.et_observer.unregister()
+            self.et_observer.unregister_callback()
         temporary = self._hidden(".et.json")
         if os.path.exists(temporary):
             _gzip_to(temporary, self.et_path)
@@ -328,6 +341,7 @@ class _Recorder:
                 "trace": self.trace_path if self.exported else None,
                 "partial_reason": reason,
                 "exception": self.exception,
+                "recorder_failed": self.failed,
                 "profiler_free": self.profiler_free,
                 "profiled_wall_step_us": [
                     round((b - a) * 1e6, 3) for a, b in zip(self.window_wall_s, self.window_wall_s[1:])

@@ -292,6 +292,13 @@ def _report(
             f"torch is not installed in the program's environment ({python}); install it there: "
             f"{python} -m pip install torch"
         )
+    failed = [s for s in statuses if s.get("recorder_failed")]
+    if failed:
+        raise TracelensError(
+            f"internal error: the recorder failed inside the program ({failed[0]['recorder_failed']}) and stopped "
+            "recording; the program ran on; please report it",
+            exit_code=3,
+        )
     traces = [Path(s["trace"]) for s in statuses if s.get("trace")]
     if not statuses:
         what = f"the program exited with status {program_status}" if returncode else "the program ended"
