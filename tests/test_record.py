@@ -104,7 +104,19 @@ def test_a_training_loop_gives_steps_profiled_steps_timings_and_the_summary(tmp_
 def test_the_programs_exit_code_and_stop_after(tmp_path: Path) -> None:
     script = str(EXAMPLES / "train_tiny.py")
     result = record(
-        tmp_path, "--no-analyze", "--skip", "1", "--steps", "2", "--", sys.executable, script, "--exit-code", "3"
+        tmp_path,
+        "--no-analyze",
+        "--skip",
+        "1",
+        "--steps",
+        "2",
+        "--",
+        sys.executable,
+        "-X",
+        "utf8",
+        script,
+        "--exit-code",
+        "3",
     )
     assert result.returncode == 3 and error_lines(result.stderr) == []
     assert profiler_steps(raw(tmp_path / "traces/record/train_tiny.json.gz")) == ["ProfilerStep#1", "ProfilerStep#2"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import os
 import re
@@ -31,6 +32,7 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 _DISTRIBUTED = ("torchrun",)
 _DISTRIBUTED_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_PYTHON_OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
 DESCRIPTION = """\
 Run a PyTorch program unmodified under torch.profiler and write a trace of `--steps` steps, with the same
 number of steps timed without the profiler just before the window (docs/record.md).
@@ -200,6 +202,8 @@ def _script_of(arguments: list[str], skip_options: bool) -> str:
             if argument in ("-c",):
                 raise TracelensError("python -c is not supported: put the program in a file")
             continue
+        if not skip_options and i > 0 and arguments[i - 1] in _PYTHON_OPTIONS_WITH_VALUE:
+            continue  # python -X dev / -W error
         option_value = i > 0 and arguments[i - 1].startswith("--") and "=" not in arguments[i - 1]
         if skip_options and option_value and not argument.endswith(".py"):
             continue  # the value of a torchrun option (--nproc-per-node 2)
@@ -236,12 +240,20 @@ def _prepare_out(out_dir: Path, name: str, force: bool) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TracelensError(f"{out_dir}: cannot create it ({exc.strerror})") from None
-    existing = sorted(out_dir.glob(f"{name}.json.gz")) + sorted(out_dir.glob(f"{name}.rank*.json.gz"))
+    existing = [p for suffix in (".json.gz", ".et.gz") for p in _own_files(out_dir, name, suffix)]
     if existing and not force:
         raise TracelensError(f"{existing[0]} exists; pass --force to replace it or --name to pick another name")
-    for path in existing + sorted(out_dir.glob(f".{name}*{STATUS_SUFFIX}")):
+    for path in existing + _own_files(out_dir, "." + name, STATUS_SUFFIX):
         if path.is_file():
             path.unlink()
+
+
+def _own_files(out_dir: Path, name: str, suffix: str) -> list[Path]:
+    """`NAME{suffix}` and `NAME.rank{R}{suffix}` in `out_dir` (never another name that starts with NAME)."""
+    rank = re.compile(re.escape(name) + r"\.rank\d+" + re.escape(suffix))
+    return sorted(
+        p for p in out_dir.glob(f"{glob.escape(name)}*{suffix}") if p.name == name + suffix or rank.fullmatch(p.name)
+    )
 
 
 def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
@@ -268,7 +280,7 @@ def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
 
 def _read_statuses(out_dir: Path, name: str) -> list[dict[str, Any]]:
     statuses = []
-    for path in sorted(out_dir.glob(f".{name}*{STATUS_SUFFIX}")):
+    for path in _own_files(out_dir, "." + name, STATUS_SUFFIX):
         with contextlib.suppress(OSError, ValueError):
             statuses.append(json.loads(path.read_text()))
         with contextlib.suppress(OSError):
