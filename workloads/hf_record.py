@@ -9,12 +9,13 @@
 (one optimizer step = one step). `generate`: greedy `model.generate()` of `--new-tokens` tokens after a
 `--prompt`-token prompt (each forward call, the prefill and then one per token, is one step with
 `--step-on forward`); `min_new_tokens` keeps random weights from stopping early at an EOS token.
-`--small` shrinks everything for a CPU smoke run. The script knows nothing of the profiler.
+`--small` (or HF_RECORD_SMALL=1) shrinks everything for a CPU smoke run. The script knows nothing of the profiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -81,7 +82,12 @@ def generate(args: argparse.Namespace, device: torch.device) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=("train", "generate"))
-    parser.add_argument("--small", action="store_true", help="tiny sizes for a CPU smoke run")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        default=os.environ.get("HF_RECORD_SMALL") == "1",
+        help="tiny sizes for a CPU smoke run (also HF_RECORD_SMALL=1)",
+    )
     parser.add_argument("--steps", type=int, default=20, help="train: optimizer steps")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=1024, help="train: tokens per sequence")
