@@ -10,10 +10,17 @@ the command runs.
 from __future__ import annotations
 
 import gc
+import sys
 
 
 def main() -> None:
-    """Import the command with the collector off, then run it (`tracelens.cli.run`; the process exits there)."""
+    """Import the command with the collector off, then run it (`tracelens.cli.run`; the process exits there).
+    `tracelens record` runs its launcher without the rest of the CLI, so that it works where only torch is
+    installed (`tracelens.record.launcher`)."""
+    if sys.argv[1:2] == ["record"]:
+        from tracelens.record.launcher import main as record
+
+        sys.exit(record(sys.argv[2:]))
     gc.disable()
     try:
         from tracelens.cli import run

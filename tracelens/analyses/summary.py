@@ -14,6 +14,7 @@ import numpy as np
 
 from tracelens.analyses.activity import GpuActivity, gpu_activity, step_windows
 from tracelens.analyses.keygroups import string_keys
+from tracelens.analyses.profiler_overhead import ProfilerFree, profiler_free
 from tracelens.analyses.window import (
     Window,
     per_step_counts,
@@ -134,6 +135,8 @@ class Summary(msgspec.Struct, frozen=True):
     ops: list[OpRow]
     warnings: list[str] = msgspec.field(default_factory=list)
     empty_reason: str | None = None  # why per-step figures are None (no analyzed step), else None
+    # the profiler-free step time beside the profiled median step (measured or estimated: profiler_overhead.py)
+    profiler_free: ProfilerFree | None = None
 
 
 def analyze_summary(ctx: AnalysisContext) -> Summary:
@@ -159,6 +162,7 @@ def summary_of(trace: Trace, step: int | None = None, window: Window | None = No
         ops=_op_rows(trace, window, in_window, n),
         warnings=list(trace.warnings),
         empty_reason=_empty_reason(trace, window),
+        profiler_free=profiler_free(trace, per_step.step_us, per_step.gpu_busy_us, window.step_indices.tolist()),
     )
 
 

@@ -22,6 +22,7 @@ from tracelens.cli.check import CheckCommand
 from tracelens.cli.common import check_inputs, command_inputs
 from tracelens.cli.compare import CompareCommand
 from tracelens.cli.output import check_writable
+from tracelens.cli.record import RecordCommand
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
 from tracelens.renderers.textsafe import escape_controls
@@ -31,6 +32,7 @@ PEAKS_ENV = "TRACELENS_PEAKS"  # tracelens.analyses.devices.PEAKS_ENV, named her
 DESCRIPTION = """\
 Fast, correct answers from PyTorch profiler (Kineto) traces.
 
+  tracelens record -- python examples/train_tiny.py
   tracelens analyze traces/h200/eager_mlp.json.gz
   tracelens analyze traces/h200/eager_mlp.json.gz --format json
   tracelens compare traces/h200/eager_mlp.json.gz \\
@@ -53,6 +55,7 @@ class Command(Protocol):
 
 
 COMMANDS: list[Command] = [
+    RecordCommand(),
     AnalyzeCommand(),
     CompareCommand(),
     CheckCommand(),

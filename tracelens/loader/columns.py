@@ -12,6 +12,7 @@ from tracelens import native
 from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_text
 from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
+from tracelens.loader.record_meta import RECORD_KEY, profiler_free_of
 from tracelens.loader.schema import Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
@@ -506,8 +507,25 @@ def build_meta(metadata: dict[str, Any], categories: Iterable[str], bare_array: 
         world_size=to_int(dist.get("world_size")),
         format="chrome-array" if bare_array else ("kineto-legacy" if legacy else "kineto"),
         run=run if isinstance(run, dict) else {},
+        profiler_free=profiler_free_of(metadata),
+        record_shapes=_option(metadata, "record_shapes", "shapes"),
+        with_stack=_option(metadata, "with_stack", "stack"),
+        profile_memory=_option(metadata, "profile_memory", "memory"),
         raw=metadata if not _has_invalid_text(metadata) else valid_strings(metadata),  # type: ignore[arg-type]
     )
+
+
+def _option(metadata: dict[str, Any], key: str, record_key: str) -> bool | None:
+    """A profiler option: the top-level key Kineto writes (`record_shapes: 1`), else `tracelens_record.options`."""
+    value = metadata.get(key)
+    if value is None:
+        record = metadata.get(RECORD_KEY)
+        options = record.get("options") if isinstance(record, dict) else None
+        value = options.get(record_key) if isinstance(options, dict) else None
+    if isinstance(value, bool):
+        return value
+    number = to_int(value)
+    return None if number is None else number != 0
 
 
 def _has_invalid_text(metadata: dict[str, Any]) -> bool:

@@ -34,6 +34,7 @@ METADATA_KEYS = (
     "with_flops",
     "with_modules",
     "tracelens_run",
+    "tracelens_record",
 )
 
 
@@ -58,6 +59,7 @@ class _Document(msgspec.Struct, gc=False):
     with_flops: msgspec.Raw = NO_RAW
     with_modules: msgspec.Raw = NO_RAW
     tracelens_run: msgspec.Raw = NO_RAW
+    tracelens_record: msgspec.Raw = NO_RAW
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -39,6 +39,17 @@ class Device(msgspec.Struct, frozen=True):
     compute_capability: str | None
 
 
+class ProfilerFreeTiming(msgspec.Struct, frozen=True):
+    """Step times measured without the profiler by the recording, from a documented metadata key
+    (docs/record.md#metadata): the median step and how it was taken."""
+
+    step_us: float  # median over `steps` steps timed just before the profiled window
+    steps: int
+    clock: str  # "cuda_events" (event to event on the current stream) or "wall_clock" (perf_counter)
+    key: str  # the metadata key it was read from ("tracelens_record")
+    partial_reason: str | None = None  # the recording's window was cut short (a crash, Ctrl-C), else None
+
+
 class TraceMeta(msgspec.Struct, frozen=True):
     """Facts about the recording, from the file's top-level keys."""
 
@@ -53,6 +64,12 @@ class TraceMeta(msgspec.Struct, frozen=True):
     format: str  # "kineto", "kineto-legacy" (2021 categories), "chrome-array"
     run: dict[str, Any]  # the `tracelens_run` object written by our workloads, else {}
     raw: dict[str, Any] = msgspec.field(default_factory=dict)
+    profiler_free: ProfilerFreeTiming | None = None  # measured profiler-free step time, when the trace has it
+    # profiler options as the trace states them (top-level `record_shapes` etc. or `tracelens_record.options`);
+    # None where the trace does not say
+    record_shapes: bool | None = None
+    with_stack: bool | None = None
+    profile_memory: bool | None = None
 
 
 class Links(msgspec.Struct, frozen=True):

@@ -62,7 +62,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
         "trace": plain(summary.facts),
         "steps": summary.steps,
         "step_numbers": summary.step_numbers,
-        "per_step": per_step_dict(summary.per_step),
+        "per_step": {**per_step_dict(summary.per_step), **profiler_free_keys(summary)},
         "per_step_note": summary.empty_reason,
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
@@ -70,6 +70,16 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
         "kernels": _kernels_with_roofline(summary, report.get(Roofline)),
         "ops": plain(summary.ops),
         "warnings": list(summary.warnings),
+        "profiler_free": plain(summary.profiler_free) if summary.profiler_free is not None else None,
+    }
+
+
+def profiler_free_keys(summary: Summary) -> dict[str, Any]:
+    """`per_step.profiler_free_step_us` and `per_step.profiler_free_source` ("measured", "estimated" or null)."""
+    free = summary.profiler_free
+    return {
+        "profiler_free_step_us": free.step_us if free is not None else None,
+        "profiler_free_source": free.source if free is not None else None,
     }
 
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses import AnalysisReport
+from tracelens.analyses.bound import Bound
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.renderers.tables import count as _count
@@ -248,9 +249,40 @@ def summary_parts(summary: Summary, report: AnalysisReport) -> list[RenderableTy
         facts_table(summary.facts),
         Text(""),
         per_step_table(summary),
+        profiler_free_line(summary, report),
         kernel_table(summary, peaks) if summary.kernels else None,
         op_table(summary) if summary.ops else None,
     ]
+
+
+GPU_BOUND_BUSY_SHARE = 0.85  # bound.py's verdict: gpu when busy >= 85 % of the window (and launch waits small)
+
+
+def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
+    """The profiler-free step time beside the profiled one, with the inflation, and whether the bound verdict
+    would read gpu without the profiler (docs/profiler_overhead.md); None when there is no step time."""
+    free = summary.profiler_free
+    if free is None or free.profiled_step_us is None:
+        return None
+    if free.source is None or free.step_us is None:
+        return Text(f"Profiler-free step: — ({free.note or 'no step time'})")
+    inflation = f": the profiler added {free.inflation_pct:+.1f} %" if free.inflation_pct is not None else ""
+    line = (
+        f"Profiler-free step: {free.step_us:,.1f} µs ({free.source}: {free.method}); profiled "
+        f"{free.profiled_step_us:,.1f} µs{inflation}."
+    )
+    bound = report.get(Bound)
+    busy = summary.per_step.gpu_busy_us
+    if bound is not None and bound.bound in ("cpu", "mixed") and busy is not None and free.step_us > 0:
+        share = min(busy / free.step_us, 1.0)
+        if share >= GPU_BOUND_BUSY_SHARE:
+            line += (
+                f" Without the profiler the GPU would be busy {100 * share:.0f} % of the step: the verdict "
+                f"({bound.bound}) would likely read gpu."
+            )
+    if free.note:
+        line += f" Note: {free.note}."
+    return Text(line)
 
 
 def analysis_parts(report: AnalysisReport) -> list[RenderableType]:

@@ -1,0 +1,179 @@
+"""The profiler-overhead model (docs/profiler_overhead.md), checked against an independent computation: the
+standard library reads each calibration trace's raw events (gzip + json) and its timings.json entry, computes the
+profiled step, GPU busy and CPU events per step itself, refits the model's two constants by the documented grid,
+and checks the docs' table and the analyzer's figures against that."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import statistics
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracelens.analyses.profiler_overhead import FIXED_US, PER_EVENT_US, estimate_step_us
+from tracelens.analyses.summary import summary_of
+from tracelens.loader import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMINGS = ("traces/h200/timings.json", "traces/h200/block/timings.json", "traces/h200/extra/timings.json")
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+COUNTED = {"cpu_op", "cuda_runtime"}
+
+
+def _runs() -> list[tuple[Path, float]]:
+    runs = []
+    for timings in TIMINGS:
+        document = json.loads((ROOT / timings).read_text())
+        for run in document["runs"].values():
+            runs.append(((ROOT / timings).parent / run["trace"], run["cuda_event_ms"]["median"] * 1e3))
+    return runs
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+@cache
+def independent(path: Path) -> dict[str, float]:
+    """Per-step medians from the raw events: the step period (next ProfilerStep start − this start; the first
+    and the last step: their own duration, as tracelens has no step before or after them to measure from), GPU
+    busy (union of the GPU activity launched in the step, by correlation id) and the cpu_op + cuda_runtime events
+    starting inside the step's ProfilerStep range."""
+    with gzip.open(path, "rt") as handle:
+        events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(
+        (e for e in events if e.get("cat") == "user_annotation" and re.fullmatch(r"ProfilerStep#\d+", e["name"])),
+        key=lambda e: float(e["ts"]),
+    )
+    bounds = [(float(s["ts"]), float(s["ts"]) + float(s["dur"])) for s in steps]
+
+    def step_of(ts: float) -> int | None:
+        for i, (start, end) in enumerate(bounds):
+            if start <= ts <= end:
+                return i
+        return None
+
+    counts = [0] * len(steps)
+    launch_step: dict[Any, int] = {}
+    for event in events:
+        category = event.get("cat")
+        if category in COUNTED or category == "cuda_driver":  # a launch is a runtime or a driver call
+            i = step_of(float(event["ts"]))
+            if i is not None:
+                counts[i] += category in COUNTED
+                if "correlation" in event.get("args", {}):
+                    launch_step[event["args"]["correlation"]] = i
+    busy: list[list[tuple[float, float]]] = [[] for _ in steps]
+    for event in events:
+        if event.get("cat") in GPU_CATEGORIES:
+            i = launch_step.get(event.get("args", {}).get("correlation"))
+            if i is not None:
+                busy[i].append((float(event["ts"]), float(event["ts"]) + float(event["dur"])))
+    periods = [
+        bounds[i + 1][0] - bounds[i][0] if 0 < i < len(bounds) - 1 else end - start
+        for i, (start, end) in enumerate(bounds)
+    ]
+    return {
+        "step_us": statistics.median(periods),
+        "busy_us": statistics.median(_union_us(b) for b in busy),
+        "events": statistics.median(counts),
+    }
+
+
+def _estimate(row: dict[str, float], fixed: float, per_event: float) -> float:
+    return max(row["busy_us"], row["step_us"] - fixed - per_event * row["events"], 0.0)
+
+
+def _fit(rows: list[tuple[dict[str, float], float]]) -> tuple[float, float, int]:
+    """The documented grid: fixed 0-295 µs by 5, per event 0-11.8 µs by 0.2; most traces within ±15 %, then the
+    smallest sum of relative errors."""
+    best: tuple[tuple[int, float], float, float] | None = None
+    for fixed in range(0, 300, 5):
+        for tenth in range(0, 120, 2):
+            errors = [abs(_estimate(row, fixed, tenth / 10) / measured - 1) for row, measured in rows]
+            key = (sum(e <= 0.15 for e in errors), -sum(errors))
+            if best is None or key > best[0]:
+                best = (key, float(fixed), tenth / 10)
+    assert best is not None
+    return best[1], best[2], best[0][0]
+
+
+def test_the_independent_figures_agree_with_the_analyzer() -> None:
+    """Steps, GPU busy and event counts from the raw events match tracelens' summary within 2 % (the step
+    period of a CPU-limited, synchronized step is CPU start to CPU start in both)."""
+    for path, _ in _runs():
+        mine = independent(path)
+        summary = summary_of(load_trace(path))
+        free = summary.profiler_free
+        assert free is not None and free.events_per_step == pytest.approx(mine["events"], rel=0.02, abs=0.5), path
+        assert summary.per_step.step_us == pytest.approx(mine["step_us"], rel=0.02), path
+        assert summary.per_step.gpu_busy_us == pytest.approx(mine["busy_us"], rel=0.02), path
+
+
+def test_the_constants_are_the_fit_of_the_raw_calibration_data() -> None:
+    rows = [(independent(path), measured) for path, measured in _runs()]
+    fixed, per_event, within = _fit(rows)
+    assert (fixed, per_event) == (FIXED_US, PER_EVENT_US)
+    doc = (ROOT / "docs/profiler_overhead.md").read_text()
+    assert f"the estimate on **{within} of {len(rows)}** traces" in doc
+    assert within / len(rows) >= 0.8  # the ±15 % target holds on most traces; the rest are listed as outside it
+    left_out = 0
+    for i, (row, measured) in enumerate(rows):
+        fixed_i, per_event_i, _ = _fit(rows[:i] + rows[i + 1 :])
+        left_out += abs(_estimate(row, fixed_i, per_event_i) / measured - 1) <= 0.15
+    assert f"on the other {len(rows) - 1}) on **{left_out} of {len(rows)}**" in doc
+
+
+def test_the_docs_table_is_the_independent_one() -> None:
+    """Every row of the docs' table: its measured, profiled and estimated figures within 2 % of the independent
+    computation (the estimate from the raw figures with the fitted constants)."""
+    doc = (ROOT / "docs/profiler_overhead.md").read_text()
+    table = doc.split("<!-- calibration table: begin -->")[1].split("<!-- calibration table: end -->")[0]
+    rows = {line.split("|")[1].strip(): line.split("|") for line in table.splitlines() if ".json.gz" in line}
+    runs = _runs()
+    assert len(rows) == len(runs)
+    for path, measured in runs:
+        cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
+        number = [float(c.replace(",", "").split()[0]) if c.strip() else 0.0 for c in cells[2:7]]
+        mine = independent(path)
+        assert number[1] == pytest.approx(mine["step_us"], rel=0.02)
+        assert number[3] == pytest.approx(measured, abs=0.1)
+        assert number[4] == pytest.approx(_estimate(mine, FIXED_US, PER_EVENT_US), rel=0.02)
+
+
+def test_the_model_formula() -> None:
+    assert estimate_step_us(1000.0, 300.0, 100.0) == pytest.approx(1000 - FIXED_US - 100 * PER_EVENT_US)
+    assert estimate_step_us(1000.0, 900.0, 100.0) == 900.0  # GPU busy is the floor
+    assert estimate_step_us(None, 900.0, 100.0) is None
+    assert estimate_step_us(50.0, None, 100.0) == 0.0
+
+
+def test_a_measured_time_wins_and_the_inflation_is_against_it(tmp_path: Path) -> None:
+    """A trace with `tracelens_record` timings: `source` measured, the inflation from the raw median."""
+    source = ROOT / "traces/h200/block/liger_block.json.gz"
+    with gzip.open(source, "rt") as handle:
+        document = json.load(handle)
+    document["tracelens_record"] = {
+        "version": 1,
+        "profiler_free": {"clock": "cuda_events", "steps": 5, "step_us": [1266.0] * 5, "median_step_us": 1266.0},
+        "partial_reason": None,
+    }
+    path = tmp_path / "liger_block.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(document, handle)
+    summary = summary_of(load_trace(path))
+    free = summary.profiler_free
+    assert free is not None and free.source == "measured" and free.step_us == 1266.0
+    profiled = independent(source)["step_us"]
+    assert free.inflation_pct == pytest.approx(100 * (profiled / 1266.0 - 1), abs=0.5)
+    assert free.estimated_step_us is not None
