@@ -231,7 +231,7 @@ def decode_part() -> None:
             "step": "one generated token (greedy)"}
     nsteps = ACTIVE + 1 + TIMED + 8
 
-    def eager_run() -> None:
+    def eager_run(name: str = "decode_eager", variant: str = "eager") -> None:
         with torch.no_grad():
             cache = DynamicCache()
             out = model(input_ids=prompt, past_key_values=cache, use_cache=True)
@@ -245,7 +245,7 @@ def decode_part() -> None:
         with torch.no_grad():
             for _ in range(3):
                 step()
-        record("decode_eager", [step] * ACTIVE, meta=dict(meta, variant="eager", cache="DynamicCache"))
+        record(name, [step] * ACTIVE, meta=dict(meta, variant=variant, cache="DynamicCache"))
 
     def static_run() -> None:
         torch._dynamo.reset()
@@ -272,13 +272,22 @@ def decode_part() -> None:
                meta=dict(meta, variant="static_cache_reduce_overhead", cache="StaticCache",
                          capture="inside the window (second call)"))
 
-    guarded(eager_run)()
-    guarded(static_run)()
+    def eager_flash_run() -> None:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+            eager_run("decode_eager_flash", "eager, SDPA without the cuDNN backend")
+
+    if os.environ.get("GRAPHS_ONLY") != "decode_flash":
+        guarded(eager_run)()
+        guarded(static_run)()
+    guarded(eager_flash_run)()
 
 
 def main() -> None:
     log("env", ENV)
-    for part in (mlp_part, block_part, decode_part):
+    parts = (decode_part,) if os.environ.get("GRAPHS_ONLY") == "decode_flash" else (mlp_part, block_part, decode_part)
+    for part in parts:
         guarded(part)()
     with open(os.path.join(OUT, "timings.json"), "w") as f:
         json.dump({"about": "CUDA-event timings measured outside the profiler (ms), see graph_traces.py",

@@ -137,11 +137,15 @@ class _Recorder:
         atexit.register(self.finish)
 
     def _enter(self, *_: Any) -> None:
+        # inside a compiled region (torch.compile traces inner modules' hooks) a step boundary cannot be
+        # counted and os.getpid cannot be traced: the outermost call, which runs eagerly, counts it
+        if self.torch.compiler.is_compiling():
+            return
         if os.getpid() == self.pid:
             self.depth += 1
 
     def _leave(self, *_: Any) -> None:
-        if os.getpid() != self.pid:
+        if self.torch.compiler.is_compiling() or os.getpid() != self.pid:
             return
         self.depth = max(self.depth - 1, 0)
         if self.depth == 0:
