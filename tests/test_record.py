@@ -141,6 +141,27 @@ def test_an_inference_loop_steps_on_forward(tmp_path: Path) -> None:
     assert document["tracelens_record"]["step_on"] == "forward"
 
 
+def test_step_on_forward_with_a_compiled_forward(tmp_path: Path) -> None:
+    """A forward compiled with torch.compile (as a static-cache generate() loop does): the hooks of the modules
+    inside the compiled region must not break Dynamo's trace (they once called os.getpid there, which Dynamo
+    refuses), and each outermost call is still one step."""
+    (tmp_path / "compiled_loop.py").write_text(
+        "import torch\nfrom torch import nn\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.a = nn.Linear(8, 8)\n"
+        "        self.b = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n        return self.b(torch.relu(self.a(x)))\n"
+        "m = M().eval()\nm.forward = torch.compile(m.forward, backend='eager', fullgraph=True)\n"
+        "x = torch.randn(4, 8)\nwith torch.no_grad():\n    for _ in range(10):\n        x = torch.tanh(m(x))\n"
+    )
+    result = record(
+        tmp_path, "--no-analyze", "--step-on", "forward", "--skip", "2", "--steps", "3", "--", "compiled_loop.py"
+    )
+    assert result.returncode == 0, result.stderr
+    document = raw(tmp_path / "traces/record/compiled_loop.json.gz")
+    assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+
+
 def test_step_on_a_named_function(tmp_path: Path) -> None:
     (tmp_path / "steps_mod.py").write_text("import torch\n\ndef one_step(x):\n    return (x @ x).sum()\n")
     (tmp_path / "loop.py").write_text(
