@@ -143,7 +143,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> 
 # A test run once per trace is slow on the biggest traces (a few seconds each, against ~0.2 s on the others):
 # those cases are marked `slow` here, so the default run covers every test on the smaller traces and
 # `pytest -m slow` (.ci/run) the same tests on the big ones. Tests slow on any input carry @pytest.mark.slow.
-BIG_TRACE_BYTES = 1_300_000  # gzip size; 8 traces today, 1.4 to 3.9 MB (54 MB of JSON the largest NVIDIA one)
+BIG_TRACE_BYTES = 900_000  # gzip size; 11 traces today, 0.94 to 3.9 MB
 
 
 def _big_traces() -> tuple[set[Path], tuple[str, ...]]:
@@ -185,17 +185,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             sources.update(source for name, source in anchors.OPTIONAL.items() if name in reason)
         else:
             reasons[reason] = reasons.get(reason, 0) + 1
-    parts = [f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])]
+    parts = [f"{reason} ({count})" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])]
     if optional:
-        parts.insert(
-            0,
-            f"{optional} need a trace whose licence keeps it out of the repository (from "
-            f"{', '.join(sorted(sources))}; TRACELENS_ANCHORS=DIR runs them)",
-        )
-    line = f"skipped {len(skipped)}: " + ", ".join(parts) if skipped else "skipped 0"
+        sources_text = ", ".join(sorted(sources))
+        parts.insert(0, f"a trace not redistributable, from {sources_text}: set TRACELENS_ANCHORS ({optional})")
+    line = f"skipped {len(skipped)}: " + "; ".join(parts) if skipped else "skipped 0"
     slow = sum(1 for item in terminalreporter.stats.get("deselected", []) if item.get_closest_marker("slow"))
     if slow and "not slow" in (config.getoption("markexpr") or ""):
-        line += f"; {slow} slow tests not run (pytest -m slow runs them)"
+        line += f"; {slow} slow test{'s' * (slow > 1)} not run (pytest -m slow runs {'them' if slow > 1 else 'it'})"
     terminalreporter.write_line(f"tracelens tests: {line}")
 
 
