@@ -36,17 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ANCHORS = Path(
-    os.environ.get("TRACELENS_ANCHORS")
-    or next(
-        (
-            p
-            for p in (REPO.parent / "shared" / "anchor_traces", REPO.parent.parent / "shared" / "anchor_traces")
-            if p.exists()
-        ),
-        REPO.parent / "shared" / "anchor_traces",
-    )
-)
+ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS") or REPO / "tests" / "corpus")  # the third-party traces
 DEFAULT_ANCHORS = (
     "hta/df_index_resolver/df_index_resolver.json.gz",
     "hta/trace_diff/control/control.json.gz",

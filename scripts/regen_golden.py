@@ -10,24 +10,24 @@ changed number must be explained by the change. tests/test_golden.py compares ag
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden"
-ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS", REPO.parent / "shared" / "anchor_traces"))
 TRACES = REPO / "traces"
+sys.path.insert(0, str(REPO))  # tests/anchors.py: where the corpus traces are
+from tests import anchors  # noqa: E402
+
+ANCHORS = anchors.primary()
 
 
 def corpus() -> dict[str, Path]:
     """Golden name (relative path under tests/golden, without .json) → trace file, sorted by name."""
     found: dict[str, Path] = {}
-    if ANCHORS.exists():
-        for path in ANCHORS.rglob("*.json*"):
-            if _is_trace(path):
-                found[f"anchor_traces/{path.relative_to(ANCHORS).as_posix()}"] = path
+    for relative, path in anchors.traces().items():
+        found[f"anchor_traces/{relative}"] = path
     if TRACES.exists():
         for path in TRACES.rglob("*.json*"):
             if _is_trace(path):
@@ -36,12 +36,7 @@ def corpus() -> dict[str, Path]:
 
 
 def _is_trace(path: Path) -> bool:
-    return (
-        path.is_file()
-        and path.name.endswith((".json", ".json.gz"))
-        and "trace_perf_report_csvs" not in path.parts
-        and path.name not in ("execution_details.json", "timings.json")
-    )
+    return anchors.is_trace(path)
 
 
 def golden_document(path: Path) -> dict[str, Any]:
@@ -68,7 +63,7 @@ def golden_path(name: str) -> Path:
 def main(argv: list[str]) -> int:
     selected = {name: path for name, path in corpus().items() if not argv or any(a in name for a in argv)}
     if not selected:
-        print(f"no trace matched (anchors at {ANCHORS}, recorded traces at {TRACES})", file=sys.stderr)
+        print(f"no trace matched (anchors in {anchors.roots()}, recorded traces at {TRACES})", file=sys.stderr)
         return 2
     for name, path in selected.items():
         target = golden_path(name)

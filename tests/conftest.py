@@ -10,30 +10,32 @@ from typing import Any
 
 import pytest
 
+from tests import anchors
+
 REPO = Path(__file__).resolve().parent.parent
-ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS", REPO.parent / "shared" / "anchor_traces"))
+ANCHORS = anchors.primary()  # holds every redistributable corpus trace (tests/anchors.py: where to look)
 TRACES = REPO / "traces"
 
 
 def anchor(relative: str) -> Path:
-    """Path of a corpus trace; skips the test when the corpus is not beside the checkout."""
-    path = ANCHORS / relative
-    if not path.exists():
-        pytest.skip(f"anchor trace corpus not found at {ANCHORS} (set TRACELENS_ANCHORS)")
+    """Path of a corpus trace. A trace whose licence keeps it out of the repository (`anchors.OPTIONAL`) skips
+    the test when no folder holds it; any other missing trace fails it (the corpus is in the repository)."""
+    path = anchors.find(relative)
+    if path is None:
+        if relative in anchors.OPTIONAL:
+            pytest.skip(anchors.missing_reason(relative))
+        pytest.fail(anchors.missing_reason(relative))
     return path
 
 
 def anchor_traces() -> list[Path]:
-    """Every .json/.json.gz trace in the corpus (tar archives excluded)."""
-    if not ANCHORS.exists():
-        return []
-    return sorted(
-        p
-        for p in ANCHORS.rglob("*.json*")
-        if p.name.endswith((".json", ".json.gz"))
-        and "trace_perf_report_csvs" not in p.parts
-        and p.name != "execution_details.json"
-    )
+    """Every .json/.json.gz trace of the corpus found (tar archives excluded), sorted by relative name."""
+    return list(anchors.traces().values())
+
+
+def anchor_name(path: Path) -> str:
+    """A corpus trace's name relative to its folder (test ids, golden names)."""
+    return anchors.name(path)
 
 
 def recorded_trace(relative: str) -> Path:
@@ -134,3 +136,68 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> 
     assert main(list(argv)) == expect
     captured = capsys.readouterr()
     return captured.out, captured.err
+
+
+# ---------------------------------------------------------------- slow tests
+
+# A test run once per trace is slow on the biggest traces (a few seconds each, against ~0.2 s on the others):
+# those cases are marked `slow` here, so the default run covers every test on the smaller traces and
+# `pytest -m slow` (.ci/run) the same tests on the big ones. Tests slow on any input carry @pytest.mark.slow.
+BIG_TRACE_BYTES = 900_000  # gzip size; 11 traces today, 0.94 to 3.9 MB
+
+
+def _big_traces() -> tuple[set[Path], tuple[str, ...]]:
+    """The big traces' paths, and the names a test may give them (corpus-relative, or under traces/)."""
+    paths = {p for p in [*anchors.traces().values(), *TRACES.rglob("*.json.gz")] if p.stat().st_size > BIG_TRACE_BYTES}
+    names = {anchors.name(p) if not p.is_relative_to(TRACES) else p.relative_to(TRACES).as_posix() for p in paths}
+    names |= {name.removeprefix("h200/") for name in names}
+    return {p.resolve() for p in paths}, tuple(sorted(names))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` every case of a parametrized test whose parameters include a big trace."""
+    paths, names = _big_traces()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for value in params.values():
+            if (isinstance(value, Path) and value.resolve() in paths) or (
+                isinstance(value, str) and value.endswith(names)
+            ):
+                item.add_marker(pytest.mark.slow)
+                break
+
+
+# ---------------------------------------------------------------- the run's last line: what did not run, and why
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line: how many tests were skipped, grouped by reason (the tests that need a trace not redistributable
+    here counted together, with its upstream repositories), and how many were left out as slow."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    reasons: dict[str, int] = {}
+    optional = 0
+    sources: set[str] = set()
+    for report in skipped:
+        reason = _skip_reason(report)
+        if reason.startswith(anchors.OPTIONAL_SKIP):
+            optional += 1
+            sources.update(source for name, source in anchors.OPTIONAL.items() if name in reason)
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    parts = [f"{reason} ({count})" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])]
+    if optional:
+        sources_text = ", ".join(sorted(sources))
+        parts.insert(0, f"a trace not redistributable, from {sources_text}: set TRACELENS_ANCHORS ({optional})")
+    line = f"skipped {len(skipped)}: " + "; ".join(parts) if skipped else "skipped 0"
+    slow = sum(1 for item in terminalreporter.stats.get("deselected", []) if item.get_closest_marker("slow"))
+    if slow and "not slow" in (config.getoption("markexpr") or ""):
+        line += f"; {slow} slow test{'s' * (slow > 1)} not run (pytest -m slow runs {'them' if slow > 1 else 'it'})"
+    terminalreporter.write_line(f"tracelens tests: {line}")
+
+
+def _skip_reason(report: Any) -> str:
+    """The reason given to pytest.skip or a skip mark."""
+    if isinstance(report.longrepr, tuple):  # (file, line, "Skipped: reason")
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return str(report.longrepr)

@@ -139,6 +139,7 @@ def test_idle_time_per_stream_and_host_wait_match_hta(
         assert float(signed_us[ours & host_wait].sum()) == pytest.approx(figures.get("host_wait", 0.0), abs=tolerance)
 
 
+@pytest.mark.slow
 def test_launch_latency_equals_hta_cpu_duration_plus_launch_delay(tmp_path: Path) -> None:
     """HTA's kernel launch stats give, per correlation, the launch call's duration and the delay from its end
     to the GPU start; our launch latency (call start → GPU start) is their sum. Explained differences: HTA keeps
@@ -165,6 +166,7 @@ def test_launch_latency_equals_hta_cpu_duration_plus_launch_delay(tmp_path: Path
     assert int((latency_us < call_us).sum()) == 50
 
 
+@pytest.mark.slow
 def test_gpu_busy_and_idle_equal_hta_temporal_breakdown(tmp_path: Path) -> None:
     """HTA's temporal breakdown: idle = (last GPU end − first GPU start) − the union of GPU activity, over the
     activity it kept (whole ProfilerSteps but the last). Our bound analysis over the same steps gives the same

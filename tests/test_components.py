@@ -67,6 +67,7 @@ def test_text_shows_the_component_table_only_for_block_traces(capsys: pytest.Cap
     assert "by block component" not in _compare(linear, capsys)
 
 
+@pytest.mark.slow
 def test_sweep_components_use_the_steps_without_compilation(capsys: pytest.CaptureFixture[str]) -> None:
     """Compiled sweep traces: the window drops the steps that compiled, as the variants table does. Which steps
     compiled is known from the recording (sweep/timings.json: Dynamo graphs per step 1,1,1,0,1,1 static and

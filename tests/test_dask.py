@@ -16,6 +16,7 @@ distributed = pytest.importorskip("dask.distributed")
 DLRM = "other/facebookresearch__param/dlrm_kineto.tar.gz"
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_equals_local_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACELENS_CACHE_DIR", str(tmp_path / "cache"))
     paths = rank_files(anchor(DLRM), tmp_path)
@@ -43,6 +44,7 @@ def test_cli_scheduler_local(
     assert json.loads(capsys.readouterr().out) == local
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_clean_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -125,6 +125,7 @@ def test_a_foreach_op_moves_its_tensor_lists() -> None:
 SCALAR_OPS = {"aten::add", "aten::reciprocal", "aten::mul", "aten::clamp"}
 
 
+@pytest.mark.slow
 def test_log_softmax_to_nll_loss_keeps_the_result_the_backward_reads() -> None:
     """GPT-2 training's loss: copy_ (the bf16 logits to fp32), _log_softmax, nll_loss_forward. From the raw
     events: logits 4096 x 8192; nll_loss gathers one of the 8192 values per row (its kernel time, 17.6 µs, is

@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ANCHORS, kernel, launch, op, step
+from tests import anchors
+from tests.conftest import kernel, launch, op, step
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.errors import TracelensError
@@ -73,8 +74,8 @@ def _base_events() -> list[dict[str, Any]]:
 
 
 def _real_events() -> list[dict[str, Any]]:
-    path = ANCHORS / "hta" / "triton_example" / "triton_example.json.gz"
-    if not path.exists():
+    path = anchors.find("hta/triton_example/triton_example.json.gz")
+    if path is None:
         return _base_events()
     document = json.loads(gzip.decompress(path.read_bytes()))
     events: list[dict[str, Any]] = document["traceEvents"]
@@ -293,6 +294,7 @@ def _load_or_unusable(path: Path) -> Trace | None:
     bare_array=st.booleans(),
     compress=st.booleans(),
 )
+@pytest.mark.slow
 def test_mutated_traces_never_crash(base: str, mutations: list[Mutation], bare_array: bool, compress: bool) -> None:
     data = _serialize(_mutate(BASES[base], mutations), bare_array)
     with tempfile.TemporaryDirectory() as folder:
@@ -310,6 +312,7 @@ def test_mutated_traces_never_crash(base: str, mutations: list[Mutation], bare_a
     mutations=st.lists(mutation, max_size=4),
     seed=st.integers(0, 2**32 - 1),
 )
+@pytest.mark.slow
 def test_shuffled_events_give_the_same_analysis(base: str, mutations: list[Mutation], seed: int) -> None:
     events = _mutate(BASES[base], mutations)
     shuffled = list(events)

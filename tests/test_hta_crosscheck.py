@@ -64,6 +64,7 @@ def test_qwen_kernel_calls_equal_hta_and_times_within_its_rounding(tmp_path: Pat
         assert abs(theirs[name][0] - total_us) <= 2 * calls
 
 
+@pytest.mark.slow
 def test_per_step_kernel_counts_equal_hta_where_hta_keeps_the_step(tmp_path: Path) -> None:
     path = anchor("hta/trace_diff/control/control.json.gz")
     theirs, by_iteration = hta_kernels(path, tmp_path)

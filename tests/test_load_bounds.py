@@ -94,6 +94,7 @@ def _gzip_of(path: Path, parts: list[tuple[bytes, int]]) -> Path:
 MB = 1 << 20
 
 
+@pytest.mark.slow
 def test_endless_whitespace_in_a_gzip_is_refused_after_the_event_bound(tmp_path: Path) -> None:
     """The attack of issue 19: `{"traceEvents":[` then 1 GB of spaces (1 MB of gzip). Refused once 64 MB pass
     without an event ending, in time and memory that do not grow with what follows."""
@@ -247,6 +248,7 @@ except TracelensError as exc:
 """
 
 
+@pytest.mark.slow
 def test_the_former_pool_path_never_hangs_under_repeated_loads_and_sigterm(tmp_path: Path) -> None:
     """Stress (issue 19 item 2): 10 loads, each a fresh process with the command's SIGTERM handler, of a
     truncated gzip whose size field claims > 1 GiB and of a whole 10 MB gzip (both took the old process-pool

@@ -238,6 +238,7 @@ def test_cut_off_and_repaired_files(tmp_path: Path) -> None:
     assert "were not read" in memory_of(trace, select_window(trace)).note
 
 
+@pytest.mark.slow
 def test_workloads_record_memory_events_on_request(tmp_path: Path) -> None:
     """`python -m workloads.record --profile-memory` (CPU smoke shapes) writes [memory] events that the analysis
     reads (CPU allocations here; the same option on the GPU gives the GPU's)."""

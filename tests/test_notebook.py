@@ -26,6 +26,7 @@ def builder() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_committed_notebook_is_built_from_its_source() -> None:
     build = builder()
     assert (NOTEBOOKS / "study.ipynb").read_text(encoding="utf-8") == build.dumps(build.build()), (
@@ -46,6 +47,7 @@ def test_cells_split_at_percent_markers() -> None:
     assert [(c.cell_type, c.source) for c in cells] == [("markdown", "# Title\ntext"), ("code", "x = 1\n\nx")]
 
 
+@pytest.mark.slow
 def test_notebook_executes_on_the_committed_traces(tmp_path: Path) -> None:
     recorded_trace("h200/eager_mlp.json.gz")
     pytest.importorskip("nbclient")

@@ -135,6 +135,7 @@ def test_annotate_needs_a_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "no rank 9" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_hta_folder_is_separate_traces_not_one_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Seven unrelated traces (ranks 0, 0, 1, 1, 1, 3 and none; world sizes 2 to 128): never a skew."""
     assert main(["analyze", str(anchor(HTA)), "--format", "json", "--workers", "1"]) == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.conftest import ANCHORS, anchor, anchor_traces
+from tests.conftest import anchor, anchor_name, anchor_traces
 from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
@@ -26,7 +26,7 @@ from tracelens.renderers.perfetto import trace_additions
 TRACES = anchor_traces()
 
 
-@pytest.mark.parametrize("path", TRACES, ids=[str(p.relative_to(ANCHORS)) for p in TRACES])
+@pytest.mark.parametrize("path", TRACES, ids=[anchor_name(p) for p in TRACES])
 def test_anchor_goes_through_report_and_annotate(path: Path) -> None:
     trace = load_trace(path)
     report = analyze(trace)

@@ -201,6 +201,7 @@ def test_report_on_a_hit_still_refuses_to_overwrite(
     assert loads == [path]
 
 
+@pytest.mark.slow
 def test_report_options_paths_order_and_content_miss(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

@@ -81,6 +81,7 @@ def test_tf32_gemms_are_held_against_the_tf32_peak() -> None:
     assert max(r.achieved_tflops for r in tensorop) > 19.5  # above the fp32 peak: only TF32 explains it
 
 
+@pytest.mark.slow
 def test_convolution_backward_is_modelled_on_the_resnet_trace() -> None:
     """ResNet-50 training (torch 1.9 legacy trace): the cuDNN backward convolutions get 2 x 2·N·Cout·Ho·Wo·Cin·k²
     FLOPs from `aten::cudnn_convolution_backward`'s (input, grad_output, weight) dims."""

@@ -26,6 +26,7 @@ def _compare(model: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[Path]
     return paths, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["geglu", "block"])
 def test_shapes_match_the_stdlib_computation(model: str, capsys: pytest.CaptureFixture[str]) -> None:
     paths, doc = _compare(model, capsys)

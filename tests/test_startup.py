@@ -51,7 +51,6 @@ def test_analyze_json_imports_no_pandas_plotly_or_rich(tmp_path: Path) -> None:
     assert _imported("analyze", str(TRACE), "--format", "json", tmp_path=tmp_path) == set()
 
 
-@pytest.mark.skipif(not MEMORY_TRACE.exists(), reason="anchor trace corpus missing")
 def test_the_memory_analysis_imports_nothing_heavy(tmp_path: Path) -> None:
     # a plain np.unique in the memory timeline once imported numpy.ma (20 ms)
     assert _imported("analyze", str(MEMORY_TRACE), "--format", "json", "--no-cache", tmp_path=tmp_path) == set()

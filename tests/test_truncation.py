@@ -34,6 +34,7 @@ def triton_json() -> bytes:
     return gzip.decompress(anchor("hta/triton_example/triton_example.json.gz").read_bytes())
 
 
+@pytest.mark.slow
 def test_plain_cut_at_any_byte_keeps_complete_events_only(tmp_path: Path, triton_json: bytes) -> None:
     full_path = tmp_path / "full.json"
     full_path.write_bytes(triton_json)
@@ -210,6 +211,7 @@ def test_salvage_of_a_50_mb_file_cut_inside_a_long_string_is_fast() -> None:
     assert elapsed < 10, elapsed
 
 
+@pytest.mark.slow
 def test_salvage_gives_up_after_bounded_tries_on_garbage() -> None:
     data = b'{"traceEvents": [' + b'{"a": 1}"}, ' * 2_000_000
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tests.conftest import ANCHORS, TRACES, anchor, anchor_traces, recorded_trace
+from tests.conftest import TRACES, anchor, anchor_name, anchor_traces, recorded_trace
 from tests.independent.dispatch_idle import idle_dispatch_us
 from tests.independent.step_windows import step_figures
 from tracelens.analyses.pipeline import analyze
@@ -23,7 +23,7 @@ ALL = [*anchor_traces(), *RECORDED]
 
 
 def _ids(paths: list[Path]) -> list[str]:
-    return [str(p.relative_to(ANCHORS if p.is_relative_to(ANCHORS) else TRACES)) for p in paths]
+    return [str(p.relative_to(TRACES)) if p.is_relative_to(TRACES) else anchor_name(p) for p in paths]
 
 
 @pytest.mark.parametrize("path", ALL, ids=_ids(ALL))

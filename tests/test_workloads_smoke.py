@@ -60,6 +60,7 @@ def test_workloads_do_not_import_analysis_deps():
         assert m is None, f"{f.name} imports {m.group(1)}"
 
 
+@pytest.mark.slow
 def test_record_smoke(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "traces"
@@ -173,6 +174,7 @@ def _scope_counts(data):
     return counts
 
 
+@pytest.mark.slow
 def test_record_smoke_block_and_shapes(tmp_path):
     """The decoder block (inference + training) and the shape sweeps, CPU smoke."""
     pytest.importorskip("torch")

@@ -9,11 +9,12 @@ import io
 import os
 from pathlib import Path
 
+from tests import anchors
 from tracelens.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = REPO / "tests" / "snapshots"
-ANCHORS = Path(os.environ.get("TRACELENS_ANCHORS", REPO.parent / "shared" / "anchor_traces"))
+ANCHORS = anchors.primary()  # the redistributable corpus (tests/corpus/, or $TRACELENS_ANCHORS)
 STUDY = ["traces/h200/eager_mlp.json.gz", "traces/h200/compiled_mlp.json.gz", "traces/h200/liger_mlp.json.gz"]
 STUDY_ALL = [*STUDY, "traces/h200/eager_linear.json.gz", "traces/h200/compiled_linear.json.gz"]
 ANCHOR_TRACES = {

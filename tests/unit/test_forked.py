@@ -80,6 +80,7 @@ def _mark_run(job: tuple[str, int]) -> int:
     return index
 
 
+@pytest.mark.slow
 def test_no_job_runs_twice_and_no_folder_is_left_when_children_end_late(private_tmp: Path, tmp_path: Path) -> None:
     """The folder is renamed before it is removed: a child still looking for jobs when the results are all here
     finds no folder, instead of re-claiming a job whose claim file the removal had deleted (seen in ~3 % of calls

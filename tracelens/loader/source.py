@@ -24,7 +24,7 @@ import msgspec
 from tracelens.errors import UnusableTraceError
 
 _gzip_module: types.ModuleType = zlib
-try:  # optional: python-isal gunzips ~1.6x faster than zlib (same results)
+try:  # python-isal: a dependency except on Windows on Arm (no wheel there); the same bytes as zlib, faster
     from isal import isal_zlib
 
     _gzip_module = isal_zlib
