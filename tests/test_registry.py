@@ -23,6 +23,7 @@ from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 from tracelens.renderers.jsonout import analyze_dict
 from tracelens.renderers.page import build_report
+from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.text import AnalyzeTextRenderer
 from tracelens.report.document import AnalysisPanels, Panel
 
@@ -137,7 +138,7 @@ def test_every_renderer_the_registry_names_exists() -> None:
         assert issubclass(entry.result, msgspec.Struct) and entry.result.__struct_config__.frozen, entry.name
         for kind in ("text", "panels", "json"):
             if getattr(entry, kind) is not None:
-                assert callable(entry.renderer(kind)), f"{entry.name}.{kind}"
+                assert callable(renderer_of(entry, kind)), f"{entry.name}.{kind}"
     assert len({entry.name for entry in ANALYSES}) == len(ANALYSES)
     assert len({entry.result for entry in ANALYSES}) == len(ANALYSES)  # `ctx.result(Type)` is unambiguous
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import sys
-import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -43,6 +41,8 @@ from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
 from tracelens.records import replace
 
 if TYPE_CHECKING:
+    from tracelens._cache.results import ResultSlot
+    from tracelens._cache.traces import TraceLoad
     from tracelens.loader import Progress
     from tracelens.model.trace import Trace
 
@@ -81,9 +81,6 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
-WRITER_TIMEOUT_S = 120.0  # the longest the command waits for its background entry writers
-
-
 class FolderUse(msgspec.Struct, frozen=True):
     """Entries of one subfolder of the cache and the bytes they take."""
 
@@ -108,22 +105,16 @@ class CacheInfo(msgspec.Struct, frozen=True):
 
 
 class Cache(msgspec.Struct):
-    """The cache of one command (see the module docstring).
-
-    `background_writes`: a big trace's entry is written by a forked child while the command goes on (the
-    `tracelens` command sets it; `finish_writes` waits for those children). `warn` prints a warning line.
-    """
+    """The cache of one command (see the module docstring). `warn` prints a warning line."""
 
     folder: Path
     enabled: bool = True
     max_bytes: int = DEFAULT_MAX_BYTES
     min_trace_bytes: int = MIN_TRACE_BYTES
-    background_writes: bool = False
     warn: Callable[[str], None] = print_warning
-    writers: list[int] = msgspec.field(default_factory=list)
 
     @classmethod
-    def from_environment(cls, *, enabled: bool = True, background_writes: bool = False) -> Cache:
+    def from_environment(cls, *, enabled: bool = True) -> Cache:
         """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`."""
         max_bytes = DEFAULT_MAX_BYTES
         if setting := os.environ.get("TRACELENS_CACHE_MAX_SIZE", "").strip():
@@ -132,15 +123,11 @@ class Cache(msgspec.Struct):
             except ValueError as exc:
                 print_warning(f"TRACELENS_CACHE_MAX_SIZE: {exc}; using {DEFAULT_MAX_BYTES >> 30} GiB")
         off = os.environ.get("TRACELENS_NO_CACHE", "").strip() not in ("", "0")
-        return cls(default_folder(), enabled and not off, max_bytes, background_writes=background_writes)
+        return cls(default_folder(), enabled and not off, max_bytes)
 
     def disabled(self) -> Cache:
         """This cache, turned off (`--no-cache`)."""
-        return replace(self, enabled=False, writers=[])
-
-    def foreground(self) -> Cache:
-        """This cache, writing entries itself (for worker processes, which nobody waits for)."""
-        return replace(self, background_writes=False, writers=[])
+        return replace(self, enabled=False)
 
     @property
     def fingerprint(self) -> str:
@@ -149,47 +136,34 @@ class Cache(msgspec.Struct):
 
     # ------------------------------------------------------------ what commands call
 
-    def load_trace(
-        self,
-        path: str | Path,
-        progress: Progress | None = None,
-        workers: int | None = None,
-        meanwhile: Callable[[], object] | None = None,
-    ) -> Trace:
-        """`tracelens.loader.load_trace(path)`, served from the cache when the same content was loaded before."""
-        from tracelens._cache.traces import load_trace
+    def begin_load(self, path: str | Path, progress: Progress | None = None, workers: int | None = None) -> TraceLoad:
+        """`tracelens.loader.begin_load(path)`, or the trace read from the cache when the same content was loaded
+        before (see `tracelens._cache.traces.begin_load`): `finish()` gives the trace, `store()` writes its
+        entry."""
+        from tracelens._cache.traces import begin_load
 
-        return load_trace(self, Path(path), progress, workers, meanwhile)
+        return begin_load(self, Path(path), progress, workers)
 
-    def result(
-        self,
-        kind: str,
-        inputs: Sequence[Path],
-        options: Mapping[str, object],
-        record_type: Callable[[], type[T]],
-        compute: Callable[[], T],
-    ) -> T:
-        """`compute()`, or its stored result for this kind, these inputs (content and path as given), the code
-        and `options` (JSON-able); see `tracelens._cache.results.cached_result`."""
-        from tracelens._cache.results import cached_result
+    def load_trace(self, path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
+        """`tracelens.loader.load_trace(path)`, served from the cache when the same content was loaded before
+        (and stored there when it was not): `begin_load`, `finish` and `store` at once."""
+        with self.begin_load(path, progress, workers) as load:
+            trace = load.finish()
+        load.store()
+        return trace
 
-        return cached_result(self, kind, inputs, options, record_type, compute)
+    def lookup_result(self, kind: str, inputs: Sequence[Path], options: Mapping[str, object]) -> ResultSlot:
+        """The slot of a command's result for these inputs, options and code, with the entry found there if any
+        (`tracelens._cache.results.lookup_result`)."""
+        from tracelens._cache.results import lookup_result
 
-    def finish_writes(self, timeout_s: float = WRITER_TIMEOUT_S) -> None:
-        """Wait for the entry writers started in the background (the command does before it exits), at most
-        `timeout_s` in all; a writer still running then is killed (its temporary file is swept by the next
-        write to the folder, so no half entry is ever read)."""
-        deadline = time.monotonic() + timeout_s
-        while self.writers:
-            pid = self.writers.pop()
-            with contextlib.suppress(ChildProcessError):
-                while os.waitpid(pid, os.WNOHANG) == (0, 0):
-                    if time.monotonic() > deadline:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
-                        break
-                    time.sleep(0.005)
+        return lookup_result(self, kind, inputs, options)
+
+    def store_result(self, slot: ResultSlot, result: object, record_type: type[Any]) -> bool:
+        """Store a computed result in its slot (`tracelens._cache.results.store_result`); whether it was."""
+        from tracelens._cache.results import store_result
+
+        return store_result(slot, result, record_type)
 
     # ------------------------------------------------------------ content keys of input files
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.registry import ANALYSES, Analysis
-from tracelens.loader.forked import ChildDied, auto_workers, run_forked
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -97,42 +96,12 @@ def analyze(
     step: int | None = None,
     peaks: PeakOverride | None = None,
     analyses: Sequence[Analysis[Any]] = ANALYSES,
-    workers: int | None = None,
 ) -> AnalysisReport:
-    """Run every analysis of the registry (or of `analyses`) on `trace` (optionally one step). Steps that
-    compiled are left out of the steady-state figures (see `compiled.note`); `peaks` overrides the device table
-    for the roofline. `workers` >= 2 (None: `auto_workers()`, 1 where forking is unsafe) runs the entries marked
-    `apart` in a forked child meanwhile, on traces of `PARALLEL_MIN_EVENTS` events or more; the same report for
-    any value (the analyses are pure)."""
+    """Run every analysis of the registry (or of `analyses`) on `trace` (optionally one step), in registry
+    order, in this process. Steps that compiled are left out of the steady-state figures (see `compiled.note`);
+    `peaks` overrides the device table for the roofline."""
     entries = tuple(analyses)
     context = AnalysisContext(trace, step, peaks, entries)
-    parallel = len(trace.events) >= PARALLEL_MIN_EVENTS and (auto_workers() if workers is None else workers) > 1
-    results = _run_parallel(context, entries) if parallel else {e.name: context.run(e) for e in entries}
+    results = {entry.name: context.run(entry) for entry in entries}
     report: AnalysisReport = report_type(entries)(**results)  # type: ignore[assignment]
     return report
-
-
-PARALLEL_MIN_EVENTS = 100_000  # below this a fork (~5-10 ms with the results' pickling) saves less than it costs
-# the child's one result may come long after the parent's share on a huge trace; only a child that hangs waits this
-APART_STALL_S = 1800.0
-
-
-def _run_parallel(context: AnalysisContext, entries: tuple[Analysis[Any], ...]) -> dict[str, Any]:
-    """Every entry's result: the `apart` ones computed by a forked child (which computes what they ask for
-    itself), the others here meanwhile; here too when the child dies."""
-    apart = tuple(entry for entry in entries if entry.apart)
-    here: dict[str, Any] = {}
-
-    def run_here() -> None:
-        for entry in entries:
-            if not entry.apart:
-                here[entry.name] = context.run(entry)
-
-    def run_apart(group: tuple[Analysis[Any], ...]) -> dict[str, Any]:
-        return {entry.name: context.run(entry) for entry in group}
-
-    try:
-        [there] = run_forked([apart], 1, run_apart, meanwhile=run_here, stall_s=APART_STALL_S)
-    except ChildDied:  # killed (out of memory?) or stalled, after `run_here` ran: its entries are computed here
-        there = {entry.name: context.run(entry) for entry in apart}
-    return {entry.name: here[entry.name] if entry.name in here else there[entry.name] for entry in entries}

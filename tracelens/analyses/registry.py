@@ -12,11 +12,6 @@ Each entry (`Analysis`) names:
   AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
   None: `{name: result as plain data}`;
-- `apart`: run in a forked process of its own while this process runs the others, when the analyses run in
-  parallel (`analyze(..., workers=2+)` on a big trace). The split keeps together what shares derived data (a
-  result or memo asked for on both sides is computed twice): summary, dispatch, compiled and bound (which asks
-  for the other three) here; the critical path and the lighter analyses apart. Measured on a 72 MB trace, one
-  process at a time: 37 ms here, 37 ms apart (bound and the critical path apart: 44 ms and 40 ms).
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
 Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result
@@ -25,7 +20,6 @@ in any order (`ctx.result(Type)`).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -62,19 +56,6 @@ class Analysis(Generic[R]):
     panels: str | None = None
     json: str | None = None
     text_order: int = 50  # text sections print by this, then in registry order
-    apart: bool = False  # see the module docstring
-
-    def renderer(self, kind: str) -> Callable[..., Any] | None:
-        """The `text`, `panels` or `json` function, imported on first use (None if the entry has none)."""
-        ref = getattr(self, kind)
-        return None if ref is None else load(ref)
-
-
-def load(ref: str) -> Callable[..., Any]:
-    """The function `"package.module:function"` names."""
-    module, _, attribute = ref.partition(":")
-    function: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
-    return function
 
 
 ANALYSES: tuple[Analysis[Any], ...] = (
@@ -106,7 +87,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{TEXT}:fusion_parts",
         panels=f"{PANELS}:fusion_panels",
         json=f"{JSON}:fusion_json",
-        apart=True,
     ),
     Analysis(
         "roofline",
@@ -114,7 +94,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         Roofline,
         text=f"{TEXT}:roofline_parts",
         panels=f"{PANELS}:roofline_panels",
-        apart=True,
     ),
     # its note says which steps the other analyses left out, so it comes first in the text
     Analysis(
@@ -133,7 +112,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{BEYOND}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
-        apart=True,
     ),
     Analysis(
         "comm_overlap",
@@ -141,7 +119,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         CommOverlap,
         text=f"{BEYOND}:comm_overlap_parts",
         panels=f"{BEYOND}:comm_overlap_panels",
-        apart=True,
     ),
     Analysis(
         "stream_idle",
@@ -149,7 +126,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         StreamIdle,
         text=f"{BEYOND}:stream_idle_parts",
         panels=f"{BEYOND}:stream_idle_panels",
-        apart=True,
     ),
     Analysis(
         "memory",
@@ -158,6 +134,5 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text="tracelens.renderers.memory:text_section",
         panels="tracelens.renderers.memory:panels",
         json="tracelens.renderers.memory:json_keys",
-        apart=True,
     ),
 )

@@ -15,16 +15,18 @@ from tracelens.cli.common import (
     add_format_argument,
     add_output_arguments,
     emit_result,
-    load_with_feedback,
     print_warnings,
 )
 from tracelens.cli.runs import add_rank_argument
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
+from tracelens.progress import LoadProgress
 from tracelens.records import shallow_dict
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
+    from tracelens._cache.results import ResultSlot
+    from tracelens._cache.traces import TraceLoad
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.record import CachedAnalysis
     from tracelens.loader.et import ExecutionTrace
@@ -131,33 +133,56 @@ class AnalyzeCommand:
 
 
 def _run_one(args: argparse.Namespace) -> int:
+    """One trace, top to bottom: look the result up in the cache; when it is not there, start the load, import
+    what comes next while worker processes decode, finish the load, analyze; print; store what was computed."""
     peaks = peak_override(args.peak_tflops, args.peak_tbps)
-
-    def compute() -> CachedAnalysis:
-        trace = load_with_feedback(args.trace, args.cache, quiet=True, meanwhile=lambda: _import_for(args.format))
-        from tracelens.analyses import analyze
-        from tracelens.analyses.record import CachedAnalysis
-
-        warnings = trace.warnings
-        if execution_trace is not None:
-            warnings = (*warnings, *_attach_et(trace, execution_trace))
-        return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
-
     execution_trace = _load_et(args.et) if args.et is not None else None
     options: dict[str, object] = {"step": args.step, "peaks": shallow_dict(peaks)}
     inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
-    result = args.cache.result("analyses", inputs, options, _record_type, compute)
+    slot = args.cache.lookup_result("analyses", inputs, options)
+    load: TraceLoad | None = None
+    result = _cached(slot)
+    if result is None:
+        with (
+            LoadProgress(f"loading {args.trace.name}") as progress,
+            args.cache.begin_load(args.trace, progress) as load,
+        ):
+            _import_for(args.format)  # while the worker processes decode
+            trace = load.finish()
+        result = _analyze(trace, args.step, peaks, execution_trace)
     print_warnings(args.trace, result.warnings)
     from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 
     emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
+    if load is not None:  # computed here: stored after the output, which never waits for the cache
+        from tracelens.analyses.record import CachedAnalysis
+
+        args.cache.store_result(slot, result, CachedAnalysis)
+        load.store()
     return 0
 
 
-def _record_type() -> type[CachedAnalysis]:
+def _cached(slot: ResultSlot) -> CachedAnalysis | None:
+    """The stored result in `slot`, if one was found (the analyses are imported only then)."""
+    if not slot.found:
+        return None
     from tracelens.analyses.record import CachedAnalysis
 
-    return CachedAnalysis
+    cached: CachedAnalysis | None = slot.value(CachedAnalysis)
+    return cached
+
+
+def _analyze(
+    trace: Trace, step: int | None, peaks: PeakOverride, execution_trace: ExecutionTrace | None
+) -> CachedAnalysis:
+    """Every analysis of `trace`, with the load's warnings (and the execution trace's, when one is paired)."""
+    from tracelens.analyses import analyze
+    from tracelens.analyses.record import CachedAnalysis
+
+    warnings = trace.warnings
+    if execution_trace is not None:
+        warnings = (*warnings, *_attach_et(trace, execution_trace))
+    return CachedAnalysis(analyze(trace, step=step, peaks=peaks), warnings)
 
 
 def _load_et(path: Path) -> ExecutionTrace:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -12,9 +13,9 @@ from typing import TypeVar
 
 from tracelens._cache import Cache
 from tracelens.cli.output import describe_os_error, emit, is_stdout
-from tracelens.cli.progress import LoadProgress
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
+from tracelens.progress import LoadProgress
 from tracelens.renderers.base import Renderer
 from tracelens.renderers.textsafe import escape_controls
 
@@ -54,13 +55,15 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_with_feedback(
-    path: Path, cache: Cache, quiet: bool = False, meanwhile: Callable[[], object] | None = None
-) -> Trace:
-    """Load one trace (from `cache` when possible) with a progress bar (terminal only) and print its
-    warnings on stderr. `meanwhile`: as in `load_trace` (imports the command needs next, while workers decode)."""
-    with LoadProgress(f"loading {path.name}") as progress:
-        trace = cache.load_trace(path, progress, meanwhile=meanwhile)
+def load_with_feedback(path: Path, cache: Cache, quiet: bool = False, imports: Sequence[str] = ()) -> Trace:
+    """Load one trace (from `cache` when possible, storing it there when worth it) with a progress bar
+    (terminal only) and print its warnings on stderr unless `quiet`. `imports`: modules the command needs next,
+    imported here while worker processes decode."""
+    with LoadProgress(f"loading {path.name}") as progress, cache.begin_load(path, progress) as load:
+        for module in imports:
+            importlib.import_module(module)
+        trace = load.finish()
+    load.store()
     if not quiet:
         print_warnings(path, trace.warnings)
     return trace

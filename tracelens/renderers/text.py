@@ -15,6 +15,7 @@ from rich.text import Text
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
@@ -257,7 +258,7 @@ def analysis_parts(report: AnalysisReport) -> list[RenderableType]:
     """Every analysis' text section (the registry's `text` renderers), in `text_order`."""
     parts: list[RenderableType | None] = []
     for entry, result in sorted(report.results(), key=lambda pair: pair[0].text_order):
-        section = entry.renderer("text")
+        section = renderer_of(entry, "text")
         if section is not None:
             parts += section(result, report)
     return [p for p in parts if p is not None]
