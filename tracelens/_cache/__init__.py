@@ -27,7 +27,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import stat
 import sys
+import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 DEFAULT_MAX_BYTES = 2 << 30
+STALE_TEMP_S = 3600.0  # a writer's temporary file untouched this long is a leftover, whatever its pid says
 MIN_TRACE_BYTES = 16 << 20  # traces with less JSON than this load about as fast as they hash: not stored
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32,64}(\.(trace|msgpack))?$")
 _LEGACY_NAME = re.compile(r"^[0-9a-f]{40}\.(npz|json)$")  # entries of tracelens 0.1 before this package
@@ -58,6 +62,14 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def _ours(name: str) -> bool:
     """Whether `name` is a temporary file of a cache writer (this version's or an earlier one's)."""
     return name.endswith(TEMP_SUFFIX) or _LEGACY_TEMP.match(name) is not None
+
+
+def remove_entry(path: Path) -> None:
+    """Delete what is at `path`: a file, a link (not what it points to), a FIFO, or a directory tree."""
+    if stat.S_ISDIR(path.lstat().st_mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def print_warning(message: str) -> None:
@@ -112,6 +124,7 @@ class Cache(msgspec.Struct):
     max_bytes: int = DEFAULT_MAX_BYTES
     min_trace_bytes: int = MIN_TRACE_BYTES
     warn: Callable[[str], None] = print_warning
+    swept: bool = False  # whether `sweep_leftovers` ran (once per command)
 
     @classmethod
     def from_environment(cls, *, enabled: bool = True) -> Cache:
@@ -142,6 +155,8 @@ class Cache(msgspec.Struct):
         entry."""
         from tracelens._cache.traces import begin_load
 
+        if self.enabled and not self.swept:
+            self.sweep_leftovers()
         return begin_load(self, Path(path), progress, workers)
 
     def load_trace(self, path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
@@ -157,6 +172,8 @@ class Cache(msgspec.Struct):
         (`tracelens._cache.results.lookup_result`)."""
         from tracelens._cache.results import lookup_result
 
+        if self.enabled and not self.swept:
+            self.sweep_leftovers()
         return lookup_result(self, kind, inputs, options)
 
     def store_result(self, slot: ResultSlot, result: object, record_type: type[Any]) -> bool:
@@ -223,10 +240,17 @@ class Cache(msgspec.Struct):
         return header, blobs
 
     def discard(self, path: Path, reason: str) -> None:
-        """Delete the damaged entry at `path`, saying so on stderr."""
+        """Delete the damaged entry at `path`, whatever it is (a file, a link, a FIFO, a directory tree), saying
+        so on stderr; when it cannot be deleted, say that instead (the result is then computed every time)."""
+        try:
+            remove_entry(path)
+        except OSError as exc:
+            self.warn(
+                f"cache entry {path} is damaged ({reason}) and cannot be deleted ({exc.strerror or exc}); "
+                "recomputing without the cache"
+            )
+            return
         self.warn(f"cache entry {path} is damaged ({reason}): deleted, recomputing")
-        with contextlib.suppress(OSError):
-            path.unlink()
 
     def write(self, relative: str, header: dict[str, Any], blobs: list[Buffer]) -> bool:
         """Store an entry atomically and fsync'd, then evict least recently used entries over `max_bytes`.
@@ -245,16 +269,17 @@ class Cache(msgspec.Struct):
     # ------------------------------------------------------------ size
 
     def entry_files(self) -> list[tuple[int, int, Path]]:
-        """(mtime in ns, size, path) of every file of the cache: entries, leftovers of killed writers and
-        entries of earlier versions. Files not named like ours are not counted and never deleted."""
+        """(mtime in ns, size, path) of everything in the cache named like ours: entries, leftovers of killed
+        writers, entries of earlier versions, and whatever else took an entry's name (a directory, a link, a
+        FIFO: size 0, deleted first by `evict`). Files not named like ours are not counted and never deleted."""
         found: list[tuple[int, int, Path]] = []
         for folder, names in self._listing():
             for name in names:
                 path = folder / name
                 with contextlib.suppress(OSError):
-                    stat = path.lstat()
-                    if stat.st_mode & 0o170000 == 0o100000:  # a regular file
-                        found.append((stat.st_mtime_ns, stat.st_size, path))
+                    status = path.lstat()
+                    regular = stat.S_ISREG(status.st_mode)
+                    found.append((status.st_mtime_ns if regular else 0, status.st_size if regular else 0, path))
         return found
 
     def _listing(self) -> list[tuple[Path, list[str]]]:
@@ -272,19 +297,25 @@ class Cache(msgspec.Struct):
                 listing.append((self.folder / sub, [n for n in names if _ours(n) or _ENTRY_NAME.match(n)]))
         return listing
 
-    def evict(self, max_bytes: int, keep: Path | None = None) -> tuple[int, int]:
-        """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays).
-        Returns (files deleted, bytes freed)."""
+    def evict(self, max_bytes: int, keep: Path | None = None, junk: bool = False) -> tuple[int, int]:
+        """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays); with
+        `junk`, first whatever took an entry's name without being a file (`entry_files`: mtime 0). Returns
+        (files deleted, bytes freed)."""
         files = self.entry_files()
         total = sum(size for _, size, _ in files)
         removed = freed = 0
-        for _, size, path in sorted(files):
-            if total <= max_bytes:
+        for mtime_ns, size, path in sorted(files):
+            if total <= max_bytes and not (junk and mtime_ns == 0):
                 break
             if path == keep:
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            try:
+                remove_entry(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # still there: still counted
+            else:
                 removed, freed = removed + 1, freed + size
             total -= size
         return removed, freed
@@ -292,9 +323,25 @@ class Cache(msgspec.Struct):
     def prune(self, max_bytes: int | None = None) -> tuple[int, int]:
         """Delete leftovers of killed writers, then least recently used entries down to `max_bytes` (default:
         this cache's cap). Returns (files deleted, bytes freed)."""
-        for folder, _ in self._listing():
-            sweep_stale_temps(folder)
-        return self.evict(self.max_bytes if max_bytes is None else max_bytes)
+        self.sweep_leftovers()
+        return self.evict(self.max_bytes if max_bytes is None else max_bytes, junk=True)
+
+    def sweep_leftovers(self) -> int:
+        """Delete the temporary files of writers killed before they finished (SIGKILL, a crash), in every folder
+        of the cache: those whose process is gone, and those untouched for `STALE_TEMP_S` (their pid may have
+        been reused). Done once per command, at its first use of the cache; returns how many were deleted."""
+        self.swept = True
+        removed = 0
+        stale_ns = time.time_ns() - int(STALE_TEMP_S * 1e9)
+        for folder, names in self._listing():
+            removed += sweep_stale_temps(folder)
+            for name in names:
+                path = folder / name
+                with contextlib.suppress(OSError):
+                    if _ours(name) and path.lstat().st_mtime_ns < stale_ns:
+                        path.unlink()
+                        removed += 1
+        return removed
 
     def info(self) -> CacheInfo:
         """Where the cache is and what it holds, per subfolder."""
