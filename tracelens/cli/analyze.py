@@ -6,6 +6,7 @@ Given a directory or a tar archive of rank traces, the ranks are analyzed in par
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 from tracelens.progress import LoadProgress
 from tracelens.records import shallow_dict
+from tracelens.renderers.formats import output_format as output_format_of
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
@@ -31,7 +33,6 @@ if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check`
     from tracelens.analyses.record import CachedAnalysis
     from tracelens.loader.et import ExecutionTrace
     from tracelens.model.trace import Trace
-    from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
@@ -107,7 +108,7 @@ class AnalyzeCommand:
             help="a PyTorch execution trace (ExecutionTraceObserver JSON) taken with TRACE: fusion links ops by "
             "tensor identity instead of shape and dtype",
         )
-        add_format_argument(parser)
+        add_format_argument(parser, "analyze")
         add_output_arguments(parser)
         add_cache_argument(parser)
         parser.add_argument(
@@ -151,9 +152,7 @@ def _run_one(args: argparse.Namespace) -> int:
             trace = load.finish()
         result = _analyze(trace, args.step, peaks, execution_trace)
     print_warnings(args.trace, result.warnings)
-    from tracelens.renderers.jsonout import AnalyzeJsonRenderer
-
-    emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
+    emit_result(args, "analyze", result.report)
     if load is not None:  # computed here: stored after the output, which never waits for the cache
         from tracelens.analyses.record import CachedAnalysis
 
@@ -207,18 +206,11 @@ def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]
 
 
 def _import_for(output_format: str) -> None:
-    """Import the analyses and the renderer (done while worker processes decode the trace)."""
-    import tracelens.analyses.record
-    import tracelens.renderers.jsonout
+    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace)."""
+    import tracelens.analyses.record  # noqa: F401
 
-    if output_format == "text":
-        import tracelens.renderers.text  # noqa: F401
-
-
-def _text_renderer(color: bool, width: int | None) -> AnalyzeTextRenderer:
-    from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
-
-    return AnalyzeTextRenderer(color=color, width=width)
+    ref = output_format_of(output_format).renderers()["analyze"][0]
+    importlib.import_module(ref.partition(":")[0])
 
 
 def _is_archive(path: Path) -> bool:
@@ -231,7 +223,6 @@ def _is_archive(path: Path) -> bool:
 
 def _run_ranks(args: argparse.Namespace) -> int:
     from tracelens.cli.runs import open_run
-    from tracelens.renderers.ranks import RanksJsonRenderer, RanksTextRenderer
 
     if args.step is not None and args.rank is None:
         raise TracelensError("--step applies to one trace, not to a directory or archive of ranks (add --rank N)")
@@ -239,5 +230,5 @@ def _run_ranks(args: argparse.Namespace) -> int:
         if args.rank is not None:  # one rank in full, as for a single trace
             member = run.pick(args.rank)
             return _run_one(argparse.Namespace(**{**vars(args), "trace": member.path}))
-    emit_result(args, run.report, RanksJsonRenderer(), lambda color, width: RanksTextRenderer(color, width))
+    emit_result(args, "ranks", run.report)
     return 0

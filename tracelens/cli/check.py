@@ -103,14 +103,13 @@ class CheckCommand:
         parser.add_argument(
             "-v", "--verbose", action="store_true", help="text: the evidence of every verdict (default: WRONG ones)"
         )
-        add_format_argument(parser)
+        add_format_argument(parser, "check")
         add_output_arguments(parser)
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.hypotheses.evaluate import CheckResult, evaluate
         from tracelens.hypotheses.parse import HypothesisError, load_hypotheses
-        from tracelens.renderers.check import CheckJsonRenderer, CheckTextRenderer
 
         try:
             hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
@@ -124,13 +123,7 @@ class CheckCommand:
         except HypothesisError as exc:
             _report_problems(args.expect, exc)
         result = CheckResult(str(args.expect), documents, verdicts)
-        verbose = args.verbose
-        emit_result(
-            args,
-            result,
-            CheckJsonRenderer(),
-            lambda color, width: CheckTextRenderer(color=color, width=width, verbose=verbose),
-        )
+        emit_result(args, "check", result, verbose=args.verbose)
         return 1 if result.wrong else 0
 
 
