@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from tracelens.analyses.bound import Bound, analyze_bound
 from tracelens.analyses.comm_overlap import CommOverlap, analyze_comm_overlap
 from tracelens.analyses.compiled import Compiled, analyze_compiled
 from tracelens.analyses.critical_path import CriticalPath, analyze_critical_path
 from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
-from tracelens.analyses.fusion import Fusion, analyze_fusion
+from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
 from tracelens.analyses.memory import Memory, analyze_memory
 from tracelens.analyses.roofline import Roofline, analyze_roofline
 from tracelens.analyses.stream_idle import StreamIdle, analyze_stream_idle
@@ -136,3 +136,58 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         json="tracelens.renderers.memory:json_keys",
     ),
 )
+
+
+REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
+
+
+class ReportBase:
+    """The methods of every `AnalysisReport` type (the attributes are its analyses' results)."""
+
+    analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
+
+    def __getitem__(self, name: str) -> Any:
+        """The result of the analysis called `name` (None if it did not run)."""
+        if all(entry.name != name for entry in self.analyses):
+            raise KeyError(name)
+        return getattr(self, name, None)
+
+    def get(self, kind: type[R]) -> R | None:
+        """The result of type `kind`, or None when its analysis did not run."""
+        for entry in self.analyses:
+            value = getattr(self, entry.name, None)
+            if isinstance(value, kind):
+                return value
+        return None
+
+    def results(self) -> list[tuple[Analysis[Any], Any]]:
+        """(entry, result) of every analysis that ran, in registry order."""
+        pairs = [(entry, getattr(self, entry.name, None)) for entry in self.analyses]
+        return [(entry, value) for entry, value in pairs if value is not None]
+
+    @property
+    def fusion_opportunities(self) -> list[FusionOpportunity]:
+        fusion = self.get(Fusion)
+        return fusion.opportunities if fusion else []
+
+
+@dataclass(frozen=True)
+class AnalysisReport(ReportBase):
+    """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
+    the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
+    `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that
+    the two agree)."""
+
+    summary: Summary
+    dispatch: Dispatch | None = None
+    bound: Bound | None = None
+    fusion: Fusion | None = None
+    roofline: Roofline | None = None
+    compiled: Compiled | None = None
+    critical_path: CriticalPath | None = None
+    comm_overlap: CommOverlap | None = None
+    stream_idle: StreamIdle | None = None
+    memory: Memory | None = None
+
+
+AnalysisReport.analyses = ANALYSES
