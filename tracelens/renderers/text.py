@@ -19,6 +19,7 @@ from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
+from tracelens.units import us_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -181,8 +182,7 @@ def _figure_cells(row: StepFigures) -> list[str]:
     ]
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_us = us_text
 
 
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
