@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -12,6 +12,8 @@ import pytest
 from tracelens._cache import Cache
 from tracelens.model.trace import Trace
 from tracelens.records import field_names, is_record
+
+T = TypeVar("T")
 
 WARNING = "tracelens: warning: cache entry "
 
@@ -56,4 +58,17 @@ def no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: object, **kwargs: object) -> Trace:
         raise AssertionError("decoded although the cache holds the trace")
 
-    monkeypatch.setattr(traces, "decode_trace", fail)
+    monkeypatch.setattr(traces, "begin_decode", fail)
+
+
+def cached(
+    cache: Any, kind: str, inputs: list[Path], options: dict[str, object], record_type: type[T], compute: Any
+) -> T:
+    """What a command does with the results cache: look up, compute when nothing was found, store."""
+    slot = cache.lookup_result(kind, inputs, options)
+    found = slot.value(record_type)
+    if found is not None:
+        return found
+    result: T = compute()
+    cache.store_result(slot, result, record_type)
+    return result

@@ -105,16 +105,18 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def spy_on_loads(monkeypatch: pytest.MonkeyPatch, *modules: Any) -> list[Path]:
-    """Wrap `load_with_feedback` in these CLI modules; returns the list of paths they really load."""
+    """Record every trace a command loads (`Cache.begin_load`, served from the trace cache or decoded); returns
+    the list of their paths. `modules`: the CLI modules under test (every command loads through the cache)."""
+    from tracelens._cache import Cache
+
     seen: list[Path] = []
-    real = modules[0].load_with_feedback
+    real = Cache.begin_load
 
-    def spy(path: Path, *args: object, **kwargs: object) -> object:
-        seen.append(path)
-        return real(path, *args, **kwargs)
+    def spy(self: Cache, path: Path, *args: Any, **kwargs: Any) -> Any:
+        seen.append(Path(path))
+        return real(self, path, *args, **kwargs)
 
-    for module in modules:
-        monkeypatch.setattr(module, "load_with_feedback", spy)
+    monkeypatch.setattr(Cache, "begin_load", spy)
     return seen
 
 

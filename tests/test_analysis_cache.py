@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cache_helpers import WARNING
+from tests.cache_helpers import WARNING, cached
 from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
 from tracelens._cache import Cache
 from tracelens.analyses import analyze
@@ -102,6 +102,6 @@ def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Pat
         odd = replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
         return CachedAnalysis(replace(report, summary=odd), ())
 
-    first = Cache(cache_dir).result("analyses", [path], {}, lambda: CachedAnalysis, compute)
+    first = cached(Cache(cache_dir), "analyses", [path], {}, CachedAnalysis, compute)
     assert first.report.summary.steps == 1.0
     assert not list((cache_dir / "analyses").glob("*.msgpack"))

@@ -22,7 +22,7 @@ from tests.conftest import TRACES, anchor, anchor_traces, kernel, launch, op, st
 from tracelens._cache import Cache
 from tracelens._cache.traces import read_trace
 from tracelens.cli import main
-from tracelens.loader import load_trace
+from tracelens.loader import PendingLoad, load_trace
 from tracelens.model.serial import from_plain, to_plain
 from tracelens.model.trace import Trace
 from tracelens.records import field_names
@@ -111,7 +111,7 @@ RECORD_TYPES = {"analyses": "CachedAnalysis", "documents": "CachedDocument", "pa
 
 def test_every_kind_of_result_the_commands_cache_is_tested_below() -> None:
     sources = "".join(p.read_text() for p in (Path(__file__).parents[1] / "tracelens" / "cli").glob("*.py"))
-    assert set(re.findall(r'\.result\(\s*"(\w+)"', sources)) == set(RECORD_TYPES)
+    assert set(re.findall(r"lookup_result\(\s*\"(\w+)\"", sources)) == set(RECORD_TYPES)
 
 
 @pytest.mark.parametrize("path", REAL_TRACES, ids=_label)
@@ -206,16 +206,11 @@ def test_default_location_and_switches(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("TRACELENS_NO_CACHE", raising=False)
     cache = Cache.from_environment()
-    assert (cache.folder, cache.enabled, cache.max_bytes, cache.background_writes) == (
-        tmp_path / "tracelens",
-        True,
-        2 << 30,
-        False,
-    )
+    assert (cache.folder, cache.enabled, cache.max_bytes) == (tmp_path / "tracelens", True, 2 << 30)
     monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
     monkeypatch.setenv("TRACELENS_CACHE_MAX_SIZE", "500M")
-    cache = Cache.from_environment(background_writes=True)
-    assert (cache.enabled, cache.max_bytes, cache.background_writes) == (False, 500 << 20, True)
+    cache = Cache.from_environment()
+    assert (cache.enabled, cache.max_bytes) == (False, 500 << 20)
 
 
 def test_changed_code_misses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,30 +232,38 @@ def test_a_new_file_is_hashed_while_it_decodes_not_before(tmp_path: Path, monkey
     path = anchor("other/facebookresearch__param/resnet_kineto.json.gz")
     cache = make_cache(tmp_path / "cache")
     order: list[str] = []
-    real_decode, real_key = traces.decode_trace, Cache.content_key
+    real_begin, real_key = traces.begin_decode, Cache.content_key
 
-    def decode(path: Path, progress: object = None, workers: object = None, meanwhile: object = None) -> Trace:
+    class Pending:
+        def __init__(self, pending: PendingLoad) -> None:
+            self.pending = pending
+
+        def finish(self) -> Trace:
+            order.append("finishing")
+            return self.pending.finish()
+
+        def close(self) -> None:
+            self.pending.close()
+
+    def begin(path: Path, progress: object = None, workers: object = None) -> Pending:
         order.append("decoding")
-        assert callable(meanwhile)
-        meanwhile()  # what the loader does once its worker processes have work
-        order.append("decoded")
-        return real_decode(path, workers=1)
+        return Pending(real_begin(path, workers=1))
 
     def key(self: Cache, path: Path, identity: str | None = None) -> str | None:
         order.append("hashing")
         return real_key(self, path, identity)
 
-    monkeypatch.setattr(traces, "decode_trace", decode)
+    monkeypatch.setattr(traces, "begin_decode", begin)
     monkeypatch.setattr(Cache, "content_key", key)
     first = cache.load_trace(path)
-    assert order == ["decoding", "hashing", "decoded"]
+    assert order == ["decoding", "hashing", "finishing"]
     assert cache.known_content_key(path) is not None  # remembered for the next command
     no_decoding(monkeypatch)
     assert_same(first, cache.load_trace(path))
 
 
-def test_the_command_writes_a_big_traces_entry_in_the_background(tmp_path: Path) -> None:
-    """`tracelens` (the console entry) forks the entry writer and waits for it after printing its output."""
+def test_the_command_writes_a_big_traces_entry_before_it_exits(tmp_path: Path) -> None:
+    """`tracelens` (the console entry) writes a big trace's entry after printing its output, before it exits."""
     path = anchor("hta/trace_diff/control/control.json.gz")  # 35 MB of JSON: over the size threshold
     folder = tmp_path / "cache"
     command = [sys.executable, "-m", "tracelens", "analyze", str(path), "--format", "json"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -123,23 +124,56 @@ def test_a_damaged_file_memo_is_deleted_and_the_file_hashed_again(
     assert _run(capsys, cache, "analyze", str(path), "--format", "json") == fresh
 
 
-def test_an_unreadable_entry_is_never_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_directory_in_place_of_an_entry_is_deleted_and_the_result_cached_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 6: a directory (with files in it) where an entry belongs was reported "deleted,
+    recomputing" on every run and never deleted, so the result was never cached again."""
     path = one_gemm_trace(tmp_path)
     cache = make_cache(tmp_path / "cache")
     fresh = _run(capsys, cache, "analyze", str(path), "--format", "json")
     (entry,) = (cache.folder / "analyses").iterdir()
     entry.unlink()
-    entry.mkdir()  # not an entry, and it can neither be deleted nor written over
+    entry.mkdir()
+    (entry / "inside").write_text("x")
     out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")
     assert out == fresh[0] and err == f"{WARNING}{entry} is damaged (not a regular file): deleted, recomputing\n"
-    out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")  # the same, every time
-    assert out == fresh[0] and "is damaged (not a regular file)" in err
-    entry.rmdir()
-    assert _run(capsys, cache, "analyze", str(path), "--format", "json") == fresh
-    assert entry.is_file()
+    assert entry.is_file()  # deleted, and the result stored again
+    no_decoding(monkeypatch)
+    assert _run(capsys, cache, "analyze", str(path), "--format", "json") == fresh  # served, no warning
 
 
-# ---------------------------------------------------------------- stale keys
+def test_an_entry_that_cannot_be_deleted_is_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = one_gemm_trace(tmp_path)
+    cache = make_cache(tmp_path / "cache")
+    fresh = _run(capsys, cache, "analyze", str(path), "--format", "json")
+    (entry,) = (cache.folder / "analyses").iterdir()
+    entry.unlink()
+    entry.mkdir()
+    monkeypatch.setattr(shutil, "rmtree", lambda path: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    out, err = _run(capsys, cache, "analyze", str(path), "--format", "json")
+    assert out == fresh[0]
+    assert err == (
+        f"{WARNING}{entry} is damaged (not a regular file) and cannot be deleted (Permission denied); "
+        "recomputing without the cache\n"
+    )
+
+
+def test_prune_to_zero_deletes_what_took_an_entrys_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32 item 6: `cache prune --max-size 0` said it deleted a directory in place of an entry, and did not."""
+    path = one_gemm_trace(tmp_path)
+    cache = make_cache(tmp_path / "cache")
+    _run(capsys, cache, "analyze", str(path), "--format", "json")
+    (entry,) = (cache.folder / "analyses").iterdir()
+    entry.unlink()
+    entry.mkdir()
+    (entry / "inside").write_text("x")
+    _, err = _run(capsys, cache, "cache", "prune", "--max-size", "0")
+    assert not entry.exists() and list((cache.folder / "analyses").iterdir()) == []
+    assert not [p for p in cache.folder.rglob("*") if p.is_file()]  # the cache is empty, as it says
+    assert " 0 left (" in err
 
 
 def _gemm_events(kernel_us: float) -> list[dict[str, object]]:
@@ -248,3 +282,28 @@ def test_every_quarter_of_a_big_entry_is_checked(tmp_path: Path, capsys: pytest.
         entry.write_bytes(bytes(data))
         assert cache.read(f"traces/{entry.name}") is None
         assert "checksum mismatch" in capsys.readouterr().err and not entry.exists()
+
+
+def test_a_killed_writers_temporary_file_is_swept_by_the_next_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32 item 7: a writer killed mid-write leaves `.NAME.PID.tracelens-tmp`; the next command that uses
+    the cache deletes it, in any folder of the cache, even when that command writes nothing (a cache hit), and
+    even when the pid has since been reused (untouched for over an hour)."""
+    path = one_gemm_trace(tmp_path)
+    cache = make_cache(tmp_path / "cache")
+    fresh = _run(capsys, cache, "analyze", str(path), "--format", "json")
+    (cache.folder / "traces").mkdir(exist_ok=True)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - a process that exits at once: its pid is then free
+        os._exit(0)
+    os.waitpid(child, 0)
+    dead = cache.folder / "traces" / f".{'a' * 64}.trace.{child}.tracelens-tmp"
+    reused = cache.folder / "analyses" / f".{'b' * 64}.msgpack.1.tracelens-tmp"  # pid 1 is alive
+    recent = cache.folder / "analyses" / f".{'c' * 64}.msgpack.1.tracelens-tmp"  # may still be being written
+    for leftover in (dead, reused, recent):
+        leftover.write_bytes(b"half an entry")
+    two_hours_ago = time.time() - 7200
+    os.utime(reused, (two_hours_ago, two_hours_ago))
+    assert _run(capsys, make_cache(cache.folder), "analyze", str(path), "--format", "json") == fresh  # a hit
+    assert not dead.exists() and not reused.exists() and recent.exists()

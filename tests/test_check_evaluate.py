@@ -11,8 +11,8 @@ import pytest
 
 import tracelens
 from tests.test_check_builders import FUSED, GEMM, write_compiled, write_eager
-from tracelens.hypotheses import TraceDocument, check_document, document_from, evaluate, parse_hypotheses
-from tracelens.hypotheses.evaluate import Verdict
+from tracelens.hypotheses import TraceDocument, check_document, document_from, parse_hypotheses
+from tracelens.hypotheses.evaluate import Verdict, evaluate
 from tracelens.hypotheses.parse import HypothesisError
 from tracelens.hypotheses.paths import MetricPathError, resolve
 
@@ -310,3 +310,12 @@ def test_kernel_names_match_exactly_unless_a_pattern(docs: list[TraceDocument]) 
     assert (glob.held, regex.held) == (True, True)
     with pytest.raises(HypothesisError, match="bad regular expression"):
         one(docs, trace="eager_mlp", kernel="re:(", op="==", value=2)
+
+
+def test_the_evaluate_module_is_not_shadowed_by_a_function() -> None:
+    import types
+
+    import tracelens.hypotheses as hypotheses
+
+    assert isinstance(hypotheses.evaluate, types.ModuleType) and hypotheses.evaluate.evaluate is evaluate
+    assert hypotheses.verdicts_for is evaluate

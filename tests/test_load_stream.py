@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor, kernel, launch, op, step, write_trace
-from tracelens.loader import load_trace
+from tracelens.loader import begin_load, load_trace
 from tracelens.model.trace import Trace
 from tracelens.records import field_names
 
@@ -117,10 +117,10 @@ def test_anchor_through_the_process_pool_matches(monkeypatch: pytest.MonkeyPatch
     path = anchor("hta/trace_diff/control/control.json.gz")
     reference = load_trace(path, workers=1)
     monkeypatch.setattr(stream, "CHUNK_BYTES", 4 << 20)
-    monkeypatch.setattr(stream.stream_columns, "__defaults__", (None, 4 << 20, 1, None))
-    calls: list[str] = []
-    pooled = load_trace(path, workers=2, meanwhile=lambda: calls.append("meanwhile"))
-    assert calls == ["meanwhile"]  # once, while the workers decode
+    monkeypatch.setattr(stream.begin_stream, "__defaults__", (None, 4 << 20, 1))
+    pending = begin_load(path, workers=2)
+    assert pending.streaming is not None and pending.streaming.forked is not None  # a child is decoding
+    pooled = pending.finish()
     assert_same_events(pooled, reference)
     assert pooled.uncompressed_bytes == 34_825_284
     assert pooled.links.launch.tolist() == reference.links.launch.tolist()
@@ -133,7 +133,7 @@ def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: p
     no process pool or reader thread exists any more (issue 19: the pool path could hang)."""
     assert not hasattr(stream, "_fork_pool") and not hasattr(stream, "_background")
     forked_jobs: list[int] = []
-    real_forked = stream.run_forked
+    real_forked = stream.start_forked
 
     def forked_spy(jobs: list[object], workers: int, *rest: object, **options: object) -> object:
         forked_jobs.append(len(jobs))
@@ -146,10 +146,10 @@ def test_big_gzip_input_is_spooled_and_decoded_by_forked_children(monkeypatch: p
         folders.append(real_mkdtemp(**kwargs))
         return folders[-1]
 
-    monkeypatch.setattr(stream, "run_forked", forked_spy)
+    monkeypatch.setattr(stream, "start_forked", forked_spy)
     monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp_spy)
     monkeypatch.setattr(stream, "CHUNK_BYTES", 4 << 20)
-    monkeypatch.setattr(stream.stream_columns, "__defaults__", (None, 4 << 20, 1, None))
+    monkeypatch.setattr(stream.begin_stream, "__defaults__", (None, 4 << 20, 1))
     path = anchor("hta/trace_diff/control/control.json.gz")
     spooled = load_trace(path, workers=2)
     assert forked_jobs and forked_jobs[0] >= 8  # 34.8 MB in ~4 MB ranges
@@ -214,15 +214,13 @@ def test_ranges_are_balanced_over_the_workers() -> None:
 def test_a_plain_file_is_cut_into_equal_ranges_per_worker(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": _events(3000)}))
-    calls: list[int] = []
-    streamed = stream.stream_columns(
-        path, chunk_bytes=path.stat().st_size // 5, workers=2, meanwhile=lambda: calls.append(1)
-    )
-    assert calls == [1]
+    started = stream.begin_stream(path, chunk_bytes=path.stat().st_size // 5, workers=2)
+    assert started.forked is not None and started.forked.processes == 2  # one child, and this process
+    streamed = started.finish()
     sizes = [len(chunk) for chunk in streamed.chunks]
     assert len(sizes) == 2 * 3  # 5 ranges' worth of bytes become 3 rounds of 2 equal ranges
-    alone = stream.stream_columns(path, chunk_bytes=path.stat().st_size // 5, meanwhile=lambda: calls.append(2))
-    assert calls == [1] and sum(len(chunk) for chunk in alone.chunks) == 4 * 3000  # no workers: nothing to overlap
+    alone = stream.begin_stream(path, chunk_bytes=path.stat().st_size // 5)
+    assert alone.forked is None and sum(len(chunk) for chunk in alone.finish().chunks) == 4 * 3000  # no child
     assert sum(sizes) == 4 * 3000  # every complete event, once
     assert max(sizes) <= 1.03 * min(sizes)  # equal bytes; events differ a little in length
 

@@ -23,6 +23,7 @@ from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 from tracelens.renderers.jsonout import analyze_dict
 from tracelens.renderers.page import build_report
+from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.text import AnalyzeTextRenderer
 from tracelens.report.document import AnalysisPanels, Panel
 
@@ -137,7 +138,7 @@ def test_every_renderer_the_registry_names_exists() -> None:
         assert issubclass(entry.result, msgspec.Struct) and entry.result.__struct_config__.frozen, entry.name
         for kind in ("text", "panels", "json"):
             if getattr(entry, kind) is not None:
-                assert callable(entry.renderer(kind)), f"{entry.name}.{kind}"
+                assert callable(renderer_of(entry, kind)), f"{entry.name}.{kind}"
     assert len({entry.name for entry in ANALYSES}) == len(ANALYSES)
     assert len({entry.result for entry in ANALYSES}) == len(ANALYSES)  # `ctx.result(Type)` is unambiguous
 
@@ -188,3 +189,22 @@ def test_the_round_trip_check_catches_a_result_that_does_not_survive() -> None:
     assert round_trips(Loose, Loose((1, 2), 0.5))
     assert not round_trips(Loose, Loose([1, 2], 0.5))  # type: ignore[arg-type]  # a list comes back a tuple
     assert not round_trips(Loose, Loose((1, 2), 1))  # an int comes back a float
+
+
+def test_the_written_out_report_type_agrees_with_the_registry() -> None:
+    """`AnalysisReport` is written out (so strict mypy types `report.bound`); its fields are the registry's
+    entries, in the order `report_type` would give them, each of its entry's result type (None allowed but for
+    the required ones)."""
+    import dataclasses
+    import typing
+
+    from tracelens.analyses.pipeline import report_type
+    from tracelens.analyses.registry import REQUIRED, AnalysisReport
+
+    hints = typing.get_type_hints(AnalysisReport)
+    fields = [field.name for field in dataclasses.fields(AnalysisReport)]
+    ordered = sorted(ANALYSES, key=lambda entry: entry.name not in REQUIRED)
+    assert fields == [entry.name for entry in ordered]
+    for entry in ANALYSES:
+        assert hints[entry.name] == (entry.result if entry.name in REQUIRED else entry.result | None), entry.name
+    assert report_type(ANALYSES) is AnalysisReport and AnalysisReport.analyses == ANALYSES

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cache_helpers import WARNING
+from tests.cache_helpers import WARNING, cached
 from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
 from tracelens._cache import Cache
 from tracelens._cache.results import identical
@@ -288,12 +288,12 @@ def test_a_document_that_would_not_come_back_identical_is_not_stored(tmp_path: P
         return CachedDocument(document, ())
 
     cache = Cache(cache_dir)
-    assert cache.result("documents", [path], {}, lambda: CachedDocument, compute).document is document
+    assert cached(cache, "documents", [path], {}, CachedDocument, compute).document is document
     assert not (cache_dir / "documents").exists()
     plain = TraceDocument("t", ("t",), str(path), {"shape": [2, 3]})
-    stored = cache.result("documents", [path], {}, lambda: CachedDocument, lambda: CachedDocument(plain, ()))
+    stored = cached(cache, "documents", [path], {}, CachedDocument, lambda: CachedDocument(plain, ()))
     assert stored.document is plain
-    served = cache.result("documents", [path], {}, lambda: CachedDocument, compute)
+    served = cached(cache, "documents", [path], {}, CachedDocument, compute)
     assert served == CachedDocument(plain, ()) and served.document is not plain
 
 
@@ -358,9 +358,9 @@ def test_a_new_input_is_computed_first_and_hashed_after(
 
     monkeypatch.setattr(Cache, "content_key", key)
     cache = Cache(cache_dir)
-    cache.result("documents", [path], {}, lambda: CachedDocument, compute)
+    cached(cache, "documents", [path], {}, CachedDocument, compute)
     assert order == ["computing", "key"]  # not hashed before: nothing can be cached for a file never seen
-    served = cache.result("documents", [path], {}, lambda: CachedDocument, compute)
+    served = cached(cache, "documents", [path], {}, CachedDocument, compute)
     assert order == ["computing", "key"] and served.document.document == {"n": 1}  # a hit, from the memo
 
 

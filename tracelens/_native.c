@@ -29,17 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define N_EVENT_FIELDS 7
-#define N_INT_FIELDS 7
-#define N_DIM_FIELDS 2
-#define N_RAW_FIELDS 3
+#include "_native_fields.h" /* N_*_FIELDS, *_FIELDS, F_*: generated from tracelens/loader/fields.py */
 
-static const char *EVENT_FIELDS[N_EVENT_FIELDS] = {"cat", "name", "pid", "tid", "ts", "dur", "args"};
-enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
-static const char *INT_FIELDS[N_INT_FIELDS] = {"external_id", "external_id_legacy", "correlation",
-                                               "sequence_number", "device", "stream", "bytes"};
-static const char *DIM_FIELDS[N_DIM_FIELDS] = {"grid", "block"};
-static const char *RAW_FIELDS[N_RAW_FIELDS] = {"input_dims", "input_type", "concrete_inputs"};
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 

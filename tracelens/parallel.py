@@ -99,7 +99,6 @@ def run_ranks(
     """Figures of every path (in path order) and the errors of unusable ones. `cache`: where traces are
     cached (None: not at all); workers write their entries themselves."""
     names = [str(p) for p in paths]
-    cache = cache.foreground() if cache is not None else None
     n_workers = workers or default_workers(len(names))
     if scheduler:
         results = _run_dask(names, n_workers, scheduler, cache)

@@ -1,6 +1,40 @@
 """Time units, defined once for the whole package: tables hold integer nanoseconds (`*_ns`), trace files and
-reports speak microseconds (`*_us`)."""
+reports speak microseconds (`*_us`); and the one set of formatters for numbers in text (`us_text`, `ms_text`,
+`pct_text`, `bytes_text`: unknown (None, NaN) shows as `MISSING`)."""
 
 from __future__ import annotations
 
 NS_PER_US = 1000.0  # nanoseconds per microsecond (a float: divisions give float µs)
+
+# ---------------------------------------------------------------- numbers in text: the one set of formatters
+
+MISSING = "—"  # what text shows for a figure that cannot be computed (null in JSON)
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def us_text(value_us: float | None) -> str:
+    """Microseconds with thousands separators and one decimal (`1,403.7`); `MISSING` when unknown."""
+    return MISSING if value_us is None or value_us != value_us else f"{value_us:,.1f}"
+
+
+def ms_text(value_us: float | None) -> str:
+    """Microseconds shown as milliseconds with three decimals (`1.404`); `MISSING` when unknown."""
+    return MISSING if value_us is None or value_us != value_us else f"{value_us / 1000:,.3f}"
+
+
+def pct_text(value: float | None) -> str:
+    """A percentage with one decimal and its unit (`12.5 %`); `MISSING` when unknown."""
+    return MISSING if value is None or value != value else f"{value:.1f} %"
+
+
+def bytes_text(value: float | None) -> str:
+    """Bytes in binary units, labelled (`1.50 GiB`, `3.2 MiB`, `12 B`); `MISSING` when unknown."""
+    if value is None or value != value:
+        return MISSING
+    if abs(value) >= GIB:
+        return f"{value / GIB:,.2f} GiB"
+    if abs(value) >= MIB:
+        return f"{value / MIB:,.1f} MiB"
+    if abs(value) >= KIB:
+        return f"{value / KIB:,.1f} KiB"
+    return f"{value:,.0f} B"

@@ -39,38 +39,16 @@ def _die_on_two(job: int) -> int:
 
 def test_results_come_back_in_job_order_from_every_child(private_tmp: Path) -> None:
     arrived: list[int] = []
-    calls: list[str] = []
-    results = forked.run_forked(list(range(7)), 3, _square, arrived.append, lambda: calls.append("meanwhile"))
+    results = forked.run_forked(list(range(7)), 3, _square, arrived.append)
     assert [value for value, _ in results] == [0, 1, 4, 9, 16, 25, 36]
     pids = [pid for _, pid in results]
-    assert os.getpid() not in pids and len(set(pids)) <= 3  # children did every job, each job once
-    assert sorted(arrived) == list(range(7)) and calls == ["meanwhile"]
+    assert os.getpid() not in pids and len(set(pids)) == 3  # children did every job, each job once
+    assert pids[:3] == pids[3:6] and pids[6] == pids[0]  # dealt out round robin
+    assert sorted(arrived) == list(range(7))
     assert list(private_tmp.iterdir()) == []
-    forked.reap_exited(block=True)  # children still exiting when the results were all here are reaped later
-    assert forked._EXITING == []
     for pid in set(pids):
         with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
-
-
-def test_children_left_exiting_are_reaped_by_the_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A child that has delivered everything is not waited for; the next call (or interpreter exit) reaps it,
-    through a pidfd (never by a pid that may have been reused)."""
-    forked.reap_exited(block=True)
-    real_waitpid = os.waitpid
-    # as if each child were still freeing its memory when its last result arrived
-    monkeypatch.setattr(
-        forked.os, "waitpid", lambda pid, options: (0, 0) if options == os.WNOHANG else real_waitpid(pid, options)
-    )
-    pids = {pid for _, pid in forked.run_forked(list(range(4)), 2, _square)}
-    assert len(forked._EXITING) == 2  # both children, one maybe without a job
-    monkeypatch.setattr(forked.os, "waitpid", real_waitpid)
-    forked.run_forked([5], 1, _square)  # reaps what the previous call left, then runs
-    forked.reap_exited(block=True)
-    assert forked._EXITING == []
-    for pid in pids:
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(pid, os.WNOHANG)  # reaped before the call returned: no zombie, nothing left for later
 
 
 def _mark_run(job: tuple[str, int]) -> int:
@@ -81,42 +59,50 @@ def _mark_run(job: tuple[str, int]) -> int:
 
 
 @pytest.mark.slow
-def test_no_job_runs_twice_and_no_folder_is_left_when_children_end_late(private_tmp: Path, tmp_path: Path) -> None:
-    """The folder is renamed before it is removed: a child still looking for jobs when the results are all here
-    finds no folder, instead of re-claiming a job whose claim file the removal had deleted (seen in ~3 % of calls
-    before: a job ran twice, after the call had returned, and left its files in tmpfs)."""
+def test_no_job_runs_twice_and_no_folder_is_left(private_tmp: Path, tmp_path: Path) -> None:
+    """Each job runs once per call, whether or not this process has a share (claim files once let a child
+    re-claim a job after the call returned: ~3 % of calls ran a job twice)."""
     marks = tmp_path / "marks"
     marks.mkdir()
     for call in range(200):
         jobs = [(str(marks), index) for index in range(16)]
         assert forked.run_forked(jobs, 3, _mark_run, work_here=call % 2 == 1) == list(range(16))
-    forked.reap_exited(block=True)
     runs = sorted(name.split("-")[0] for name in os.listdir(marks))
     assert runs == sorted(str(index) for index in range(16) for _ in range(200))  # each job once per call
     assert [p for p in private_tmp.iterdir() if p != marks] == []
 
 
-def test_with_work_here_this_process_claims_jobs_after_meanwhile(private_tmp: Path) -> None:
-    """`work_here`: once `meanwhile` ran, this process claims jobs as a child does; every job is done once, the
-    children's results come back through files, this process's own without one."""
+def test_with_work_here_this_process_does_its_share_in_finish(private_tmp: Path) -> None:
+    """`start_forked` returns with the children at work; this process's share (every second job with one child)
+    runs in `finish`, after whatever the caller did meanwhile; its results never pass through a file."""
     calls: list[str] = []
     arrived: list[int] = []
 
     def work(job: int) -> tuple[int, int]:
         if os.getpid() == parent:
             calls.append(f"job {job}")
-        return _slow_in_first_child(job)
+        return job, os.getpid()
 
     parent = os.getpid()
-    results = forked.run_forked(
-        list(range(6)), 1, work, arrived.append, lambda: calls.append("meanwhile"), work_here=True
-    )
+    started = forked.start_forked(list(range(6)), 1, work, work_here=True)
+    calls.append("caller's own work")
+    results = started.finish(arrived.append)
     assert [job for job, _ in results] == list(range(6)) and sorted(arrived) == list(range(6))
+    assert calls == ["caller's own work", "job 1", "job 3", "job 5"]
     pids = [pid for _, pid in results]
-    assert calls[0] == "meanwhile" and len(calls) > 1  # this process worked, after meanwhile
-    assert pids.count(parent) == len(calls) - 1 and len(set(pids)) == 2  # one child did the rest
-    assert pids.count(pids[0]) == 1  # whichever process claimed job 0 was held up by it: the other did the rest
+    assert pids[1::2] == [parent] * 3 and len(set(pids[0::2])) == 1 and pids[0] != parent
     assert list(private_tmp.iterdir()) == []
+
+
+def test_an_abandoned_start_leaves_nothing(private_tmp: Path) -> None:
+    started = forked.start_forked(list(range(4)), 2, _square)
+    children = list(started.children)
+    started.close()
+    started.close()  # idempotent
+    assert list(private_tmp.iterdir()) == []
+    for pid in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def test_an_exception_here_with_work_here_kills_the_children(private_tmp: Path) -> None:
@@ -193,10 +179,3 @@ def _slow_in_first_child(job: int) -> tuple[int, int]:
 
         time.sleep(0.4)  # the child that claimed job 0 is busy: the other claims the rest
     return job, os.getpid()
-
-
-def test_a_child_slowed_down_does_fewer_jobs() -> None:
-    """Jobs are claimed, not dealt out: while one child is held up, the other takes the jobs left."""
-    results = forked.run_forked(list(range(6)), 2, _slow_in_first_child)
-    assert [job for job, _ in results] == list(range(6))
-    assert [pid for _, pid in results].count(results[0][1]) == 1

@@ -27,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
+import shutil
+import stat
 import sys
 import time
 import typing
@@ -43,11 +44,14 @@ from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
 from tracelens.records import replace
 
 if TYPE_CHECKING:
+    from tracelens._cache.results import ResultSlot
+    from tracelens._cache.traces import TraceLoad
     from tracelens.loader import Progress
     from tracelens.model.trace import Trace
 
 T = TypeVar("T")
 DEFAULT_MAX_BYTES = 2 << 30
+STALE_TEMP_S = 3600.0  # a writer's temporary file untouched this long is a leftover, whatever its pid says
 MIN_TRACE_BYTES = 16 << 20  # traces with less JSON than this load about as fast as they hash: not stored
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32,64}(\.(trace|msgpack))?$")
 _LEGACY_NAME = re.compile(r"^[0-9a-f]{40}\.(npz|json)$")  # entries of tracelens 0.1 before this package
@@ -58,6 +62,14 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def _ours(name: str) -> bool:
     """Whether `name` is a temporary file of a cache writer (this version's or an earlier one's)."""
     return name.endswith(TEMP_SUFFIX) or _LEGACY_TEMP.match(name) is not None
+
+
+def remove_entry(path: Path) -> None:
+    """Delete what is at `path`: a file, a link (not what it points to), a FIFO, or a directory tree."""
+    if stat.S_ISDIR(path.lstat().st_mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def print_warning(message: str) -> None:
@@ -79,9 +91,6 @@ def parse_size(text: str) -> int:
     if match is None:
         raise ValueError(f"not a size: {text!r} (use e.g. 2G, 500M or a number of bytes)")
     return int(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-WRITER_TIMEOUT_S = 120.0  # the longest the command waits for its background entry writers
 
 
 class FolderUse(msgspec.Struct, frozen=True):
@@ -108,22 +117,17 @@ class CacheInfo(msgspec.Struct, frozen=True):
 
 
 class Cache(msgspec.Struct):
-    """The cache of one command (see the module docstring).
-
-    `background_writes`: a big trace's entry is written by a forked child while the command goes on (the
-    `tracelens` command sets it; `finish_writes` waits for those children). `warn` prints a warning line.
-    """
+    """The cache of one command (see the module docstring). `warn` prints a warning line."""
 
     folder: Path
     enabled: bool = True
     max_bytes: int = DEFAULT_MAX_BYTES
     min_trace_bytes: int = MIN_TRACE_BYTES
-    background_writes: bool = False
     warn: Callable[[str], None] = print_warning
-    writers: list[int] = msgspec.field(default_factory=list)
+    swept: bool = False  # whether `sweep_leftovers` ran (once per command)
 
     @classmethod
-    def from_environment(cls, *, enabled: bool = True, background_writes: bool = False) -> Cache:
+    def from_environment(cls, *, enabled: bool = True) -> Cache:
         """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`."""
         max_bytes = DEFAULT_MAX_BYTES
         if setting := os.environ.get("TRACELENS_CACHE_MAX_SIZE", "").strip():
@@ -132,15 +136,11 @@ class Cache(msgspec.Struct):
             except ValueError as exc:
                 print_warning(f"TRACELENS_CACHE_MAX_SIZE: {exc}; using {DEFAULT_MAX_BYTES >> 30} GiB")
         off = os.environ.get("TRACELENS_NO_CACHE", "").strip() not in ("", "0")
-        return cls(default_folder(), enabled and not off, max_bytes, background_writes=background_writes)
+        return cls(default_folder(), enabled and not off, max_bytes)
 
     def disabled(self) -> Cache:
         """This cache, turned off (`--no-cache`)."""
-        return replace(self, enabled=False, writers=[])
-
-    def foreground(self) -> Cache:
-        """This cache, writing entries itself (for worker processes, which nobody waits for)."""
-        return replace(self, background_writes=False, writers=[])
+        return replace(self, enabled=False)
 
     @property
     def fingerprint(self) -> str:
@@ -149,47 +149,38 @@ class Cache(msgspec.Struct):
 
     # ------------------------------------------------------------ what commands call
 
-    def load_trace(
-        self,
-        path: str | Path,
-        progress: Progress | None = None,
-        workers: int | None = None,
-        meanwhile: Callable[[], object] | None = None,
-    ) -> Trace:
-        """`tracelens.loader.load_trace(path)`, served from the cache when the same content was loaded before."""
-        from tracelens._cache.traces import load_trace
+    def begin_load(self, path: str | Path, progress: Progress | None = None, workers: int | None = None) -> TraceLoad:
+        """`tracelens.loader.begin_load(path)`, or the trace read from the cache when the same content was loaded
+        before (see `tracelens._cache.traces.begin_load`): `finish()` gives the trace, `store()` writes its
+        entry."""
+        from tracelens._cache.traces import begin_load
 
-        return load_trace(self, Path(path), progress, workers, meanwhile)
+        if self.enabled and not self.swept:
+            self.sweep_leftovers()
+        return begin_load(self, Path(path), progress, workers)
 
-    def result(
-        self,
-        kind: str,
-        inputs: Sequence[Path],
-        options: Mapping[str, object],
-        record_type: Callable[[], type[T]],
-        compute: Callable[[], T],
-    ) -> T:
-        """`compute()`, or its stored result for this kind, these inputs (content and path as given), the code
-        and `options` (JSON-able); see `tracelens._cache.results.cached_result`."""
-        from tracelens._cache.results import cached_result
+    def load_trace(self, path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
+        """`tracelens.loader.load_trace(path)`, served from the cache when the same content was loaded before
+        (and stored there when it was not): `begin_load`, `finish` and `store` at once."""
+        with self.begin_load(path, progress, workers) as load:
+            trace = load.finish()
+        load.store()
+        return trace
 
-        return cached_result(self, kind, inputs, options, record_type, compute)
+    def lookup_result(self, kind: str, inputs: Sequence[Path], options: Mapping[str, object]) -> ResultSlot:
+        """The slot of a command's result for these inputs, options and code, with the entry found there if any
+        (`tracelens._cache.results.lookup_result`)."""
+        from tracelens._cache.results import lookup_result
 
-    def finish_writes(self, timeout_s: float = WRITER_TIMEOUT_S) -> None:
-        """Wait for the entry writers started in the background (the command does before it exits), at most
-        `timeout_s` in all; a writer still running then is killed (its temporary file is swept by the next
-        write to the folder, so no half entry is ever read)."""
-        deadline = time.monotonic() + timeout_s
-        while self.writers:
-            pid = self.writers.pop()
-            with contextlib.suppress(ChildProcessError):
-                while os.waitpid(pid, os.WNOHANG) == (0, 0):
-                    if time.monotonic() > deadline:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
-                        break
-                    time.sleep(0.005)
+        if self.enabled and not self.swept:
+            self.sweep_leftovers()
+        return lookup_result(self, kind, inputs, options)
+
+    def store_result(self, slot: ResultSlot, result: object, record_type: type[Any]) -> bool:
+        """Store a computed result in its slot (`tracelens._cache.results.store_result`); whether it was."""
+        from tracelens._cache.results import store_result
+
+        return store_result(slot, result, record_type)
 
     # ------------------------------------------------------------ content keys of input files
 
@@ -249,10 +240,17 @@ class Cache(msgspec.Struct):
         return header, blobs
 
     def discard(self, path: Path, reason: str) -> None:
-        """Delete the damaged entry at `path`, saying so on stderr."""
+        """Delete the damaged entry at `path`, whatever it is (a file, a link, a FIFO, a directory tree), saying
+        so on stderr; when it cannot be deleted, say that instead (the result is then computed every time)."""
+        try:
+            remove_entry(path)
+        except OSError as exc:
+            self.warn(
+                f"cache entry {path} is damaged ({reason}) and cannot be deleted ({exc.strerror or exc}); "
+                "recomputing without the cache"
+            )
+            return
         self.warn(f"cache entry {path} is damaged ({reason}): deleted, recomputing")
-        with contextlib.suppress(OSError):
-            path.unlink()
 
     def write(self, relative: str, header: dict[str, Any], blobs: list[Buffer]) -> bool:
         """Store an entry atomically and fsync'd, then evict least recently used entries over `max_bytes`.
@@ -271,16 +269,17 @@ class Cache(msgspec.Struct):
     # ------------------------------------------------------------ size
 
     def entry_files(self) -> list[tuple[int, int, Path]]:
-        """(mtime in ns, size, path) of every file of the cache: entries, leftovers of killed writers and
-        entries of earlier versions. Files not named like ours are not counted and never deleted."""
+        """(mtime in ns, size, path) of everything in the cache named like ours: entries, leftovers of killed
+        writers, entries of earlier versions, and whatever else took an entry's name (a directory, a link, a
+        FIFO: size 0, deleted first by `evict`). Files not named like ours are not counted and never deleted."""
         found: list[tuple[int, int, Path]] = []
         for folder, names in self._listing():
             for name in names:
                 path = folder / name
                 with contextlib.suppress(OSError):
-                    stat = path.lstat()
-                    if stat.st_mode & 0o170000 == 0o100000:  # a regular file
-                        found.append((stat.st_mtime_ns, stat.st_size, path))
+                    status = path.lstat()
+                    regular = stat.S_ISREG(status.st_mode)
+                    found.append((status.st_mtime_ns if regular else 0, status.st_size if regular else 0, path))
         return found
 
     def _listing(self) -> list[tuple[Path, list[str]]]:
@@ -298,19 +297,25 @@ class Cache(msgspec.Struct):
                 listing.append((self.folder / sub, [n for n in names if _ours(n) or _ENTRY_NAME.match(n)]))
         return listing
 
-    def evict(self, max_bytes: int, keep: Path | None = None) -> tuple[int, int]:
-        """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays).
-        Returns (files deleted, bytes freed)."""
+    def evict(self, max_bytes: int, keep: Path | None = None, junk: bool = False) -> tuple[int, int]:
+        """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays); with
+        `junk`, first whatever took an entry's name without being a file (`entry_files`: mtime 0). Returns
+        (files deleted, bytes freed)."""
         files = self.entry_files()
         total = sum(size for _, size, _ in files)
         removed = freed = 0
-        for _, size, path in sorted(files):
-            if total <= max_bytes:
+        for mtime_ns, size, path in sorted(files):
+            if total <= max_bytes and not (junk and mtime_ns == 0):
                 break
             if path == keep:
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            try:
+                remove_entry(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # still there: still counted
+            else:
                 removed, freed = removed + 1, freed + size
             total -= size
         return removed, freed
@@ -318,9 +323,25 @@ class Cache(msgspec.Struct):
     def prune(self, max_bytes: int | None = None) -> tuple[int, int]:
         """Delete leftovers of killed writers, then least recently used entries down to `max_bytes` (default:
         this cache's cap). Returns (files deleted, bytes freed)."""
-        for folder, _ in self._listing():
-            sweep_stale_temps(folder)
-        return self.evict(self.max_bytes if max_bytes is None else max_bytes)
+        self.sweep_leftovers()
+        return self.evict(self.max_bytes if max_bytes is None else max_bytes, junk=True)
+
+    def sweep_leftovers(self) -> int:
+        """Delete the temporary files of writers killed before they finished (SIGKILL, a crash), in every folder
+        of the cache: those whose process is gone, and those untouched for `STALE_TEMP_S` (their pid may have
+        been reused). Done once per command, at its first use of the cache; returns how many were deleted."""
+        self.swept = True
+        removed = 0
+        stale_ns = time.time_ns() - int(STALE_TEMP_S * 1e9)
+        for folder, names in self._listing():
+            removed += sweep_stale_temps(folder)
+            for name in names:
+                path = folder / name
+                with contextlib.suppress(OSError):
+                    if _ours(name) and path.lstat().st_mtime_ns < stale_ns:
+                        path.unlink()
+                        removed += 1
+        return removed
 
     def info(self) -> CacheInfo:
         """Where the cache is and what it holds, per subfolder."""

@@ -8,6 +8,9 @@ in use: `analyses` (`tracelens.analyses.record.CachedAnalysis`), `documents`
 beside the code that makes them and are imported only when an entry is read or written, so a hit of `check` or
 `report` never imports the analyses.
 
+A command looks its result up (`lookup_result`: a `ResultSlot`, with what was found), computes it when nothing
+was, and stores it (`store_result`); nothing here calls back into the command.
+
 The name hashes the code fingerprint, the kind, the content key and the path as given of every input (results
 name their paths), and the options (callers add the versions of other libraries their result depends on,
 `library_versions`). A record is stored only if it decodes to identical values, types included
@@ -18,7 +21,7 @@ type on real traces, so a record that cannot be cached fails a test instead of s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,44 +34,73 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def cached_result(
-    cache: Cache,
-    kind: str,
-    inputs: Sequence[Path],
-    options: Mapping[str, object],
-    record_type: Callable[[], type[T]],
-    compute: Callable[[], T],
-) -> T:
-    """`compute()`, or its stored result (see the module docstring). `record_type()` gives the type `compute`
-    returns; it is called only when an entry is read or written.
+class ResultSlot:
+    """Where the result of one command on these inputs and options lives in the cache (`lookup_result`): what
+    was found there, if anything (`found`, `value`), and, after computing, `store_result`."""
 
-    An input not seen at its identity is not hashed before computing (an entry for it could exist only if the
-    file was rewritten with the same bytes): loading hashes it while worker processes decode. Nothing is
-    stored if an input changed while the result was computed.
+    def __init__(
+        self,
+        cache: Cache,
+        kind: str,
+        inputs: Sequence[Path],
+        options: Mapping[str, object],
+        identities: list[str] | None,
+        relative: str | None,
+        entry: tuple[dict[str, Any], list[memoryview]] | None,
+    ) -> None:
+        self.cache, self.kind, self.inputs, self.options = cache, kind, list(inputs), options
+        self.identities, self.relative, self.entry = identities, relative, entry
+
+    @property
+    def found(self) -> bool:
+        """Whether an intact entry is there (its record is read by `value`)."""
+        return self.entry is not None
+
+    def value(self, record_type: type[T]) -> T | None:
+        """The stored record, or None when there is none or it is not a `record_type` (then it is deleted)."""
+        if self.entry is None:
+            return None
+        header, blobs = self.entry
+        self.entry = None
+        try:
+            return decode(header, blobs[0], record_type)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            assert self.relative is not None
+            self.cache.discard(self.cache.folder / self.relative, f"not a {self.kind} record: {exc}")
+            return None
+
+
+def lookup_result(cache: Cache, kind: str, inputs: Sequence[Path], options: Mapping[str, object]) -> ResultSlot:
+    """The slot of this kind's result for these inputs (content and path as given), the code and `options`
+    (JSON-able), with the entry found there, if any.
+
+    An input not seen at its identity is not hashed here (an entry for it could exist only if the file was
+    rewritten with the same bytes): loading hashes it while worker processes decode, and `store_result` finds
+    its key remembered.
     """
     if not kind.isidentifier():
         raise ValueError(f"bad cache kind {kind!r}")
     if not cache.enabled:
-        return compute()
+        return ResultSlot(cache, kind, inputs, options, None, None, None)
     identities = _identities(inputs)
     relative = _relative(cache, kind, inputs, identities, options, hash_new=False) if identities else None
-    if relative is not None:
-        entry = cache.read(relative)
-        if entry is not None:
-            try:
-                return decode(entry[0], entry[1][0], record_type())
-            except (ValueError, TypeError, KeyError, IndexError) as exc:
-                cache.discard(cache.folder / relative, f"not a {kind} record: {exc}")
-    result = compute()
-    if identities is None or _identities(inputs) != identities:
-        return result
+    entry = cache.read(relative) if relative is not None else None
+    return ResultSlot(cache, kind, inputs, options, identities, relative, entry)
+
+
+def store_result(slot: ResultSlot, result: object, record_type: type[Any]) -> bool:
+    """Store `result` (a `record_type`) in `slot`, unless an input changed since the lookup or the record does
+    not encode exactly (`encode_exactly`); whether it was stored."""
+    identities = slot.identities
+    if identities is None or _identities(slot.inputs) != identities:
+        return False
+    relative = slot.relative or _relative(slot.cache, slot.kind, slot.inputs, identities, slot.options, True)
     if relative is None:
-        relative = _relative(cache, kind, inputs, identities, options, hash_new=True)
-    if relative is not None:
-        encoded = encode_exactly(result, record_type())
-        if encoded is not None:
-            cache.write(relative, {"kind": kind, "codec": encoded[0]}, [encoded[1]])
-    return result
+        return False
+    encoded = encode_exactly(result, record_type)
+    if encoded is None:
+        return False
+    return slot.cache.write(relative, {"kind": slot.kind, "codec": encoded[0]}, [encoded[1]])
 
 
 def encode_exactly(result: object, record_type: type[Any]) -> tuple[str, bytes] | None:

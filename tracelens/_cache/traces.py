@@ -8,18 +8,14 @@ copy) and the other values, with each array's name, dtype and shape, in the head
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracelens._cache.keys import entry_name, file_identity
-from tracelens.loader import Progress
-from tracelens.loader import load_trace as decode_trace
+from tracelens.loader import PendingLoad, Progress
+from tracelens.loader import begin_load as begin_decode
 from tracelens.model.trace import Trace
 from tracelens.records import replace
 
@@ -27,21 +23,67 @@ if TYPE_CHECKING:
     from tracelens._cache import Cache
 
 
-def load_trace(
-    cache: Cache,
-    path: Path,
-    progress: Progress | None,
-    workers: int | None,
-    meanwhile: Callable[[], object] | None,
-) -> Trace:
-    """`tracelens.loader.load_trace(path)`, served from `cache` when the same content was loaded before.
+class TraceLoad:
+    """A trace being loaded through the cache (`Cache.begin_load`): served from an entry, or decoding (worker
+    processes running) until `finish`. `store` writes the entry a new big trace deserves; `close` (or leaving a
+    `with`) abandons an unfinished load."""
 
-    A file whose identity (path, inode, size, mtime, ctime) the cache has not seen is decoded without first
-    hashing it (a new trace is the common case): the hash is computed while worker processes decode (in
-    `meanwhile`), and remembered. Nothing is stored if the file changed while it was read.
+    def __init__(
+        self,
+        cache: Cache,
+        path: Path,
+        trace: Trace | None = None,
+        pending: PendingLoad | None = None,
+        key: str | None = None,
+        identity: str | None = None,
+    ) -> None:
+        self.cache, self.path, self.trace, self.pending = cache, path, trace, pending
+        self.key, self.identity = key, identity
+
+    def __enter__(self) -> TraceLoad:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def from_cache(self) -> bool:
+        """Whether the trace was read from an entry (nothing decoded)."""
+        return self.pending is None and self.trace is not None
+
+    def finish(self) -> Trace:
+        """The loaded trace."""
+        if self.trace is None:
+            assert self.pending is not None
+            self.trace = self.pending.finish()
+        return self.trace
+
+    def store(self) -> None:
+        """Write the trace's entry when it was decoded, is big enough to be worth one (`min_trace_bytes`) and
+        the file has not changed since it was read; errors are ignored (a cache never fails a command)."""
+        trace, key = self.trace, self.key
+        if self.pending is None or trace is None or key is None:
+            return
+        self.key = None  # once
+        if trace.uncompressed_bytes >= self.cache.min_trace_bytes and _unchanged(self.path, self.identity):
+            with contextlib.suppress(OSError, TypeError, ValueError):
+                write_trace(self.cache, key, trace)
+
+    def close(self) -> None:
+        if self.pending is not None and self.trace is None:
+            self.pending.close()
+
+
+def begin_load(cache: Cache, path: Path, progress: Progress | None, workers: int | None) -> TraceLoad:
+    """`tracelens.loader.begin_load(path)`, or the trace read from `cache` when the same content was loaded
+    before.
+
+    A file whose identity (path, inode, size, mtime, ctime) the cache has not seen is not hashed before its
+    decode starts (a new trace is the common case): it is hashed here once the worker processes are decoding,
+    and remembered.
     """
     if not cache.enabled or not path.is_file():
-        return decode_trace(path, progress, workers=workers, meanwhile=meanwhile)
+        return TraceLoad(cache, path, pending=begin_decode(path, progress, workers))
     try:
         identity: str | None = file_identity(path)
     except OSError:
@@ -50,21 +92,15 @@ def load_trace(
     if key is not None:
         trace = read_trace(cache, key, path)
         if trace is not None:
-            return trace
-    hashed: list[str | None] = []
-
-    def during_decode() -> None:
-        if meanwhile is not None:
-            meanwhile()
-        if key is None and identity is not None:
-            hashed.append(cache.content_key(path, identity))
-
-    trace = decode_trace(path, progress, workers=workers, meanwhile=during_decode)
+            return TraceLoad(cache, path, trace=trace)
+    pending = begin_decode(path, progress, workers)
     if key is None and identity is not None:
-        key = hashed[0] if hashed else cache.content_key(path, identity)
-    if key is not None and trace.uncompressed_bytes >= cache.min_trace_bytes and _unchanged(path, identity):
-        _store(cache, key, trace)
-    return trace
+        try:
+            key = cache.content_key(path, identity)  # while the worker processes decode
+        except BaseException:
+            pending.close()
+            raise
+    return TraceLoad(cache, path, pending=pending, key=key, identity=identity)
 
 
 def _unchanged(path: Path, identity: str | None) -> bool:
@@ -110,26 +146,3 @@ def write_trace(cache: Cache, key: str, trace: Trace) -> bool:
         "values": values,
     }
     return cache.write(_relative(key), header, [array.data for array in contiguous.values()])
-
-
-def _store(cache: Cache, key: str, trace: Trace) -> None:
-    """`write_trace`, errors ignored; with `cache.background_writes` (and no other thread to fork with) in a
-    forked child, so the command's analyses run meanwhile on another core."""
-    if cache.background_writes and hasattr(os, "fork") and threading.active_count() == 1:
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:  # pragma: no cover - the writer child
-            status = 1
-            try:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                status = 0 if write_trace(cache, key, trace) else 1
-            finally:
-                os._exit(status)
-        if pid > 0:
-            cache.writers.append(pid)
-            return
-    with contextlib.suppress(OSError, TypeError, ValueError):
-        write_trace(cache, key, trace)

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
     from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
-    from tracelens.analyses.pipeline import AnalysisReport, analyze
-    from tracelens.analyses.registry import ANALYSES, Analysis
+    from tracelens.analyses.pipeline import analyze
+    from tracelens.analyses.registry import ANALYSES, Analysis, AnalysisReport
     from tracelens.analyses.roofline import Roofline, analyze_roofline
     from tracelens.analyses.summary import Summary, analyze_summary
 
@@ -26,7 +26,7 @@ _LAZY = {
     "ANALYSES": "registry",
     "Analysis": "registry",
     "AnalysisContext": "context",
-    "AnalysisReport": "pipeline",
+    "AnalysisReport": "registry",
     "Bound": "bound",
     "Compiled": "compiled",
     "Dispatch": "dispatch",

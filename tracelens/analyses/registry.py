@@ -12,11 +12,6 @@ Each entry (`Analysis`) names:
   AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
   None: `{name: result as plain data}`;
-- `apart`: run in a forked process of its own while this process runs the others, when the analyses run in
-  parallel (`analyze(..., workers=2+)` on a big trace). The split keeps together what shares derived data (a
-  result or memo asked for on both sides is computed twice): summary, dispatch, compiled and bound (which asks
-  for the other three) here; the critical path and the lighter analyses apart. Measured on a 72 MB trace, one
-  process at a time: 37 ms here, 37 ms apart (bound and the critical path apart: 44 ms and 40 ms).
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
 Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result
@@ -25,17 +20,16 @@ in any order (`ctx.result(Type)`).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from tracelens.analyses.bound import Bound, analyze_bound
 from tracelens.analyses.comm_overlap import CommOverlap, analyze_comm_overlap
 from tracelens.analyses.compiled import Compiled, analyze_compiled
 from tracelens.analyses.critical_path import CriticalPath, analyze_critical_path
 from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
-from tracelens.analyses.fusion import Fusion, analyze_fusion
+from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
 from tracelens.analyses.memory import Memory, analyze_memory
 from tracelens.analyses.roofline import Roofline, analyze_roofline
 from tracelens.analyses.stream_idle import StreamIdle, analyze_stream_idle
@@ -62,19 +56,6 @@ class Analysis(Generic[R]):
     panels: str | None = None
     json: str | None = None
     text_order: int = 50  # text sections print by this, then in registry order
-    apart: bool = False  # see the module docstring
-
-    def renderer(self, kind: str) -> Callable[..., Any] | None:
-        """The `text`, `panels` or `json` function, imported on first use (None if the entry has none)."""
-        ref = getattr(self, kind)
-        return None if ref is None else load(ref)
-
-
-def load(ref: str) -> Callable[..., Any]:
-    """The function `"package.module:function"` names."""
-    module, _, attribute = ref.partition(":")
-    function: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
-    return function
 
 
 ANALYSES: tuple[Analysis[Any], ...] = (
@@ -106,7 +87,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{TEXT}:fusion_parts",
         panels=f"{PANELS}:fusion_panels",
         json=f"{JSON}:fusion_json",
-        apart=True,
     ),
     Analysis(
         "roofline",
@@ -114,7 +94,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         Roofline,
         text=f"{TEXT}:roofline_parts",
         panels=f"{PANELS}:roofline_panels",
-        apart=True,
     ),
     # its note says which steps the other analyses left out, so it comes first in the text
     Analysis(
@@ -133,7 +112,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{BEYOND}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
-        apart=True,
     ),
     Analysis(
         "comm_overlap",
@@ -141,7 +119,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         CommOverlap,
         text=f"{BEYOND}:comm_overlap_parts",
         panels=f"{BEYOND}:comm_overlap_panels",
-        apart=True,
     ),
     Analysis(
         "stream_idle",
@@ -149,7 +126,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         StreamIdle,
         text=f"{BEYOND}:stream_idle_parts",
         panels=f"{BEYOND}:stream_idle_panels",
-        apart=True,
     ),
     Analysis(
         "memory",
@@ -158,6 +134,60 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text="tracelens.renderers.memory:text_section",
         panels="tracelens.renderers.memory:panels",
         json="tracelens.renderers.memory:json_keys",
-        apart=True,
     ),
 )
+
+
+REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
+
+
+class ReportBase:
+    """The methods of every `AnalysisReport` type (the attributes are its analyses' results)."""
+
+    analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
+
+    def __getitem__(self, name: str) -> Any:
+        """The result of the analysis called `name` (None if it did not run)."""
+        if all(entry.name != name for entry in self.analyses):
+            raise KeyError(name)
+        return getattr(self, name, None)
+
+    def get(self, kind: type[R]) -> R | None:
+        """The result of type `kind`, or None when its analysis did not run."""
+        for entry in self.analyses:
+            value = getattr(self, entry.name, None)
+            if isinstance(value, kind):
+                return value
+        return None
+
+    def results(self) -> list[tuple[Analysis[Any], Any]]:
+        """(entry, result) of every analysis that ran, in registry order."""
+        pairs = [(entry, getattr(self, entry.name, None)) for entry in self.analyses]
+        return [(entry, value) for entry, value in pairs if value is not None]
+
+    @property
+    def fusion_opportunities(self) -> list[FusionOpportunity]:
+        fusion = self.get(Fusion)
+        return fusion.opportunities if fusion else []
+
+
+@dataclass(frozen=True)
+class AnalysisReport(ReportBase):
+    """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
+    the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
+    `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that
+    the two agree)."""
+
+    summary: Summary
+    dispatch: Dispatch | None = None
+    bound: Bound | None = None
+    fusion: Fusion | None = None
+    roofline: Roofline | None = None
+    compiled: Compiled | None = None
+    critical_path: CriticalPath | None = None
+    comm_overlap: CommOverlap | None = None
+    stream_idle: StreamIdle | None = None
+    memory: Memory | None = None
+
+
+AnalysisReport.analyses = ANALYSES

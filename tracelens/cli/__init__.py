@@ -168,19 +168,15 @@ def _shorten(text: str, limit: int = 300) -> str:
 def run() -> None:
     """The console entry point: `main()`, then the process ends without tearing the interpreter down.
 
-    Freeing a big trace's objects and the final garbage collection only delay the exit (~50 ms on a 72 MB
-    trace); stdout and stderr are flushed first, and every file we write is complete (atomic) before `main`
-    returns, except a big trace's cache entry, which a forked child writes while the analyses run (waited for
-    here, after the output). In-process callers (tests, notebooks) use `main`, which returns normally and
-    writes cache entries itself.
+    Freeing a big trace's objects and the final garbage collection only delay the exit; stdout and stderr are
+    flushed first, and every file we write is complete (atomic) before `main` returns. In-process callers
+    (tests, notebooks) use `main`, which returns normally.
     """
     signal.signal(signal.SIGTERM, _terminated)  # run `finally` blocks: decoding children and scratch folders
-    cache = Cache.from_environment(background_writes=True)  # a big trace's entry is written while analyses run
-    status = main(cache=cache)
+    status = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed pipe (| head) or stream (None)
             stream.flush()
-    cache.finish_writes()
     os._exit(status)
 
 

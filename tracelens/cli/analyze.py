@@ -6,6 +6,7 @@ Given a directory or a tar archive of rank traces, the ranks are analyzed in par
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,21 +16,23 @@ from tracelens.cli.common import (
     add_format_argument,
     add_output_arguments,
     emit_result,
-    load_with_feedback,
     print_warnings,
 )
 from tracelens.cli.runs import add_rank_argument
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
+from tracelens.progress import LoadProgress
 from tracelens.records import shallow_dict
+from tracelens.renderers.formats import output_format as output_format_of
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
     # results cache never does
+    from tracelens._cache.results import ResultSlot
+    from tracelens._cache.traces import TraceLoad
     from tracelens.analyses.devices import PeakOverride
     from tracelens.analyses.record import CachedAnalysis
     from tracelens.loader.et import ExecutionTrace
     from tracelens.model.trace import Trace
-    from tracelens.renderers.text import AnalyzeTextRenderer
 
 
 def peak_override(tflops: str | None, tbps: float | None) -> PeakOverride:
@@ -105,7 +108,7 @@ class AnalyzeCommand:
             help="a PyTorch execution trace (ExecutionTraceObserver JSON) taken with TRACE: fusion links ops by "
             "tensor identity instead of shape and dtype",
         )
-        add_format_argument(parser)
+        add_format_argument(parser, "analyze")
         add_output_arguments(parser)
         add_cache_argument(parser)
         parser.add_argument(
@@ -131,33 +134,54 @@ class AnalyzeCommand:
 
 
 def _run_one(args: argparse.Namespace) -> int:
+    """One trace, top to bottom: look the result up in the cache; when it is not there, start the load, import
+    what comes next while worker processes decode, finish the load, analyze; print; store what was computed."""
     peaks = peak_override(args.peak_tflops, args.peak_tbps)
-
-    def compute() -> CachedAnalysis:
-        trace = load_with_feedback(args.trace, args.cache, quiet=True, meanwhile=lambda: _import_for(args.format))
-        from tracelens.analyses import analyze
-        from tracelens.analyses.record import CachedAnalysis
-
-        warnings = trace.warnings
-        if execution_trace is not None:
-            warnings = (*warnings, *_attach_et(trace, execution_trace))
-        return CachedAnalysis(analyze(trace, step=args.step, peaks=peaks), warnings)
-
     execution_trace = _load_et(args.et) if args.et is not None else None
     options: dict[str, object] = {"step": args.step, "peaks": shallow_dict(peaks)}
     inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
-    result = args.cache.result("analyses", inputs, options, _record_type, compute)
+    slot = args.cache.lookup_result("analyses", inputs, options)
+    load: TraceLoad | None = None
+    result = _cached(slot)
+    if result is None:
+        with (
+            LoadProgress(f"loading {args.trace.name}") as progress,
+            args.cache.begin_load(args.trace, progress) as load,
+        ):
+            _import_for(args.format)  # while the worker processes decode
+            trace = load.finish()
+        result = _analyze(trace, args.step, peaks, execution_trace)
     print_warnings(args.trace, result.warnings)
-    from tracelens.renderers.jsonout import AnalyzeJsonRenderer
+    emit_result(args, "analyze", result.report)
+    if load is not None:  # computed here: stored after the output, which never waits for the cache
+        from tracelens.analyses.record import CachedAnalysis
 
-    emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
+        args.cache.store_result(slot, result, CachedAnalysis)
+        load.store()
     return 0
 
 
-def _record_type() -> type[CachedAnalysis]:
+def _cached(slot: ResultSlot) -> CachedAnalysis | None:
+    """The stored result in `slot`, if one was found (the analyses are imported only then)."""
+    if not slot.found:
+        return None
     from tracelens.analyses.record import CachedAnalysis
 
-    return CachedAnalysis
+    cached: CachedAnalysis | None = slot.value(CachedAnalysis)
+    return cached
+
+
+def _analyze(
+    trace: Trace, step: int | None, peaks: PeakOverride, execution_trace: ExecutionTrace | None
+) -> CachedAnalysis:
+    """Every analysis of `trace`, with the load's warnings (and the execution trace's, when one is paired)."""
+    from tracelens.analyses import analyze
+    from tracelens.analyses.record import CachedAnalysis
+
+    warnings = trace.warnings
+    if execution_trace is not None:
+        warnings = (*warnings, *_attach_et(trace, execution_trace))
+    return CachedAnalysis(analyze(trace, step=step, peaks=peaks), warnings)
 
 
 def _load_et(path: Path) -> ExecutionTrace:
@@ -182,18 +206,11 @@ def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]
 
 
 def _import_for(output_format: str) -> None:
-    """Import the analyses and the renderer (done while worker processes decode the trace)."""
-    import tracelens.analyses.record
-    import tracelens.renderers.jsonout
+    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace)."""
+    import tracelens.analyses.record  # noqa: F401
 
-    if output_format == "text":
-        import tracelens.renderers.text  # noqa: F401
-
-
-def _text_renderer(color: bool, width: int | None) -> AnalyzeTextRenderer:
-    from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
-
-    return AnalyzeTextRenderer(color=color, width=width)
+    ref = output_format_of(output_format).renderers()["analyze"][0]
+    importlib.import_module(ref.partition(":")[0])
 
 
 def _is_archive(path: Path) -> bool:
@@ -206,7 +223,6 @@ def _is_archive(path: Path) -> bool:
 
 def _run_ranks(args: argparse.Namespace) -> int:
     from tracelens.cli.runs import open_run
-    from tracelens.renderers.ranks import RanksJsonRenderer, RanksTextRenderer
 
     if args.step is not None and args.rank is None:
         raise TracelensError("--step applies to one trace, not to a directory or archive of ranks (add --rank N)")
@@ -214,5 +230,5 @@ def _run_ranks(args: argparse.Namespace) -> int:
         if args.rank is not None:  # one rank in full, as for a single trace
             member = run.pick(args.rank)
             return _run_one(argparse.Namespace(**{**vars(args), "trace": member.path}))
-    emit_result(args, run.report, RanksJsonRenderer(), lambda color, width: RanksTextRenderer(color, width))
+    emit_result(args, "ranks", run.report)
     return 0

@@ -69,11 +69,12 @@ def trace_document(path: Path, step: int | None, cache: Cache) -> TraceDocument:
     The hypotheses are not part of it: they are evaluated afresh every run."""
     from tracelens.hypotheses.document import CachedDocument, check_document
 
-    def compute() -> CachedDocument:
-        trace = load_with_feedback(path, cache, quiet=True, meanwhile=_import_document_machinery)
-        return CachedDocument(check_document(trace, step), trace.warnings)
-
-    result = cache.result("documents", [path], {"step": step}, lambda: CachedDocument, compute)
+    slot = cache.lookup_result("documents", [path], {"step": step})
+    result = slot.value(CachedDocument)
+    if result is None:
+        trace = load_with_feedback(path, cache, quiet=True, imports=DOCUMENT_MODULES)
+        result = CachedDocument(check_document(trace, step), trace.warnings)
+        cache.store_result(slot, result, CachedDocument)
     print_warnings(path, result.warnings)
     return result.document
 
@@ -102,14 +103,13 @@ class CheckCommand:
         parser.add_argument(
             "-v", "--verbose", action="store_true", help="text: the evidence of every verdict (default: WRONG ones)"
         )
-        add_format_argument(parser)
+        add_format_argument(parser, "check")
         add_output_arguments(parser)
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.hypotheses.evaluate import CheckResult, evaluate
         from tracelens.hypotheses.parse import HypothesisError, load_hypotheses
-        from tracelens.renderers.check import CheckJsonRenderer, CheckTextRenderer
 
         try:
             hypotheses = load_hypotheses(args.expect)  # a malformed file fails before any trace is read
@@ -123,13 +123,7 @@ class CheckCommand:
         except HypothesisError as exc:
             _report_problems(args.expect, exc)
         result = CheckResult(str(args.expect), documents, verdicts)
-        verbose = args.verbose
-        emit_result(
-            args,
-            result,
-            CheckJsonRenderer(),
-            lambda color, width: CheckTextRenderer(color=color, width=width, verbose=verbose),
-        )
+        emit_result(args, "check", result, verbose=args.verbose)
         return 1 if result.wrong else 0
 
 
@@ -158,9 +152,4 @@ def _distinct_labels(documents: list[TraceDocument]) -> list[TraceDocument]:
     return [d if d.label == label else replace(d, label=label) for d, label in zip(documents, labels, strict=True)]
 
 
-def _import_document_machinery() -> None:
-    """Import the analyses and pandas for `check_document` (done while worker processes decode the trace)."""
-    import pandas  # noqa: F401
-
-    import tracelens.analyses.pipeline
-    import tracelens.renderers.jsonout  # noqa: F401
+DOCUMENT_MODULES = ("pandas", "tracelens.analyses.pipeline", "tracelens.renderers.jsonout")  # for check_document

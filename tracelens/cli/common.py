@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from tracelens._cache import Cache
 from tracelens.cli.output import describe_os_error, emit, is_stdout
-from tracelens.cli.progress import LoadProgress
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
-from tracelens.renderers.base import Renderer
+from tracelens.progress import LoadProgress
+from tracelens.renderers.formats import RenderOptions, format_names, output_format, renderer_for
 from tracelens.renderers.textsafe import escape_controls
 
-ResultT = TypeVar("ResultT")
 INPUT_ARGUMENTS = ("trace", "traces", "expect", "et")  # argparse destinations that name input files
 
 
-def add_format_argument(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("text", "json")) -> None:
-    parser.add_argument("--format", choices=choices, default="text", help="output format (default: text)")
+def add_format_argument(parser: argparse.ArgumentParser, kind: str) -> None:
+    """`--format NAME` (the formats of `tracelens.renderers.formats` that render results of `kind`) and
+    `--width`."""
+    names = format_names(kind)
+    described = "; ".join(f"{name}: {output_format(name).help}" for name in names)
+    parser.add_argument(
+        "--format", choices=names, default=names[0], help=f"output format (default: {names[0]}; {described})"
+    )
     parser.add_argument(
         "--width",
         type=_width,
@@ -54,13 +59,15 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_with_feedback(
-    path: Path, cache: Cache, quiet: bool = False, meanwhile: Callable[[], object] | None = None
-) -> Trace:
-    """Load one trace (from `cache` when possible) with a progress bar (terminal only) and print its
-    warnings on stderr. `meanwhile`: as in `load_trace` (imports the command needs next, while workers decode)."""
-    with LoadProgress(f"loading {path.name}") as progress:
-        trace = cache.load_trace(path, progress, meanwhile=meanwhile)
+def load_with_feedback(path: Path, cache: Cache, quiet: bool = False, imports: Sequence[str] = ()) -> Trace:
+    """Load one trace (from `cache` when possible, storing it there when worth it) with a progress bar
+    (terminal only) and print its warnings on stderr unless `quiet`. `imports`: modules the command needs next,
+    imported here while worker processes decode."""
+    with LoadProgress(f"loading {path.name}") as progress, cache.begin_load(path, progress) as load:
+        for module in imports:
+            importlib.import_module(module)
+        trace = load.finish()
+    load.store()
     if not quiet:
         print_warnings(path, trace.warnings)
     return trace
@@ -101,15 +108,10 @@ def check_inputs(paths: Sequence[Path]) -> None:
             raise TracelensError(f"{path!r}: not a usable path ({exc})") from None
 
 
-def emit_result(
-    args: argparse.Namespace,
-    result: ResultT,
-    json_renderer: Renderer[ResultT],
-    text_renderer: Callable[[bool, int | None], Renderer[ResultT]],
-) -> None:
-    """Render `result` as `--format` asks (text gets colour only on a terminal, and `--width` columns) and
-    write it to stdout or `-o`."""
+def emit_result(args: argparse.Namespace, kind: str, result: object, verbose: bool = False) -> None:
+    """Render `result` (a result of `kind`) in the `--format` chosen (colour only on a terminal, `--width`
+    columns) and write it to stdout or `-o`."""
     output: Path | None = args.output
-    color = use_color() and is_stdout(output)
-    renderer = json_renderer if args.format == "json" else text_renderer(color, getattr(args, "width", None))
+    options = RenderOptions(use_color() and is_stdout(output), getattr(args, "width", None), verbose)
+    renderer = renderer_for(args.format, kind, options)
     emit(renderer.render(result), output, args.force, command_inputs(args))

@@ -46,14 +46,13 @@ class CompareCommand:
             default=[],
             help="name for the next trace (repeatable; default: the recorded variant or file stem)",
         )
-        add_format_argument(parser)
+        add_format_argument(parser, "compare")
         add_output_arguments(parser)
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from tracelens.analyses import analyze
         from tracelens.analyses.compare import compare_variants, variant_name
-        from tracelens.renderers.compare_out import CompareJsonRenderer, CompareTextRenderer
 
         names: list[str] = []
         analyzed: list[tuple[Trace, AnalysisReport]] = []
@@ -70,5 +69,5 @@ class CompareCommand:
                 analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
-        emit_result(args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width))
+        emit_result(args, "compare", comparison)
         return 0

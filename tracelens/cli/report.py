@@ -97,20 +97,16 @@ class ReportCommand:
         inputs = command_inputs(args)
         check_writable(output, args.force, inputs)
         started = time.perf_counter()
-        computed = False
-
         execution_traces = _load_ets(args.et or [], len(args.traces))
-
-        def compute() -> CachedPage:
-            nonlocal computed
-            computed = True
-            return _build_page(args.traces, args.step, max_slices, args.cache, execution_traces=execution_traces)
-
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        result = args.cache.result("pages", [*args.traces, *(args.et or [])], options, lambda: CachedPage, compute)
-        if not computed:  # a computed page's warnings were printed as each trace loaded
+        slot = args.cache.lookup_result("pages", [*args.traces, *(args.et or [])], options)
+        result = slot.value(CachedPage)
+        if result is not None:  # a computed page's warnings are printed as each trace loads
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
+        else:
+            result = _build_page(args.traces, args.step, max_slices, args.cache, execution_traces=execution_traces)
+            args.cache.store_result(slot, result, CachedPage)
         write_output(output, result.page, args.force, inputs)
         elapsed = time.perf_counter() - started
         if not is_stdout(output):
@@ -139,7 +135,7 @@ def _build_page(
     the i-th trace."""
     inputs = []
     for index, path in enumerate(paths):
-        trace = load_with_feedback(path, cache, meanwhile=_import_report_machinery)
+        trace = load_with_feedback(path, cache, imports=REPORT_MODULES)
         from tracelens.analyses import analyze
 
         if execution_traces and index < len(execution_traces):
@@ -165,11 +161,7 @@ def _build_page(
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))
 
 
-def _import_report_machinery() -> None:
-    """Import the analyses, pandas and plotly (done while worker processes decode the first trace)."""
-    import tracelens.analyses.pipeline
-    import tracelens.renderers.html
-    import tracelens.renderers.page  # noqa: F401
+REPORT_MODULES = ("tracelens.analyses.pipeline", "tracelens.renderers.html", "tracelens.renderers.page")
 
 
 def _report_run(args: argparse.Namespace) -> int:

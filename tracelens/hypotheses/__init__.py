@@ -2,6 +2,8 @@
 
 `parse.py` reads and validates the file, `document.py` builds what is checked, `evaluate.py` gives verdicts,
 `tracelens.renderers.check` prints them. `check(traces, hypotheses)` ties them together for notebooks and the CLI.
+`tracelens.hypotheses.evaluate` is that module (its function `evaluate` is `verdicts_for` here, so that no
+function shadows the module's name).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tracelens.hypotheses.document import TraceDocument, check_document, document_from
-from tracelens.hypotheses.evaluate import Verdict, evaluate
+from tracelens.hypotheses.evaluate import Verdict
+from tracelens.hypotheses.evaluate import evaluate as verdicts_for
 from tracelens.hypotheses.parse import Hypothesis, HypothesisError, load_hypotheses, parse_hypotheses
 from tracelens.model.trace import Trace
 
@@ -41,7 +44,7 @@ def as_documents(traces: TracesLike) -> list[TraceDocument]:
 
 def check(traces: TracesLike, hypotheses: HypothesesLike) -> list[Verdict]:
     """Check hypotheses against traces (Trace objects or paths); one Verdict per hypothesis and trace."""
-    return evaluate(as_hypotheses(hypotheses), as_documents(traces))
+    return verdicts_for(as_hypotheses(hypotheses), as_documents(traces))
 
 
 __all__ = [
@@ -54,7 +57,7 @@ __all__ = [
     "check",
     "check_document",
     "document_from",
-    "evaluate",
     "load_hypotheses",
     "parse_hypotheses",
+    "verdicts_for",
 ]

@@ -4,10 +4,15 @@ One way per kind of input: a plain file is decoded range by range (`stream`, in 
 gzip file is gunzipped once to a scratch file (`source.trace_text`) and then decoded like a plain one; a file
 that needs repair (odd types, invalid JSON, cut off, a bare array) is decoded whole (`decode`). Each gives
 columns (`columns`); the model (`model.build`) links them into a `Trace`.
+
+Two phases: `begin_load` starts the decode (worker processes decoding their ranges) and returns; the caller does
+its own work in this process meanwhile, then `PendingLoad.finish` decodes this process's share and links the
+trace. `load_trace` is both at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,36 +29,99 @@ from tracelens.loader.decode import Decoded, decode_trace, decode_whole_extras
 from tracelens.loader.extras import merge_extras
 from tracelens.loader.forked import auto_workers
 from tracelens.loader.source import TraceText, check_readable, read_text, refuse_tar, trace_text
-from tracelens.loader.stream import NotStreamable, stream_columns
+from tracelens.loader.stream import NotStreamable, StreamingDecode, begin_stream
 from tracelens.model.build import Columns, build_trace
 from tracelens.model.trace import Trace, Truncation
 
 Progress = Callable[[str, float], None]  # (phase, fraction done in [0, 1])
 
-__all__ = ["Progress", "load_trace"]
+__all__ = ["PendingLoad", "Progress", "begin_load", "load_trace"]
 
 
-def load_trace(
-    path: str | Path,
-    progress: Progress | None = None,
-    workers: int | None = None,
-    meanwhile: Callable[[], object] | None = None,
-) -> Trace:
-    """Read, decode, columnise and link one trace file.
+def load_trace(path: str | Path, progress: Progress | None = None, workers: int | None = None) -> Trace:
+    """Read, decode, columnise and link one trace file: `begin_load(...).finish()`.
 
     Raises `UnusableTraceError` for input that is not a trace (and for anything but a regular file);
     odd-but-usable input loads with `warnings`. `workers`: processes that decode ranges of a big file (default:
-    `auto_workers()`); same result for any value. `meanwhile`: work for this process while worker processes
-    decode (typically importing what the caller needs next); called at most once, and not at all when no
-    worker process is used.
+    `auto_workers()`); same result for any value.
     """
+    return begin_load(path, progress, workers).finish()
+
+
+def begin_load(path: str | Path, progress: Progress | None = None, workers: int | None = None) -> PendingLoad:
+    """Start loading one trace file: check it, gunzip it if needed, cut it into ranges and start the worker
+    processes that decode theirs. Returns at once with the load under way; the caller may do other work in this
+    process, then calls `finish` (or `close`, to abandon it). Raises as `load_trace` does."""
     path = Path(path)
     report = progress or (lambda phase, fraction: None)
     check_readable(path)
     n_workers = auto_workers() if workers is None else workers
-    with trace_text(path, lambda done, total: report("gunzipping", done / max(total, 1))) as text:
-        decoded, chunks = _decode(path, text, report, n_workers, meanwhile)
-        size = text.size
+    with contextlib.ExitStack() as stack:  # closed here only if starting fails
+        text = stack.enter_context(trace_text(path, lambda done, total: report("gunzipping", done / max(total, 1))))
+        streaming = _begin_stream(text, report, n_workers)
+        return PendingLoad(path, text, report, streaming, stack.pop_all())
+    raise AssertionError("unreachable")  # pragma: no cover - the `with` returns or raises
+
+
+class PendingLoad:
+    """A load begun by `begin_load`: `finish` gives the `Trace`; `close` (or leaving a `with`) abandons it,
+    ending the worker processes and removing the scratch text. Usable as a context manager."""
+
+    def __init__(
+        self,
+        path: Path,
+        text: TraceText,
+        report: Progress,
+        streaming: StreamingDecode | None,
+        stack: contextlib.ExitStack,
+    ) -> None:
+        self.path, self.text, self.report, self.streaming, self.stack = path, text, report, streaming, stack
+
+    def __enter__(self) -> PendingLoad:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End what is still running (idempotent)."""
+        if self.streaming is not None:
+            self.streaming.close()
+        self.stack.close()
+
+    def finish(self) -> Trace:
+        """The linked `Trace` (this process decodes its share of the ranges first)."""
+        with self.stack:
+            decoded, chunks = self._decode()
+            size = self.text.size
+        return _link(self.path, decoded, chunks, size, self.report)
+
+    def _decode(self) -> tuple[Decoded, list[ChunkColumns]]:
+        """Columns of every complete event, and the metadata and repairs: streamed when the text is a
+        well-formed file, else decoded whole."""
+        if self.streaming is not None:
+            try:
+                streamed = self.streaming.finish()
+                return Decoded([], streamed.metadata, False, notes=streamed.notes), streamed.chunks
+            except NotStreamable:
+                pass
+        return _decode_whole(self.path, self.text, self.report)
+
+
+def _begin_stream(text: TraceText, report: Progress, workers: int) -> StreamingDecode | None:
+    """The streaming decode of a well-formed plain text, started; None when the text needs the whole-file path."""
+    if text.path is None or text.gzip_truncated:
+        return None
+    try:
+        return begin_stream(
+            text.path, lambda done, total: report("reading and decoding", done / max(total, 1)), workers=workers
+        )
+    except NotStreamable:
+        return None
+
+
+def _link(path: Path, decoded: Decoded, chunks: list[ChunkColumns], size: int, report: Progress) -> Trace:
+    """Merge the chunks' columns and link them into the `Trace`."""
     report("building columns", 0.0)
     n_complete = sum(len(chunk) for chunk in chunks)
     if not n_complete:
@@ -83,25 +151,6 @@ def load_trace(
     )
     report("done", 1.0)
     return trace
-
-
-def _decode(
-    path: Path, text: TraceText, report: Progress, workers: int, meanwhile: Callable[[], object] | None
-) -> tuple[Decoded, list[ChunkColumns]]:
-    """Columns of every complete event of `text`, and the metadata and repairs: streamed when the text is a
-    well-formed file, else decoded whole."""
-    if text.path is not None and not text.gzip_truncated:
-        try:
-            streamed = stream_columns(
-                text.path,
-                lambda done, total: report("reading and decoding", done / max(total, 1)),
-                workers=workers,
-                meanwhile=meanwhile,
-            )
-            return Decoded([], streamed.metadata, False, notes=streamed.notes), streamed.chunks
-        except NotStreamable:
-            pass
-    return _decode_whole(path, text, report)
 
 
 def _decode_whole(path: Path, text: TraceText, report: Progress) -> tuple[Decoded, list[ChunkColumns]]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 
 from tracelens.errors import TracelensError
 from tracelens.model.events import Kind
+from tracelens.model.memo import TraceTable
 from tracelens.model.trace import Trace
 
 TensorRef = tuple[int, int, int, int]  # storage id, offset (elements), numel, itemsize
@@ -146,21 +146,19 @@ class OpTensors:
         return self._writers.get(ref[:3], [])
 
 
-_ATTACHED: dict[int, OpTensors] = {}
+_ATTACHED: TraceTable[OpTensors] = TraceTable()
 
 
 def attach(trace: Trace, et: ExecutionTrace) -> int:
     """Pair `et` with `trace` for the analyses of this process; returns how many ops were matched. Ops match by
     name and order of occurrence within each ProfilerStep#N present in both files."""
     matched = match_ops(trace, et)
-    key = id(trace)
-    _ATTACHED[key] = OpTensors(matched)
-    weakref.finalize(trace, _ATTACHED.pop, key, None)
+    _ATTACHED.put(trace, OpTensors(matched))
     return len(matched)
 
 
 def op_tensors(trace: Trace) -> OpTensors | None:
-    return _ATTACHED.get(id(trace))
+    return _ATTACHED.get(trace)
 
 
 def match_ops(trace: Trace, et: ExecutionTrace) -> dict[int, EtOp]:

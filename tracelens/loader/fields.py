@@ -23,9 +23,39 @@ from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
 _native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
 
 _EMPTY_ARGS = Args()
+# The one declaration of the fields read from each decoded event (`schema.Event`) and its `args` (`schema.Args`),
+# in the order the C extension returns them; its field table (tracelens/_native_fields.h) is generated from these
+# (`native_header`, scripts/gen_native_fields.py; tests/unit/test_native_fields.py checks it is current).
+EVENT_ATTRS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 INT_ARGS = ("external_id", "external_id_legacy", "correlation", "sequence_number", "device", "stream", "bytes")
 DIM_ARGS = ("grid", "block")
 RAW_ARGS = ("input_dims", "input_type", "concrete_inputs")
+NATIVE_HEADER = "_native_fields.h"  # beside _native.c
+
+
+def native_header() -> str:
+    """The C extension's field table (the text of tracelens/_native_fields.h), derived from the tuples above."""
+
+    def names(items: tuple[str, ...]) -> str:
+        return ", ".join(f'"{item}"' for item in items)
+
+    tables = [
+        ("EVENT_FIELDS", EVENT_ATTRS),
+        ("INT_FIELDS", INT_ARGS),
+        ("DIM_FIELDS", DIM_ARGS),
+        ("RAW_FIELDS", RAW_ARGS),
+    ]
+    lines = [
+        "/* Generated from tracelens/loader/fields.py (EVENT_ATTRS, INT_ARGS, DIM_ARGS, RAW_ARGS) by",
+        "   scripts/gen_native_fields.py: do not edit. The slots of these fields are read in this order. */",
+        "#ifndef TRACELENS_NATIVE_FIELDS_H",
+        "#define TRACELENS_NATIVE_FIELDS_H",
+    ]
+    for table, items in tables:
+        count = f"N_{table}"
+        lines += [f"#define {count} {len(items)}", f"static const char *{table}[{count}] = {{{names(items)}}};"]
+    lines += ["enum { " + ", ".join(f"F_{item.upper()}" for item in EVENT_ATTRS) + " };", "#endif", ""]
+    return "\n".join(lines)
 
 
 class EventFields(msgspec.Struct):

@@ -3,10 +3,10 @@ tmpfs where there is one), not pipes.
 
 Why not `multiprocessing.Pool`: its workers hand each ~1 MB result through a 64 kB pipe that a thread of this
 process must drain, and while this process works (it imports the analyses during a load) that thread gets
-the interpreter only every few ms, so the workers stall; a pool also takes 5-15 ms to start. Here each child
-claims the next job no child has claimed (by creating its claim file: whichever creates it first), so a child
-slowed down (by this process's work, or a costlier job) does less, writes each result to its own file, and
-never waits for the parent, which picks the results up whenever it looks.
+the interpreter only rarely, so the workers stall; a pool is also slow to start. Here the jobs are dealt out
+once, round robin (job `i` to process `i % processes`; the callers' jobs are of equal size), each child writes
+each result to its own file and never waits for the parent, which picks the results up whenever it looks.
+`start_forked` forks and returns at once (the caller works meanwhile); `Forked.finish` gathers the results.
 
 A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
 the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
@@ -15,7 +15,6 @@ copy, no fresh memory; the file is removed at once (an array's pages live as lon
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import mmap
 import os
@@ -28,8 +27,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 from tracelens.errors import TracelensError
 
@@ -79,124 +78,99 @@ def _in_pool_worker() -> bool:
     return process is not None and process.parent_process() is not None
 
 
+class Forked(Generic[Job, Result]):
+    """Jobs being computed by forked children (`start_forked`): `finish` gathers every result, `close` ends what
+    is left. Job `i` belongs to process `i % processes` (children first, then this process with `work_here`):
+    the jobs are dealt out once, so no job can run twice."""
+
+    def __init__(
+        self, jobs: Sequence[Job], workers: int, work: Callable[[Job], Result], stall_s: float, work_here: bool
+    ) -> None:
+        self.jobs, self.work, self.stall_s = jobs, work, stall_s
+        n_children = min(workers, len(jobs))
+        self.processes = n_children + (1 if work_here else 0)
+        self.folder = scratch_folder()
+        self.children: dict[int, int] = {}  # pid -> child number
+        self.results: dict[int, Result] = {}
+        self.arrivals, signal_fd = os.pipe()  # a child writes a byte to `signal_fd` after each result it leaves
+        try:
+            for number in range(n_children):
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - runs in the child, which never returns
+                    os.close(self.arrivals)
+                    _child(number, jobs, self.share(number), work, self.folder, signal_fd)
+                self.children[pid] = number
+        except BaseException:
+            os.close(signal_fd)
+            self.close()
+            raise
+        os.close(signal_fd)
+
+    def share(self, number: int) -> range:
+        """The indices of the jobs of process `number` (this process is number `processes - 1` with `work_here`)."""
+        return range(number, len(self.jobs), self.processes) if self.processes else range(0)
+
+    def finish(self, on_result: Callable[[int], None] | None = None) -> list[Result]:
+        """`[work(job) for job in jobs]`: this process's share computed here (with `work_here`), then the
+        children's results as they arrive; `on_result(index)` as each comes (in any order). A child's exception
+        is raised here; ChildStalled after `stall_s` seconds without a result or a child ending; ChildDied when
+        children ended short of a result. Every child is reaped and the scratch folder removed before this
+        returns or raises."""
+        try:
+            if self.processes > len(self.children):
+                for index in self.share(self.processes - 1):
+                    self.results[index] = self.work(self.jobs[index])
+                    if on_result is not None:
+                        on_result(index)
+            _wait(self.children, self.folder, self.results, on_result, self.stall_s, len(self.jobs), self.arrivals)
+            _collect(self.folder, self.results, on_result)
+            missing = [index for index in range(len(self.jobs)) if index not in self.results]
+            if missing:  # the children ended (reaped where SIGCHLD is ignored: status unknown) short of a result
+                raise ChildDied(f"worker processes ended without the result of job {missing[0]}")
+            return [self.results[index] for index in range(len(self.jobs))]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill (SIGKILL) the children that have not delivered everything, reap every child, remove the folder;
+        idempotent."""
+        complete = len(self.results) == len(self.jobs)
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                if not complete:
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)  # a child that delivered everything is only exiting
+            del self.children[pid]
+        if self.arrivals >= 0:
+            os.close(self.arrivals)
+            self.arrivals = -1
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_forked(
+    jobs: Sequence[Job],
+    workers: int,
+    work: Callable[[Job], Result],
+    stall_s: float = STALL_S,
+    work_here: bool = False,
+) -> Forked[Job, Result]:
+    """Fork `workers` children (at most one per job) that start computing their share of `[work(job) for job in
+    jobs]` at once; with `work_here` this process has a share too, computed when `finish` is called. Children
+    start with default SIGTERM/SIGINT handlers and die with this process."""
+    return Forked(jobs, workers, work, stall_s, work_here)
+
+
 def run_forked(
     jobs: Sequence[Job],
     workers: int,
     work: Callable[[Job], Result],
     on_result: Callable[[int], None] | None = None,
-    meanwhile: Callable[[], object] | None = None,
     stall_s: float = STALL_S,
     work_here: bool = False,
 ) -> list[Result]:
-    """`[work(job) for job in jobs]`, computed by `workers` forked children (each claims the next unclaimed job,
-    in job order). `meanwhile()` runs in this process once the children are started; then, with `work_here`, this
-    process claims jobs too, as a child does, until none is left (its results never pass through a file).
-    `on_result(index)` is called as each result arrives (in any order). An exception raised by `work` in a child
-    (or here) is raised here; ChildStalled when `stall_s` seconds pass without a result or a child ending.
-    Children start with default SIGTERM/SIGINT handlers. When this raises, children left running are killed
-    (SIGKILL) and reaped. When it returns, every child has delivered all it will and is exiting: a child still
-    in the kernel's exit (freeing its memory: ~4 ms after a big job, measured) is not waited for but reaped later
-    (`reap_exited`: at the next call, and at interpreter exit), through a pidfd; a program's own bare `os.wait()`
-    in those milliseconds may reap it first, which is harmless here (it is forgotten)."""
-    reap_exited()
-    folder = scratch_folder()
-    children: dict[int, int] = {}  # pid -> child number
-    results: dict[int, Result] = {}
-    arrivals, signal_fd = os.pipe()  # a child writes a byte to `signal_fd` after each result it leaves
-    try:
-        for number in range(min(workers, len(jobs))):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - runs in the child, which never returns
-                os.close(arrivals)
-                _child(number, jobs, work, folder, signal_fd)
-            children[pid] = number
-        os.close(signal_fd)
-        signal_fd = -1
-        if meanwhile is not None:
-            meanwhile()
-        if work_here:
-            for index in _claimed(folder, len(jobs)):
-                results[index] = work(jobs[index])
-                if on_result is not None:
-                    on_result(index)
-        _wait(children, folder, results, on_result, stall_s, len(jobs), arrivals)
-        _collect(folder, results, on_result)
-        missing = [index for index in range(len(jobs)) if index not in results]
-        if missing:  # the children ended (reaped where SIGCHLD is ignored: status unknown) short of a result
-            raise ChildDied(f"worker processes ended without the result of job {missing[0]}")
-        return [results[index] for index in range(len(jobs))]
-    finally:
-        complete = len(results) == len(jobs)
-        for pid in children:
-            _end_child(pid, complete)
-        for fd in (arrivals, signal_fd):
-            if fd >= 0:
-                os.close(fd)
-        shutil.rmtree(_retired(folder), ignore_errors=True)
-
-
-def _retired(folder: str) -> str:
-    """`folder` renamed (atomically) before it is removed, so that a child still looking for jobs finds no folder
-    and ends, instead of re-claiming a job whose claim file the removal has already deleted. The new name keeps
-    the owner's pid (`_remove_orphans` still recognises it)."""
-    retired = f"{folder}.done"
-    try:
-        os.rename(folder, retired)
-    except OSError:
-        return folder
-    return retired
-
-
-# pidfds of children that had delivered everything and were still exiting when `run_forked` returned: reaped
-# through the pidfd, which names that process only (a pid could be reused once someone else's `os.wait()` has
-# reaped it)
-_EXITING: list[int] = []
-
-
-def _end_child(pid: int, complete: bool) -> None:
-    """Reap child `pid`: killed first unless every job's result came (then it is exiting of its own accord and,
-    where pidfds exist, is reaped later if it has not finished)."""
-    try:
-        if complete:
-            if os.waitpid(pid, os.WNOHANG)[0] != 0:
-                return
-            handle = _pidfd(pid)
-            if handle is not None:
-                _EXITING.append(handle)
-            else:  # pragma: no cover - no pidfd (not Linux): wait for its end here
-                os.waitpid(pid, 0)
-            return
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
-
-
-def _pidfd(pid: int) -> int | None:
-    """A pidfd of process `pid` (readable once it has ended; `waitid(P_PIDFD)` reaps exactly it); None where
-    unsupported (not Linux 5.3+) or refused."""
-    if not hasattr(os, "P_PIDFD"):  # pragma: no cover - not Linux
-        return None
-    try:
-        return os.pidfd_open(pid)
-    except OSError:
-        return None
-
-
-def reap_exited(block: bool = False) -> None:
-    """Reap the children `run_forked` left exiting: those that have ended, or with `block` every one (they have
-    nothing left to do but end). One already reaped elsewhere (SIGCHLD ignored, the program's own `os.wait()`)
-    is simply forgotten."""
-    for handle in list(_EXITING):
-        if not block and not select.select([handle], [], [], 0)[0]:
-            continue  # still exiting
-        with contextlib.suppress(ChildProcessError):
-            os.waitid(os.P_PIDFD, handle, os.WEXITED)
-        os.close(handle)
-        _EXITING.remove(handle)
-
-
-atexit.register(reap_exited, True)
+    """`start_forked(...).finish(on_result)`: `[work(job) for job in jobs]` by forked children (and this process,
+    with `work_here`)."""
+    return start_forked(jobs, workers, work, stall_s, work_here).finish(on_result)
 
 
 def scratch_folder() -> str:
@@ -248,14 +222,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str, signal_fd: int) -> None:
-    """The child's whole life: its jobs, a file per result (renamed into place when complete, then a byte to
-    `signal_fd` to wake the parent), then `_exit` (no interpreter teardown, no flushing of the parent's buffers)."""
+def _child(
+    number: int, jobs: Sequence[Any], share: range, work: Callable[[Any], Any], folder: str, signal_fd: int
+) -> None:
+    """The child's whole life: its share of the jobs, a file per result (renamed into place when complete, then a
+    byte to `signal_fd` to wake the parent), then `_exit` (no interpreter teardown, no flushing of the parent's
+    buffers)."""
     status = 0
     try:
         reset_signals()
         _die_with_parent()
-        for index in _claimed(folder, len(jobs)):
+        for index in share:
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
             write_result(partial, result)
@@ -271,19 +248,6 @@ def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder:
             handle.write(payload)
     finally:
         os._exit(status)
-
-
-def _claimed(folder: str, n_jobs: int) -> Iterator[int]:
-    """The jobs this process claims, in order: a job belongs to the process that creates its claim file first.
-    None once the folder is gone (the parent has every result and removed it)."""
-    for index in range(n_jobs):
-        try:
-            os.close(os.open(os.path.join(folder, f"claim-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            continue
-        except FileNotFoundError:
-            return
-        yield index
 
 
 def reset_signals() -> None:
@@ -347,6 +311,17 @@ def _wait(
     finally:
         for fd in (exit_fds or {}).values():
             os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd of process `pid` (readable once it has ended); None where unsupported (not Linux 5.3+) or
+    refused."""
+    if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
 
 
 def _exit_fds(pids: dict[int, int]) -> dict[int, int] | None:

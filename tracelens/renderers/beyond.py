@@ -13,6 +13,7 @@ from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.stream_idle import StreamIdle
 from tracelens.renderers.tables import droppable
+from tracelens.units import pct_text, us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -34,12 +35,10 @@ def _part(name: str) -> str:
     return f"GPU {name[4:]}" if name.startswith("gpu:") else PART_LABELS.get(name, name)
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_us = us_text
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1f} %"
+_pct = pct_text
 
 
 # ---------------------------------------------------------------- text

@@ -13,6 +13,7 @@ from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
+from tracelens.units import us_text
 
 COMPARE_SCHEMA = "tracelens.compare/1"
 
@@ -122,8 +123,7 @@ def _variants_table(result: Comparison) -> Table:
     return table
 
 
-def _optional_us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_optional_us = us_text
 
 
 def _fusions_table(result: Comparison) -> Table:

@@ -16,6 +16,7 @@ from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
 from tracelens.records import field_names, is_record
+from tracelens.renderers.sections import renderer_of
 
 ANALYZE_SCHEMA = "tracelens.analyze/1"
 PER_STEP_KEYS = STEP_FIGURE_KEYS
@@ -51,7 +52,7 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
     renderer, or `{name: its result as a dict}`), in registry order."""
     document: dict[str, Any] = {"schema": ANALYZE_SCHEMA, "tool": {"name": "tracelens", "version": __version__}}
     for entry, result in report.results():
-        section = entry.renderer("json")
+        section = renderer_of(entry, "json")
         document.update(section(result, report) if section is not None else {entry.name: plain(result)})
     return _clean(document)
 

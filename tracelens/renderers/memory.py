@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracelens.analyses.memory import Memory
+from tracelens.units import bytes_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -17,17 +18,7 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
-def format_bytes(value: float | None) -> str:
-    """Bytes in binary units, labelled ("—" when unknown)."""
-    if value is None:
-        return "—"
-    if abs(value) >= GIB:
-        return f"{value / GIB:,.2f} GiB"
-    if abs(value) >= MIB:
-        return f"{value / MIB:,.1f} MiB"
-    if abs(value) >= 1024:
-        return f"{value / 1024:,.1f} KiB"
-    return f"{value:,.0f} B"
+format_bytes = bytes_text
 
 
 def json_keys(result: Memory, report: AnalysisReport) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
+from tracelens.renderers.sections import renderer_of
 from tracelens.report import breakdowns
 from tracelens.report.compare import comparison_section
 from tracelens.report.document import AnalysisPanels, Panel, ReportDocument, Section, Table
@@ -98,7 +99,7 @@ def analysis_panels(report: AnalysisReport) -> list[AnalysisPanels]:
     "not available" notes (its `panels` renderer is given None)."""
     out = []
     for entry in report.analyses:
-        render = entry.renderer("panels")
+        render = renderer_of(entry, "panels")
         if render is not None:
             out.append(render(getattr(report, entry.name, None), report))
     return out

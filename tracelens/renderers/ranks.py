@@ -12,6 +12,7 @@ from tracelens.renderers.jsonout import _clean, dumps, plain
 from tracelens.renderers.tables import droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.renderers.textsafe import safe_text
+from tracelens.units import ms_text
 
 RANKS_SCHEMA = "tracelens.ranks/1"
 
@@ -26,8 +27,7 @@ def ranks_dict(report: RanksReport) -> dict[str, Any]:
     return dict(_clean(document))
 
 
-def _ms(value_us: float) -> str:
-    return "–" if value_us != value_us else f"{value_us / 1000:,.3f}"
+_ms = ms_text
 
 
 def ranks_table(report: RanksReport) -> Table:

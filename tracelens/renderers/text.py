@@ -16,9 +16,11 @@ from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
+from tracelens.units import us_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -181,8 +183,7 @@ def _figure_cells(row: StepFigures) -> list[str]:
     ]
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_us = us_text
 
 
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
@@ -289,7 +290,7 @@ def analysis_parts(report: AnalysisReport) -> list[RenderableType]:
     """Every analysis' text section (the registry's `text` renderers), in `text_order`."""
     parts: list[RenderableType | None] = []
     for entry, result in sorted(report.results(), key=lambda pair: pair[0].text_order):
-        section = entry.renderer("text")
+        section = renderer_of(entry, "text")
         if section is not None:
             parts += section(result, report)
     return [p for p in parts if p is not None]

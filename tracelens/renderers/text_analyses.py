@@ -17,6 +17,7 @@ from tracelens.analyses.roofline import Roofline
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable
 from tracelens.renderers.textsafe import escape_controls, safe_text
+from tracelens.units import us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -54,8 +55,7 @@ def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
     return [roofline_table(roofline)]
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_us = us_text
 
 
 def bound_text(bound: Bound) -> Text:

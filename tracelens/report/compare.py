@@ -19,6 +19,7 @@ from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
 from tracelens.report.document import Panel, Section, Table, chart_text
 from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors
+from tracelens.units import us_text
 
 Item = tuple[str, Trace, AnalysisReport]
 STUDY_COLUMNS = (
@@ -178,5 +179,4 @@ def step_chart(items: Sequence[Item]) -> Panel:
     return Panel(id="compare-steps", title="Median step by variant", figure=fig)
 
 
-def _us(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.1f}"
+_us = us_text

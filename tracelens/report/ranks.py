@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from tracelens.analyses.ranks import RankRow, RanksReport
 from tracelens.report.document import Panel, Section, Table
 from tracelens.report.palette import category_color
+from tracelens.units import ms_text, pct_text
 
 RANKS_COLUMNS = (
     "rank",
@@ -145,9 +146,7 @@ def _ranked(report: RanksReport) -> list[RankRow]:
     return [row for row in report.rows if row.rank is not None]
 
 
-def _ms(value_us: float) -> str:
-    return "—" if math.isnan(value_us) else f"{value_us / 1000:,.3f}"
+_ms = ms_text
 
 
-def _pct(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.1f} %"
+_pct = pct_text

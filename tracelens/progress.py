@@ -1,4 +1,7 @@
-"""A load progress bar on stderr: only on a terminal, and only once a load has taken over a second."""
+"""A load progress bar on stderr: only on a terminal, and only once a load has taken over a second.
+
+It lives beside `errors` below every layer: the loader reports its phases to it, a call down, not back up into
+the command."""
 
 from __future__ import annotations
 
