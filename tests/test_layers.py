@@ -205,6 +205,6 @@ def test_analyze_calls_only_down_the_layers(tmp_path: Path) -> None:
 
 
 def test_the_walk_sees_a_call_back_up() -> None:
-    """A call from the loader into the command (what `meanwhile` was) is found."""
+    """A call from the loader into the command (what the old `meanwhile` callback was) is found."""
     record = {"crossings": [["tracelens.loader.stream", "tracelens.cli.analyze", "finish -> <lambda>"]]}
     assert calls_up(record) == ["tracelens.loader.stream calls tracelens.cli.analyze (finish -> <lambda>)"]
