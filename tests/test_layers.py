@@ -201,11 +201,13 @@ def test_analyze_calls_only_down_the_layers(tmp_path: Path) -> None:
     assert record["status"] == 0
     assert calls_up(record) == []
     assert first_calls(record) == list(STAGES)
+    called = [function for _, function in record["order"]]
+    assert "start_forked" in called and "_decode_range_args" in called  # a child decoded while this process worked
     served = walk(tmp_path, "analyze", str(TRACE), "--format", "json", "-o", str(tmp_path / "out.json"), "--force")
     assert served["status"] == 0 and calls_up(served) == []  # the same command served from the results cache
 
 
 def test_the_walk_sees_a_call_back_up() -> None:
-    """A call from the loader into the command (what `meanwhile` was) is found."""
+    """A call from the loader into the command (what the old `meanwhile` callback was) is found."""
     record = {"crossings": [["tracelens.loader.stream", "tracelens.cli.analyze", "finish -> <lambda>"]]}
     assert calls_up(record) == ["tracelens.loader.stream calls tracelens.cli.analyze (finish -> <lambda>)"]

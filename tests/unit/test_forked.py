@@ -74,7 +74,7 @@ def test_no_job_runs_twice_and_no_folder_is_left(private_tmp: Path, tmp_path: Pa
 
 def test_with_work_here_this_process_does_its_share_in_finish(private_tmp: Path) -> None:
     """`start_forked` returns with the children at work; this process's share (every second job with one child)
-    runs in `finish`, after whatever the caller did meanwhile; its results never pass through a file."""
+    runs in `finish`, after whatever the caller did in between; its results never pass through a file."""
     calls: list[str] = []
     arrived: list[int] = []
 

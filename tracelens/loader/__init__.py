@@ -6,7 +6,7 @@ that needs repair (odd types, invalid JSON, cut off, a bare array) is decoded wh
 columns (`columns`); the model (`model.build`) links them into a `Trace`.
 
 Two phases: `begin_load` starts the decode (worker processes decoding their ranges) and returns; the caller does
-its own work in this process meanwhile, then `PendingLoad.finish` decodes this process's share and links the
+its own work in this process while they run, then `PendingLoad.finish` decodes this process's share and links the
 trace. `load_trace` is both at once.
 """
 

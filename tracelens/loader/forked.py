@@ -6,7 +6,7 @@ process must drain, and while this process works (it imports the analyses during
 the interpreter only rarely, so the workers stall; a pool is also slow to start. Here the jobs are dealt out
 once, round robin (job `i` to process `i % processes`; the callers' jobs are of equal size), each child writes
 each result to its own file and never waits for the parent, which picks the results up whenever it looks.
-`start_forked` forks and returns at once (the caller works meanwhile); `Forked.finish` gathers the results.
+`start_forked` forks and returns at once (the caller works while the children do); `Forked.finish` gathers the results.
 
 A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
 the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
@@ -48,7 +48,7 @@ class ChildStalled(ChildDied):
 
 
 def auto_workers() -> int:
-    """Worker processes (the loader's chunk decoders, the analyses' second process): $TRACELENS_WORKERS if set
+    """Worker processes (the loader's range decoders): $TRACELENS_WORKERS if set
     (an integer >= 1, at most the CPUs this process may run on), else up to 4 of those CPUs; 1 where forking is
     unsafe or unavailable. A malformed setting raises TracelensError (exit 2)."""
     setting = os.environ.get("TRACELENS_WORKERS", "").strip()
