@@ -346,3 +346,15 @@ def test_a_program_that_ends_inside_the_window_keeps_what_was_recorded(tmp_path:
     assert (
         meta["partial"] is True and meta["partial_reason"] == "the program ended after 2 of 5 profiled steps"
     )  # steps 10, 11
+
+
+def test_the_wheel_carries_the_injected_sitecustomize() -> None:
+    """`_inject/` is not a package (it must hold nothing but `sitecustomize.py`), so the wheel takes it as
+    package data (checked by building a wheel once: `tracelens/record/_inject/sitecustomize.py` is in it)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "record/_inject/sitecustomize.py" in config["tool"]["setuptools"]["package-data"]["tracelens"]
+    assert sorted(p.name for p in (ROOT / "tracelens/record/_inject").iterdir() if p.suffix == ".py") == [
+        "sitecustomize.py"
+    ]
