@@ -144,7 +144,10 @@ def test_an_inference_loop_steps_on_forward(tmp_path: Path) -> None:
 def test_step_on_a_named_function(tmp_path: Path) -> None:
     (tmp_path / "steps_mod.py").write_text("import torch\n\ndef one_step(x):\n    return (x @ x).sum()\n")
     (tmp_path / "loop.py").write_text(
-        "import torch\nimport steps_mod\nx = torch.randn(16, 16)\nfor _ in range(12):\n    steps_mod.one_step(x)\n"
+        "import os, sys, torch\nimport steps_mod\nx = torch.randn(16, 16)\n"
+        "for _ in range(12):\n    steps_mod.one_step(x)\n"
+        "print('env', os.environ.get('PYTHONPATH'), 'TRACELENS_RECORD_CONFIG' in os.environ)\n"
+        "print('path', any('_inject' in p for p in sys.path), sys.argv)\n"
     )
     result = record(
         tmp_path, "--no-analyze", "--skip", "1", "--steps", "3", "--step-on", "steps_mod:one_step", "--", "loop.py"
@@ -153,6 +156,10 @@ def test_step_on_a_named_function(tmp_path: Path) -> None:
     document = raw(tmp_path / "traces/record/loop.json.gz")
     assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
     assert sum(e.get("name") == "aten::mm" for e in document["traceEvents"]) == 3
+    # the program sees its own environment, path and argv: no trace of the recorder
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    assert f"env {pythonpath} False" in result.stdout
+    assert "path False ['loop.py']" in result.stdout
 
 
 def test_a_script_with_no_optimizer_under_the_default_is_an_error(tmp_path: Path) -> None:
