@@ -365,3 +365,14 @@ def test_the_wheel_carries_the_injected_sitecustomize() -> None:
     assert sorted(p.name for p in (ROOT / "tracelens/record/_inject").iterdir() if p.suffix == ".py") == [
         "sitecustomize.py"
     ]
+
+
+def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -> None:
+    result = record(tmp_path, "--", str(EXAMPLES / "train_tiny.py"), "--crash-at", "9")  # step 9: the warm-up
+    assert result.returncode == 1
+    assert error_lines(result.stderr) == [
+        "tracelens: error: the program exited with status 1 inside the recording window (the program raised "
+        "RuntimeError: crash requested at step 9 after 0 of 5 profiled steps); nothing was exported (it stopped in "
+        "the profiler's warm-up step, before the first profiled one)"
+    ]
+    assert files_in(tmp_path / "traces/record") == []

@@ -325,10 +325,14 @@ def _report(
         raise TracelensError(f"interrupted; {kept}", exit_code=130)
     partial = [s for s in statuses if s.get("partial_reason")]
     if returncode != 0 and partial:
+        kept = (
+            f"the partial trace is kept, marked partial in tracelens_record: {', '.join(map(str, traces))}"
+            if traces
+            else "nothing was exported (it stopped in the profiler's warm-up step, before the first profiled one)"
+        )
         raise TracelensError(
             f"the program exited with status {program_status} inside the recording window "
-            f"({partial[0]['partial_reason']}); the partial trace is kept, marked partial in tracelens_record: "
-            f"{', '.join(map(str, traces)) or 'none exported'}",
+            f"({partial[0]['partial_reason']}); {kept}",
             exit_code=program_status,
         )
     if returncode != 0 and not traces:
