@@ -188,6 +188,16 @@ def test_a_crash_inside_the_window_keeps_the_partial_trace(tmp_path: Path) -> No
     meta = document["tracelens_record"]
     assert meta["partial"] is True and "after 2 of 3 profiled steps" in meta["partial_reason"]
     assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]  # the 3rd cut short
+    analyzed = subprocess.run(
+        [sys.executable, "-m", "tracelens", "analyze", str(trace), "--format", "json", "--no-cache"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    free = json.loads(analyzed.stdout)["profiler_free"]
+    assert free["source"] == "measured" and free["step_us"] == meta["profiler_free"]["median_step_us"]
+    assert free["note"] == f"the recording was cut short: {meta['partial_reason']}"
 
 
 def test_ctrl_c_inside_the_window_writes_the_trace_so_far(tmp_path: Path) -> None:
