@@ -199,3 +199,25 @@ def test_the_verdict_flip_claims_against_the_cuda_events() -> None:
     doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
     assert f"right on {right} of the {claimed} traces where it says so" in doc
     assert f"misses {missed} flip" in doc
+
+
+def test_the_held_out_table_lists_every_recorded_trace() -> None:
+    """Every `tracelens record` trace with CUDA-event timings under traces/h200/record/ has its row (measured
+    median as in the raw metadata, events per step as counted from the raw events); none: the docs say so."""
+    recorded = []
+    for path in sorted((ROOT / "traces/h200/record").glob("*.json.gz")):
+        with gzip.open(path, "rt") as handle:
+            free = (json.load(handle).get("tracelens_record") or {}).get("profiler_free") or {}
+        if free.get("clock") == "cuda_events":
+            recorded.append((path, float(free["median_step_us"])))
+    doc = (ROOT / "docs/profiler_overhead.md").read_text()
+    section = doc.split("<!-- held-out table: begin -->")[1].split("<!-- held-out table: end -->")[0]
+    if not recorded:
+        assert "No held-out recording yet" in section
+        return
+    rows = {line.split("|")[1].strip(): line.split("|") for line in section.splitlines() if ".json.gz" in line}
+    assert len(rows) == len(recorded)
+    for path, measured in recorded:
+        cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
+        assert float(cells[6].replace(",", "")) == pytest.approx(measured, abs=0.1)
+        assert float(cells[3].replace(",", "")) == pytest.approx(independent(path)["events"], rel=0.02, abs=1)
