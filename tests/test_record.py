@@ -386,3 +386,21 @@ def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -
         "the profiler's warm-up step, before the first profiled one)"
     ]
     assert files_in(tmp_path / "traces/record") == []
+
+
+def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_written(tmp_path: Path) -> None:
+    script = tmp_path / "terminated.py"
+    script.write_text(
+        "import os, signal, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(1, 30):\n    if step == 6:\n        os.kill(os.getppid(), signal.SIGTERM)\n"
+        "        signal.pause()\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )  # the launcher is its parent; it passes the signal on; the program waits for it
+    result = record(tmp_path, "--skip", "1", "--steps", "2", "--", str(script))
+    trace = tmp_path / "traces/record/terminated.json.gz"
+    assert result.returncode == 143
+    assert error_lines(result.stderr) == [
+        "tracelens: error: the program exited with status 143 inside the recording window (the program raised "
+        "SystemExit on SIGTERM after 1 of 2 profiled steps); the partial trace is kept, marked partial in "
+        f"tracelens_record: {trace}"
+    ]
+    assert raw(trace)["tracelens_record"]["partial"] is True

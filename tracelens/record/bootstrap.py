@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from typing import Any
@@ -135,6 +136,14 @@ class _Recorder:
             _FunctionHook(step_on, self).install()
         sys.excepthook = self._excepthook
         atexit.register(self.finish)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # the program's own handler, if any, stays
+            signal.signal(signal.SIGTERM, self._terminated)
+
+    def _terminated(self, number: int, frame: Any) -> None:
+        """SIGTERM (e.g. passed on by the launcher): end as SystemExit so that `finish` writes the window so far;
+        the exit status is the one the signal's default action gives a shell (128 + 15)."""
+        self.exception = "SystemExit on SIGTERM"
+        raise SystemExit(128 + number)
 
     def _enter(self, *_: Any) -> None:
         if os.getpid() == self.pid:

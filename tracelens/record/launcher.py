@@ -257,13 +257,15 @@ def _own_files(out_dir: Path, name: str, suffix: str) -> list[Path]:
 
 
 def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
-    """Run it; Ctrl-C reaches the program (same process group), the launcher waits for it to write its trace."""
+    """Run it; Ctrl-C reaches the program (same process group), the launcher waits for it to write its trace;
+    a SIGTERM to the launcher is passed on to the program (which ends as it would; the launcher then reports)."""
     try:
         process = subprocess.Popen(command, env=env)
     except OSError as exc:
         raise TracelensError(f"{command[0]}: cannot run it ({exc.strerror})") from None
     interrupted = False
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda number, frame: process.send_signal(number))  # passed on
     try:
         while True:
             try:
@@ -273,6 +275,7 @@ def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
                 interrupted = True
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
     if returncode == -signal.SIGINT or returncode == 130:
         interrupted = True
     return returncode, interrupted
@@ -312,6 +315,10 @@ def _report(
             exit_code=3,
         )
     traces = [Path(s["trace"]) for s in statuses if s.get("trace")]
+    if not statuses and returncode < 0:
+        raise TracelensError(
+            f"the program was killed by signal {-returncode}; nothing recorded", exit_code=program_status
+        )
     if not statuses:
         what = f"the program exited with status {program_status}" if returncode else "the program ended"
         raise TracelensError(
