@@ -391,10 +391,11 @@ def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -
 def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_written(tmp_path: Path) -> None:
     script = tmp_path / "terminated.py"
     script.write_text(
-        "import os, signal, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "import os, signal, time, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for step in range(1, 30):\n    if step == 6:\n        os.kill(os.getppid(), signal.SIGTERM)\n"
-        "        signal.pause()\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
-    )  # the launcher is its parent; it passes the signal on; the program waits for it
+        "        while True:\n            time.sleep(0.05)\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )  # the launcher is its parent; it passes the signal on; the program waits for it (not in signal.pause():
+    # a signal taken by another of its threads would never wake it)
     result = record(tmp_path, "--skip", "1", "--steps", "2", "--", str(script))
     trace = tmp_path / "traces/record/terminated.json.gz"
     assert result.returncode == 143
@@ -404,3 +405,17 @@ def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_
         f"tracelens_record: {trace}"
     ]
     assert raw(trace)["tracelens_record"]["partial"] is True
+
+
+def test_a_program_killed_after_the_window_keeps_its_trace_and_status(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(1, 30):\n    if step == 8:\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )  # the window (steps 5, 6) ended at step 6; killed at step 8, with no exit handler run
+    result = record(tmp_path, "--no-analyze", "--skip", "1", "--steps", "2", "--", str(script))
+    assert result.returncode == 137 and error_lines(result.stderr) == []
+    assert "tracelens: warning: the program exited with status 137 after the window" in result.stderr
+    assert profiler_steps(raw(tmp_path / "traces/record/killed.json.gz")) == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert files_in(tmp_path / "traces/record") == ["killed.json.gz"]  # the status file read and removed

@@ -288,6 +288,9 @@ def _read_statuses(out_dir: Path, name: str) -> list[dict[str, Any]]:
             statuses.append(json.loads(path.read_text()))
         with contextlib.suppress(OSError):
             path.unlink()
+    for path in _own_files(out_dir, "." + name, STATUS_SUFFIX + ".tmp"):  # a write cut short by a kill
+        with contextlib.suppress(OSError):
+            path.unlink()
     return statuses
 
 
@@ -356,6 +359,8 @@ def _report(
             exit_code=2,
         )
     _print_timings(statuses)
+    if returncode != 0:
+        print(f"tracelens: warning: the program exited with status {program_status} after the window", file=sys.stderr)
     if args.analyze:
         _analyze(out_dir if len(traces) > 1 else traces[0])
     return program_status
