@@ -134,7 +134,7 @@ def test_no_arguments_prints_usage_and_one_error_line(capsys: pytest.CaptureFixt
     lines = captured.err.splitlines()
     assert lines[0].startswith("usage: tracelens ")
     assert [line for line in lines if line.startswith("tracelens: error: ")] == [
-        "tracelens: error: no command given; choose one of analyze, compare, check, report, annotate, cache "
+        "tracelens: error: no command given; choose one of record, analyze, compare, check, report, annotate, cache "
         "(see tracelens --help)"
     ]
     assert captured.out == ""

@@ -165,7 +165,10 @@ def test_step_on_forward_with_a_compiled_forward(tmp_path: Path) -> None:
 def test_step_on_a_named_function(tmp_path: Path) -> None:
     (tmp_path / "steps_mod.py").write_text("import torch\n\ndef one_step(x):\n    return (x @ x).sum()\n")
     (tmp_path / "loop.py").write_text(
-        "import torch\nimport steps_mod\nx = torch.randn(16, 16)\nfor _ in range(12):\n    steps_mod.one_step(x)\n"
+        "import os, sys, torch\nimport steps_mod\nx = torch.randn(16, 16)\n"
+        "for _ in range(12):\n    steps_mod.one_step(x)\n"
+        "print('env', os.environ.get('PYTHONPATH'), 'TRACELENS_RECORD_CONFIG' in os.environ)\n"
+        "print('path', any('_inject' in p for p in sys.path), sys.argv)\n"
     )
     result = record(
         tmp_path, "--no-analyze", "--skip", "1", "--steps", "3", "--step-on", "steps_mod:one_step", "--", "loop.py"
@@ -174,6 +177,10 @@ def test_step_on_a_named_function(tmp_path: Path) -> None:
     document = raw(tmp_path / "traces/record/loop.json.gz")
     assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
     assert sum(e.get("name") == "aten::mm" for e in document["traceEvents"]) == 3
+    # the program sees its own environment, path and argv: no trace of the recorder
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    assert f"env {pythonpath} False" in result.stdout
+    assert "path False ['loop.py']" in result.stdout
 
 
 def test_a_script_with_no_optimizer_under_the_default_is_an_error(tmp_path: Path) -> None:
@@ -202,6 +209,16 @@ def test_a_crash_inside_the_window_keeps_the_partial_trace(tmp_path: Path) -> No
     meta = document["tracelens_record"]
     assert meta["partial"] is True and "after 2 of 3 profiled steps" in meta["partial_reason"]
     assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]  # the 3rd cut short
+    analyzed = subprocess.run(
+        [sys.executable, "-m", "tracelens", "analyze", str(trace), "--format", "json", "--no-cache"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    free = json.loads(analyzed.stdout)["profiler_free"]
+    assert free["source"] == "measured" and free["step_us"] == meta["profiler_free"]["median_step_us"]
+    assert free["note"] == f"the recording was cut short: {meta['partial_reason']}"
 
 
 def test_ctrl_c_inside_the_window_writes_the_trace_so_far(tmp_path: Path) -> None:
@@ -367,3 +384,59 @@ def test_a_program_that_ends_inside_the_window_keeps_what_was_recorded(tmp_path:
     assert (
         meta["partial"] is True and meta["partial_reason"] == "the program ended after 2 of 5 profiled steps"
     )  # steps 10, 11
+
+
+def test_the_wheel_carries_the_injected_sitecustomize() -> None:
+    """`_inject/` is not a package (it must hold nothing but `sitecustomize.py`), so the wheel takes it as
+    package data (checked by building a wheel once: `tracelens/record/_inject/sitecustomize.py` is in it)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "record/_inject/sitecustomize.py" in config["tool"]["setuptools"]["package-data"]["tracelens"]
+    assert sorted(p.name for p in (ROOT / "tracelens/record/_inject").iterdir() if p.suffix == ".py") == [
+        "sitecustomize.py"
+    ]
+
+
+def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -> None:
+    result = record(tmp_path, "--", str(EXAMPLES / "train_tiny.py"), "--crash-at", "9")  # step 9: the warm-up
+    assert result.returncode == 1
+    assert error_lines(result.stderr) == [
+        "tracelens: error: the program exited with status 1 inside the recording window (the program raised "
+        "RuntimeError: crash requested at step 9 after 0 of 5 profiled steps); nothing was exported (it stopped in "
+        "the profiler's warm-up step, before the first profiled one)"
+    ]
+    assert files_in(tmp_path / "traces/record") == []
+
+
+def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_written(tmp_path: Path) -> None:
+    script = tmp_path / "terminated.py"
+    script.write_text(
+        "import os, signal, time, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(1, 30):\n    if step == 6:\n        os.kill(os.getppid(), signal.SIGTERM)\n"
+        "        while True:\n            time.sleep(0.05)\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )  # the launcher is its parent; it passes the signal on; the program waits for it (not in signal.pause():
+    # a signal taken by another of its threads would never wake it)
+    result = record(tmp_path, "--skip", "1", "--steps", "2", "--", str(script))
+    trace = tmp_path / "traces/record/terminated.json.gz"
+    assert result.returncode == 143
+    assert error_lines(result.stderr) == [
+        "tracelens: error: the program exited with status 143 inside the recording window (the program raised "
+        "SystemExit on SIGTERM after 1 of 2 profiled steps); the partial trace is kept, marked partial in "
+        f"tracelens_record: {trace}"
+    ]
+    assert raw(trace)["tracelens_record"]["partial"] is True
+
+
+def test_a_program_killed_after_the_window_keeps_its_trace_and_status(tmp_path: Path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal, torch\nm = torch.nn.Linear(8, 8)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for step in range(1, 30):\n    if step == 8:\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n"
+    )  # the window (steps 5, 6) ended at step 6; killed at step 8, with no exit handler run
+    result = record(tmp_path, "--no-analyze", "--skip", "1", "--steps", "2", "--", str(script))
+    assert result.returncode == 137 and error_lines(result.stderr) == []
+    assert "tracelens: warning: the program exited with status 137 after the window" in result.stderr
+    assert profiler_steps(raw(tmp_path / "traces/record/killed.json.gz")) == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert files_in(tmp_path / "traces/record") == ["killed.json.gz"]  # the status file read and removed

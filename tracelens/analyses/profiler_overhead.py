@@ -64,6 +64,11 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             estimated_step_us=estimate,
             note="; ".join(notes) or None,
         )
+    if trace.steps.source != "ProfilerStep":
+        estimate = None
+        reason = "no ProfilerStep in the trace: the model is per step, so there is no estimate"
+    else:
+        reason = "no analyzed step with a step time"
     if estimate is None:
         return ProfilerFree(
             source=None,
@@ -72,7 +77,7 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             inflation_pct=None,
             method="",
             events_per_step=events,
-            note="no analyzed step with a step time",
+            note=reason,
         )
     meta = trace.meta
     uncalibrated = [
@@ -101,6 +106,18 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
         estimated_step_us=estimate,
         note="; ".join(notes) or None,
     )
+
+
+GPU_BOUND_BUSY_SHARE = 0.85  # analyses/bound.py's verdict: gpu when busy >= 85 % of the window
+
+
+def verdict_without_profiler(bound: str, gpu_busy_us: float | None, free_step_us: float | None) -> str | None:
+    """ "gpu" where the profiled verdict is cpu or mixed but the GPU's busy time is at least 85 % of the
+    profiler-free step (the verdict's own threshold), else None: removing the profiler only shortens the CPU side,
+    so a gpu verdict never flips the other way, and cpu / mixed stay as they are below the threshold."""
+    if bound not in ("cpu", "mixed") or gpu_busy_us is None or free_step_us is None or free_step_us <= 0:
+        return None
+    return "gpu" if gpu_busy_us / free_step_us >= GPU_BOUND_BUSY_SHARE else None
 
 
 def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, events: float | None) -> float | None:

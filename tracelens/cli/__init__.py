@@ -107,6 +107,10 @@ def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
     3 an internal error (a bug: one line, and the traceback only with --debug), 130 interrupted. `cache`: the
     cache commands use (default: `Cache.from_environment()`), as `args.cache`; `--no-cache` turns it off."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["record"]:  # its own parser: `-m MODULE ARGS` hands ARGS to the program
+        from tracelens.record.launcher import main as record
+
+        return record(arguments[1:])
     parser = build_parser()
     try:
         return _run(parser, arguments, cache)

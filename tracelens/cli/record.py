@@ -12,7 +12,7 @@ class RecordCommand:
     name = "record"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        from tracelens.record.launcher import build_parser
+        from tracelens.record.options import build_parser
 
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         build_parser(parser)

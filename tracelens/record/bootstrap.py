@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from typing import Any
@@ -80,11 +81,10 @@ def _int_env(name: str) -> int | None:
 
 def _write_status(config: dict[str, Any], suffix: str, status: dict[str, Any]) -> None:
     path = os.path.join(config["out_dir"], f".{config['name']}{suffix}{STATUS_SUFFIX}")
-    try:
-        with open(path, "w") as handle:
+    with contextlib.suppress(OSError):
+        with open(path + ".tmp", "w") as handle:
             json.dump(status, handle)
-    except OSError:
-        pass
+        os.replace(path + ".tmp", path)  # whole or not at all: the program may be killed at any time
 
 
 class _Recorder:
@@ -135,6 +135,20 @@ class _Recorder:
             _FunctionHook(step_on, self).install()
         sys.excepthook = self._excepthook
         atexit.register(self.finish)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # the program's own handler, if any, stays
+            signal.signal(signal.SIGTERM, self._terminated)
+
+    def _restore_sigterm(self) -> None:
+        """After the window the program gets SIGTERM's default action back (where it is still ours)."""
+        with contextlib.suppress(ValueError, TypeError):  # ValueError: not the main thread
+            if signal.getsignal(signal.SIGTERM) == self._terminated:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def _terminated(self, number: int, frame: Any) -> None:
+        """SIGTERM (e.g. passed on by the launcher): end as SystemExit so that `finish` writes the window so far;
+        the exit status is the one the signal's default action gives a shell (128 + 15)."""
+        self.exception = "SystemExit on SIGTERM"
+        raise SystemExit(128 + number)
 
     def _enter(self, *_: Any) -> None:
         # inside a compiled region (torch.compile traces inner modules' hooks) a step boundary cannot be
@@ -260,6 +274,8 @@ class _Recorder:
             self._close_et()
             self.prof = None
             self.state = "done"
+            self._restore_sigterm()
+            self._write_status(None)
             if self.config.get("stop_after"):
                 self.stop_requested = True
 
@@ -335,6 +351,10 @@ class _Recorder:
             except Exception as exc:  # the profiler may be unusable after a crash
                 reason += f"; stopping the profiler failed ({type(exc).__name__})"
             self._close_et()
+        self._write_status(reason)
+
+    def _write_status(self, reason: str | None) -> None:
+        """What the launcher reads (after the window, and again at exit: a program killed later keeps it)."""
         _write_status(
             self.config,
             self.suffix,

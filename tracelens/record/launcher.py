@@ -11,90 +11,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from tracelens.errors import TracelensError
+from tracelens.record.options import build_parser
 
 INJECT_DIR = Path(__file__).resolve().parent / "_inject"
 STATUS_SUFFIX = ".record-status"  # bootstrap.STATUS_SUFFIX
-DEFAULT_SKIP = 3
-DEFAULT_STEPS = 5
 _PYTHON = re.compile(r"^python(\d+(\.\d+)*)?$")
 _DISTRIBUTED = ("torchrun",)
 _DISTRIBUTED_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _PYTHON_OPTIONS_WITH_VALUE = ("-X", "-W", "--check-hash-based-pycs")
-DESCRIPTION = """\
-Run a PyTorch program unmodified under torch.profiler and write a trace of `--steps` steps, with the same
-number of steps timed without the profiler just before the window (docs/record.md).
-
-Examples:
-  tracelens record -- python examples/train_tiny.py
-  tracelens record --step-on forward --steps 8 -- python infer.py --batch 4
-  tracelens record -o runs/ddp -- torchrun --nproc-per-node 2 train.py
-"""
-
-
-def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    """The options of `tracelens record` (on `parser` when given: the CLI's subparser)."""
-    parser = parser or argparse.ArgumentParser(
-        prog="tracelens record", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add = parser.add_argument
-    add(
-        "-o",
-        "--output-dir",
-        dest="out_dir",
-        default="traces/record",
-        metavar="DIR",
-        help="folder for the trace(s) (default: traces/record); nothing is written outside it",
-    )
-    add("--name", default=None, help="trace file name without .json.gz (default: the script or module name)")
-    add(
-        "--step-on",
-        default="optimizer",
-        metavar="WHAT",
-        help="what ends a step: optimizer (default: every optimizer.step()), forward (every outermost "
-        "nn.Module call: inference and generate() loops), or a function pkg.mod:func / pkg.mod.func",
-    )
-    add(
-        "--skip",
-        type=int,
-        default=DEFAULT_SKIP,
-        metavar="N",
-        help=f"steps run before anything is timed (warm-up; default {DEFAULT_SKIP})",
-    )
-    add(
-        "--steps",
-        type=int,
-        default=DEFAULT_STEPS,
-        metavar="N",
-        help=f"steps timed without the profiler, then profiled (default {DEFAULT_STEPS})",
-    )
-    add("--memory", action="store_true", help="record allocations (profile_memory=True)")
-    add("--stack", action="store_true", help="record Python stacks (with_stack=True)")
-    add(
-        "--shapes",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="record input shapes (record_shapes; default on)",
-    )
-    add("--et", action="store_true", help="also write an execution trace NAME.et.gz beside the trace")
-    add("--stop-after", action="store_true", help="end the program (exit 0) right after the window")
-    add("--no-analyze", dest="analyze", action="store_false", help="do not print tracelens analyze's summary")
-    add("--force", action="store_true", help="replace trace files of the same name in DIR")
-    add("-m", dest="module", default=None, metavar="MODULE", help="run a module (python -m MODULE ARGS)")
-    add("program", nargs=argparse.REMAINDER, help="-- python SCRIPT.py ARGS (or -- SCRIPT.py ARGS)")
-    return parser  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
@@ -250,6 +185,8 @@ def _prepare_out(out_dir: Path, name: str, force: bool) -> None:
 
 def _own_files(out_dir: Path, name: str, suffix: str) -> list[Path]:
     """`NAME{suffix}` and `NAME.rank{R}{suffix}` in `out_dir` (never another name that starts with NAME)."""
+    import glob  # here: every command builds this parser, only `record` runs it
+
     rank = re.compile(re.escape(name) + r"\.rank\d+" + re.escape(suffix))
     return sorted(
         p for p in out_dir.glob(f"{glob.escape(name)}*{suffix}") if p.name == name + suffix or rank.fullmatch(p.name)
@@ -257,13 +194,17 @@ def _own_files(out_dir: Path, name: str, suffix: str) -> list[Path]:
 
 
 def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
-    """Run it; Ctrl-C reaches the program (same process group), the launcher waits for it to write its trace."""
+    """Run it; Ctrl-C reaches the program (same process group), the launcher waits for it to write its trace;
+    a SIGTERM to the launcher is passed on to the program (which ends as it would; the launcher then reports)."""
+    import subprocess  # here: every command builds this parser, only `record` runs it
+
     try:
         process = subprocess.Popen(command, env=env)
     except OSError as exc:
         raise TracelensError(f"{command[0]}: cannot run it ({exc.strerror})") from None
     interrupted = False
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda number, frame: process.send_signal(number))  # passed on
     try:
         while True:
             try:
@@ -273,6 +214,7 @@ def _run_program(command: list[str], env: dict[str, str]) -> tuple[int, bool]:
                 interrupted = True
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
     if returncode == -signal.SIGINT or returncode == 130:
         interrupted = True
     return returncode, interrupted
@@ -283,6 +225,9 @@ def _read_statuses(out_dir: Path, name: str) -> list[dict[str, Any]]:
     for path in _own_files(out_dir, "." + name, STATUS_SUFFIX):
         with contextlib.suppress(OSError, ValueError):
             statuses.append(json.loads(path.read_text()))
+        with contextlib.suppress(OSError):
+            path.unlink()
+    for path in _own_files(out_dir, "." + name, STATUS_SUFFIX + ".tmp"):  # a write cut short by a kill
         with contextlib.suppress(OSError):
             path.unlink()
     return statuses
@@ -312,6 +257,10 @@ def _report(
             exit_code=3,
         )
     traces = [Path(s["trace"]) for s in statuses if s.get("trace")]
+    if not statuses and returncode < 0:
+        raise TracelensError(
+            f"the program was killed by signal {-returncode}; nothing recorded", exit_code=program_status
+        )
     if not statuses:
         what = f"the program exited with status {program_status}" if returncode else "the program ended"
         raise TracelensError(
@@ -325,10 +274,14 @@ def _report(
         raise TracelensError(f"interrupted; {kept}", exit_code=130)
     partial = [s for s in statuses if s.get("partial_reason")]
     if returncode != 0 and partial:
+        kept = (
+            f"the partial trace is kept, marked partial in tracelens_record: {', '.join(map(str, traces))}"
+            if traces
+            else "nothing was exported (it stopped in the profiler's warm-up step, before the first profiled one)"
+        )
         raise TracelensError(
             f"the program exited with status {program_status} inside the recording window "
-            f"({partial[0]['partial_reason']}); the partial trace is kept, marked partial in tracelens_record: "
-            f"{', '.join(map(str, traces)) or 'none exported'}",
+            f"({partial[0]['partial_reason']}); {kept}",
             exit_code=program_status,
         )
     if returncode != 0 and not traces:
@@ -345,6 +298,8 @@ def _report(
             exit_code=2,
         )
     _print_timings(statuses)
+    if returncode != 0:
+        print(f"tracelens: warning: the program exited with status {program_status} after the window", file=sys.stderr)
     if args.analyze:
         _analyze(out_dir if len(traces) > 1 else traces[0])
     return program_status

@@ -13,6 +13,7 @@ from tracelens import __version__
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
 from tracelens.records import field_names, is_record
@@ -71,8 +72,19 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
         "kernels": _kernels_with_roofline(summary, report.get(Roofline)),
         "ops": plain(summary.ops),
         "warnings": list(summary.warnings),
-        "profiler_free": plain(summary.profiler_free) if summary.profiler_free is not None else None,
+        "profiler_free": _profiler_free(summary, report),
     }
+
+
+def _profiler_free(summary: Summary, report: AnalysisReport) -> dict[str, Any] | None:
+    """The `profiler_free` object, with `verdict_without_profiler` ("gpu" where the bound verdict would flip, else
+    null; `profiler_overhead.verdict_without_profiler`)."""
+    free = summary.profiler_free
+    if free is None:
+        return None
+    bound = report.get(Bound)
+    flip = verdict_without_profiler(bound.bound, summary.per_step.gpu_busy_us, free.step_us) if bound else None
+    return {**plain(free), "verdict_without_profiler": flip}
 
 
 def profiler_free_keys(summary: Summary) -> dict[str, Any]:

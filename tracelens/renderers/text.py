@@ -14,6 +14,7 @@ from rich.text import Text
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
+from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.renderers.sections import renderer_of
@@ -256,9 +257,6 @@ def summary_parts(summary: Summary, report: AnalysisReport) -> list[RenderableTy
     ]
 
 
-GPU_BOUND_BUSY_SHARE = 0.85  # bound.py's verdict: gpu when busy >= 85 % of the window (and launch waits small)
-
-
 def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
     """The profiler-free step time beside the profiled one, with the inflation, and whether the bound verdict
     would read gpu without the profiler (docs/profiler_overhead.md); None when there is no step time."""
@@ -274,13 +272,12 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
     )
     bound = report.get(Bound)
     busy = summary.per_step.gpu_busy_us
-    if bound is not None and bound.bound in ("cpu", "mixed") and busy is not None and free.step_us > 0:
+    if bound is not None and busy is not None and verdict_without_profiler(bound.bound, busy, free.step_us):
         share = min(busy / free.step_us, 1.0)
-        if share >= GPU_BOUND_BUSY_SHARE:
-            line += (
-                f" Without the profiler the GPU would be busy {100 * share:.0f} % of the step: the verdict "
-                f"({bound.bound}) would likely read gpu."
-            )
+        line += (
+            f" Without the profiler the GPU would be busy {100 * share:.0f} % of the step: the verdict "
+            f"({bound.bound}) would likely read gpu."
+        )
     if free.note:
         line += f" Note: {free.note}."
     return Text(line)
