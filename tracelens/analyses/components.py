@@ -80,7 +80,7 @@ def _attribute(trace: Trace) -> _Attributed:
     is_scope = (ev.kind == Kind.USER_ANNOTATION) & (scope_of_name[ev.name] >= 0)
     has_launch = launch >= 0
     scope = np.full(rows.size, -1, dtype=np.int64)
-    scope[has_launch] = _nearest_marked(links.parent, is_scope, launch[has_launch])
+    scope[has_launch] = nearest_marked(links.parent, is_scope, launch[has_launch])
     hit = scope >= 0
     component[hit] = scope_of_name[ev.name[scope[hit]]]
     rule[hit] = RULES.index("scope")
@@ -89,7 +89,7 @@ def _attribute(trace: Trace) -> _Attributed:
     is_backward = (ev.kind == Kind.CPU_OP) & backward_names[ev.name] & (ev.sequence_number >= 0)
     todo = has_launch & (component < 0)
     node = np.full(rows.size, -1, dtype=np.int64)
-    node[todo] = _nearest_marked(links.parent, is_backward, launch[todo])
+    node[todo] = nearest_marked(links.parent, is_backward, launch[todo])
     forward_scope = _forward_scopes(trace, is_scope, is_backward, scope_of_name)
     found = node >= 0
     seq = np.where(found, ev.sequence_number[np.maximum(node, 0)], -1)
@@ -119,7 +119,7 @@ def _scope_codes(names: tuple[str, ...]) -> np.ndarray:
     return codes
 
 
-def _nearest_marked(parent: np.ndarray, marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def nearest_marked(parent: np.ndarray, marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """For each row, its innermost proper ancestor with `marked` set, else -1 (one vector step per level)."""
     result = np.full(rows.size, -1, dtype=np.int64)
     current = parent[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
@@ -141,9 +141,9 @@ def _forward_scopes(trace: Trace, is_scope: np.ndarray, is_backward: np.ndarray,
     candidates = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.sequence_number >= 0) & ~is_backward)
     if candidates.size == 0:
         return {}
-    in_backward = _nearest_marked(parent, is_backward, candidates) >= 0
+    in_backward = nearest_marked(parent, is_backward, candidates) >= 0
     forward = candidates[~in_backward]
-    scope = _nearest_marked(parent, is_scope, forward)
+    scope = nearest_marked(parent, is_scope, forward)
     keep = scope >= 0
     mapping: dict[int, int] = {}
     for seq, s in zip(ev.sequence_number[forward[keep]].tolist(), scope[keep].tolist(), strict=True):

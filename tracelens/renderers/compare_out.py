@@ -12,7 +12,7 @@ from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
-from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
+from tracelens.report.cells import FUSION_COLUMNS, balance_line, fusion_cells
 
 COMPARE_SCHEMA = "tracelens.compare/1"
 
@@ -43,6 +43,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "tool": {"name": "tracelens", "version": __version__},
         "variants": variants,
         "fusions": plain(comparison.fusions),
+        "fusion_balance": plain(comparison.fusion_balance),
         "break_even": plain(comparison.break_even),
         "verdicts": list(comparison.verdicts),
     }
@@ -72,6 +73,7 @@ class CompareTextRenderer:
                 _variants_table(result),
                 components,
                 fusions,
+                _balance_text(result),
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
@@ -134,6 +136,14 @@ def _fusions_table(result: Comparison) -> Table:
     for fusion in result.fusions:
         table.add_row(*fusion_cells(fusion))
     return table
+
+
+def _balance_text(result: Comparison) -> Text | None:
+    """Per variant: how the fused rows add up to the realized drop (docs/fusion.md, "compare")."""
+    if not result.fusion_balance:
+        return None
+    lines = [f"- {balance_line(b)}" for b in result.fusion_balance]
+    return Text("Fused rows against the realized drop in non-GEMM kernel time:\n" + "\n".join(lines))
 
 
 def _has_components(result: Comparison) -> bool:
