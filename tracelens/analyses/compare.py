@@ -1,8 +1,9 @@
 """Variants side by side: the study's table, and which eager ops each variant fused into one kernel.
 
 Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
-`triton_*_fused_*`, Liger / hand-written Triton) is matched to the eager ops it replaces by the op words decoded
-from its own name and from its launching op's name (`LigerGELUMulFunction` → gelu, mul), not by kernel name alone.
+`triton_*_fused_*`, Liger / hand-written Triton) is credited with the eager kernels it replaced in this place
+of the program, placed by dataflow and position (analyses/fused_credit.py, docs/fusion.md), never by op names;
+`fusion_balance` says how the rows add up to the realized drop.
 Each variant's kernels are also grouped by transformer-block component (analyses/components.py); on shape-sweep
 traces each variant has its per-shape figures and the comparison the break-even of compiling
 (analyses/shapes_sweep.py).
