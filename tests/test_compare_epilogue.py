@@ -74,8 +74,12 @@ def test_block_verdicts_say_where_liger_wins_and_loses(capsys: pytest.CaptureFix
     norm = {
         name: next(c for c in v["components"] if c["name"] == "norm")["us_per_step"] for name, v in variants.items()
     }
-    assert min(norm, key=norm.__getitem__) == "liger_block"
-    assert any(line.startswith("norm: liger_block fastest") for line in verdicts)
+    assert norm["compiled_block"] is None  # placed by kernel names only: not compared (docs/components.md)
+    placed = {name: us for name, us in norm.items() if us is not None}
+    assert min(placed, key=placed.__getitem__) == "liger_block"
+    assert any(
+        line.startswith("norm: liger_block fastest") and "compiled_block: not placed" in line for line in verdicts
+    )
     dispatch = {name: v["per_step"]["dispatch_us"] for name, v in variants.items()}
     assert dispatch["liger_block"] > 1.5 * dispatch["compiled_block"]
 

@@ -125,18 +125,20 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
         out.append(f"least GPU kernel time: {best} ({best_us:,.1f} µs/step)")
     names = [c.name for c in variants[0].components if c.name != "other"]
     for index, component in enumerate(names):
-        rows = [(v.components[index].us_per_step, v.name) for v in variants if index < len(v.components)]
-        if len(rows) < 2 or max(us for us, _ in rows) <= 0:
+        rows = [v.components[index] for v in variants if index < len(v.components)]
+        if len(rows) < 2 or max(row.attributed_us_per_step for row in rows) <= 0:
             continue
-        named = {v.name for v in variants if index < len(v.components) and _by_names(v.components[index])}
-        ranked = [(us, name) for us, name in rows if name not in named]  # placed by scopes: comparable
-        caveat = f" ({', '.join(sorted(named))}: placed by kernel names, not compared)" if named else ""
-        if len(ranked) < 2:
-            if named:
-                out.append(f"{component}: not compared — placed by kernel names in {', '.join(sorted(named))}")
+        placed = [
+            (row.us_per_step, v.name) for row, v in zip(rows, variants, strict=False) if row.us_per_step is not None
+        ]
+        unplaced = sorted(v.name for row, v in zip(rows, variants, strict=False) if row.us_per_step is None)
+        caveat = f" ({', '.join(unplaced)}: not placed, not compared)" if unplaced else ""
+        if len(placed) < 2:
+            if unplaced:
+                out.append(f"{component}: not compared — not placed in {', '.join(unplaced)} (docs/components.md)")
             continue
-        best_us, best = min(ranked)
-        worst_us, worst = max(ranked)
+        best_us, best = min(placed)
+        worst_us, worst = max(placed)
         out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f}){caveat}")
     dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
     if dispatch:
@@ -150,12 +152,6 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     if left:
         out.append("fusion left (est. saving, opportunities): " + ", ".join(left))
     return out
-
-
-def _by_names(row: ComponentRow) -> bool:
-    """Whether most of a component's time was placed by kernel names alone (no scopes to go by): a fused
-    kernel named after softmax holds its masked fill and dropout, an eager softmax kernel does not."""
-    return row.us_per_step > 0 and row.by_name_us_per_step > 0.5 * row.us_per_step
 
 
 def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:

@@ -147,15 +147,21 @@ def _balance_text(result: Comparison) -> Text | None:
 
 
 def _has_components(result: Comparison) -> bool:
-    """Whether any variant has kernels in a block component other than `other` (else the table says nothing)."""
-    return any(c.name != "other" and c.kernels > 0 for v in result.variants for c in v.components)
+    """Whether any variant has kernels in a block component other than `gemm`/`other` (else the table says
+    nothing)."""
+    return any(
+        c.name not in ("gemm", "other") and c.attributed_kernels > 0 for v in result.variants for c in v.components
+    )
 
 
 def _components_table(result: Comparison) -> Table:
     table = Table(
         title="Kernel µs per step by block component (kernels per step)",
         title_justify="left",
-        caption="from record_function scopes, backward nodes, kernel names or GEMM shapes (docs/components.md)",
+        caption=(
+            "from record_function scopes, backward nodes, kernel names or GEMM shapes; —: not placed (mostly by "
+            "kernel names, or no scope of that name), its kernels counted in the total (docs/components.md)"
+        ),
     )
     table.add_column("component")
     for v in result.variants:
@@ -164,13 +170,16 @@ def _components_table(result: Comparison) -> Table:
     for i, name in enumerate(names):
         cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
         table.add_row(name, *cells)
-    totals = [(sum(c.us_per_step for c in v.components), sum(c.kernels for c in v.components)) for v in result.variants]
+    totals = [
+        (sum(c.attributed_us_per_step for c in v.components), sum(c.attributed_kernels for c in v.components))
+        for v in result.variants
+    ]
     table.add_row("total", *(_component_cell(us, kernels) for us, kernels in totals))
     return table
 
 
-def _component_cell(us: float, kernels: float) -> str:
-    return f"{us:,.1f} ({count(kernels)})"
+def _component_cell(us: float | None, kernels: float | None) -> str:
+    return "—" if us is None or kernels is None else f"{us:,.1f} ({count(kernels)})"
 
 
 def _optional_count(value: float | None) -> str:
