@@ -75,6 +75,7 @@ class Variant(msgspec.Struct, frozen=True):
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
     shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, on sweep traces (else empty)
+    step_source: str = "ProfilerStep"  # "whole_trace": no ProfilerStep, so no per-step claims (docs/shapes.md)
 
 
 class Comparison(msgspec.Struct, frozen=True):
@@ -114,6 +115,17 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     if len(variants) < 2:
         return []
     out = []
+    whole = sorted(v.name for v in variants if v.step_source != "ProfilerStep")
+    if whole:
+        out.append(
+            f"no ProfilerStep in {', '.join(whole)}: whole-trace figures, left out of every "
+            "per-step comparison below (docs/shapes.md)"
+        )
+    stepped = [v for v in variants if v.step_source == "ProfilerStep"]
+    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source == "ProfilerStep"]
+    variants = stepped
+    if len(variants) < 2:
+        return out
     timed = [(v.per_step.step_us, v.name) for v in variants if v.per_step.step_us is not None]
     if timed:
         best_us, best = min(timed)
@@ -174,6 +186,7 @@ def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[C
         kernels=summary.kernels,
         components=components,
         shapes=sweep_shapes(trace, report.compiled.compiles if report.compiled else []),
+        step_source=trace.steps.source,
     )
 
 

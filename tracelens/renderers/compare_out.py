@@ -35,6 +35,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "kernels": plain(v.kernels),
             "components": plain(v.components),
             "shapes": plain(v.shapes),
+            "step_source": v.step_source,
         }
         for v in comparison.variants
     ]
@@ -106,12 +107,13 @@ def _variants_table(result: Comparison) -> Table:
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
+        whole = v.step_source != "ProfilerStep"
         table.add_row(
-            v.name,
+            f"{v.name} (whole trace)" if whole else v.name,
             _optional_count(p.kernels),
             _optional_us(p.gpu_kernel_us),
             _optional_us(p.gpu_busy_us),
-            _optional_us(p.step_us),
+            "—" if whole else _optional_us(p.step_us),
             _optional_us(v.dispatch_us_per_step),
             _optional_us(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),

@@ -40,7 +40,9 @@ def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
 
 def balance_line(balance: FusionBalance) -> str:
     """How a variant's fused rows add up to the drop in non-GEMM, non-attention kernel time it realized."""
-    unplaced = f" ({', '.join(balance.unplaced_ops)})" if balance.unplaced_ops else ""
+    shown = balance.unplaced_ops[:6]
+    more = len(balance.unplaced_ops) - len(shown)
+    unplaced = f" ({', '.join(shown)}{f', … {more} more' if more > 0 else ''})" if shown else ""
     return (
         f"{balance.variant} vs {balance.baseline_variant}: realized {balance.realized_saving_us_per_step:,.1f} "
         f"µs/step = fused rows {balance.credited_saving_us_per_step:,.1f} + kernels both run "
