@@ -16,7 +16,8 @@ import json
 import re
 import sys
 
-COMPONENTS = ("norm", "rope", "attention", "mlp", "other")
+COMPONENTS = ("norm", "rope", "attention", "mlp", "gemm", "other")
+GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas", re.IGNORECASE)
 SCOPES = {"norm": "norm", "rope": "rope", "attention": "attention", "mlp": "mlp", "residual": "other"}
 NAME_RULES = (
     ("rope", ("rope", "rotary"), ({"neg", "cat"}, {"neg", "slice"})),
@@ -91,6 +92,7 @@ def attribute(path, step_numbers=None):
         if component is not None:
             forward_by_seq.setdefault(seq, component)
     rows = []
+    present = {SCOPES[e["name"].split(".", 1)[0]] for e in scopes}
     for k in ev:
         if k.get("cat") != "kernel":
             continue
@@ -105,7 +107,7 @@ def attribute(path, step_numbers=None):
         if component is None:
             component, rule = _by_name(k["name"], op["name"] if op else ""), "name"
         rows.append((k["name"], k["dur"], component, rule if component else "none", _shape_key(op)))
-    return rows, len(steps)
+    return rows, len(steps), present
 
 
 def components(paths, step_numbers=None):
@@ -113,21 +115,41 @@ def components(paths, step_numbers=None):
     `step_numbers` maps a path to the steps of its window (default: every step)."""
     attributed = {p: attribute(p, (step_numbers or {}).get(p)) for p in paths}
     seen = {}
-    for rows, _ in attributed.values():
+    for rows, _, _ in attributed.values():
         for _, _, component, rule, key in rows:
             if rule in ("scope", "backward") and key is not None:
                 seen.setdefault(key, set()).add(component)
     learned = {key: next(iter(c)) for key, c in seen.items() if len(c) == 1}
     result = {}
-    for path, (rows, n_steps) in attributed.items():
+    for path, (rows, n_steps, _) in attributed.items():
         table = {c: [0, 0.0] for c in COMPONENTS}
-        for _, dur, component, _, key in rows:
+        for name, dur, component, _, key in rows:
             if component is None:
-                component = learned.get(key, "other")
+                component = learned.get(key, "gemm" if GEMM.search(name) else "other")
             table[component][0] += 1
             table[component][1] += dur
         result[path] = {c: (n / n_steps, us / n_steps) for c, (n, us) in table.items()}
     return result
+
+
+def unplaced(paths, step_numbers=None):
+    """{path: set of components that are no measurement}: most of their time placed by kernel names, or empty
+    with no scope of that name in the trace (gemm and other never)."""
+    out = {}
+    table = components(paths, step_numbers)  # the shape rule learns across all of them
+    for path in paths:
+        rows, n_steps, present = attribute(path, (step_numbers or {}).get(path))
+        totals = table[path]
+        by_name = {c: 0.0 for c in COMPONENTS}
+        for _, dur, component, rule, _ in rows:
+            if rule == "name":
+                by_name[component] += dur / n_steps
+        out[path] = {
+            c
+            for c in COMPONENTS[:4]
+            if (totals[c][1] > 0 and by_name[c] > 0.5 * totals[c][1]) or (totals[c][1] == 0 and c not in present)
+        }
+    return out
 
 
 if __name__ == "__main__":

@@ -96,3 +96,40 @@ def test_stream_idle_parts_add_up() -> None:
         parts = row.host_wait_us_per_step + row.kernel_wait_us_per_step + row.other_us_per_step
         assert parts == pytest.approx(row.idle_us_per_step)
         assert row.busy_pct is None or 0.0 <= row.busy_pct <= 100.0
+
+
+def test_stream_idle_is_over_the_summary_steps_and_says_which() -> None:
+    """Issue #27 item 8: one busy figure per stream per window. The compiled sweep compiles in its first steps;
+    the idle table is over the summary's steps (those that compiled left out) and names them. Busy is the union
+    of the stream's activity launched in those steps, recomputed here from the raw events."""
+    import gzip
+    import json
+
+    from tracelens.analyses import analyze
+
+    path = Path("traces/h200/sweep/compiled_default_block.json.gz")
+    report = analyze(tracelens.load(path))
+    idle = report.stream_idle
+    assert idle is not None
+    steps = report.summary.step_numbers
+    assert idle.window.startswith(f"steps {min(steps)}-{max(steps)}") and "compiled left out" in idle.window
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    spans = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e["name"] in {f"ProfilerStep#{n}" for n in steps}
+    ]
+    launches = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    busy: dict[int, list[tuple[float, float]]] = {}
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            at = launches.get(e["args"].get("correlation"))
+            if at is not None and any(a <= at <= b for a, b in spans):
+                busy.setdefault(e["args"]["stream"], []).append((e["ts"], e["ts"] + e["dur"]))
+    for row in idle.streams:
+        merged, end = 0.0, float("-inf")
+        for a, b in sorted(busy[row.stream]):
+            merged += max(b - max(a, end), 0.0)
+            end = max(end, b)
+        assert row.busy_us_per_step == pytest.approx(merged / len(steps), abs=0.01)

@@ -57,7 +57,7 @@ def test_ordinary_fused_kernels_absorb_no_gemm(capsys: pytest.CaptureFixture[str
     )
     (fusion,) = json.loads(out)["fusions"]
     assert fusion["absorbed_gemm_calls_per_step"] == 0
-    assert fusion["ops"] == ["aten::mul", "aten::gelu"]
+    assert sorted(fusion["ops"]) == ["aten::gelu", "aten::mul"]
 
 
 def test_block_verdicts_say_where_liger_wins_and_loses(capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,8 +74,12 @@ def test_block_verdicts_say_where_liger_wins_and_loses(capsys: pytest.CaptureFix
     norm = {
         name: next(c for c in v["components"] if c["name"] == "norm")["us_per_step"] for name, v in variants.items()
     }
-    assert min(norm, key=norm.__getitem__) == "liger_block"
-    assert any(line.startswith("norm: liger_block fastest") for line in verdicts)
+    assert norm["compiled_block"] is None  # placed by kernel names only: not compared (docs/components.md)
+    placed = {name: us for name, us in norm.items() if us is not None}
+    assert min(placed, key=placed.__getitem__) == "liger_block"
+    assert any(
+        line.startswith("norm: liger_block fastest") and "compiled_block: not placed" in line for line in verdicts
+    )
     dispatch = {name: v["per_step"]["dispatch_us"] for name, v in variants.items()}
     assert dispatch["liger_block"] > 1.5 * dispatch["compiled_block"]
 
@@ -91,8 +95,8 @@ def test_each_eager_microsecond_is_credited_once() -> None:
     items = [(p.stem, tracelens.load(p)) for p in (eager, compiled)]
     comparison = compare_variants([(name, trace, analyze(trace)) for name, trace in items])
     rows = [f for f in comparison.fusions if not f.absorbed_gemm_calls_per_step]
-    credited = sum(f.baseline_us_per_step for f in rows)
+    credited = sum(f.baseline_us_per_step or 0.0 for f in rows)
     assert credited <= memory_bound_us_per_step(eager)
-    saved = sum(f.baseline_us_per_step - f.kernel_us_per_step for f in rows)
+    saved = sum((f.baseline_us_per_step or 0.0) - f.kernel_us_per_step for f in rows)
     realized = realized_drop_us_per_step(eager, compiled)
     assert abs(saved - realized) <= 0.3 * realized, (saved, realized)

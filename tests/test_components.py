@@ -32,21 +32,31 @@ def test_components_match_the_stdlib_computation(names: tuple[str, ...], capsys:
     paths = _paths(names)
     doc = json.loads(_compare(paths, capsys, "--format", "json"))
     expected = components_stdlib.components(paths)
+    unplaced = components_stdlib.unplaced(paths)
     for variant, path in zip(doc["variants"], paths, strict=True):
-        got = {c["name"]: (c["kernels"], c["us_per_step"]) for c in variant["components"]}
-        assert list(got) == ["norm", "rope", "attention", "mlp", "other"]
+        got = {c["name"]: (c["attributed_kernels"], c["attributed_us_per_step"]) for c in variant["components"]}
+        assert list(got) == ["norm", "rope", "attention", "mlp", "gemm", "other"]
         for name, (kernels, us) in expected[path].items():
             assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
             assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
         # the components cover every kernel of the window: their sum is the mean kernel time per step
         total_us = sum(us for _, us in expected[path].values())
-        assert sum(c["us_per_step"] for c in variant["components"]) == pytest.approx(total_us, abs=0.02)
-        assert sum(c["kernels"] for c in variant["components"]) == pytest.approx(variant["per_step"]["kernels"])
+        assert sum(c["attributed_us_per_step"] for c in variant["components"]) == pytest.approx(total_us, abs=0.02)
+        assert sum(c["attributed_kernels"] for c in variant["components"]) == pytest.approx(
+            variant["per_step"]["kernels"]
+        )
+        # "—" (null) exactly where the component cannot be placed, with its reason; never a 0 there
+        dashes = {c["name"] for c in variant["components"] if c["us_per_step"] is None}
+        assert dashes == unplaced[path], path.name
+        assert all(c["reason"] for c in variant["components"] if c["us_per_step"] is None)
 
 
 def test_hand_checked_block_components(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(_compare(_paths(INFERENCE), capsys, "--format", "json"))
-    table = {v["name"]: {c["name"]: (c["kernels"], c["us_per_step"]) for c in v["components"]} for v in doc["variants"]}
+    table = {
+        v["name"]: {c["name"]: (c["attributed_kernels"], c["attributed_us_per_step"]) for c in v["components"]}
+        for v in doc["variants"]
+    }
     # eager: QKV GEMM + cuDNN SDPA + output GEMM under the `attention` scope; rotate_half's 10 kernels under `rope`
     assert table["eager_block"]["attention"] == (3, pytest.approx(264.97, abs=0.01))
     assert table["eager_block"]["rope"][0] == 10
@@ -78,10 +88,33 @@ def test_sweep_components_use_the_steps_without_compilation(capsys: pytest.Captu
     steps = {paths[1]: {4}, paths[2]: {3, 4, 5, 6}}
     expected = components_stdlib.components(paths, steps)
     for variant, path in zip(doc["variants"], paths, strict=True):
-        got = {c["name"]: (c["kernels"], c["us_per_step"]) for c in variant["components"]}
+        got = {c["name"]: (c["attributed_kernels"], c["attributed_us_per_step"]) for c in variant["components"]}
         for name, (kernels, us) in expected[path].items():
             assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
             assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
-    static = {c["name"]: c["us_per_step"] for c in doc["variants"][1]["components"]}
+    static = {c["name"]: c["attributed_us_per_step"] for c in doc["variants"][1]["components"]}
     # step 4 (2048 tokens) alone: 359.265 µs of kernels, the variants table's figure for that trace
     assert sum(static.values()) == pytest.approx(doc["variants"][1]["per_step"]["gpu_kernel_us"], abs=0.01)
+
+
+def test_plain_mlp_gemms_are_their_own_component_and_unplaced_ones_are_dashes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue #27 item 2: a plain MLP without scopes puts its GEMMs under `gemm`, not `other`; norm, rope,
+    attention and mlp cannot be placed there, so they are null with a reason (never 0), the text shows "—",
+    and no sentence ranks a variant on them."""
+    paths = [recorded_trace(f"h200/{n}.json.gz") for n in ("eager_mlp", "compiled_mlp")]
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    expected = components_stdlib.components(paths)
+    unplaced = components_stdlib.unplaced(paths)
+    for variant, path in zip(doc["variants"], paths, strict=True):
+        rows = {c["name"]: c for c in variant["components"]}
+        assert rows["gemm"]["us_per_step"] == pytest.approx(expected[path]["gemm"][1], abs=0.01)
+        assert rows["gemm"]["kernels"] == 3
+        assert {n for n, c in rows.items() if c["us_per_step"] is None} == unplaced[path] >= {"norm", "rope"}
+    for sentence in doc["verdicts"]:
+        for name in unplaced[paths[0]] & unplaced[paths[1]]:
+            assert not sentence.startswith(f"{name}: ") or "not compared" in sentence
+    text = _compare(paths, capsys)
+    norm_line = next(line for line in text.splitlines() if line.startswith("│ norm"))
+    assert "—" in norm_line and "0.0" not in norm_line

@@ -464,3 +464,24 @@ def test_with_an_execution_trace_a_reader_outside_the_group_keeps_the_output_wri
         figures.append([(o.ops, o.bytes_fused, o.evidence) for o in found if o.ops[0] == "aten::_log_softmax"])
     pair = ["aten::_log_softmax", "aten::nll_loss_forward"]
     assert figures == [[(pair, 296, "tensor ids")], [(pair, 168, "tensor ids")]]
+
+
+def test_no_link_by_shapes_across_a_host_sync(tmp_path: Path) -> None:
+    """Issue #27 item 7: mul → neg on one 2x4x8 tensor is a chain; with `.item()` (and its blocking copy) or a
+    `cudaStreamSynchronize` between the two launches, torch.compile would break the graph there, and equal
+    shapes alone are no evidence across it: no chain."""
+    producer = call("aten::mul", 10, 1, MUL_KERNEL, shapes([2, 4, 8], [2, 4, 8]))
+    consumer = call("aten::neg", 40, 2, NEG_KERNEL, shapes([2, 4, 8]))
+    assert [o.ops for o in chains(tmp_path / "plain", [*producer, *consumer])] == [["aten::mul", "aten::neg"]]
+    item = [
+        op("aten::item", 20, 10, **shapes([])),
+        op("aten::_local_scalar_dense", 21, 8, **shapes([])),
+        launch("cudaMemcpyAsync", 22, 2, correlation=90),
+        launch("cudaStreamSynchronize", 25, 3, correlation=91),
+    ]
+    assert chains(tmp_path / "item", [*producer, *item, *consumer]) == []
+    sync = [launch("cudaStreamSynchronize", 25, 3, correlation=91)]
+    assert chains(tmp_path / "sync", [*producer, *sync, *consumer]) == []
+    # a sync on another thread separates nothing on this one
+    other = [launch("cudaStreamSynchronize", 25, 3, correlation=91, tid=2)]
+    assert [o.ops for o in chains(tmp_path / "other", [*producer, *other, *consumer])] == [["aten::mul", "aten::neg"]]

@@ -1,8 +1,9 @@
 """Variants side by side: the study's table, and which eager ops each variant fused into one kernel.
 
 Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
-`triton_*_fused_*`, Liger / hand-written Triton) is matched to the eager ops it replaces by the op words decoded
-from its own name and from its launching op's name (`LigerGELUMulFunction` → gelu, mul), not by kernel name alone.
+`triton_*_fused_*`, Liger / hand-written Triton) is credited with the eager kernels it replaced in this place
+of the program, placed by dataflow and position (analyses/fused_credit.py, docs/fusion.md), never by op names;
+`fusion_balance` says how the rows add up to the realized drop.
 Each variant's kernels are also grouped by transformer-block component (analyses/components.py); on shape-sweep
 traces each variant has its per-shape figures and the comparison the break-even of compiling
 (analyses/shapes_sweep.py).
@@ -15,11 +16,12 @@ import numpy as np
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.components import ComponentRow, block_components
+from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
 from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, sweep_shapes
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
-from tracelens.model.op_names import METADATA_OPS, is_backward, op_tokens
+from tracelens.model.op_names import METADATA_OPS
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
 
@@ -36,8 +38,27 @@ class FusedKernel(msgspec.Struct, frozen=True):
     kernel_us_per_step: float
     baseline_variant: str
     baseline_kernels: list[str]
-    baseline_us_per_step: float
+    baseline_us_per_step: float | None  # None: the eager side could not be placed (`note` says why)
     absorbed_gemm_calls_per_step: float = 0.0  # baseline GEMM calls the variant no longer has (in baseline µs)
+    direction: str = "forward"  # or "backward": it replaced ops of this direction only
+    instances_per_step: float = 1.0  # launches of this kernel per step
+    note: str = ""
+
+
+class FusionBalance(msgspec.Struct, frozen=True):
+    """Per variant against the baseline, in µs per step: the realized drop in non-anchor (not GEMM, not
+    attention) kernel time, split into what the fused rows saved, the change in kernels both run, the baseline
+    kernels placed nowhere and the variant's non-fused kernels the baseline does not have. realized = credited
+    + kept_change + unplaced_baseline - unmatched_variant, exactly."""
+
+    variant: str
+    baseline_variant: str
+    realized_saving_us_per_step: float
+    credited_saving_us_per_step: float
+    kept_change_us_per_step: float
+    unplaced_baseline_us_per_step: float
+    unplaced_ops: list[str]
+    unmatched_variant_us_per_step: float
 
 
 class Variant(msgspec.Struct, frozen=True):
@@ -54,11 +75,13 @@ class Variant(msgspec.Struct, frozen=True):
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
     shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, on sweep traces (else empty)
+    step_source: str = "ProfilerStep"  # "whole_trace": no ProfilerStep, so no per-step claims (docs/shapes.md)
 
 
 class Comparison(msgspec.Struct, frozen=True):
     variants: list[Variant]
     fusions: list[FusedKernel]
+    fusion_balance: list[FusionBalance] = msgspec.field(default_factory=list)  # per variant (FusionBalance)
     break_even: list[BreakEven] = msgspec.field(default_factory=list)  # compiled sweeps against uncompiled ones
     verdicts: list[str] = msgspec.field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
 
@@ -76,9 +99,11 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparis
     variants = [
         _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
     ]
+    fusions, balance = _fusions(items)
     return Comparison(
         variants=variants,
-        fusions=_fusions(items),
+        fusions=fusions,
+        fusion_balance=balance,
         break_even=break_even([(v.name, v.shapes) for v in variants]),
         verdicts=_verdicts(variants, [report for _, _, report in items]),
     )
@@ -90,6 +115,17 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     if len(variants) < 2:
         return []
     out = []
+    whole = sorted(v.name for v in variants if v.step_source != "ProfilerStep")
+    if whole:
+        out.append(
+            f"no ProfilerStep in {', '.join(whole)}: whole-trace figures, left out of every "
+            "per-step comparison below (docs/shapes.md)"
+        )
+    stepped = [v for v in variants if v.step_source == "ProfilerStep"]
+    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source == "ProfilerStep"]
+    variants = stepped
+    if len(variants) < 2:
+        return out
     timed = [(v.per_step.step_us, v.name) for v in variants if v.per_step.step_us is not None]
     if timed:
         best_us, best = min(timed)
@@ -101,18 +137,20 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
         out.append(f"least GPU kernel time: {best} ({best_us:,.1f} µs/step)")
     names = [c.name for c in variants[0].components if c.name != "other"]
     for index, component in enumerate(names):
-        rows = [(v.components[index].us_per_step, v.name) for v in variants if index < len(v.components)]
-        if len(rows) < 2 or max(us for us, _ in rows) <= 0:
+        rows = [v.components[index] for v in variants if index < len(v.components)]
+        if len(rows) < 2 or max(row.attributed_us_per_step for row in rows) <= 0:
             continue
-        named = {v.name for v in variants if index < len(v.components) and _by_names(v.components[index])}
-        ranked = [(us, name) for us, name in rows if name not in named]  # placed by scopes: comparable
-        caveat = f" ({', '.join(sorted(named))}: placed by kernel names, not compared)" if named else ""
-        if len(ranked) < 2:
-            if named:
-                out.append(f"{component}: not compared — placed by kernel names in {', '.join(sorted(named))}")
+        placed = [
+            (row.us_per_step, v.name) for row, v in zip(rows, variants, strict=False) if row.us_per_step is not None
+        ]
+        unplaced = sorted(v.name for row, v in zip(rows, variants, strict=False) if row.us_per_step is None)
+        caveat = f" ({', '.join(unplaced)}: not placed, not compared)" if unplaced else ""
+        if len(placed) < 2:
+            if unplaced:
+                out.append(f"{component}: not compared — not placed in {', '.join(unplaced)} (docs/components.md)")
             continue
-        best_us, best = min(ranked)
-        worst_us, worst = max(ranked)
+        best_us, best = min(placed)
+        worst_us, worst = max(placed)
         out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f}){caveat}")
     dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
     if dispatch:
@@ -126,12 +164,6 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     if left:
         out.append("fusion left (est. saving, opportunities): " + ", ".join(left))
     return out
-
-
-def _by_names(row: ComponentRow) -> bool:
-    """Whether most of a component's time was placed by kernel names alone (no scopes to go by): a fused
-    kernel named after softmax holds its masked fill and dropout, an eager softmax kernel does not."""
-    return row.us_per_step > 0 and row.by_name_us_per_step > 0.5 * row.us_per_step
 
 
 def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:
@@ -154,6 +186,7 @@ def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[C
         kernels=summary.kernels,
         components=components,
         shapes=sweep_shapes(trace, report.compiled.compiles if report.compiled else []),
+        step_source=trace.steps.source,
     )
 
 
@@ -167,78 +200,104 @@ def _metadata_ops(trace: Trace) -> int:
     return int(np.count_nonzero(window.in_window & metadata & ~nested))
 
 
-def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> list[FusedKernel]:
-    """For every fused kernel of every variant, the baseline's memory-bound ops whose words it covers.
+def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> tuple[list[FusedKernel], list[FusionBalance]]:
+    """For every fused kernel of every variant, the baseline kernels it replaced in this place of the program
+    (analyses/fused_credit.py), and per variant the balance of credited, kept and unplaced time.
 
-    The baseline is the first variant given that has memory-bound kernels from unfused ops. A baseline op that
-    several fused kernels of one variant cover (`_to_copy` is in many Inductor kernels' names) has its time split
-    among them by their kernel time, so each baseline µs is credited once per variant."""
+    The baseline is the first variant given that has memory-bound kernels from unfused ops."""
     baseline = next(
-        ((name, report) for name, _, report in items if _unfused_ops(report.summary.ops, report.summary.kernels)), None
+        (item for item in items if _unfused_ops(item[2].summary.ops, item[2].summary.kernels)),
+        None,
     )
     if baseline is None:
-        return []
-    base_name, base_report = baseline
-    candidates = _unfused_ops(base_report.summary.ops, base_report.summary.kernels)
+        return [], []
+    base_name, base_trace, base_report = baseline
+    base_slots = kernel_slots(base_trace, _categories(base_report))
     fusions: list[FusedKernel] = []
-    for name, _, report in items:
-        if name != base_name:
-            fusions += _variant_fusions(name, report, base_name, base_report, candidates)
-    return fusions
+    balances: list[FusionBalance] = []
+    for name, trace, report in items:
+        if name == base_name:
+            continue
+        rows, balance = _variant_fusions(name, trace, report, base_name, base_report, base_slots)
+        if rows:
+            fusions += rows
+            balances.append(balance)
+    return fusions, balances
+
+
+def _categories(report: AnalysisReport) -> dict[str, str]:
+    return {row.name: row.category for row in report.summary.kernels}
 
 
 def _variant_fusions(
-    name: str, report: AnalysisReport, base_name: str, base_report: AnalysisReport, candidates: list[OpRow]
-) -> list[FusedKernel]:
-    steps = max(report.summary.steps, 1)
-    matched = []  # (row, covered ops, kernel µs/step)
-    for row in report.summary.kernels:
-        if row.category != "fused":
-            continue
-        words = op_tokens(row.name) | op_tokens(row.op)
-        backward = is_backward(row.name) or is_backward(row.op)  # a backward kernel replaces backward ops only
-        covered = [
-            op
-            for op in candidates
-            if op_tokens(op.name) and op_tokens(op.name) <= words and is_backward(op.name) == backward
-        ]
-        if covered:
-            matched.append((row, covered, row.total_us / steps))
-    claim: dict[str, tuple[float, int]] = {}  # baseline op → (kernel µs/step, count) of the kernels covering it
-    for _, covered, kernel_us in matched:
-        for op in covered:
-            us, count = claim.get(op.name, (0.0, 0))
-            claim[op.name] = (us + kernel_us, count + 1)
+    name: str, trace: Trace, report: AnalysisReport, base_name: str, base_report: AnalysisReport, base: Slots
+) -> tuple[list[FusedKernel], FusionBalance]:
+    variant = kernel_slots(trace, _categories(report))
+    placed = credit(base, variant)
+    b_steps, v_steps = base.n_steps, variant.n_steps
+    groups: dict[tuple[str, str, bool], list[Unit]] = {}
+    for unit in placed.units:
+        groups.setdefault((unit.head.name, unit.head.key[1], unit.head.backward), []).append(unit)
     missing = _missing_gemms(base_report.summary.kernels, report.summary.kernels)
+    absorbed_us = 0.0
+    launcher = {row.name: row.op for row in report.summary.kernels}  # as `analyze` names it
     fusions = []
-    for row, covered, kernel_us in matched:
-        covered_us = sum(op.gpu_us_per_step * _share(kernel_us, *claim[op.name]) for op in covered)
-        kernels = [k.name for op in covered for k in op.kernels]
+    for (kernel, op, backward), units in groups.items():
+        kernel_us = sum(u.us for u in units) / v_steps
+        credited = [s for u in units for s in u.credited]
+        covered_us = sum(s.us for s in credited) / b_steps
+        kernels = list(dict.fromkeys(s.name for s in credited))
         absorbed_calls = 0.0
         if kernel_us > covered_us and missing:  # slower than what it covers: it also does GEMM work
             kernels += [k for k, _, _ in missing]
             covered_us += sum(us for _, _, us in missing)
+            absorbed_us += sum(us for _, _, us in missing)
             absorbed_calls = sum(calls for _, calls, _ in missing)
             missing = []  # each missing GEMM is credited once
         fusions.append(
             FusedKernel(
                 variant=name,
-                kernel=row.name,
-                launched_by=row.op,
-                ops=[op.name for op in covered],
+                kernel=kernel,
+                launched_by=launcher.get(kernel, op),
+                ops=list(dict.fromkeys(s.label for s in credited if s.label)),
                 kernel_us_per_step=round(kernel_us, 3),
                 baseline_variant=base_name,
                 baseline_kernels=kernels,
-                baseline_us_per_step=round(covered_us, 3),
+                baseline_us_per_step=round(covered_us, 3) if credited or absorbed_calls else None,
                 absorbed_gemm_calls_per_step=absorbed_calls,
+                direction="backward" if backward else "forward",
+                instances_per_step=round(sum(len(u.head.positions) for u in units) / v_steps, 3),
+                note="" if credited or absorbed_calls else _UNPLACED_NOTE,
             )
         )
-    return fusions
+    fusions.sort(key=lambda f: (f.direction, -(f.baseline_us_per_step or 0.0)))
+    return fusions, _balance(name, base_name, placed, b_steps, v_steps, absorbed_us)
 
 
-def _share(kernel_us: float, claimed_us: float, claimants: int) -> float:
-    """This kernel's share of a baseline op covered by kernels of `claimed_us` in all (evenly when none took time)."""
-    return kernel_us / claimed_us if claimed_us > 0 else 1.0 / max(claimants, 1)
+_UNPLACED_NOTE = (
+    "eager side not placed: no eager kernel of this direction within 2 GEMM/attention kernels shares a tensor "
+    "size with it"
+)
+
+
+def _balance(
+    name: str, base_name: str, placed: Credit, b_steps: int, v_steps: int, absorbed_us: float
+) -> FusionBalance:
+    credited = sum(s.us for u in placed.units for s in u.credited) / b_steps + absorbed_us
+    fused = sum(u.us for u in placed.units) / v_steps
+    kept_delta = sum(b.us for b, _ in placed.kept) / b_steps - sum(v.us for _, v in placed.kept) / v_steps
+    unplaced = sum(s.us for s in placed.unplaced) / b_steps
+    unmatched = sum(s.us for s in placed.unmatched) / v_steps
+    return FusionBalance(
+        variant=name,
+        baseline_variant=base_name,
+        realized_saving_us_per_step=round(credited - fused + kept_delta + unplaced - unmatched, 3),
+        credited_saving_us_per_step=round(credited - fused, 3),
+        kept_change_us_per_step=round(kept_delta, 3),
+        unplaced_baseline_us_per_step=round(unplaced, 3),
+        unplaced_ops=sorted({s.label for s in placed.unplaced if s.label}),
+        unmatched_variant_us_per_step=round(unmatched, 3),
+    )
 
 
 def _missing_gemms(baseline: list[KernelRow], variant: list[KernelRow]) -> list[tuple[str, float, float]]:

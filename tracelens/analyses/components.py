@@ -1,9 +1,11 @@
-"""Kernels per transformer-block component: norm, rope, attention, mlp, other.
+"""Kernels per transformer-block component: norm, rope, attention, mlp, gemm, other.
 
 Contract: `block_components(traces) -> list[list[ComponentRow]]`, one list per trace in the given order, each
-with the five components in `COMPONENTS` order; pure. Every kernel (not memset/memcpy) of a trace's analysis
-window counts toward exactly one component, so a variant's components sum to its mean kernel µs (and kernels)
-per step over the window (complete steps minus those that overlap compilation, as for the variants table).
+with the six components in `COMPONENTS` order; pure. Every kernel (not memset/memcpy) of a trace's analysis
+window counts toward exactly one component, so a variant's `attributed_*` figures sum to its mean kernel µs (and
+kernels) per step over the window (complete steps minus those that overlap compilation, as for the variants
+table). `us_per_step`/`kernels` are those figures where the component is placed, else None with `reason`:
+placed mostly by kernel names (rule 3), or empty in a trace with no scope of that name (`unplaced_reason`).
 A kernel's component is decided by the first rule that applies (docs/components.md):
 
 1. scope: the innermost enclosing `record_function` annotation of its launch named `norm`, `rope`,
@@ -15,7 +17,8 @@ A kernel's component is decided by the first rule that applies (docs/components.
 4. shape: the launching op's name and first two input shapes, when kernels of rules 1-2 in any trace of the
    same comparison give that pair exactly one component (e.g. a compiled `aten::mm` with the eager block's
    QKV projection shapes → attention);
-5. otherwise `other` (optimizer, residual adds, copies, GEMMs that no rule places).
+5. a GEMM kernel that no rule places: `gemm` (the projections of code without scopes);
+6. otherwise `other` (optimizer, residual adds, copies).
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ import numpy as np
 from tracelens.analyses.compiled import steady_window
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
+from tracelens.model.kernel_names import categorize
 from tracelens.model.trace import Trace
 
-COMPONENTS = ("norm", "rope", "attention", "mlp", "other")
+COMPONENTS = ("norm", "rope", "attention", "mlp", "gemm", "other")
+MEASURED_ALWAYS = ("gemm", "other")  # by kernel category / the remainder: never unplaced
 SCOPES = {"norm": "norm", "rope": "rope", "attention": "attention", "mlp": "mlp", "residual": "other"}
 BACKWARD_PREFIX = "autograd::engine::evaluate_function:"
 # (component, substrings of the lower-cased kernel + launching-op name, word sets that all must be present)
@@ -43,20 +48,38 @@ NAME_RULES: tuple[tuple[str, tuple[str, ...], tuple[frozenset[str], ...]], ...] 
     ("norm", (), (frozenset({"pow", "mean"}), frozenset({"pow", "sum"}))),  # after mlp: tanh-gelu has pow too
 )
 OTHER = COMPONENTS.index("other")
+GEMM = COMPONENTS.index("gemm")
 RULES = ("scope", "backward", "name", "shape", "none")
 
 
 class ComponentRow(msgspec.Struct, frozen=True):
     name: str  # one of COMPONENTS
-    kernels: float  # per step
-    us_per_step: float  # kernel time, mean over the analyzed steps
-    by_name_us_per_step: float = 0.0  # of it, placed by kernel/op names alone (rule 3), the least certain rule
+    kernels: float | None  # per step; None where the component cannot be placed (`reason`)
+    us_per_step: float | None  # kernel time, mean over the analyzed steps; None where it cannot be placed
+    by_name_us_per_step: float = 0.0  # of the attributed time, placed by kernel/op names alone (rule 3)
+    attributed_kernels: float = 0.0  # what the rules put here, placed or not (they sum to the kernels per step)
+    attributed_us_per_step: float = 0.0  # likewise for µs (a lower bound of the component where it is unplaced)
+    reason: str = ""  # why `us_per_step` is None
+
+
+def unplaced_reason(name: str, us: float, by_name_us: float, has_scope: bool) -> str:
+    """Why a component's figure is no measurement ("" when it is one): most of its time was placed by kernel
+    names (an eager RMSNorm's pow/mean/mul kernels are not named after it, a fused one is), or it is empty in
+    a trace with no scope of that name (its kernels, if any, are elsewhere)."""
+    if name in MEASURED_ALWAYS:
+        return ""
+    if us > 0 and by_name_us > 0.5 * us:
+        return "placed by kernel names only (no record_function scope): not a measurement"
+    if us <= 0 and not has_scope:
+        return f"no `{name}` scope and no kernel named after it: its kernels, if any, are elsewhere"
+    return ""
 
 
 class _Attributed(msgspec.Struct, frozen=True):
     """Per trace: the window's kernels, the component and rule each got, and the shape keys of their ops."""
 
     kernel_rows: np.ndarray
+    scopes_present: frozenset[int]  # components whose scope name occurs in the trace
     component: np.ndarray  # index into COMPONENTS, -1 = undecided
     rule: np.ndarray  # index into RULES
     shape_key: list[tuple[str, str] | None]
@@ -80,7 +103,7 @@ def _attribute(trace: Trace) -> _Attributed:
     is_scope = (ev.kind == Kind.USER_ANNOTATION) & (scope_of_name[ev.name] >= 0)
     has_launch = launch >= 0
     scope = np.full(rows.size, -1, dtype=np.int64)
-    scope[has_launch] = _nearest_marked(links.parent, is_scope, launch[has_launch])
+    scope[has_launch] = nearest_marked(links.parent, is_scope, launch[has_launch])
     hit = scope >= 0
     component[hit] = scope_of_name[ev.name[scope[hit]]]
     rule[hit] = RULES.index("scope")
@@ -89,7 +112,7 @@ def _attribute(trace: Trace) -> _Attributed:
     is_backward = (ev.kind == Kind.CPU_OP) & backward_names[ev.name] & (ev.sequence_number >= 0)
     todo = has_launch & (component < 0)
     node = np.full(rows.size, -1, dtype=np.int64)
-    node[todo] = _nearest_marked(links.parent, is_backward, launch[todo])
+    node[todo] = nearest_marked(links.parent, is_backward, launch[todo])
     forward_scope = _forward_scopes(trace, is_scope, is_backward, scope_of_name)
     found = node >= 0
     seq = np.where(found, ev.sequence_number[np.maximum(node, 0)], -1)
@@ -106,7 +129,8 @@ def _attribute(trace: Trace) -> _Attributed:
             component[i] = code
             rule[i] = RULES.index("name")
     keys = [_shape_key(op_names[i], ev.input_dims[o]) if o >= 0 else None for i, o in enumerate(op)]
-    return _Attributed(rows, component, rule, keys, max(window.n_steps, 1))
+    present = frozenset(int(c) for c in np.unique(scope_of_name[ev.name[is_scope]]).tolist())
+    return _Attributed(rows, present, component, rule, keys, max(window.n_steps, 1))
 
 
 def _scope_codes(names: tuple[str, ...]) -> np.ndarray:
@@ -119,7 +143,7 @@ def _scope_codes(names: tuple[str, ...]) -> np.ndarray:
     return codes
 
 
-def _nearest_marked(parent: np.ndarray, marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def nearest_marked(parent: np.ndarray, marked: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """For each row, its innermost proper ancestor with `marked` set, else -1 (one vector step per level)."""
     result = np.full(rows.size, -1, dtype=np.int64)
     current = parent[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
@@ -141,9 +165,9 @@ def _forward_scopes(trace: Trace, is_scope: np.ndarray, is_backward: np.ndarray,
     candidates = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.sequence_number >= 0) & ~is_backward)
     if candidates.size == 0:
         return {}
-    in_backward = _nearest_marked(parent, is_backward, candidates) >= 0
+    in_backward = nearest_marked(parent, is_backward, candidates) >= 0
     forward = candidates[~in_backward]
-    scope = _nearest_marked(parent, is_scope, forward)
+    scope = nearest_marked(parent, is_scope, forward)
     keep = scope >= 0
     mapping: dict[int, int] = {}
     for seq, s in zip(ev.sequence_number[forward[keep]].tolist(), scope[keep].tolist(), strict=True):
@@ -192,6 +216,11 @@ def _rows(trace: Trace, a: _Attributed, learned: dict[tuple[str, str], int]) -> 
         key = a.shape_key[i]
         if key is not None and key in learned:
             component[i] = learned[key]
+    names = trace.events.names
+    gemm = np.array(
+        [categorize(names[code]) == "gemm" for code in trace.events.name[a.kernel_rows].tolist()], dtype=bool
+    )
+    component[(component < 0) & gemm] = GEMM
     component[component < 0] = OTHER
     dur_us = trace.events.dur_ns[a.kernel_rows] / 1000.0
     counts = np.bincount(component, minlength=len(COMPONENTS))
@@ -199,12 +228,20 @@ def _rows(trace: Trace, a: _Attributed, learned: dict[tuple[str, str], int]) -> 
     named = np.bincount(
         component, weights=np.where(a.rule == RULES.index("name"), dur_us, 0.0), minlength=len(COMPONENTS)
     )
-    return [
-        ComponentRow(
-            name,
-            round(float(counts[i]) / a.n_steps, 3),
-            round(float(sums[i]) / a.n_steps, 3),
-            round(float(named[i]) / a.n_steps, 3),
+    out = []
+    for c, name in enumerate(COMPONENTS):
+        kernels, us = round(float(counts[c]) / a.n_steps, 3), round(float(sums[c]) / a.n_steps, 3)
+        by_name = round(float(named[c]) / a.n_steps, 3)
+        reason = unplaced_reason(name, us, by_name, c in a.scopes_present)
+        out.append(
+            ComponentRow(
+                name,
+                None if reason else kernels,
+                None if reason else us,
+                by_name,
+                attributed_kernels=kernels,
+                attributed_us_per_step=us,
+                reason=reason,
+            )
         )
-        for i, name in enumerate(COMPONENTS)
-    ]
+    return out

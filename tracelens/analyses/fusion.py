@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from tracelens.analyses.dispatch import SYNC_API
 from tracelens.analyses.keygroups import F64, first_seen_groups
 from tracelens.analyses.opmodels import (
     GATHER_LOSSES,
@@ -103,6 +104,8 @@ class FusionOpportunity(msgspec.Struct, frozen=True):
     gemm_kernels: list[str] = msgspec.field(
         default_factory=list
     )  # gemm_epilogue: the GEMM kernels whose outputs it reads
+    across_sync: bool = False  # linked (by tensor ids only) across a host sync: a graph break for torch.compile
+    note: str = ""
 
 
 class Fusion(msgspec.Struct, frozen=True):
@@ -178,6 +181,7 @@ class _Info(msgspec.Struct, frozen=True):
     op_ns: I64  # start of the op whose shapes it got (views taken between two kernels' ops link them)
     track: I64  # thread of that op
     views: Views  # the window's view ops, keyed by the codes of `in_code` / `out_code`
+    barrier: I64  # host syncs (`SYNC_OPS`, `SYNC_API`) on the launching thread before the kernel's launch
 
 
 def _kernel_info(
@@ -253,7 +257,37 @@ def _kernel_info(
         op_ns=np.where(op_row >= 0, ev.ts_ns[np.maximum(op_row, 0)], -1),
         track=np.where(op_row >= 0, ev.track[np.maximum(op_row, 0)], -1).astype(np.int64),
         views=view_ops(trace, window, codes.code),
+        barrier=host_syncs_before(trace, kernels),
     )
+
+
+SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})  # `.item()`: a device-to-host read
+ACROSS_SYNC_NOTE = (
+    "linked across a host sync (.item(), cudaStreamSynchronize or a blocking copy): torch.compile breaks the graph "
+    "there, so one kernel needs the sync removed first"
+)
+
+
+def host_syncs_before(trace: Trace, kernels: I64) -> I64:
+    """Per kernel: how many host syncs (`.item()` ops, `SYNC_API` runtime calls: stream/device/event syncs,
+    blocking copies) started on its launching thread before its launch (a kernel without a launch: before it
+    ran). Two kernels with different counts have a sync between their launches."""
+    ev, links = trace.events, trace.links
+    names = ev.names
+    sync_name = np.asarray([bool(SYNC_API.match(n)) for n in names] + [False], dtype=bool)
+    item_name = np.asarray([n in SYNC_OPS for n in names] + [False], dtype=bool)
+    api = (ev.kind == Kind.RUNTIME) | (ev.kind == Kind.DRIVER)
+    syncs = np.flatnonzero((api & sync_name[ev.name]) | ((ev.kind == Kind.CPU_OP) & item_name[ev.name]))
+    if syncs.size == 0 or kernels.size == 0:
+        return np.zeros(kernels.size, dtype=np.int64)
+    span = int(max(int(ev.ts_ns.max()), 0)) + 1
+    origin = int(min(int(ev.ts_ns.min()), 0))
+    keys = np.sort(ev.track[syncs].astype(np.int64) * (span - origin + 1) + (ev.ts_ns[syncs] - origin))
+    launch = links.launch[kernels].astype(np.int64)
+    at = np.where(launch >= 0, launch, kernels)
+    track = np.where(launch >= 0, ev.track[np.maximum(at, 0)], -1).astype(np.int64)
+    kernel_keys = track * (span - origin + 1) + (ev.ts_ns[at] - origin)
+    return np.searchsorted(keys, kernel_keys, side="left").astype(np.int64)
 
 
 def _label_is(models: KernelModels, kinds: tuple[str, ...]) -> np.ndarray:
@@ -705,6 +739,8 @@ class _Pairs(msgspec.Struct, frozen=True):
         dst = np.arange(distance, info.lane.size)
         src = dst - distance
         alike = (info.lane[src] == info.lane[dst]) & (info.step[src] == info.step[dst])
+        # across a host sync only by tensor ids (an execution trace), never by shapes alone
+        alike &= (info.barrier[src] == info.barrier[dst]) | (info.by_id[src] & info.by_id[dst])
         sibling = (info.node[src] >= 0) & (info.node[src] == info.node[dst])
         known = info.out_code[src] >= 0
         shared = sibling & info.candidate[src] & info.candidate[dst]
@@ -891,6 +927,9 @@ def _opportunities(
     fused = np.add.reduceat(ext_in[positions] + ext_out[positions], starts)
     dur = np.add.reduceat(info.dur_ns[positions], starts)
     identified = np.minimum.reduceat(info.by_id[positions].astype(np.int64), starts)
+    crossing = np.maximum.reduceat(info.barrier[positions], starts) != np.minimum.reduceat(
+        info.barrier[positions], starts
+    )
     roots = label[positions[starts]]
     if epilogue:
         now = now + gemm_writes[roots]
@@ -921,15 +960,16 @@ def _opportunities(
             tuple(short(m) for m in used_gemms),
             int(streams[members[0]]),
         )
-        figures = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        figures = rows.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         figures[0] += 1
         figures[1] += float(now[g])
         figures[2] += float(fused[g])
         figures[3] += float(dur[g])
         figures[4] += float(saving[g])
         figures[5] += float(identified[g])
+        figures[6] += float(crossing[g])
     result = []
-    for key, (calls, bytes_now, bytes_fused, time_ns, saving_ns, identified_calls) in rows.items():
+    for key, (calls, bytes_now, bytes_fused, time_ns, saving_ns, identified_calls, crossings) in rows.items():
         result.append(
             FusionOpportunity(
                 ops=[ev.names[code] for code in key[0]],
@@ -943,6 +983,8 @@ def _opportunities(
                 kind="gemm_epilogue" if epilogue else "chain",
                 evidence="tensor ids" if identified_calls == calls else "shapes",
                 gemm_kernels=list(key[2]),
+                across_sync=crossings > 0,
+                note=ACROSS_SYNC_NOTE if crossings > 0 else "",
             )
         )
     result.sort(key=lambda o: (-o.est_saving_us, o.ops, o.kernels))

@@ -758,11 +758,38 @@ def _inductor(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     tensors = shapes.tensors
     largest = max(tensors, key=lambda t: t.numel)
     in_place = _in_place(kernel_name, shapes, gemm_out_buffers)
-    moved = float(sum(t.nbytes for t in tensors)) + (tensors[0].nbytes if in_place else 0)
+    sizes = _pointwise_reads(kernel_name, shapes)
+    moved = float(sum(sizes)) + (sizes[0] if in_place else 0)
     flops = float(largest.numel * max(len(ops), 1))
     if kernel_name.startswith("triton_tem_") and {"mm", "addmm", "bmm"} & set(ops):
         flops = _template_gemm_flops(tensors) or flops
     return OpModel("inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place)
+
+
+def _xnumel(shapes: OpShapes) -> int | None:
+    """A pointwise Triton kernel's element count: the product of its integer arguments after the last tensor
+    (`xnumel`, or `ynumel, xnumel` of a 2-D tiled kernel), None when there is none."""
+    last = max((i for i, t in enumerate(shapes.args) if t is not None), default=-1)
+    numels = [int(v) for v in shapes.concrete[last + 1 :] if v.strip().lstrip("-").isdigit()]
+    return math.prod(numels) if numels and all(n > 0 for n in numels) else None
+
+
+def _pointwise_reads(kernel_name: str, shapes: OpShapes) -> list[int]:
+    """Bytes each tensor argument moves. A `triton_poi_` kernel touches at most one element of an argument per
+    element of each of its outputs (the trailing arguments of `xnumel` elements, `_xnumel`, at least one): an argument
+    larger than that (a packed qkv buffer the kernel reads q and k from) is charged only that many elements, not
+    the whole buffer. Other kernels: every argument whole."""
+    tensors = shapes.tensors
+    xnumel = _xnumel(shapes) if kernel_name.startswith("triton_poi_") else None
+    if xnumel is None:
+        return [t.nbytes for t in tensors]
+    outputs = 0
+    for t in reversed(tensors):
+        if t.numel != xnumel:
+            break
+        outputs += 1
+    most = max(outputs, 1) * xnumel
+    return [min(t.numel, most) * t.itemsize for t in tensors]
 
 
 def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
@@ -771,7 +798,9 @@ def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     can; the trace records no argument names, so the evidence taken is: a `triton_poi_` kernel whose tensor
     arguments all have its element count (`xnumel`, its last integer argument) and are each one of the
     intermediate buffers extern GEMMs wrote through `out=` just before it (one GEMM output per argument): no
-    argument is left to be a fresh output, so the first one is read and written. Compiled GeGLU inference:
+    argument is left to be a fresh output, so the first one is read and written. Buffers are compared by element
+    count and dtype: Inductor passes a GEMM's `[4096, 5632]` output as the `[2, 2048, 5632]` view it writes
+    through (compiled SwiGLU inference). Compiled GeGLU inference:
     `triton_poi_fused_gelu_mul_0(gate_buf, up_buf)` after `mm(x, Wg, out=gate_buf)`, `mm(x, Wu, out=up_buf)`; in
     training the same kernel has a third argument (gate is kept for backward) and is not in place."""
     if not kernel_name.startswith("triton_poi_") or not gemm_out_buffers:
@@ -780,11 +809,11 @@ def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     tensors = shapes.tensors
     if not numels or not tensors or any(t.numel != numels[-1] for t in tensors):
         return False
-    available = list(gemm_out_buffers)
+    available = [(math.prod(dims), dtype) for dims, dtype in gemm_out_buffers]  # a reshaped view is the buffer
     for t in tensors:
-        if (t.dims, t.dtype) not in available:
+        if (t.numel, t.dtype) not in available:
             return False
-        available.remove((t.dims, t.dtype))
+        available.remove((t.numel, t.dtype))
     return True
 
 

@@ -1,6 +1,7 @@
 """Idle time per GPU stream, split the way HolisticTraceAnalysis splits it (host wait, kernel wait, other).
 
-Contract: `analyze_stream_idle(ctx) -> StreamIdle` over the analyzed steps (`ctx.window`); pure.
+Contract: `analyze_stream_idle(ctx) -> StreamIdle` over the analyzed steps less those that compiled
+(`ctx.steady_steps`, the summary's steps: one busy figure per stream per window, named in `window`); pure.
 `stream_idle_of(trace, window)` is the same for any window.
 
 Per (device, stream), over the GPU activity (kernels, memcpy, memset) launched in the analyzed steps, in start
@@ -53,11 +54,15 @@ class StreamIdle(msgspec.Struct, frozen=True):
     streams: list[StreamIdleRow]  # busiest first
     kernel_wait_threshold_us: float
     note: str
+    window: str = ""  # the steps the figures are over, e.g. "steps 3-5 (steps that compiled left out)"
 
 
 def analyze_stream_idle(ctx: AnalysisContext) -> StreamIdle:
     """Idle time per stream over the analyzed steps (see the module docstring)."""
-    return stream_idle_of(ctx.trace, ctx.window)
+    result = stream_idle_of(ctx.trace, ctx.steady_steps)
+    dropped = len(ctx.window.step_numbers) - len(ctx.steady_steps.step_numbers)
+    suffix = f" ({dropped} step{'s' if dropped != 1 else ''} that compiled left out)" if dropped > 0 else ""
+    return msgspec.structs.replace(result, window=result.window + suffix)
 
 
 def stream_idle_of(trace: Trace, window: Window) -> StreamIdle:
@@ -100,7 +105,20 @@ def stream_idle_of(trace: Trace, window: Window) -> StreamIdle:
         note = "no analyzed step"
     else:
         note = "no GPU activity launched in the analyzed steps"
-    return StreamIdle(streams=rows, kernel_wait_threshold_us=KERNEL_WAIT_NS / NS_PER_US, note=note)
+    return StreamIdle(
+        streams=rows, kernel_wait_threshold_us=KERNEL_WAIT_NS / NS_PER_US, note=note, window=_steps_label(window)
+    )
+
+
+def _steps_label(window: Window) -> str:
+    numbers = sorted(window.step_numbers)
+    if not numbers:
+        return "no step"
+    if numbers == [-1]:
+        return "the whole trace (no ProfilerStep)"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"step {numbers[0]}" if len(numbers) == 1 else f"steps {numbers[0]}-{numbers[-1]}"
+    return "steps " + ", ".join(map(str, numbers))
 
 
 def _r(value: float | None) -> float | None:

@@ -83,6 +83,7 @@ def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
         return [Text(f"Idle time per stream: — ({result.note})")]
     table = Table(
         title=f"Idle time per GPU stream, µs per step (kernel wait: gaps < {result.kernel_wait_threshold_us:g} µs)"
+        + (f", {result.window}" if result.window else "")
     )
     for column in ("stream", "busy", "idle", "host wait", "kernel wait", "other", "busy %"):
         table.add_column(

@@ -12,7 +12,7 @@ from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
-from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
+from tracelens.report.cells import FUSION_COLUMNS, balance_line, fusion_cells
 from tracelens.units import us_text
 
 COMPARE_SCHEMA = "tracelens.compare/1"
@@ -36,6 +36,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "kernels": plain(v.kernels),
             "components": plain(v.components),
             "shapes": plain(v.shapes),
+            "step_source": v.step_source,
         }
         for v in comparison.variants
     ]
@@ -44,6 +45,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "tool": {"name": "tracelens", "version": __version__},
         "variants": variants,
         "fusions": plain(comparison.fusions),
+        "fusion_balance": plain(comparison.fusion_balance),
         "break_even": plain(comparison.break_even),
         "verdicts": list(comparison.verdicts),
     }
@@ -73,6 +75,7 @@ class CompareTextRenderer:
                 _variants_table(result),
                 components,
                 fusions,
+                _balance_text(result),
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
@@ -105,12 +108,13 @@ def _variants_table(result: Comparison) -> Table:
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
+        whole = v.step_source != "ProfilerStep"
         table.add_row(
-            v.name,
+            f"{v.name} (whole trace)" if whole else v.name,
             _optional_count(p.kernels),
             _optional_us(p.gpu_kernel_us),
             _optional_us(p.gpu_busy_us),
-            _optional_us(p.step_us),
+            "—" if whole else _optional_us(p.step_us),
             _optional_us(v.dispatch_us_per_step),
             _optional_us(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),
@@ -136,16 +140,30 @@ def _fusions_table(result: Comparison) -> Table:
     return table
 
 
+def _balance_text(result: Comparison) -> Text | None:
+    """Per variant: how the fused rows add up to the realized drop (docs/fusion.md, "compare")."""
+    if not result.fusion_balance:
+        return None
+    lines = [f"- {balance_line(b)}" for b in result.fusion_balance]
+    return Text("Fused rows against the realized drop in non-GEMM kernel time:\n" + "\n".join(lines))
+
+
 def _has_components(result: Comparison) -> bool:
-    """Whether any variant has kernels in a block component other than `other` (else the table says nothing)."""
-    return any(c.name != "other" and c.kernels > 0 for v in result.variants for c in v.components)
+    """Whether any variant has kernels in a block component other than `gemm`/`other` (else the table says
+    nothing)."""
+    return any(
+        c.name not in ("gemm", "other") and c.attributed_kernels > 0 for v in result.variants for c in v.components
+    )
 
 
 def _components_table(result: Comparison) -> Table:
     table = Table(
         title="Kernel µs per step by block component (kernels per step)",
         title_justify="left",
-        caption="from record_function scopes, backward nodes, kernel names or GEMM shapes (docs/components.md)",
+        caption=(
+            "from record_function scopes, backward nodes, kernel names or GEMM shapes; —: not placed (mostly by "
+            "kernel names, or no scope of that name), its kernels counted in the total (docs/components.md)"
+        ),
     )
     table.add_column("component")
     for v in result.variants:
@@ -154,13 +172,16 @@ def _components_table(result: Comparison) -> Table:
     for i, name in enumerate(names):
         cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
         table.add_row(name, *cells)
-    totals = [(sum(c.us_per_step for c in v.components), sum(c.kernels for c in v.components)) for v in result.variants]
+    totals = [
+        (sum(c.attributed_us_per_step for c in v.components), sum(c.attributed_kernels for c in v.components))
+        for v in result.variants
+    ]
     table.add_row("total", *(_component_cell(us, kernels) for us, kernels in totals))
     return table
 
 
-def _component_cell(us: float, kernels: float) -> str:
-    return f"{us:,.1f} ({count(kernels)})"
+def _component_cell(us: float | None, kernels: float | None) -> str:
+    return "—" if us is None or kernels is None else f"{us:,.1f} ({count(kernels)})"
 
 
 def _optional_count(value: float | None) -> str:

@@ -15,7 +15,7 @@ from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
 from tracelens.report.breakdowns import category_us_per_step
-from tracelens.report.cells import FUSION_COLUMNS, fusion_cells
+from tracelens.report.cells import FUSION_COLUMNS, balance_line, fusion_cells
 from tracelens.report.document import Panel, Section, Table, chart_text
 from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors
@@ -79,7 +79,13 @@ def fusion_table(comparison: Comparison) -> Panel:
     """Fused kernels of each variant and the eager ops (of the baseline) they replace, per step."""
     rows = tuple(fusion_cells(f) for f in comparison.fusions)
     columns = FUSION_COLUMNS
-    return Panel(id="compare-fusions", title="Fused kernels and the eager ops they replace", table=Table(columns, rows))
+    note = "; ".join(balance_line(b) for b in comparison.fusion_balance)
+    return Panel(
+        id="compare-fusions",
+        title="Fused kernels and the eager ops they replace",
+        table=Table(columns, rows),
+        note=note,
+    )
 
 
 SHAPE_COLUMNS = ("variant", "shape", "steps", "kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles")

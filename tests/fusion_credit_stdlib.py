@@ -1,0 +1,251 @@
+"""Stdlib only: what each fused kernel of a variant replaced in its eager twin, per op, from the raw events
+(independent of tracelens; docs/fusion.md, "compare" states the definition).
+
+Each kernel is tied to its launch (runtime/driver call with the same correlation id) and through the launch to
+the CPU events enclosing it on its thread (the innermost `cpu_op` is its op; any `*Backward*` or
+`autograd::engine::evaluate_function` around it makes it backward). A step's kernels of one direction, in GPU
+order, are cut into regions at GEMM/attention kernels; the two twins' cuts are paired greedily by kernel name.
+In a region, eager kernels whose (kernel, op) the variant still runs there are kept; the rest are credited to the
+variant's fused kernel in the same region, else one or two regions away, whose launching op shares a tensor
+size (element count of an `Input Dims` entry, equal or within a factor of 4) with the eager op; an eager op
+without recorded sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
+its op launched.
+
+    python tests/fusion_credit_stdlib.py EAGER VARIANT   # prints the credit per fused kernel
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ANCHOR = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|splitkreduce|cudnn|flash|fmha|sdpa|attention", re.IGNORECASE)
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def fused(name: str) -> bool:
+    return name.startswith("triton_") or (bool(IDENTIFIER.match(name)) and not ANCHOR.search(name))
+
+
+def _numels(args: dict[str, Any]) -> set[int]:
+    out = set()
+    for shape in args.get("Input Dims") or []:
+        if isinstance(shape, list) and shape and all(isinstance(d, int) for d in shape):
+            n = math.prod(shape)
+            if n > 1:
+                out.add(n)
+    return out
+
+
+def step_kernels(path: Path, numbers: list[int] | None = None) -> list[dict[bool, list[dict[str, Any]]]]:
+    """Per ProfilerStep (those numbered `numbers`, default all), per direction (True = backward), its kernels
+    in GPU order: name, dur, op, op_id, owner (the op that launched a fused kernel above it, if any), numels,
+    anchor."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+        for e in events
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+    )
+    if numbers is not None:
+        steps = [s for s in steps if s[2] in numbers]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    cpu: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
+            cpu[(e["pid"], e["tid"])].append(e)
+    stacks = _stacks(cpu, list(launches.values()))
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    fused_ops = set()
+    for k in kernels:
+        launch = launches.get(k["args"].get("correlation"))
+        if launch is not None and fused(k["name"]):
+            ops = [a for a in stacks[id(launch)] if a.get("cat") == "cpu_op"]
+            if ops:
+                fused_ops.add(id(ops[-1]))
+    out: list[dict[bool, list[dict[str, Any]]]] = [{False: [], True: []} for _ in steps]
+    for k in kernels:
+        launch = launches.get(k["args"].get("correlation"))
+        if launch is None:
+            continue
+        index = next((i for i, (s, e, _) in enumerate(steps) if s <= launch["ts"] <= e), None)
+        if index is None:
+            continue
+        stack = stacks[id(launch)]
+        ops = [a for a in stack if a.get("cat") == "cpu_op"]
+        op = ops[-1] if ops else None
+        backward = any("Backward" in a["name"] or a["name"].startswith("autograd::engine") for a in stack)
+        owner = next((id(a) for a in reversed(ops) if id(a) in fused_ops), None)
+        out[index][backward].append(
+            {
+                "name": k["name"],
+                "dur": float(k["dur"]),
+                "op": op["name"] if op else "",
+                "op_id": id(op) if op else None,
+                "owner": owner,
+                "numels": _numels(op["args"]) if op else set(),
+                "anchor": bool(ANCHOR.search(k["name"])) and not fused(k["name"]),
+                "scopes": [a["name"] for a in stack if a.get("cat") == "user_annotation"],
+            }
+        )
+    return out
+
+
+def _stacks(cpu: dict[tuple[Any, Any], list[dict[str, Any]]], launches: list[dict[str, Any]]) -> dict[int, list]:
+    """For every launch, the CPU events of its thread that enclose it, outermost first."""
+    result: dict[int, list[dict[str, Any]]] = {}
+    by_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for launch in launches:
+        by_thread[(launch["pid"], launch["tid"])].append(launch)
+    for thread, items in by_thread.items():
+        spans = sorted(cpu.get(thread, []), key=lambda e: (e["ts"], -e["dur"]))
+        stack: list[dict[str, Any]] = []
+        i = 0
+        for launch in sorted(items, key=lambda e: e["ts"]):
+            while i < len(spans) and spans[i]["ts"] <= launch["ts"]:
+                while stack and stack[-1]["ts"] + stack[-1]["dur"] < spans[i]["ts"]:
+                    stack.pop()
+                stack.append(spans[i])
+                i += 1
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] < launch["ts"]:
+                stack.pop()
+            result[id(launch)] = [s for s in stack if s["ts"] + s["dur"] >= launch["ts"]]
+    return result
+
+
+def _regions(kernels: list[dict[str, Any]], cuts: list[int]) -> list[int]:
+    """Region of each kernel: how many of the paired anchors (positions in `cuts`) came before it."""
+    out, region, anchor, paired = [], 0, 0, set(cuts)
+    for k in kernels:
+        if k["anchor"]:
+            if anchor in paired:
+                region += 1
+            anchor += 1
+        out.append(region)
+    return out
+
+
+def _pair_anchors(eager: list[str], variant: list[str]) -> tuple[list[int], list[int]]:
+    """Greedy in-order pairing of anchor names (a variant anchor pairs with the next eager one of its name
+    within three)."""
+    e_cuts, v_cuts, j = [], [], 0
+    for vi, name in enumerate(variant):
+        hit = next((bi for bi in range(j, min(j + 3, len(eager))) if eager[bi] == name), None)
+        if hit is not None:
+            e_cuts.append(hit)
+            v_cuts.append(vi)
+            j = hit + 1
+    return e_cuts, v_cuts
+
+
+def _shares(a: set[int], b: set[int]) -> int:
+    """2 for an equal element count, 1 for one within a factor of 4, 0 for none."""
+    if a & b:
+        return 2
+    return 1 if any(max(x, y) % min(x, y) == 0 and max(x, y) // min(x, y) <= 4 for x in a for y in b) else 0
+
+
+def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> dict[str, Any]:
+    """One step, one direction: eager µs credited per fused kernel name, fused µs per name, kept and left."""
+    e_cuts, v_cuts = _pair_anchors(
+        [k["name"] for k in eager if k["anchor"]], [k["name"] for k in variant if k["anchor"]]
+    )
+    e_region, v_region = _regions(eager, e_cuts), _regions(variant, v_cuts)
+    heads: dict[Any, tuple[str, int, set[int]]] = {}  # op id → (fused kernel name, region, sizes)
+    fused_us: Counter[str] = Counter()
+    for k, r in zip(variant, v_region, strict=True):
+        if fused(k["name"]) and not k["anchor"]:
+            heads.setdefault(k["op_id"], (k["name"], r, set()))
+            heads[k["op_id"]][2].update(k["numels"])
+    plain: dict[int, Counter[tuple[str, str]]] = defaultdict(Counter)
+    by_op: dict[int, Counter[str]] = defaultdict(Counter)
+    for k, r in zip(variant, v_region, strict=True):
+        if k["anchor"]:
+            continue
+        owner = k["op_id"] if k["op_id"] in heads else k["owner"]
+        if owner in heads:
+            fused_us[heads[owner][0]] += k["dur"]
+            heads[owner][2].update(k["numels"])
+        else:
+            plain[r][(k["name"], k["op"])] += 1
+    credited: Counter[str] = Counter()
+    left = 0.0
+    previous: str | None = None
+    replaced = []
+    for k, r in zip(eager, e_region, strict=True):
+        if k["anchor"]:
+            continue
+        if plain[r][(k["name"], k["op"])] > 0:
+            plain[r][(k["name"], k["op"])] -= 1
+            continue
+        replaced.append((k, r))
+    for r, counter in plain.items():  # the same op with another kernel (a vectorized variant of a copy)
+        for (_, op), n in counter.items():
+            by_op[r][op] += n
+    for k, r in replaced:
+        if by_op[r][k["op"]] > 0:
+            by_op[r][k["op"]] -= 1
+            continue
+        choice = None
+        if k["numels"]:
+            ranked = [
+                (-_shares(k["numels"], sizes), abs(region - r), name)
+                for name, region, sizes in heads.values()
+                if abs(region - r) <= 2 and _shares(k["numels"], sizes)
+            ]
+            choice = min(ranked)[2] if ranked else None
+        else:
+            choice = previous
+        if choice is None:
+            left += k["dur"]
+        else:
+            credited[choice] += k["dur"]
+        previous = choice
+    return {"credited": credited, "fused": fused_us, "left": left}
+
+
+def credits(eager_path: Path, variant_path: Path, eager_steps: list[int], variant_steps: list[int]) -> dict:
+    """Per (fused kernel name, backward): (eager µs/step credited, fused µs/step); and non-anchor µs/step."""
+    eager = step_kernels(eager_path, eager_steps)
+    variant = step_kernels(variant_path, variant_steps)
+    pairs = list(zip(eager, variant, strict=False))
+    rows: dict[tuple[str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for e_step, v_step in pairs:
+        for backward in (False, True):
+            result = credit_step(e_step[backward], v_step[backward])
+            for name, us in result["credited"].items():
+                rows[(name, backward)][0] += us / len(pairs)
+            for name, us in result["fused"].items():
+                rows[(name, backward)][1] += us / len(pairs)
+    return dict(rows)
+
+
+def scope_us_per_step(path: Path, steps: list[int], scope: str) -> float:
+    """Forward non-anchor kernel µs per step launched inside a `record_function` range named `scope`."""
+    per_step = step_kernels(path, steps)
+    total = sum(k["dur"] for step in per_step for k in step[False] if not k["anchor"] and scope in k["scopes"])
+    return total / max(len(per_step), 1)
+
+
+def non_anchor_us_per_step(path: Path, steps: list[int]) -> float:
+    """Kernel µs per step of everything that is not a GEMM or attention kernel."""
+    per_step = step_kernels(path, steps)
+    total = sum(k["dur"] for step in per_step for d in (False, True) for k in step[d] if not k["anchor"])
+    return total / max(len(per_step), 1)
+
+
+if __name__ == "__main__":
+    for (name, backward), (credit, us) in sorted(credits(Path(sys.argv[1]), Path(sys.argv[2]), None, None).items()):
+        direction = "backward" if backward else "forward"
+        print(f"{name[:60]:60} {direction:8} {credit:9.1f} {us:9.1f} {credit - us:9.1f}")

@@ -1,0 +1,98 @@
+"""`compare`'s fused-kernel credit (issue #27, item 1) against tests/fusion_credit_stdlib.py, which reads the raw
+events itself: on every eager/compiled and eager/Liger twin the project has, each row's eager credit and saving
+is within ±25 % of the per-op computation, the balance of every variant is the realized drop in non-GEMM,
+non-attention kernel time, and no row shows a negative saving where its fused kernel is faster than what it
+replaced."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tests.fusion_credit_stdlib import credits, non_anchor_us_per_step, scope_us_per_step
+from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses.compare import Comparison, compare_variants
+
+FOLDERS = (Path("traces/h200"), Path("traces/h200/block"), Path("traces/h200/extra"))
+
+
+def twins() -> list[tuple[Path, Path]]:
+    pairs = []
+    for folder in FOLDERS:
+        for eager in sorted(folder.glob("*eager*.json.gz")):
+            for other in ("compiled", "liger"):
+                variant = eager.with_name(eager.name.replace("eager", other))
+                if variant.exists():
+                    pairs.append((eager, variant))
+    return pairs
+
+
+@cache
+def _analyzed(path: Path) -> tuple[tracelens.Trace, AnalysisReport]:
+    trace = tracelens.load(path)
+    return trace, analyze(trace)
+
+
+def _compare(eager: Path, variant: Path) -> Comparison:
+    items = [(p.name, *_analyzed(p)) for p in (eager, variant)]
+    return compare_variants(items)
+
+
+def test_the_twins_are_all_there() -> None:
+    names = {(e.name, v.name) for e, v in twins()}
+    assert ("train_eager_block.json.gz", "train_liger_block.json.gz") in names
+    assert ("sweep_eager_mlp_t512.json.gz", "sweep_compiled_mlp_t512.json.gz") in names
+    assert len(names) >= 20
+
+
+@pytest.mark.parametrize(("eager", "variant"), twins(), ids=lambda p: p.name.removesuffix(".json.gz"))
+def test_rows_match_the_per_op_computation(eager: Path, variant: Path) -> None:
+    comparison = _compare(eager, variant)
+    steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+    truth = credits(eager, variant, *steps)
+    for row in comparison.fusions:
+        credit, fused_us = truth.get((row.kernel, row.direction == "backward"), (0.0, 0.0))
+        assert row.kernel_us_per_step == pytest.approx(fused_us, rel=0.02, abs=0.5), row.kernel
+        eager_us = row.baseline_us_per_step or 0.0
+        if row.absorbed_gemm_calls_per_step:
+            continue  # GEMMs an epilogue kernel absorbed: tests/test_compare_epilogue.py
+        assert eager_us == pytest.approx(credit, rel=0.25, abs=1.0), row.kernel
+        saved, true_saved = eager_us - row.kernel_us_per_step, credit - fused_us
+        assert saved == pytest.approx(true_saved, rel=0.25, abs=2.0), row.kernel
+        if fused_us < credit - 2.0:
+            assert saved > 0, row.kernel  # faster than what it replaced: a saving, never a loss
+
+
+@pytest.mark.parametrize(("eager", "variant"), twins(), ids=lambda p: p.name.removesuffix(".json.gz"))
+def test_balance_is_the_realized_drop(eager: Path, variant: Path) -> None:
+    comparison = _compare(eager, variant)
+    steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+    realized = non_anchor_us_per_step(eager, steps[0]) - non_anchor_us_per_step(variant, steps[1])
+    if not comparison.fusions:
+        assert not comparison.fusion_balance
+        return
+    (balance,) = comparison.fusion_balance
+    assert balance.realized_saving_us_per_step == pytest.approx(realized, abs=1.0 + 0.01 * abs(realized))
+    rows = sum((f.baseline_us_per_step or 0.0) - f.kernel_us_per_step for f in comparison.fusions)
+    parts = rows + balance.kept_change_us_per_step + balance.unplaced_baseline_us_per_step
+    assert parts - balance.unmatched_variant_us_per_step == pytest.approx(realized, abs=1.0 + 0.01 * abs(realized))
+
+
+@pytest.mark.parametrize("prefix", ["", "train_"])
+def test_liger_block_rows_are_their_module_scopes(prefix: str) -> None:
+    """A second, position-free check where the eager block has `record_function` scopes: each Liger forward
+    kernel's credit is the eager kernels of its scope (norm, rope, mlp less its GEMMs)."""
+    eager = Path(f"traces/h200/block/{prefix}eager_block.json.gz")
+    liger = Path(f"traces/h200/block/{prefix}liger_block.json.gz")
+    comparison = _compare(eager, liger)
+    steps = _analyzed(eager)[1].summary.step_numbers
+    rows = {f.kernel: f for f in comparison.fusions if f.direction == "forward"}
+    for kernel, scope in (
+        ("_rms_norm_forward_kernel", "norm"),
+        ("_triton_rope", "rope"),
+        ("_swiglu_forward_kernel", "mlp"),
+    ):
+        assert rows[kernel].baseline_us_per_step == pytest.approx(scope_us_per_step(eager, steps, scope), rel=0.05)
