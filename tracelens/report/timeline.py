@@ -45,7 +45,8 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
-CRITICAL_COLOR = "#e31a1c"
+CRITICAL_COLOR = "#111111"  # an outline, never a fill: distinct from every category colour (fused is red)
+BAR_FILL = 0.75  # of a lane's height
 UTIL_BINS = 400  # utilization strip bins across the default view
 UTIL_HEIGHT = 0.1  # of a lane
 
@@ -66,7 +67,7 @@ def timeline_panel(
     highlight_rows: list[int] | None = None,
 ) -> Panel:
     """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
-    drawn again as a thin red line on their lanes (the critical path), where they are drawn one by one."""
+    outlined in black on their lanes (the critical path), where they are drawn one by one."""
     selection = _select(trace, max_slices, focus_step)
     lanes, detailed = selection.lanes, selection.detailed
     category = _category_of_rows(trace, gpu)
@@ -75,7 +76,7 @@ def timeline_panel(
     counter_keys = trace.counters.lane_keys()
     n_rows = lanes.n_lanes + len(counter_keys)
     height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * n_rows)))
-    bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
+    bar_px = round(BAR_FILL * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
     fig = go.Figure()
     group = 0
     for label, color, mask in _groups(trace, lanes, category):
@@ -343,8 +344,20 @@ def _add_highlight(
         return 0
     start = trace.events.ts_ns[picked] / NS_PER_US
     end = start + trace.events.dur_ns[picked] / NS_PER_US
+    lane = lane_of[picked].astype(np.float64)
+    edge = BAR_FILL / 2  # a bar fills BAR_FILL of its lane: the outline runs along its top and bottom edges
+    nan = np.full(picked.size, np.nan)
+    x = np.stack([start, end, end, start, start, nan], axis=1).ravel()
+    y = np.stack([lane - edge, lane - edge, lane + edge, lane + edge, lane - edge, nan], axis=1).ravel()
     fig.add_trace(
-        _bars(start, end, lane_of[picked], CRITICAL_COLOR, max(2.0, round(bar_px * 0.3, 2)), name="critical path")
+        go.Scatter(
+            x=x,
+            y=y,
+            mode="lines",
+            line={"width": 1.5, "color": CRITICAL_COLOR},
+            hoverinfo="skip",
+            name="critical path",
+        )
     )
     return int(picked.size)
 
@@ -479,8 +492,18 @@ def _lay_out_figure(
 
 
 def _step_range(trace: Trace, index: int) -> list[float]:
-    start = float(trace.steps.start_ns[index]) / NS_PER_US
-    end = float(trace.steps.end_ns[index]) / NS_PER_US
+    """The x range (µs, 1 % padding) of a step's view: its CPU range together with the span of the GPU work it
+    launched (first start to last end of the GPU activities whose launching call lies in the step), so that the
+    step's own kernels are on screen even when the GPU runs behind the CPU."""
+    from tracelens.analyses.activity import gpu_activity
+
+    start_ns, end_ns = int(trace.steps.start_ns[index]), int(trace.steps.end_ns[index])
+    gpu = gpu_activity(trace)
+    launched = gpu.step == index
+    if launched.any():
+        start_ns = min(start_ns, int(gpu.ts_ns[launched].min()))
+        end_ns = max(end_ns, int((gpu.ts_ns + gpu.dur_ns)[launched].max()))
+    start, end = start_ns / NS_PER_US, end_ns / NS_PER_US
     pad = (end - start) * 0.01
     return [round(start - pad, 3), round(end + pad, 3)]
 
