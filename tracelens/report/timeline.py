@@ -45,6 +45,7 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
+LABEL_CHARS = 48
 CRITICAL_COLOR = "#111111"  # an outline, never a fill: distinct from every category colour (fused is red)
 BAR_FILL = 0.75  # of a lane's height
 UTIL_BINS = 400  # utilization strip bins across the default view
@@ -88,12 +89,14 @@ def timeline_panel(
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
     _add_utilization(fig, trace, lanes, selection.focus)
     highlighted = _add_highlight(fig, trace, lanes, detailed, highlight_rows or [], bar_px)
+    _add_label_trace(fig)
     counter_ticks = _add_counters(fig, trace, counter_keys, lanes.n_lanes)
     _lay_out_figure(fig, trace, lanes, selection.focus, height, counter_ticks)
     note = _note(trace, selection, blocks, links)
     if highlighted:
         note += (
-            f" The critical path ({highlighted:,} slices, red line) is drawn over its step: toggle it in the legend."
+            f" The critical path ({highlighted:,} slices, black outline) is drawn over its step: toggle it in the"
+            " legend."
         )
     if counter_ticks:
         note += (
@@ -190,9 +193,40 @@ def _add_slices(
             line={"width": 0, "color": color},
             showlegend=False,
             text=_hover_texts(trace, rows, op_of_row, category),
+            customdata=_labels(trace, rows),
             hoverinfo="text",
             name=label,
             legendgroup=label,
+        )
+    )
+
+
+def _labels(trace: Trace, rows: I64) -> list[str]:
+    """The text drawn on each slice when it is wide enough (the page cuts it to fit): short kernel names, CPU
+    names as recorded, at most `LABEL_CHARS`."""
+    ev = trace.events
+    gpu = kind_mask(ev.kind[rows], GPU_ACTIVITY_KINDS)
+    out = []
+    for name, is_gpu in zip(ev.names_at(rows), gpu.tolist(), strict=True):
+        text = short_name(name) if is_gpu else name
+        out.append(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
+    return out
+
+
+def _add_label_trace(fig: go.Figure) -> None:
+    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom."""
+    fig.add_trace(
+        go.Scatter(
+            x=[],
+            y=[],
+            text=[],
+            mode="text",
+            textposition="middle center",
+            textfont={"size": 10, "color": "#111111"},
+            hoverinfo="skip",
+            showlegend=False,
+            name="labels",
+            meta={"lod": "labels"},
         )
     )
 
@@ -231,6 +265,11 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
         duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
         code = int(category[row])
         parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
+        if title != name:
+            parts.append(f"full name: {_escape(name)}")
+        grid, block = int(ev.grid_blocks[row]), int(ev.block_threads[row])
+        if grid >= 0 and block >= 0:
+            parts.append(f"grid {grid:,} blocks × {block:,} threads per block")
         if op_row >= 0:
             parts.append(f"launched by: {_escape(op_name)}")
         shapes = _shapes(ev.input_dims[dims_row])
@@ -333,7 +372,7 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
 def _add_highlight(
     fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray, rows: list[int], bar_px: float
 ) -> int:
-    """A red line through each highlighted slice that is drawn one by one; returns how many."""
+    """A black outline around each highlighted slice that is drawn one by one; returns how many."""
     if not rows:
         return 0
     lane_of = np.full(len(trace.events), -1, dtype=np.int64)
