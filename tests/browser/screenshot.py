@@ -37,8 +37,8 @@ HOVER_GPU_LANE = """() => {
 
 ZOOM_TO_STEP = """(label) => {
   const gd = document.getElementById('chart-timeline');
-  const button = gd.layout.updatemenus[0].buttons.find(b => b.label === label);
-  return Plotly.relayout(gd, button.args[0]);
+  const buttons = gd.layout.updatemenus[0].buttons, index = buttons.findIndex(b => b.label === label);
+  return Plotly.relayout(gd, Object.assign({"updatemenus[0].active": index}, buttons[index].args[0]));
 }"""
 
 

@@ -568,4 +568,10 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     if links:
         parts.append(f"{links:,} launch → GPU links drawn (toggle them in the legend).")
     parts.append("Use the menu to zoom to a step; drag to zoom, double-click to reset.")
+    name = trace.path.name if trace.path is not None else "TRACE"
+    parts.append(
+        f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes a .pftrace beside it; "
+        "open it at ui.perfetto.dev, click a slice of the tracelens › steps (CPU range), critical path, fusion "
+        "opportunities or idle tracks (or search a name such as step N or fuse #1) and press F to zoom to it."
+    )
     return " ".join(parts)
