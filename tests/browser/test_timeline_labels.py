@@ -95,3 +95,30 @@ def test_big_trace_interactive_within_3_s(tmp_path: Path) -> None:
         assert not errors and not requests
     print(f"xdit report interactive after {elapsed:.2f} s ({report.stat().st_size / 1e6:.1f} MB page)")
     assert elapsed < INTERACTIVE_S
+
+
+RANGE_TOTAL = """() => {
+  const gd = document.getElementById('chart-timeline'), box = document.getElementById('chart-timeline-range');
+  return [Number(box.dataset.gpuUs), box.textContent, gd._fullLayout.xaxis.range];
+}"""
+
+
+def test_range_totals_match_the_raw_events(tmp_path: Path) -> None:
+    """Zoomed to step 3 (a range selection), the totals under the chart give the GPU time inside the range: the
+    raw kernel/memcpy/memset intervals clipped to it, summed."""
+    raw = [e for e in rawtrace.events(EAGER_MLP) if isinstance(e.get("ts"), (int, float))]
+    origin = math.floor(min(float(e["ts"]) for e in raw))
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page() as page:
+        open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 3")
+        page.wait_for_timeout(200)
+        total_us, text, (low, high) = page.evaluate(RANGE_TOTAL)
+    expected = 0.0
+    for e in raw:
+        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset"):
+            start = float(e["ts"]) - origin
+            expected += max(0.0, min(start + float(e["dur"]), high) - max(start, low))
+    assert expected > 1000 and abs(total_us - expected) < 0.01, (total_us, expected)
+    assert "gemm" in text and "By kernel: nvjet" in text

@@ -172,6 +172,7 @@ function tlOriginals(gd) {
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
     o.groups.push({s: s, e: e, y: y, idx: idx, text: h.text ? Array.prototype.slice.call(h.text) : null,
                    label: h.customdata ? Array.prototype.slice.call(h.customdata) : null,
+                   name: String(gd.data[groups[g].bars].name || ""),
                    bars: groups[g].bars, hover: groups[g].hover});
   });
   utils.forEach(function (i) { o.utils.push(i); o.lanes[gd.data[i].meta.lane] = []; });
@@ -225,6 +226,7 @@ function tlLod(gd) {
   Plotly.restyle(gd, bars, barIdx);
   Plotly.restyle(gd, hover, hoverIdx);
   if (o.labels !== undefined) Plotly.restyle(gd, {x: [lx], y: [ly], text: [lt]}, [o.labels]);
+  tlTotals(gd, o, x0, x1);
   if (!o.utils.length) return;
   var edges = [], util = {x: [], z: []};
   for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
@@ -241,6 +243,37 @@ function tlLod(gd) {
     util.x.push(edges); util.z.push([z]);
   });
   Plotly.restyle(gd, util, o.utils);
+}
+// Totals of the visible range (drag to select a range, as Perfetto's area selection): GPU time clipped to the
+// range, by category (the colour groups "GPU: <category>") and by kernel (short name), under the chart.
+function tlTotals(gd, o, x0, x1) {
+  var byCat = {}, byKernel = {}, total = 0;
+  o.groups.forEach(function (g) {
+    if (g.name.indexOf("GPU: ") !== 0) return;
+    var cat = g.name.slice(5);
+    for (var k = 0; k < g.s.length; k++) {
+      var d = Math.min(g.e[k], x1) - Math.max(g.s[k], x0);
+      if (d <= 0) continue;
+      byCat[cat] = (byCat[cat] || 0) + d; total += d;
+      var name = g.label ? g.label[k] : cat, entry = byKernel[name] || (byKernel[name] = [0, 0]);
+      entry[0] += d; entry[1] += 1;
+    }
+  });
+  var box = document.getElementById(gd.id + "-range");
+  if (!box) {
+    box = document.createElement("div"); box.id = gd.id + "-range"; box.className = "note range-totals";
+    gd.parentNode.insertBefore(box, gd.nextSibling);
+  }
+  function us(v) { return v.toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1}) + " µs"; }
+  var cats = Object.keys(byCat).sort(function (a, b) { return byCat[b] - byCat[a]; });
+  var kernels = Object.keys(byKernel).sort(function (a, b) { return byKernel[b][0] - byKernel[a][0]; });
+  box.textContent = "Visible range " + us(x0) + " – " + us(x1) + " (" + us(x1 - x0) + "; drag to select another): "
+    + "GPU time of the slices drawn one by one, summed over streams: "
+    + us(total) + (cats.length ? " = " + cats.map(function (c) { return c + " " + us(byCat[c]); })
+    .join(" + ") : "") + (kernels.length ? ". By kernel: " + kernels.slice(0, 8).map(function (n) {
+      return n + " " + us(byKernel[n][0]) + " (×" + byKernel[n][1] + ")"; }).join(" · ")
+    + (kernels.length > 8 ? " · " + (kernels.length - 8) + " more" : "") : "") + ".";
+  box.dataset.gpuUs = total.toFixed(3);
 }
 function tlWatch(gd) {
   if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;
