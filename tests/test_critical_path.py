@@ -114,7 +114,8 @@ def _loaded(path: str) -> tuple[tracelens.Trace, object]:
 
 
 def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
-    """The page's timeline carries a "critical path" line over exactly the path's slices of the analyzed step."""
+    """The page's timeline carries a "critical path" outline (a closed rectangle per slice, never a fill) around
+    exactly the path's slices of the analyzed step."""
     from tracelens.analyses import analyze
     from tracelens.renderers.page import build_report
 
@@ -125,7 +126,9 @@ def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
     figure = build_report([(trace, report)]).panel("timeline").figure
     assert figure is not None
     (line,) = [t for t in figure.data if t.name == "critical path"]
-    starts = sorted(x for x in line.x[0::3])
+    assert line.mode == "lines" and line.fill in (None, "none")
+    starts = sorted(x for x in line.x[0::6])
+    assert list(line.x[1::6]) == list(line.x[2::6]) and list(line.x[0::6]) == list(line.x[4::6])  # closed boxes
     expected = sorted(float(trace.events.ts_ns[row]) / 1000.0 for row in path.path_rows)
     assert starts == pytest.approx(expected)
     # the path of this step runs through its GEMMs and ends at the per-step sync

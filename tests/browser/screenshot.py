@@ -35,6 +35,12 @@ HOVER_GPU_LANE = """() => {
   return [box.left + xa._offset + xa.l2p(best), box.top + ya._offset + ya.l2p(lane)];
 }"""
 
+ZOOM_TO_STEP = """(label) => {
+  const gd = document.getElementById('chart-timeline');
+  const buttons = gd.layout.updatemenus[0].buttons, index = buttons.findIndex(b => b.label === label);
+  return Plotly.relayout(gd, Object.assign({"updatemenus[0].active": index}, buttons[index].args[0]));
+}"""
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -45,6 +51,7 @@ def main() -> int:
     parser.add_argument("--full-page", action="store_true")
     parser.add_argument("--hover", action="store_true", help="hover the GPU lane in the middle of the view")
     parser.add_argument("--start", default="#timeline-section", help="CSS selector of the element at the top")
+    parser.add_argument("--step", type=int, help="zoom the timeline as its menu's 'step N' does")
     args = parser.parse_args()
     trace = load_trace(args.trace)
     page_html = HtmlReportRenderer().render(build_report([(trace, analyze(trace))]))
@@ -57,6 +64,9 @@ def main() -> int:
             page.goto(report.as_uri(), wait_until="load")
             page.wait_for_selector("#chart-timeline .main-svg")
             page.wait_for_timeout(500)
+            if args.step is not None:
+                page.evaluate(ZOOM_TO_STEP, f"step {args.step}")
+                page.wait_for_timeout(500)
             if args.hover:
                 page.locator(args.start).scroll_into_view_if_needed()
                 x, y = page.evaluate(HOVER_GPU_LANE)

@@ -12,11 +12,14 @@ from tracelens.errors import TracelensError
 from tracelens.naming import trace_stem
 
 SUFFIX = ".tracelens.json.gz"
+PERFETTO_SUFFIX = ".tracelens.pftrace"
+FORMATS = ("json", "perfetto")
 
 
-def default_output(trace: Path) -> Path:
-    """`x.json.gz` → `./x.tracelens.json.gz` in the current directory (`tracelens.naming.trace_stem`)."""
-    return Path(trace_stem(trace) + SUFFIX)
+def default_output(trace: Path, output_format: str = "json") -> Path:
+    """`x.json.gz` → `./x.tracelens.json.gz` (`./x.tracelens.pftrace` for `--format perfetto`) in the current
+    directory (`tracelens.naming.trace_stem`)."""
+    return Path(trace_stem(trace) + (PERFETTO_SUFFIX if output_format == "perfetto" else SUFFIX))
 
 
 class AnnotateCommand:
@@ -37,6 +40,15 @@ class AnnotateCommand:
             type=Path,
             help=f"the trace to write, - for stdout; gzip when it ends in .gz (default: ./<trace name>{SUFFIX})",
         )
+        parser.add_argument(
+            "--format",
+            dest="annotate_format",
+            choices=FORMATS,
+            default="json",
+            help="json: the trace's own JSON with the findings added (chrome://tracing, Perfetto); perfetto: a "
+            f"native Perfetto protobuf trace (default name ./<trace name>{PERFETTO_SUFFIX}) in which overlapping "
+            "kernels keep their own tracks, launches are flows and counters are counter tracks",
+        )
         parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
         add_cache_argument(parser)
 
@@ -45,7 +57,7 @@ class AnnotateCommand:
             return _annotate_run(args)
         if args.rank is not None:
             raise TracelensError("--rank picks a rank of a run folder or tar archive, not of one trace")
-        output = args.output if args.output is not None else default_output(args.trace)
+        output = args.output if args.output is not None else default_output(args.trace, _format(args))
         return _annotate(args.trace, output, args)
 
 
@@ -53,7 +65,8 @@ def _annotate_run(args: argparse.Namespace) -> int:
     """One rank of a run folder or archive: `--rank N` is required (a run has no single trace to annotate)."""
     stem = run_stem(args.trace)
     rank = "" if args.rank is None else f".rank{args.rank}"
-    output = args.output if args.output is not None else Path(f"{stem}{rank}{SUFFIX}")
+    suffix = PERFETTO_SUFFIX if _format(args) == "perfetto" else SUFFIX
+    output = args.output if args.output is not None else Path(f"{stem}{rank}{suffix}")
     check_writable(output, args.force, command_inputs(args))
     with open_run(args.trace, args.cache) as run:
         if args.rank is not None:
@@ -63,17 +76,32 @@ def _annotate_run(args: argparse.Namespace) -> int:
     raise TracelensError(f"{args.trace} holds {len(run.members)} traces; pick the rank to annotate with --rank N")
 
 
+def _format(args: argparse.Namespace) -> str:
+    return str(getattr(args, "annotate_format", "json"))
+
+
 def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
     """Annotate the trace at `path` into `output`."""
     from tracelens.analyses import analyze
-    from tracelens.loader.rewrite import rewrite_trace
     from tracelens.renderers.perfetto import trace_additions
 
     inputs = command_inputs(args)
     check_writable(output, args.force, inputs)
+    if _format(args) == "perfetto":
+        from tracelens.renderers.pftrace import perfetto_module
+
+        perfetto_module()  # missing package: one error line before any work
     trace = load_with_feedback(path, args.cache)
-    additions = trace_additions(trace, analyze(trace))
-    data = rewrite_trace(trace, additions)
+    report = analyze(trace)
+    additions = trace_additions(trace, report)
+    if _format(args) == "perfetto":
+        from tracelens.renderers.pftrace import pftrace_bytes
+
+        data = pftrace_bytes(trace, report, additions.slices)
+    else:
+        from tracelens.loader.rewrite import rewrite_trace
+
+        data = rewrite_trace(trace, additions)
     if output.name.endswith(".gz"):
         import gzip  # only when writing .gz: other commands never import it
 

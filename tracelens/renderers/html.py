@@ -120,8 +120,9 @@ def _plot_script(document: ReportDocument) -> str:
 def _draw(panel_id: str, figure: go.Figure, config: str) -> str:
     figure_json = _figure_json(figure)
     return (
-        f'(function () {{ var f = {figure_json}; Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config})'
-        f".then(tlWatch); }})();"
+        f"(function () {{ var f = {figure_json}; var held = tlHold(f.data);"
+        f' Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config})'
+        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})();"
     )
 
 
@@ -129,23 +130,49 @@ def _draw(panel_id: str, figure: go.Figure, config: str) -> str:
 # and after every zoom, the slices in the visible range are merged per lane where they are closer than a pixel,
 # every band is drawn at least a pixel wide, and each GPU utilization strip is recomputed for the range.
 LOD_SCRIPT = """
-var TL_BINS = 400;
+// The slices of `lod` bar/hover traces are held back from the first plot (drawing tens of thousands of segments
+// that the level of detail replaces at once took seconds on big traces): the chart is drawn with them empty, and
+// tlLod draws what the visible range needs.
+function tlArray(v) {
+  if (!v || v.bdata === undefined) return v;
+  var bin = atob(v.bdata), bytes = new Uint8Array(bin.length);
+  for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  var T = {f8: Float64Array, f4: Float32Array, i4: Int32Array, i2: Int16Array, i1: Int8Array, u1: Uint8Array,
+           u2: Uint16Array, u4: Uint32Array}[v.dtype];
+  return new T(bytes.buffer);
+}
+function tlHold(data) {
+  var held = {};
+  data.forEach(function (t, i) {
+    if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover")) return;
+    held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata};
+    t.x = []; t.y = [];
+    if (t.text) t.text = [];
+    if (t.customdata) t.customdata = [];
+  });
+  return held;
+}
+var TL_BINS = 400, TL_CHAR_PX = 6.5, TL_MAX_LABELS = 3000;  // labels: ~6.5 px per 10 px character
 function tlOriginals(gd) {
   var groups = {}, utils = [], o = {groups: [], utils: [], lanes: {}};
   gd.data.forEach(function (t, i) {
     var m = t.meta;
     if (!m || !m.lod) return;
     if (m.lod === "util") { utils.push(i); return; }
+    if (m.lod === "labels") { o.labels = i; return; }
     (groups[m.group] = groups[m.group] || {})[m.lod] = i;
   });
-  var full = {};  // decoded arrays (gd.data may still hold plotly's base64 typed-array form)
-  gd._fullData.forEach(function (t) { full[t.index] = t; });
+  var full = {};  // decoded arrays: those held back from the first plot, else plotly's (gd.data may still hold
+  gd._fullData.forEach(function (t) { full[t.index] = t; });  // the base64 typed-array form)
+  Object.keys(gd._tlHeld || {}).forEach(function (i) { full[i] = gd._tlHeld[i]; });
   Object.keys(groups).forEach(function (g) {
     var b = full[groups[g].bars], h = full[groups[g].hover], n = h.x.length;
     var s = new Float64Array(n), e = new Float64Array(n), y = new Int32Array(n), idx = new Array(n);
     for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
     o.groups.push({s: s, e: e, y: y, idx: idx, text: h.text ? Array.prototype.slice.call(h.text) : null,
+                   label: h.customdata ? Array.prototype.slice.call(h.customdata) : null,
+                   name: String(gd.data[groups[g].bars].name || ""),
                    bars: groups[g].bars, hover: groups[g].hover});
   });
   utils.forEach(function (i) { o.utils.push(i); o.lanes[gd.data[i].meta.lane] = []; });
@@ -168,11 +195,19 @@ function tlLod(gd) {
   var xa = gd._fullLayout.xaxis, x0 = xa.range[0], x1 = xa.range[1];
   var px = (x1 - x0) / Math.max(xa._length, 1);
   var bars = {x: [], y: []}, barIdx = [], hover = {x: [], y: [], text: []}, hoverIdx = [];
+  var lx = [], ly = [], lt = [];
   o.groups.forEach(function (g) {
     var bx = [], by = [], hx = [], hy = [], ht = [], cur = null;
     function flush() {
       if (!cur) return;
       var end = Math.max(cur.e, cur.s + px);
+      if (cur.n === 1 && g.label && lt.length < TL_MAX_LABELS) {
+        var chars = Math.floor((cur.e - cur.s) / px / TL_CHAR_PX), dur = (cur.e - cur.s).toFixed(1) + " µs";
+        var text = g.label[cur.k] + " " + dur;
+        if (text.length > chars) text = g.label[cur.k];
+        if (text.length > chars) text = chars >= 4 ? text.slice(0, chars - 1) + "…" : "";
+        if (text) { lx.push((cur.s + cur.e) / 2); ly.push(cur.y); lt.push(text); }
+      }
       bx.push(cur.s, end, null); by.push(cur.y, cur.y, cur.y); hx.push((cur.s + end) / 2); hy.push(cur.y);
       ht.push(cur.n === 1 && g.text ? g.text[cur.k] : cur.n.toLocaleString() + " slices merged at this zoom<br>"
         + cur.busy.toFixed(1) + " µs summed over " + (cur.e - cur.s).toFixed(1) + " µs<br>zoom in to see each one");
@@ -190,6 +225,8 @@ function tlLod(gd) {
   });
   Plotly.restyle(gd, bars, barIdx);
   Plotly.restyle(gd, hover, hoverIdx);
+  if (o.labels !== undefined) Plotly.restyle(gd, {x: [lx], y: [ly], text: [lt]}, [o.labels]);
+  tlTotals(gd, o, x0, x1);
   if (!o.utils.length) return;
   var edges = [], util = {x: [], z: []};
   for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
@@ -206,6 +243,37 @@ function tlLod(gd) {
     util.x.push(edges); util.z.push([z]);
   });
   Plotly.restyle(gd, util, o.utils);
+}
+// Totals of the visible range (drag to select a range, as Perfetto's area selection): GPU time clipped to the
+// range, by category (the colour groups "GPU: <category>") and by kernel (short name), under the chart.
+function tlTotals(gd, o, x0, x1) {
+  var byCat = {}, byKernel = {}, total = 0;
+  o.groups.forEach(function (g) {
+    if (g.name.indexOf("GPU: ") !== 0) return;
+    var cat = g.name.slice(5);
+    for (var k = 0; k < g.s.length; k++) {
+      var d = Math.min(g.e[k], x1) - Math.max(g.s[k], x0);
+      if (d <= 0) continue;
+      byCat[cat] = (byCat[cat] || 0) + d; total += d;
+      var name = g.label ? g.label[k] : cat, entry = byKernel[name] || (byKernel[name] = [0, 0]);
+      entry[0] += d; entry[1] += 1;
+    }
+  });
+  var box = document.getElementById(gd.id + "-range");
+  if (!box) {
+    box = document.createElement("div"); box.id = gd.id + "-range"; box.className = "note range-totals";
+    gd.parentNode.insertBefore(box, gd.nextSibling);
+  }
+  function us(v) { return v.toLocaleString("en-US", {minimumFractionDigits: 1, maximumFractionDigits: 1}) + " µs"; }
+  var cats = Object.keys(byCat).sort(function (a, b) { return byCat[b] - byCat[a]; });
+  var kernels = Object.keys(byKernel).sort(function (a, b) { return byKernel[b][0] - byKernel[a][0]; });
+  box.textContent = "Visible range " + us(x0) + " – " + us(x1) + " (" + us(x1 - x0) + "; drag to select another): "
+    + "GPU time of the slices drawn one by one, summed over streams: "
+    + us(total) + (cats.length ? " = " + cats.map(function (c) { return c + " " + us(byCat[c]); })
+    .join(" + ") : "") + (kernels.length ? ". By kernel: " + kernels.slice(0, 8).map(function (n) {
+      return n + " " + us(byKernel[n][0]) + " (×" + byKernel[n][1] + ")"; }).join(" · ")
+    + (kernels.length > 8 ? " · " + (kernels.length - 8) + " more" : "") : "") + ".";
+  box.dataset.gpuUs = total.toFixed(3);
 }
 function tlWatch(gd) {
   if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;

@@ -45,7 +45,9 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
-CRITICAL_COLOR = "#e31a1c"
+LABEL_CHARS = 48
+CRITICAL_COLOR = "#111111"  # an outline, never a fill: distinct from every category colour (fused is red)
+BAR_FILL = 0.75  # of a lane's height
 UTIL_BINS = 400  # utilization strip bins across the default view
 UTIL_HEIGHT = 0.1  # of a lane
 
@@ -66,7 +68,7 @@ def timeline_panel(
     highlight_rows: list[int] | None = None,
 ) -> Panel:
     """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
-    drawn again as a thin red line on their lanes (the critical path), where they are drawn one by one."""
+    outlined in black on their lanes (the critical path), where they are drawn one by one."""
     selection = _select(trace, max_slices, focus_step)
     lanes, detailed = selection.lanes, selection.detailed
     category = _category_of_rows(trace, gpu)
@@ -75,7 +77,7 @@ def timeline_panel(
     counter_keys = trace.counters.lane_keys()
     n_rows = lanes.n_lanes + len(counter_keys)
     height = int(min(MAX_HEIGHT_PX, max(MIN_HEIGHT_PX, MARGIN_TOP_PX + MARGIN_BOTTOM_PX + LANE_PX * n_rows)))
-    bar_px = round(0.75 * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
+    bar_px = round(BAR_FILL * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
     fig = go.Figure()
     group = 0
     for label, color, mask in _groups(trace, lanes, category):
@@ -87,12 +89,14 @@ def timeline_panel(
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
     _add_utilization(fig, trace, lanes, selection.focus)
     highlighted = _add_highlight(fig, trace, lanes, detailed, highlight_rows or [], bar_px)
+    _add_label_trace(fig)
     counter_ticks = _add_counters(fig, trace, counter_keys, lanes.n_lanes)
     _lay_out_figure(fig, trace, lanes, selection.focus, height, counter_ticks)
     note = _note(trace, selection, blocks, links)
     if highlighted:
         note += (
-            f" The critical path ({highlighted:,} slices, red line) is drawn over its step: toggle it in the legend."
+            f" The critical path ({highlighted:,} slices, black outline) is drawn over its step: toggle it in the"
+            " legend."
         )
     if counter_ticks:
         note += (
@@ -189,9 +193,40 @@ def _add_slices(
             line={"width": 0, "color": color},
             showlegend=False,
             text=_hover_texts(trace, rows, op_of_row, category),
+            customdata=_labels(trace, rows),
             hoverinfo="text",
             name=label,
             legendgroup=label,
+        )
+    )
+
+
+def _labels(trace: Trace, rows: I64) -> list[str]:
+    """The text drawn on each slice when it is wide enough (the page cuts it to fit): short kernel names, CPU
+    names as recorded, at most `LABEL_CHARS`."""
+    ev = trace.events
+    gpu = kind_mask(ev.kind[rows], GPU_ACTIVITY_KINDS)
+    out = []
+    for name, is_gpu in zip(ev.names_at(rows), gpu.tolist(), strict=True):
+        text = short_name(name) if is_gpu else name
+        out.append(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
+    return out
+
+
+def _add_label_trace(fig: go.Figure) -> None:
+    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom."""
+    fig.add_trace(
+        go.Scatter(
+            x=[],
+            y=[],
+            text=[],
+            mode="text",
+            textposition="middle center",
+            textfont={"size": 10, "color": "#111111"},
+            hoverinfo="skip",
+            showlegend=False,
+            name="labels",
+            meta={"lod": "labels"},
         )
     )
 
@@ -230,6 +265,11 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
         duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
         code = int(category[row])
         parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
+        if title != name:
+            parts.append(f"full name: {_escape(name)}")
+        grid, block = int(ev.grid_blocks[row]), int(ev.block_threads[row])
+        if grid >= 0 and block >= 0:
+            parts.append(f"grid {grid:,} blocks × {block:,} threads per block")
         if op_row >= 0:
             parts.append(f"launched by: {_escape(op_name)}")
         shapes = _shapes(ev.input_dims[dims_row])
@@ -332,7 +372,7 @@ def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, ba
 def _add_highlight(
     fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray, rows: list[int], bar_px: float
 ) -> int:
-    """A red line through each highlighted slice that is drawn one by one; returns how many."""
+    """A black outline around each highlighted slice that is drawn one by one; returns how many."""
     if not rows:
         return 0
     lane_of = np.full(len(trace.events), -1, dtype=np.int64)
@@ -343,8 +383,20 @@ def _add_highlight(
         return 0
     start = trace.events.ts_ns[picked] / NS_PER_US
     end = start + trace.events.dur_ns[picked] / NS_PER_US
+    lane = lane_of[picked].astype(np.float64)
+    edge = BAR_FILL / 2  # a bar fills BAR_FILL of its lane: the outline runs along its top and bottom edges
+    nan = np.full(picked.size, np.nan)
+    x = np.stack([start, end, end, start, start, nan], axis=1).ravel()
+    y = np.stack([lane - edge, lane - edge, lane + edge, lane + edge, lane - edge, nan], axis=1).ravel()
     fig.add_trace(
-        _bars(start, end, lane_of[picked], CRITICAL_COLOR, max(2.0, round(bar_px * 0.3, 2)), name="critical path")
+        go.Scatter(
+            x=x,
+            y=y,
+            mode="lines",
+            line={"width": 1.5, "color": CRITICAL_COLOR},
+            hoverinfo="skip",
+            name="critical path",
+        )
     )
     return int(picked.size)
 
@@ -479,8 +531,18 @@ def _lay_out_figure(
 
 
 def _step_range(trace: Trace, index: int) -> list[float]:
-    start = float(trace.steps.start_ns[index]) / NS_PER_US
-    end = float(trace.steps.end_ns[index]) / NS_PER_US
+    """The x range (µs, 1 % padding) of a step's view: its CPU range together with the span of the GPU work it
+    launched (first start to last end of the GPU activities whose launching call lies in the step), so that the
+    step's own kernels are on screen even when the GPU runs behind the CPU."""
+    from tracelens.analyses.activity import gpu_activity
+
+    start_ns, end_ns = int(trace.steps.start_ns[index]), int(trace.steps.end_ns[index])
+    gpu = gpu_activity(trace)
+    launched = gpu.step == index
+    if launched.any():
+        start_ns = min(start_ns, int(gpu.ts_ns[launched].min()))
+        end_ns = max(end_ns, int((gpu.ts_ns + gpu.dur_ns)[launched].max()))
+    start, end = start_ns / NS_PER_US, end_ns / NS_PER_US
     pad = (end - start) * 0.01
     return [round(start - pad, 3), round(end + pad, 3)]
 
@@ -506,4 +568,10 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     if links:
         parts.append(f"{links:,} launch → GPU links drawn (toggle them in the legend).")
     parts.append("Use the menu to zoom to a step; drag to zoom, double-click to reset.")
+    name = trace.path.name if trace.path is not None else "TRACE"
+    parts.append(
+        f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes a .pftrace beside it; "
+        "open it at ui.perfetto.dev, click a slice of the tracelens › steps (CPU range), critical path, fusion "
+        "opportunities or idle tracks (or search a name such as step N or fuse #1) and press F to zoom to it."
+    )
     return " ".join(parts)

@@ -1,0 +1,124 @@
+"""What the timeline draws, in headless Chromium (skips without it): at step zoom the slices wide enough carry
+their labels (the eager MLP's step 3: a label at the centre of each of its five kernels, read from the raw JSON,
+each label a piece of the kernel's name), and the biggest corpus trace (xdit Flux on MI300X, 63 MB) is
+interactive (every chart drawn, then a zoom redrawn) within 3 s of starting to load the page."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import rawtrace
+from tests.browser.chromium import browser_page
+from tests.browser.test_report_browser import open_report, write_report
+from tests.conftest import anchor
+
+ROOT = Path(__file__).resolve().parents[2]
+EAGER_MLP = ROOT / "traces" / "h200" / "eager_mlp.json.gz"
+XDIT = "amd_tracelens/inference/xdit_flux.1_aiter_sage/profile_trace_rank_0.json.gz"
+INTERACTIVE_S = 3.0
+
+ZOOM_TO = """(label) => {
+  const gd = document.getElementById('chart-timeline');
+  const button = gd.layout.updatemenus[0].buttons.find(b => b.label === label);
+  return Plotly.relayout(gd, button.args[0]).then(() => true);
+}"""
+LABELS = """() => {
+  const gd = document.getElementById('chart-timeline');
+  const t = gd.data.find(t => t.meta && t.meta.lod === 'labels');
+  const ya = gd._fullLayout.yaxis;
+  const lanes = {};
+  ya.tickvals.forEach((v, i) => { lanes[v] = String(ya.ticktext[i]); });
+  return {x: Array.from(t.x), y: Array.from(t.y), text: Array.from(t.text), lanes: lanes,
+          drawn: gd.querySelectorAll('.textpoint text').length};
+}"""
+
+
+def _step_kernels(number: int) -> list[tuple[str, float]]:
+    """(name, centre µs since the trace's first µs) of the kernels launched in ProfilerStep#number."""
+    raw = [e for e in rawtrace.events(EAGER_MLP) if isinstance(e.get("ts"), (int, float))]
+    origin = math.floor(min(float(e["ts"]) for e in raw))
+    launches = rawtrace.launch_times(raw)
+    (start, end) = next(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in raw
+        if e["name"] == f"ProfilerStep#{number}" and e.get("cat") != "gpu_user_annotation"
+    )
+    out = []
+    for e in raw:
+        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        if e.get("cat") == "kernel" and launched is not None and start <= launched < end:
+            out.append((str(e["name"]), float(e["ts"]) - origin + float(e["dur"]) / 2))
+    return out
+
+
+def test_step_zoom_labels_each_kernel(tmp_path: Path) -> None:
+    kernels = _step_kernels(3)
+    assert len(kernels) == 5
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 3")
+        page.wait_for_timeout(200)
+        labels = page.evaluate(LABELS)
+        assert not errors and not requests
+    assert labels["drawn"] == len(labels["text"]) > 5  # in the SVG, not only in the data
+    gpu_lane = next(float(v) for v, name in labels["lanes"].items() if name.startswith("GPU"))
+    on_gpu = [(x, t) for x, y, t in zip(labels["x"], labels["y"], labels["text"], strict=True) if y == gpu_lane]
+    for name, centre in kernels:
+        (text,) = [t for x, t in on_gpu if abs(x - centre) < 0.01]
+        assert len(text) >= 5 and text.removesuffix("…").split(" ")[0] in name, (text, name)
+    cpu = [t for y, t in zip(labels["y"], labels["text"], strict=True) if y != gpu_lane]
+    assert any(t.startswith("ProfilerStep#3") and t.endswith("µs") for t in cpu)  # name and duration
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #30's goal, not met yet: 5.3-6.6 s on the 2-core shared machine (9.3 s before the slices were "
+    "held back from the first plot); strict, so reaching it fails this marker and it must go",
+)
+def test_big_trace_interactive_within_3_s(tmp_path: Path) -> None:
+    path = anchor(XDIT)
+    if not path.exists():
+        pytest.skip(f"{path} not here")
+    report = tmp_path / "report.html"
+    write_report([path], report)
+    with browser_page() as page:
+        started = time.monotonic()
+        errors, requests = open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "whole trace")
+        elapsed = time.monotonic() - started
+        assert not errors and not requests
+    print(f"xdit report interactive after {elapsed:.2f} s ({report.stat().st_size / 1e6:.1f} MB page)")
+    assert elapsed < INTERACTIVE_S
+
+
+RANGE_TOTAL = """() => {
+  const gd = document.getElementById('chart-timeline'), box = document.getElementById('chart-timeline-range');
+  return [Number(box.dataset.gpuUs), box.textContent, gd._fullLayout.xaxis.range];
+}"""
+
+
+def test_range_totals_match_the_raw_events(tmp_path: Path) -> None:
+    """Zoomed to step 3 (a range selection), the totals under the chart give the GPU time inside the range: the
+    raw kernel/memcpy/memset intervals clipped to it, summed."""
+    raw = [e for e in rawtrace.events(EAGER_MLP) if isinstance(e.get("ts"), (int, float))]
+    origin = math.floor(min(float(e["ts"]) for e in raw))
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page() as page:
+        open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 3")
+        page.wait_for_timeout(200)
+        total_us, text, (low, high) = page.evaluate(RANGE_TOTAL)
+    expected = 0.0
+    for e in raw:
+        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset"):
+            start = float(e["ts"]) - origin
+            expected += max(0.0, min(start + float(e["dur"]), high) - max(start, low))
+    assert expected > 1000 and abs(total_us - expected) < 0.01, (total_us, expected)
+    assert "gemm" in text and "By kernel: nvjet" in text
