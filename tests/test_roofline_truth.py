@@ -210,3 +210,23 @@ def test_inductor_bytes_follow_views_and_slices() -> None:
     expected = (2 * xnumel + math.prod(cos) + math.prod(sin) + 2 * xnumel) * item
     assert rows[rope].mb_per_call * 1e6 == pytest.approx(expected)
     assert rows[rope].pct_of_peak is not None and rows[rope].pct_of_peak < 90  # was 97.1 % with the whole buffer
+
+
+def test_ambiguous_second_write_above_the_peak_is_no_figure() -> None:
+    """Issue #27 item 5: in training, `mul_silu_3(gate, up, out)` may also write gate in place (gate is a GEMM
+    `out=` buffer of xnumel elements; the trace has no argument names). From the raw events: with one write it
+    moves gate + up + out; with both, the kernel's mean duration would need more than the H200's 4.8 TB/s, so
+    the row has no % of peak and says why."""
+    path = Path("traces/h200/block/train_compiled_block.json.gz")
+    name = "triton_poi_fused__unsafe_view_mul_silu_3"
+    roofline = analyze(tracelens.load(path)).roofline
+    assert roofline is not None
+    row = roofline.by_kernel()[name]
+    dims, types, concrete = _inductor_args(path, name)
+    sizes = [math.prod(d) * DTYPE_BYTES[t] for d, t in zip(dims[:3], types[:3], strict=True)]
+    assert all(math.prod(d) == int(concrete[-1]) for d in dims[:3])
+    durations = [e["dur"] for e in raw_events(path) if e.get("cat") == "kernel" and e["name"] == name]
+    mean_s = sum(durations) / len(durations) / 1e6
+    assert row.mb_per_call * 1e6 == pytest.approx(sum(sizes))
+    assert (sum(sizes) + sizes[0]) / mean_s / 1e12 > 4.8 > sum(sizes) / mean_s / 1e12
+    assert row.pct_of_peak is None and row.model_note is not None and row.model_note.startswith("ambiguous bytes")

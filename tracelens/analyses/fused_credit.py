@@ -257,7 +257,7 @@ def _anchor_places(baseline: Slots, variant: Slots) -> tuple[Callable[[Slot], fl
     for backward in (False, True):
         b = _anchor_names(baseline, backward)
         v = _anchor_names(variant, backward)
-        pairs = _lcs(b, v) if len(b) * len(v) <= 4_000_000 else [(i, i) for i in range(min(len(b), len(v)))]
+        pairs = _lcs(b, v) if len(b) * len(v) <= 1_000_000 else [(i, i) for i in range(min(len(b), len(v)))]
         for side, names, aligned in ((0, b, {bi for bi, _ in pairs}), (1, v, {vi for _, vi in pairs})):
             total = 0
             counts[(side, backward, 0)] = 0.0

@@ -27,6 +27,7 @@ class OpModel(msgspec.Struct, frozen=True):
     ops: str = ""  # for Inductor kernels: the aten ops decoded from the kernel name, joined by "+"
     out_bytes: float = 0.0  # bytes of the op's output (fusion: what a fuser would keep on chip)
     in_place: bool = False  # Inductor: the first argument is an in/out buffer (read and written)
+    bytes_if_in_place: float = 0.0  # Inductor: bytes if it also wrote its first argument (0: no such reading)
 
 
 # GEMM ops: number of inputs before any `out=` buffer the profiler records as a further argument
@@ -763,7 +764,22 @@ def _inductor(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     flops = float(largest.numel * max(len(ops), 1))
     if kernel_name.startswith("triton_tem_") and {"mm", "addmm", "bmm"} & set(ops):
         flops = _template_gemm_flops(tensors) or flops
-    return OpModel("inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place)
+    maybe = not in_place and _may_write_first(kernel_name, shapes, gemm_out_buffers)
+    upper = moved + sizes[0] if maybe else 0.0
+    return OpModel(
+        "inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place, bytes_if_in_place=upper
+    )
+
+
+def _may_write_first(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
+    """Whether a `triton_poi_` kernel not judged in place (`_in_place`) might still write its first argument: it
+    is a GEMM `out=` buffer (or a view of one) of `xnumel` elements, so it could be an in/out buffer besides the
+    kernel's other outputs; the trace cannot tell."""
+    if not kernel_name.startswith("triton_poi_") or not gemm_out_buffers or not shapes.tensors:
+        return False
+    first, xnumel = shapes.tensors[0], _xnumel(shapes)
+    buffers = {(math.prod(dims), dtype) for dims, dtype in gemm_out_buffers}
+    return xnumel == first.numel and (first.numel, first.dtype) in buffers
 
 
 def _xnumel(shapes: OpShapes) -> int | None:

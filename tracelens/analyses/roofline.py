@@ -132,6 +132,7 @@ class KernelModels(msgspec.Struct, frozen=True):
     bytes: F64  # ... and of its bytes
     out_bytes: F64  # bytes of the op's output (not split)
     labels: tuple[ModelLabel, ...]
+    alt_bytes: F64 | None = None  # (split like `bytes`) bytes if it also wrote its first argument; 0 = no such reading
 
     def __len__(self) -> int:
         return int(self.row.shape[0])
@@ -168,7 +169,9 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
     model_label = np.asarray(
         [labels.setdefault(ModelLabel(m.model, m.ops, m.dtype), len(labels)) for m in models], dtype=np.int64
     )
-    model_figures = np.asarray([(m.flops, m.bytes, m.out_bytes) for m in models], dtype=np.float64).reshape(-1, 3)
+    model_figures = np.asarray(
+        [(m.flops, m.bytes, m.out_bytes, m.bytes_if_in_place) for m in models], dtype=np.float64
+    ).reshape(-1, 4)
     rows, op_rows, picked = kernels[hit], chosen_op[hit], chosen_model[hit]
     share = _time_shares(op_rows, ev.dur_ns[rows])
     copies = _copies(trace, window)
@@ -181,6 +184,7 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
         bytes=np.concatenate([model_figures[picked, 1] * share, ev.bytes[copies] * 2.0]),
         out_bytes=np.concatenate([model_figures[picked, 2], ev.bytes[copies].astype(np.float64)]),
         labels=tuple(labels),
+        alt_bytes=np.concatenate([model_figures[picked, 3] * share, np.zeros(copies.size)]),
     )
 
 
@@ -360,6 +364,7 @@ def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]
     dur_ns = np.bincount(group, weights=models.dur_ns, minlength=n)
     flops = group_sums(models.flops, group, n)
     moved = group_sums(models.bytes, group, n)
+    alt = group_sums(models.alt_bytes, group, n) if models.alt_bytes is not None else np.zeros(n)
     op_code = np.where(models.op_row >= 0, ev.name[np.maximum(models.op_row, 0)], -1)
     distinct_ops, op_index = np.unique(op_code, return_inverse=True)
     op_rank, op_names = string_ranks([ev.names[c] if c >= 0 else "" for c in distinct_ops.tolist()])
@@ -378,6 +383,7 @@ def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]
             models.labels[label[g]],
             dtypes[dtype[g]],
             peaks,
+            float(alt[g]),
         )
         for g in descending_order(dur_ns).tolist()
         if dur_ns[g] > 0
@@ -394,6 +400,7 @@ def _row(
     label: ModelLabel,
     dtype: str,
     peaks: Peaks,
+    alt_moved: float = 0.0,
 ) -> RooflineRow:
     seconds = dur_ns / NS_PER_S
     tflops, tbps = flops / seconds / 1e12, moved / seconds / 1e12
@@ -415,6 +422,8 @@ def _row(
     else:
         pct = 100 * tbps / peak_bw if peak_bw else None
     note = _misfit(tflops, tbps, peak_flops, peak_bw)
+    if note is None and not compute_bound and pct is not None:
+        note = _ambiguous(alt_moved, moved, seconds, peak_bw, pct)
     if note is not None:
         pct = None
     return RooflineRow(
@@ -437,6 +446,17 @@ def _row(
         pct_of_peak=round(pct, 2) if pct is not None else None,
         model_note=note,
         peak_dtype=bounding_dtype,
+    )
+
+
+def _ambiguous(alt_moved: float, moved: float, seconds: float, peak_bw: float | None, pct: float) -> str | None:
+    """When the kernel may also write its first argument (`OpModel.bytes_if_in_place`) and that reading would be
+    above the memory peak, the figure is no measurement: say both readings."""
+    if alt_moved <= moved or not peak_bw or alt_moved / seconds / 1e12 <= peak_bw:
+        return None
+    return (
+        f"ambiguous bytes: {pct:.1f} % of peak if it writes only its outputs; if it also writes its first "
+        f"argument in place, {alt_moved / seconds / 1e12:,.2f} TB/s, above the {peak_bw:g} TB/s peak"
     )
 
 
