@@ -14,8 +14,9 @@ Each entry (`Analysis`) names:
   None: `{name: result as plain data}`;
 - `apart`: run in a forked process of its own while this process runs the others, when the analyses run in
   parallel (`analyze(..., workers=2+)` on a big trace). The split keeps together what shares derived data (a
-  result or memo asked for on both sides is computed twice): summary, dispatch, compiled and bound (which asks
-  for the other three) here; the critical path and the lighter analyses apart. Measured on a 72 MB trace, one
+  result or memo asked for on both sides is computed twice): summary, dispatch, compiled, the critical path and bound
+  (which asks for the other four: its verdict follows the critical path's what-ifs) here; the lighter analyses
+  apart. Measured on a 72 MB trace, one
   process at a time: 37 ms here, 37 ms apart (bound and the critical path apart: 44 ms and 40 ms).
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
@@ -133,7 +134,6 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{BEYOND}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
-        apart=True,
     ),
     Analysis(
         "comm_overlap",

@@ -48,22 +48,37 @@ def _pct(value: float | None) -> str:
 def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
     if result.step is None:
         return [Text(f"Critical path: — ({result.note})")]
+    n = result.steps_analyzed
     head = Text()
     head.append("Critical path", style="bold")
-    head.append(f" of step {result.step}: {_us(result.step_us)} µs from its CPU start to its last CPU or GPU end ")
-    head.append(f"({result.note})")
+    head.append(
+        f" over {n} step{'s' if n != 1 else ''}: span {_us(result.step_us)} µs per step "
+        f"(min {_us(result.step_us_min)}, "
+        f"max {_us(result.step_us_max)}) from each step's CPU start to its last CPU or GPU end ({result.note})"
+    )
+    if result.limit_note:
+        head.append(f"\nLimit: {result.limit_note}.")
+    odd = [s for s in result.steps if s.unrepresentative]
+    for s in odd:
+        head.append(f"\nStep {s.number} is unrepresentative: {s.unrepresentative}.")
     parts = Table(title=None, show_edge=False)
     parts.add_column("on the path")
-    parts.add_column(f"µs in step {result.step}", justify="right")
-    parts.add_column("% of step", justify="right")
+    parts.add_column("µs per step", justify="right")
+    parts.add_column("% of path", justify="right")
     for part in result.composition:
         parts.add_row(_part(part.part), _us(part.us), f"{part.pct:.1f}")
     what_if = Table(show_edge=False)
-    what_if.add_column("what if")
-    what_if.add_column(f"step {result.step} µs", justify="right")
+    what_if.add_column(f"what if (mean of {n} steps)")
+    what_if.add_column("step µs", justify="right")
     what_if.add_column("saves µs", justify="right")
+    what_if.add_column("min–max µs", justify="right")
     for row in result.what_if:
-        what_if.add_row(row.change, _us(row.predicted_step_us), _us(row.saved_us))
+        what_if.add_row(
+            row.change,
+            _us(row.predicted_step_us),
+            _us(row.saved_us),
+            f"{_us(row.saved_us_min)}–{_us(row.saved_us_max)}",
+        )
     return [head, parts, what_if]
 
 
@@ -133,12 +148,18 @@ def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) ->
         yaxis={"autorange": "reversed"},
         margin={"t": 20, "l": 10},
     )
-    note = (
-        f"Step {result.step}, {_us(result.step_us)} µs: {result.note}. The path follows what each launch, kernel and "
-        "sync waited for; what-ifs re-time the step's dependency graph."
+    odd = "".join(
+        f" Step {s.number} is unrepresentative: {s.unrepresentative}." for s in result.steps if s.unrepresentative
     )
-    rows = tuple((w.change, _us(w.predicted_step_us), _us(w.saved_us)) for w in result.what_if)
-    table = PageTable(columns=("what if", "step µs", "saves µs"), rows=rows)
+    note = (
+        f"{result.steps_analyzed} steps, {_us(result.step_us)} µs per step: {result.note}. {result.limit_note}.{odd} "
+        "The path follows what each launch, kernel and sync waited for; what-ifs re-time each step's dependency graph."
+    )
+    rows = tuple(
+        (w.change, _us(w.predicted_step_us), _us(w.saved_us), f"{_us(w.saved_us_min)}–{_us(w.saved_us_max)}")
+        for w in result.what_if
+    )
+    table = PageTable(columns=("what if (mean per step)", "step µs", "saves µs", "min–max µs"), rows=rows)
     return AnalysisPanels(
         findings=(
             Panel(id=panel_id, title=title, figure=fig, note=note),
