@@ -744,6 +744,15 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start)
 
 
+def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> Replay:
+    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`) given (a removed
+    launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail keeps its observed
+    length. The actions' models use this."""
+    timed = _replay_native(graph, work, duration, gpu_dur) if _native is not None else None
+    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
+    return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start)
+
+
 _Timed = tuple[
     list[int],
     tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tracelens.analyses.actions import Actions, analyze_actions
 from tracelens.analyses.bound import Bound, analyze_bound
 from tracelens.analyses.comm_overlap import CommOverlap, analyze_comm_overlap
 from tracelens.analyses.compiled import Compiled, analyze_compiled
@@ -134,6 +135,14 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{BEYOND}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
+    ),
+    Analysis(
+        "actions",
+        analyze_actions,
+        Actions,
+        text=f"{BEYOND}:actions_parts",
+        panels=f"{BEYOND}:actions_panels",
+        text_order=-10,  # "what to do next" is the first thing `analyze` prints
     ),
     Analysis(
         "comm_overlap",

@@ -9,6 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracelens.analyses.actions import Actions
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.stream_idle import StreamIdle
@@ -211,3 +212,72 @@ def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> Ana
         "something else."
     )
     return AnalysisPanels(breakdowns=(Panel(id=panel_id, title=title, figure=fig, note=note),))
+
+
+# ---------------------------------------------------------------- what to do next (actions)
+
+LIMIT_SENTENCE = {
+    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it, faster kernels do not",
+    "gpu": "GPU work limits the step: faster kernels shorten it, faster CPU work does not",
+    "mixed": "both CPU and GPU work limit the step: neither alone shortens it much",
+    "unknown": "neither faster CPU nor faster GPU work shortens the step (it waits on something else)",
+}
+TOP_ACTIONS = 3
+
+
+def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
+    """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
+    it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
+    head = Text()
+    head.append("What to do next", style="bold")
+    s = result.summary
+    if s.step_us is None:
+        head.append(f": — ({result.note})")
+        return [head]
+    free = f", profiler-free {_us(s.profiler_free_step_us)} µs" if s.profiler_free_step_us is not None else ""
+    head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps}){free}")
+    path = report.get(CriticalPath)
+    if path is not None and path.what_if:
+        rows = {w.change: w.saved_us for w in path.what_if}
+        cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
+        head.append(f"\nLimit: {s.limit} — all CPU work 2× faster saves {_us(cpu)} µs, all GPU 2× {_us(gpu)} µs")
+    else:
+        head.append(f"\nLimit: {s.limit}")
+    for rank, action in enumerate(result.actions[:TOP_ACTIONS], 1):
+        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        if len(targets) > 22:
+            targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
+        head.append(
+            f"\n{rank}. {action.action} ({targets}): {_us(action.predicted_step_us)} µs "
+            f"({action.low:,.0f}–{action.high:,.0f}), saves {_us(action.saved_us)}"
+        )
+        head.append(f"\n   {action.basis}", style="dim")
+    head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
+    return [head]
+
+
+def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPanels:
+    from tracelens.report.document import AnalysisPanels, Panel, unavailable
+    from tracelens.report.document import Table as PageTable
+
+    panel_id, title = "actions", "What to do next"
+    if result is None or result.summary.step_us is None:
+        return AnalysisPanels(findings=(unavailable(panel_id, title, "not run" if result is None else result.note),))
+    s = result.summary
+    note = (
+        f"Step {_us(s.step_us)} µs profiled (mean of {s.steps} steps); limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. "
+        f"{result.note}."
+    )
+    rows = tuple(
+        (
+            a.action,
+            ", ".join(a.targets),
+            _us(a.predicted_step_us),
+            f"{_us(a.low)}–{_us(a.high)}",
+            _us(a.saved_us),
+            a.basis,
+        )
+        for a in result.actions
+    )
+    table = PageTable(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
+    return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
