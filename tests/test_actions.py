@@ -93,3 +93,37 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)
     assert lines[0].startswith("What to do next — step ") and lines[1].startswith("Limit: ")
     assert any(line.startswith("1. ") and "saves" in line for line in lines)
+
+
+def test_section_and_summary_print_only_those(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracelens.cli import main
+
+    trace = "traces/h200/eager_mlp.json.gz"
+    assert main(["analyze", trace, "--summary", "--no-cache"]) == 0
+    only = capsys.readouterr().out
+    assert only.startswith("What to do next") and "Bound:" not in only and "Critical path" not in only
+    assert main(["analyze", trace, "--section", "bound", "--section", "critical_path", "--no-cache"]) == 0
+    two = capsys.readouterr().out
+    assert two.startswith("Bound:") and "Critical path over" in two and "What to do next" not in two
+    assert main(["analyze", trace, "--section", "nope"]) == 2
+    assert "unknown section 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [("eager_mlp", "compiled_mlp"), ("block/eager_block", "block/compiled_block")]
+)
+def test_predictions_are_hypotheses_that_check_verifies(
+    before: str, after: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`analyze BEFORE --predict p.toml` then `check AFTER --expect p.toml`: the compile prediction holds on the
+    compiled twin (within its stated range), and check prints predicted vs measured for each."""
+    from tracelens.cli import main
+
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", f"traces/h200/{before}.json.gz", "--summary", "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    assert main(["check", f"traces/h200/{after}.json.gz", "--expect", str(predictions)]) in (0, 1)
+    out = capsys.readouterr().out
+    (compile_line,) = [line for line in out.splitlines() if "compile (the step)" in line]
+    assert compile_line.startswith("HELD") and "measured" in compile_line and "critical_path.step_us ==" in compile_line
+    assert main(["analyze", f"traces/h200/{before}.json.gz", "--predict", str(predictions)]) == 2  # no --force

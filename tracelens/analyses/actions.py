@@ -17,7 +17,8 @@ recomputed by tests/test_actions.py). Models (docs/actions.md):
   as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
   and dispatch removed.
-Actions the trace does not support (nothing to fuse, no launches) are left out; `note` says which and why.
+Actions the trace does not support (nothing to fuse, no launches) or already takes (`compile` where compiled
+regions run, `cuda_graphs` where graphs replay) are left out; `note` says which and why.
 """
 
 from __future__ import annotations
@@ -89,13 +90,16 @@ GRAPH_MODELS: dict[str, Model] = {}  # "cuda_graphs" -> a model from another ana
 
 
 def analyze_actions(ctx: AnalysisContext) -> Actions:
+    from tracelens.analyses.compiled import Compiled
     from tracelens.analyses.critical_path import CriticalPath, _steps_with_gpu
     from tracelens.analyses.summary import Summary
 
     path = ctx.result(CriticalPath)
     fusion = ctx.result(Fusion)
+    compiled = ctx.result(Compiled)
     free = _profiler_free_us(ctx.result(Summary))
-    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free)
+    done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
+    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
 
 
 def _profiler_free_us(summary: object) -> float | None:
@@ -108,9 +112,15 @@ def _profiler_free_us(summary: object) -> float | None:
 
 
 def actions_of(
-    trace: Trace, indices: list[int], fusion: Fusion, limit: str = "unknown", profiler_free_us: float | None = None
+    trace: Trace,
+    indices: list[int],
+    fusion: Fusion,
+    limit: str = "unknown",
+    profiler_free_us: float | None = None,
+    done: tuple[str, ...] = (),
 ) -> Actions:
-    """The actions over the steps at `indices` (see the module docstring)."""
+    """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
+    runs compiled regions / CUDA-graph replays) are left out."""
     graphs = [g for g in (build_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
     if not graphs:
         return Actions(ActionsSummary(None, profiler_free_us, limit, 0), [], "no analyzed step launched GPU work")
@@ -166,11 +176,14 @@ def actions_of(
     actions = [
         _predict(trace, graphs, observed, name, targets, model, basis, profiler_free_us)
         for name, targets, model, basis in candidates
+        if name not in done
     ]
     actions.sort(key=lambda a: -a.saved_us)
     note = f"each action replayed over {len(graphs)} steps; ranges from the calibration on twins (docs/actions.md)"
     if not chains:
         note += "; no fusion chain found (fuse: none)"
+    if done:
+        note += f"; left out, the program already does it: {', '.join(done)}"
     return Actions(ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs)), actions[:MAX_ACTIONS], note)
 
 

@@ -121,6 +121,23 @@ class AnalyzeCommand:
             "tcp://host:port of a running scheduler whose workers can read the traces",
         )
         add_rank_argument(parser, "ranks: analyze only rank N of the run folder or archive, in full")
+        parser.add_argument(
+            "--section",
+            action="append",
+            metavar="NAME",
+            help="text output: print only this section (repeatable): an analysis' name, e.g. actions, summary, "
+            "bound, critical_path, fusion, roofline, dispatch, compiled, stream_idle, memory",
+        )
+        parser.add_argument(
+            "--summary", action="store_true", help="text output: print only the summary (what to do next)"
+        )
+        parser.add_argument(
+            "--predict",
+            type=Path,
+            metavar="FILE",
+            help="also write each action's predicted step time as a `check` hypothesis file (TOML; --force "
+            "replaces an existing file): `tracelens check AFTER --expect FILE` says which held",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         if args.trace.is_dir() or _is_archive(args.trace):
@@ -150,8 +167,24 @@ def _run_one(args: argparse.Namespace) -> int:
     print_warnings(args.trace, result.warnings)
     from tracelens.renderers.jsonout import AnalyzeJsonRenderer
 
-    emit_result(args, result.report, AnalyzeJsonRenderer(), _text_renderer)
+    if args.predict is not None:
+        from tracelens.cli.output import write_output
+        from tracelens.renderers.predictions import predictions_toml
+
+        write_output(args.predict, predictions_toml(result.report, args.trace.name), args.force, [args.trace])
+    sections = _sections(args)
+    emit_result(args, result.report, AnalyzeJsonRenderer(), lambda color, width: _text_renderer(color, width, sections))
     return 0
+
+
+def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The text sections `--section`/`--summary` ask for (None: all); an unknown name is an error."""
+    names = (*(args.section or ()), *(("actions",) if args.summary else ()))
+    if not names:
+        return None
+    from tracelens.renderers.text import check_sections  # rich: only when sections are asked for
+
+    return check_sections(names)
 
 
 def _record_type() -> type[CachedAnalysis]:
@@ -190,10 +223,10 @@ def _import_for(output_format: str) -> None:
         import tracelens.renderers.text  # noqa: F401
 
 
-def _text_renderer(color: bool, width: int | None) -> AnalyzeTextRenderer:
+def _text_renderer(color: bool, width: int | None, sections: tuple[str, ...] | None = None) -> AnalyzeTextRenderer:
     from tracelens.renderers.text import AnalyzeTextRenderer  # rich: only for text output
 
-    return AnalyzeTextRenderer(color=color, width=width)
+    return AnalyzeTextRenderer(color=color, width=width, sections=sections)
 
 
 def _is_archive(path: Path) -> bool:

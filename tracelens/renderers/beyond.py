@@ -243,7 +243,10 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
         head.append(f"\nLimit: {s.limit} — all CPU work 2× faster saves {_us(cpu)} µs, all GPU 2× {_us(gpu)} µs")
     else:
         head.append(f"\nLimit: {s.limit}")
-    for rank, action in enumerate(result.actions[:TOP_ACTIONS], 1):
+    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    if not helpful:
+        head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
         targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
