@@ -127,3 +127,18 @@ def test_predictions_are_hypotheses_that_check_verifies(
     (compile_line,) = [line for line in out.splitlines() if "compile (the step)" in line]
     assert compile_line.startswith("HELD") and "measured" in compile_line and "critical_path.step_us ==" in compile_line
     assert main(["analyze", f"traces/h200/{before}.json.gz", "--predict", str(predictions)]) == 2  # no --force
+
+
+def test_compare_checks_the_prediction_of_the_action_the_variant_took(capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare BEFORE AFTER...`: each after-trace that is a known variant (compiled, CUDA graphs) gets the
+    before-trace's prediction for that action, with the measured span and error; others (Liger) get none."""
+    from tracelens.cli import main
+
+    traces = ["eager_mlp", "compiled_mlp", "extra/cudagraph_mlp", "liger_mlp"]
+    assert main(["compare", "--width", "120", *(f"traces/h200/{t}.json.gz" for t in traces)]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Predictions checked") :]
+    rows = [line for line in table.splitlines() if line.startswith("│")]
+    assert [r.split("│")[2].strip() for r in rows] == ["compile", "cuda_graphs"]
+    measured = float(rows[0].split("│")[5].replace(",", ""))
+    assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/compiled_mlp.json.gz")), abs=0.1)

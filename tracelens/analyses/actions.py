@@ -36,6 +36,7 @@ from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
     from tracelens.analyses.context import AnalysisContext
 
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
@@ -297,3 +298,76 @@ def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) 
 
 def _r(value: float) -> float:
     return round(float(value), 3)
+
+
+class PredictionCheck(msgspec.Struct, frozen=True):
+    """One action's prediction from `before` against the trace `after` of a program that took it: the measured
+    mean step span (`critical_path.step_us`), the error (predicted / measured − 1, %) and whether the measured
+    span lies in the prediction's range."""
+
+    before: str
+    after: str
+    action: str
+    predicted_step_us: float
+    low: float
+    high: float
+    measured_step_us: float
+    error_pct: float
+    held: bool
+
+
+def taken_action(before_compiled: object, after_compiled: object) -> str | None:
+    """The action `after` took relative to `before`, read from their `Compiled` results: "cuda_graphs" when only
+    `after` replays CUDA graphs, "compile" when only `after` runs compiled regions, else None (not a known
+    variant)."""
+    graphs = [bool(getattr(c, "graph_replays", None)) for c in (before_compiled, after_compiled)]
+    regions = [bool(getattr(c, "regions", None)) for c in (before_compiled, after_compiled)]
+    if graphs[1] and not graphs[0]:
+        return "cuda_graphs"
+    if regions[1] and not regions[0]:
+        return "compile"
+    return None
+
+
+def check_prediction(
+    before: str, after: str, actions: Actions, action: str, measured_step_us: float | None
+) -> PredictionCheck | None:
+    """`action`'s prediction in `actions` checked against `measured_step_us`; None when either is missing."""
+    found = next((a for a in actions.actions if a.action == action), None)
+    if found is None or measured_step_us is None or measured_step_us <= 0:
+        return None
+    return PredictionCheck(
+        before=before,
+        after=after,
+        action=action,
+        predicted_step_us=found.predicted_step_us,
+        low=found.low,
+        high=found.high,
+        measured_step_us=measured_step_us,
+        error_pct=_r(100 * (found.predicted_step_us / measured_step_us - 1)),
+        held=found.low <= measured_step_us <= found.high,
+    )
+
+
+def prediction_checks(items: list[tuple[str, AnalysisReport]]) -> list[PredictionCheck]:
+    """For `compare`: the first item is the before-trace; each later one that is a known variant of it
+    (`taken_action`) gets the before-trace's prediction for the action it took checked against its span."""
+    from tracelens.analyses.compiled import Compiled
+    from tracelens.analyses.critical_path import CriticalPath
+
+    if len(items) < 2:
+        return []
+    before_label, before = items[0]
+    actions = before.get(Actions)
+    if actions is None:
+        return []
+    out = []
+    for label, after in items[1:]:
+        action = taken_action(before.get(Compiled), after.get(Compiled))
+        path = after.get(CriticalPath)
+        if action is None or path is None:
+            continue
+        checked = check_prediction(before_label, label, actions, action, path.step_us)
+        if checked is not None:
+            out.append(checked)
+    return out

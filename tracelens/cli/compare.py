@@ -70,5 +70,10 @@ class CompareCommand:
                 analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
-        emit_result(args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width))
+        from tracelens.analyses.actions import prediction_checks
+
+        checks = prediction_checks([(label, report) for label, (_, report) in zip(labels, analyzed, strict=True)])
+        emit_result(
+            args, comparison, CompareJsonRenderer(), lambda color, width: CompareTextRenderer(color, width, checks)
+        )
         return 0

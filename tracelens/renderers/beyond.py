@@ -9,7 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracelens.analyses.actions import Actions
+from tracelens.analyses.actions import Actions, PredictionCheck
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.stream_idle import StreamIdle
@@ -284,3 +284,23 @@ def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPa
     )
     table = PageTable(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
     return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
+
+
+def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
+    """`compare`'s table of the before-trace's predictions against the variants that took the action."""
+    if not checks:
+        return None
+    table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
+    for column in ("after", "action", "predicted µs", "range µs", "measured µs", "error", "held"):
+        table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
+    for c in checks:
+        table.add_row(
+            c.after,
+            c.action,
+            _us(c.predicted_step_us),
+            f"{c.low:,.0f}–{c.high:,.0f}",
+            _us(c.measured_step_us),
+            f"{c.error_pct:+.1f} %",
+            "yes" if c.held else "no",
+        )
+    return table
