@@ -142,3 +142,18 @@ def test_compare_checks_the_prediction_of_the_action_the_variant_took(capsys: py
     assert [r.split("│")[2].strip() for r in rows] == ["compile", "cuda_graphs"]
     measured = float(rows[0].split("│")[5].replace(",", ""))
     assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/compiled_mlp.json.gz")), abs=0.1)
+
+
+def test_the_report_overview_shows_the_actions() -> None:
+    """The report's first section (Overview) carries the "What to do next" panel with the same actions, in the
+    same order and with the same figures as the JSON."""
+    from tracelens.renderers.page import build_report
+
+    trace = tracelens.load("traces/h200/block/eager_block.json.gz")
+    report = analyze(trace)
+    document = build_report([(trace, report)])
+    overview = document.sections[0]
+    panel = next(p for p in overview.panels if p.id.endswith("actions"))
+    assert panel.table is not None and report.actions is not None
+    assert [row[0] for row in panel.table.rows] == [a.action for a in report.actions.actions]
+    assert panel.table.rows[0][2] == f"{report.actions.actions[0].predicted_step_us:,.1f}"

@@ -265,7 +265,7 @@ def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPa
 
     panel_id, title = "actions", "What to do next"
     if result is None or result.summary.step_us is None:
-        return AnalysisPanels(findings=(unavailable(panel_id, title, "not run" if result is None else result.note),))
+        return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
     s = result.summary
     note = (
         f"Step {_us(s.step_us)} µs profiled (mean of {s.steps} steps); limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. "
@@ -283,7 +283,7 @@ def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPa
         for a in result.actions
     )
     table = PageTable(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
-    return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
+    return AnalysisPanels(overview=(Panel(id=panel_id, title=title, table=table, note=note),))
 
 
 def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
