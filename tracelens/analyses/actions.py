@@ -6,7 +6,9 @@ replayed span over those steps, `saved_us` the mean observed span minus it, `low
 the action's calibration error (`ERROR`, measured on the repository's before/after twins: docs/actions.md, and
 recomputed by tests/test_actions.py). Models (docs/actions.md):
 
-- `compile` (torch.compile of the step): every fusion chain fused (the chain's kernels take its kernel time minus
+- `compile` (torch.compile of the step): each run of fusible kernels (elementwise, reduction, norm, copy, fused)
+  between GEMMs, attention, convolutions and memsets on a stream becomes one kernel (the launches of the rest of
+  the run removed, with their dispatch); every fusion chain fused (the chain's kernels take its kernel time minus
   the fusion analysis' saving; all but the first launch of each run of chain kernels on a stream removed, with
   their dispatch); the CPU work between the launches that remain replaced by Inductor's wrapper: `WRAPPER_US`
   before the first, `LAUNCH_GAP_US` before each other; syncs and the step's tail keep their observed CPU work.
@@ -31,7 +33,7 @@ import msgspec
 
 from tracelens.analyses.critical_path import StepGraph, build_graph, replay_calls
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
-from tracelens.model.kernel_names import short_name
+from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -230,10 +232,22 @@ def _span(graph: StepGraph) -> float:
     return (max(graph.cpu_end_ns, gpu_end) - graph.start_ns) / NS_PER_US
 
 
-def _matches(trace: Trace, graph: StepGraph, kernels: list[str]) -> list[bool]:
+def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0) -> list[bool]:
+    """Which activities of the step run one of `kernels` (by short name). With `calls_per_step`, each name
+    matches at most (its count in `kernels`) × round(calls_per_step) activities, the first in stream order: a
+    chain of one `mul` does not take every `mul` of the step."""
     names = trace.events.names
     wanted = set(kernels)
-    return [short_name(names[code]) in wanted for code in graph.gpu_name]
+    left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
+    out = []
+    for code in graph.gpu_name:
+        name = short_name(names[code])
+        hit = name in wanted
+        if hit and left is not None:
+            hit = left[name] > 0
+            left[name] -= 1
+        out.append(hit)
+    return out
 
 
 def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
@@ -243,7 +257,7 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
     gpu_dur: dict[int, int] = {}
     names = trace.events.names
     for chain in chains:
-        match = _matches(trace, graph, chain.kernels)
+        match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
         factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
         for k, hit in enumerate(match):
             if not hit:
@@ -259,9 +273,30 @@ def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity) -> _Pl
     return _fused_plan(trace, graph, [chain])
 
 
+FUSIBLE = frozenset(CATEGORIES.index(c) for c in ("elementwise", "reduction", "norm", "copy", "fused"))
+
+
+def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
+    """Calls Inductor would not make: the launches of fusible kernels (elementwise, reduction, norm, copy
+    kernels, already-fused kernels) that directly follow another fusible kernel on their stream (each run of
+    them between GEMMs, attention, convolutions and memsets becomes one kernel)."""
+    names = trace.events.names
+    previous: dict[int, bool] = {}
+    removed: set[int] = set()
+    for k in range(len(graph.gpu_start_ns)):
+        fusible = graph.gpu_category[k] in FUSIBLE and not names[graph.gpu_name[k]].startswith("Memcpy")
+        lane, call = graph.gpu_lane[k], graph.gpu_launch_call[k]
+        if fusible and previous.get(lane) and call >= 0:
+            removed.add(call)
+        previous[lane] = fusible
+    return removed
+
+
 def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
     fused = _fused_plan(trace, graph, chains)
     work, duration = fused.work, fused.duration
+    for call in _fusible_runs(trace, graph):
+        work[call], duration[call] = 0, 0
     first = True
     for i, sync in enumerate(graph.call_is_sync):
         if sync or duration[i] == 0:
@@ -287,7 +322,7 @@ def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
 def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:
     work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
     gpu_dur: dict[int, int] = {}
-    for k, hit in enumerate(_matches(trace, graph, epilogue.kernels)):
+    for k, hit in enumerate(_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step)):
         if hit:
             gpu_dur[k] = 0
             call = graph.gpu_launch_call[k]
