@@ -27,6 +27,11 @@ TWINS = [
     ("eager_mlp", "extra/cudagraph_mlp", "cuda_graphs"),
     ("eager_mlp", "geglu_epilogue_mlp", "gemm_epilogue"),
     ("eager_mlp", "liger_mlp", "fuse"),
+    # pure CUDA-graph twins (`python -m workloads.record --extras graphs`), when recorded into traces/h200/graphs
+    *(
+        (f"graphs/{p.name[6:-8]}", f"graphs/{p.name[:-8]}", "cuda_graphs")
+        for p in sorted(Path("traces/h200/graphs").glob("graph_eager_mlp_t*.json.gz"))
+    ),
 ]
 
 
