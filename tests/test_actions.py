@@ -24,10 +24,13 @@ TWINS = [
     ("extra/i8192_eager_mlp", "extra/i8192_compiled_mlp", "compile"),
     ("extra/i8192_eager_linear", "extra/i8192_compiled_linear", "compile"),
     *((f"extra/sweep_eager_mlp_t{t}", f"extra/sweep_compiled_mlp_t{t}", "compile") for t in (8, 64, 512, 4096, 16384)),
-    ("eager_mlp", "extra/cudagraph_mlp", "cuda_graphs"),
+    ("graphs/mlp_eager", "graphs/mlp_graph_replay", "cuda_graphs"),
+    ("graphs/block_eager", "graphs/block_graph_replay", "cuda_graphs"),
+    ("graphs/mlp_eager", "graphs/mlp_compiled", "compile"),
+    ("graphs/block_eager", "graphs/block_compiled", "compile"),
     ("eager_mlp", "geglu_epilogue_mlp", "gemm_epilogue"),
     ("eager_mlp", "liger_mlp", "fuse"),
-    # pure CUDA-graph twins (`python -m workloads.record --extras graphs`), when recorded into traces/h200/graphs
+    # pure CUDA-graph twins of `python -m workloads.record --extras graphs`, when recorded into traces/h200/graphs
     *(
         (f"graphs/{p.name[6:-8]}", f"graphs/{p.name[:-8]}", "cuda_graphs")
         for p in sorted(Path("traces/h200/graphs").glob("graph_eager_mlp_t*.json.gz"))
@@ -136,17 +139,17 @@ def test_predictions_are_hypotheses_that_check_verifies(
 
 def test_compare_checks_the_prediction_of_the_action_the_variant_took(capsys: pytest.CaptureFixture[str]) -> None:
     """`compare BEFORE AFTER...`: each after-trace that is a known variant (compiled, CUDA graphs) gets the
-    before-trace's prediction for that action, with the measured span and error; others (Liger) get none."""
+    before-trace's prediction for that action, with the measured span and error; reduce-overhead (both) gets none."""
     from tracelens.cli import main
 
-    traces = ["eager_mlp", "compiled_mlp", "extra/cudagraph_mlp", "liger_mlp"]
+    traces = ["graphs/mlp_eager", "graphs/mlp_compiled", "graphs/mlp_graph_replay", "extra/cudagraph_mlp"]
     assert main(["compare", "--width", "120", *(f"traces/h200/{t}.json.gz" for t in traces)]) == 0
     out = capsys.readouterr().out
     table = out[out.index("Predictions checked") :]
     rows = [line for line in table.splitlines() if line.startswith("│")]
     assert [r.split("│")[2].strip() for r in rows] == ["compile", "cuda_graphs"]
     measured = float(rows[0].split("│")[5].replace(",", ""))
-    assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/compiled_mlp.json.gz")), abs=0.1)
+    assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/graphs/mlp_compiled.json.gz")), abs=0.1)
 
 
 def test_the_report_overview_shows_the_actions() -> None:

@@ -13,8 +13,9 @@ recomputed by tests/test_actions.py). Models (docs/actions.md):
   their dispatch); the CPU work between the launches that remain replaced by Inductor's wrapper: `WRAPPER_US`
   before the first, `LAUNCH_GAP_US` before each other; syncs and the step's tail keep their observed CPU work.
 - `cuda_graphs` (capture the step's launches into one graph): GPU work unchanged; the first launch call's CPU
-  work becomes `GRAPH_LAUNCH_US` (the graph launch and its Python), every other launch call and the CPU work
-  before it removed. A graph what-if of another analysis can replace this model: `GRAPH_MODELS`.
+  work becomes the graph launch, `GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per captured activity (its start-up and
+  the replay's per-kernel gaps), every other launch call and the CPU work before it removed. A graph what-if of
+  another analysis can replace this model: `GRAPH_MODELS`.
 - `fuse` (one fusion chain, by its ops): that chain's kernels and launches as in `compile`, CPU work otherwise
   as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
@@ -44,7 +45,9 @@ if TYPE_CHECKING:
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
 WRAPPER_US = 170.9  # compiled twins: CPU work from the step's start to its first launch (median of the medians)
 LAUNCH_GAP_US = 23.7  # compiled twins: CPU work between two launches (median of the medians)
-GRAPH_LAUNCH_US = 308.4  # cudagraph_mlp: CPU work from the step's start to the graph launch
+GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay 7.0, block_graph_replay 11.1): step start → launch
+# per kernel in the graph, the replay's extra start-up and gaps (profiled): fitted on the two pure twins' spans
+GRAPH_KERNEL_US = 1.7
 # the largest |predicted / realized - 1| on the twins (docs/actions.md): compile over 11 pairs (sweep t64: +25.9 %,
 # the rest within 13 %), the others over their one twin each
 ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.17}
@@ -307,13 +310,16 @@ def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity
 
 
 def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
+    """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
+    the step's launches ran); every other launch and its CPU work removed."""
     work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
     first = True
+    captured = sum(1 for call in graph.gpu_launch_call if call >= 0)
     for i, sync in enumerate(graph.call_is_sync):
         if sync:
             continue
         if first:
-            work[i], first = round(GRAPH_LAUNCH_US * NS_PER_US), False
+            work[i], first = round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US), False
         else:
             work[i], duration[i] = 0, 0
     return _Plan(work, duration, {})
@@ -353,13 +359,15 @@ class PredictionCheck(msgspec.Struct, frozen=True):
 
 def taken_action(before_compiled: object, after_compiled: object) -> str | None:
     """The action `after` took relative to `before`, read from their `Compiled` results: "cuda_graphs" when only
-    `after` replays CUDA graphs, "compile" when only `after` runs compiled regions, else None (not a known
-    variant)."""
+    `after` replays CUDA graphs (and runs no compiled region `before` did not), "compile" when only `after` runs
+    compiled regions (and replays no graph), else None (not a known variant: e.g. `mode="reduce-overhead"`
+    does both)."""
     graphs = [bool(getattr(c, "graph_replays", None)) for c in (before_compiled, after_compiled)]
     regions = [bool(getattr(c, "regions", None)) for c in (before_compiled, after_compiled)]
-    if graphs[1] and not graphs[0]:
+    new_graphs, new_regions = graphs[1] and not graphs[0], regions[1] and not regions[0]
+    if new_graphs and not new_regions:
         return "cuda_graphs"
-    if regions[1] and not regions[0]:
+    if new_regions and not new_graphs:
         return "compile"
     return None
 
