@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from tracelens.analyses.critical_path import StepGraph, build_graph, replay_calls
+from tracelens.analyses.critical_path import StepGraph, _within_budget, replay_calls, step_graph
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
@@ -127,7 +127,8 @@ def actions_of(
 ) -> Actions:
     """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
     runs compiled regions / CUDA-graph replays) are left out."""
-    graphs = [g for g in (build_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
+    indices, _ = _within_budget(trace, indices)  # the critical path's steps (their graphs are built once)
+    graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
     if not graphs:
         return Actions(ActionsSummary(None, profiler_free_us, limit, 0), [], "no analyzed step launched GPU work")
     observed = sum(_span(g) for g in graphs) / len(graphs)

@@ -52,6 +52,7 @@ from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, I64, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.memo import per_trace
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
 from tracelens.native import module as native_module
@@ -65,7 +66,7 @@ CROSS_STREAM_NS = 5_000
 DEFAULT_LAUNCH_LATENCY_NS = 5_000
 MAX_NODES = 200_000
 STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the path
-MAX_TOTAL_NODES = 2_000_000  # over all steps; beyond it every k-th step is replayed
+MAX_TOTAL_NODES = 200_000  # over all steps; beyond it every k-th step is replayed
 LIMIT_RATIO = 2.0  # one side's 2x what-if must save this many times the other's to limit alone
 QUEUE_SHIFT_PCT = 25.0  # queued share of the path off the median step's by more: unrepresentative
 FIRST_STEP_OFF = 1.15  # the first step is unrepresentative when its span is off the median by more
@@ -265,7 +266,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
     analyzed: list[_Analyzed] = []
     too_big = 0
     for index in indices:
-        graph = build_graph(trace, index)
+        graph = step_graph(trace, index)
         if graph is None:
             too_big += 1
             continue
@@ -357,7 +358,7 @@ def _standard_changes(path: dict[str, float]) -> list[Change]:
 
 
 def _saved_ns(trace: Trace, step: _Analyzed, change: Change) -> int:
-    return step.base.step_ns - replay(step.graph, _resolve(trace, step.graph, (change,))).step_ns
+    return step.base.step_ns - replay(step.graph, _resolve(trace, step.graph, (change,)), walk=False).step_ns
 
 
 def _what_if_row(change: Change, analyzed: list[_Analyzed], saved_ns: list[int]) -> WhatIf:
@@ -462,6 +463,20 @@ def what_if(trace: Trace, step_index: int, changes: tuple[Change, ...] | list[Ch
 
 
 # --- graph --------------------------------------------------------------------------------------------------
+
+
+@per_trace
+def _graphs(trace: Trace) -> dict[int, StepGraph | None]:
+    return {}
+
+
+def step_graph(trace: Trace, index: int) -> StepGraph | None:
+    """`build_graph(trace, index)`, kept for as long as `trace` lives (the critical path and the actions replay
+    the same steps; their number is bounded by `MAX_TOTAL_NODES`)."""
+    cache = _graphs(trace)
+    if index not in cache:
+        cache[index] = build_graph(trace, index)
+    return cache[index]
 
 
 def build_graph(trace: Trace, index: int) -> StepGraph | None:
@@ -733,24 +748,24 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
 # --- replay -------------------------------------------------------------------------------------------------
 
 
-def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None) -> Replay:
+def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None, walk: bool = True) -> Replay:
     """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns}). The loop
     runs in the C extension where it is built (`_native.replay`, same integers), else in Python
-    (`_replay_python`)."""
+    (`_replay_python`). `walk=False`: only the times (`path`, `path_kernels`, `path_ops`, `path_rows` empty)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     work, duration = _scaled_cpu(graph, cpu_factor)
-    timed = _replay_native(graph, work, duration, gpu_dur) if _native is not None else None
+    timed = _replay_native(graph, work, duration, gpu_dur, walk) if _native is not None else None
     c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
-    return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start)
+    return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start, walk)
 
 
 def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> Replay:
     """Re-time the step with each call's CPU work before it (`work`) and length (`duration`) given (a removed
     launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail keeps its observed
-    length. The actions' models use this."""
-    timed = _replay_native(graph, work, duration, gpu_dur) if _native is not None else None
+    length. The actions' models use this (times only: no path walk)."""
+    timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if _native is not None else None
     c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
-    return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start)
+    return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
 
 
 _Timed = tuple[
@@ -767,7 +782,9 @@ _CALL_PARTS = (CPU, SYNC)
 _NATIVE_LIMIT = float(2**62)  # every replayed time is a sum of these inputs: below this in all, int64 cannot wrap
 
 
-def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed | None:
+def _replay_native(
+    graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int], walk: bool = True
+) -> _Timed | None:
     """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
     length): the Python loop answers those."""
@@ -789,7 +806,11 @@ def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_d
     magnitude = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (calls, gpu)) + abs(graph.start_ns)
     if magnitude >= _NATIVE_LIMIT:
         return None
-    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in _native.replay(order, calls, gpu, graph.start_ns, END)]
+    raw = _native.replay(order, calls, gpu, graph.start_ns, END)
+    if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
+        c_end, g_end = (np.frombuffer(raw[i], dtype=np.int64).tolist() for i in (1, 6))
+        return c_end, ([], []), g_end, [], []
+    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in raw]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
     c_from = _call_starts(graph, work)
     c_own = [(_CALL_PARTS[part], pred, ns) for part, pred, ns in zip(own_part, own_pred, own_ns, strict=True)]
@@ -925,6 +946,7 @@ def _finish(
     g_end: list[int],
     g_from: list[tuple[str, int, int]],
     g_start: list[int],
+    walk: bool = True,
 ) -> Replay:
     last = graph.last_call
     tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
@@ -939,7 +961,8 @@ def _finish(
         path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
         node = last if last >= 0 else END
     rows: list[int] = []
-    _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
+    if walk:
+        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
     return Replay(
         step_ns=max(cpu_end, gpu_end) - graph.start_ns,
         cpu_end_ns=cpu_end,
