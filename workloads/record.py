@@ -18,6 +18,9 @@ to ``<out>/extra/timings.json``):
   i8192      i8192_<variant>: the five main variants at intermediate 8192
   block      Llama-style decoder block, inference + training (OUT/block/, see blockrun.py)
   shapes     GeGLU MLP and block, a new token count per profiled step (OUT/sweep/, see blockrun.py)
+  graphs     pure CUDA-graph twins (no torch.compile, OUT/graphs/): eager_mlp_t<N> and graph_eager_mlp_t<N>,
+             the eager GeGLU MLP forward captured once with torch.cuda.CUDAGraph and replayed, at 64 and
+             --tokens tokens (the actions' cuda_graphs calibration, docs/actions.md)
 ``--extra-variants`` restricts the groups that take main/MLP variants (sweep,
 train, i8192) to the named ones.
 
@@ -61,9 +64,9 @@ from .profiling import environment, record_trace, run_meta, synchronize
 from .timing import interleaved_times, time_fn
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192", "block", "shapes")
+EXTRAS = ("sweep", "train", "cudagraph", "attn", "i8192", "block", "shapes", "graphs")
 # extras written to their own folder under OUT instead of OUT/extra
-EXTRA_FOLDERS = {"block": "block", "shapes": "sweep"}
+EXTRA_FOLDERS = {"block": "block", "shapes": "sweep", "graphs": "graphs"}
 WARMUP_CALLS = 5
 
 
@@ -420,6 +423,47 @@ class Recorder:
             self.run_one(folder, name, fn, ref, meta, check_fn=lambda: fn().clone())
 
         self.guarded(folder, name, thunk)
+
+    def graphs(self, folder):
+        """Eager vs CUDA-graph replay of the same eager module, nothing compiled: what `cuda_graphs` predicts."""
+        a = self.args
+        if self.device.type != "cuda":
+            self.skip(folder, "graph_eager_mlp", "CUDA graphs need CUDA")
+            return
+        dev, dt = self.device, self.dtype
+        for tokens in sorted({64, a.tokens}):
+            torch.manual_seed(0)
+            mlp = GeGLUMLP(a.hidden, a.intermediate).to(device=dev, dtype=dt).eval()
+            x = torch.randn(tokens, a.hidden, device=dev, dtype=dt)
+            with torch.no_grad():
+                ref = mlp(x)
+            common = dict(tokens=tokens, hidden=a.hidden, intermediate=a.intermediate, dtype=a.dtype, mode="forward")
+            eager_name, graph_name = "eager_mlp_t%d" % tokens, "graph_eager_mlp_t%d" % tokens
+
+            def eager_thunk(mlp=mlp, x=x, ref=ref, name=eager_name, common=common):
+                meta = run_meta(self.env, variant="eager_mlp", **common)
+                self.run_one(folder, name, lambda: mlp(x), ref, meta)
+
+            def graph_thunk(mlp=mlp, x=x, ref=ref, name=graph_name, common=common):
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side), torch.no_grad():
+                    for _ in range(3):  # warm-up on a side stream before capture, as the CUDA-graph docs ask
+                        mlp(x)
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph), torch.no_grad():
+                    static_out = mlp(x)
+
+                def fn():
+                    graph.replay()
+                    return static_out
+
+                meta = run_meta(self.env, variant="graph_eager_mlp", capture="torch.cuda.CUDAGraph", **common)
+                self.run_one(folder, name, fn, ref, meta, check_fn=lambda: fn().clone())
+
+            self.guarded(folder, eager_name, eager_thunk)
+            self.guarded(folder, graph_name, graph_thunk)
 
     def attn(self, folder):
         a = self.args

@@ -15,7 +15,10 @@ is classified by the activity that ends it:
   `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it;
 - `other`: the rest otherwise (no launch recorded, or no later activity on the device);
 - `compile`: idle time inside compilation spans, when the caller passes them as `excluded`.
-Verdict per step and for the window: "cpu" when launch waits are at least the busy time; "gpu" when busy is at
+Verdict: the critical path's what-ifs over the same steps decide it where they can (`agreed_with`: "cpu" when
+all CPU work 2× faster saves at least twice what all GPU work 2× faster saves, "gpu" the other way round, else
+"mixed"); the idle thresholds' verdict is kept as `idle_verdict` and decides alone where the steps do not replay.
+Idle thresholds, per step and for the window: "cpu" when launch waits are at least the busy time; "gpu" when busy is at
 least `GPU_BOUND_MIN_BUSY` of the window and launch waits at most `GPU_BOUND_MAX_LAUNCH_WAIT` of it; else
 "mixed" (neither side dominates); "unknown" without GPU activity.
 Exposed dispatch: the CPU dispatch SELF time (the same events and self time as `dispatch_us`: op, launch,
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tracelens.analyses.context import AnalysisContext
+    from tracelens.analyses.critical_path import CriticalPath
 
 LAUNCH_SLACK_NS = 10_000
 GPU_BOUND_MIN_BUSY = 0.85  # of the GPU window
@@ -91,6 +95,9 @@ class Bound(msgspec.Struct, frozen=True):
     gpu_window_us_per_step: float | None = None
     thresholds: str = ""  # the verdict's thresholds, as stated in the output
     reason: str | None = None  # why the figures are None ("unknown" verdict), else None
+    idle_verdict: str | None = None  # the verdict of the idle thresholds alone (`thresholds`)
+    verdict_basis: str = "idle"  # "what-if": the critical path's what-ifs over the same steps decided `bound`
+    verdict_note: str | None = None  # why the verdict is what it is when the bases differ
 
 
 class Gaps(msgspec.Struct, frozen=True):
@@ -302,10 +309,32 @@ def analyze_bound(ctx: AnalysisContext) -> Bound:
     """With the dispatch analysis' CPU dispatch time; compilation time is taken out of the gaps when compiling
     events (not whole steps) were left out of the window."""
     from tracelens.analyses.compiled import Compiled
+    from tracelens.analyses.critical_path import CriticalPath
     from tracelens.analyses.dispatch import Dispatch
 
     excluded = ctx.compile_intervals if ctx.result(Compiled).excluded_events else None
-    return bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
+    idle = bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
+    return agreed_with(idle, ctx.result(CriticalPath))
+
+
+def agreed_with(idle: Bound, path: CriticalPath) -> Bound:
+    """`idle` with its verdicts (window and steps) taken from the critical path's what-ifs over the same steps
+    (`CriticalPath.limit`, `StepPath.limit`) wherever those decide (not "unknown"), so that no verdict
+    contradicts the path and what-ifs printed beside it; `idle_verdict` keeps the thresholds' verdict and
+    `verdict_note` says why they differ."""
+    if idle.bound == "unknown" or path.limit == "unknown" or not path.steps:
+        return msgspec.structs.replace(idle, idle_verdict=idle.bound)
+    by_step = {s.number: s.limit for s in path.steps if s.limit != "unknown"}
+    steps = [msgspec.structs.replace(s, bound=by_step.get(s.number, s.bound)) for s in idle.steps]
+    note = None
+    if path.limit != idle.bound:
+        note = (
+            f"the idle thresholds alone say {idle.bound}; the what-ifs over the same {path.steps_analyzed} steps "
+            f"decide: {path.limit_note}"
+        )
+    return msgspec.structs.replace(
+        idle, bound=path.limit, steps=steps, idle_verdict=idle.bound, verdict_basis="what-if", verdict_note=note
+    )
 
 
 def bound_of(

@@ -2,7 +2,9 @@
 
 Contract: `analyze_critical_path(ctx) -> CriticalPath` over the steady window (`ctx.steady`, compilation left
 out; `critical_path_of(trace, window)` for any window) and
-`what_if(trace, step_index, changes) -> WhatIf` (pure). Both re-time one step with `replay`.
+`what_if(trace, step_index, changes) -> WhatIf` (pure). The analysis re-times EVERY analyzed step with `replay`
+(figures are means per step, what-ifs with their spread; `limit_of` says what limits each step and the window,
+and `bound` takes that verdict; unrepresentative steps are named with why); `what_if` re-times one step.
 
 The dependency graph of a step (the step's CPU span and the GPU activity launched in it):
 - **CPU threads**: each thread that issues launch or sync calls in the step is a chain of those calls; between two
@@ -38,7 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,6 +52,7 @@ from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, I64, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.memo import per_trace
 from tracelens.model.stats import median
 from tracelens.model.trace import Trace
 from tracelens.native import module as native_module
@@ -63,6 +66,11 @@ CROSS_STREAM_NS = 5_000
 DEFAULT_LAUNCH_LATENCY_NS = 5_000
 MAX_NODES = 200_000
 STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the path
+MAX_TOTAL_NODES = 200_000  # over all steps; beyond it every k-th step is replayed
+LIMIT_RATIO = 2.0  # one side's 2x what-if must save this many times the other's to limit alone
+QUEUE_SHIFT_PCT = 25.0  # queued share of the path off the median step's by more: unrepresentative
+FIRST_STEP_OFF = 1.15  # the first step is unrepresentative when its span is off the median by more
+SPAN_OUTLIER = 1.5  # span off the median by more than this factor: unrepresentative
 _LAUNCH = LAYERS.index("launch")
 _SYNC = LAYERS.index("sync")
 
@@ -74,10 +82,11 @@ _native = native_module()  # None: the replay's loop runs in Python (same intege
 
 
 class Change(msgspec.Struct, frozen=True):
-    """One what-if change. `target`: "cpu" (all CPU work and launch calls), "category:NAME" (GPU activity of a
-    kernel category), "kernel:PATTERN" (activities whose full or short name contains PATTERN, or matches it as a
-    regex when it starts with `re:`), "op:NAME" (activities launched by that op). `speedup` divides durations
-    (2 = twice as fast); `set_us`, when given, sets each matched GPU activity's duration instead."""
+    """One what-if change. `target`: "cpu" (all CPU work and launch calls), "gpu" (all GPU activity),
+    "category:NAME" (GPU activity of a kernel category), "kernel:PATTERN" (activities whose full or short name
+    contains PATTERN, or matches it as a regex when it starts with `re:`), "op:NAME" (activities launched by that
+    op). `speedup` divides durations (2 = twice as fast); `set_us`, when given, sets each matched GPU activity's
+    duration instead."""
 
     target: str
     speedup: float = 1.0
@@ -172,65 +181,269 @@ class PathItem(msgspec.Struct, frozen=True):
 
 
 class WhatIf(msgspec.Struct, frozen=True):
+    """One what-if over the analyzed steps: `step_us`, `predicted_step_us` and `saved_us` are means per step;
+    `saved_us_min`/`saved_us_max` the spread over the `steps` replayed (None for a single-step `what_if`)."""
+
     change: str
     step_us: float
     predicted_step_us: float
     saved_us: float
+    saved_us_min: float | None = None
+    saved_us_max: float | None = None
+    steps: int = 1
+
+
+class StepPath(msgspec.Struct, frozen=True):
+    """One analyzed step: its span, what limits it by its own what-ifs (`limit`, see `limit_of`), the saving of
+    all CPU work 2× faster and of all GPU work 2× faster, the share of its path spent waiting behind earlier
+    steps' work, and why it is unrepresentative of the window (None when it is not)."""
+
+    number: int
+    span_us: float
+    limit: str
+    cpu_2x_saved_us: float
+    gpu_2x_saved_us: float
+    queued_pct: float
+    unrepresentative: str | None = None
 
 
 class CriticalPath(msgspec.Struct, frozen=True):
-    step: int | None  # the analyzed step's number (the step of median length), None when none
-    step_us: float | None  # the step's length (start → later of CPU end and last GPU end)
-    replay_error_us: float | None  # |replayed − observed| step length with no change (0 when the graph is sound)
+    """The critical path over all analyzed steps (`steps_analyzed` of them): `step_us`, `composition`,
+    `top_kernels`, `top_ops` and `what_if` are means per step over them; `step` is the step of median length,
+    whose path `path_rows` holds (the report draws it). `limit`: what limits the window by the what-ifs summed
+    over the steps (`limit_of`); `steps`: each step's figures."""
+
+    step: int | None  # the step of median length (its path is drawn), None when none
+    step_us: float | None  # mean span (start → later of CPU end and last GPU end) over the analyzed steps
+    replay_error_us: float | None  # max |replayed − observed| span with no change (0 when the graph is sound)
     composition: list[PathPart]
     top_kernels: list[PathItem]
     top_ops: list[PathItem]
     what_if: list[WhatIf]
     note: str
     path_rows: list[int] = msgspec.field(default_factory=list)  # event rows on the path (the report highlights them)
+    steps_analyzed: int = 0
+    step_us_min: float | None = None
+    step_us_max: float | None = None
+    limit: str = "unknown"
+    limit_note: str = ""
+    steps: list[StepPath] = msgspec.field(default_factory=list)
 
 
 def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:
-    """The critical path of the analyzed step of median length, and standard what-ifs."""
-    return critical_path_of(ctx.trace, ctx.steady)
+    """The critical path and standard what-ifs over every analyzed step that launched GPU work."""
+    return critical_path_of(ctx.trace, ctx.steady, ctx.compile_intervals)
 
 
-def critical_path_of(trace: Trace, window: Window) -> CriticalPath:
-    """`analyze_critical_path` for any window."""
-    index = _median_step(trace, window)
-    if index is None:
+def limit_of(cpu_saved_us: float, gpu_saved_us: float) -> str:
+    """What limits a step by its what-ifs: "cpu" when all CPU work 2× faster saves at least `LIMIT_RATIO` times
+    what all GPU work 2× faster saves, "gpu" the other way round, "mixed" when both save and neither dominates,
+    "unknown" when neither saves anything (the step waits on something neither speeds up)."""
+    if cpu_saved_us <= 0 and gpu_saved_us <= 0:
+        return "unknown"
+    if cpu_saved_us >= LIMIT_RATIO * gpu_saved_us:
+        return "cpu"
+    if gpu_saved_us >= LIMIT_RATIO * cpu_saved_us:
+        return "gpu"
+    return "mixed"
+
+
+class _Analyzed(msgspec.Struct, frozen=True, dict=True):
+    number: int
+    index: int
+    graph: StepGraph
+    base: Replay
+    observed_ns: int
+
+
+def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None = None) -> CriticalPath:
+    """`analyze_critical_path` for any window; `compile_ns`: merged (k, 2) compilation spans (a step that
+    overlaps one is marked unrepresentative)."""
+    indices = _steps_with_gpu(trace, window)
+    if not indices:
         return _empty("no analyzed step" if window.n_steps == 0 else "no analyzed step launched GPU work")
-    graph = build_graph(trace, index)
-    if graph is None:
-        return _empty(f"step {int(trace.steps.number[index])} has more than {MAX_NODES:,} nodes; not analyzed")
-    base = replay(graph)
-    observed = _observed_step_ns(graph)
+    indices, sampled = _within_budget(trace, indices)
+    analyzed: list[_Analyzed] = []
+    too_big = 0
+    for index in indices:
+        graph = step_graph(trace, index)
+        if graph is None:
+            too_big += 1
+            continue
+        analyzed.append(
+            _Analyzed(int(trace.steps.number[index]), index, graph, replay(graph), _observed_step_ns(graph))
+        )
+    if not analyzed:
+        return _empty(f"every analyzed step has more than {MAX_NODES:,} nodes; not analyzed")
+    n = len(analyzed)
+    median_step = sorted(analyzed, key=lambda a: (a.observed_ns, a.index))[(n - 1) // 2]
     names = trace.events.names
-    total = sum(base.path.values()) or 1.0
+    path = _summed(a.base.path for a in analyzed)
+    total = sum(path.values()) or 1.0
     composition = [
-        PathPart(part=part, us=_r(ns / NS_PER_US), pct=_r(100.0 * ns / total))
-        for part, ns in sorted(base.path.items(), key=lambda item: -item[1])
+        PathPart(part=part, us=_r(ns / n / NS_PER_US), pct=_r(100.0 * ns / total))
+        for part, ns in sorted(path.items(), key=lambda item: -item[1])
         if ns > 0
     ]
+    kernels = _summed(a.base.path_kernels for a in analyzed)
+    ops = _summed(a.base.path_ops for a in analyzed)
     top_kernels = [
-        PathItem(short_name(names[code]), _r(ns / NS_PER_US))
-        for code, ns in sorted(base.path_kernels.items(), key=lambda item: -item[1])[:5]
+        PathItem(short_name(names[code]), _r(ns / n / NS_PER_US))
+        for code, ns in sorted(kernels.items(), key=lambda item: -item[1])[:5]
     ]
     top_ops = [
-        PathItem(names[code] if code >= 0 else "(no op)", _r(ns / NS_PER_US))
-        for code, ns in sorted(base.path_ops.items(), key=lambda item: -item[1])[:5]
+        PathItem(names[code] if code >= 0 else "(no op)", _r(ns / n / NS_PER_US))
+        for code, ns in sorted(ops.items(), key=lambda item: -item[1])[:5]
     ]
+    changes = _standard_changes(path)
+    saved = [[_saved_ns(trace, a, change) for a in analyzed] for change in changes]
+    what_ifs = [_what_if_row(change, analyzed, row) for change, row in zip(changes, saved, strict=True)]
+    steps = _step_rows(analyzed, saved[0], saved[1], trace, compile_ns)
+    cpu_mean, gpu_mean = what_ifs[0].saved_us, what_ifs[1].saved_us
+    limit = limit_of(cpu_mean, gpu_mean)
+    spans = [a.base.step_ns / NS_PER_US for a in analyzed]
+    odd = sum(1 for s in steps if s.unrepresentative)
+    note = (
+        f"{n} of {window.n_steps} analyzed steps replayed"
+        + (f" (every {sampled}th: the steps' graphs exceed {MAX_TOTAL_NODES:,} nodes in all)" if sampled > 1 else "")
+        + (f", {too_big} above {MAX_NODES:,} nodes left out" if too_big else "")
+        + f"; figures are means per step; the path drawn is step {median_step.number}'s (median length)"
+        + (f"; {odd} unrepresentative (see steps)" if odd else "")
+    )
     return CriticalPath(
-        step=int(trace.steps.number[index]),
-        step_us=_r(base.step_ns / NS_PER_US),
-        replay_error_us=_r(abs(base.step_ns - observed) / NS_PER_US),
+        step=median_step.number,
+        step_us=_r(sum(spans) / n),
+        replay_error_us=_r(max(abs(a.base.step_ns - a.observed_ns) for a in analyzed) / NS_PER_US),
         composition=composition,
         top_kernels=top_kernels,
         top_ops=top_ops,
-        what_if=_standard_what_ifs(trace, graph, base),
-        path_rows=base.path_rows,
-        note=f"the median-length step of {window.n_steps}; {len(graph.call_start_ns)} launch/sync calls, "
-        f"{len(graph.gpu_start_ns)} GPU activities",
+        what_if=what_ifs,
+        path_rows=median_step.base.path_rows,
+        note=note,
+        steps_analyzed=n,
+        step_us_min=_r(min(spans)),
+        step_us_max=_r(max(spans)),
+        limit=limit,
+        limit_note=_limit_note(limit, cpu_mean, gpu_mean, steps),
+        steps=steps,
+    )
+
+
+def _summed(dicts: Iterable[dict[Any, Any]]) -> dict[Any, float]:
+    out: dict[Any, float] = {}
+    for d in dicts:
+        for key, value in d.items():
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def _within_budget(trace: Trace, indices: list[int]) -> tuple[list[int], int]:
+    """`indices`, or every k-th of them (k returned, 1 = all) when their activities exceed `MAX_TOTAL_NODES`."""
+    activity = gpu_activity(trace)
+    counts = np.bincount(activity.step[activity.step >= 0], minlength=len(trace.steps) + 1)
+    total = int(sum(int(counts[i]) for i in indices)) * 2  # about one call per activity
+    every = max(1, -(-total // MAX_TOTAL_NODES))
+    return indices[::every], every
+
+
+def _standard_changes(path: dict[str, float]) -> list[Change]:
+    """All CPU work 2× faster, all GPU work 2× faster, and each of the GPU categories with most time on the
+    summed path 2× faster."""
+    on_path = sorted(((ns, part[4:]) for part, ns in path.items() if part.startswith("gpu:") and ns > 0), reverse=True)
+    return [
+        Change("cpu", 2.0),
+        Change("gpu", 2.0),
+        *(Change(f"category:{category}", 2.0) for _, category in on_path[:STANDARD_CATEGORIES]),
+    ]
+
+
+def _saved_ns(trace: Trace, step: _Analyzed, change: Change) -> int:
+    return step.base.step_ns - replay(step.graph, _resolve(trace, step.graph, (change,)), walk=False).step_ns
+
+
+def _what_if_row(change: Change, analyzed: list[_Analyzed], saved_ns: list[int]) -> WhatIf:
+    n = len(analyzed)
+    base = sum(a.base.step_ns for a in analyzed) / n / NS_PER_US
+    mean = sum(saved_ns) / n / NS_PER_US
+    return WhatIf(
+        change=_describe(change),
+        step_us=_r(base),
+        predicted_step_us=_r(base - mean),
+        saved_us=_r(mean),
+        saved_us_min=_r(min(saved_ns) / NS_PER_US),
+        saved_us_max=_r(max(saved_ns) / NS_PER_US),
+        steps=n,
+    )
+
+
+def _step_rows(
+    analyzed: list[_Analyzed], cpu_ns: list[int], gpu_ns: list[int], trace: Trace, compile_ns: np.ndarray | None
+) -> list[StepPath]:
+    """Per step figures, each marked unrepresentative when (first reason that applies): compilation ran inside
+    its CPU span (`compile_ns`); it is the trace's first
+    step (warm-up) and its span is off the median by more than `FIRST_STEP_OFF` times or its limit is not the
+    majority's; its share of path time waiting behind earlier steps' work differs from the median step's by
+    more than `QUEUE_SHIFT_PCT` points (the queue had drained before it, or had built up); its own limit differs
+    from the window's majority; its span is off the median by more than `SPAN_OUTLIER` times."""
+    queued = [100.0 * a.base.path.get(QUEUED, 0) / max(1, sum(a.base.path.values())) for a in analyzed]
+    limits = [limit_of(c / NS_PER_US, g / NS_PER_US) for c, g in zip(cpu_ns, gpu_ns, strict=True)]
+    spans = [a.base.step_ns / NS_PER_US for a in analyzed]
+    median_queued, median_span = float(median(np.array(queued))), float(median(np.array(spans)))
+    majority = max(set(limits), key=lambda v: (limits.count(v), v))
+    first_number = int(trace.steps.number.min()) if len(trace.steps) else None
+    rows = []
+    for a, q, limit, span, c, g in zip(analyzed, queued, limits, spans, cpu_ns, gpu_ns, strict=True):
+        why = None
+        compiling = _overlap_ns(compile_ns, a.graph.start_ns, a.graph.cpu_end_ns)
+        off = median_span > 0 and not 1 / FIRST_STEP_OFF <= span / median_span <= FIRST_STEP_OFF
+        if compiling > 0:
+            why = f"compilation ran inside it ({compiling / NS_PER_US:,.1f} µs)"
+        elif a.number == first_number and len(analyzed) > 2 and (off or limit != majority):
+            why = (
+                f"the trace's first step (warm-up): span {span:,.1f} µs, limited by {limit} "
+                f"(median {median_span:,.1f} µs)"
+            )
+        elif abs(q - median_queued) > QUEUE_SHIFT_PCT:
+            how = "the queue had drained before it" if q < median_queued else "it waits behind a queue of earlier work"
+            why = f"{how}: {q:.0f} % of its path waits behind earlier steps (median step {median_queued:.0f} %)"
+        elif limit != majority and len(analyzed) > 2:
+            why = f"limited by {limit} where most steps are {majority}"
+        elif median_span > 0 and not 1 / SPAN_OUTLIER <= span / median_span <= SPAN_OUTLIER:
+            why = f"its span {span:,.1f} µs is far from the median {median_span:,.1f} µs"
+        rows.append(
+            StepPath(
+                number=a.number,
+                span_us=_r(span),
+                limit=limit,
+                cpu_2x_saved_us=_r(c / NS_PER_US),
+                gpu_2x_saved_us=_r(g / NS_PER_US),
+                queued_pct=_r(q),
+                unrepresentative=why,
+            )
+        )
+    return rows
+
+
+def _overlap_ns(intervals: np.ndarray | None, start_ns: int, end_ns: int) -> int:
+    """ns of [start_ns, end_ns) covered by the merged (k, 2) `intervals` (0 for None)."""
+    if intervals is None or intervals.shape[0] == 0:
+        return 0
+    lo = np.maximum(intervals[:, 0], start_ns)
+    hi = np.minimum(intervals[:, 1], end_ns)
+    return int(np.maximum(hi - lo, 0).sum())
+
+
+def _limit_note(limit: str, cpu_us: float, gpu_us: float, steps: list[StepPath]) -> str:
+    agree = sum(1 for s in steps if s.limit == limit)
+    head = {
+        "cpu": "CPU work limits the steps",
+        "gpu": "GPU work limits the steps",
+        "mixed": "both CPU and GPU work limit the steps",
+        "unknown": "neither faster CPU nor faster GPU work shortens the steps",
+    }[limit]
+    return (
+        f"{head}: all CPU work 2× faster saves {cpu_us:,.1f} µs per step, all GPU work 2× faster {gpu_us:,.1f} µs "
+        f"(mean of {len(steps)}; {agree} of {len(steps)} steps alone say {limit})"
     )
 
 
@@ -250,6 +463,20 @@ def what_if(trace: Trace, step_index: int, changes: tuple[Change, ...] | list[Ch
 
 
 # --- graph --------------------------------------------------------------------------------------------------
+
+
+@per_trace
+def _graphs(trace: Trace) -> dict[int, StepGraph | None]:
+    return {}
+
+
+def step_graph(trace: Trace, index: int) -> StepGraph | None:
+    """`build_graph(trace, index)`, kept for as long as `trace` lives (the critical path and the actions replay
+    the same steps; their number is bounded by `MAX_TOTAL_NODES`)."""
+    cache = _graphs(trace)
+    if index not in cache:
+        cache[index] = build_graph(trace, index)
+    return cache[index]
 
 
 def build_graph(trace: Trace, index: int) -> StepGraph | None:
@@ -521,15 +748,24 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
 # --- replay -------------------------------------------------------------------------------------------------
 
 
-def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None) -> Replay:
+def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None, walk: bool = True) -> Replay:
     """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns}). The loop
     runs in the C extension where it is built (`_native.replay`, same integers), else in Python
-    (`_replay_python`)."""
+    (`_replay_python`). `walk=False`: only the times (`path`, `path_kernels`, `path_ops`, `path_rows` empty)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     work, duration = _scaled_cpu(graph, cpu_factor)
-    timed = _replay_native(graph, work, duration, gpu_dur) if _native is not None else None
+    timed = _replay_native(graph, work, duration, gpu_dur, walk) if _native is not None else None
     c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
-    return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start)
+    return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start, walk)
+
+
+def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> Replay:
+    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`) given (a removed
+    launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail keeps its observed
+    length. The actions' models use this (times only: no path walk)."""
+    timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if _native is not None else None
+    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
+    return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
 
 
 _Timed = tuple[
@@ -546,7 +782,9 @@ _CALL_PARTS = (CPU, SYNC)
 _NATIVE_LIMIT = float(2**62)  # every replayed time is a sum of these inputs: below this in all, int64 cannot wrap
 
 
-def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> _Timed | None:
+def _replay_native(
+    graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int], walk: bool = True
+) -> _Timed | None:
     """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
     length): the Python loop answers those."""
@@ -568,7 +806,11 @@ def _replay_native(graph: StepGraph, work: list[int], duration: list[int], gpu_d
     magnitude = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (calls, gpu)) + abs(graph.start_ns)
     if magnitude >= _NATIVE_LIMIT:
         return None
-    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in _native.replay(order, calls, gpu, graph.start_ns, END)]
+    raw = _native.replay(order, calls, gpu, graph.start_ns, END)
+    if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
+        c_end, g_end = (np.frombuffer(raw[i], dtype=np.int64).tolist() for i in (1, 6))
+        return c_end, ([], []), g_end, [], []
+    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in raw]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
     c_from = _call_starts(graph, work)
     c_own = [(_CALL_PARTS[part], pred, ns) for part, pred, ns in zip(own_part, own_pred, own_ns, strict=True)]
@@ -704,6 +946,7 @@ def _finish(
     g_end: list[int],
     g_from: list[tuple[str, int, int]],
     g_start: list[int],
+    walk: bool = True,
 ) -> Replay:
     last = graph.last_call
     tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
@@ -718,7 +961,8 @@ def _finish(
         path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
         node = last if last >= 0 else END
     rows: list[int] = []
-    _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
+    if walk:
+        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
     return Replay(
         step_ns=max(cpu_end, gpu_end) - graph.start_ns,
         cpu_end_ns=cpu_end,
@@ -797,7 +1041,7 @@ def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tup
         if change.target == "cpu":
             cpu_factor = change.speedup
             continue
-        match = _matcher(change.target, names)
+        match = (lambda name, category, op: True) if change.target == "gpu" else _matcher(change.target, names)
         for k in range(len(graph.gpu_start_ns)):
             if match(graph.gpu_name[k], graph.gpu_category[k], graph.gpu_op[k]):
                 base = graph.gpu_dur_ns[k]
@@ -826,6 +1070,7 @@ def _describe(change: Change) -> str:
     kind, _, what = change.target.partition(":")
     subject = {
         "cpu": "all CPU work",
+        "gpu": "all GPU work",
         "category": f"GPU {what} kernels",
         "kernel": f"kernels matching {what!r}",
         "op": f"kernels launched by {what}",
@@ -835,33 +1080,17 @@ def _describe(change: Change) -> str:
     return f"{subject} {change.speedup:g}× faster"
 
 
-def _standard_what_ifs(trace: Trace, graph: StepGraph, base: Replay) -> list[WhatIf]:
-    """All CPU work 2× faster, and each of the GPU categories with most time on the path 2× faster."""
-    changes = [Change("cpu", 2.0)]
-    on_path = sorted(
-        ((ns, part[4:]) for part, ns in base.path.items() if part.startswith("gpu:") and ns > 0), reverse=True
-    )
-    changes += [Change(f"category:{category}", 2.0) for _, category in on_path[:STANDARD_CATEGORIES]]
-    out = []
-    for change in changes:
-        after = replay(graph, _resolve(trace, graph, (change,)))
-        out.append(
-            WhatIf(
-                change=_describe(change),
-                step_us=_r(base.step_ns / NS_PER_US),
-                predicted_step_us=_r(after.step_ns / NS_PER_US),
-                saved_us=_r((base.step_ns - after.step_ns) / NS_PER_US),
-            )
-        )
-    return out
+def _steps_with_gpu(trace: Trace, window: Window) -> list[int]:
+    """Indices of the analyzed steps that launched GPU work, in order."""
+    activity = gpu_activity(trace)
+    with_gpu = np.zeros(len(trace.steps) + 1, dtype=bool)
+    with_gpu[activity.step[activity.step >= 0]] = True
+    return [int(i) for i in window.step_indices.tolist() if with_gpu[i]]
 
 
 def _median_step(trace: Trace, window: Window) -> int | None:
     """Index of the analyzed step of median length among those that launched GPU work."""
-    activity = gpu_activity(trace)
-    with_gpu = np.zeros(len(trace.steps) + 1, dtype=bool)
-    with_gpu[activity.step[activity.step >= 0]] = True
-    candidates = [int(i) for i in window.step_indices.tolist() if with_gpu[i]]
+    candidates = _steps_with_gpu(trace, window)
     if not candidates:
         return None
     lengths = sorted((int(trace.steps.duration_ns[i]), i) for i in candidates)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from tracelens.analyses.actions import Actions, analyze_actions
 from tracelens.analyses.bound import Bound, analyze_bound
 from tracelens.analyses.comm_overlap import CommOverlap, analyze_comm_overlap
 from tracelens.analyses.compiled import Compiled, analyze_compiled
@@ -114,6 +115,14 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text_order=30,
     ),
     Analysis(
+        "actions",
+        analyze_actions,
+        Actions,
+        text=f"{BEYOND}:actions_parts",
+        panels=f"{BEYOND}:actions_panels",
+        text_order=-10,  # "what to do next" is the first thing `analyze` prints
+    ),
+    Analysis(
         "comm_overlap",
         analyze_comm_overlap,
         CommOverlap,
@@ -185,6 +194,7 @@ class AnalysisReport(ReportBase):
     roofline: Roofline | None = None
     compiled: Compiled | None = None
     critical_path: CriticalPath | None = None
+    actions: Actions | None = None
     comm_overlap: CommOverlap | None = None
     stream_idle: StreamIdle | None = None
     memory: Memory | None = None

@@ -124,6 +124,23 @@ class AnalyzeCommand:
             "tcp://host:port of a running scheduler whose workers can read the traces",
         )
         add_rank_argument(parser, "ranks: analyze only rank N of the run folder or archive, in full")
+        parser.add_argument(
+            "--section",
+            action="append",
+            metavar="NAME",
+            help="text output: print only this section (repeatable): an analysis' name, e.g. actions, summary, "
+            "bound, critical_path, fusion, roofline, dispatch, compiled, stream_idle, memory",
+        )
+        parser.add_argument(
+            "--summary", action="store_true", help="text output: print only the summary (what to do next)"
+        )
+        parser.add_argument(
+            "--predict",
+            type=Path,
+            metavar="FILE",
+            help="also write each action's predicted step time as a `check` hypothesis file (TOML; --force "
+            "replaces an existing file): `tracelens check AFTER --expect FILE` says which held",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         if args.trace.is_dir() or _is_archive(args.trace):
@@ -152,13 +169,28 @@ def _run_one(args: argparse.Namespace) -> int:
             trace = load.finish()
         result = _analyze(trace, args.step, peaks, execution_trace)
     print_warnings(args.trace, result.warnings)
-    emit_result(args, "analyze", result.report)
+    if args.predict is not None:
+        from tracelens.cli.output import write_output
+        from tracelens.renderers.predictions import predictions_toml
+
+        write_output(args.predict, predictions_toml(result.report, args.trace.name), args.force, [args.trace])
+    emit_result(args, "analyze", result.report, sections=_sections(args))
     if load is not None:  # computed here: stored after the output, which never waits for the cache
         from tracelens.analyses.record import CachedAnalysis
 
         args.cache.store_result(slot, result, CachedAnalysis)
         load.store()
     return 0
+
+
+def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """The text sections `--section`/`--summary` ask for (None: all); an unknown name is an error."""
+    names = (*(args.section or ()), *(("actions",) if args.summary else ()))
+    if not names:
+        return None
+    from tracelens.renderers.text import check_sections  # rich: only when sections are asked for
+
+    return check_sections(names)
 
 
 def _cached(slot: ResultSlot) -> CachedAnalysis | None:

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tracelens._cache import Cache
 from tracelens.cli.output import describe_os_error, emit, is_stdout
@@ -108,10 +109,18 @@ def check_inputs(paths: Sequence[Path]) -> None:
             raise TracelensError(f"{path!r}: not a usable path ({exc})") from None
 
 
-def emit_result(args: argparse.Namespace, kind: str, result: object, verbose: bool = False) -> None:
+def emit_result(
+    args: argparse.Namespace,
+    kind: str,
+    result: object,
+    verbose: bool = False,
+    sections: tuple[str, ...] | None = None,
+    predictions: tuple[Any, ...] = (),
+) -> None:
     """Render `result` (a result of `kind`) in the `--format` chosen (colour only on a terminal, `--width`
-    columns) and write it to stdout or `-o`."""
+    columns; the other options go to the renderers that take them) and write it to stdout or `-o`."""
     output: Path | None = args.output
-    options = RenderOptions(use_color() and is_stdout(output), getattr(args, "width", None), verbose)
+    color = use_color() and is_stdout(output)
+    options = RenderOptions(color, getattr(args, "width", None), verbose, sections, predictions)
     renderer = renderer_for(args.format, kind, options)
     emit(renderer.render(result), output, args.force, command_inputs(args))

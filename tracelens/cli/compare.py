@@ -69,5 +69,8 @@ class CompareCommand:
                 analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
-        emit_result(args, "compare", comparison)
+        from tracelens.analyses.actions import prediction_checks
+
+        checks = prediction_checks([(label, report) for label, (_, report) in zip(labels, analyzed, strict=True)])
+        emit_result(args, "compare", comparison, predictions=tuple(checks))
         return 0

@@ -9,6 +9,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracelens.analyses.actions import Actions, PredictionCheck
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.stream_idle import StreamIdle
@@ -47,22 +48,37 @@ _pct = pct_text
 def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
     if result.step is None:
         return [Text(f"Critical path: — ({result.note})")]
+    n = result.steps_analyzed
     head = Text()
     head.append("Critical path", style="bold")
-    head.append(f" of step {result.step}: {_us(result.step_us)} µs from its CPU start to its last CPU or GPU end ")
-    head.append(f"({result.note})")
+    head.append(
+        f" over {n} step{'s' if n != 1 else ''}: span {_us(result.step_us)} µs per step "
+        f"(min {_us(result.step_us_min)}, "
+        f"max {_us(result.step_us_max)}) from each step's CPU start to its last CPU or GPU end ({result.note})"
+    )
+    if result.limit_note:
+        head.append(f"\nLimit: {result.limit_note}.")
+    odd = [s for s in result.steps if s.unrepresentative]
+    for s in odd:
+        head.append(f"\nStep {s.number} is unrepresentative: {s.unrepresentative}.")
     parts = Table(title=None, show_edge=False)
     parts.add_column("on the path")
-    parts.add_column(f"µs in step {result.step}", justify="right")
-    parts.add_column("% of step", justify="right")
+    parts.add_column("µs per step", justify="right")
+    parts.add_column("% of path", justify="right")
     for part in result.composition:
         parts.add_row(_part(part.part), _us(part.us), f"{part.pct:.1f}")
     what_if = Table(show_edge=False)
-    what_if.add_column("what if")
-    what_if.add_column(f"step {result.step} µs", justify="right")
+    what_if.add_column(f"what if (mean of {n} steps)")
+    what_if.add_column("step µs", justify="right")
     what_if.add_column("saves µs", justify="right")
+    what_if.add_column("min–max µs", justify="right")
     for row in result.what_if:
-        what_if.add_row(row.change, _us(row.predicted_step_us), _us(row.saved_us))
+        what_if.add_row(
+            row.change,
+            _us(row.predicted_step_us),
+            _us(row.saved_us),
+            f"{_us(row.saved_us_min)}–{_us(row.saved_us_max)}",
+        )
     return [head, parts, what_if]
 
 
@@ -133,12 +149,18 @@ def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) ->
         yaxis={"autorange": "reversed"},
         margin={"t": 20, "l": 10},
     )
-    note = (
-        f"Step {result.step}, {_us(result.step_us)} µs: {result.note}. The path follows what each launch, kernel and "
-        "sync waited for; what-ifs re-time the step's dependency graph."
+    odd = "".join(
+        f" Step {s.number} is unrepresentative: {s.unrepresentative}." for s in result.steps if s.unrepresentative
     )
-    rows = tuple((w.change, _us(w.predicted_step_us), _us(w.saved_us)) for w in result.what_if)
-    table = PageTable(columns=("what if", "step µs", "saves µs"), rows=rows)
+    note = (
+        f"{result.steps_analyzed} steps, {_us(result.step_us)} µs per step: {result.note}. {result.limit_note}.{odd} "
+        "The path follows what each launch, kernel and sync waited for; what-ifs re-time each step's dependency graph."
+    )
+    rows = tuple(
+        (w.change, _us(w.predicted_step_us), _us(w.saved_us), f"{_us(w.saved_us_min)}–{_us(w.saved_us_max)}")
+        for w in result.what_if
+    )
+    table = PageTable(columns=("what if (mean per step)", "step µs", "saves µs", "min–max µs"), rows=rows)
     return AnalysisPanels(
         findings=(
             Panel(id=panel_id, title=title, figure=fig, note=note),
@@ -190,3 +212,95 @@ def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> Ana
         "something else."
     )
     return AnalysisPanels(breakdowns=(Panel(id=panel_id, title=title, figure=fig, note=note),))
+
+
+# ---------------------------------------------------------------- what to do next (actions)
+
+LIMIT_SENTENCE = {
+    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it, faster kernels do not",
+    "gpu": "GPU work limits the step: faster kernels shorten it, faster CPU work does not",
+    "mixed": "both CPU and GPU work limit the step: neither alone shortens it much",
+    "unknown": "neither faster CPU nor faster GPU work shortens the step (it waits on something else)",
+}
+TOP_ACTIONS = 3
+
+
+def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
+    """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
+    it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
+    head = Text()
+    head.append("What to do next", style="bold")
+    s = result.summary
+    if s.step_us is None:
+        head.append(f": — ({result.note})")
+        return [head]
+    free = f", profiler-free {_us(s.profiler_free_step_us)} µs" if s.profiler_free_step_us is not None else ""
+    head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps}){free}")
+    path = report.get(CriticalPath)
+    if path is not None and path.what_if:
+        rows = {w.change: w.saved_us for w in path.what_if}
+        cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
+        head.append(f"\nLimit: {s.limit} — all CPU work 2× faster saves {_us(cpu)} µs, all GPU 2× {_us(gpu)} µs")
+    else:
+        head.append(f"\nLimit: {s.limit}")
+    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    if not helpful:
+        head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
+        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        if len(targets) > 22:
+            targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
+        head.append(
+            f"\n{rank}. {action.action} ({targets}): {_us(action.predicted_step_us)} µs "
+            f"({action.low:,.0f}–{action.high:,.0f}), saves {_us(action.saved_us)}"
+        )
+        head.append(f"\n   {action.basis}", style="dim")
+    head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
+    return [head]
+
+
+def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPanels:
+    from tracelens.report.document import AnalysisPanels, Panel, unavailable
+    from tracelens.report.document import Table as PageTable
+
+    panel_id, title = "actions", "What to do next"
+    if result is None or result.summary.step_us is None:
+        return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
+    s = result.summary
+    note = (
+        f"Step {_us(s.step_us)} µs profiled (mean of {s.steps} steps); limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. "
+        f"{result.note}."
+    )
+    rows = tuple(
+        (
+            a.action,
+            ", ".join(a.targets),
+            _us(a.predicted_step_us),
+            f"{_us(a.low)}–{_us(a.high)}",
+            _us(a.saved_us),
+            a.basis,
+        )
+        for a in result.actions
+    )
+    table = PageTable(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
+    return AnalysisPanels(overview=(Panel(id=panel_id, title=title, table=table, note=note),))
+
+
+def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
+    """`compare`'s table of the before-trace's predictions against the variants that took the action."""
+    if not checks:
+        return None
+    table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
+    for column in ("after", "action", "predicted µs", "range µs", "measured µs", "error", "held"):
+        table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
+    for c in checks:
+        table.add_row(
+            c.after,
+            c.action,
+            _us(c.predicted_step_us),
+            f"{c.low:,.0f}–{c.high:,.0f}",
+            _us(c.measured_step_us),
+            f"{c.error_pct:+.1f} %",
+            "yes" if c.held else "no",
+        )
+    return table

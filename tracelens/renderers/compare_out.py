@@ -58,9 +58,10 @@ class CompareJsonRenderer:
 
 
 class CompareTextRenderer:
-    def __init__(self, color: bool = False, width: int | None = None) -> None:
+    def __init__(self, color: bool = False, width: int | None = None, predictions: Any = None) -> None:
         self.color = color
         self.width = width
+        self.predictions = predictions or []  # actions.PredictionCheck rows, printed last (docs/actions.md)
 
     def render(self, result: Comparison) -> str:
         console = make_console(self.color, self.width)
@@ -79,6 +80,7 @@ class CompareTextRenderer:
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
+                _predictions(self.predictions),
             ],
         )
         return render_to_string(console)
@@ -239,3 +241,9 @@ def _break_even_tables(result: Comparison) -> list[Table]:
             "baseline saves more per step than its kernels show (docs/shapes.md)"
         )
     return tables
+
+
+def _predictions(checks: Any) -> Any:
+    from tracelens.renderers.beyond import prediction_checks_table
+
+    return prediction_checks_table(list(checks))

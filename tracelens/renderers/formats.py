@@ -28,6 +28,8 @@ class RenderOptions:
     color: bool = False
     width: int | None = None
     verbose: bool = False
+    sections: tuple[str, ...] | None = None  # `analyze --section/--summary`: only these text sections
+    predictions: tuple[Any, ...] = ()  # `compare`: the predictions an after-trace checks (docs/actions.md)
 
 
 # a format module's RENDERERS: kind of result -> ("module:Class", the RenderOptions fields the class takes)

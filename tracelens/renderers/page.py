@@ -72,7 +72,11 @@ def trace_sections(
     )
     panels = analysis_panels(report)
     return [
-        Section(f"{prefix}overview", f"{head}Overview", _ids(prefix, facts_panel(summary), per_step_panel(summary))),
+        Section(
+            f"{prefix}overview",
+            f"{head}Overview",
+            _ids(prefix, facts_panel(summary), per_step_panel(summary), *(q for p in panels for q in p.overview)),
+        ),
         Section(f"{prefix}timeline-section", f"{head}Timeline", (timeline,)),
         Section(
             f"{prefix}breakdowns",

@@ -283,10 +283,25 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
     return Text(line)
 
 
-def analysis_parts(report: AnalysisReport) -> list[RenderableType]:
-    """Every analysis' text section (the registry's `text` renderers), in `text_order`."""
+def check_sections(names: Iterable[str]) -> tuple[str, ...]:
+    """`names` if each names a registered analysis with a text section, else a TracelensError listing them."""
+    from tracelens.analyses.registry import ANALYSES
+    from tracelens.errors import TracelensError
+
+    known = [entry.name for entry in ANALYSES if entry.text is not None]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise TracelensError(f"unknown section {unknown[0]!r}: one of {', '.join(known)}")
+    return tuple(dict.fromkeys(names))
+
+
+def analysis_parts(report: AnalysisReport, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
+    """Every analysis' text section (the registry's `text` renderers), in `text_order`; only those named in
+    `sections` when given."""
     parts: list[RenderableType | None] = []
     for entry, result in sorted(report.results(), key=lambda pair: pair[0].text_order):
+        if sections is not None and entry.name not in sections:
+            continue
         section = renderer_of(entry, "text")
         if section is not None:
             parts += section(result, report)
@@ -296,13 +311,14 @@ def analysis_parts(report: AnalysisReport) -> list[RenderableType]:
 class AnalyzeTextRenderer:
     """`tracelens analyze` for people: the registry's text sections, then the trace's warnings."""
 
-    def __init__(self, color: bool = False, width: int | None = None) -> None:
+    def __init__(self, color: bool = False, width: int | None = None, sections: tuple[str, ...] | None = None) -> None:
         self.color = color
         self.width = width
+        self.sections = sections  # None: every section; else only these (`--section`, `--summary`)
 
     def render(self, result: AnalysisReport) -> str:
         console = make_console(self.color, self.width)
-        print_parts(console, analysis_parts(result))
+        print_parts(console, analysis_parts(result, self.sections))
         for warning in result.summary.warnings:
             console.print(safe_text(f"warning: {warning}", style="yellow"))
         return render_to_string(console)

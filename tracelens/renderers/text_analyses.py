@@ -72,7 +72,11 @@ def bound_text(bound: Bound) -> Text:
             f"{_us(bound.dispatch_us_per_step)} µs.\n"
         )
         return text
-    text.append(f"({bound.thresholds})\n", style="dim")
+    if bound.verdict_basis == "what-if":
+        text.append("(by the critical path's what-ifs over the same steps: CPU vs GPU work 2× faster)\n", style="dim")
+    if bound.verdict_note:
+        text.append(f"Note: {bound.verdict_note}.\n")
+    text.append(f"(idle thresholds: {bound.thresholds})\n", style="dim")
     pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
     of_gpu = (
         f", {bound.exposed_dispatch_pct_of_gpu:.1f} % of the GPU window"

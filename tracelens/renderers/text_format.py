@@ -6,8 +6,8 @@ from __future__ import annotations
 from tracelens.renderers.formats import RendererTable
 
 RENDERERS: RendererTable = {
-    "analyze": ("tracelens.renderers.text:AnalyzeTextRenderer", ("color", "width")),
+    "analyze": ("tracelens.renderers.text:AnalyzeTextRenderer", ("color", "width", "sections")),
     "ranks": ("tracelens.renderers.ranks:RanksTextRenderer", ("color", "width")),
-    "compare": ("tracelens.renderers.compare_out:CompareTextRenderer", ("color", "width")),
+    "compare": ("tracelens.renderers.compare_out:CompareTextRenderer", ("color", "width", "predictions")),
     "check": ("tracelens.renderers.check:CheckTextRenderer", ("color", "width", "verbose")),
 }

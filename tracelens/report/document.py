@@ -54,6 +54,7 @@ class AnalysisPanels:
 
     breakdowns: tuple[Panel, ...] = ()
     findings: tuple[Panel, ...] = ()
+    overview: tuple[Panel, ...] = ()  # on the first screen, after the trace facts and per-step figures
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,167 @@
+"""Actions: each prediction against the twin that took the action (calibration, docs/actions.md), realized step
+spans read from the raw events by a stdlib script; the summary's size; the CUDA-graph model's hook."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tests import rawtrace
+from tests.conftest import recorded_trace
+from tracelens.analyses import analyze
+from tracelens.analyses.actions import ERROR, GRAPH_MODELS
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+# (before, after, the action the after-trace took)
+TWINS = [
+    ("eager_mlp", "compiled_mlp", "compile"),
+    ("block/eager_block", "block/compiled_block", "compile"),
+    ("block/train_eager_block", "block/train_compiled_block", "compile"),
+    ("extra/train_eager_mlp", "extra/train_compiled_mlp", "compile"),
+    ("extra/i8192_eager_mlp", "extra/i8192_compiled_mlp", "compile"),
+    ("extra/i8192_eager_linear", "extra/i8192_compiled_linear", "compile"),
+    *((f"extra/sweep_eager_mlp_t{t}", f"extra/sweep_compiled_mlp_t{t}", "compile") for t in (8, 64, 512, 4096, 16384)),
+    ("graphs/mlp_eager", "graphs/mlp_graph_replay", "cuda_graphs"),
+    ("graphs/block_eager", "graphs/block_graph_replay", "cuda_graphs"),
+    ("graphs/mlp_eager", "graphs/mlp_compiled", "compile"),
+    ("graphs/block_eager", "graphs/block_compiled", "compile"),
+    ("eager_mlp", "geglu_epilogue_mlp", "gemm_epilogue"),
+    ("eager_mlp", "liger_mlp", "fuse"),
+    # pure CUDA-graph twins of `python -m workloads.record --extras graphs`, when recorded into traces/h200/graphs
+    *(
+        (f"graphs/{p.name[6:-8]}", f"graphs/{p.name[:-8]}", "cuda_graphs")
+        for p in sorted(Path("traces/h200/graphs").glob("graph_eager_mlp_t*.json.gz"))
+    ),
+]
+
+
+def raw_mean_span_us(path: Path) -> float:
+    """Stdlib: the mean over the trace's ProfilerSteps (CPU-side annotations) of each step's span, from its start to
+    the later of its end and the last end of the GPU activity launched inside it (by correlation id)."""
+    evs = rawtrace.events(path)
+    launches = rawtrace.launch_times(evs)
+    spans = rawtrace.steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])
+    ends = {n: end for n, _, end in spans}
+    for e in evs:
+        if str(e.get("cat", "")).lower() not in GPU_CATS:
+            continue
+        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        if launched is None or launched > float(e["ts"]):
+            continue
+        for number, start, end in spans:
+            if start <= launched < end:
+                ends[number] = max(ends[number], float(e["ts"]) + float(e.get("dur", 0)))
+    lengths = [ends[n] - start for n, start, _ in spans]
+    return sum(lengths) / len(lengths)
+
+
+@pytest.mark.parametrize(("before", "after", "action"), TWINS, ids=lambda v: str(v).split("/")[-1])
+def test_the_action_the_twin_took_predicts_its_step(before: str, after: str, action: str) -> None:
+    """The predicted step span of the action the twin took lies in its stated range around the realized one (all
+    steps of the after-trace, raw events); within ±20 % on every twin but the 64-token sweep (+25.9 %)."""
+    report = analyze(tracelens.load(recorded_trace(f"h200/{before}.json.gz")))
+    assert report.actions is not None
+    (prediction,) = [a for a in report.actions.actions if a.action == action][:1]
+    realized = raw_mean_span_us(recorded_trace(f"h200/{after}.json.gz"))
+    assert prediction.low <= realized <= prediction.high
+    error = prediction.predicted_step_us / realized - 1
+    assert abs(error) <= ERROR[action]
+    if after != "extra/sweep_compiled_mlp_t64":
+        assert abs(error) <= 0.20
+
+
+def test_a_graph_model_plugs_in_as_one_function() -> None:
+    """`GRAPH_MODELS["cuda_graphs"]` replaces the built-in CUDA-graph model: a model that changes nothing predicts
+    the observed step."""
+    from tracelens.analyses.actions import _Plan
+
+    GRAPH_MODELS["cuda_graphs"] = lambda trace, graph: _Plan(list(graph.call_work_ns), list(graph.call_dur_ns), {})
+    try:
+        report = analyze(tracelens.load("traces/h200/eager_mlp.json.gz"))
+    finally:
+        del GRAPH_MODELS["cuda_graphs"]
+    assert report.actions is not None
+    graphs = next(a for a in report.actions.actions if a.action == "cuda_graphs")
+    assert graphs.saved_us == pytest.approx(0.0, abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["eager_mlp", "compiled_mlp", "block/eager_block", "extra/sweep_eager_mlp_t8"])
+def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
+    from tracelens.renderers.beyond import actions_parts
+    from tracelens.renderers.text import make_console, print_parts, render_to_string
+
+    report = analyze(tracelens.load(f"traces/h200/{name}.json.gz"))
+    assert report.actions is not None
+    console = make_console(False, 80)
+    print_parts(console, actions_parts(report.actions, report))
+    lines = render_to_string(console).rstrip("\n").split("\n")
+    assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)
+    assert lines[0].startswith("What to do next — step ") and lines[1].startswith("Limit: ")
+    assert any(line.startswith("1. ") and "saves" in line for line in lines)
+
+
+def test_section_and_summary_print_only_those(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracelens.cli import main
+
+    trace = "traces/h200/eager_mlp.json.gz"
+    assert main(["analyze", trace, "--summary", "--no-cache"]) == 0
+    only = capsys.readouterr().out
+    assert only.startswith("What to do next") and "Bound:" not in only and "Critical path" not in only
+    assert main(["analyze", trace, "--section", "bound", "--section", "critical_path", "--no-cache"]) == 0
+    two = capsys.readouterr().out
+    assert two.startswith("Bound:") and "Critical path over" in two and "What to do next" not in two
+    assert main(["analyze", trace, "--section", "nope"]) == 2
+    assert "unknown section 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [("eager_mlp", "compiled_mlp"), ("block/eager_block", "block/compiled_block")]
+)
+def test_predictions_are_hypotheses_that_check_verifies(
+    before: str, after: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`analyze BEFORE --predict p.toml` then `check AFTER --expect p.toml`: the compile prediction holds on the
+    compiled twin (within its stated range), and check prints predicted vs measured for each."""
+    from tracelens.cli import main
+
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", f"traces/h200/{before}.json.gz", "--summary", "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    assert main(["check", f"traces/h200/{after}.json.gz", "--expect", str(predictions)]) in (0, 1)
+    out = capsys.readouterr().out
+    (compile_line,) = [line for line in out.splitlines() if "compile (the step)" in line]
+    assert compile_line.startswith("HELD") and "measured" in compile_line and "critical_path.step_us ==" in compile_line
+    assert main(["analyze", f"traces/h200/{before}.json.gz", "--predict", str(predictions)]) == 2  # no --force
+
+
+def test_compare_checks_the_prediction_of_the_action_the_variant_took(capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare BEFORE AFTER...`: each after-trace that is a known variant (compiled, CUDA graphs) gets the
+    before-trace's prediction for that action, with the measured span and error; reduce-overhead (both) gets none."""
+    from tracelens.cli import main
+
+    traces = ["graphs/mlp_eager", "graphs/mlp_compiled", "graphs/mlp_graph_replay", "extra/cudagraph_mlp"]
+    assert main(["compare", "--width", "120", *(f"traces/h200/{t}.json.gz" for t in traces)]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Predictions checked") :]
+    rows = [line for line in table.splitlines() if line.startswith("│")]
+    assert [r.split("│")[2].strip() for r in rows] == ["compile", "cuda_graphs"]
+    measured = float(rows[0].split("│")[5].replace(",", ""))
+    assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/graphs/mlp_compiled.json.gz")), abs=0.1)
+
+
+def test_the_report_overview_shows_the_actions() -> None:
+    """The report's first section (Overview) carries the "What to do next" panel with the same actions, in the
+    same order and with the same figures as the JSON."""
+    from tracelens.renderers.page import build_report
+
+    trace = tracelens.load("traces/h200/block/eager_block.json.gz")
+    report = analyze(trace)
+    document = build_report([(trace, report)])
+    overview = document.sections[0]
+    panel = next(p for p in overview.panels if p.id.endswith("actions"))
+    assert panel.table is not None and report.actions is not None
+    assert [row[0] for row in panel.table.rows] == [a.action for a in report.actions.actions]
+    assert panel.table.rows[0][2] == f"{report.actions.actions[0].predicted_step_us:,.1f}"

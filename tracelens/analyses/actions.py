@@ -1,0 +1,417 @@
+"""What to do next: actions with a model each, ranked by the step time they predict.
+
+Contract: `analyze_actions(ctx) -> Actions`; pure. Each action changes the dependency graph of every analyzed
+step (`critical_path.StepGraph`) and replays it (`critical_path.replay_calls`); `predicted_step_us` is the mean
+replayed span over those steps, `saved_us` the mean observed span minus it, `low`/`high` the prediction widened by
+the action's calibration error (`ERROR`, measured on the repository's before/after twins: docs/actions.md, and
+recomputed by tests/test_actions.py). Models (docs/actions.md):
+
+- `compile` (torch.compile of the step): each run of fusible kernels (elementwise, reduction, norm, copy, fused)
+  between GEMMs, attention, convolutions and memsets on a stream becomes one kernel (the launches of the rest of
+  the run removed, with their dispatch); every fusion chain fused (the chain's kernels take its kernel time minus
+  the fusion analysis' saving; all but the first launch of each run of chain kernels on a stream removed, with
+  their dispatch); the CPU work between the launches that remain replaced by Inductor's wrapper: `WRAPPER_US`
+  before the first, `LAUNCH_GAP_US` before each other; syncs and the step's tail keep their observed CPU work.
+- `cuda_graphs` (capture the step's launches into one graph): GPU work unchanged; the first launch call's CPU
+  work becomes the graph launch, `GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per captured activity (its start-up and
+  the replay's per-kernel gaps), every other launch call and the CPU work before it removed. A graph what-if of
+  another analysis can replace this model: `GRAPH_MODELS`.
+- `fuse` (one fusion chain, by its ops): that chain's kernels and launches as in `compile`, CPU work otherwise
+  as observed.
+- `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
+  and dispatch removed.
+Actions the trace does not support (nothing to fuse, no launches) or already takes (`compile` where compiled
+regions run, `cuda_graphs` where graphs replay) are left out; `note` says which and why.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from tracelens.analyses.critical_path import StepGraph, _within_budget, replay_calls, step_graph
+from tracelens.analyses.fusion import Fusion, FusionOpportunity
+from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.trace import Trace
+from tracelens.units import NS_PER_US
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses.context import AnalysisContext
+
+# calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
+WRAPPER_US = 170.9  # compiled twins: CPU work from the step's start to its first launch (median of the medians)
+LAUNCH_GAP_US = 23.7  # compiled twins: CPU work between two launches (median of the medians)
+GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay 7.0, block_graph_replay 11.1): step start → launch
+# per kernel in the graph, the replay's extra start-up and gaps (profiled): fitted on the two pure twins' spans
+GRAPH_KERNEL_US = 1.7
+# the largest |predicted / realized - 1| on the twins (docs/actions.md): compile over 11 pairs (sweep t64: +25.9 %,
+# the rest within 13 %), the others over their one twin each
+ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.17}
+MAX_ACTIONS = 8
+
+
+class Action(msgspec.Struct, frozen=True):
+    """One action: `action` (compile, cuda_graphs, fuse, gemm_epilogue), what it changes (`targets`: kernels or
+    ops), the predicted mean step span (µs) and saving over the analyzed steps, the range from the model's
+    calibration error, `basis` (the model and its evidence in one line), and the profiler-free prediction when the
+    summary knows a profiler-free step time (the same ratio applied), else None."""
+
+    action: str
+    targets: list[str]
+    predicted_step_us: float
+    saved_us: float
+    low: float
+    high: float
+    basis: str
+    predicted_profiler_free_step_us: float | None = None
+
+
+class ActionsSummary(msgspec.Struct, frozen=True):
+    step_us: float | None  # mean observed span of the analyzed steps (the critical path's step_us)
+    profiler_free_step_us: float | None  # from the summary analysis when it has one, else None
+    limit: str  # the critical path's limit
+    steps: int  # steps replayed
+
+
+class Actions(msgspec.Struct, frozen=True):
+    summary: ActionsSummary
+    actions: list[Action]  # largest saving first
+    note: str
+
+
+class _Plan(msgspec.Struct, frozen=True):
+    """Per step graph: CPU work and length per call, new GPU durations."""
+
+    work: list[int]
+    duration: list[int]
+    gpu_dur: dict[int, int]
+
+
+Model = Callable[[Trace, StepGraph], _Plan]
+GRAPH_MODELS: dict[str, Model] = {}  # "cuda_graphs" -> a model from another analysis replaces `_graphs_plan`
+
+
+def analyze_actions(ctx: AnalysisContext) -> Actions:
+    from tracelens.analyses.compiled import Compiled
+    from tracelens.analyses.critical_path import CriticalPath, _steps_with_gpu
+    from tracelens.analyses.summary import Summary
+
+    path = ctx.result(CriticalPath)
+    fusion = ctx.result(Fusion)
+    compiled = ctx.result(Compiled)
+    free = _profiler_free_us(ctx.result(Summary))
+    done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
+    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
+
+
+def _profiler_free_us(summary: object) -> float | None:
+    """`per_step.profiler_free_step_us` when the summary has it (another analysis adds it), else None."""
+    per_step = getattr(summary, "per_step", None)
+    value = getattr(per_step, "profiler_free_step_us", None) if per_step is not None else None
+    if value is None and isinstance(per_step, dict):
+        value = per_step.get("profiler_free_step_us")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def actions_of(
+    trace: Trace,
+    indices: list[int],
+    fusion: Fusion,
+    limit: str = "unknown",
+    profiler_free_us: float | None = None,
+    done: tuple[str, ...] = (),
+) -> Actions:
+    """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
+    runs compiled regions / CUDA-graph replays) are left out."""
+    indices, _ = _within_budget(trace, indices)  # the critical path's steps (their graphs are built once)
+    graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
+    if not graphs:
+        return Actions(ActionsSummary(None, profiler_free_us, limit, 0), [], "no analyzed step launched GPU work")
+    observed = sum(_span(g) for g in graphs) / len(graphs)
+    chains = [o for o in fusion.opportunities if o.kind == "chain"]
+    epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
+    candidates: list[tuple[str, list[str], Model, str]] = []
+    if any(not s for g in graphs for s in g.call_is_sync):
+        candidates.append(
+            (
+                "compile",
+                ["the step"],
+                lambda t, g: _compile_plan(t, g, chains),
+                f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model",
+            )
+        )
+        graph_model = GRAPH_MODELS.get("cuda_graphs", _graphs_plan)
+        candidates.append(
+            (
+                "cuda_graphs",
+                ["the step's launches"],
+                graph_model,
+                "launches {before} → 1 graph launch/step; GPU work unchanged",
+            )
+        )
+    seen: set[tuple[str, ...]] = set()
+    distinct = []
+    for chain in chains:  # chains over the same kernels are one action (kernels are matched by name)
+        key = tuple(sorted(set(chain.kernels)))
+        if key not in seen:
+            seen.add(key)
+            distinct.append(chain)
+    for chain in distinct[:3]:
+        candidates.append(
+            (
+                "fuse",
+                list(chain.ops),
+                functools.partial(_chain_plan, chain=chain),
+                f"{len(chain.kernels)} kernels, {chain.kernel_us_per_step:,.1f} µs/step; fused saves "
+                f"{chain.est_saving_us:,.1f} µs of traffic; launches {{before}} → {{after}}",
+            )
+        )
+    for epilogue in epilogues[:2]:
+        candidates.append(
+            (
+                "gemm_epilogue",
+                list(epilogue.ops),
+                functools.partial(_epilogue_plan, epilogue=epilogue),
+                f"{epilogue.kernel_us_per_step:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
+                "launches {before} → {after}",
+            )
+        )
+    actions = [
+        _predict(trace, graphs, observed, name, targets, model, basis, profiler_free_us)
+        for name, targets, model, basis in candidates
+        if name not in done
+    ]
+    actions.sort(key=lambda a: -a.saved_us)
+    note = f"each action replayed over {len(graphs)} steps; ranges from the calibration on twins (docs/actions.md)"
+    if not chains:
+        note += "; no fusion chain found (fuse: none)"
+    if done:
+        note += f"; left out, the program already does it: {', '.join(done)}"
+    return Actions(ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs)), actions[:MAX_ACTIONS], note)
+
+
+def _predict(
+    trace: Trace,
+    graphs: list[StepGraph],
+    observed_us: float,
+    name: str,
+    targets: list[str],
+    model: Model,
+    basis: str,
+    profiler_free_us: float | None,
+) -> Action:
+    spans = []
+    before = after = 0
+    for graph in graphs:
+        plan = model(trace, graph)
+        spans.append(replay_calls(graph, plan.work, plan.duration, plan.gpu_dur).step_ns / NS_PER_US)
+        launches = [i for i, sync in enumerate(graph.call_is_sync) if not sync]
+        before += len(launches)
+        after += sum(1 for i in launches if plan.duration[i] > 0 or plan.work[i] > 0)
+    predicted = sum(spans) / len(spans)
+    n = len(graphs)
+    basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
+    error = ERROR[name]
+    free = None
+    if profiler_free_us is not None and observed_us > 0:
+        free = _r(profiler_free_us * predicted / observed_us)
+    return Action(
+        action=name,
+        targets=targets,
+        predicted_step_us=_r(predicted),
+        saved_us=_r(observed_us - predicted),
+        low=_r(predicted * (1 - error)),
+        high=_r(predicted * (1 + error)),
+        basis=basis,
+        predicted_profiler_free_step_us=free,
+    )
+
+
+def _span(graph: StepGraph) -> float:
+    gpu_end = max((s + d for s, d in zip(graph.gpu_start_ns, graph.gpu_dur_ns, strict=True)), default=0)
+    return (max(graph.cpu_end_ns, gpu_end) - graph.start_ns) / NS_PER_US
+
+
+def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0) -> list[bool]:
+    """Which activities of the step run one of `kernels` (by short name). With `calls_per_step`, each name
+    matches at most (its count in `kernels`) × round(calls_per_step) activities, the first in stream order: a
+    chain of one `mul` does not take every `mul` of the step."""
+    names = trace.events.names
+    wanted = set(kernels)
+    left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
+    out = []
+    for code in graph.gpu_name:
+        name = short_name(names[code])
+        hit = name in wanted
+        if hit and left is not None:
+            hit = left[name] > 0
+            left[name] -= 1
+        out.append(hit)
+    return out
+
+
+def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
+    """The chains' kernels (matched by short name) shortened by their fused saving; the launches of all but the
+    kernels named first in each chain removed (no CPU work, no call time): one launch per fused kernel."""
+    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    gpu_dur: dict[int, int] = {}
+    names = trace.events.names
+    for chain in chains:
+        match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
+        factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
+        for k, hit in enumerate(match):
+            if not hit:
+                continue
+            gpu_dur[k] = round(graph.gpu_dur_ns[k] * factor)
+            call = graph.gpu_launch_call[k]
+            if call >= 0 and short_name(names[graph.gpu_name[k]]) != chain.kernels[0]:
+                work[call], duration[call] = 0, 0
+    return _Plan(work, duration, gpu_dur)
+
+
+def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity) -> _Plan:
+    return _fused_plan(trace, graph, [chain])
+
+
+FUSIBLE = frozenset(CATEGORIES.index(c) for c in ("elementwise", "reduction", "norm", "copy", "fused"))
+
+
+def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
+    """Calls Inductor would not make: the launches of fusible kernels (elementwise, reduction, norm, copy
+    kernels, already-fused kernels) that directly follow another fusible kernel on their stream (each run of
+    them between GEMMs, attention, convolutions and memsets becomes one kernel)."""
+    names = trace.events.names
+    previous: dict[int, bool] = {}
+    removed: set[int] = set()
+    for k in range(len(graph.gpu_start_ns)):
+        fusible = graph.gpu_category[k] in FUSIBLE and not names[graph.gpu_name[k]].startswith("Memcpy")
+        lane, call = graph.gpu_lane[k], graph.gpu_launch_call[k]
+        if fusible and previous.get(lane) and call >= 0:
+            removed.add(call)
+        previous[lane] = fusible
+    return removed
+
+
+def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
+    fused = _fused_plan(trace, graph, chains)
+    work, duration = fused.work, fused.duration
+    for call in _fusible_runs(trace, graph):
+        work[call], duration[call] = 0, 0
+    first = True
+    for i, sync in enumerate(graph.call_is_sync):
+        if sync or duration[i] == 0:
+            continue
+        work[i] = round((WRAPPER_US if first else LAUNCH_GAP_US) * NS_PER_US)
+        first = False
+    return _Plan(work, duration, fused.gpu_dur)
+
+
+def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
+    """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
+    the step's launches ran); every other launch and its CPU work removed."""
+    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    first = True
+    captured = sum(1 for call in graph.gpu_launch_call if call >= 0)
+    for i, sync in enumerate(graph.call_is_sync):
+        if sync:
+            continue
+        if first:
+            work[i], first = round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US), False
+        else:
+            work[i], duration[i] = 0, 0
+    return _Plan(work, duration, {})
+
+
+def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:
+    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    gpu_dur: dict[int, int] = {}
+    for k, hit in enumerate(_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step)):
+        if hit:
+            gpu_dur[k] = 0
+            call = graph.gpu_launch_call[k]
+            if call >= 0:
+                work[call], duration[call] = 0, 0
+    return _Plan(work, duration, gpu_dur)
+
+
+def _r(value: float) -> float:
+    return round(float(value), 3)
+
+
+class PredictionCheck(msgspec.Struct, frozen=True):
+    """One action's prediction from `before` against the trace `after` of a program that took it: the measured
+    mean step span (`critical_path.step_us`), the error (predicted / measured − 1, %) and whether the measured
+    span lies in the prediction's range."""
+
+    before: str
+    after: str
+    action: str
+    predicted_step_us: float
+    low: float
+    high: float
+    measured_step_us: float
+    error_pct: float
+    held: bool
+
+
+def taken_action(before_compiled: object, after_compiled: object) -> str | None:
+    """The action `after` took relative to `before`, read from their `Compiled` results: "cuda_graphs" when only
+    `after` replays CUDA graphs (and runs no compiled region `before` did not), "compile" when only `after` runs
+    compiled regions (and replays no graph), else None (not a known variant: e.g. `mode="reduce-overhead"`
+    does both)."""
+    graphs = [bool(getattr(c, "graph_replays", None)) for c in (before_compiled, after_compiled)]
+    regions = [bool(getattr(c, "regions", None)) for c in (before_compiled, after_compiled)]
+    new_graphs, new_regions = graphs[1] and not graphs[0], regions[1] and not regions[0]
+    if new_graphs and not new_regions:
+        return "cuda_graphs"
+    if new_regions and not new_graphs:
+        return "compile"
+    return None
+
+
+def check_prediction(
+    before: str, after: str, actions: Actions, action: str, measured_step_us: float | None
+) -> PredictionCheck | None:
+    """`action`'s prediction in `actions` checked against `measured_step_us`; None when either is missing."""
+    found = next((a for a in actions.actions if a.action == action), None)
+    if found is None or measured_step_us is None or measured_step_us <= 0:
+        return None
+    return PredictionCheck(
+        before=before,
+        after=after,
+        action=action,
+        predicted_step_us=found.predicted_step_us,
+        low=found.low,
+        high=found.high,
+        measured_step_us=measured_step_us,
+        error_pct=_r(100 * (found.predicted_step_us / measured_step_us - 1)),
+        held=found.low <= measured_step_us <= found.high,
+    )
+
+
+def prediction_checks(items: list[tuple[str, AnalysisReport]]) -> list[PredictionCheck]:
+    """For `compare`: the first item is the before-trace; each later one that is a known variant of it
+    (`taken_action`) gets the before-trace's prediction for the action it took checked against its span."""
+    from tracelens.analyses.compiled import Compiled
+    from tracelens.analyses.critical_path import CriticalPath
+
+    if len(items) < 2:
+        return []
+    before_label, before = items[0]
+    actions = before.get(Actions)
+    if actions is None:
+        return []
+    out = []
+    for label, after in items[1:]:
+        action = taken_action(before.get(Compiled), after.get(Compiled))
+        path = after.get(CriticalPath)
+        if action is None or path is None:
+            continue
+        checked = check_prediction(before_label, label, actions, action, path.step_us)
+        if checked is not None:
+            out.append(checked)
+    return out

@@ -1,0 +1,50 @@
+"""`analyze TRACE --predict FILE`: each action's prediction as a `check` hypothesis about the changed program's
+trace (docs/actions.md, docs/check.md).
+
+Contract: `predictions_toml(report, source) -> str`, a hypotheses file: one `[[hypothesis]]` per action, metric
+`critical_path.step_us` (the mean step span that `predicted_step_us` predicts) == the prediction, with the
+action's calibration error as the relative tolerance; no `trace` key, so `check AFTER --expect FILE` checks each
+on AFTER. Pure: the caller writes the file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from tracelens.analyses.actions import ERROR, Actions
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisReport
+
+METRIC = "critical_path.step_us"
+
+
+def _quoted(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's for these characters)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def predictions_toml(report: AnalysisReport, source: str) -> str:
+    actions = report.get(Actions)
+    lines = [
+        f"# predictions of `tracelens analyze {source}`: one per action, each about the trace of the program",
+        "# changed by that action; check with `tracelens check AFTER --expect THIS_FILE`",
+        f"# (metric {METRIC}: the mean step span, CPU start to last CPU or GPU end; docs/actions.md)",
+    ]
+    if actions is None or actions.summary.step_us is None:
+        lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
+        return "\n".join(lines) + "\n"
+    for action in actions.actions:
+        targets = ", ".join(action.targets)
+        lines += [
+            "",
+            "[[hypothesis]]",
+            f"name = {_quoted(f'{action.action} ({targets}): step {action.predicted_step_us:,.1f} µs')}",
+            f"metric = {_quoted(METRIC)}",
+            'op = "=="',
+            f"value = {action.predicted_step_us}",
+            f"tolerance = {{ rel = {ERROR[action.action]} }}",
+            f"note = {_quoted(f'from {source}: {actions.summary.step_us:,.1f} µs before; {action.basis}')}",
+        ]
+    return "\n".join(lines) + "\n"
