@@ -41,6 +41,7 @@ from tracelens.units import NS_PER_US
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
     from tracelens.analyses.context import AnalysisContext
+    from tracelens.analyses.summary import Summary
 
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
 WRAPPER_US = 170.9  # compiled twins: CPU work from the step's start to its first launch (median of the medians)
@@ -108,13 +109,11 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
 
 
-def _profiler_free_us(summary: object) -> float | None:
-    """`per_step.profiler_free_step_us` when the summary has it (another analysis adds it), else None."""
-    per_step = getattr(summary, "per_step", None)
-    value = getattr(per_step, "profiler_free_step_us", None) if per_step is not None else None
-    if value is None and isinstance(per_step, dict):
-        value = per_step.get("profiler_free_step_us")
-    return float(value) if isinstance(value, int | float) else None
+def _profiler_free_us(summary: Summary) -> float | None:
+    """The summary's profiler-free step time (`per_step.profiler_free_step_us` in JSON: measured by `tracelens
+    record`, else estimated, docs/profiler_overhead.md), or None where it is unknown."""
+    free = summary.profiler_free
+    return None if free is None else free.step_us
 
 
 def actions_of(

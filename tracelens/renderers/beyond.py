@@ -234,7 +234,8 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
     if s.step_us is None:
         head.append(f": — ({result.note})")
         return [head]
-    free = f", profiler-free {_us(s.profiler_free_step_us)} µs" if s.profiler_free_step_us is not None else ""
+    source = report.summary.profiler_free.source if report.summary.profiler_free is not None else None
+    free = f"; profiler-free {_us(s.profiler_free_step_us)} ({source})" if s.profiler_free_step_us is not None else ""
     head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps}){free}")
     path = report.get(CriticalPath)
     if path is not None and path.what_if:
