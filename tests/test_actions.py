@@ -99,7 +99,10 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     print_parts(console, actions_parts(report.actions, report))
     lines = render_to_string(console).rstrip("\n").split("\n")
     assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)
-    assert lines[0].startswith("What to do next — step ") and lines[1].startswith("Limit: ")
+    assert lines[0].startswith("What to do next — step ")
+    if lines[1].startswith("Without the profiler: "):  # where a profiler-free step time is known
+        lines = lines[1:]
+    assert lines[1].startswith("Limit: ")
     assert any(line.startswith("1. ") and "saves" in line for line in lines)
 
 

@@ -235,8 +235,9 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
         head.append(f": — ({result.note})")
         return [head]
     source = report.summary.profiler_free.source if report.summary.profiler_free is not None else None
-    free = f"; profiler-free {_us(s.profiler_free_step_us)} ({source})" if s.profiler_free_step_us is not None else ""
-    head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps}){free}")
+    head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps})")
+    if s.profiler_free_step_us is not None:
+        head.append(f"\nWithout the profiler: {_us(s.profiler_free_step_us)} µs ({source}, docs/profiler_overhead.md)")
     path = report.get(CriticalPath)
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}
