@@ -11,6 +11,7 @@ order, the kernel table) and "Findings" (every analysis' `findings` panels).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import variant_name
@@ -27,6 +28,32 @@ from tracelens.report.timeline import MAX_SLICES, timeline_panel
 __all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
 Input = tuple[Trace, AnalysisReport]
+
+
+def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
+    """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
+    fusion opportunity whose kernels (short names, on its stream) include it."""
+    from tracelens.model.kernel_names import short_name
+
+    out: dict[int, list[str]] = {}
+    path = report.get(CriticalPath)
+    if path is not None:
+        for row in path.path_rows:
+            out.setdefault(int(row), []).append(f"on the critical path of step {path.step}")
+    fusion = getattr(report, "fusion", None)
+    opportunities = list(getattr(fusion, "opportunities", None) or [])
+    if opportunities:
+        names = [short_name(name) for name in gpu["name"]]
+        rows, streams = gpu["row"].tolist(), gpu["stream"].tolist()
+        for rank, opportunity in enumerate(opportunities, start=1):
+            members = set(opportunity.kernels)
+            kind = "fusion" if getattr(opportunity, "kind", "chain") == "chain" else "GEMM-epilogue"
+            text = f"{kind} opportunity #{rank}: " + " → ".join(opportunity.ops)
+            text += f" (est. saving {opportunity.est_saving_us:,.1f} µs/step)"
+            for row, name, stream in zip(rows, names, streams, strict=True):
+                if stream == opportunity.stream and name in members:
+                    out.setdefault(int(row), []).append(text)
+    return out
 
 
 def build_report(
@@ -61,13 +88,15 @@ def trace_sections(
     summary = report.summary
     head = f"{label}: " if label else ""
     path = report.get(CriticalPath)
+    gpu = gpu_activity_frame(trace)
     timeline = timeline_panel(
         trace,
-        gpu_activity_frame(trace),
+        gpu,
         max_slices,
         focus_step,
         panel_id=f"{prefix}timeline",
         highlight_rows=path.path_rows if path is not None else None,
+        row_notes=findings_by_row(gpu, report),
     )
     panels = analysis_panels(report)
     return [

@@ -66,6 +66,7 @@ def timeline_panel(
     focus_step: int | None = None,
     panel_id: str = "timeline",
     highlight_rows: list[int] | None = None,
+    row_notes: dict[int, list[str]] | None = None,
 ) -> Panel:
     """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
     outlined in black on their lanes (the critical path), where they are drawn one by one."""
@@ -83,7 +84,8 @@ def timeline_panel(
     for label, color, mask in _groups(trace, lanes, category):
         chosen = mask & detailed
         if chosen.any():
-            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category, group)
+            picks = np.flatnonzero(chosen)
+            _add_slices(fig, trace, lanes, picks, label, color, op_of_row, bar_px, category, group, row_notes or {})
             group += 1
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
@@ -178,6 +180,7 @@ def _add_slices(
     bar_px: float,
     category: np.ndarray,
     group: int,
+    row_notes: dict[int, list[str]],
 ) -> None:
     rows = lanes.rows[picks]
     y = lanes.y[picks]
@@ -192,7 +195,7 @@ def _add_slices(
             mode="none",
             line={"width": 0, "color": color},
             showlegend=False,
-            text=_hover_texts(trace, rows, op_of_row, category),
+            text=_hover_texts(trace, rows, op_of_row, category, row_notes),
             customdata=_labels(trace, rows),
             hoverinfo="text",
             name=label,
@@ -251,7 +254,12 @@ def _lane_array(y: np.ndarray) -> np.ndarray:
     return y.astype(np.int16 if y.size == 0 or int(y.max()) < 2**15 else np.int32)
 
 
-def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray) -> list[str]:
+def _hover_texts(
+    trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray, row_notes: dict[int, list[str]] | None = None
+) -> list[str]:
+    """Each slice's hover: name, category · duration, full kernel name, grid × block, launching op, shapes, and
+    the findings that name it (`row_notes`)."""
+    notes = row_notes or {}
     ev = trace.events
     names = ev.names_at(rows)
     ops = op_of_row[rows]
@@ -275,6 +283,7 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
         shapes = _shapes(ev.input_dims[dims_row])
         if shapes:
             parts.append(f"shapes: {shapes}")
+        parts.extend(f"finding: {_escape(note)}" for note in notes.get(row, ()))
         texts.append("<br>".join(parts))
     return texts
 
