@@ -90,7 +90,7 @@ def test_kernel_hover_names_its_findings() -> None:
     assert len(elementwise) == 10
     fused = [h for h in hovers if "elementwise_kernel[gelu]" in h or "elementwise_kernel[mul]" in h]
     assert len(fused) == len(elementwise)
-    assert all("finding: fusion opportunity #1: aten::gelu → aten::mul" in h for h in fused)
+    assert all("finding: fusion #1: aten::gelu → aten::mul" in h for h in fused)
     gemm = [h for h in hovers if h.startswith("<b>nvjet")]
     assert len(gemm) == sum(e["name"].startswith("nvjet") for e in raw)
-    assert all("grid 132 blocks ×" in h for h in gemm)
+    assert all("grid 132 × block 384" in h for h in gemm)

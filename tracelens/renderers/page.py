@@ -39,7 +39,7 @@ def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
     path = report.get(CriticalPath)
     if path is not None:
         for row in path.path_rows:
-            out.setdefault(int(row), []).append(f"on the critical path of step {path.step}")
+            out.setdefault(int(row), []).append(f"critical path (step {path.step})")
     fusion = getattr(report, "fusion", None)
     opportunities = list(getattr(fusion, "opportunities", None) or [])
     if opportunities:
@@ -48,8 +48,7 @@ def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
         for rank, opportunity in enumerate(opportunities, start=1):
             members = set(opportunity.kernels)
             kind = "fusion" if getattr(opportunity, "kind", "chain") == "chain" else "GEMM-epilogue"
-            text = f"{kind} opportunity #{rank}: " + " → ".join(opportunity.ops)
-            text += f" (est. saving {opportunity.est_saving_us:,.1f} µs/step)"
+            text = f"{kind} #{rank}: " + " → ".join(opportunity.ops)  # its saving: in Findings
             for row, name, stream in zip(rows, names, streams, strict=True):
                 if stream == opportunity.stream and name in members:
                     out.setdefault(int(row), []).append(text)
@@ -100,13 +99,15 @@ def trace_sections(
     )
     panels = analysis_panels(report)
     return [
-        Section(f"{prefix}overview", f"{head}Overview", _ids(prefix, facts_panel(summary), per_step_panel(summary))),
+        # the first screen: the summary, then the timeline (the per-step table follows it)
+        Section(f"{prefix}overview", f"{head}Overview", _ids(prefix, facts_panel(summary))),
         Section(f"{prefix}timeline-section", f"{head}Timeline", (timeline,)),
         Section(
             f"{prefix}breakdowns",
             f"{head}Where the time goes",
             _ids(
                 prefix,
+                per_step_panel(summary),
                 breakdowns.gpu_time_by_category(summary),
                 breakdowns.gpu_time_by_op(summary),
                 breakdowns.step_times(summary),

@@ -45,7 +45,6 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
-LABEL_CHARS = 48
 CRITICAL_COLOR = "#111111"  # an outline, never a fill: distinct from every category colour (fused is red)
 BAR_FILL = 0.75  # of a lane's height
 UTIL_BINS = 400  # utilization strip bins across the default view
@@ -196,7 +195,6 @@ def _add_slices(
             line={"width": 0, "color": color},
             showlegend=False,
             text=_hover_texts(trace, rows, op_of_row, category, row_notes),
-            customdata=_labels(trace, rows),
             hoverinfo="text",
             name=label,
             legendgroup=label,
@@ -204,20 +202,9 @@ def _add_slices(
     )
 
 
-def _labels(trace: Trace, rows: I64) -> list[str]:
-    """The text drawn on each slice when it is wide enough (the page cuts it to fit): short kernel names, CPU
-    names as recorded, at most `LABEL_CHARS`."""
-    ev = trace.events
-    gpu = kind_mask(ev.kind[rows], GPU_ACTIVITY_KINDS)
-    out = []
-    for name, is_gpu in zip(ev.names_at(rows), gpu.tolist(), strict=True):
-        text = short_name(name) if is_gpu else name
-        out.append(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
-    return out
-
-
 def _add_label_trace(fig: go.Figure) -> None:
-    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom."""
+    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom: the
+    bold title of each slice's hover (short kernel name, CPU name), with its µs when they fit."""
     fig.add_trace(
         go.Scatter(
             x=[],
@@ -257,8 +244,9 @@ def _lane_array(y: np.ndarray) -> np.ndarray:
 def _hover_texts(
     trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray, row_notes: dict[int, list[str]] | None = None
 ) -> list[str]:
-    """Each slice's hover: name, category · duration, full kernel name, grid × block, launching op, shapes, and
-    the findings that name it (`row_notes`)."""
+    """Each slice's hover: name, category · duration, grid × block, launching op, shapes, and the findings that
+    name it (`row_notes`). The full kernel name is not repeated per slice (the 10 MB page budget of the
+    corpus' biggest report has no room for it; it is in the kernel table and the .pftrace)."""
     notes = row_notes or {}
     ev = trace.events
     names = ev.names_at(rows)
@@ -273,11 +261,9 @@ def _hover_texts(
         duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
         code = int(category[row])
         parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
-        if title != name:
-            parts.append(f"full name: {_escape(name)}")
         grid, block = int(ev.grid_blocks[row]), int(ev.block_threads[row])
         if grid >= 0 and block >= 0:
-            parts.append(f"grid {grid:,} blocks × {block:,} threads per block")
+            parts.append(f"grid {grid:,} × block {block:,}")
         if op_row >= 0:
             parts.append(f"launched by: {_escape(op_name)}")
         shapes = _shapes(ev.input_dims[dims_row])
