@@ -76,3 +76,21 @@ def _lagging_ranges() -> dict[str, list[float]]:
     assert figure is not None
     buttons = figure.layout.updatemenus[0].buttons
     return {b.label: b.args[0]["xaxis.range"] for b in buttons if b.label.startswith("step ")}
+
+
+def test_kernel_hover_names_its_findings() -> None:
+    """On the eager MLP, the GELU and the multiply kernels (raw names: GeluCUDAKernelImpl, MulFunctor) are the
+    fusion finding's chain: their hovers name it; every kernel hover has its full name and grid × block."""
+    trace = tracelens.load(EAGER_MLP)
+    figure = build_report([(trace, analyze(trace))]).panel("timeline").figure
+    assert figure is not None
+    hovers = [text for t in figure.data if t.meta and t.meta.get("lod") == "hover" for text in t.text]
+    raw = [e for e in rawtrace.events(EAGER_MLP) if e.get("cat") == "kernel"]
+    elementwise = [e for e in raw if "Gelu" in e["name"] or "MulFunctor" in e["name"]]
+    assert len(elementwise) == 10
+    fused = [h for h in hovers if "elementwise_kernel[gelu]" in h or "elementwise_kernel[mul]" in h]
+    assert len(fused) == len(elementwise)
+    assert all("finding: fusion #1: aten::gelu → aten::mul" in h for h in fused)
+    gemm = [h for h in hovers if h.startswith("<b>nvjet")]
+    assert len(gemm) == sum(e["name"].startswith("nvjet") for e in raw)
+    assert all("grid 132 × block 384" in h for h in gemm)

@@ -122,3 +122,16 @@ def test_range_totals_match_the_raw_events(tmp_path: Path) -> None:
             expected += max(0.0, min(start + float(e["dur"]), high) - max(start, low))
     assert expected > 1000 and abs(total_us - expected) < 0.01, (total_us, expected)
     assert "gemm" in text and "By kernel: nvjet" in text
+
+
+def test_timeline_on_the_first_screen(tmp_path: Path) -> None:
+    """In a 1400 × 1000 window the timeline's chart starts on the first screen, after the summary."""
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page(1400, 1000) as page:
+        open_report(page, report)
+        top, overview = page.evaluate(
+            "() => [document.getElementById('chart-timeline').getBoundingClientRect().top,"
+            " document.getElementById('overview').getBoundingClientRect().top]"
+        )
+    assert overview < top < 700, (overview, top)

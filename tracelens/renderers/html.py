@@ -141,14 +141,20 @@ function tlArray(v) {
            u2: Uint16Array, u4: Uint32Array}[v.dtype];
   return new T(bytes.buffer);
 }
+function tlTitle(text) {  // a hover's bold title as plain text (the slice's label)
+  var m = /^<b>(.*?)<\\/b>/.exec(String(text));
+  if (!m) return "";
+  var area = document.createElement("textarea");
+  area.innerHTML = m[1];
+  return area.value;
+}
 function tlHold(data) {
   var held = {};
   data.forEach(function (t, i) {
     if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover")) return;
-    held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata};
+    held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text};
     t.x = []; t.y = [];
     if (t.text) t.text = [];
-    if (t.customdata) t.customdata = [];
   });
   return held;
 }
@@ -171,7 +177,7 @@ function tlOriginals(gd) {
     for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
     o.groups.push({s: s, e: e, y: y, idx: idx, text: h.text ? Array.prototype.slice.call(h.text) : null,
-                   label: h.customdata ? Array.prototype.slice.call(h.customdata) : null,
+                   label: h.text ? Array.prototype.map.call(h.text, tlTitle) : null,
                    name: String(gd.data[groups[g].bars].name || ""),
                    bars: groups[g].bars, hover: groups[g].hover});
   });

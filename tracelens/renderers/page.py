@@ -11,6 +11,7 @@ order, the kernel table) and "Findings" (every analysis' `findings` panels).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import variant_name
@@ -28,6 +29,31 @@ from tracelens.report.timeline import MAX_SLICES, timeline_panel
 __all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
 Input = tuple[Trace, AnalysisReport]
+
+
+def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
+    """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
+    fusion opportunity whose kernels (short names, on its stream) include it."""
+    from tracelens.model.kernel_names import short_name
+
+    out: dict[int, list[str]] = {}
+    path = report.get(CriticalPath)
+    if path is not None:
+        for row in path.path_rows:
+            out.setdefault(int(row), []).append(f"critical path (step {path.step})")
+    fusion = getattr(report, "fusion", None)
+    opportunities = list(getattr(fusion, "opportunities", None) or [])
+    if opportunities:
+        names = [short_name(name) for name in gpu["name"]]
+        rows, streams = gpu["row"].tolist(), gpu["stream"].tolist()
+        for rank, opportunity in enumerate(opportunities, start=1):
+            members = set(opportunity.kernels)
+            kind = "fusion" if getattr(opportunity, "kind", "chain") == "chain" else "GEMM-epilogue"
+            text = f"{kind} #{rank}: " + " → ".join(opportunity.ops)  # its saving: in Findings
+            for row, name, stream in zip(rows, names, streams, strict=True):
+                if stream == opportunity.stream and name in members:
+                    out.setdefault(int(row), []).append(text)
+    return out
 
 
 def build_report(
@@ -62,20 +88,23 @@ def trace_sections(
     summary = report.summary
     head = f"{label}: " if label else ""
     path = report.get(CriticalPath)
+    gpu = gpu_activity_frame(trace)
     timeline = timeline_panel(
         trace,
-        gpu_activity_frame(trace),
+        gpu,
         max_slices,
         focus_step,
         panel_id=f"{prefix}timeline",
         highlight_rows=path.path_rows if path is not None else None,
+        row_notes=findings_by_row(gpu, report),
     )
     panels = analysis_panels(report)
     return [
+        # the first screen: the summary and what to do next, then the timeline (the per-step table follows it)
         Section(
             f"{prefix}overview",
             f"{head}Overview",
-            _ids(prefix, facts_panel(summary), per_step_panel(summary), *(q for p in panels for q in p.overview)),
+            _ids(prefix, facts_panel(summary), *(q for p in panels for q in p.overview)),
         ),
         Section(f"{prefix}timeline-section", f"{head}Timeline", (timeline,)),
         Section(
@@ -83,6 +112,7 @@ def trace_sections(
             f"{head}Where the time goes",
             _ids(
                 prefix,
+                per_step_panel(summary),
                 breakdowns.gpu_time_by_category(summary),
                 breakdowns.gpu_time_by_op(summary),
                 breakdowns.step_times(summary),

@@ -45,7 +45,6 @@ MIN_HEIGHT_PX = 440
 MARGIN_TOP_PX = 40
 MARGIN_BOTTOM_PX = 50
 TEXT_CHARS = 120
-LABEL_CHARS = 48
 CRITICAL_COLOR = "#111111"  # an outline, never a fill: distinct from every category colour (fused is red)
 BAR_FILL = 0.75  # of a lane's height
 UTIL_BINS = 400  # utilization strip bins across the default view
@@ -66,6 +65,7 @@ def timeline_panel(
     focus_step: int | None = None,
     panel_id: str = "timeline",
     highlight_rows: list[int] | None = None,
+    row_notes: dict[int, list[str]] | None = None,
 ) -> Panel:
     """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
     outlined in black on their lanes (the critical path), where they are drawn one by one."""
@@ -83,7 +83,8 @@ def timeline_panel(
     for label, color, mask in _groups(trace, lanes, category):
         chosen = mask & detailed
         if chosen.any():
-            _add_slices(fig, trace, lanes, np.flatnonzero(chosen), label, color, op_of_row, bar_px, category, group)
+            picks = np.flatnonzero(chosen)
+            _add_slices(fig, trace, lanes, picks, label, color, op_of_row, bar_px, category, group, row_notes or {})
             group += 1
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
@@ -178,6 +179,7 @@ def _add_slices(
     bar_px: float,
     category: np.ndarray,
     group: int,
+    row_notes: dict[int, list[str]],
 ) -> None:
     rows = lanes.rows[picks]
     y = lanes.y[picks]
@@ -192,8 +194,7 @@ def _add_slices(
             mode="none",
             line={"width": 0, "color": color},
             showlegend=False,
-            text=_hover_texts(trace, rows, op_of_row, category),
-            customdata=_labels(trace, rows),
+            text=_hover_texts(trace, rows, op_of_row, category, row_notes),
             hoverinfo="text",
             name=label,
             legendgroup=label,
@@ -201,20 +202,9 @@ def _add_slices(
     )
 
 
-def _labels(trace: Trace, rows: I64) -> list[str]:
-    """The text drawn on each slice when it is wide enough (the page cuts it to fit): short kernel names, CPU
-    names as recorded, at most `LABEL_CHARS`."""
-    ev = trace.events
-    gpu = kind_mask(ev.kind[rows], GPU_ACTIVITY_KINDS)
-    out = []
-    for name, is_gpu in zip(ev.names_at(rows), gpu.tolist(), strict=True):
-        text = short_name(name) if is_gpu else name
-        out.append(text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…")
-    return out
-
-
 def _add_label_trace(fig: go.Figure) -> None:
-    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom."""
+    """The (empty) text trace the page fills with the labels of the slices wide enough at the current zoom: the
+    bold title of each slice's hover (short kernel name, CPU name), with its µs when they fit."""
     fig.add_trace(
         go.Scatter(
             x=[],
@@ -251,7 +241,13 @@ def _lane_array(y: np.ndarray) -> np.ndarray:
     return y.astype(np.int16 if y.size == 0 or int(y.max()) < 2**15 else np.int32)
 
 
-def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray) -> list[str]:
+def _hover_texts(
+    trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray, row_notes: dict[int, list[str]] | None = None
+) -> list[str]:
+    """Each slice's hover: name, category · duration, grid × block, launching op, shapes, and the findings that
+    name it (`row_notes`). The full kernel name is not repeated per slice (the 10 MB page budget of the
+    corpus' biggest report has no room for it; it is in the kernel table and the .pftrace)."""
+    notes = row_notes or {}
     ev = trace.events
     names = ev.names_at(rows)
     ops = op_of_row[rows]
@@ -265,16 +261,15 @@ def _hover_texts(trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.nd
         duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
         code = int(category[row])
         parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
-        if title != name:
-            parts.append(f"full name: {_escape(name)}")
         grid, block = int(ev.grid_blocks[row]), int(ev.block_threads[row])
         if grid >= 0 and block >= 0:
-            parts.append(f"grid {grid:,} blocks × {block:,} threads per block")
+            parts.append(f"grid {grid:,} × block {block:,}")
         if op_row >= 0:
             parts.append(f"launched by: {_escape(op_name)}")
         shapes = _shapes(ev.input_dims[dims_row])
         if shapes:
             parts.append(f"shapes: {shapes}")
+        parts.extend(f"finding: {_escape(note)}" for note in notes.get(row, ()))
         texts.append("<br>".join(parts))
     return texts
 
