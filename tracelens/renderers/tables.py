@@ -31,6 +31,7 @@ from tracelens.model.kernel_names import short_name
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
+MAX_CELL_CHARS = 200  # a cell longer than this is abbreviated (first characters + "…") before any layout
 MAX_NAME_LINES = 4  # a single name (no spaces) wraps to at most this many lines, then shortens in the middle
 _BREAK_AFTER = "_,</.:(-"
 _LETTER = re.compile(r"[^\W\d_]")
@@ -63,7 +64,11 @@ class FittedTable:
 
 
 def layout(table: Table, max_width: int) -> Table:
-    """A copy of `table` whose columns fit `max_width` cells (see the module docstring)."""
+    """A copy of `table` whose columns fit `max_width` cells (see the module docstring). Cells longer than
+    `MAX_CELL_CHARS` characters are abbreviated first, so that the layout's work is linear in the text."""
+    table = _copy(table, table.columns)
+    for column in table.columns:
+        column._cells = [abbreviate_cell(cell) for cell in column._cells]
     columns = list(table.columns)
     kinds = [_is_numeric(column) for column in columns]
     natural = [_natural_width(column) for column in columns]
@@ -110,6 +115,23 @@ def layout(table: Table, max_width: int) -> Table:
         note = f"left out at {max_width} columns: {', '.join(dropped)} (--width N or COLUMNS=N shows more)"
         fitted.caption = f"{table.caption}\n{note}" if table.caption else note
     return fitted
+
+
+def abbreviate(text: str, limit: int = MAX_CELL_CHARS) -> str:
+    """`text` itself when at most `limit` characters; otherwise its first `limit` characters and "…" (on each
+    line), so that no single name can make the layout slow or the table unreadable."""
+    if len(text) <= limit:
+        return text
+    return "\n".join(line if len(line) <= limit else line[:limit] + "…" for line in text.splitlines())
+
+
+def abbreviate_cell(cell: RenderableType) -> RenderableType:
+    """`cell` with its text abbreviated (see `abbreviate`); a non-text renderable is returned as is."""
+    if isinstance(cell, str):
+        return abbreviate(cell)
+    if isinstance(cell, Text) and len(cell.plain) > MAX_CELL_CHARS:
+        return Text(abbreviate(cell.plain), style=cell.style, justify=cell.justify, overflow=cell.overflow)
+    return cell
 
 
 def _copy(table: Table, columns: Sequence[Column]) -> Table:
