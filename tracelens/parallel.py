@@ -19,6 +19,7 @@ from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
 from tracelens.loader.forked import STALL_S, ChildDied, ChildStalled, run_forked
 from tracelens.loader.source import is_trace_name
+from tracelens.settings import env_seconds
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -173,11 +174,7 @@ def _run_dask(names: list[str], workers: int, scheduler: str, cache: Cache | Non
 
 
 def _connect_timeout_s() -> float:
-    setting = os.environ.get("TRACELENS_DASK_TIMEOUT_S", "")
-    try:
-        return max(1.0, float(setting))
-    except ValueError:
-        return 20.0
+    return env_seconds("TRACELENS_DASK_TIMEOUT_S", 20.0, 1.0, 3600.0)
 
 
 def _gather(client: Any, names: list[str], cache: Cache | None) -> list[Any]:

@@ -31,7 +31,7 @@ from tracelens.model.kernel_names import short_name
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
-MAX_CELL_CHARS = 200  # a cell longer than this is abbreviated (first characters + "…") before any layout
+MAX_CELL_CHARS = 2000  # a cell longer than this is abbreviated (its head, "…", its tail) before any layout
 MAX_NAME_LINES = 4  # a single name (no spaces) wraps to at most this many lines, then shortens in the middle
 _BREAK_AFTER = "_,</.:(-"
 _LETTER = re.compile(r"[^\W\d_]")
@@ -118,11 +118,13 @@ def layout(table: Table, max_width: int) -> Table:
 
 
 def abbreviate(text: str, limit: int = MAX_CELL_CHARS) -> str:
-    """`text` itself when at most `limit` characters; otherwise its first `limit` characters and "…" (on each
-    line), so that no single name can make the layout slow or the table unreadable."""
+    """`text` itself when at most `limit` characters; otherwise each longer line cut to its first and last
+    `limit // 2` characters joined by "…", so that no single name can make the layout slow (the wrapping
+    below then shortens what is left in the middle, as for any long name)."""
     if len(text) <= limit:
         return text
-    return "\n".join(line if len(line) <= limit else line[:limit] + "…" for line in text.splitlines())
+    half = limit // 2
+    return "\n".join(line if len(line) <= limit else f"{line[:half]}…{line[-half:]}" for line in text.splitlines())
 
 
 def abbreviate_cell(cell: RenderableType) -> RenderableType:
