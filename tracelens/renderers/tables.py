@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 import weakref
 from collections.abc import Iterable, Sequence
 
@@ -28,6 +29,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tracelens.model.kernel_names import short_name
+from tracelens.renderers.textsafe import safe_renderable
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
@@ -50,7 +52,7 @@ def droppable(table: Table, *headers: str) -> Table:
 
 def fit(part: RenderableType) -> RenderableType:
     """`part` laid out for the console's width when printed (tables only; anything else is returned as is)."""
-    return FittedTable(part) if isinstance(part, Table) else part
+    return FittedTable(part) if isinstance(part, Table) else typing.cast(RenderableType, safe_renderable(part))
 
 
 class FittedTable:
@@ -68,7 +70,10 @@ def layout(table: Table, max_width: int) -> Table:
     `MAX_CELL_CHARS` characters are abbreviated first, so that the layout's work is linear in the text."""
     table = _copy(table, table.columns)
     for column in table.columns:
-        column._cells = [abbreviate_cell(cell) for cell in column._cells]
+        column._cells = [typing.cast(RenderableType, safe_renderable(abbreviate_cell(c))) for c in column._cells]
+        column.header = typing.cast(RenderableType, safe_renderable(column.header))
+    table.title = typing.cast(str | Text | None, safe_renderable(table.title))
+    table.caption = typing.cast(str | Text | None, safe_renderable(table.caption))
     columns = list(table.columns)
     kinds = [_is_numeric(column) for column in columns]
     natural = [_natural_width(column) for column in columns]
