@@ -68,6 +68,7 @@ class FittedTable:
 def layout(table: Table, max_width: int) -> Table:
     """A copy of `table` whose columns fit `max_width` cells (see the module docstring). Cells longer than
     `MAX_CELL_CHARS` characters are abbreviated first, so that the layout's work is linear in the text."""
+    declared = table  # the drop order is registered for the table as built
     table = _copy(table, table.columns)
     for column in table.columns:
         column._cells = [typing.cast(RenderableType, safe_renderable(abbreviate_cell(c))) for c in column._cells]
@@ -88,7 +89,7 @@ def layout(table: Table, max_width: int) -> Table:
     if name is not None:  # kept readable while declared columns can go
         floor[name] = max(floor[name], min(natural[name], NAME_WIDTH))
     keep = list(range(len(columns)))
-    order = _drop_order(table, columns)
+    order = _drop_order(declared, columns)
     dropped: list[str] = []
     while sum(floor[i] for i in keep) + _overhead(table, len(keep)) > max_width and len(keep) > 1:
         victim = next((i for i in order if i in keep and i != keep[0]), None)
