@@ -68,6 +68,7 @@ MAY_CALL = {
     "cli": {"cli", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
 }
 BASE = {"tracelens", "errors", "records", "atomic", "units", "_threads", "native", "frames", "naming", "progress"}
+BASE |= {"settings"}  # environment and size parsing (tracelens/settings.py)
 LAYERS = {"_cache": "cache", "cli": "cli", "__main__": "cli", "loader": "loader", "model": "model"}
 LAYERS |= {"record": "cli"}  # the recorder is a front end beside the commands (`tracelens record`)
 LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers"}

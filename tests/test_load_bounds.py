@@ -170,7 +170,7 @@ def test_a_malformed_workers_setting_is_one_error_line(
         forked.auto_workers()
     _, err = run_cli(capsys, "analyze", str(path), "--no-cache", expect=2)
     assert err.strip().splitlines() == [
-        f"tracelens: error: TRACELENS_WORKERS must be a whole number of processes, 1 or more (got {setting!r})"
+        f"tracelens: error: TRACELENS_WORKERS must be a whole number from 1 to 1,048,576 (got {setting!r})"
     ]
 
 

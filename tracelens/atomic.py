@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 TEMP_SUFFIX = ".tracelens-tmp"
@@ -82,3 +84,31 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def scratch_prefix(kind: str) -> str:
+    """The name prefix of a scratch folder of this process: `tracelens_<kind>_<pid>_` (`sweep_stale_folders`
+    reads the pid back)."""
+    return f"tracelens_{kind}_{os.getpid()}_"
+
+
+def sweep_stale_folders(folder: Path, kind: str, min_age_s: float = 60.0) -> int:
+    """Delete the `scratch_prefix(kind)` folders in `folder` whose process is gone (killed before it could clean
+    up) and that are older than `min_age_s` (a pid can be reused: the age rules out a folder being created);
+    returns how many."""
+    pattern = re.compile(rf"tracelens_{re.escape(kind)}_(\d{{1,10}})_")
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    now = time.time()
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > min_age_s:
+                shutil.rmtree(entry.path)
+                removed += 1
+    return removed

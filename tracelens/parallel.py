@@ -10,6 +10,7 @@ paths (a shared filesystem).
 from __future__ import annotations
 
 import os
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from tracelens.analyses.ranks import RankFigures, rank_figures
 from tracelens.errors import TracelensError
 from tracelens.loader.forked import STALL_S, ChildDied, ChildStalled, run_forked
 from tracelens.loader.source import is_trace_name
+from tracelens.settings import env_seconds
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -28,10 +30,25 @@ def is_archive(path: Path) -> bool:
     return path.is_file() and not is_trace_name(path.name) and tarfile.is_tarfile(path)
 
 
+MAX_RANKS = 2048  # traces of one run folder or archive analysed; beyond this the first MAX_RANKS, with a warning
+
+
+def _capped(source: Path, items: list[Any]) -> list[Any]:
+    """The first `MAX_RANKS` of `items` (the traces of `source`), with a warning when there were more."""
+    if len(items) <= MAX_RANKS:
+        return items
+    print(
+        f"tracelens: warning: {source}: {len(items):,} trace files; analysing the first {MAX_RANKS:,} only",
+        file=sys.stderr,
+    )
+    return items[:MAX_RANKS]
+
+
 def rank_files(source: Path, scratch: Path) -> list[Path]:
-    """Trace files of a directory (recursively) or a tar archive (extracted into `scratch`), sorted."""
+    """Trace files of a directory (recursively) or a tar archive (extracted into `scratch`), sorted; at most
+    `MAX_RANKS` of them (the first, with a warning)."""
     if source.is_dir():
-        files = sorted(p for p in source.rglob("*") if p.is_file() and is_trace_name(p.name))
+        files = _capped(source, sorted(p for p in source.rglob("*") if p.is_file() and is_trace_name(p.name)))
     elif is_archive(source):
         files = _extract(source, scratch)
     else:
@@ -48,11 +65,11 @@ def _extract(archive: Path, scratch: Path) -> list[Path]:
 def extract_members(archive: Path, scratch: Path) -> list[tuple[Path, str]]:
     """Extract the trace files of a tar archive into `scratch` (one numbered folder each, so members with the
     same file name in different folders stay apart): (extracted file, member name in the archive), in
-    archive order."""
+    archive order; at most `MAX_RANKS` of them (the first, with a warning)."""
     extracted: list[tuple[Path, str]] = []
     try:
         with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if m.isfile() and is_trace_name(m.name)]
+            members = _capped(archive, [m for m in tar.getmembers() if m.isfile() and is_trace_name(m.name)])
             for index, member in enumerate(members):
                 source = tar.extractfile(member)
                 if source is None:
@@ -173,11 +190,7 @@ def _run_dask(names: list[str], workers: int, scheduler: str, cache: Cache | Non
 
 
 def _connect_timeout_s() -> float:
-    setting = os.environ.get("TRACELENS_DASK_TIMEOUT_S", "")
-    try:
-        return max(1.0, float(setting))
-    except ValueError:
-        return 20.0
+    return env_seconds("TRACELENS_DASK_TIMEOUT_S", 20.0, 1.0, 3600.0)
 
 
 def _gather(client: Any, names: list[str], cache: Cache | None) -> list[Any]:

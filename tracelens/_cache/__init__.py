@@ -42,6 +42,7 @@ from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
 from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
 from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
 from tracelens.records import replace
+from tracelens.settings import parse_size
 
 if TYPE_CHECKING:
     from tracelens._cache.results import ResultSlot
@@ -56,7 +57,6 @@ MIN_TRACE_BYTES = 16 << 20  # traces with less JSON than this load about as fast
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{32,64}(\.(trace|msgpack))?$")
 _LEGACY_NAME = re.compile(r"^[0-9a-f]{40}\.(npz|json)$")  # entries of tracelens 0.1 before this package
 _LEGACY_TEMP = re.compile(r"^\.[0-9a-f]{32,40}\..*\.tmp$")  # and their writers' temporary files
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def _ours(name: str) -> bool:
@@ -82,15 +82,6 @@ def default_folder() -> Path:
         return Path(setting)
     base = os.environ.get("XDG_CACHE_HOME")
     return (Path(base) if base else Path.home() / ".cache") / "tracelens"
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size such as `2G`, `2GiB`, `500M`, `1.5g` or `1048576` (units are powers of 1024);
-    `ValueError` otherwise."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
-    if match is None:
-        raise ValueError(f"not a size: {text!r} (use e.g. 2G, 500M or a number of bytes)")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 class FolderUse(msgspec.Struct, frozen=True):

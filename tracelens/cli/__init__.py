@@ -26,6 +26,7 @@ from tracelens.cli.record import RecordCommand
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
 from tracelens.renderers.textsafe import escape_controls
+from tracelens.settings import check_terminal_environment
 
 PEAKS_ENV = "TRACELENS_PEAKS"  # tracelens.analyses.devices.PEAKS_ENV, named here to keep start-up light
 
@@ -142,6 +143,7 @@ def _run(parser: argparse.ArgumentParser, arguments: list[str], cache: Cache | N
             sys.stderr.write(parser.format_usage())
         names = ", ".join(command.name for command in COMMANDS)
         raise TracelensError(f"no command given; choose one of {names} (see tracelens --help)")
+    check_terminal_environment()  # before argparse and rich read COLUMNS / LINES
     args = parser.parse_args(arguments)
     if args.command is None:
         raise TracelensError("no command given (see tracelens --help)")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracelens._cache import Cache, CacheInfo, parse_size
+from tracelens._cache import Cache, CacheInfo
 from tracelens.errors import TracelensError
+from tracelens.settings import parse_size
 
 JSON_VERSION = 1
 

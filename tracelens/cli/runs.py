@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from tracelens.atomic import scratch_prefix, sweep_stale_folders
 from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 from tracelens.naming import trace_stem, unique_labels
@@ -156,7 +157,8 @@ def open_run(
 
     if workers is not None and workers < 1:
         raise TracelensError("--workers must be at least 1")
-    with tempfile.TemporaryDirectory(prefix="tracelens_ranks_") as scratch:
+    sweep_stale_folders(Path(tempfile.gettempdir()), "ranks")  # of runs killed before they could clean up
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("ranks")) as scratch:
         paths, names = _files(source, Path(scratch))
         print(f"tracelens: analyzing {len(paths)} rank trace(s) of {source}", file=sys.stderr)
         figures, failed = run_ranks(paths, workers, scheduler, cache)

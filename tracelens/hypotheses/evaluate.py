@@ -17,6 +17,7 @@ from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
+from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
@@ -210,7 +211,7 @@ def _matches(entry: Any, pattern: str) -> bool:
     names = [name for name in (str(entry.get("name", "")), str(entry.get("short_name", ""))) if name]
     if pattern.startswith(REGEX_PREFIX):
         regex = re.compile(pattern[len(REGEX_PREFIX) :], re.I)
-        return any(regex.search(name) for name in names)
+        return any(regex.search(subject(name)) for name in names)
     return any(fnmatch.fnmatchcase(name.lower(), pattern.lower()) for name in names)
 
 

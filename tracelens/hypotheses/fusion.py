@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from tracelens.hypotheses.regex import subject
 from tracelens.model.op_names import is_backward, op_tokens
 
 
@@ -39,6 +40,6 @@ def coverage_source(ops: Sequence[str], name: str, short_name: str, launching_op
         tokens = op_tokens(text)
         if not patterns and is_backward(text) != backward:  # a pattern asks for what it matches
             continue
-        if all(w <= tokens for w in wanted) and all(p.search(text) for p in patterns):
+        if all(w <= tokens for w in wanted) and all(p.search(subject(text)) for p in patterns):
             return f"{label}: {', '.join(sorted(tokens))}"
     return None

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tracelens.errors import TracelensError
+from tracelens.hypotheses.regex import unsafe_reason
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -330,9 +331,11 @@ def _fuses_op(op: str, where: _EntryError) -> str:
 
 def _check_regex(pattern: str, where: _EntryError, what: str) -> None:
     try:
-        re.compile(pattern[3:])
-    except re.error as exc:
+        reason = unsafe_reason(pattern[3:])
+    except (re.error, RecursionError, OverflowError) as exc:
         raise where.error(f"{what}: bad regular expression {pattern!r}: {exc}") from None
+    if reason:
+        raise where.error(f"{what}: regular expression {pattern!r} refused: {reason}; see docs/check.md")
 
 
 def _parse_subject(table: dict[str, Any], kind: str, where: _EntryError, prefix: str) -> Subject:

@@ -160,9 +160,13 @@ def _decode_whole(path: Path, text: TraceText, report: Progress) -> tuple[Decode
     else:
         assert text.path is not None
         with text.path.open("rb") as handle:
-            data = read_text(handle, text.size, str(path), False, lambda done, total: report("reading", done / total))[
-                0
-            ]
+            data = read_text(
+                handle,
+                text.size,
+                str(path),
+                False,
+                lambda done, total: report("reading", done / total if total else 0.0),
+            )[0]
     refuse_tar(path, data)
     report("decoding JSON", 0.0)
     decoded = decode_trace(data, str(path))

@@ -104,10 +104,8 @@ def _step(node: dict[str, object], by_id: dict[int, dict[str, object]]) -> int:
     while current is not None and seen < 10_000:
         name = str(current.get("name", ""))
         if name.startswith("ProfilerStep#"):
-            try:
-                return int(name.removeprefix("ProfilerStep#"))
-            except ValueError:
-                return -1
+            digits = name.removeprefix("ProfilerStep#")
+            return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 18 else -1
         parent = current.get("ctrl_deps")
         current = by_id.get(parent) if isinstance(parent, int) and parent != current.get("id") else None
         seen += 1

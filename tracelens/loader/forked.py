@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from tracelens.errors import TracelensError
+from tracelens.settings import env_count
 
 Job = TypeVar("Job")
 Result = TypeVar("Result")
@@ -47,16 +47,17 @@ class ChildStalled(ChildDied):
     """No child delivered a result or ended within `STALL_S` seconds (they are killed; the caller decides)."""
 
 
+MAX_WORKERS_SETTING = 1 << 20  # TRACELENS_WORKERS above this is refused (then capped at the CPUs)
+
+
 def auto_workers() -> int:
     """Worker processes (the loader's range decoders): $TRACELENS_WORKERS if set
     (an integer >= 1, at most the CPUs this process may run on), else up to 4 of those CPUs; 1 where forking is
     unsafe or unavailable. A malformed setting raises TracelensError (exit 2)."""
-    setting = os.environ.get("TRACELENS_WORKERS", "").strip()
+    setting = env_count("TRACELENS_WORKERS", 1, MAX_WORKERS_SETTING)
     cpus = _usable_cpus()
-    if setting:
-        if not (setting.isascii() and setting.isdigit()) or int(setting) < 1:
-            raise TracelensError(f"TRACELENS_WORKERS must be a whole number of processes, 1 or more (got {setting!r})")
-        return min(int(setting), cpus)
+    if setting is not None:
+        return min(setting, cpus)
     if not hasattr(os, "fork") or _in_pool_worker():
         return 1
     if threading.active_count() > 1:  # forking a threaded process can deadlock the child

@@ -133,8 +133,10 @@ def _is_triton(name: str, launch_api: str) -> bool:
     return launch_api in _TRITON_LAUNCHES and bool(_PLAIN_IDENTIFIER.match(name)) and "gemm" not in name.lower()
 
 
+# a lowercase word starts only where a run of lowercase letters starts (the lookbehind): every later start in
+# the same run would meet the same continuation, and trying them all made a 200k-letter name quadratic
 _OP_HINT = re.compile(
-    r"(?:CUDAFunctor_|CUDAFunctorOnSelf_|CUDAFunctorOnOther_|binary_internal::)?([A-Z][a-z]+|[a-z]+)"
+    r"(?:CUDAFunctor_|CUDAFunctorOnSelf_|CUDAFunctorOnOther_|binary_internal::)?([A-Z][a-z]+|(?<![a-z])[a-z]+)"
     r"(?:Functor|CUDAKernelImpl|_kernel_cuda|Kernel(?:Impl)?)\b"
 )
 _GENERIC_BASES = {"kernel", "kernel2", "device_kernel", "kernel_entry", "global_kernel"}

@@ -38,14 +38,23 @@ def step_numbers_by_code(names: tuple[str, ...]) -> dict[int, int]:
     numbers = {}
     for code, name in enumerate(names):
         match = STEP_NAME.match(name)
-        if match is not None and (number := int(match.group(1))) <= MAX_STEP_NUMBER:
+        if match is not None and (number := _step_number(match.group(1))) is not None:
             numbers[code] = number
     return numbers
 
 
+def _step_number(digits: str) -> int | None:
+    """The step number `digits` spell, or None when it does not fit int64 (compared by length first: a
+    5,000-digit name is never converted, which Python refuses past 4,300 digits)."""
+    if len(digits) > len(str(MAX_STEP_NUMBER)):
+        return None
+    number = int(digits)
+    return number if number <= MAX_STEP_NUMBER else None
+
+
 def oversized_step_names(names: tuple[str, ...]) -> list[str]:
     """Names shaped like a step annotation whose number is too large to be one (they are ordinary events)."""
-    return [name for name in names if (match := STEP_NAME.match(name)) and int(match.group(1)) > MAX_STEP_NUMBER]
+    return [name for name in names if (match := STEP_NAME.match(name)) and _step_number(match.group(1)) is None]
 
 
 def find_steps(events: EventTable, truncated: bool) -> StepTable:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 import weakref
 from collections.abc import Iterable, Sequence
 
@@ -28,9 +29,11 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tracelens.model.kernel_names import short_name
+from tracelens.renderers.textsafe import safe_renderable
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
+MAX_CELL_CHARS = 2000  # a cell longer than this is abbreviated (its head, "…", its tail) before any layout
 MAX_NAME_LINES = 4  # a single name (no spaces) wraps to at most this many lines, then shortens in the middle
 _BREAK_AFTER = "_,</.:(-"
 _LETTER = re.compile(r"[^\W\d_]")
@@ -49,7 +52,7 @@ def droppable(table: Table, *headers: str) -> Table:
 
 def fit(part: RenderableType) -> RenderableType:
     """`part` laid out for the console's width when printed (tables only; anything else is returned as is)."""
-    return FittedTable(part) if isinstance(part, Table) else part
+    return FittedTable(part) if isinstance(part, Table) else typing.cast(RenderableType, safe_renderable(part))
 
 
 class FittedTable:
@@ -63,7 +66,15 @@ class FittedTable:
 
 
 def layout(table: Table, max_width: int) -> Table:
-    """A copy of `table` whose columns fit `max_width` cells (see the module docstring)."""
+    """A copy of `table` whose columns fit `max_width` cells (see the module docstring). Cells longer than
+    `MAX_CELL_CHARS` characters are abbreviated first, so that the layout's work is linear in the text."""
+    declared = table  # the drop order is registered for the table as built
+    table = _copy(table, table.columns)
+    for column in table.columns:
+        column._cells = [typing.cast(RenderableType, safe_renderable(abbreviate_cell(c))) for c in column._cells]
+        column.header = typing.cast(RenderableType, safe_renderable(column.header))
+    table.title = typing.cast(str | Text | None, safe_renderable(table.title))
+    table.caption = typing.cast(str | Text | None, safe_renderable(table.caption))
     columns = list(table.columns)
     kinds = [_is_numeric(column) for column in columns]
     natural = [_natural_width(column) for column in columns]
@@ -78,7 +89,7 @@ def layout(table: Table, max_width: int) -> Table:
     if name is not None:  # kept readable while declared columns can go
         floor[name] = max(floor[name], min(natural[name], NAME_WIDTH))
     keep = list(range(len(columns)))
-    order = _drop_order(table, columns)
+    order = _drop_order(declared, columns)
     dropped: list[str] = []
     while sum(floor[i] for i in keep) + _overhead(table, len(keep)) > max_width and len(keep) > 1:
         victim = next((i for i in order if i in keep and i != keep[0]), None)
@@ -110,6 +121,25 @@ def layout(table: Table, max_width: int) -> Table:
         note = f"left out at {max_width} columns: {', '.join(dropped)} (--width N or COLUMNS=N shows more)"
         fitted.caption = f"{table.caption}\n{note}" if table.caption else note
     return fitted
+
+
+def abbreviate(text: str, limit: int = MAX_CELL_CHARS) -> str:
+    """`text` itself when at most `limit` characters; otherwise each longer line cut to its first and last
+    `limit // 2` characters joined by "…", so that no single name can make the layout slow (the wrapping
+    below then shortens what is left in the middle, as for any long name)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return "\n".join(line if len(line) <= limit else f"{line[:half]}…{line[-half:]}" for line in text.splitlines())
+
+
+def abbreviate_cell(cell: RenderableType) -> RenderableType:
+    """`cell` with its text abbreviated (see `abbreviate`); a non-text renderable is returned as is."""
+    if isinstance(cell, str):
+        return abbreviate(cell)
+    if isinstance(cell, Text) and len(cell.plain) > MAX_CELL_CHARS:
+        return Text(abbreviate(cell.plain), style=cell.style, justify=cell.justify, overflow=cell.overflow)
+    return cell
 
 
 def _copy(table: Table, columns: Sequence[Column]) -> Table:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import shutil
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +20,7 @@ from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
+from tracelens.settings import TERMINAL_MAX, env_count
 from tracelens.units import us_text
 
 MAX_KERNEL_ROWS = 25
@@ -38,8 +38,7 @@ def console_width(color: bool, width: int | None = None) -> int:
         if color:
             width = shutil.get_terminal_size((DEFAULT_WIDTH, 40)).columns  # honours COLUMNS too
         else:
-            columns = os.environ.get("COLUMNS", "").strip()
-            width = int(columns) if columns.isdigit() and int(columns) > 0 else DEFAULT_WIDTH
+            width = env_count("COLUMNS", 1, TERMINAL_MAX) or DEFAULT_WIDTH
     return max(width, MIN_WIDTH)
 
 

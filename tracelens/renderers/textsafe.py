@@ -38,3 +38,16 @@ def safe_text(text: str, style: str = "") -> Text:
     from rich.text import Text
 
     return Text(escape_controls(text), style=style)
+
+
+def safe_renderable(part: object) -> object:
+    """`part` itself, or — a rich `Text` whose characters include controls — a copy with them escaped (its
+    overall style kept; spans inside it are dropped, as their offsets no longer hold). Strings are escaped by
+    the console itself (`SafeConsole.render_str`); a `Text` built from trace data bypasses that, so every
+    table cell and printed part goes through here (`tables.fit`)."""
+    from rich.text import Text
+
+    if isinstance(part, Text) and _UNSAFE_IN_BLOCK.search(part.plain) is not None:
+        escaped = escape_controls(part.plain, keep_newlines=True)
+        return Text(escaped, style=part.style, justify=part.justify, overflow=part.overflow, no_wrap=part.no_wrap)
+    return part

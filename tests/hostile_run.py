@@ -1,0 +1,113 @@
+"""Running one hostile `tracelens` command in a child process: time, memory and leftovers measured.
+
+Shared by the tests/test_hostile_*.py families. `run(argv)` starts `python -m tracelens ...` with stdin from
+/dev/null, a private TMPDIR, an address-space limit (`RLIMIT_AS`) and a wall-clock timeout, and returns what
+it did; `Result.assert_clean(...)` states the promise of docs/promises.md: the expected exit status, exactly
+one `tracelens: error:` line when it exits 2 (none otherwise), no traceback, in time, nothing left in TMPDIR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+ERROR_PREFIX = "tracelens: error: "
+WARNING_PREFIX = "tracelens: warning: "
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What one command did."""
+
+    status: int
+    stdout: str
+    stderr: str
+    seconds: float
+    max_rss_bytes: int
+    leftovers: tuple[str, ...]
+
+    def errors(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+
+    def warnings(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith(WARNING_PREFIX)]
+
+    def assert_clean(self, status: int | frozenset[int], warning: str | None = None) -> None:
+        allowed = status if isinstance(status, frozenset) else frozenset({status})
+        assert "Traceback" not in self.stderr, self.stderr[-3000:]
+        assert self.status in allowed, (self.status, self.stderr[-3000:])
+        assert len(self.errors()) == (1 if self.status == 2 else 0), self.stderr[-3000:]
+        if warning is not None:
+            assert any(warning in line for line in self.warnings()), self.stderr[-3000:]
+        assert not self.leftovers, self.leftovers
+
+
+def _limit(memory_bytes: int) -> None:
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def run(
+    argv: Sequence[str],
+    tmp: Path,
+    timeout_s: float = 30.0,
+    memory_bytes: int = 3 << 30,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Result:
+    """`python -m tracelens *argv` with TMPDIR = a fresh folder under `tmp` (checked empty afterwards) and
+    the cache off unless `env` says otherwise. A timeout fails the calling test (a hang)."""
+    tmpdir = tmp / "tmpdir"
+    tmpdir.mkdir(exist_ok=True)
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
+    child_env.update({"TMPDIR": str(tmpdir), "TRACELENS_NO_CACHE": "1", "PYTHONPATH": str(REPO), "COLUMNS": "100"})
+    child_env.update(env or {})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracelens", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env,
+        cwd=cwd or tmp,
+        preexec_fn=lambda: _limit(memory_bytes),
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        raise AssertionError(f"hang: {list(argv)[:3]} ran past {timeout_s} s") from None
+    seconds = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return Result(
+        status=proc.returncode,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        seconds=seconds,
+        max_rss_bytes=(after if after > before else 0) * 1024,  # ru_maxrss is the max over children so far
+        leftovers=tuple(sorted(p.name for p in tmpdir.iterdir())),
+    )
+
+
+def base_document(name: str = "eager_mlp.json.gz") -> dict[str, Any]:
+    """A real H200 trace (traces/h200/) as a JSON document, to be edited into a hostile one."""
+    with gzip.open(REPO / "traces" / "h200" / name) as handle:
+        document: dict[str, Any] = json.load(handle)
+    return document
+
+
+def write(document: dict[str, Any], path: Path) -> Path:
+    path.write_text(json.dumps(document))
+    return path
