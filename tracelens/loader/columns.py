@@ -391,8 +391,9 @@ def lexsort_by_last(keys: tuple[np.ndarray, ...]) -> I64:
 
 
 def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Rows whose `ts` is finite and within MAX_OFFSET_US of the median; a `dur` that is not finite or longer
-    than that is set to 0 in place. Returns the mask and notes for the warnings. The median is needed only when
+    """Rows whose `ts` is finite and within MAX_OFFSET_US of the median and whose `dur` is not negative (an
+    impossible duration: left out, with a note); a `dur` that is not finite or longer than MAX_OFFSET_US is set
+    to 0 in place. Returns the mask and notes for the warnings. The median is needed only when
     the finite times span more than MAX_OFFSET_US (it lies between the least and the greatest of them)."""
     finite = np.isfinite(ts_us)
     every_finite = bool(finite.all())
@@ -409,6 +410,11 @@ def _credible_times(ts_us: np.ndarray, dur_us: np.ndarray) -> tuple[np.ndarray, 
     every_row = bool(keep.all())
     if not every_row:
         notes.append(f"{int((~keep).sum()):,} events with a timestamp days away from the rest were ignored")
+    negative = keep & (dur_us < 0) & ~bad_dur  # an impossible duration: counted as 0 it would falsify busy time
+    if negative.any():
+        notes.append(f"{int(negative.sum()):,} events with a negative duration were left out (no figure counts them)")
+        keep = keep & ~negative
+        every_row = False
     bad_kept = bad_dur if every_row else bad_dur & keep
     if bad_kept.any():
         notes.append(f"{int(bad_kept.sum()):,} events with a duration that is not a number or over a day count as 0 µs")

@@ -12,7 +12,7 @@ from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, Even
 from tracelens.model.linking import link
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
 from tracelens.model.nesting import clip_unreturned_frames, nest_ordered
-from tracelens.model.steps import assign_steps, exclude_lossy_steps, find_steps, oversized_step_names
+from tracelens.model.steps import assign_steps, empty_steps, exclude_lossy_steps, find_steps, oversized_step_names
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 from tracelens.records import replace
 
@@ -50,6 +50,9 @@ def build_trace(columns: Columns) -> Trace:
     parent, depth, cpu_order = nest_ordered(table)
     launch, op, by_id, by_time = link(table, parent)
     steps = find_steps(table, truncated)
+    empty = empty_steps(table)
+    if empty:
+        notes.append(f"{empty:,} ProfilerStep range(s) of zero length were left out of the steps (they hold no work)")
     step = assign_steps(table, steps, launch)
     if truncated and columns.source_rows is not None:
         gpu_run = columns.meta.raw.get("deviceProperties") != []  # kineto writes [] on CPU-only runs

@@ -76,11 +76,32 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
     np.maximum.at(end, inverse, events.ts_ns[rows] + events.dur_ns[rows])
     order = np.argsort(start, kind="stable")
     unique, start, end = unique[order], start[order], end[order]
+    spans = end > start  # a step of zero length holds nothing: it is no step (`empty_steps` says how many)
+    if not spans.all():
+        if not spans.any():
+            return _whole_trace(events, cpu, complete=not truncated)
+        unique, start, end = unique[spans], start[spans], end[spans]
     last_cpu_end = int((events.ts_ns[cpu] + events.dur_ns[cpu]).max())
     complete = end <= last_cpu_end
     if truncated:
         complete[-1] = False
     return StepTable(unique.astype(np.int64), start, end, complete, "ProfilerStep")
+
+
+def empty_steps(events: EventTable) -> int:
+    """How many ProfilerStep numbers have a range of zero length (their events all of duration 0): left out of
+    the steps by `find_steps`, and said so in a warning (negative durations are left out by the loader)."""
+    by_code = step_numbers_by_code(events.names)
+    cpu = kind_mask(events.kind, CPU_KINDS)
+    codes = np.fromiter(by_code, dtype=np.int32, count=len(by_code))
+    rows = np.flatnonzero(cpu & np.isin(events.name, codes) & (events.kind != Kind.RUNTIME))
+    if rows.size == 0:
+        return 0
+    numbers = np.array([by_code[int(c)] for c in events.name[rows]], dtype=np.int64)
+    unique, inverse = np.unique(numbers, return_inverse=True)
+    longest = np.zeros(unique.size, dtype=np.int64)
+    np.maximum.at(longest, inverse, events.dur_ns[rows])
+    return int((longest <= 0).sum())
 
 
 def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTable:
