@@ -41,16 +41,18 @@ def _ops_of_replayed(path: Path) -> tuple[list[str | None], tuple[str, ...]]:
 
 def test_two_graphs_each_replay_takes_its_own_capture(tmp_path: Path) -> None:
     events = _capture(0, ["aten::mm", "aten::gelu"], 100) + _capture(100, ["aten::add", "aten::mul", "aten::mm"], 200)
-    events += (
-        [step(1, 300, 200)] + _replay(310, ["k_mm", "k_gelu"], 1000) + _replay(400, ["k_add", "k_mul", "k_mm"], 1001)
-    )
+    events += [
+        step(1, 300, 200),
+        *_replay(310, ["k_mm", "k_gelu"], 1000),
+        *_replay(400, ["k_add", "k_mul", "k_mm"], 1001),
+    ]
     ops, warnings = _ops_of_replayed(write_trace(tmp_path / "t.json", events))
     assert ops == ["aten::mm", "aten::gelu", "aten::add", "aten::mul", "aten::mm"]
     assert not [w for w in warnings if "graph" in w.lower()]
 
 
 def test_one_graph_replayed_many_times_per_step(tmp_path: Path) -> None:
-    events = _capture(0, ["aten::mm", "aten::gelu"], 100) + [step(1, 300, 500)]
+    events = [*_capture(0, ["aten::mm", "aten::gelu"], 100), step(1, 300, 500)]
     for r in range(5):
         events += _replay(310 + 50 * r, ["k_mm", "k_gelu"], 1000 + r)
     ops, _ = _ops_of_replayed(write_trace(tmp_path / "t.json", events))
@@ -58,7 +60,7 @@ def test_one_graph_replayed_many_times_per_step(tmp_path: Path) -> None:
 
 
 def test_capture_with_a_kernel_the_replay_lacks_is_warned_not_guessed(tmp_path: Path) -> None:
-    events = _capture(0, ["aten::mm", "aten::gelu", "aten::mul"], 100) + [step(1, 300, 200)]
+    events = [*_capture(0, ["aten::mm", "aten::gelu", "aten::mul"], 100), step(1, 300, 200)]
     events += _replay(310, ["k_mm", "k_gelu"], 1000)
     ops, warnings = _ops_of_replayed(write_trace(tmp_path / "t.json", events))
     assert ops == [None, None]
