@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import run_cli
 from tracelens.loader import load_trace
 from tracelens.model.events import Kind
 
@@ -43,3 +45,10 @@ def test_replay_without_capture_is_noted_once() -> None:
     trace = load_trace(GRAPHS / "mlp_graph_replay.json.gz", workers=1)
     notes = [w for w in trace.warnings if "no capture in the trace" in w]
     assert len(notes) == 1 and "--skip 0" in notes[0]
+
+
+@pytest.mark.parametrize("name", WITH_CAPTURE)
+def test_graph_traces_with_a_capture_are_roofline_modelled(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #29's bar: ≥ 90 % of kernel time has a roofline model once replays have their captured ops."""
+    out, _ = run_cli(capsys, "analyze", str(GRAPHS / f"{name}.json.gz"), "--format", "json")
+    assert json.loads(out)["roofline"]["modelled_kernel_time_pct"] >= 90
