@@ -96,6 +96,6 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
     if unmatched:
         notes.append(
             f"{unmatched:,} CUDA-graph launches match no capture in the trace (no earlier capture with as many "
-            "launches as the replay ran kernels): their kernels keep no op"
+            "launches as the replay ran kernels): their kernels keep only the op enclosing their graph launch"
         )
     return out, notes
