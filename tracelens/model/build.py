@@ -8,6 +8,7 @@ from pathlib import Path
 
 import msgspec
 
+from tracelens.model.cuda_graphs import attribute_replays
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
@@ -49,6 +50,8 @@ def build_trace(columns: Columns) -> Trace:
         )
     parent, depth, cpu_order = nest_ordered(table)
     launch, op, by_id, by_time = link(table, parent)
+    op, graph_notes = attribute_replays(table, launch, op)
+    notes += graph_notes
     steps = find_steps(table, truncated)
     empty = empty_steps(table)
     if empty:
