@@ -80,8 +80,9 @@ def test_every_twin_of_the_recorded_traces_is_checked() -> None:
     # kernel session's eager/compiled pair, the training pair recorded with memory events, and the block_sizes
     # twins recorded to check the model on other blocks (Llama block at hidden 4096 and 1536, GPT-style block; each
     # inference and training), and the CUDA-graph session's eager/compiled MLP (256 tokens) and Llama block
-    # (batch 1 x 256), recorded after the model was set (traces/h200/graphs)
-    assert len(TWINS) == 23
+    # (batch 1 x 256), recorded after the model was set (traces/h200/graphs), and the Truth III session's sync-chain
+    # pair (an MLP with a host sync between its halves: fusion must not link across it; traces/h200/truth3)
+    assert len(TWINS) == 24
 
 
 def test_the_training_blocks_rope_and_qkv_gradient_copies_are_chained() -> None:

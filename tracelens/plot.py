@@ -45,12 +45,15 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     from tracelens.analyses import analyze
     from tracelens.analyses.critical_path import CriticalPath
     from tracelens.analyses.summary import gpu_activity_frame
-    from tracelens.report.timeline import MAX_SLICES, timeline_panel
+    from tracelens.report.timeline import MAX_SLICES, findings_by_row, timeline_panel
 
     budget = MAX_SLICES if max_slices is None else max_slices
-    path = analyze(trace, step=focus_step).get(CriticalPath)
+    report = analyze(trace, step=focus_step)
+    path = report.get(CriticalPath)
     rows = path.path_rows if path is not None else None
-    return _figure(timeline_panel(trace, gpu_activity_frame(trace), budget, focus_step, highlight_rows=rows))
+    gpu = gpu_activity_frame(trace)
+    notes = findings_by_row(gpu, report)
+    return _figure(timeline_panel(trace, gpu, budget, focus_step, highlight_rows=rows, row_notes=notes))
 
 
 def gpu_time_by_category(source: Trace | AnalysisReport) -> go.Figure:

@@ -235,7 +235,7 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
         head.append(f": — ({result.note})")
         return [head]
     source = report.summary.profiler_free.source if report.summary.profiler_free is not None else None
-    head.append(f" — step {_us(s.step_us)} µs profiled (mean of {s.steps})")
+    head.append(f" — step {_us(s.step_us)} µs profiled (mean span of {s.steps})")
     if s.profiler_free_step_us is not None:
         head.append(f"\nWithout the profiler: {_us(s.profiler_free_step_us)} µs ({source}, docs/profiler_overhead.md)")
     path = report.get(CriticalPath)
@@ -269,9 +269,13 @@ def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPa
     if result is None or result.summary.step_us is None:
         return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
     s = result.summary
+    free = report.summary.profiler_free
+    without = ""
+    if s.profiler_free_step_us is not None and free is not None:
+        without = f"; without the profiler {_us(s.profiler_free_step_us)} µs ({free.source}, docs/profiler_overhead.md)"
     note = (
-        f"Step {_us(s.step_us)} µs profiled (mean of {s.steps} steps); limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. "
-        f"{result.note}."
+        f"Step {_us(s.step_us)} µs profiled (mean span of {s.steps} steps){without}. "
+        f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
     )
     rows = tuple(
         (

@@ -30,6 +30,7 @@ section h2 { font-size: 17px; margin: 22px 0 8px; border-bottom: 1px solid #d1d5
   min-width: 0; box-sizing: border-box; overflow-x: auto; }
 .panel.wide { flex-basis: 100%; }
 .panel h3 { font-size: 14px; margin: 0 0 6px; }
+.panel summary { font-size: 12px; color: #555; cursor: pointer; }
 .note { font-size: 12px; color: #555; margin: 0 0 6px; }
 .unavailable { color: #888; font-style: italic; }
 .warnings { background: #fff7ed; border: 1px solid #fed7aa; padding: 6px 12px; margin: 10px 0; font-size: 13px; }
@@ -100,6 +101,8 @@ def _panel(panel: Panel) -> str:
         body = chart_div(panel.figure, f"chart-{panel.id}")
     elif panel.table is not None:
         body = _table(panel.table)
+    if panel.folded:
+        return f"{head}<details><summary>{_esc(panel.folded)}</summary>{note}{body}</details></div>"
     return f"{head}{note}{body}</div>"
 
 

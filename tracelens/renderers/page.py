@@ -11,7 +11,6 @@ order, the kernel table) and "Findings" (every analysis' `findings` panels).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.compare import variant_name
@@ -24,36 +23,11 @@ from tracelens.report import breakdowns
 from tracelens.report.compare import comparison_section
 from tracelens.report.document import AnalysisPanels, Panel, ReportDocument, Section, Table
 from tracelens.report.overview import facts_panel, per_step_panel
-from tracelens.report.timeline import MAX_SLICES, timeline_panel
+from tracelens.report.timeline import MAX_SLICES, findings_by_row, timeline_panel
 
 __all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
 Input = tuple[Trace, AnalysisReport]
-
-
-def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
-    """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
-    fusion opportunity whose kernels (short names, on its stream) include it."""
-    from tracelens.model.kernel_names import short_name
-
-    out: dict[int, list[str]] = {}
-    path = report.get(CriticalPath)
-    if path is not None:
-        for row in path.path_rows:
-            out.setdefault(int(row), []).append(f"critical path (step {path.step})")
-    fusion = getattr(report, "fusion", None)
-    opportunities = list(getattr(fusion, "opportunities", None) or [])
-    if opportunities:
-        names = [short_name(name) for name in gpu["name"]]
-        rows, streams = gpu["row"].tolist(), gpu["stream"].tolist()
-        for rank, opportunity in enumerate(opportunities, start=1):
-            members = set(opportunity.kernels)
-            kind = "fusion" if getattr(opportunity, "kind", "chain") == "chain" else "GEMM-epilogue"
-            text = f"{kind} #{rank}: " + " → ".join(opportunity.ops)  # its saving: in Findings
-            for row, name, stream in zip(rows, names, streams, strict=True):
-                if stream == opportunity.stream and name in members:
-                    out.setdefault(int(row), []).append(text)
-    return out
 
 
 def build_report(
@@ -100,11 +74,11 @@ def trace_sections(
     )
     panels = analysis_panels(report)
     return [
-        # the first screen: the summary and what to do next, then the timeline (the per-step table follows it)
+        # the first screen: what to do next, the trace facts (folded), then the timeline (the per-step table follows it)
         Section(
             f"{prefix}overview",
             f"{head}Overview",
-            _ids(prefix, facts_panel(summary), *(q for p in panels for q in p.overview)),
+            _ids(prefix, *(q for p in panels for q in p.overview), facts_panel(summary)),
         ),
         Section(f"{prefix}timeline-section", f"{head}Timeline", (timeline,)),
         Section(

@@ -30,13 +30,16 @@ class Table:
 @dataclass(frozen=True)
 class Panel:
     """One box of the page. `id` is stable and becomes the HTML element id; exactly one of
-    `figure` / `table` is set, or neither when the panel only says why it is empty (`note`)."""
+    `figure` / `table` is set, or neither when the panel only says why it is empty (`note`). `folded`: when set,
+    the panel shows this one line and its body opens on a click (reference facts that should not push the
+    answer off the first screen)."""
 
     id: str
     title: str
     figure: go.Figure | None = None
     table: Table | None = None
     note: str = ""
+    folded: str = ""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,10 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
     run = [f"{key}={format_value(value)}" for key, value in sorted(facts.run.items()) if _plain(value)]
     if run:
         rows.append(("recorded run", ", ".join(run)))
-    return Panel(id=panel_id, title="Trace", table=Table(("", ""), tuple(rows)))
+    line = [facts.format, ", ".join(facts.gpus) or "no GPU recorded"]
+    line += [f"torch {facts.torch}"] if facts.torch else []
+    line += [f"{summary.steps} steps", f"{facts.span_us / 1000:,.3f} ms span", "details"]
+    return Panel(id=panel_id, title="Trace", table=Table(("", ""), tuple(rows)), folded=" · ".join(line))
 
 
 def per_step_row(figures: StepFigures) -> tuple[str, ...]:

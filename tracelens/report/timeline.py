@@ -17,12 +17,15 @@ lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from tracelens.analyses import AnalysisReport
+from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
@@ -570,3 +573,26 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
         "opportunities or idle tracks (or search a name such as step N or fuse #1) and press F to zoom to it."
     )
     return " ".join(parts)
+
+
+def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
+    """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
+    fusion opportunity whose kernels (short names, on its stream) include it."""
+    out: dict[int, list[str]] = {}
+    path = report.get(CriticalPath)
+    if path is not None:
+        for row in path.path_rows:
+            out.setdefault(int(row), []).append(f"critical path (step {path.step})")
+    fusion = getattr(report, "fusion", None)
+    opportunities = list(getattr(fusion, "opportunities", None) or [])
+    if opportunities:
+        names = [short_name(name) for name in gpu["name"]]
+        rows, streams = gpu["row"].tolist(), gpu["stream"].tolist()
+        for rank, opportunity in enumerate(opportunities, start=1):
+            members = set(opportunity.kernels)
+            kind = "fusion" if getattr(opportunity, "kind", "chain") == "chain" else "GEMM-epilogue"
+            text = f"{kind} #{rank}: " + " → ".join(opportunity.ops)  # its saving: in Findings
+            for row, name, stream in zip(rows, names, streams, strict=True):
+                if stream == opportunity.stream and name in members:
+                    out.setdefault(int(row), []).append(text)
+    return out
