@@ -115,3 +115,18 @@ def test_kernel_name_mismatch_is_counted(tmp_path: Path) -> None:
     expected, _ = stdlib.match(str(replay), str(changed))  # the script agrees: nothing matched
     assert not any(expected.values())
     assert sum("kernel names differ" in w for w in merged.warnings) == 1
+
+
+def test_results_cache_keys_on_the_capture_file(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the cache on: a result computed with --capture is not served without it, nor with another file."""
+    replay, capture = _pair("block_graph")
+
+    def modelled(*extra: str) -> float:
+        out, _ = run_cli(capsys, "analyze", str(replay), *extra, "--format", "json")
+        return float(json.loads(out)["roofline"]["modelled_kernel_time_pct"])
+
+    with_capture = modelled("--capture", str(capture))
+    assert modelled() < 90 <= with_capture
+    assert modelled("--capture", str(GRAPHS / "mlp_ro_capture.json.gz")) < 90  # another graph: no match
+    assert modelled("--capture", str(capture)) == with_capture
+    assert any(cache_dir.rglob("*.msgpack"))
