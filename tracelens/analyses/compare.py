@@ -17,6 +17,7 @@ import numpy as np
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
+from tracelens.analyses.graph_removal import GraphRemoval, graph_removals, graph_side, removal_sentence
 from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, sweep_shapes
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
@@ -84,6 +85,8 @@ class Comparison(msgspec.Struct, frozen=True):
     fusion_balance: list[FusionBalance] = msgspec.field(default_factory=list)  # per variant (FusionBalance)
     break_even: list[BreakEven] = msgspec.field(default_factory=list)  # compiled sweeps against uncompiled ones
     verdicts: list[str] = msgspec.field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
+    # eager baseline against each CUDA-graph variant (analyses/graph_removal.py)
+    graph_removed: list[GraphRemoval] = msgspec.field(default_factory=list)
 
 
 def variant_name(trace: Trace) -> str:
@@ -100,12 +103,14 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparis
         _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
     ]
     fusions, balance = _fusions(items)
+    removed = graph_removals([graph_side(name, trace, report) for name, trace, report in items])
     return Comparison(
         variants=variants,
         fusions=fusions,
         fusion_balance=balance,
         break_even=break_even([(v.name, v.shapes) for v in variants]),
-        verdicts=_verdicts(variants, [report for _, _, report in items]),
+        verdicts=[*_verdicts(variants, [report for _, _, report in items]), *map(removal_sentence, removed)],
+        graph_removed=removed,
     )
 
 

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 from tracelens.cli.common import (
     add_cache_argument,
+    add_capture_argument,
     add_format_argument,
     add_output_arguments,
     emit_result,
     print_warnings,
+    with_capture,
 )
 from tracelens.cli.runs import add_rank_argument
 from tracelens.errors import TracelensError
@@ -108,6 +110,7 @@ class AnalyzeCommand:
             help="a PyTorch execution trace (ExecutionTraceObserver JSON) taken with TRACE: fusion links ops by "
             "tensor identity instead of shape and dtype",
         )
+        add_capture_argument(parser)
         add_format_argument(parser, "analyze")
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -156,7 +159,8 @@ def _run_one(args: argparse.Namespace) -> int:
     peaks = peak_override(args.peak_tflops, args.peak_tbps)
     execution_trace = _load_et(args.et) if args.et is not None else None
     options: dict[str, object] = {"step": args.step, "peaks": shallow_dict(peaks)}
-    inputs = [args.trace] if args.et is None else [args.trace, args.et]  # the ET's content is in the key
+    inputs = [args.trace, *(p for p in (args.et, args.capture) if p is not None)]  # their content is in the key
+    options["capture"] = args.capture is not None  # a capture file is never taken for an execution trace
     slot = args.cache.lookup_result("analyses", inputs, options)
     load: TraceLoad | None = None
     result = _cached(slot)
@@ -167,6 +171,7 @@ def _run_one(args: argparse.Namespace) -> int:
         ):
             _import_for(args.format)  # while the worker processes decode
             trace = load.finish()
+        trace = with_capture(trace, args.capture, args.cache)
         result = _analyze(trace, args.step, peaks, execution_trace)
     print_warnings(args.trace, result.warnings)
     if args.predict is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback
+from tracelens.cli.common import add_cache_argument, add_capture_argument, command_inputs, load_with_feedback
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
 from tracelens.cli.runs import add_rank_argument, is_run_source, open_run, run_stem
 from tracelens.errors import TracelensError
@@ -50,6 +50,7 @@ class AnnotateCommand:
             "kernels keep their own tracks, launches are flows and counters are counter tracks",
         )
         parser.add_argument("--force", action="store_true", help="overwrite an existing regular output file")
+        add_capture_argument(parser)
         add_cache_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -91,7 +92,7 @@ def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
         from tracelens.renderers.pftrace import perfetto_module
 
         perfetto_module()  # missing package: one error line before any work
-    trace = load_with_feedback(path, args.cache)
+    trace = load_with_feedback(path, args.cache, capture=args.capture)
     report = analyze(trace)
     additions = trace_additions(trace, report)
     if _format(args) == "perfetto":

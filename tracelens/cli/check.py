@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from tracelens.cli.common import (
     add_cache_argument,
+    add_capture_argument,
     add_format_argument,
     add_output_arguments,
     emit_result,
@@ -64,15 +65,15 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
-def trace_document(path: Path, step: int | None, cache: Cache) -> TraceDocument:
-    """The document of the trace at `path` (cached by content, path, step and code), its load warnings printed.
-    The hypotheses are not part of it: they are evaluated afresh every run."""
+def trace_document(path: Path, step: int | None, cache: Cache, capture: Path | None = None) -> TraceDocument:
+    """The document of the trace at `path` (cached by content, path, step, the `--capture` file and code), its
+    load warnings printed. The hypotheses are not part of it: they are evaluated afresh every run."""
     from tracelens.hypotheses.document import CachedDocument, check_document
 
-    slot = cache.lookup_result("documents", [path], {"step": step})
+    slot = cache.lookup_result("documents", [path, *([capture] if capture else [])], {"step": step})
     result = slot.value(CachedDocument)
     if result is None:
-        trace = load_with_feedback(path, cache, quiet=True, imports=DOCUMENT_MODULES)
+        trace = load_with_feedback(path, cache, quiet=True, imports=DOCUMENT_MODULES, capture=capture)
         result = CachedDocument(check_document(trace, step), trace.warnings)
         cache.store_result(slot, result, CachedDocument)
     print_warnings(path, result.warnings)
@@ -103,6 +104,7 @@ class CheckCommand:
         parser.add_argument(
             "-v", "--verbose", action="store_true", help="text: the evidence of every verdict (default: WRONG ones)"
         )
+        add_capture_argument(parser)
         add_format_argument(parser, "check")
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -117,7 +119,7 @@ class CheckCommand:
             _report_problems(args.expect, exc)
         with ExitStack() as stack:
             inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
-            documents = _distinct_labels([_document(item, args.step, args.cache) for item in inputs])
+            documents = _distinct_labels([_document(item, args.step, args.cache, args.capture) for item in inputs])
         try:
             verdicts = evaluate(hypotheses, documents)
         except HypothesisError as exc:
@@ -127,10 +129,10 @@ class CheckCommand:
         return 1 if result.wrong else 0
 
 
-def _document(item: Input, step: int | None, cache: Cache) -> TraceDocument:
+def _document(item: Input, step: int | None, cache: Cache, capture: Path | None) -> TraceDocument:
     """The document of one input; a rank of a run answers to its label (`rank3`) first, then to its file stem
     and variant, and shows its path inside the run."""
-    document = trace_document(item.path, step, cache)
+    document = trace_document(item.path, step, cache, capture)
     if item.label is None:
         return replace(document, path=item.shown)
     aliases = tuple(dict.fromkeys((item.label, *document.aliases)))

@@ -19,7 +19,7 @@ from tracelens.progress import LoadProgress
 from tracelens.renderers.formats import RenderOptions, format_names, output_format, renderer_for
 from tracelens.renderers.textsafe import escape_controls
 
-INPUT_ARGUMENTS = ("trace", "traces", "expect", "et")  # argparse destinations that name input files
+INPUT_ARGUMENTS = ("trace", "traces", "expect", "et", "capture")  # argparse destinations that name input files
 
 
 def add_format_argument(parser: argparse.ArgumentParser, kind: str) -> None:
@@ -60,15 +60,47 @@ def add_cache_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_with_feedback(path: Path, cache: Cache, quiet: bool = False, imports: Sequence[str] = ()) -> Trace:
+def add_capture_argument(parser: argparse.ArgumentParser) -> None:
+    """`--capture FILE`: a second trace whose CUDA-graph captures explain the replays of the trace(s)."""
+    parser.add_argument(
+        "--capture",
+        type=Path,
+        metavar="FILE",
+        help="a trace that recorded the CUDA-graph capture (cudaStreamBeginCapture ... EndCapture) of the "
+        "graphs the trace(s) replay: each replayed kernel gets the op of its captured launch "
+        "(docs/cuda_graphs.md)",
+    )
+
+
+def with_capture(trace: Trace, capture: Path | None, cache: Cache) -> Trace:
+    """`trace` with the replays no capture in it explains matched to the captures of the trace at `capture`
+    (`model.cuda_graphs.graft_capture`; its warnings join the trace's); `trace` itself without `capture`. An
+    unusable capture file is a `TracelensError` naming it."""
+    if capture is None:
+        return trace
+    from tracelens.model.cuda_graphs import graft_capture
+
+    if capture.is_dir():
+        raise TracelensError(f"{capture}: --capture takes one trace file, not a directory")
+    try:
+        captured = cache.load_trace(capture)
+    except TracelensError as exc:
+        raise TracelensError(f"--capture {exc}") from None
+    return graft_capture(trace, captured, capture.name)[0]
+
+
+def load_with_feedback(
+    path: Path, cache: Cache, quiet: bool = False, imports: Sequence[str] = (), capture: Path | None = None
+) -> Trace:
     """Load one trace (from `cache` when possible, storing it there when worth it) with a progress bar
     (terminal only) and print its warnings on stderr unless `quiet`. `imports`: modules the command needs next,
-    imported here while worker processes decode."""
+    imported here while worker processes decode. `capture`: see `with_capture`."""
     with LoadProgress(f"loading {path.name}") as progress, cache.begin_load(path, progress) as load:
         for module in imports:
             importlib.import_module(module)
         trace = load.finish()
     load.store()
+    trace = with_capture(trace, capture, cache)
     if not quiet:
         print_warnings(path, trace.warnings)
     return trace

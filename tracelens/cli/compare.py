@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tracelens.cli.common import (
     add_cache_argument,
+    add_capture_argument,
     add_format_argument,
     add_output_arguments,
     emit_result,
@@ -46,6 +47,7 @@ class CompareCommand:
             default=[],
             help="name for the next trace (repeatable; default: the recorded variant or file stem)",
         )
+        add_capture_argument(parser)
         add_format_argument(parser, "compare")
         add_output_arguments(parser)
         add_cache_argument(parser)
@@ -61,7 +63,7 @@ class CompareCommand:
             if len(args.name) > len(inputs):
                 raise TracelensError(f"{len(args.name)} --name values for {len(inputs)} traces")
             for index, item in enumerate(inputs):
-                trace = load_with_feedback(item.path, args.cache)
+                trace = load_with_feedback(item.path, args.cache, capture=args.capture)
                 if index < len(args.name):
                     names.append(args.name[index])
                 else:

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from tracelens._cache import Cache
-from tracelens.cli.common import add_cache_argument, command_inputs, load_with_feedback, print_warnings
+from tracelens.cli.common import (
+    add_cache_argument,
+    add_capture_argument,
+    command_inputs,
+    load_with_feedback,
+    print_warnings,
+)
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
 from tracelens.cli.runs import add_rank_argument, is_run_source, open_run, run_stem
 from tracelens.errors import TracelensError
@@ -78,6 +84,7 @@ class ReportCommand:
             help="a PyTorch execution trace taken with a TRACE (give one per TRACE, in order): fusion links ops "
             "by tensor identity",
         )
+        add_capture_argument(parser)
         add_cache_argument(parser)
         add_rank_argument(
             parser,
@@ -99,13 +106,17 @@ class ReportCommand:
         started = time.perf_counter()
         execution_traces = _load_ets(args.et or [], len(args.traces))
         options = {"step": args.step, "max_slices": max_slices, **library_versions("plotly", "pandas")}
-        slot = args.cache.lookup_result("pages", [*args.traces, *(args.et or [])], options)
+        options["capture"] = args.capture is not None  # keyed: the capture file is among the inputs
+        capture = [args.capture] if args.capture is not None else []
+        slot = args.cache.lookup_result("pages", [*args.traces, *(args.et or []), *capture], options)
         result = slot.value(CachedPage)
         if result is not None:  # a computed page's warnings are printed as each trace loads
             for path, warnings in zip(args.traces, result.warnings, strict=True):
                 print_warnings(path, warnings)
         else:
-            result = _build_page(args.traces, args.step, max_slices, args.cache, execution_traces=execution_traces)
+            result = _build_page(
+                args.traces, args.step, max_slices, args.cache, execution_traces=execution_traces, capture=args.capture
+            )
             args.cache.store_result(slot, result, CachedPage)
         write_output(output, result.page, args.force, inputs)
         elapsed = time.perf_counter() - started
@@ -129,13 +140,14 @@ def _build_page(
     cache: Cache,
     ranks: tuple[RanksReport, int, str] | None = None,
     execution_traces: list[ExecutionTrace] | None = None,
+    capture: Path | None = None,
 ) -> CachedPage:
     """Load and analyze every trace (printing load warnings as it goes) and render the page; `ranks`: the
     cross-rank report, the rank shown and why, for a ranks page first; the i-th execution trace is paired with
     the i-th trace."""
     inputs = []
     for index, path in enumerate(paths):
-        trace = load_with_feedback(path, cache, imports=REPORT_MODULES)
+        trace = load_with_feedback(path, cache, imports=REPORT_MODULES, capture=capture)
         from tracelens.analyses import analyze
 
         if execution_traces and index < len(execution_traces):
@@ -182,7 +194,7 @@ def _report_run(args: argparse.Namespace) -> int:
         else:
             member, why = run.focus()
         lead = (run.report, member.rank, why) if run.one_run and member.rank is not None else None
-        page = _build_page([member.path], args.step, max_slices, args.cache, lead)
+        page = _build_page([member.path], args.step, max_slices, args.cache, lead, capture=args.capture)
     write_output(output, page.page, args.force, inputs)
     if not is_stdout(output):
         status(

@@ -57,6 +57,8 @@ def rewrite_trace(trace: Trace, additions: Additions) -> bytes:
             "cannot match events to add findings"
         )
     for row, extra in sorted(additions.row_args.items()):
+        if row >= (len(rows) if rows is not None else len(complete)):
+            continue  # a row of another file (a --capture trace's ops): not in this one
         event = events[complete[int(rows[row]) if rows is not None else row]]
         args = event.get("args")
         event["args"] = {**(args if isinstance(args, dict) else {}), **extra}

@@ -48,6 +48,10 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         "fusion_balance": plain(comparison.fusion_balance),
         "break_even": plain(comparison.break_even),
         "verdicts": list(comparison.verdicts),
+        "graph_removed": [
+            {"baseline": plain(r.baseline), "variant": plain(r.variant), "removed": dict(r.removed)}
+            for r in comparison.graph_removed
+        ],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
@@ -77,6 +81,7 @@ class CompareTextRenderer:
                 components,
                 fusions,
                 _balance_text(result),
+                *_graph_removed_tables(result),
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
@@ -84,6 +89,45 @@ class CompareTextRenderer:
             ],
         )
         return render_to_string(console)
+
+
+GRAPH_ROWS = (  # (field of GraphSide, label, is µs) — removed first, then what stayed
+    ("launch_calls", "kernel-launch calls /step", False),
+    ("cpu_op_us", "CPU op µs/step", True),
+    ("runtime_call_us", "runtime µs/step (no syncs)", True),
+    ("gpu_idle_us", "GPU idle µs/step", True),
+    ("kernels", "kernels /step", False),
+    ("graph_launches", "graph launches /step", False),
+    ("sync_calls", "sync calls /step", False),
+    ("host_copies", "host copies /step", False),
+    ("gpu_busy_us", "GPU busy µs/step", True),
+)
+GRAPH_STAYED = "graph_launches"  # the first row of what stayed
+
+
+def _graph_removed_tables(result: Comparison) -> list[Table]:
+    """Per graph variant: what the graph removed against the eager baseline, and what stayed."""
+    tables = []
+    for row in result.graph_removed:
+        base, graph = row.baseline, row.variant
+        table = Table(
+            title=f"What the graph removed: {base.variant} → {graph.variant} (median per step)",
+            title_justify="left",
+        )
+        for header, justify in (("", "left"), (base.variant, "right"), (graph.variant, "right"), ("removed", "right")):
+            table.add_column(header, justify=justify)  # type: ignore[arg-type]
+        for field, label, is_us in GRAPH_ROWS:
+            shown = _optional_us if is_us else _optional_count
+            if field == GRAPH_STAYED:
+                table.add_section()
+                table.add_row(Text("what stayed", style="italic"), "", "", "")
+            table.add_row(label, shown(getattr(base, field)), shown(getattr(graph, field)), shown(row.removed[field]))
+        table.caption = (
+            "removed = eager − graph (negative: added); CPU op µs: outermost CPU ops; runtime µs: "
+            "runtime/driver calls but syncs; GPU idle: GPU window less busy (docs/cuda_graphs.md)"
+        )
+        tables.append(table)
+    return tables
 
 
 def _variants_table(result: Comparison) -> Table:

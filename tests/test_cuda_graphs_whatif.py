@@ -1,0 +1,92 @@
+"""The `cuda_graphs` action's prediction on each eager twin of traces/h200/graphs against its CUDA-graph
+variant: the profiled step (mean span of the steps without a capture, raw events, stdlib) and the profiler-free
+step (the CUDA-event median of timings.json). Recomputes the table of docs/cuda_graphs.md#the-what-if-on-the-graph-twins
+(issue #29, Done-when 2); the model is docs/actions.md's, not changed here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tracelens
+from tests import rawtrace
+from tests.test_actions import GPU_CATS
+from tracelens.analyses import analyze
+from tracelens.analyses.actions import ERROR
+
+GRAPHS = Path(__file__).parent.parent / "traces" / "h200" / "graphs"
+DOC = Path(__file__).parent.parent / "docs" / "cuda_graphs.md"
+# (eager twin, graph variant, what the variant did besides graphs)
+TWINS = [
+    ("mlp_eager", "mlp_graph", "graph"),
+    ("mlp_eager", "mlp_graph_replay", "graph"),
+    ("block_eager", "block_graph", "graph"),
+    ("block_eager", "block_graph_replay", "graph"),
+    ("eager_mlp_t64", "graph_eager_mlp_t64", "graph"),
+    ("eager_mlp_t4096", "graph_eager_mlp_t4096", "graph"),
+    ("mlp_eager", "mlp_ro_replay", "compiled + graph"),
+    ("block_eager", "block_ro_replay", "compiled + graph"),
+    ("decode_eager", "decode_static_graph", "compiled + graph"),
+]
+
+
+def replay_mean_span_us(path: Path) -> float:
+    """Stdlib: the mean over the ProfilerSteps that hold no cudaStreamBeginCapture of each step's span, from its
+    start to the later of its end and the last end of the GPU activity launched inside it (by correlation)."""
+    evs = rawtrace.events(path)
+    launches = rawtrace.launch_times(evs)
+    captures = [float(e["ts"]) for e in evs if str(e.get("name", "")).endswith("StreamBeginCapture")]
+    spans = [
+        s
+        for s in rawtrace.steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])
+        if not any(s[1] <= c < s[2] for c in captures)
+    ]
+    ends = {n: end for n, _, end in spans}
+    for e in evs:
+        if str(e.get("cat", "")).lower() not in GPU_CATS:
+            continue
+        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        if launched is None or launched > float(e["ts"]):
+            continue
+        for number, start, end in spans:
+            if start <= launched < end:
+                ends[number] = max(ends[number], float(e["ts"]) + float(e.get("dur", 0)))
+    lengths = [ends[n] - start for n, start, _ in spans]
+    return sum(lengths) / len(lengths)
+
+
+def _pct(value: float) -> str:
+    return f"{value:+.1%}".replace("%", " %").replace("-", "−")
+
+
+def table_row(before: str, after: str, kind: str) -> tuple[str, float, float]:
+    """The docs row of one twin, its profiled error and its profiler-free error."""
+    report = analyze(tracelens.load(GRAPHS / f"{before}.json.gz"))
+    assert report.actions is not None
+    (action,) = [a for a in report.actions.actions if a.action == "cuda_graphs"]
+    realized = replay_mean_span_us(GRAPHS / f"{after}.json.gz")
+    timings = json.loads((GRAPHS / "timings.json").read_text())["runs"]
+    cuda_events_us = timings[after]["cuda_event_ms"]["median"] * 1000
+    free = action.predicted_profiler_free_step_us
+    assert free is not None
+    error, free_error = action.predicted_step_us / realized - 1, free / cuda_events_us - 1
+    row = (
+        f"| `{before}` → `{after}` | {kind} | {action.predicted_step_us:,.1f} ({action.low:,.0f}–{action.high:,.0f}) "
+        f"| {realized:,.1f} | {_pct(error)} | {free:,.1f} | {cuda_events_us:,.1f} | {_pct(free_error)} |"
+    )
+    return row, error, free_error
+
+
+@pytest.mark.parametrize(("before", "after", "kind"), TWINS, ids=[t[1] for t in TWINS])
+def test_the_whatif_table_is_the_recomputed_one(before: str, after: str, kind: str) -> None:
+    row, error, _ = table_row(before, after, kind)
+    assert row in DOC.read_text(encoding="utf-8"), row
+    if kind == "graph":  # the pure CUDA-graph twins: the profiled step inside the action's stated range
+        assert abs(error) <= ERROR["cuda_graphs"]
+
+
+if __name__ == "__main__":
+    for twin in TWINS:
+        print(table_row(*twin)[0])

@@ -1,0 +1,148 @@
+"""What a CUDA graph removed from a step, eager against graph variant (`compare`, issue #29).
+
+Contract: `graph_side(trace, report) -> GraphSide` (pure) gives one variant's per-step counts over the steps its
+summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides)` pairs the
+first variant with no graph launches (the eager baseline) with every variant that has some, as
+`GraphRemoval` rows (baseline − variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
+
+- `launch_calls`: kernel-launch runtime/driver calls (`cudaLaunchKernel`, `cuLaunchKernel`, ...; the names of
+  `model.cuda_graphs.KERNEL_LAUNCH_NAMES`) in the step; `graph_launches`: `cudaGraphLaunch` calls;
+- `cpu_op_us`: the summed duration of the step's outermost CPU ops (`cpu_op` events inside no other);
+- `runtime_call_us`: the summed duration of the step's runtime/driver calls, sync calls left out;
+- `sync_calls`: runtime calls whose name contains `Synchronize`; `host_copies`: memcpy activities to or from
+  the host (`HtoD`, `DtoH` in the name) launched in the step;
+- `kernels`, `gpu_busy_us`: the summary's; `gpu_idle_us`: the step's GPU window less GPU busy (the summary's
+  per-step figures, then the median).
+A step's CPU events belong to it by start, GPU activity by its launch (`Links.step`).
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from tracelens.analyses import AnalysisReport
+from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
+from tracelens.model.events import API_KINDS, Kind, kind_mask
+from tracelens.model.nesting import nearest_ancestor_of_kind
+from tracelens.model.trace import Trace
+
+GRAPH_REMOVAL_FIELDS = (
+    "launch_calls",
+    "cpu_op_us",
+    "runtime_call_us",
+    "gpu_idle_us",
+    "kernels",
+    "graph_launches",
+    "sync_calls",
+    "host_copies",
+    "gpu_busy_us",
+)
+
+
+class GraphSide(msgspec.Struct, frozen=True):
+    """One variant's per-step medians (module docstring); None where the trace has no analyzed step."""
+
+    variant: str
+    steps: int
+    launch_calls: float | None
+    cpu_op_us: float | None
+    runtime_call_us: float | None
+    gpu_idle_us: float | None
+    kernels: float | None
+    graph_launches: float | None
+    sync_calls: float | None
+    host_copies: float | None
+    gpu_busy_us: float | None
+
+
+class GraphRemoval(msgspec.Struct, frozen=True):
+    """Eager `baseline` against graph `variant`: both sides, and `removed` = baseline − variant per field
+    (None where either side is unknown)."""
+
+    baseline: GraphSide
+    variant: GraphSide
+    removed: dict[str, float | None]
+
+
+def _median(values: list[float]) -> float | None:
+    return round(float(np.median(values)), 3) if values else None
+
+
+def graph_side(name: str, trace: Trace, report: AnalysisReport) -> GraphSide:
+    """Per-step medians of one variant (module docstring)."""
+    summary = report.summary
+    ev, links = trace.events, trace.links
+    indices = [i for n in summary.step_numbers if (i := trace.step_index(n)) is not None]
+    names = ev.names
+    launch_codes = {i for i, n in enumerate(names) if n in KERNEL_LAUNCH_NAMES}
+    graph_codes = {i for i, n in enumerate(names) if n in GRAPH_LAUNCH_NAMES}
+    sync_codes = {i for i, n in enumerate(names) if "Synchronize" in n}
+    copy_codes = {i for i, n in enumerate(names) if "HtoD" in n or "DtoH" in n}
+    api = kind_mask(ev.kind, API_KINDS)
+    is_launch = api & np.isin(ev.name, list(launch_codes))
+    is_graph = api & np.isin(ev.name, list(graph_codes))
+    is_sync = api & np.isin(ev.name, list(sync_codes))
+    is_copy = (ev.kind == Kind.MEMCPY) & np.isin(ev.name, list(copy_codes))
+    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    outer = np.zeros(len(ev), dtype=bool)
+    outer[ops[nearest_ancestor_of_kind(links.parent, ev.kind, Kind.CPU_OP, ops) < 0]] = True
+    per: dict[str, list[float]] = {k: [] for k in ("launch", "graph", "sync", "copy", "op_us", "api_us")}
+    for index in indices:
+        here = links.step == index
+        per["launch"].append(float(np.count_nonzero(here & is_launch)))
+        per["graph"].append(float(np.count_nonzero(here & is_graph)))
+        per["sync"].append(float(np.count_nonzero(here & is_sync)))
+        per["copy"].append(float(np.count_nonzero(here & is_copy)))
+        per["op_us"].append(float(ev.dur_ns[here & outer].sum()) / 1e3)
+        per["api_us"].append(float(ev.dur_ns[here & api & ~is_sync].sum()) / 1e3)
+    idle = [
+        row.gpu_window_us - row.gpu_busy_us
+        for row in summary.step_table
+        if row.gpu_window_us is not None and row.gpu_busy_us is not None
+    ]
+    return GraphSide(
+        variant=name,
+        steps=len(indices),
+        launch_calls=_median(per["launch"]),
+        cpu_op_us=_median(per["op_us"]),
+        runtime_call_us=_median(per["api_us"]),
+        gpu_idle_us=_median(idle),
+        kernels=summary.per_step.kernels,
+        graph_launches=_median(per["graph"]),
+        sync_calls=_median(per["sync"]),
+        host_copies=_median(per["copy"]),
+        gpu_busy_us=summary.per_step.gpu_busy_us,
+    )
+
+
+def graph_removals(sides: list[GraphSide]) -> list[GraphRemoval]:
+    """The first variant without graph launches against each variant with some (module docstring)."""
+    eager = next((s for s in sides if s.graph_launches == 0), None)
+    if eager is None:
+        return []
+    rows = []
+    for side in sides:
+        if side.graph_launches is None or side.graph_launches <= 0:
+            continue
+        removed: dict[str, float | None] = {}
+        for field in GRAPH_REMOVAL_FIELDS:
+            a, b = getattr(eager, field), getattr(side, field)
+            removed[field] = None if a is None or b is None else round(a - b, 3)
+        rows.append(GraphRemoval(eager, side, removed))
+    return rows
+
+
+def removal_sentence(row: GraphRemoval) -> str:
+    """One line of `compare`'s verdicts: launches and dispatch the graph removed per step."""
+    r = row.removed
+
+    def us(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.1f}"
+
+    launches = "—" if r["launch_calls"] is None else f"{r['launch_calls']:,.0f}"
+    return (
+        f"{row.variant.variant} against {row.baseline.variant}: the graph removed {launches} kernel-launch calls, "
+        f"{us(r['cpu_op_us'])} CPU op µs and {us(r['runtime_call_us'])} runtime µs per step; "
+        f"{us(r['gpu_idle_us'])} µs/step less GPU idle"
+    )
