@@ -101,6 +101,8 @@ def facts_table(facts: TraceFacts) -> Table:
     steps = (
         f"{facts.steps_in_trace} ProfilerSteps"
         if facts.step_source == "ProfilerStep"
+        else f"no ProfilerStep: {facts.steps_in_trace} steps inferred from {facts.steps_inferred_from}"
+        if facts.step_source == "inferred"
         else "no ProfilerStep: one whole-trace window"
     )
     table.add_row("steps", steps)
