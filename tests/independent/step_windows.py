@@ -14,8 +14,9 @@ independent readings of the same definitions (docs/definitions.md):
   summed over the devices that have GPU activity in the trace; idle = window x devices - busy; Inductor's
   autotuning GPU activity (nostep_autotune.autotune_launches) counts in neither;
 - step time: gpu_end(k) - gpu_end(k-1) when the GPU is the limiter (gpu_end(k-1) > CPU start of k), else the
-  CPU start of k+1 - CPU start of k; the first step of the trace (no previous step) and the last one without a
-  next step take their window length;
+  CPU start of k+1 - CPU start of k (an inferred step: its window length, the time between calls is no
+  step's); the first step of the trace (no previous step) and the last one without a next step take their
+  window length;
 - the first step, when GPU work that has no launch in the trace (launched before the recording) ends after its
   CPU start and starts before the first GPU activity the step launched (the queue of earlier steps): when its
   GPU end trails its CPU end, its step time runs from when that work ended to its GPU end; and when the
@@ -68,6 +69,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
     ordered = sorted(steps.items(), key=lambda item: item[1][0])
     if not ordered:  # no ProfilerStep: steps inferred from outermost Torch-Compiled Region calls, numbered 1, 2, ...
         ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(inferred_steps(events))]
+    inferred = bool(ordered) and not steps  # an inferred step is its call: its period ends with its window
     if not ordered:  # nor such calls: one window over all CPU-side and GPU events, numbered -1
         ends = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in CPU_SIDE_CATS]
         gpu_spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in GPU_CATS]
@@ -121,7 +123,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
         gpu_limited = previous_end is not None and previous_end > cpu_start
         if gpu_limited:
             step_ns = gpu_end - previous_end  # type: ignore[operator]
-        elif previous_end is not None and i + 1 < len(ordered):
+        elif previous_end is not None and i + 1 < len(ordered) and not inferred:
             step_ns = ordered[i + 1][1][0] - cpu_start
         elif earlier_end is not None and gpu_end > cpu_end:  # GPU-limited by the earlier work
             step_ns = gpu_end - max(window_start, earlier_end)

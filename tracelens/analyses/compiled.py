@@ -10,7 +10,8 @@ Compiles: compile-phase spans (`COMPILE_SPAN`) merged per thread; each cluster b
 `frame/recompile` — the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
 region that thread enters after it (Dynamo compiles a frame, then runs it), else the latest region entered
 before it on any thread (a lazily compiled backward, on the autograd thread). `compiles` has one entry per id,
-with its compile time and the step where it started.
+with its compile time and the step where it started (with inferred steps, which are the calls only, a compile
+that started between calls belongs to the next call: the one it compiled for).
 """
 
 from __future__ import annotations
@@ -238,6 +239,8 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
         at = first_start[slot]
         index = int(np.searchsorted(steps.start_ns, at, side="right")) - 1
         in_step = steps.per_step and index >= 0 and at < int(steps.end_ns[index])
+        if steps.source == "inferred" and not in_step and index + 1 < len(steps):
+            index, in_step = index + 1, True  # between calls: Dynamo compiles a frame, then runs it (the next call)
         result.append(
             CompileEvent(
                 id=None if slot is None or slot.startswith("?") else slot,
