@@ -79,3 +79,29 @@ def test_small_no_step_traces_infer_the_independent_steps(path: Path) -> None:
         return
     assert trace.steps.source == "inferred" and len(trace.steps) == len(want["steps"])
     assert _same_spans(trace, want["steps"])
+
+
+@pytest.mark.slow
+def test_compare_makes_per_step_claims_only_over_steps() -> None:
+    """compare on the no-step sweep: its per-step figures are over the inferred steps (one call, not the 89 s
+    trace: "fastest step … 3,890,112 µs/step" before), its shape rows come from the independent steps with their
+    compile time, and a trace with nothing repeated stays a whole-trace variant with no step time."""
+    from tracelens.analyses.compare import compare_variants
+
+    nostep = recorded_trace(NOSTEP)
+    eager = recorded_trace("h200/sweep/eager_geglu.json.gz")
+    want = figures(str(nostep))
+    items = []
+    for path in (eager, nostep):
+        trace = tracelens.load(path)
+        items.append((path.name, trace, analyze(trace)))
+    comparison = compare_variants(items)
+    variant = comparison.variants[1]
+    assert variant.step_source == "inferred"
+    longest_call_us = max(end - start for start, end in want["steps"]) / 1000
+    assert variant.per_step.step_us is not None and variant.per_step.step_us < longest_call_us
+    assert [row.steps for row in variant.shapes] == [[4, 5, 6], [7, 8, 9]]  # the 512-token calls have no GEMM op
+    assert all(row.compile_ms > 1000 for row in variant.shapes)  # each shape's recompile, paid before its call
+    rows = [row for row in comparison.fusions if row.variant == nostep.name]
+    assert rows and all(row.instances_per_step <= 2 for row in rows)  # no benchmark launch counted per step
+    assert all(row.kernel_us_per_step < 1000 for row in rows)  # was 2,141,121.5 µs/step of triton_mm benchmarks
