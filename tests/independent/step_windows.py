@@ -3,17 +3,20 @@
 Standard library only (json, gzip): it never imports tracelens, so a test comparing the two compares two
 independent readings of the same definitions (docs/definitions.md):
 
-- a step is a `ProfilerStep#N` span on a CPU track (cpu_op / user_annotation); GPU activity (kernel,
+- a step is a `ProfilerStep#N` span on a CPU track (cpu_op / user_annotation), or without any, an inferred step
+  (tests/independent/nostep_autotune.py: outermost `Torch-Compiled Region` calls); GPU activity (kernel,
   gpu_memcpy, gpu_memset) belongs to the step whose span contains the start of the runtime/driver call with
   the same `correlation`;
 - `gpu_end(k)` = max(CPU end of step k, end of the last GPU activity it launched, gpu_end(k-1));
 - the step's GPU window is [max(CPU start of k, gpu_end(k-1)), gpu_end(k)); the first step's starts at its CPU
   start;
 - busy = per device, the length of the union of all GPU activity clipped to the window (whoever launched it),
-  summed over the devices that have GPU activity in the trace; idle = window x devices - busy;
+  summed over the devices that have GPU activity in the trace; idle = window x devices - busy; Inductor's
+  autotuning GPU activity (nostep_autotune.autotune_launches) counts in neither;
 - step time: gpu_end(k) - gpu_end(k-1) when the GPU is the limiter (gpu_end(k-1) > CPU start of k), else the
-  CPU start of k+1 - CPU start of k; the first step of the trace (no previous step) and the last one without a
-  next step take their window length;
+  CPU start of k+1 - CPU start of k (an inferred step: its window length, the time between calls is no
+  step's); the first step of the trace (no previous step) and the last one without a next step take their
+  window length;
 - the first step, when GPU work that has no launch in the trace (launched before the recording) ends after its
   CPU start and starts before the first GPU activity the step launched (the queue of earlier steps): when its
   GPU end trails its CPU end, its step time runs from when that work ended to its GPU end; and when the
@@ -30,6 +33,8 @@ import json
 import sys
 from decimal import Decimal
 from typing import Any
+
+from tests.independent.nostep_autotune import autotune_launches, inferred_steps
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
@@ -62,7 +67,10 @@ def step_figures(path: str) -> list[dict[str, float]]:
             span = steps.setdefault(number, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
     ordered = sorted(steps.items(), key=lambda item: item[1][0])
-    if not ordered:  # no ProfilerStep: one window over all CPU-side and GPU events, numbered -1
+    if not ordered:  # no ProfilerStep: steps inferred from outermost Torch-Compiled Region calls, numbered 1, 2, ...
+        ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(inferred_steps(events))]
+    inferred = bool(ordered) and not steps  # an inferred step is its call: its period ends with its window
+    if not ordered:  # nor such calls: one window over all CPU-side and GPU events, numbered -1
         ends = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in CPU_SIDE_CATS]
         gpu_spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in GPU_CATS]
         if ends:
@@ -72,9 +80,10 @@ def step_figures(path: str) -> list[dict[str, float]]:
     for e in events:
         if e.get("cat") in LAUNCH_CATS and "correlation" in (e.get("args") or {}):
             launch_ts[int(e["args"]["correlation"])] = _ns(e["ts"])
+    autotune = autotune_launches(events)  # Inductor's autotuning: compile cost, in no step and not busy
     gpu = []  # (device, start, end, launch ts or None)
     for e in events:
-        if e.get("cat") in GPU_CATS:
+        if e.get("cat") in GPU_CATS and int((e.get("args") or {}).get("correlation", -1)) not in autotune:
             args = e.get("args") or {}
             device = int(args.get("device", e.get("pid", 0)))
             start = _ns(e["ts"])
@@ -114,7 +123,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
         gpu_limited = previous_end is not None and previous_end > cpu_start
         if gpu_limited:
             step_ns = gpu_end - previous_end  # type: ignore[operator]
-        elif previous_end is not None and i + 1 < len(ordered):
+        elif previous_end is not None and i + 1 < len(ordered) and not inferred:
             step_ns = ordered[i + 1][1][0] - cpu_start
         elif earlier_end is not None and gpu_end > cpu_end:  # GPU-limited by the earlier work
             step_ns = gpu_end - max(window_start, earlier_end)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
+from tracelens.analyses.autotune import autotune_mask
 from tracelens.analyses.window import covered_ns, merge_intervals, step_mask
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I8, I32, I64, Bool, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, categorize
@@ -105,10 +106,14 @@ class StepWindows(msgspec.Struct, frozen=True):
 
 @per_trace
 def device_busy_intervals(trace: Trace) -> dict[int, np.ndarray]:
-    """Per device: merged (k, 2) ns intervals when some GPU activity (any stream) ran."""
+    """Per device: merged (k, 2) ns intervals when some GPU activity (any stream) ran, Inductor's autotuning
+    left out (`analyses.autotune`)."""
     gpu = gpu_activity(trace)
+    work = ~autotune_mask(trace)[gpu.row]  # Inductor's autotuning is compile cost, not busy time
     return {
-        int(device): merge_intervals(gpu.ts_ns[gpu.device == device], (gpu.ts_ns + gpu.dur_ns)[gpu.device == device])
+        int(device): merge_intervals(
+            gpu.ts_ns[(gpu.device == device) & work], (gpu.ts_ns + gpu.dur_ns)[(gpu.device == device) & work]
+        )
         for device in distinct_ints(gpu.device).tolist()
     }
 
@@ -122,16 +127,16 @@ def step_windows(trace: Trace) -> StepWindows:
     launched_end = steps.end_ns.astype(np.int64).copy()
     in_step = gpu.step >= 0
     np.maximum.at(launched_end, gpu.step[in_step], end[in_step])
-    if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:  # one whole-trace window covers all GPU work
+    if not steps.per_step and n and gpu.ts_ns.size:  # one whole-trace window covers all GPU work
         launched_end[0] = max(int(launched_end[0]), int(end.max()))
     gpu_end = np.maximum.accumulate(launched_end) if n else launched_end
     previous_end = np.concatenate(([np.iinfo(np.int64).min], gpu_end[:-1])) if n else gpu_end
     start = np.minimum(np.maximum(steps.start_ns, previous_end), gpu_end)
-    if steps.source != "ProfilerStep" and n and gpu.ts_ns.size:
+    if not steps.per_step and n and gpu.ts_ns.size:
         start[0] = min(int(start[0]), int(gpu.ts_ns.min()))
     earlier_end = -1  # when the work launched before the recording that ran into the first step ended
     first_start = int(start[0]) if n else 0  # the first window's start before that work is taken into account
-    if steps.source == "ProfilerStep" and n and gpu.ts_ns.size:
+    if steps.per_step and n and gpu.ts_ns.size:
         start[0], earlier_end = _earlier_work(gpu, end, int(steps.start_ns[0]), int(start[0]))
         start[0] = min(int(start[0]), int(gpu_end[0]))
     busy = device_busy_intervals(trace)
@@ -141,6 +146,8 @@ def step_windows(trace: Trace) -> StepWindows:
     gpu_limited = previous_end > steps.start_ns
     gpu_limited[:1] = False
     next_start = np.concatenate((steps.start_ns[1:], [-1])) if n else steps.start_ns
+    if steps.source == "inferred":  # a call's step is the call: the time until the next call is not its period
+        next_start = np.full_like(next_start, -1)
     period = np.where(
         gpu_limited,
         gpu_end - previous_end,

@@ -76,7 +76,9 @@ class Variant(msgspec.Struct, frozen=True):
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
     shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, on sweep traces (else empty)
-    step_source: str = "ProfilerStep"  # "whole_trace": no ProfilerStep, so no per-step claims (docs/shapes.md)
+    # "inferred" (steps from repeated calls, model.steps.infer_steps) or "whole_trace" (no steps: no per-step
+    # claims, docs/shapes.md)
+    step_source: str = "ProfilerStep"
 
 
 class Comparison(msgspec.Struct, frozen=True):
@@ -120,14 +122,14 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     if len(variants) < 2:
         return []
     out = []
-    whole = sorted(v.name for v in variants if v.step_source != "ProfilerStep")
+    whole = sorted(v.name for v in variants if v.step_source == "whole_trace")
     if whole:
         out.append(
             f"no ProfilerStep in {', '.join(whole)}: whole-trace figures, left out of every "
             "per-step comparison below (docs/shapes.md)"
         )
-    stepped = [v for v in variants if v.step_source == "ProfilerStep"]
-    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source == "ProfilerStep"]
+    stepped = [v for v in variants if v.step_source != "whole_trace"]
+    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source != "whole_trace"]
     variants = stepped
     if len(variants) < 2:
         return out

@@ -10,7 +10,8 @@ Compiles: compile-phase spans (`COMPILE_SPAN`) merged per thread; each cluster b
 `frame/recompile` — the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
 region that thread enters after it (Dynamo compiles a frame, then runs it), else the latest region entered
 before it on any thread (a lazily compiled backward, on the autograd thread). `compiles` has one entry per id,
-with its compile time and the step where it started.
+with its compile time and the step where it started (with inferred steps, which are the calls only, a compile
+that started between calls belongs to the next call: the one it compiled for).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from tracelens.analyses.autotune import Autotune, autotune_of
 from tracelens.analyses.codes import (
     name_codes_at,
     name_mask,
@@ -96,6 +98,8 @@ class Compiled(msgspec.Struct, frozen=True):
     steady_steps: list[int] = msgspec.field(default_factory=list)  # the steps the steady-state figures come from
     # the part of `cache_lookup_us_per_step` outside every compiled region (a nested compiled call looks up inside)
     cache_lookup_outside_us_per_step: float = 0.0
+    # Inductor's autotuning in the whole trace (compile cost, in no step: analyses/autotune.py); None: none
+    autotune: Autotune | None = None
 
 
 @per_trace
@@ -150,8 +154,9 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
         graph_replays=_graph_replays(trace, steady, n),
         note="",
         compiles=compiles,
-        steady_steps=list(steady.step_numbers) if trace.steps.source == "ProfilerStep" else [],
+        steady_steps=list(steady.step_numbers) if trace.steps.per_step else [],
         cache_lookup_outside_us_per_step=_r(_outside_regions(trace, lookup, self_ns) / NS_PER_US / n),
+        autotune=autotune_of(trace),
     )
     return _with_note(result, trace)
 
@@ -179,7 +184,7 @@ def _exclusions(trace: Trace, window: Window, spans: np.ndarray) -> tuple[list[i
     if spans.shape[0] == 0:
         return [], none
     chosen = window.step_indices
-    if steps.source == "ProfilerStep" and chosen.size:
+    if steps.per_step and chosen.size:
         hit = overlaps_intervals(steps.start_ns[chosen], steps.end_ns[chosen], spans)
         if hit.any():
             last_compile_end = int(spans[:, 1].max())
@@ -233,7 +238,9 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
     for slot, durations in by_id.items():
         at = first_start[slot]
         index = int(np.searchsorted(steps.start_ns, at, side="right")) - 1
-        in_step = steps.source == "ProfilerStep" and index >= 0 and at < int(steps.end_ns[index])
+        in_step = steps.per_step and index >= 0 and at < int(steps.end_ns[index])
+        if steps.source == "inferred" and not in_step and index + 1 < len(steps):
+            index, in_step = index + 1, True  # between calls: Dynamo compiles a frame, then runs it (the next call)
         result.append(
             CompileEvent(
                 id=None if slot is None or slot.startswith("?") else slot,

@@ -56,6 +56,7 @@ class TraceFacts(msgspec.Struct, frozen=True):
     unattributed_gpu_activities: int
     launches_linked_by_external_id: int
     launches_linked_by_containment: int
+    steps_inferred_from: str = ""  # step_source "inferred": what the steps are ("Torch-Compiled Region calls")
 
 
 STEP_FIGURE_KEYS = (
@@ -171,9 +172,9 @@ def _empty_reason(trace: Trace, window: Window) -> str | None:
     if window.n_steps:
         return None
     steps = trace.steps
-    if steps.source == "ProfilerStep" and len(steps):
+    if steps.per_step and len(steps):
         cut = " (the trace is cut off)" if trace.truncation.truncated else ""
-        return f"no complete step: {len(steps)} ProfilerStep(s) in the trace, none complete{cut}"
+        return f"no complete step: {len(steps)} step(s) ({steps.label}) in the trace, none complete{cut}"
     return "no step to analyze: the trace has no CPU events"
 
 
@@ -427,8 +428,9 @@ def _facts(trace: Trace) -> TraceFacts:
         events_by_kind=by_kind,
         span_us=round(span_ns / NS_PER_US, 3),
         uncompressed_bytes=trace.uncompressed_bytes,
-        steps_in_trace=len(trace.steps) if trace.steps.source == "ProfilerStep" else 0,
+        steps_in_trace=len(trace.steps) if trace.steps.per_step else 0,
         step_source=trace.steps.source,
+        steps_inferred_from=trace.steps.inferred_from,
         truncated=trace.truncation.truncated,
         unattributed_gpu_activities=int((gpu_activity(trace).launch < 0).sum()),
         launches_linked_by_external_id=trace.links.op_by_external_id,

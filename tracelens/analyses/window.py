@@ -23,15 +23,15 @@ class Window(msgspec.Struct, frozen=True):
 
 
 def select_window(trace: Trace, step: int | None = None) -> Window:
-    """Complete steps by default; `step` picks one ProfilerStep number (error if absent)."""
+    """Complete steps by default; `step` picks one step number (ProfilerStep or inferred; error if absent)."""
     steps = trace.steps
     if step is not None:
         index = trace.step_index(step)
-        if index is None or steps.source != "ProfilerStep":
+        if index is None or not steps.per_step:
             available = (
-                f"steps are {int(steps.number.min())}..{int(steps.number.max())}"
-                if steps.source == "ProfilerStep"
-                else "the trace has no ProfilerStep annotations"
+                f"steps ({steps.label}) are {int(steps.number.min())}..{int(steps.number.max())}"
+                if steps.per_step
+                else "the trace has no ProfilerStep annotations and no repeated calls to infer steps from"
             )
             raise TracelensError(f"no step {step} in {trace.path}; {available}")
         chosen = np.array([index], dtype=np.int32)

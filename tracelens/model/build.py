@@ -7,13 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from tracelens.model.cuda_graphs import attribute_replays
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, EventTable, Kind, kind_mask
 from tracelens.model.linking import link
 from tracelens.model.memory import CounterTable, MemoryTable, enclosing_ops
 from tracelens.model.nesting import clip_unreturned_frames, nest_ordered
-from tracelens.model.steps import assign_steps, empty_steps, exclude_lossy_steps, find_steps, oversized_step_names
+from tracelens.model.steps import (
+    assign_steps,
+    autotune_rows,
+    empty_steps,
+    exclude_lossy_steps,
+    find_steps,
+    oversized_step_names,
+)
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 from tracelens.records import replace
 
@@ -57,6 +65,9 @@ def build_trace(columns: Columns) -> Trace:
     if empty:
         notes.append(f"{empty:,} ProfilerStep range(s) of zero length were left out of the steps (they hold no work)")
     step = assign_steps(table, steps, launch)
+    autotune = autotune_rows(table, parent, launch)
+    if autotune.any():  # Inductor's autotuning is compile cost: no step owns it (analyses/autotune.py shows it)
+        step = np.where(autotune, -1, step).astype(np.int32)
     if truncated and columns.source_rows is not None:
         gpu_run = columns.meta.raw.get("deviceProperties") != []  # kineto writes [] on CPU-only runs
         steps = exclude_lossy_steps(table, steps, step, launch, op, columns.source_rows, expect_gpu=gpu_run)
@@ -122,7 +133,8 @@ def trace_warnings(trace: Trace, notes: list[str]) -> list[str]:
         if not trace.truncation.truncated:  # else the truncation warning says it
             warnings.append("no ProfilerStep annotations: the whole trace is analyzed as one window")
     elif not trace.steps.complete.any():
-        warnings.append("no complete ProfilerStep: per-step figures are empty")
+        what = "ProfilerStep" if trace.steps.source == "ProfilerStep" else f"step ({trace.steps.label})"
+        warnings.append(f"no complete {what}: per-step figures are empty")
     if kind.size and not (kind == Kind.CPU_OP).any():
         warnings.append("no CPU ops in the trace: launches cannot be attributed to ops")
     return warnings
@@ -149,7 +161,7 @@ def _truncation_warning(trace: Trace) -> str:
         f"the file and everything written after the cut are lost; the incomplete last event, "
         f"{trace.truncation.dropped_tail_bytes:,} bytes, was dropped)"
     )
-    if steps.source != "ProfilerStep":
+    if not steps.per_step:
         return (
             text + "; without ProfilerStep annotations the events before the cut form one incomplete window, so "
             "per-step figures are empty"

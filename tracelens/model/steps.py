@@ -1,8 +1,11 @@
-"""Steps from `ProfilerStep#N` annotations, and assigning events to them.
+"""Steps from `ProfilerStep#N` annotations (or inferred from repeated calls), and assigning events to them.
 
 A step owns the CPU events that start inside its CPU span (any thread) and the GPU activity whose launch
-starts inside it. GPU activity without a launch in the trace belongs to no step. A trace without
-ProfilerStep annotations is one whole-trace window.
+starts inside it. GPU activity without a launch in the trace belongs to no step; neither does Inductor's
+autotuning (`autotune_rows`: compile cost, not workload). A trace without ProfilerStep annotations has
+steps inferred from its repeated torch.compile calls (`infer_steps`: each outermost
+`Torch-Compiled Region: f/r` call is one step, when there are at least two), else it is one whole-trace
+window, on which no per-step claim is made (docs/definitions.md#inferred-steps).
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ from tracelens.model.trace import StepTable
 _native = native.module()  # None: numpy assigns steps (same steps)
 _IS_CPU = kind_table(CPU_KINDS, np.uint8)
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+REGION_CALL = re.compile(r"^Torch-Compiled Region: \d+/\d+$")
+INFERRED_FROM = "Torch-Compiled Region calls"
+# Inductor's autotuning (docs/definitions.md#autotuning): the ranges it benchmarks candidate kernels in, and the
+# op name it launches template benchmark kernels under
+AUTOTUNE_RANGE = re.compile(
+    r"^(mm_template_autotuning|CachingAutotuner\.(benchmark_all_configs|coordinate_descent_tuning)|"
+    r"benchmark_fused_nodes|benchmark_codegened_module)( \(dynamo_timed\))?$|^Placeholder\.DESCRIPTIVE_NAME$"
+)
+MIN_INFERRED_STEPS = 2
 WHOLE_TRACE = -1
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
 
@@ -60,14 +72,15 @@ def oversized_step_names(names: tuple[str, ...]) -> list[str]:
 def find_steps(events: EventTable, truncated: bool) -> StepTable:
     """Steps sorted by start. The last step of a truncated trace, or one running past the last CPU event,
     is marked incomplete; so is the one whole-trace window of a truncated trace without steps (what followed
-    the cut is unknown)."""
+    the cut is unknown). Without ProfilerStep annotations: `infer_steps`, failing that the whole trace."""
     by_code = step_numbers_by_code(events.names)
     cpu = kind_mask(events.kind, CPU_KINDS)
     codes = np.fromiter(by_code, dtype=np.int32, count=len(by_code))
     is_step = cpu & np.isin(events.name, codes) & (events.kind != Kind.RUNTIME)
     rows = np.flatnonzero(is_step)
     if rows.size == 0:
-        return _whole_trace(events, cpu, complete=not truncated)
+        inferred = infer_steps(events, truncated)
+        return inferred if inferred is not None else _whole_trace(events, cpu, complete=not truncated)
     numbers = np.array([by_code[int(c)] for c in events.name[rows]], dtype=np.int64)
     unique, inverse = np.unique(numbers, return_inverse=True)
     start = np.full(unique.size, np.iinfo(np.int64).max, dtype=np.int64)
@@ -86,6 +99,59 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
     if truncated:
         complete[-1] = False
     return StepTable(unique.astype(np.int64), start, end, complete, "ProfilerStep")
+
+
+def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
+    """Steps of a trace without ProfilerStep: one per outermost `Torch-Compiled Region: f/r` call (a cpu_op
+    or user_annotation not inside another such call on its thread), numbered 1, 2, ... in start order, each
+    spanning its call; None when fewer than `MIN_INFERRED_STEPS` calls have a length. A call that runs past
+    the last CPU event, or the last call of a truncated trace, is incomplete."""
+    codes = np.array([c for c, name in enumerate(events.names) if REGION_CALL.match(name)], dtype=np.int32)
+    if codes.size == 0:
+        return None
+    calls = kind_mask(events.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & np.isin(events.name, codes)
+    rows = np.flatnonzero(calls & (events.dur_ns > 0))
+    rows = rows[np.lexsort((-events.dur_ns[rows], events.ts_ns[rows], events.track[rows]))]
+    keep = np.zeros(rows.size, dtype=bool)
+    reach: dict[int, int] = {}  # per track: the end of the outermost call seen so far
+    for i, row in enumerate(rows.tolist()):
+        track, start, end = int(events.track[row]), int(events.ts_ns[row]), int(events.ts_ns[row] + events.dur_ns[row])
+        if start >= reach.get(track, np.iinfo(np.int64).min):
+            keep[i] = True
+            reach[track] = end
+    rows = rows[keep]
+    if rows.size < MIN_INFERRED_STEPS:
+        return None
+    rows = rows[np.argsort(events.ts_ns[rows], kind="stable")]
+    start_ns = events.ts_ns[rows].astype(np.int64)
+    end_ns = (events.ts_ns[rows] + events.dur_ns[rows]).astype(np.int64)
+    cpu = kind_mask(events.kind, CPU_KINDS)
+    complete = end_ns <= int((events.ts_ns[cpu] + events.dur_ns[cpu]).max())
+    if truncated:
+        complete[-1] = False
+    number = np.arange(1, rows.size + 1, dtype=np.int64)
+    return StepTable(number, start_ns, end_ns, complete, "inferred", INFERRED_FROM)
+
+
+def autotune_rows(events: EventTable, parent: I32, launch: I32) -> np.ndarray:
+    """Mask of Inductor's autotuning work: CPU events inside (or being) an `AUTOTUNE_RANGE` on their thread,
+    the runtime calls among them, and the GPU activity those calls launched (benchmark kernels, the L2-flush
+    fills between them, their inputs' random fills). Compile cost: it belongs to no step."""
+    codes = np.array([c for c, name in enumerate(events.names) if AUTOTUNE_RANGE.match(name)], dtype=np.int32)
+    inside = np.zeros(len(events), dtype=bool)
+    if codes.size == 0:
+        return inside
+    inside = kind_mask(events.kind, CPU_KINDS) & np.isin(events.name, codes)
+    if not inside.any():
+        return inside
+    ancestor = parent.astype(np.int64)
+    while (ancestor >= 0).any():  # pointer doubling: after k rounds, 2**k ancestors up are seen
+        up = ancestor >= 0
+        inside[up] |= inside[ancestor[up]]
+        ancestor[up] = ancestor[ancestor[up]]
+    gpu = launch >= 0
+    inside[gpu] = inside[launch[gpu]]
+    return inside
 
 
 def empty_steps(events: EventTable) -> int:

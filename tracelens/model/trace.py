@@ -91,13 +91,27 @@ class Links(msgspec.Struct, frozen=True):
 
 
 class StepTable(msgspec.Struct, frozen=True):
-    """Profiler steps (`ProfilerStep#N`), or one whole-trace window when the trace has none."""
+    """Profiler steps (`ProfilerStep#N`), steps inferred from repeated calls (`model.steps.infer_steps`), or one
+    whole-trace window when the trace has neither."""
 
     number: I64
     start_ns: I64
     end_ns: I64
     complete: Bool
-    source: str  # "ProfilerStep" or "whole_trace"
+    source: str  # "ProfilerStep", "inferred" (from `inferred_from`) or "whole_trace"
+    inferred_from: str = ""  # what inferred steps are, e.g. "Torch-Compiled Region calls"; "" otherwise
+
+    @property
+    def per_step(self) -> bool:
+        """Whether these are steps (ProfilerStep or inferred) that per-step figures may be claimed over."""
+        return self.source != "whole_trace"
+
+    @property
+    def label(self) -> str:
+        """How the steps were found, for output: "ProfilerStep", "inferred from ..." or "whole trace"."""
+        if self.source == "inferred":
+            return f"inferred from {self.inferred_from}"
+        return "whole trace" if self.source == "whole_trace" else self.source
 
     def __len__(self) -> int:
         return int(self.number.shape[0])

@@ -154,7 +154,7 @@ def _variants_table(result: Comparison) -> Table:
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
-        whole = v.step_source != "ProfilerStep"
+        whole = v.step_source == "whole_trace"
         table.add_row(
             f"{v.name} (whole trace)" if whole else v.name,
             _optional_count(p.kernels),

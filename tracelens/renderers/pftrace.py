@@ -252,7 +252,7 @@ def _step_slices(trace: Trace, tracks: _Tracks, slices: _Slices, offset_ns: int,
     """Each step's CPU range (`ProfilerStep`) and the span of the GPU work it launched (first start to last end
     of the GPU activities whose launching call lies in the step) on tracks of their own."""
     steps = trace.steps
-    if not len(steps) or steps.source != "ProfilerStep":
+    if not len(steps) or not steps.per_step:
         return
     gpu = gpu_activity(trace)
     cpu_track = tracks.get(("steps", "cpu"), "steps (CPU range)", root)

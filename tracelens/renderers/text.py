@@ -101,6 +101,8 @@ def facts_table(facts: TraceFacts) -> Table:
     steps = (
         f"{facts.steps_in_trace} ProfilerSteps"
         if facts.step_source == "ProfilerStep"
+        else f"no ProfilerStep: {facts.steps_in_trace} steps inferred from {facts.steps_inferred_from}"
+        if facts.step_source == "inferred"
         else "no ProfilerStep: one whole-trace window"
     )
     table.add_row("steps", steps)
@@ -148,7 +150,13 @@ def per_step_table(summary: Summary) -> Table:
     if summary.empty_reason:
         window = f"— {summary.empty_reason}"
     median = "; median = median over them" if several and not whole_trace and not summary.empty_reason else ""
-    table = Table(title=f"Per step ({window}{median})", title_justify="left", caption=STEP_LEGEND)
+    legend = STEP_LEGEND
+    if summary.facts.step_source == "inferred":  # the steps are calls: say so where the legend names the range
+        legend = legend.replace(
+            "of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace)",
+            f"of the step's call (no ProfilerStep: steps inferred from {summary.facts.steps_inferred_from})",
+        ).replace("CPU start to CPU start when the CPU is", "its GPU window when the CPU is")
+    table = Table(title=f"Per step ({window}{median})", title_justify="left", caption=legend)
     table.add_column("step", justify="right")
     for column in STEP_COLUMNS:
         table.add_column(column, justify="right")

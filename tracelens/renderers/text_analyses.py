@@ -255,6 +255,14 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
     parts: Parts = []
     if compiled.note:
         parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
+    if compiled.autotune is not None:
+        a = compiled.autotune
+        parts.append(
+            safe_text(
+                f"Autotuning (compile cost, in no step): {a.kernels:,} benchmark kernels, of which "
+                f"{a.l2_flush_fills:,} L2-flush fills; {a.gpu_us:,.1f} GPU µs in all ({a.l2_flush_gpu_us:,.1f} fills)"
+            )
+        )
     if compiled.regions:
         inside = sum(r.overhead_us_per_step for r in compiled.regions)
         outside = compiled.overhead_us_per_step - inside

@@ -493,7 +493,7 @@ def _lay_out_figure(
     steps = trace.steps
     buttons = [{"label": "whole trace", "method": "relayout", "args": [{"xaxis.autorange": True}]}]
     for index in range(min(len(steps), MAX_STEP_BUTTONS)):
-        label = f"step {int(steps.number[index])}" if steps.source == "ProfilerStep" else "trace window"
+        label = f"step {int(steps.number[index])}" if steps.per_step else "trace window"
         buttons.append({"label": label, "method": "relayout", "args": [{"xaxis.range": _step_range(trace, index)}]})
     xaxis: dict[str, object] = {"title": {"text": "time since trace start (µs)"}, "showgrid": True}
     if focus is not None and len(steps) > 1:
