@@ -135,3 +135,31 @@ def test_timeline_on_the_first_screen(tmp_path: Path) -> None:
             " document.getElementById('overview').getBoundingClientRect().top]"
         )
     assert overview < top < 700, (overview, top)
+
+
+LLAMA_TRAIN = ROOT / "traces" / "h200" / "record" / "hf_llama_train.json.gz"
+LANE_LABELS = """() => {
+  const ya = document.getElementById('chart-timeline')._fullLayout.yaxis;
+  return Array.from(ya.ticktext, String);
+}"""
+
+
+def test_lanes_are_labelled_with_thread_names(tmp_path: Path) -> None:
+    """The CPU lanes carry the thread names of the trace's metadata events (`pt_autograd_0 (529)` for the autograd
+    thread of the HF Llama training step), as the stdlib reading of them gives (tests/independent/thread_names.py)."""
+    from tests.independent import thread_names
+
+    named = {
+        f"{thread_names.short(thread, tid)} ({tid})"
+        for (pid, tid), (thread, _) in thread_names.names(str(LLAMA_TRAIN)).items()
+        if thread
+    }
+    assert "pt_autograd_0 (529)" in named
+    report = tmp_path / "report.html"
+    write_report([LLAMA_TRAIN], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        ticks = page.evaluate(LANE_LABELS)
+        assert not errors and not requests
+    assert named <= set(ticks), (named, ticks)
+    assert not [t for t in ticks if t.startswith("CPU 469/")]  # no pid/tid label left for a named thread
