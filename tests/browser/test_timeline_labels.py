@@ -163,3 +163,35 @@ def test_lanes_are_labelled_with_thread_names(tmp_path: Path) -> None:
         assert not errors and not requests
     assert named <= set(ticks), (named, ticks)
     assert not [t for t in ticks if t.startswith("CPU 469/")]  # no pid/tid label left for a named thread
+
+
+HOVERS = """() => {
+  const o = document.getElementById('chart-timeline')._tlOriginals;
+  const area = document.createElement('textarea');
+  const out = [];
+  o.groups.forEach(g => (g.text || []).forEach(t => {
+    area.innerHTML = t.split('<br>').join('');
+    out.push(area.value);
+  }));
+  return out;
+}"""
+
+
+def test_kernel_hovers_give_the_full_name(tmp_path: Path) -> None:
+    """Each of step 3's kernels (names read from the raw JSON) has a hover that holds its full name, though the
+    page stores each distinct name once (the hover's title is the short name)."""
+    kernels = _step_kernels(3)
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    html = report.read_text()
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 3")
+        page.wait_for_timeout(200)
+        hovers = page.evaluate(HOVERS)
+        assert not errors and not requests
+    long = [name for name, _ in kernels if len(name) > 60]
+    assert long  # the eager MLP's GEMMs have long templated names
+    for name in long:
+        assert any(name in text for text in hovers), name
+        assert html.count(name[:60].replace("<", "&lt;").replace(">", "&gt;")) <= 2  # once (plus the kernel table)
