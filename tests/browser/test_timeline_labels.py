@@ -195,3 +195,38 @@ def test_kernel_hovers_give_the_full_name(tmp_path: Path) -> None:
     for name in long:
         assert any(name in text for text in hovers), name
         assert html.count(name[:60].replace("<", "&lt;").replace(">", "&gt;")) <= 2  # once (plus the kernel table)
+
+
+CLICK_FINDING = """(text) => {
+  const gd = document.getElementById('chart-timeline');
+  const before = gd._fullLayout.xaxis.range.slice();
+  const button = Array.from(document.querySelectorAll('button.tl-zoom')).find(b => b.textContent.includes(text));
+  if (!button) return null;
+  button.click();
+  return new Promise(resolve => setTimeout(() => resolve({before: before,
+    after: gd._fullLayout.xaxis.range.slice(), hint: button.nextElementSibling.textContent}), 300));
+}"""
+
+
+def test_a_finding_link_zooms_the_timeline_to_its_kernels(tmp_path: Path) -> None:
+    """The eager MLP's fusion finding (GELU → multiply): its button narrows the timeline's x range to one that holds
+    a GELU kernel and a multiply kernel (read from the raw JSON) whole, and names the Perfetto slice to search."""
+    raw = [e for e in rawtrace.events(EAGER_MLP) if isinstance(e.get("ts"), (int, float))]
+    origin = math.floor(min(float(e["ts"]) for e in raw))
+    kernels = [
+        (str(e["name"]), float(e["ts"]) - origin, float(e["ts"]) - origin + float(e["dur"]))
+        for e in raw
+        if e.get("cat") == "kernel"
+    ]
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        result = page.evaluate(CLICK_FINDING, "fusion #1")
+        assert not errors and not requests
+    assert result is not None, "no button for fusion #1"
+    (x0, x1), (b0, b1) = result["after"], result["before"]
+    assert x1 - x0 < (b1 - b0) / 2  # zoomed in
+    inside = [name for name, start, end in kernels if x0 <= start and end <= x1]
+    assert any("Gelu" in name for name in inside) and any("MulFunctor" in name for name in inside), inside
+    assert "fuse #1:" in result["hint"]

@@ -101,9 +101,24 @@ def _panel(panel: Panel) -> str:
         body = chart_div(panel.figure, f"chart-{panel.id}")
     elif panel.table is not None:
         body = _table(panel.table)
+    body += _links(panel)
     if panel.folded:
         return f"{head}<details><summary>{_esc(panel.folded)}</summary>{note}{body}</details></div>"
     return f"{head}{note}{body}</div>"
+
+
+def _links(panel: Panel) -> str:
+    """The panel's finding links: a button per finding that zooms the timeline to it (the page's click handler
+    on `.tl-zoom`), and its Perfetto hint."""
+    if not panel.links:
+        return ""
+    items = "".join(
+        f'<li><button type="button" class="tl-zoom" data-chart="chart-{_esc(panel.id)}" data-x0="{link.x0_us!r}"'
+        f' data-x1="{link.x1_us!r}">show: {_esc(link.label)}</button> <span class="note">{_esc(link.perfetto)}</span>'
+        "</li>"
+        for link in panel.links
+    )
+    return f'<p class="note">Findings on the timeline:</p><ul class="finding-links">{items}</ul>'
 
 
 def chart_div(figure: go.Figure, div_id: str) -> str:
@@ -208,6 +223,14 @@ function tlOriginals(gd) {
   });
   return o;
 }
+document.addEventListener("click", function (ev) {  // a finding's button: zoom its timeline to the finding
+  var b = ev.target.closest && ev.target.closest(".tl-zoom");
+  if (!b) return;
+  var gd = document.getElementById(b.dataset.chart);
+  if (!gd) return;
+  gd.scrollIntoView({block: "center"});
+  Plotly.relayout(gd, {"xaxis.range": [+b.dataset.x0, +b.dataset.x1]});
+});
 function tlLod(gd) {
   var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
   if (!o.groups.length) return;

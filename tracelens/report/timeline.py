@@ -31,7 +31,7 @@ from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
-from tracelens.report.document import Panel, chart_text
+from tracelens.report.document import FindingLink, Panel, chart_text
 from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 from tracelens.units import NS_PER_US
@@ -666,4 +666,33 @@ def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
             for row, name, stream in zip(rows, names, streams, strict=True):
                 if stream == opportunity.stream and name in members:
                     out.setdefault(int(row), []).append(text)
+    return out
+
+
+def finding_links(trace: Trace, gpu: Any, report: AnalysisReport, focus_step: int | None = None) -> list[FindingLink]:
+    """A zoom for each finding that names kernels (`findings_by_row`): the critical path and each fusion or
+    GEMM-epilogue opportunity; the range of its kernels in the timeline's drawn step (all its kernels when none
+    is in that step), widened by a tenth of its width on each side (at least 2 µs), in the timeline's µs. The
+    Perfetto hint names the `.pftrace` track or slice (`renderers/pftrace.py`, `renderers/perfetto.py`)."""
+    by_finding: dict[str, list[int]] = {}
+    for row, notes in findings_by_row(gpu, report).items():
+        for note in notes:
+            by_finding.setdefault(note, []).append(row)
+    focus = focus_step_index(trace, focus_step)
+    ev = trace.events
+    out = []
+    for note, rows in by_finding.items():
+        picked = np.array(sorted(rows), dtype=np.int64)
+        in_step = picked[trace.links.step[picked] == focus] if focus is not None else picked[:0]
+        if in_step.size:
+            picked = in_step
+        start_us = float(ev.ts_ns[picked].min()) / NS_PER_US
+        end_us = float((ev.ts_ns[picked] + ev.dur_ns[picked]).max()) / NS_PER_US
+        pad = max((end_us - start_us) / 10, 2.0)
+        if note.startswith("critical path"):
+            hint = "in Perfetto: the 'critical path' track under 'tracelens'"
+        else:
+            rank = note.split(":", 1)[0].split("#", 1)[-1]
+            hint = f"in Perfetto: search 'fuse #{rank}:' (track 'fusion opportunities' under 'tracelens')"
+        out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
     return out
