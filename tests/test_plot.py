@@ -14,6 +14,7 @@ import tracelens
 from tests.conftest import recorded_trace
 from tests.test_check_builders import write_eager
 from tracelens.renderers.page import build_report
+from tracelens.report.timeline import bake_page_hovers
 
 PANELS = {
     "gpu-by-category": tracelens.plot.gpu_time_by_category,
@@ -53,7 +54,7 @@ def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.Analysi
     panel = build_report([(trace, report)]).panel("timeline")
     assert panel.figure is not None
     figure = tracelens.plot.timeline(trace)
-    assert untitled(figure) == untitled(panel.figure)
+    assert untitled(figure) == untitled(bake_page_hovers(panel.figure))  # the hovers the page's script shows
     assert len(figure.data) == len(panel.figure.data) > 0
 
 

@@ -14,6 +14,7 @@ import tracelens
 from tests import rawtrace
 from tracelens.analyses import analyze
 from tracelens.renderers.page import build_report
+from tracelens.report.timeline import page_hovers
 
 EAGER_MLP = Path("traces/h200/eager_mlp.json.gz")
 # six steps on 8 GPUs with the GPU behind the CPU: step 1009's GPU work ends 57 ms after its CPU range
@@ -84,7 +85,12 @@ def test_kernel_hover_names_its_findings() -> None:
     trace = tracelens.load(EAGER_MLP)
     figure = build_report([(trace, analyze(trace))]).panel("timeline").figure
     assert figure is not None
-    hovers = [text for t in figure.data if t.meta and t.meta.get("lod") == "hover" for text in t.text]
+    hovers = [
+        text
+        for t in figure.data
+        if t.meta and t.meta.get("lod") == "hover"
+        for text in page_hovers(t.text, t.meta.get("names"), t.customdata)
+    ]
     raw = [e for e in rawtrace.events(EAGER_MLP) if e.get("cat") == "kernel"]
     elementwise = [e for e in raw if "Gelu" in e["name"] or "MulFunctor" in e["name"]]
     assert len(elementwise) == 10

@@ -436,20 +436,21 @@ static int memory_ints(PyObject *args, PyObject *args_type, const Py_ssize_t *of
     return 0;
 }
 
-/* memory_columns(events, instant_types, args_type, memory_name, counter_type): the instant events (of a type in
+/* memory_columns(events, instant_types, args_type, memory_name, counter_type, meta_type): the instant events (of a type in
    the tuple `instant_types`, whose field slots must be those of its first type) named `memory_name`
    with a usable `ts`, as (ts float64 bytearray, (bytes, total_allocated, total_reserved, device_id, device_type,
    addr) int64 bytearrays, (pid, tid) pair codes int64 bytearray, the pairs in order of first appearance,
-   whether any event is of `counter_type`). TypeError for anything the Python path would read differently. */
+   whether any event is of `counter_type`, whether any is of `meta_type`: the `ph: "M"` events, read by Python from
+   the chunks that have one). TypeError for anything the Python path would read differently. */
 static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 5 || !PyList_CheckExact(argv[0]) || !PyTuple_CheckExact(argv[1]) || PyTuple_GET_SIZE(argv[1]) < 1 ||
-        !PyType_Check(argv[2]) || !PyUnicode_CheckExact(argv[3]) || !PyType_Check(argv[4])) {
-        PyErr_SetString(PyExc_TypeError, "memory_columns(list, tuple of types, type, str, type)");
+    if (argc != 6 || !PyList_CheckExact(argv[0]) || !PyTuple_CheckExact(argv[1]) || PyTuple_GET_SIZE(argv[1]) < 1 ||
+        !PyType_Check(argv[2]) || !PyUnicode_CheckExact(argv[3]) || !PyType_Check(argv[4]) || !PyType_Check(argv[5])) {
+        PyErr_SetString(PyExc_TypeError, "memory_columns(list, tuple of types, type, str, type, type)");
         return NULL;
     }
     PyObject *events = argv[0], *instant_types = argv[1], *args_type = argv[2], *marker = argv[3];
-    PyObject *counter_type = argv[4];
+    PyObject *counter_type = argv[4], *meta_type = argv[5];
     Py_ssize_t n_types = PyTuple_GET_SIZE(instant_types);
     Py_ssize_t offsets[N_INSTANT_FIELDS], arg_offsets[N_MEMORY_FIELDS];
     for (Py_ssize_t t = 0; t < n_types; t++) {
@@ -472,7 +473,7 @@ static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssiz
         if (slot_offset(args_type, MEMORY_FIELDS[f], &arg_offsets[f]) < 0) return NULL;
 
     Py_ssize_t n = PyList_GET_SIZE(events), kept = 0;
-    int has_counters = 0;
+    int has_counters = 0, has_meta = 0;
     PyObject *result = NULL, *lookup = PyDict_New(), *pairs = PyList_New(0);
     PyObject *buffers[2 + N_MEMORY_FIELDS] = {NULL};
     double *ts;
@@ -492,6 +493,7 @@ static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssiz
         for (Py_ssize_t t = 0; t < n_types && !instant; t++) instant = type == PyTuple_GET_ITEM(instant_types, t);
         if (!instant) {
             has_counters |= type == counter_type;
+            has_meta |= type == meta_type;
             continue;
         }
         PyObject *name = SLOT(event, offsets[M_NAME]), *pid = SLOT(event, offsets[M_PID]);
@@ -535,7 +537,8 @@ static PyObject *memory_columns(PyObject *module, PyObject *const *argv, Py_ssiz
             Py_INCREF(buffers[2 + f]);
             PyTuple_SET_ITEM(int_columns, f, buffers[2 + f]);
         }
-        result = Py_BuildValue("(ONOOO)", buffers[0], int_columns, buffers[1], pairs, has_counters ? Py_True : Py_False);
+        result = Py_BuildValue("(ONOOOO)", buffers[0], int_columns, buffers[1], pairs, has_counters ? Py_True : Py_False,
+                               has_meta ? Py_True : Py_False);
     }
 done:
     Py_XDECREF(lookup);

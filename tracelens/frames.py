@@ -136,7 +136,7 @@ def ops_frame(trace: Trace) -> pd.DataFrame:
             "name": _text(ev.names_at(rows)),
             "parent": _text(ev.names_at(links.parent[rows])),
             "depth": _ints(links.depth[rows]),
-            "thread": _text([trace.tracks.label(int(t)) for t in ev.track[rows]]),
+            "thread": _text(_track_labels(trace)[ev.track[rows]].tolist()),
             "start_us": start,
             "dur_us": dur,
             "end_us": start + dur,
@@ -223,3 +223,8 @@ def _figure_column(key: str, values: list[float]) -> pd.array | np.ndarray:
     if key in COUNT_KEYS:
         return pd.array([round(v) for v in values], dtype="Int64")
     return np.asarray(values, dtype=np.float64)
+
+
+def _track_labels(trace: Trace) -> np.ndarray:
+    """Each track's label (`TrackTable.label`: the thread's name where the trace gives one), by track index."""
+    return np.array([trace.tracks.label(t) for t in range(len(trace.tracks))] or [""], dtype=object)

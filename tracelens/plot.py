@@ -45,7 +45,7 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     from tracelens.analyses import analyze
     from tracelens.analyses.critical_path import CriticalPath
     from tracelens.analyses.summary import gpu_activity_frame
-    from tracelens.report.timeline import MAX_SLICES, findings_by_row, timeline_panel
+    from tracelens.report.timeline import MAX_SLICES, bake_page_hovers, findings_by_row, timeline_panel
 
     budget = MAX_SLICES if max_slices is None else max_slices
     report = analyze(trace, step=focus_step)
@@ -53,7 +53,9 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     rows = path.path_rows if path is not None else None
     gpu = gpu_activity_frame(trace)
     notes = findings_by_row(gpu, report)
-    return _figure(timeline_panel(trace, gpu, budget, focus_step, highlight_rows=rows, row_notes=notes))
+    return bake_page_hovers(
+        _figure(timeline_panel(trace, gpu, budget, focus_step, highlight_rows=rows, row_notes=notes))
+    )
 
 
 def gpu_time_by_category(source: Trace | AnalysisReport) -> go.Figure:

@@ -135,3 +135,98 @@ def test_timeline_on_the_first_screen(tmp_path: Path) -> None:
             " document.getElementById('overview').getBoundingClientRect().top]"
         )
     assert overview < top < 700, (overview, top)
+
+
+LLAMA_TRAIN = ROOT / "traces" / "h200" / "record" / "hf_llama_train.json.gz"
+LANE_LABELS = """() => {
+  const ya = document.getElementById('chart-timeline')._fullLayout.yaxis;
+  return Array.from(ya.ticktext, String);
+}"""
+
+
+def test_lanes_are_labelled_with_thread_names(tmp_path: Path) -> None:
+    """The CPU lanes carry the thread names of the trace's metadata events (`pt_autograd_0 (529)` for the autograd
+    thread of the HF Llama training step), as the stdlib reading of them gives (tests/independent/thread_names.py)."""
+    from tests.independent import thread_names
+
+    named = {
+        f"{thread_names.short(thread, tid)} ({tid})"
+        for (pid, tid), (thread, _) in thread_names.names(str(LLAMA_TRAIN)).items()
+        if thread
+    }
+    assert "pt_autograd_0 (529)" in named
+    report = tmp_path / "report.html"
+    write_report([LLAMA_TRAIN], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        ticks = page.evaluate(LANE_LABELS)
+        assert not errors and not requests
+    assert named <= set(ticks), (named, ticks)
+    assert not [t for t in ticks if t.startswith("CPU 469/")]  # no pid/tid label left for a named thread
+
+
+HOVERS = """() => {
+  const o = document.getElementById('chart-timeline')._tlOriginals;
+  const area = document.createElement('textarea');
+  const out = [];
+  o.groups.forEach(g => (g.text || []).forEach(t => {
+    area.innerHTML = t.split('<br>').join('');
+    out.push(area.value);
+  }));
+  return out;
+}"""
+
+
+def test_kernel_hovers_give_the_full_name(tmp_path: Path) -> None:
+    """Each of step 3's kernels (names read from the raw JSON) has a hover that holds its full name, though the
+    page stores each distinct name once (the hover's title is the short name)."""
+    kernels = _step_kernels(3)
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    html = report.read_text()
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 3")
+        page.wait_for_timeout(200)
+        hovers = page.evaluate(HOVERS)
+        assert not errors and not requests
+    long = [name for name, _ in kernels if len(name) > 60]
+    assert long  # the eager MLP's GEMMs have long templated names
+    for name in long:
+        assert any(name in text for text in hovers), name
+        assert html.count(name[:60].replace("<", "&lt;").replace(">", "&gt;")) <= 2  # once (plus the kernel table)
+
+
+CLICK_FINDING = """(text) => {
+  const gd = document.getElementById('chart-timeline');
+  const before = gd._fullLayout.xaxis.range.slice();
+  const button = Array.from(document.querySelectorAll('button.tl-zoom')).find(b => b.textContent.includes(text));
+  if (!button) return null;
+  button.click();
+  return new Promise(resolve => setTimeout(() => resolve({before: before,
+    after: gd._fullLayout.xaxis.range.slice(), hint: button.nextElementSibling.textContent}), 300));
+}"""
+
+
+def test_a_finding_link_zooms_the_timeline_to_its_kernels(tmp_path: Path) -> None:
+    """The eager MLP's fusion finding (GELU → multiply): its button narrows the timeline's x range to one that holds
+    a GELU kernel and a multiply kernel (read from the raw JSON) whole, and names the Perfetto slice to search."""
+    raw = [e for e in rawtrace.events(EAGER_MLP) if isinstance(e.get("ts"), (int, float))]
+    origin = math.floor(min(float(e["ts"]) for e in raw))
+    kernels = [
+        (str(e["name"]), float(e["ts"]) - origin, float(e["ts"]) - origin + float(e["dur"]))
+        for e in raw
+        if e.get("cat") == "kernel"
+    ]
+    report = tmp_path / "report.html"
+    write_report([EAGER_MLP], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        result = page.evaluate(CLICK_FINDING, "fusion #1")
+        assert not errors and not requests
+    assert result is not None, "no button for fusion #1"
+    (x0, x1), (b0, b1) = result["after"], result["before"]
+    assert x1 - x0 < (b1 - b0) / 2  # zoomed in
+    inside = [name for name, start, end in kernels if x0 <= start and end <= x1]
+    assert any("Gelu" in name for name in inside) and any("MulFunctor" in name for name in inside), inside
+    assert "fuse #1:" in result["hint"]

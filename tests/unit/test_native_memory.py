@@ -35,6 +35,7 @@ def _assert_same(native: MemoryColumns, python: MemoryColumns) -> None:
         list(map(type, p)) for p in python.pairs
     ]
     assert native.has_counters == python.has_counters
+    assert native.has_meta == python.has_meta
 
 
 def _memory(ts: object = 10, pid: object = 1, tid: object = 2, args: str | None = None, ph: str = "i") -> str:

@@ -30,6 +30,7 @@ from tracelens.loader.extras import merge_extras
 from tracelens.loader.forked import auto_workers
 from tracelens.loader.source import TraceText, check_readable, read_text, refuse_tar, trace_text
 from tracelens.loader.stream import NotStreamable, StreamingDecode, begin_stream
+from tracelens.loader.threads import named_tracks
 from tracelens.model.build import Columns, build_trace
 from tracelens.model.trace import Trace, Truncation
 
@@ -131,13 +132,14 @@ def _link(path: Path, decoded: Decoded, chunks: list[ChunkColumns], size: int, r
     if not len(merged.table):
         raise UnusableTraceError(f"{path}: a trace with no events with a usable time; nothing to analyze")
     memory, counters, extra_notes = merge_extras(extras, merged.origin_us, merged.tracks, MAX_OFFSET_US)
+    tracks = named_tracks(merged.tracks, [part.metadata for part in extras])
     del extras
     report("linking", 0.0)
     trace = build_trace(
         Columns(
             path=path,
             events=merged.table,
-            tracks=merged.tracks,
+            tracks=tracks,
             meta=build_meta(decoded.metadata, merged.categories, decoded.bare_array),
             origin_us=merged.origin_us,
             uncompressed_bytes=size,

@@ -10,7 +10,7 @@ import msgspec
 
 from tracelens.errors import UnusableTraceError
 from tracelens.loader.coerce import to_int, valid_strings
-from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras
+from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras, has_memory_or_counters
 from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, AnyPhaseEventWithExtras, Args, Event
 from tracelens.model.memory import EXTRAS_NOT_READ
 
@@ -394,10 +394,11 @@ def _ends_an_item(data: bytes, position: int) -> bool:
 
 
 def decode_whole_extras(data: bytes, decoded: Decoded) -> tuple[ExtraColumns | None, str | None]:
-    """The memory and counter events of a whole text (`loader.extras`), by a second, typed decode run only when
-    the text holds a marker of one; of a cut-off text, its salvaged prefix. Text that needed other repairs (odd
-    types, invalid JSON) is not decoded again: its memory and counter events are left out, and the note says
-    so (it starts with `EXTRAS_NOT_READ`)."""
+    """The memory, counter and metadata events of a whole text (`loader.extras`), by a second, typed decode run
+    only when the text holds a marker of one; of a cut-off text, its salvaged prefix. Text that needed other
+    repairs (odd types, invalid JSON) is not decoded again: its memory and counter events are left out, and the
+    note says so (it starts with `EXTRAS_NOT_READ`); its metadata events too, without a note (the threads keep
+    their pid/tid labels)."""
     if not has_extras(data):
         return None, None
     if data.startswith(_UTF8_BOM):
@@ -416,4 +417,6 @@ def decode_whole_extras(data: bytes, decoded: Decoded) -> tuple[ExtraColumns | N
             return extra_columns(events), None
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
+    if not has_memory_or_counters(data):  # only thread names were missed: the tracks keep pid/tid labels
+        return None, None
     return None, f"{EXTRAS_NOT_READ}: the file needed repairs to decode (only its complete events are analyzed)"

@@ -24,7 +24,15 @@ import numpy as np
 from tracelens import native
 from tracelens.loader.coerce import to_int, usable_ts, valid_text
 from tracelens.loader.fields import factorize
-from tracelens.loader.schema import CounterEvent, InstantEvent, InstantFields, LegacyInstantEvent, MemoryArgs
+from tracelens.loader.schema import (
+    CounterEvent,
+    InstantEvent,
+    InstantFields,
+    LegacyInstantEvent,
+    MemoryArgs,
+    MetadataEvent,
+)
+from tracelens.loader.threads import MetaRow, metadata_rows
 from tracelens.model.events import I64
 from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.trace import TrackTable
@@ -32,7 +40,7 @@ from tracelens.units import NS_PER_US
 
 _native: types.ModuleType | None = native.module()  # None: `python_memory_columns` gives the same columns
 MEMORY_NAME = "[memory]"
-_MARKERS = (b'"[memory]"', b'"C"')  # `"ph": "C"` in any spacing contains `"C"`
+_MARKERS = (b'"[memory]"', b'"C"', b'"M"')  # `"ph": "C"` in any spacing contains `"C"`, and so for "M"
 _EMPTY_ARGS = MemoryArgs()
 _INSTANT_TUPLE = (InstantEvent, LegacyInstantEvent)  # same fields (`InstantFields`), so the same slots
 _INSTANT_TYPES = frozenset(_INSTANT_TUPLE)
@@ -43,8 +51,13 @@ _MEMORY_RECORD = np.dtype([(name, np.int64) for name in _MEMORY_INTS])
 
 
 def has_extras(text: bytes | bytearray) -> bool:
-    """Whether `text` may hold a memory or counter event (never False when it does)."""
+    """Whether `text` may hold a memory, counter or metadata event (never False when it does)."""
     return any(marker in text for marker in _MARKERS)
+
+
+def has_memory_or_counters(text: bytes | bytearray) -> bool:
+    """Whether `text` may hold a memory or counter event (never False when it does)."""
+    return any(marker in text for marker in _MARKERS[:2])
 
 
 class ExtraColumns(msgspec.Struct):
@@ -61,10 +74,11 @@ class ExtraColumns(msgspec.Struct):
     counter_series: list[str]
     counter_pid: list[str]
     counter_value: np.ndarray
+    metadata: list[MetaRow] = msgspec.field(default_factory=list)  # thread and process names (`loader.threads`)
 
     @property
     def empty(self) -> bool:
-        return not (self.memory_ts_us.size or self.counter_ts_us.size)
+        return not (self.memory_ts_us.size or self.counter_ts_us.size or self.metadata)
 
 
 def extra_columns(events: list[Any]) -> ExtraColumns | None:
@@ -76,7 +90,8 @@ def extra_columns(events: list[Any]) -> ExtraColumns | None:
     if memory is None:
         memory = python_memory_columns(events)
     counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if memory.has_counters else []
-    if not memory.ts_us.size and not counters:
+    metadata = metadata_rows(events) if memory.has_meta else []
+    if not memory.ts_us.size and not counters and not metadata:
         return None
     c_ts, c_name, c_series, c_pid, c_value = [], [], [], [], []
     for event in counters:
@@ -98,6 +113,7 @@ def extra_columns(events: list[Any]) -> ExtraColumns | None:
         counter_series=c_series,
         counter_pid=c_pid,
         counter_value=np.array(c_value, dtype=np.float64),
+        metadata=metadata,
     )
 
 
@@ -105,21 +121,22 @@ class MemoryColumns(msgspec.Struct):
     """One chunk's `[memory]` instant events with a usable `ts` (file order): `ts_us` (an int beyond float range
     reads NaN), the `_MEMORY_INTS` (absent args: `MemoryArgs()`'s defaults; None and ints beyond int64: -1), each
     event's (pid, tid) as a code into `pairs` (in order of first appearance); and whether the chunk has a
-    counter event."""
+    counter event, and a metadata (`ph: "M"`) event."""
 
     ts_us: np.ndarray
     ints: dict[str, I64]
     pair_codes: I64
     pairs: list[tuple[Any, Any]]
     has_counters: bool
+    has_meta: bool = False
 
 
 def _native_memory_columns(events: list[Any]) -> MemoryColumns | None:
     """`python_memory_columns` from the C extension; None when it cannot read the chunk exactly (then Python does)."""
     assert _native is not None
     try:
-        ts, ints, codes, pairs, has_counters = _native.memory_columns(
-            events, _INSTANT_TUPLE, MemoryArgs, MEMORY_NAME, CounterEvent
+        ts, ints, codes, pairs, has_counters, has_meta = _native.memory_columns(
+            events, _INSTANT_TUPLE, MemoryArgs, MEMORY_NAME, CounterEvent, MetadataEvent
         )
     except TypeError:
         return None
@@ -129,6 +146,7 @@ def _native_memory_columns(events: list[Any]) -> MemoryColumns | None:
         pair_codes=np.frombuffer(codes, np.int64),
         pairs=pairs,
         has_counters=has_counters,
+        has_meta=has_meta,
     )
 
 
@@ -146,7 +164,9 @@ def python_memory_columns(events: list[Any]) -> MemoryColumns:
     pair_codes, pairs = factorize(list(map(_PID_TID, memory)))
     if None in args:
         args = [a if a is not None else _EMPTY_ARGS for a in args]
-    return MemoryColumns(memory_ts_us, _memory_ints(args), pair_codes, pairs, CounterEvent in types)
+    return MemoryColumns(
+        memory_ts_us, _memory_ints(args), pair_codes, pairs, CounterEvent in types, MetadataEvent in types
+    )
 
 
 def merge_extras(

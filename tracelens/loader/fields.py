@@ -31,6 +31,14 @@ INT_ARGS = ("external_id", "external_id_legacy", "correlation", "sequence_number
 DIM_ARGS = ("grid", "block")
 RAW_ARGS = ("input_dims", "input_type", "concrete_inputs")
 NATIVE_HEADER = "_native_fields.h"  # beside _native.c
+# The metadata (`ph: "M"`) events read, each with the `schema.MetaArgs` field that holds its value, and the
+# `TrackTable` column it fills (`loader.threads`). The C extension does not read them: they are a few per file, and
+# it only says which chunks hold one (`memory_columns`' `has_meta`); Python reads those chunks' `MetadataEvent`s.
+METADATA_EVENTS = {
+    "thread_name": ("name", "thread_name"),
+    "process_name": ("name", "process_name"),
+    "thread_sort_index": ("sort_index", "sort_index"),
+}
 
 
 def native_header() -> str:

@@ -92,23 +92,41 @@ class CounterEvent(msgspec.Struct, gc=False, tag_field="ph", tag="C"):
     args: dict[str, Any] | None = None
 
 
+class MetaArgs(msgspec.Struct, gc=False):
+    """The `args` of a metadata (`ph: "M"`) event: `name` (of `thread_name`, `process_name`) and `sort_index` (of
+    `thread_sort_index`), kept as raw JSON (any value type decodes; `loader.threads` reads them)."""
+
+    name: msgspec.Raw = NO_RAW
+    sort_index: msgspec.Raw = NO_RAW
+
+
+class MetadataEvent(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
+    """A `ph: "M"` event (`thread_name`, `process_name`, `thread_sort_index`, ...): a few per file."""
+
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: MetaArgs | None = None
+
+
 # Every other phase of the Chrome trace format decodes to an empty struct (its fields are skipped, not built).
 # A phase outside this list fails validation and the loader falls back to the whole-file decoder.
 OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c")
-EXTRA_PHASES = ("i", "I", "C")  # typed in `AnyPhaseEventWithExtras`
+EXTRA_PHASES = ("i", "I", "C", "M")  # typed in `AnyPhaseEventWithExtras`
 _SKIPPED = {
     phase: msgspec.defstruct(f"Skipped{index}", [], gc=False, tag_field="ph", tag=phase)
     for index, phase in enumerate(OTHER_PHASES)
 }
 AnyPhaseEvent = Union[(CompleteEvent, *_SKIPPED.values())]  # type: ignore[valid-type]
-# The same union with instant and counter events typed: used only for text that holds some (`loader.extras`),
-# so traces without them decode as before.
+# The same union with instant, counter and metadata events typed: the streamed chunks and the whole-file text that
+# holds a marker of one (`loader.extras`) are decoded with it.
 AnyPhaseEventWithExtras = Union[  # type: ignore[valid-type]
     (
         CompleteEvent,
         InstantEvent,
         LegacyInstantEvent,
         CounterEvent,
+        MetadataEvent,
         *(skipped for phase, skipped in _SKIPPED.items() if phase not in EXTRA_PHASES),
     )
 ]

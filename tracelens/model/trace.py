@@ -14,21 +14,50 @@ from tracelens.model.serial import Arrays, from_plain, to_plain
 
 
 class TrackTable(msgspec.Struct, frozen=True):
-    """One row per (pid, tid) pair; GPU tracks are device/stream pairs."""
+    """One row per (pid, tid) pair; GPU tracks are device/stream pairs. `thread_name`, `process_name` and
+    `sort_index`: per track, from the trace's metadata events (`thread_name`, `process_name`,
+    `thread_sort_index`; docs/loading.md#thread-names), "" and -1 where the trace gives none (GPU tracks: always);
+    empty when the table was built without them."""
 
     pid: tuple[str, ...]
     tid: tuple[str, ...]
     is_gpu: Bool
     device: I64  # GPU device index, -1 for CPU tracks
     stream: I64  # GPU stream id, -1 for CPU tracks
+    thread_name: tuple[str, ...] = ()  # as the trace writes it ("thread 871 (pt_autograd_0)")
+    process_name: tuple[str, ...] = ()
+    sort_index: I64 | None = None
 
     def __len__(self) -> int:
         return len(self.pid)
 
     def label(self, track: int) -> str:
+        """`GPU 0 stream 7`; a CPU thread by its name and tid when the trace names it (`pt_autograd_0 (871)`),
+        else `CPU pid/tid`."""
         if self.is_gpu[track]:
             return f"GPU {self.device[track]} stream {self.stream[track]}"
-        return f"CPU {self.pid[track]}/{self.tid[track]}"
+        name = self.short_name(track)
+        return f"{name} ({self.tid[track]})" if name else f"CPU {self.pid[track]}/{self.tid[track]}"
+
+    def short_name(self, track: int) -> str:
+        """The thread's name without Kineto's `thread <tid> (...)` wrapper, at most `MAX_NAME_CHARS` characters;
+        "" when the trace names no such thread."""
+        if not self.thread_name or self.is_gpu[track]:
+            return ""
+        return short_thread_name(self.thread_name[track], self.tid[track])
+
+
+MAX_NAME_CHARS = 48  # longer thread names are cut (with "…") in labels
+
+
+def short_thread_name(name: str, tid: str) -> str:
+    """`name` without Kineto's wrapper (`thread 871 (pt_autograd_0)` with tid 871 → `pt_autograd_0`), cut to
+    `MAX_NAME_CHARS`; other names as they are."""
+    wrapper = f"thread {tid} ("
+    if name.startswith(wrapper) and name.endswith(")") and len(name) > len(wrapper) + 1:
+        name = name[len(wrapper) : -1]
+    name = " ".join(name.split())  # no newlines or runs of spaces in a label
+    return name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "…"
 
 
 class Device(msgspec.Struct, frozen=True):

@@ -101,9 +101,24 @@ def _panel(panel: Panel) -> str:
         body = chart_div(panel.figure, f"chart-{panel.id}")
     elif panel.table is not None:
         body = _table(panel.table)
+    body += _links(panel)
     if panel.folded:
         return f"{head}<details><summary>{_esc(panel.folded)}</summary>{note}{body}</details></div>"
     return f"{head}{note}{body}</div>"
+
+
+def _links(panel: Panel) -> str:
+    """The panel's finding links: a button per finding that zooms the timeline to it (the page's click handler
+    on `.tl-zoom`), and its Perfetto hint."""
+    if not panel.links:
+        return ""
+    items = "".join(
+        f'<li><button type="button" class="tl-zoom" data-chart="chart-{_esc(panel.id)}" data-x0="{link.x0_us!r}"'
+        f' data-x1="{link.x1_us!r}">show: {_esc(link.label)}</button> <span class="note">{_esc(link.perfetto)}</span>'
+        "</li>"
+        for link in panel.links
+    )
+    return f'<p class="note">Findings on the timeline:</p><ul class="finding-links">{items}</ul>'
 
 
 def chart_div(figure: go.Figure, div_id: str) -> str:
@@ -151,11 +166,20 @@ function tlTitle(text) {  // a hover's bold title as plain text (the slice's lab
   area.innerHTML = m[1];
   return area.value;
 }
+function tlWithFullNames(text, names, index) {  // a kernel's hover starts with its title and full name, stored
+  var out = Array.prototype.slice.call(text);  // once per distinct name ([title, full name]) and given by index
+  if (!names || !names.length || !index) return out;
+  for (var k = 0; k < out.length; k++) {
+    var i = +index[k];
+    if (i >= 0 && i < names.length) out[k] = names[i][0] + "<br>" + names[i][1] + "<br>" + out[k];
+  }
+  return out;
+}
 function tlHold(data) {
   var held = {};
   data.forEach(function (t, i) {
     if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover")) return;
-    held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text};
+    held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata ? tlArray(t.customdata) : null};
     t.x = []; t.y = [];
     if (t.text) t.text = [];
   });
@@ -179,8 +203,9 @@ function tlOriginals(gd) {
     var s = new Float64Array(n), e = new Float64Array(n), y = new Int32Array(n), idx = new Array(n);
     for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
-    o.groups.push({s: s, e: e, y: y, idx: idx, text: h.text ? Array.prototype.slice.call(h.text) : null,
-                   label: h.text ? Array.prototype.map.call(h.text, tlTitle) : null,
+    var names = (gd.data[groups[g].hover].meta || {}).names, fullIndex = h.customdata;
+    var text = h.text ? tlWithFullNames(h.text, names, fullIndex) : null;
+    o.groups.push({s: s, e: e, y: y, idx: idx, text: text, label: text ? text.map(tlTitle) : null,
                    name: String(gd.data[groups[g].bars].name || ""),
                    bars: groups[g].bars, hover: groups[g].hover});
   });
@@ -198,6 +223,14 @@ function tlOriginals(gd) {
   });
   return o;
 }
+document.addEventListener("click", function (ev) {  // a finding's button: zoom its timeline to the finding
+  var b = ev.target.closest && ev.target.closest(".tl-zoom");
+  if (!b) return;
+  var gd = document.getElementById(b.dataset.chart);
+  if (!gd) return;
+  gd.scrollIntoView({block: "center"});
+  Plotly.relayout(gd, {"xaxis.range": [+b.dataset.x0, +b.dataset.x1]});
+});
 function tlLod(gd) {
   var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
   if (!o.groups.length) return;

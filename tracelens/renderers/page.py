@@ -10,6 +10,7 @@ order, the kernel table) and "Findings" (every analysis' `findings` panels).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from tracelens.analyses import AnalysisReport
@@ -23,7 +24,7 @@ from tracelens.report import breakdowns
 from tracelens.report.compare import comparison_section
 from tracelens.report.document import AnalysisPanels, Panel, ReportDocument, Section, Table
 from tracelens.report.overview import facts_panel, per_step_panel
-from tracelens.report.timeline import MAX_SLICES, findings_by_row, timeline_panel
+from tracelens.report.timeline import MAX_SLICES, finding_links, findings_by_row, timeline_panel
 
 __all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
@@ -72,6 +73,8 @@ def trace_sections(
         highlight_rows=path.path_rows if path is not None else None,
         row_notes=findings_by_row(gpu, report),
     )
+    if timeline.figure is not None:
+        timeline = dataclasses.replace(timeline, links=tuple(finding_links(trace, gpu, report, focus_step)))
     panels = analysis_panels(report)
     return [
         # the first screen: what to do next, the trace facts (folded), then the timeline (the per-step table follows it)

@@ -36,7 +36,7 @@ from tracelens.analyses.activity import gpu_activity
 from tracelens.errors import TracelensError
 from tracelens.loader.rewrite import AddedSlice
 from tracelens.model.events import GPU_ACTIVITY_KINDS, kind_mask
-from tracelens.model.trace import Trace
+from tracelens.model.trace import Trace, TrackTable, short_thread_name
 
 SEQUENCE_ID = 1
 CHUNK_PACKETS = 20_000  # packets serialized per Trace message (concatenated Trace messages are one Trace)
@@ -165,10 +165,17 @@ def _lane_track(trace: Trace, tracks: _Tracks, track: int, activity: bool, lane:
         group = tracks.get(("gpu", device), f"GPU {device}")
         base = f"stream {stream}" if activity else f"stream {stream} annotations"
     else:
-        group = tracks.get(("pid", tt.pid[track]), f"process {tt.pid[track]}")
-        base = f"thread {tt.tid[track]}"
+        group = tracks.get(("pid", tt.pid[track]), _process_name(tt, track))
+        base = tt.label(track) if tt.short_name(track) else f"thread {tt.tid[track]}"
     name = base if lane == 0 else f"{base} · overlap {lane + 1}"
     return tracks.get(("lane", track, activity, lane), name, group)
+
+
+def _process_name(tt: TrackTable, track: int) -> str:
+    """`python3 (pid 469)` where the trace names the process, else `process 469`."""
+    pid = tt.pid[track]
+    name = short_thread_name(tt.process_name[track], "") if tt.process_name else ""
+    return f"{name} (pid {pid})" if name else f"process {pid}"
 
 
 def _disjoint_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -40,6 +40,18 @@ class Panel:
     table: Table | None = None
     note: str = ""
     folded: str = ""
+    links: tuple[FindingLink, ...] = ()  # under a timeline: buttons that zoom it to each finding
+
+
+@dataclass(frozen=True)
+class FindingLink:
+    """A button that zooms the timeline (`chart-<panel id>`) to `x0_us`..`x1_us` (the timeline's µs), and how to
+    find the same place in the `.pftrace` of `annotate --format perfetto`."""
+
+    label: str
+    x0_us: float
+    x1_us: float
+    perfetto: str
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
-from tracelens.report.document import Panel, chart_text
+from tracelens.report.document import FindingLink, Panel, chart_text
 from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 from tracelens.units import NS_PER_US
@@ -71,7 +71,9 @@ def timeline_panel(
     row_notes: dict[int, list[str]] | None = None,
 ) -> Panel:
     """The timeline panel of `trace`; `gpu` is `summary.gpu_activity_frame(trace)`. `highlight_rows`: event rows
-    outlined in black on their lanes (the critical path), where they are drawn one by one."""
+    outlined in black on their lanes (the critical path), where they are drawn one by one. A kernel's title and full
+    name are stored once per distinct name and the page's script puts them in each hover (`_full_names`); a figure
+    shown without the page takes them in its texts with `bake_page_hovers`."""
     selection = _select(trace, max_slices, focus_step)
     lanes, detailed = selection.lanes, selection.detailed
     category = _category_of_rows(trace, gpu)
@@ -189,15 +191,18 @@ def _add_slices(
     start = trace.events.ts_ns[rows] / NS_PER_US
     end = start + trace.events.dur_ns[rows] / NS_PER_US
     fig.add_trace(_bars(start, end, y, color, bar_px, name=label, legendgroup=label, meta=_lod("bars", group)))
+    full_names, full_name_index = _full_names(trace, rows)
+    untitled = full_name_index >= 0
     fig.add_trace(
         go.Scatter(
-            meta=_lod("hover", group),
+            meta={**_lod("hover", group), "names": full_names} if full_names else _lod("hover", group),
+            customdata=full_name_index if full_names else None,
             x=(start + end) / 2,
             y=_lane_array(y),
             mode="none",
             line={"width": 0, "color": color},
             showlegend=False,
-            text=_hover_texts(trace, rows, op_of_row, category, row_notes),
+            text=_hover_texts(trace, rows, op_of_row, category, row_notes, untitled),
             hoverinfo="text",
             name=label,
             legendgroup=label,
@@ -245,25 +250,33 @@ def _lane_array(y: np.ndarray) -> np.ndarray:
 
 
 def _hover_texts(
-    trace: Trace, rows: I64, op_of_row: np.ndarray, category: np.ndarray, row_notes: dict[int, list[str]] | None = None
+    trace: Trace,
+    rows: I64,
+    op_of_row: np.ndarray,
+    category: np.ndarray,
+    row_notes: dict[int, list[str]] | None = None,
+    untitled: np.ndarray | None = None,
 ) -> list[str]:
     """Each slice's hover: name, category · duration, grid × block, launching op, shapes, and the findings that
     name it (`row_notes`). The full kernel name is not repeated per slice (the 10 MB page budget of the
-    corpus' biggest report has no room for it; it is in the kernel table and the .pftrace)."""
+    corpus' biggest report has no room for it): each is stored once per trace (`_full_names`) and the page's
+    script puts it in the hover, with the title: rows where `untitled` is True get no title line here."""
     notes = row_notes or {}
+    no_title = untitled.tolist() if untitled is not None else [False] * len(rows)
     ev = trace.events
     names = ev.names_at(rows)
     ops = op_of_row[rows]
     op_names = ev.names_at(ops)
     dims_rows = np.where(ops >= 0, ops, rows)
     texts = []
-    for row, name, op_row, op_name, dims_row in zip(
-        rows.tolist(), names, ops.tolist(), op_names, dims_rows.tolist(), strict=True
+    for row, name, op_row, op_name, dims_row, bare in zip(
+        rows.tolist(), names, ops.tolist(), op_names, dims_rows.tolist(), no_title, strict=True
     ):
         title = short_name(name) if op_row >= 0 or ev.kind[row] == Kind.KERNEL else name
         duration = f"{ev.dur_ns[row] / NS_PER_US:,.3f} µs"
         code = int(category[row])
-        parts = [f"<b>{_escape(title)}</b>", f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration]
+        parts = [f"<b>{_escape(title)}</b>"] if not bare else []
+        parts.append(f"{CATEGORIES[code]} · {duration}" if code >= 0 else duration)
         grid, block = int(ev.grid_blocks[row]), int(ev.block_threads[row])
         if grid >= 0 and block >= 0:
             parts.append(f"grid {grid:,} × block {block:,}")
@@ -275,6 +288,64 @@ def _hover_texts(
         parts.extend(f"finding: {_escape(note)}" for note in notes.get(row, ()))
         texts.append("<br>".join(parts))
     return texts
+
+
+FULL_NAME_LINE_CHARS = 100  # a full kernel name is broken into lines this long in its hover
+FULL_NAME_CHARS = 2_000  # and cut ("…") past this many characters
+
+
+def _full_names(trace: Trace, rows: I64) -> tuple[list[list[str]], np.ndarray]:
+    """The kernels among `rows` whose hover title is a short name (`short_name`): each distinct one once, as
+    [title, full name] (escaped; the full name in lines of `FULL_NAME_LINE_CHARS`), and per row the index of its
+    entry (-1: none). The page's script starts the slice's hover with both (`renderers/html.py`), so the page
+    holds each name once and an int8/int16 per slice instead of a title per slice."""
+    ev = trace.events
+    codes = ev.name[rows]
+    kernel = ev.kind[rows] == Kind.KERNEL
+    distinct = np.unique(codes[kernel])
+    names: list[list[str]] = []
+    index_of: dict[int, int] = {}
+    for code in distinct.tolist():
+        name = ev.names[code]
+        if short_name(name) == name:
+            continue
+        cut = name if len(name) <= FULL_NAME_CHARS else name[: FULL_NAME_CHARS - 1] + "…"
+        lines = [cut[i : i + FULL_NAME_LINE_CHARS] for i in range(0, len(cut), FULL_NAME_LINE_CHARS)]
+        index_of[code] = len(names)
+        names.append([f"<b>{_escape(short_name(name))}</b>", "<br>".join(chart_text(line) for line in lines)])
+    lookup = np.full(len(ev.names) + 1, -1, dtype=np.int32)
+    for code, position in index_of.items():
+        lookup[code] = position
+    dtype = np.int8 if len(names) < 2**7 else np.int16 if len(names) < 2**15 else np.int32
+    return names, np.where(kernel, lookup[codes], -1).astype(dtype)
+
+
+def bake_page_hovers(fig: go.Figure) -> go.Figure:
+    """`fig` with each hover trace's text as the page shows it (`page_hovers`), its names table and indexes
+    dropped: for a figure shown without the page's script (`plot.timeline`)."""
+    for trace in fig.data:
+        meta = trace.meta
+        if isinstance(meta, dict) and meta.get("names"):
+            trace.text = page_hovers(trace.text, meta["names"], trace.customdata)
+            trace.customdata = None
+            trace.meta = {key: value for key, value in meta.items() if key != "names"}
+    return fig
+
+
+def page_hovers(text: Any, names: Any, index: Any) -> list[str]:
+    """The hovers the page shows for a hover trace's `text`, `meta["names"]` and `customdata` (what the page's
+    script `tlWithFullNames` builds: an indexed kernel's hover starts with its title and full name)."""
+    out = [str(t) for t in text]
+    if not names or index is None:
+        return out
+    if isinstance(index, dict):  # plotly's base64 form of a typed array ({"dtype": "i1", "bdata": ...})
+        import base64
+
+        index = np.frombuffer(base64.b64decode(index["bdata"]), dtype=np.dtype(index["dtype"]))
+    for k, i in enumerate(np.asarray(index).tolist()):
+        if 0 <= i < len(names):
+            out[k] = f"{names[i][0]}<br>{names[i][1]}<br>{out[k]}"
+    return out
 
 
 def _escape(text: str) -> str:
@@ -595,4 +666,33 @@ def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
             for row, name, stream in zip(rows, names, streams, strict=True):
                 if stream == opportunity.stream and name in members:
                     out.setdefault(int(row), []).append(text)
+    return out
+
+
+def finding_links(trace: Trace, gpu: Any, report: AnalysisReport, focus_step: int | None = None) -> list[FindingLink]:
+    """A zoom for each finding that names kernels (`findings_by_row`): the critical path and each fusion or
+    GEMM-epilogue opportunity; the range of its kernels in the timeline's drawn step (all its kernels when none
+    is in that step), widened by a tenth of its width on each side (at least 2 µs), in the timeline's µs. The
+    Perfetto hint names the `.pftrace` track or slice (`renderers/pftrace.py`, `renderers/perfetto.py`)."""
+    by_finding: dict[str, list[int]] = {}
+    for row, notes in findings_by_row(gpu, report).items():
+        for note in notes:
+            by_finding.setdefault(note, []).append(row)
+    focus = focus_step_index(trace, focus_step)
+    ev = trace.events
+    out = []
+    for note, rows in by_finding.items():
+        picked = np.array(sorted(rows), dtype=np.int64)
+        in_step = picked[trace.links.step[picked] == focus] if focus is not None else picked[:0]
+        if in_step.size:
+            picked = in_step
+        start_us = float(ev.ts_ns[picked].min()) / NS_PER_US
+        end_us = float((ev.ts_ns[picked] + ev.dur_ns[picked]).max()) / NS_PER_US
+        pad = max((end_us - start_us) / 10, 2.0)
+        if note.startswith("critical path"):
+            hint = "in Perfetto: the 'critical path' track under 'tracelens'"
+        else:
+            rank = note.split(":", 1)[0].split("#", 1)[-1]
+            hint = f"in Perfetto: search 'fuse #{rank}:' (track 'fusion opportunities' under 'tracelens')"
+        out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
     return out
