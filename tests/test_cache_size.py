@@ -14,6 +14,7 @@ from tests.cache_helpers import make_cache
 from tests.conftest import one_gemm_trace, run_cli
 from tracelens._cache import Cache, parse_size
 from tracelens.cli import main
+from tracelens.errors import TracelensError
 
 
 def _sizes(folder: Path) -> dict[str, int]:
@@ -103,12 +104,10 @@ def test_cache_info_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().err.startswith("tracelens: error: --max-size: not a size: 'lots'")
 
 
-def test_a_bad_cap_in_the_environment_warns_and_keeps_the_default(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_bad_cap_in_the_environment_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACELENS_CACHE_MAX_SIZE", "big")
-    assert Cache.from_environment().max_bytes == 2 << 30
-    assert capsys.readouterr().err.startswith("tracelens: warning: TRACELENS_CACHE_MAX_SIZE: not a size")
+    with pytest.raises(TracelensError, match="TRACELENS_CACHE_MAX_SIZE: not a size"):
+        Cache.from_environment()
 
 
 def test_every_command_that_reads_a_trace_has_no_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,6 +41,7 @@ import msgspec
 from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
 from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
 from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
+from tracelens.errors import TracelensError
 from tracelens.records import replace
 from tracelens.settings import parse_size
 
@@ -119,13 +120,14 @@ class Cache(msgspec.Struct):
 
     @classmethod
     def from_environment(cls, *, enabled: bool = True) -> Cache:
-        """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`."""
+        """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`.
+        Raises `TracelensError` (exit 2) when the size is malformed (read even with the cache off)."""
         max_bytes = DEFAULT_MAX_BYTES
         if setting := os.environ.get("TRACELENS_CACHE_MAX_SIZE", "").strip():
             try:
                 max_bytes = parse_size(setting)
-            except ValueError as exc:
-                print_warning(f"TRACELENS_CACHE_MAX_SIZE: {exc}; using {DEFAULT_MAX_BYTES >> 30} GiB")
+            except ValueError as exc:  # like every other setting: one error line, exit 2
+                raise TracelensError(f"TRACELENS_CACHE_MAX_SIZE: {exc}") from None
         off = os.environ.get("TRACELENS_NO_CACHE", "").strip() not in ("", "0")
         return cls(default_folder(), enabled and not off, max_bytes)
 
