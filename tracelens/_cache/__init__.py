@@ -117,6 +117,8 @@ class Cache(msgspec.Struct):
     min_trace_bytes: int = MIN_TRACE_BYTES
     warn: Callable[[str], None] = print_warning
     swept: bool = False  # whether `sweep_leftovers` ran (once per command)
+    undeleted: int = 0  # entries `evict` could not delete (a read-only cache), this command
+    undeleted_reason: str = ""  # the first such failure's reason
 
     @classmethod
     def from_environment(cls, *, enabled: bool = True) -> Cache:
@@ -293,7 +295,7 @@ class Cache(msgspec.Struct):
     def evict(self, max_bytes: int, keep: Path | None = None, junk: bool = False) -> tuple[int, int]:
         """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays); with
         `junk`, first whatever took an entry's name without being a file (`entry_files`: mtime 0). Returns
-        (files deleted, bytes freed)."""
+        (files deleted, bytes freed); entries that could not be deleted are counted in `undeleted`."""
         files = self.entry_files()
         total = sum(size for _, size, _ in files)
         removed = freed = 0
@@ -306,7 +308,9 @@ class Cache(msgspec.Struct):
                 remove_entry(path)
             except FileNotFoundError:
                 pass
-            except OSError:
+            except OSError as exc:
+                self.undeleted += 1
+                self.undeleted_reason = self.undeleted_reason or (exc.strerror or type(exc).__name__)
                 continue  # still there: still counted
             else:
                 removed, freed = removed + 1, freed + size
