@@ -163,3 +163,43 @@ def test_dropping_empty_objects_keeps_every_other_value() -> None:
         kept = json.loads(bytes(buffer[: result[0]]) + b"]")
         assert kept == [item for item in items if item != {}], text
         assert result[1] == sum(1 for item in items if item == {})
+
+
+def _scaled_trace(path: Path, copies: int) -> Path:
+    """The eager MLP trace repeated `copies` times, each copy shifted past the previous in time and ids."""
+    document = base_document()
+    events = document["traceEvents"]
+    times = [e["ts"] for e in events if isinstance(e.get("ts"), int | float)]
+    span = max(times) - min(times) + 1000
+    out: list[Any] = []
+    for copy in range(copies):
+        for event in events:
+            if copy and event.get("ph") == "M":
+                continue
+            shifted = dict(event)
+            if isinstance(shifted.get("ts"), int | float):
+                shifted["ts"] += copy * span
+            if isinstance(shifted.get("args"), dict):
+                shifted["args"] = {
+                    k: v + copy * 1_000_000 if k in ("correlation", "External id") and isinstance(v, int) else v
+                    for k, v in shifted["args"].items()
+                }
+            out.append(shifted)
+    path.write_text(json.dumps({**document, "traceEvents": out}))
+    return path
+
+
+@pytest.mark.slow
+def test_annotate_adds_little_memory_to_the_analysis(tmp_path: Path) -> None:
+    """`annotate` of a 39 MB trace (at 18 MB the analysis' peak hides the rewrite's): its peak is at most the
+    `analyze` peak plus 64 MB and 2x the JSON's size (417 MB before, 7.6x the size above `analyze`: the whole
+    document decoded to Python values, then encoded whole; now each event stays its own bytes and the analysis
+    is freed before the file is read again: ~210 MB). Issue 32 asks for 1.5x in all: not reached."""
+    trace = _scaled_trace(tmp_path / "big.json", 540)
+    size = trace.stat().st_size
+    analyzed = run(["analyze", str(trace), "--format", "json", "-o", str(tmp_path / "a.json")], tmp_path, 120)
+    analyzed.assert_clean(0)
+    annotated = run(["annotate", str(trace), "-o", str(tmp_path / "out.json")], tmp_path, 120)
+    annotated.assert_clean(0)
+    extra = annotated.max_rss_bytes - analyzed.max_rss_bytes
+    assert extra <= 64 * MB + 2 * size, (extra / size, annotated.max_rss_bytes, analyzed.max_rss_bytes, size)
