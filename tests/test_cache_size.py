@@ -14,6 +14,7 @@ from tests.cache_helpers import make_cache
 from tests.conftest import one_gemm_trace, run_cli
 from tracelens._cache import Cache, parse_size
 from tracelens.cli import main
+from tracelens.errors import TracelensError
 
 
 def _sizes(folder: Path) -> dict[str, int]:
@@ -103,12 +104,10 @@ def test_cache_info_and_prune(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().err.startswith("tracelens: error: --max-size: not a size: 'lots'")
 
 
-def test_a_bad_cap_in_the_environment_warns_and_keeps_the_default(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_bad_cap_in_the_environment_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACELENS_CACHE_MAX_SIZE", "big")
-    assert Cache.from_environment().max_bytes == 2 << 30
-    assert capsys.readouterr().err.startswith("tracelens: warning: TRACELENS_CACHE_MAX_SIZE: not a size")
+    with pytest.raises(TracelensError, match="TRACELENS_CACHE_MAX_SIZE: not a size"):
+        Cache.from_environment()
 
 
 def test_every_command_that_reads_a_trace_has_no_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,3 +147,25 @@ def test_entries_of_earlier_versions_are_counted_and_pruned_never_read(
     assert {use.name: use.entries for use in info.folders}["(earlier versions)"] == 3
     cache.prune(info.bytes - sum(len(b"PK\x03\x04 old entry") for _ in legacy))  # the oldest go first
     assert not any((folder / name).exists() for name in legacy)
+
+
+def test_prune_of_a_read_only_cache_is_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache whose entries cannot be deleted (read-only; simulated, as root may delete anything): `cache
+    prune` says so in one error line, exit 2, and counts what is left (it said "Deleted 0" and exited 0)."""
+    import tracelens._cache as cache_module
+
+    run_cli(capsys, "analyze", str(one_gemm_trace(tmp_path)))
+    before = _sizes(cache_dir)
+    assert before
+
+    def refuse(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache_module, "remove_entry", refuse)
+    _, err = run_cli(capsys, "cache", "prune", "--max-size", "0", expect=2)
+    errors = [line for line in err.splitlines() if line.startswith("tracelens: error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert f"could not delete {len(before)} cache files" in errors[0] and "Permission denied" in errors[0]
+    assert _sizes(cache_dir) == before

@@ -36,8 +36,16 @@ def test_junk_prune_sizes_are_one_error(tmp_path: Path, junk: str) -> None:
     assert "--max-size" in result.errors()[0]
 
 
-@pytest.mark.parametrize("junk", JUNK_SIZES[:3], ids=lambda j: f"{j[:6]}x{len(j)}")
-def test_junk_cache_max_size_is_a_warning(tmp_path: Path, junk: str) -> None:
+CACHE_COMMANDS = [["analyze", str(TRACE)], ["cache", "info"], ["cache", "prune"], ["compare", str(TRACE), str(TRACE)]]
+
+
+@pytest.mark.parametrize("junk", JUNK_SIZES, ids=lambda j: f"{j[:6]}x{len(j)}")
+@pytest.mark.parametrize("command", CACHE_COMMANDS, ids=lambda c: "-".join(c[:2]).replace("/", "")[:20])
+def test_junk_cache_max_size_is_one_error(tmp_path: Path, junk: str, command: list[str]) -> None:
+    """A malformed TRACELENS_CACHE_MAX_SIZE is one error line on every command (a warning and the default size
+    before; a raw traceback before that)."""
     env = {"TRACELENS_CACHE_MAX_SIZE": junk, "TRACELENS_NO_CACHE": "", "TRACELENS_CACHE_DIR": str(tmp_path / "c")}
-    result = run(["analyze", str(TRACE)], tmp_path, env=env)
-    result.assert_clean(0, warning="TRACELENS_CACHE_MAX_SIZE")
+    result = run(command, tmp_path, timeout_s=30, env=env)
+    result.assert_clean(2)
+    assert "TRACELENS_CACHE_MAX_SIZE" in result.errors()[0]
+    assert len(result.errors()[0]) < 300  # the 5,000 digits are not echoed

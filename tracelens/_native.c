@@ -1196,7 +1196,107 @@ done:
     return result;
 }
 
+/* drop_empty_items(buffer, start, end) -> (new_end, dropped) or None: the twin of
+   tracelens.loader.compact.python_drop_empty_items (same bytes, same counts; the tests compare them).
+   buffer[start:end] is the text of a range of trace events: JSON values separated by commas, then, in the
+   last range only, the `]` that closes the event list and the rest of the document. In place, each empty
+   object `{ }` among those values is removed, the values kept are joined by single commas (whitespace between
+   them dropped), and everything from the closing `]` on is moved down unchanged; returns the new end of the
+   text and the number of values removed. Values are delimited by tracking strings (with escapes) and
+   brackets; None (the buffer untouched up to the point reached, so the caller must not decode it) when the
+   text is not a comma-separated run of values, which means it is not valid JSON either. */
+static int is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* The index just past the JSON value that starts at s[i], or -1 when it does not end before `end`. */
+static Py_ssize_t value_end(const char *s, Py_ssize_t i, Py_ssize_t end) {
+    char c = s[i];
+    if (c == '{' || c == '[') {
+        Py_ssize_t depth = 0;
+        for (Py_ssize_t j = i; j < end; j++) {
+            char d = s[j];
+            if (d == '"') {
+                for (j++; j < end && s[j] != '"'; j++)
+                    if (s[j] == '\\') j++;
+                if (j >= end) return -1;
+            } else if (d == '{' || d == '[') {
+                depth++;
+            } else if (d == '}' || d == ']') {
+                if (--depth == 0) return j + 1;
+            }
+        }
+        return -1;
+    }
+    if (c == '"') {
+        Py_ssize_t j = i + 1;
+        for (; j < end && s[j] != '"'; j++)
+            if (s[j] == '\\') j++;
+        return j < end ? j + 1 : -1;
+    }
+    Py_ssize_t j = i;
+    while (j < end && s[j] != ',' && s[j] != ']' && s[j] != '}' && s[j] != '{' && s[j] != '[' && s[j] != '"' &&
+           !is_json_space(s[j]))
+        j++;
+    return j > i ? j : -1;
+}
+
+static PyObject *drop_empty_items(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    (void)self;
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "drop_empty_items(buffer, start, end)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(argv[0], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    const Py_ssize_t start = PyLong_AsSsize_t(argv[1]), end = PyLong_AsSsize_t(argv[2]);
+    PyObject *result = NULL;
+    if (PyErr_Occurred()) goto done;
+    if (start < 0 || end < start || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "drop_empty_items: a range outside the buffer");
+        goto done;
+    }
+    char *s = view.buf;
+    Py_ssize_t r = start, w = start, dropped = 0, kept = 0;
+    int first = 1;
+    for (;;) {
+        while (r < end && is_json_space(s[r])) r++;
+        if (r >= end) break;
+        if (s[r] == ']') { /* the end of the event list: the rest stays as it is */
+            memmove(s + w, s + r, (size_t)(end - r));
+            w += end - r;
+            break;
+        }
+        if (!first) {
+            if (s[r] != ',') goto not_values;
+            for (r++; r < end && is_json_space(s[r]); r++) {
+            }
+            if (r >= end) goto not_values;
+        }
+        first = 0;
+        const Py_ssize_t stop = value_end(s, r, end);
+        if (stop < 0) goto not_values;
+        int empty = s[r] == '{' && s[stop - 1] == '}';
+        for (Py_ssize_t j = r + 1; empty && j < stop - 1; j++) empty = is_json_space(s[j]);
+        if (empty) {
+            dropped++;
+        } else {
+            if (kept++) s[w++] = ',';
+            memmove(s + w, s + r, (size_t)(stop - r));
+            w += stop - r;
+        }
+        r = stop;
+    }
+    result = Py_BuildValue("(nn)", w, dropped);
+    goto done;
+not_values:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef METHODS[] = {
+    {"drop_empty_items", (PyCFunction)(void (*)(void))drop_empty_items, METH_FASTCALL,
+     "drop_empty_items(buffer, start, end) -> (new_end, dropped) or None; see the C source."},
     {"permute", (PyCFunction)(void (*)(void))permute, METH_FASTCALL,
      "permute(order, columns) -> None: column[:] = column[order] in place for each column; see the C source."},
     {"nest", (PyCFunction)(void (*)(void))nest, METH_FASTCALL,

@@ -41,6 +41,7 @@ import msgspec
 from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
 from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
 from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
+from tracelens.errors import TracelensError
 from tracelens.records import replace
 from tracelens.settings import parse_size
 
@@ -116,16 +117,19 @@ class Cache(msgspec.Struct):
     min_trace_bytes: int = MIN_TRACE_BYTES
     warn: Callable[[str], None] = print_warning
     swept: bool = False  # whether `sweep_leftovers` ran (once per command)
+    undeleted: int = 0  # entries `evict` could not delete (a read-only cache), this command
+    undeleted_reason: str = ""  # the first such failure's reason
 
     @classmethod
     def from_environment(cls, *, enabled: bool = True) -> Cache:
-        """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`."""
+        """The cache the environment describes: location, `TRACELENS_NO_CACHE`, `TRACELENS_CACHE_MAX_SIZE`.
+        Raises `TracelensError` (exit 2) when the size is malformed (read even with the cache off)."""
         max_bytes = DEFAULT_MAX_BYTES
         if setting := os.environ.get("TRACELENS_CACHE_MAX_SIZE", "").strip():
             try:
                 max_bytes = parse_size(setting)
-            except ValueError as exc:
-                print_warning(f"TRACELENS_CACHE_MAX_SIZE: {exc}; using {DEFAULT_MAX_BYTES >> 30} GiB")
+            except ValueError as exc:  # like every other setting: one error line, exit 2
+                raise TracelensError(f"TRACELENS_CACHE_MAX_SIZE: {exc}") from None
         off = os.environ.get("TRACELENS_NO_CACHE", "").strip() not in ("", "0")
         return cls(default_folder(), enabled and not off, max_bytes)
 
@@ -291,7 +295,7 @@ class Cache(msgspec.Struct):
     def evict(self, max_bytes: int, keep: Path | None = None, junk: bool = False) -> tuple[int, int]:
         """Delete least recently used entries until the cache takes at most `max_bytes` (`keep` stays); with
         `junk`, first whatever took an entry's name without being a file (`entry_files`: mtime 0). Returns
-        (files deleted, bytes freed)."""
+        (files deleted, bytes freed); entries that could not be deleted are counted in `undeleted`."""
         files = self.entry_files()
         total = sum(size for _, size, _ in files)
         removed = freed = 0
@@ -304,7 +308,9 @@ class Cache(msgspec.Struct):
                 remove_entry(path)
             except FileNotFoundError:
                 pass
-            except OSError:
+            except OSError as exc:
+                self.undeleted += 1
+                self.undeleted_reason = self.undeleted_reason or (exc.strerror or type(exc).__name__)
                 continue  # still there: still counted
             else:
                 removed, freed = removed + 1, freed + size

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import gc
 from pathlib import Path
+from typing import Any
 
 from tracelens.cli.common import add_cache_argument, add_capture_argument, command_inputs, load_with_feedback
 from tracelens.cli.output import check_writable, is_stdout, status, write_output
@@ -95,20 +97,34 @@ def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
     trace = load_with_feedback(path, args.cache, capture=args.capture)
     report = analyze(trace)
     additions = trace_additions(trace, report)
+    pieces: list[Any]
     if _format(args) == "perfetto":
         from tracelens.renderers.pftrace import pftrace_bytes
 
-        data = pftrace_bytes(trace, report, additions.slices)
+        pieces = [pftrace_bytes(trace, report, additions.slices)]
     else:
-        from tracelens.loader.rewrite import rewrite_trace
+        from tracelens.loader.rewrite import rewrite_pieces, rewrite_source
 
-        data = rewrite_trace(trace, additions)
+        source = rewrite_source(trace)
+        del trace, report  # freed before the file is read again: the peak is the larger of the two, not the sum
+        gc.collect()
+        pieces = rewrite_pieces(source, additions)
     if output.name.endswith(".gz"):
-        import gzip  # only when writing .gz: other commands never import it
-
-        data = gzip.compress(data, compresslevel=6, mtime=0)
-    write_output(output, data, args.force, inputs)
+        pieces = [_gzipped(pieces)]
+    write_output(output, pieces[0] if len(pieces) == 1 else pieces, args.force, inputs)
     if not is_stdout(output):
         slices, annotated = len(additions.slices), len(additions.row_args)
         status(f"Wrote {output} ({slices:,} finding slices, {annotated:,} events annotated)")
     return 0
+
+
+def _gzipped(pieces: list[Any]) -> bytes:
+    """The gzip (level 6, mtime 0) of the pieces' concatenation, compressed piece by piece."""
+    import gzip  # only when writing .gz: other commands never import it
+    import io
+
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as handle:
+        for piece in pieces:
+            handle.write(piece)
+    return buffer.getvalue()

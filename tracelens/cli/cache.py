@@ -80,6 +80,11 @@ class CacheCommand:
             raise TracelensError(f"--max-size: {exc}") from None
         removed, freed = cache.prune(max_bytes)
         left = cache.info()
+        if cache.undeleted:  # a read-only cache (or folder): the size asked for is not reached
+            raise TracelensError(
+                f"could not delete {cache.undeleted:,} cache files in {cache.folder} ({cache.undeleted_reason}); "
+                f"deleted {removed:,} ({_size(freed)}), {left.entries:,} left ({_size(left.bytes)})"
+            )
         print(
             f"Deleted {removed:,} cache files ({_size(freed)}); {left.entries:,} left ({_size(left.bytes)}) "
             f"in {cache.folder}",

@@ -18,6 +18,7 @@ import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tracelens.atomic import write_atomic
 from tracelens.errors import TracelensError
@@ -56,13 +57,15 @@ def check_writable(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None
         raise TracelensError(f"{path} exists; pass --force to overwrite it")
 
 
-def write_output(path: Path, content: str | bytes, force: bool, inputs: Sequence[Path] = ()) -> None:
+def write_output(path: Path, content: str | bytes | Sequence[Any], force: bool, inputs: Sequence[Path] = ()) -> None:
     """Write a command's output atomically (`tracelens.atomic`), or to stdout for `-o -`, after checking the
-    policy once more (the file system may have changed while the command ran)."""
+    policy once more (the file system may have changed while the command ran). `content` may be pieces to
+    write in order (an output too big to join in memory)."""
     # a lone surrogate (a file name's undecodable byte) is written as `\udcff`: the output stays valid UTF-8
     data = content.encode("utf-8", errors="backslashreplace") if isinstance(content, str) else content
     if is_stdout(path):
-        write_stdout(data)
+        pieces: Sequence[Any] = [data] if isinstance(data, bytes) else data
+        write_stdout(b"".join(pieces))  # stdout: one write (a pipe's reader sees whole output)
         return
     check_writable(path, force, inputs)
     try:

@@ -25,6 +25,7 @@ from tracelens.loader.columns import (
     complete_events,
     merge_columns_full,
 )
+from tracelens.loader.compact import EMPTY_OBJECTS_NOTE
 from tracelens.loader.decode import Decoded, decode_trace, decode_whole_extras
 from tracelens.loader.extras import merge_extras
 from tracelens.loader.forked import auto_workers
@@ -126,7 +127,9 @@ def _link(path: Path, decoded: Decoded, chunks: list[ChunkColumns], size: int, r
     report("building columns", 0.0)
     n_complete = sum(len(chunk) for chunk in chunks)
     if not n_complete:
-        raise UnusableTraceError(f"{path}: a trace with no events with a duration; nothing to analyze")
+        empty = [note for note in decoded.notes if EMPTY_OBJECTS_NOTE in note]
+        detail = f"; {empty[0]}" if empty else ""
+        raise UnusableTraceError(f"{path}: a trace with no events with a duration{detail}; nothing to analyze")
     extras = [chunk.extras for chunk in chunks if chunk.extras is not None]
     merged = merge_columns_full(chunks)  # empties `chunks`
     if not len(merged.table):

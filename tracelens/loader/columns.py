@@ -65,6 +65,7 @@ class ChunkColumns(msgspec.Struct):
     ints: dict[str, I64]
     raws: dict[str, tuple[I64, list[bytes]]]  # sparse: rows that have the field, and its raw JSON
     extras: ExtraColumns | None = None  # the chunk's memory and counter events (`loader.extras`), if any
+    empty_objects: int = 0  # items of the event list that were empty objects, removed before decoding
 
     def __len__(self) -> int:
         return int(self.ts_us.shape[0])

@@ -157,20 +157,46 @@ def metadata_of(doc: _Document) -> dict[str, Any]:
 def _decode_lenient_json(data: bytes, source: str, bare_array: bool) -> Decoded:
     """Stdlib JSON with control characters allowed, then field-by-field coercion."""
     invalid = None
+    saturated = [0]
     try:
         document = msgspec.json.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:
-        invalid = exc
+        invalid = None if str(exc).startswith(_INTEGER_OUT_OF_RANGE) else exc
         try:
-            import json  # only for invalid JSON (rare): the common paths never import it
+            import json  # only for invalid JSON or huge integers (rare): the common paths never import it
 
-            document = json.loads(data.decode("utf-8", errors="replace"), strict=False)
+            document = json.loads(
+                data.decode("utf-8", errors="replace"), strict=False, parse_int=lambda text: _int(text, saturated)
+            )
         except (ValueError, RecursionError) as error:
             raise UnusableTraceError(f"{source}: not valid JSON ({error})") from error
     decoded = _from_plain(document, source, bare_array)
     if invalid is not None:
         decoded.notes.append(f"invalid JSON repaired ({invalid})")
+    if saturated[0]:
+        decoded.notes.append(
+            f"{saturated[0]:,} integers of over {MAX_INT_DIGITS:,} digits were read as ±(10^{MAX_INT_DIGITS} - 1), "
+            "beyond every range (as any integer too big for its field)"
+        )
     return decoded
+
+
+# Python refuses to convert an integer literal of more digits than this (quadratic time); msgspec's untyped
+# decode then fails with "Integer value out of range". Such an integer is beyond every field's range, as one of
+# 400 digits is: it is read as the largest integer of this many digits, and the fields' own range checks treat
+# it as they treat any integer too big for them (a timestamp days away, a duration not a number, an id none).
+MAX_INT_DIGITS = 4_300
+_SATURATED = 10**MAX_INT_DIGITS - 1
+_INTEGER_OUT_OF_RANGE = "Integer value out of range"
+
+
+def _int(text: str, saturated: list[int]) -> int:
+    """The integer a JSON integer literal spells; one of over `MAX_INT_DIGITS` digits saturates (counted)."""
+    negative = text.startswith("-")
+    if len(text) - negative <= MAX_INT_DIGITS:
+        return int(text)
+    saturated[0] += 1
+    return -_SATURATED if negative else _SATURATED
 
 
 # Old Kineto quirks, repaired only after the strict parse failed: an unescaped quote inside a string value

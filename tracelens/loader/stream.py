@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from tracelens.loader.columns import ChunkColumns, columnize
+from tracelens.loader.compact import drop_empty_items, empty_objects_note
 from tracelens.loader.decode import EXTRAS_DOC_DECODER, EXTRAS_EVENTS_DECODER, STREAM_DOC_DECODER, metadata_of
 from tracelens.loader.extras import extra_columns
 from tracelens.loader.forked import ChildDied, Forked, start_forked
@@ -71,10 +72,14 @@ class StreamingDecode:
         try:
             results = self._results(notes)
             chunks: list[ChunkColumns] = []
+            empty_objects = 0
             for extra, columns in results:
                 self.metadata.update(extra)
                 if columns is not None:
                     chunks.append(columns)
+                    empty_objects += columns.empty_objects
+            if empty_objects:
+                notes.append(empty_objects_note(empty_objects))
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OSError) as exc:
             raise NotStreamable(str(exc)) from exc
         finally:
@@ -162,8 +167,31 @@ def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str,
             filled += got
     try:  # no view.release(): a sampling profiler (Dask's) may briefly hold frames that reference Raw args
         return decode_piece(kind, buffer)
+    except msgspec.ValidationError as exc:  # an item without `ph` (an empty object?) or of an odd type
+        return _decode_without_empty_items(kind, buffer, len(prefix), len(prefix) + end - start, exc)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise NotStreamable(str(exc)) from None
+
+
+def _decode_without_empty_items(
+    kind: str, buffer: memoryview, start: int, end: int, error: msgspec.ValidationError
+) -> tuple[dict[str, Any], ChunkColumns | None]:
+    """`decode_piece` of the range's text `buffer[start:end]` (between its kind's affixes) with its empty
+    objects removed (`compact.drop_empty_items`): they are no events, and decoding them would cost a struct
+    each. NotStreamable when there were none (the `error` was another) or the text still does not decode."""
+    compacted = drop_empty_items(buffer, start, end)
+    if compacted is None or not compacted[1]:
+        raise NotStreamable(str(error)) from None
+    new_end, dropped = compacted
+    suffix = _AFFIXES[kind][1]
+    buffer[new_end : new_end + len(suffix)] = suffix
+    try:
+        metadata, columns = decode_piece(kind, buffer[: new_end + len(suffix)])
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from None
+    if columns is not None:
+        columns.empty_objects = dropped
+    return metadata, columns
 
 
 class _TextBuffer(threading.local):
