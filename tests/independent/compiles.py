@@ -3,7 +3,9 @@
 A Dynamo compilation is a `_compile.compile_inner (dynamo_timed)` span; its compile id is the
 `Torch-Compiled Region: frame/recompile` that the same thread enters next (Dynamo compiles a frame, then runs
 it). A lazily compiled backward is a `compile_fx.<locals>.bw_compiler (dynamo_timed)` span outside any
-compile_inner; its id is the latest region entered before it. Its step is the ProfilerStep holding its start.
+compile_inner; its id is the latest region entered before it. Its step is the ProfilerStep holding its start;
+without ProfilerSteps, the inferred step holding it (tests/independent/nostep_autotune.py), and where the steps
+are outermost compiled calls, a compile between two calls belongs to the next call (the one it compiled for).
 
 Run `python -m tests.independent.compiles TRACE` to print (id, step, compile_inner ms) per compilation.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from tests.independent.nostep_autotune import inferred_steps, loop_marker_steps
 from tests.independent.step_windows import CPU_STEP_CATS, _ns, load_events
 
 FORWARD = "_compile.compile_inner (dynamo_timed)"
@@ -21,12 +24,17 @@ REGION = "Torch-Compiled Region: "
 
 def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
     """(compile id, step number or None, duration ms of the compile_inner / bw_compiler span), by start."""
-    events = [e for e in load_events(path) if e.get("cat") in CPU_STEP_CATS]
+    raw = load_events(path)
+    events = [e for e in raw if e.get("cat") in CPU_STEP_CATS]
     steps = [
         (_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), int(str(e["name"]).split("#")[1]))
         for e in events
         if str(e.get("name", "")).startswith("ProfilerStep#")
     ]
+    calls = [] if steps else inferred_steps(raw)
+    if not steps:
+        periods = calls or loop_marker_steps(raw)
+        steps = [(start, end, i + 1) for i, (start, end) in enumerate(periods)]
     regions = sorted(
         (_ns(e["ts"]), e.get("tid"), str(e["name"])[len(REGION) :])
         for e in events
@@ -46,6 +54,8 @@ def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
         else:
             continue
         step = next((number for s, t, number in steps if s <= start < t), None)
+        if step is None and calls:
+            step = next((number for s, _, number in steps if s > start), None)
         result.append((compile_id, step, (end - start) / 1e6))
     return result
 

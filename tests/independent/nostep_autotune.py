@@ -21,6 +21,7 @@ Run it as `python -m tests.independent.nostep_autotune TRACE` to print the figur
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 import sys
@@ -92,6 +93,28 @@ def inferred_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
                 steps.append((start, end))
                 reach = end
     return sorted(steps) if len(steps) >= 2 else []
+
+
+LOOP_MARKERS = ("enumerate(DataLoader)#", "Optimizer.zero_grad#", "Optimizer.step#")
+
+
+def loop_marker_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Without ProfilerSteps and compiled calls: [(start ns, end ns)] of the periods of the first loop marker
+    (in `LOOP_MARKERS` order) with at least 3 user_annotation calls on one thread (the thread with the most):
+    each from a call's start to the next call's start; [] when none repeats."""
+    if any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events if e.get("cat") in RANGE_CATS):
+        return []
+    for marker in LOOP_MARKERS:
+        starts: dict[tuple[Any, Any], set[int]] = {}
+        for e in events:
+            if e.get("cat") in ("user_annotation", "User annotation") and str(e.get("name", "")).startswith(marker):
+                starts.setdefault((e.get("pid"), e.get("tid")), set()).add(_ns(e["ts"]))
+        if not starts:
+            continue
+        best = sorted(max(starts.values(), key=len))
+        if len(best) >= 3:
+            return list(itertools.pairwise(best))
+    return []
 
 
 def figures(path: str) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Standard library only (json, gzip): it never imports tracelens, so a test compar
 independent readings of the same definitions (docs/definitions.md):
 
 - a step is a `ProfilerStep#N` span on a CPU track (cpu_op / user_annotation), or without any, an inferred step
-  (tests/independent/nostep_autotune.py: outermost `Torch-Compiled Region` calls); GPU activity (kernel,
+  (tests/independent/nostep_autotune.py: outermost `Torch-Compiled Region` calls, else the periods of a
+  training loop's DataLoader / optimizer ranges); GPU activity (kernel,
   gpu_memcpy, gpu_memset) belongs to the step whose span contains the start of the runtime/driver call with
   the same `correlation`;
 - `gpu_end(k)` = max(CPU end of step k, end of the last GPU activity it launched, gpu_end(k-1));
@@ -34,7 +35,7 @@ import sys
 from decimal import Decimal
 from typing import Any
 
-from tests.independent.nostep_autotune import autotune_launches, inferred_steps
+from tests.independent.nostep_autotune import autotune_launches, inferred_steps, loop_marker_steps
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
@@ -70,6 +71,8 @@ def step_figures(path: str) -> list[dict[str, float]]:
     if not ordered:  # no ProfilerStep: steps inferred from outermost Torch-Compiled Region calls, numbered 1, 2, ...
         ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(inferred_steps(events))]
     inferred = bool(ordered) and not steps  # an inferred step is its call: its period ends with its window
+    if not ordered:  # nor such calls: periods of a training loop's markers (DataLoader, optimizer), numbered 1, 2, ...
+        ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(loop_marker_steps(events))]
     if not ordered:  # nor such calls: one window over all CPU-side and GPU events, numbered -1
         ends = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in CPU_SIDE_CATS]
         gpu_spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in GPU_CATS]

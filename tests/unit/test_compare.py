@@ -79,16 +79,19 @@ def test_text_output_keeps_bracketed_kernel_hints(tmp_path: Path, capsys: pytest
 
 
 def test_traces_without_profiler_steps_make_no_per_step_claims(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue #27 item 6: two traces without ProfilerStep (the whole trace is one window) are not ranked by
-    "fastest step" (the audit's "3,890,112 µs/step"); the sentences say why, the table shows no step time."""
+    """Issue #27 item 6: two traces without ProfilerStep and nothing to infer steps from (the whole trace is one
+    window) are not ranked by "fastest step" (the audit's "3,890,112 µs/step"); the sentences say why, the table
+    shows no step time. (Wings236's traces, used here before, now have steps inferred from compiled calls.)"""
     from tests.conftest import anchor
 
-    folder = anchor("other/Wings236__model_inference/trace.json.gz").parent
-    paths = [str(folder / "trace.json.gz"), str(folder / "trace_compile.json.gz")]
+    paths = [
+        str(anchor("other/pytorch__kineto/after_fix_trace.json.gz")),
+        str(anchor("amd_tracelens/torch_compile_triton/trace.json.gz")),
+    ]
     assert main(["compare", *paths, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [v["step_source"] for v in doc["variants"]] == ["whole_trace", "whole_trace"]
-    assert doc["verdicts"][0].startswith("no ProfilerStep in trace, trace_compile")
+    assert doc["verdicts"][0].startswith("no ProfilerStep in after_fix_trace, trace")
     assert not any("fastest step" in v or "µs/step" in v for v in doc["verdicts"])
     assert main(["compare", *paths, "--width", "200"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ trace (whole trace)"))

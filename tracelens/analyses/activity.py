@@ -146,7 +146,7 @@ def step_windows(trace: Trace) -> StepWindows:
     gpu_limited = previous_end > steps.start_ns
     gpu_limited[:1] = False
     next_start = np.concatenate((steps.start_ns[1:], [-1])) if n else steps.start_ns
-    if steps.source == "inferred":  # a call's step is the call: the time until the next call is not its period
+    if steps.spans_calls:  # a call's step is the call: the time until the next call is not its period
         next_start = np.full_like(next_start, -1)
     period = np.where(
         gpu_limited,

@@ -239,7 +239,7 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
         at = first_start[slot]
         index = int(np.searchsorted(steps.start_ns, at, side="right")) - 1
         in_step = steps.per_step and index >= 0 and at < int(steps.end_ns[index])
-        if steps.source == "inferred" and not in_step and index + 1 < len(steps):
+        if steps.spans_calls and not in_step and index + 1 < len(steps):
             index, in_step = index + 1, True  # between calls: Dynamo compiles a frame, then runs it (the next call)
         result.append(
             CompileEvent(

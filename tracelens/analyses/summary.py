@@ -57,6 +57,7 @@ class TraceFacts(msgspec.Struct, frozen=True):
     launches_linked_by_external_id: int
     launches_linked_by_containment: int
     steps_inferred_from: str = ""  # step_source "inferred": what the steps are ("Torch-Compiled Region calls")
+    steps_are_calls: bool = False  # each step is one call; the time until the next call is in no step
 
 
 STEP_FIGURE_KEYS = (
@@ -431,6 +432,7 @@ def _facts(trace: Trace) -> TraceFacts:
         steps_in_trace=len(trace.steps) if trace.steps.per_step else 0,
         step_source=trace.steps.source,
         steps_inferred_from=trace.steps.inferred_from,
+        steps_are_calls=trace.steps.spans_calls,
         truncated=trace.truncation.truncated,
         unattributed_gpu_activities=int((gpu_activity(trace).launch < 0).sum()),
         launches_linked_by_external_id=trace.links.op_by_external_id,

@@ -4,14 +4,16 @@ A step owns the CPU events that start inside its CPU span (any thread) and the G
 starts inside it. GPU activity without a launch in the trace belongs to no step; neither does Inductor's
 autotuning (`autotune_rows`: compile cost, not workload). A trace without ProfilerStep annotations has
 steps inferred from its repeated torch.compile calls (`infer_steps`: each outermost
-`Torch-Compiled Region: f/r` call is one step, when there are at least two), else it is one whole-trace
-window, on which no per-step claim is made (docs/definitions.md#inferred-steps).
+`Torch-Compiled Region: f/r` call is one step, when there are at least two), else from a training loop's
+markers (`loop_marker_steps`: DataLoader or optimizer ranges, a step from one call to the next), else it is one
+whole-trace window, on which no per-step claim is made (docs/definitions.md#inferred-steps).
 """
 
 from __future__ import annotations
 
 import re
 
+import msgspec
 import numpy as np
 
 from tracelens import native
@@ -41,6 +43,14 @@ AUTOTUNE_RANGE = re.compile(
     r"benchmark_fused_nodes|benchmark_codegened_module)( \(dynamo_timed\))?$|^Placeholder\.DESCRIPTIVE_NAME$"
 )
 MIN_INFERRED_STEPS = 2
+# The ranges torch emits once per iteration of a training loop (a DataLoader's next batch, the optimizer's
+# zero_grad and step), in the order they are tried: each call's start begins a step that lasts until the next
+# call of the same range starts (docs/definitions.md#inferred-steps)
+LOOP_MARKERS = (
+    ("enumerate(DataLoader)#", "DataLoader iterations"),
+    ("Optimizer.zero_grad#", "Optimizer.zero_grad calls"),
+    ("Optimizer.step#", "Optimizer.step calls"),
+)
 WHOLE_TRACE = -1
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
 
@@ -108,7 +118,7 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     the last CPU event, or the last call of a truncated trace, is incomplete."""
     codes = np.array([c for c, name in enumerate(events.names) if REGION_CALL.match(name)], dtype=np.int32)
     if codes.size == 0:
-        return None
+        return loop_marker_steps(events)
     calls = kind_mask(events.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & np.isin(events.name, codes)
     rows = np.flatnonzero(calls & (events.dur_ns > 0))
     rows = rows[np.lexsort((-events.dur_ns[rows], events.ts_ns[rows], events.track[rows]))]
@@ -121,7 +131,7 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
             reach[track] = end
     rows = rows[keep]
     if rows.size < MIN_INFERRED_STEPS:
-        return None
+        return loop_marker_steps(events)
     rows = rows[np.argsort(events.ts_ns[rows], kind="stable")]
     start_ns = events.ts_ns[rows].astype(np.int64)
     end_ns = (events.ts_ns[rows] + events.dur_ns[rows]).astype(np.int64)
@@ -130,7 +140,32 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     if truncated:
         complete[-1] = False
     number = np.arange(1, rows.size + 1, dtype=np.int64)
-    return StepTable(number, start_ns, end_ns, complete, "inferred", INFERRED_FROM)
+    return StepTable(number, start_ns, end_ns, complete, "inferred", INFERRED_FROM, spans_calls=True)
+
+
+def loop_marker_steps(events: EventTable) -> StepTable | None:
+    """Steps of a training loop without ProfilerStep or compiled calls, from the first of `LOOP_MARKERS` that
+    has at least `MIN_INFERRED_STEPS` + 1 calls (user_annotation ranges whose name starts with the marker) on
+    one thread (the thread with the most): step k runs from the start of call k to the start of call k + 1,
+    numbered 1, 2, ...; all are complete (the next call is in the trace). What comes before the first call and
+    after the last one's start belongs to no step. None when no marker repeats."""
+    annotation = events.kind == Kind.USER_ANNOTATION
+    for prefix, described in LOOP_MARKERS:
+        codes = np.array([c for c, name in enumerate(events.names) if name.startswith(prefix)], dtype=np.int32)
+        if codes.size == 0:
+            continue
+        rows = np.flatnonzero(annotation & np.isin(events.name, codes))
+        if rows.size <= MIN_INFERRED_STEPS:
+            continue
+        tracks, counts = np.unique(events.track[rows], return_counts=True)
+        rows = rows[events.track[rows] == tracks[int(np.argmax(counts))]]
+        starts = np.unique(events.ts_ns[rows].astype(np.int64))  # sorted; a call recorded twice counts once
+        if starts.size <= MIN_INFERRED_STEPS:
+            continue
+        number = np.arange(1, starts.size, dtype=np.int64)
+        complete = np.ones(starts.size - 1, dtype=bool)
+        return StepTable(number, starts[:-1], starts[1:], complete, "inferred", described)
+    return None
 
 
 def autotune_rows(events: EventTable, parent: I32, launch: I32) -> np.ndarray:
@@ -255,7 +290,7 @@ def exclude_lossy_steps(
         last_written = cpu_side[np.argmax(file_position[cpu_side])]
         on_track = cpu_side[events.track[cpu_side] == events.track[last_written]]
         lossy |= steps.end_ns > int(events.ts_ns[on_track].max())
-    return StepTable(steps.number, steps.start_ns, steps.end_ns, steps.complete & ~lossy, steps.source)
+    return msgspec.structs.replace(steps, complete=steps.complete & ~lossy)
 
 
 def _mark(lossy: np.ndarray, step_indices: np.ndarray) -> None:

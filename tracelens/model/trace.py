@@ -129,6 +129,9 @@ class StepTable(msgspec.Struct, frozen=True):
     complete: Bool
     source: str  # "ProfilerStep", "inferred" (from `inferred_from`) or "whole_trace"
     inferred_from: str = ""  # what inferred steps are, e.g. "Torch-Compiled Region calls"; "" otherwise
+    # True: each step is one call and the time until the next call belongs to no step (steps inferred from
+    # torch.compile calls); False: each step is a range or a period of the loop (ProfilerStep, loop markers)
+    spans_calls: bool = False
 
     @property
     def per_step(self) -> bool:

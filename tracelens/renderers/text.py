@@ -151,7 +151,12 @@ def per_step_table(summary: Summary) -> Table:
         window = f"— {summary.empty_reason}"
     median = "; median = median over them" if several and not whole_trace and not summary.empty_reason else ""
     legend = STEP_LEGEND
-    if summary.facts.step_source == "inferred":  # the steps are calls: say so where the legend names the range
+    if summary.facts.step_source == "inferred" and not summary.facts.steps_are_calls:  # loop markers' periods
+        legend = legend.replace(
+            "of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace)",
+            f"from one call to the next (no ProfilerStep: steps inferred from {summary.facts.steps_inferred_from})",
+        )
+    elif summary.facts.step_source == "inferred":  # the steps are calls: say so where the legend names the range
         legend = legend.replace(
             "of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace)",
             f"of the step's call (no ProfilerStep: steps inferred from {summary.facts.steps_inferred_from})",
