@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import tracelens
+from tests import rawtrace
 from tests.test_pftrace import annotate, decode
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.report.timeline import finding_links
@@ -27,6 +30,43 @@ def test_hints_name_what_the_pftrace_holds(tmp_path: Path) -> None:
         if searched:
             hits = [s for s in decoded.slices if s.name.startswith(searched.group(1))]
             assert hits and all(decoded.names[s.track].startswith("fusion opportunities") for s in hits), link
+        elif sliced := re.search(r"the '([^']+)' slice", link.perfetto):
+            assert any(s.name == sliced.group(1) for s in decoded.slices), link
         else:
             track = re.search(r"the '([^']+)' track", link.perfetto)
             assert track and any(n == track.group(1) for n in decoded.names.values()), link
+
+
+def test_each_action_zooms_to_the_drawn_step_and_all_it_launched() -> None:
+    """One link per action of "What to do next", on the drawn (median-length) step: from the raw events, its
+    range is the step's ProfilerStep start to its end or the last end of the GPU activity launched in it."""
+    trace = tracelens.load(EAGER_MLP)
+    report = tracelens.analyze(trace)
+    assert report.actions is not None and report.actions.actions
+    links = [
+        link for link in finding_links(trace, gpu_activity_frame(trace), report) if link.label.startswith("action")
+    ]
+    assert len(links) == len(report.actions.actions)
+    number = int(re.search(r"step (\d+)$", links[0].label).group(1))  # type: ignore[union-attr]
+    evs = rawtrace.events(EAGER_MLP)
+    (step_start,) = [
+        float(e["ts"]) for e in evs if e.get("name") == f"ProfilerStep#{number}" and e.get("cat") == "user_annotation"
+    ]
+    launched_at = rawtrace.launch_times(evs)
+    (cpu_end,) = [
+        float(e["ts"]) + float(e["dur"])
+        for e in evs
+        if e.get("name") == f"ProfilerStep#{number}" and e.get("cat") == "user_annotation"
+    ]
+    ends = [
+        float(e["ts"]) + float(e["dur"])
+        for e in evs
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        and step_start <= launched_at.get(int(e["args"].get("correlation", -1)), -1.0) < cpu_end
+    ]
+    (index,) = [i for i, n in enumerate(trace.steps.number.tolist()) if n == number]
+    at_us = trace.steps.start_ns[index] / 1000  # the step's start on the timeline (tracelens' time origin)
+    for link in links:
+        pad = (link.x1_us - link.x0_us) / 52  # the link's margin: a fiftieth of the step's range on each side
+        assert link.x0_us + pad == pytest.approx(at_us, abs=0.01)
+        assert (link.x1_us - pad) - (link.x0_us + pad) == pytest.approx(max(cpu_end, *ends) - step_start, abs=0.01)

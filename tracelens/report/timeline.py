@@ -695,4 +695,36 @@ def finding_links(trace: Trace, gpu: Any, report: AnalysisReport, focus_step: in
             rank = note.split(":", 1)[0].split("#", 1)[-1]
             hint = f"in Perfetto: search 'fuse #{rank}:' (track 'fusion opportunities' under 'tracelens')"
         out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
-    return out
+    return [*action_links(trace, report, focus), *out]
+
+
+def action_links(trace: Trace, report: AnalysisReport, focus: int | None) -> list[FindingLink]:
+    """A zoom for each action of "What to do next" (`report.actions`): the drawn step, from its CPU start to
+    its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's saving
+    is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
+    step). The Perfetto hint names the step's `ProfilerStep#N` slice (or, for inferred steps, its number)."""
+    actions = report.actions.actions if report.actions is not None else []
+    if focus is None or not actions:
+        return []
+    steps, ev = trace.steps, trace.events
+    number = int(steps.number[focus])
+    start_ns, end_ns = int(steps.start_ns[focus]), int(steps.end_ns[focus])
+    launched = np.flatnonzero((trace.links.step == focus) & kind_mask(ev.kind, GPU_ACTIVITY_KINDS))
+    if launched.size:
+        end_ns = max(end_ns, int((ev.ts_ns[launched] + ev.dur_ns[launched]).max()))
+    x0_us, x1_us = start_ns / NS_PER_US, end_ns / NS_PER_US
+    pad = max((x1_us - x0_us) / 50, 2.0)
+    where = (
+        f"in Perfetto: the 'ProfilerStep#{number}' slice"
+        if steps.source == "ProfilerStep"
+        else f"in Perfetto: step {number} ({steps.label})"
+    )
+    return [
+        FindingLink(
+            f"action {rank}: {action.action}, saves {action.saved_us:,.1f} µs/step — step {number}",
+            x0_us - pad,
+            x1_us + pad,
+            where,
+        )
+        for rank, action in enumerate(actions, start=1)
+    ]
