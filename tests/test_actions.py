@@ -61,7 +61,8 @@ def raw_mean_span_us(path: Path) -> float:
 @pytest.mark.parametrize(("before", "after", "action"), TWINS, ids=lambda v: str(v).split("/")[-1])
 def test_the_action_the_twin_took_predicts_its_step(before: str, after: str, action: str) -> None:
     """The predicted step span of the action the twin took lies in its stated range around the realized one (all
-    steps of the after-trace, raw events); within ±20 % on every twin but the 64-token sweep (+25.9 %; its repeats: tests/test_actions_repeats.py)."""
+    steps of the after-trace, raw events); within ±20 % on every twin but the 64-token sweep (+25.9 %; its
+    repeat recordings: tests/test_actions_repeats.py)."""
     report = analyze(tracelens.load(recorded_trace(f"h200/{before}.json.gz")))
     assert report.actions is not None
     (prediction,) = [a for a in report.actions.actions if a.action == action][:1]
