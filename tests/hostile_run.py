@@ -15,6 +15,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -72,7 +73,6 @@ def run(
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
     child_env.update({"TMPDIR": str(tmpdir), "TRACELENS_NO_CACHE": "1", "PYTHONPATH": str(REPO), "COLUMNS": "100"})
     child_env.update(env or {})
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracelens", *argv],
@@ -83,22 +83,47 @@ def run(
         cwd=cwd or tmp,
         preexec_fn=lambda: _limit(memory_bytes),
     )
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.communicate()
-        raise AssertionError(f"hang: {list(argv)[:3]} ran past {timeout_s} s") from None
+    out, err, max_rss_bytes = _wait_measured(proc, argv, timeout_s)
     seconds = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return Result(
         status=proc.returncode,
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
         seconds=seconds,
-        max_rss_bytes=(after if after > before else 0) * 1024,  # ru_maxrss is the max over children so far
+        max_rss_bytes=max_rss_bytes,
         leftovers=tuple(sorted(p.name for p in tmpdir.iterdir())),
     )
+
+
+def _wait_measured(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s: float) -> tuple[bytes, bytes, int]:
+    """The child's stdout, stderr and peak RSS: its own (`wait4`, with its waited-for children's, such as
+    forked decoders), not the largest of every child this process ever ran (`RUSAGE_CHILDREN`, which an
+    earlier, bigger child would hide). A child still running after `timeout_s` is killed: a hang."""
+    streams: dict[str, bytes] = {}
+    readers = [
+        threading.Thread(target=lambda name=name, pipe=pipe: streams.__setitem__(name, pipe.read()), daemon=True)
+        for name, pipe in (("out", proc.stdout), ("err", proc.stderr))
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, 9)
+            os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            raise AssertionError(f"hang: {list(argv)[:3]} ran past {timeout_s} s") from None
+        time.sleep(0.005)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for reader in readers:
+        reader.join(timeout=30)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    return streams.get("out", b""), streams.get("err", b""), usage.ru_maxrss * 1024
 
 
 def base_document(name: str = "eager_mlp.json.gz") -> dict[str, Any]:

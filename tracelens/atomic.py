@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,18 @@ TEMP_SUFFIX = ".tracelens-tmp"
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)" + re.escape(TEMP_SUFFIX) + r"$")
 
 
-def write_atomic(path: Path, data: bytes | Sequence[Any], *, durable: bool = True) -> None:
-    """Write `data` (bytes, or pieces written in order) to `path` atomically (see the module docstring).
-    `durable=False` skips the fsyncs (for scratch files whose loss after a power cut is harmless). The parent
-    folder must exist."""
+def write_atomic(path: Path, data: bytes | Iterable[Any], *, durable: bool = True) -> None:
+    """Write `data` (bytes, or pieces written in order: a generator's, made while they are written) to `path`
+    atomically (see the module docstring); whatever a generator raises leaves `path` as it was and no temporary
+    file. `durable=False` skips the fsyncs (for scratch files whose loss after a power cut is harmless). The
+    parent folder must exist."""
     folder = path.parent
     sweep_stale_temps(folder)
     temp = folder / f".{path.name}.{os.getpid()}{TEMP_SUFFIX}"
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
         try:
-            pieces: Sequence[Any] = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+            pieces: Iterable[Any] = [data] if isinstance(data, bytes | bytearray | memoryview) else data
             for piece in pieces:
                 view = memoryview(piece)
                 while view:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,34 +98,56 @@ def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
     trace = load_with_feedback(path, args.cache, capture=args.capture)
     report = analyze(trace)
     additions = trace_additions(trace, report)
-    pieces: list[Any]
     if _format(args) == "perfetto":
         from tracelens.renderers.pftrace import pftrace_bytes
 
-        pieces = [pftrace_bytes(trace, report, additions.slices)]
+        _write(output, [pftrace_bytes(trace, report, additions.slices)], args, inputs)
     else:
-        from tracelens.loader.rewrite import rewrite_pieces, rewrite_source
+        from tracelens.loader.rewrite import NotStreamable, rewrite_pieces, rewrite_source, stream_pieces
 
         source = rewrite_source(trace)
         del trace, report  # freed before the file is read again: the peak is the larger of the two, not the sum
         gc.collect()
-        pieces = rewrite_pieces(source, additions)
-    if output.name.endswith(".gz"):
-        pieces = [_gzipped(pieces)]
-    write_output(output, pieces[0] if len(pieces) == 1 else pieces, args.force, inputs)
+        try:  # range by range as the file is read: memory is a range of text plus the additions
+            _write(output, stream_pieces(source, additions), args, inputs)
+        except NotStreamable:  # a file the loader repaired: nothing of the first try is left; the whole text
+            _write(output, rewrite_pieces(source, additions), args, inputs)
     if not is_stdout(output):
         slices, annotated = len(additions.slices), len(additions.row_args)
         status(f"Wrote {output} ({slices:,} finding slices, {annotated:,} events annotated)")
     return 0
 
 
-def _gzipped(pieces: list[Any]) -> bytes:
-    """The gzip (level 6, mtime 0) of the pieces' concatenation, compressed piece by piece."""
-    import gzip  # only when writing .gz: other commands never import it
-    import io
+def _write(output: Path, pieces: Iterable[Any], args: argparse.Namespace, inputs: list[Path]) -> None:
+    """Write the pieces (gzipped piece by piece when `output` ends in .gz) to `output` (`write_output`)."""
+    write_output(output, _gzipped(pieces) if output.name.endswith(".gz") else pieces, args.force, inputs)
 
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as handle:
+
+def _gzipped(pieces: Iterable[Any]) -> Iterator[bytes]:
+    """The gzip (level 6, mtime 0) of the pieces' concatenation, compressed and given piece by piece."""
+    import gzip  # only when writing .gz: other commands never import it
+
+    sink = _Sink()
+    with gzip.GzipFile(fileobj=sink, mode="wb", compresslevel=6, mtime=0) as handle:
         for piece in pieces:
             handle.write(piece)
-    return buffer.getvalue()
+            yield from sink.drain()
+    yield from sink.drain()
+
+
+class _Sink:
+    """A write-only file that keeps what is written until `drain`."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def drain(self) -> list[bytes]:
+        parts, self.parts = self.parts, []
+        return parts

@@ -16,7 +16,7 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +57,16 @@ def check_writable(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None
         raise TracelensError(f"{path} exists; pass --force to overwrite it")
 
 
-def write_output(path: Path, content: str | bytes | Sequence[Any], force: bool, inputs: Sequence[Path] = ()) -> None:
+def write_output(path: Path, content: str | bytes | Iterable[Any], force: bool, inputs: Sequence[Path] = ()) -> None:
     """Write a command's output atomically (`tracelens.atomic`), or to stdout for `-o -`, after checking the
     policy once more (the file system may have changed while the command ran). `content` may be pieces to
-    write in order (an output too big to join in memory)."""
+    write in order (an output too big to join in memory; a generator's pieces are made while they are written
+    to a file, and joined before anything is written to stdout); what the generator raises is raised, with
+    nothing written."""
     # a lone surrogate (a file name's undecodable byte) is written as `\udcff`: the output stays valid UTF-8
     data = content.encode("utf-8", errors="backslashreplace") if isinstance(content, str) else content
     if is_stdout(path):
-        pieces: Sequence[Any] = [data] if isinstance(data, bytes) else data
+        pieces: Iterable[Any] = [data] if isinstance(data, bytes) else data
         write_stdout(b"".join(pieces))  # stdout: one write (a pipe's reader sees whole output)
         return
     check_writable(path, force, inputs)

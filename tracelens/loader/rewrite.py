@@ -1,6 +1,14 @@
 """Write a trace back with additions: re-read the original file, cut its event list into each event's own bytes
 (undecoded), merge extra args into chosen events, append new slices on a track of their own, and give the
-pieces to write (their memory is the text read plus a small object per event, not a decoded document).
+pieces to write.
+
+Two ways, with the same output bytes: `stream_pieces` reads the text forward (plain, or gunzipped as it is read),
+cuts `traceEvents` into ranges of whole events where the streaming loader cuts them (`stream.events_head`,
+`stream.next_boundary`), and yields the output range by range: its memory is a range of text plus the
+additions, not the file. It raises `NotStreamable` (possibly after yielding: the caller discards what it wrote
+and starts again) for files the streaming loader also leaves to the whole-file decoder: a bare array, a cut-off
+file, invalid JSON, keys it cannot place. `rewrite_pieces` reads the text whole (memory: the text plus a small
+object per event) and handles every file the loader reads, repaired ones included.
 
 This lives in `loader/` because it is the only other place that touches raw trace JSON. Rows are matched to the
 file's events through `Trace.source_rows`: row i is the source_rows[i]-th complete (`ph: "X"`) event with a
@@ -10,7 +18,7 @@ finite timestamp.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +28,16 @@ import numpy as np
 
 from tracelens.errors import TracelensError
 from tracelens.loader.coerce import is_complete
-from tracelens.loader.source import read_trace_bytes
+from tracelens.loader.source import (
+    BLOCK_BYTES,
+    GZIP_MAGIC,
+    MAX_EVENT_BYTES,
+    EventGapGuard,
+    Gunzip,
+    check_readable,
+    read_trace_bytes,
+)
+from tracelens.loader.stream import CHUNK_BYTES, RANGE_AFFIXES, NotStreamable, events_head, next_boundary
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -89,8 +106,13 @@ class _Item(msgspec.Struct):
 
 
 _ITEM = msgspec.json.Decoder(_Item)
+_ITEM_LIST = msgspec.json.Decoder(list[_Item])
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENTS_KEY = msgspec.json.encode("traceEvents")
+MAX_RANGE_BYTES = 2 * MAX_EVENT_BYTES  # a range that does not decode at this size is not cut wrong: invalid
+
+__all__ = ["AddedSlice", "Additions", "NotStreamable", "RewriteSource", "rewrite_pieces", "stream_pieces"]
 
 
 def rewrite_pieces(source: RewriteSource, additions: Additions) -> list[bytes | msgspec.Raw]:
@@ -117,13 +139,8 @@ def rewrite_pieces(source: RewriteSource, additions: Additions) -> list[bytes | 
             pids.append(fields.pid)
     _check_count(source, len(complete))
     pieces: list[bytes | msgspec.Raw] = list(items)
-    rows = source.source_rows
-    for row, extra in sorted(additions.row_args.items()):
-        index = complete[int(rows[row]) if rows is not None else row]
-        event = msgspec.json.decode(items[index])
-        args = event.get("args")
-        event["args"] = {**(args if isinstance(args, dict) else {}), **extra}
-        pieces[index] = _encode(event)
+    for position, extra in _args_by_complete_index(source, additions).items():
+        pieces[complete[position]] = _annotated(items[complete[position]], extra)
     pieces += [_encode(event) for event in _new_events(source, max(pids, default=0) + 1, additions)]
     joined: list[bytes | msgspec.Raw] = []
     for index, piece in enumerate(pieces):
@@ -137,6 +154,193 @@ def rewrite_pieces(source: RewriteSource, additions: Additions) -> list[bytes | 
         head.append(msgspec.json.encode(key) + b":")
         head += [b"[", *joined, b"]"] if key == "traceEvents" else [value]
     return [*head, b"}"]
+
+
+def stream_pieces(source: RewriteSource, additions: Additions, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The bytes of `rewrite_pieces(source, additions)`, yielded range by range as the file is read forward
+    (see the module docstring): about `chunk_bytes` of events, plus one event, are held at once. Raises
+    NotStreamable (possibly after yielding) for a file that needs `rewrite_pieces`, and TracelensError, after
+    the last event, when the events do not match the loader's count."""
+    if source.truncated or source.bare_array:
+        raise NotStreamable("a repaired file")
+    check_readable(source.path)
+    try:
+        yield from _streamed(source, _args_by_complete_index(source, additions), additions, chunk_bytes)
+    except OSError as exc:
+        raise TracelensError(f"{source.path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def _streamed(
+    source: RewriteSource, by_position: Mapping[int, Mapping[str, Any]], additions: Additions, chunk_bytes: int
+) -> Iterator[bytes]:
+    with source.path.open("rb") as handle:
+        text = _ForwardText(_text_blocks(handle, str(source.path)), str(source.path))
+        head = events_head(text)
+        head_keys = _decoded(_TOP, head + RANGE_AFFIXES["head"][1])
+        if list(head_keys)[-1] != "traceEvents":  # the key came earlier too: its value is the later one
+            raise NotStreamable("traceEvents twice")
+        del head_keys["traceEvents"]
+        yield b"".join([b"{", *_members(head_keys), b"," if head_keys else b"", _EVENTS_KEY, b":["])
+        events = _EventCount()
+        start = target = len(head)
+        while (cut := next_boundary(text, target + chunk_bytes)) is not None:
+            array = b"".join((b"[", text.take(start, cut[0]), b"]"))
+            try:
+                items = _ITEMS.decode(array)
+            except (msgspec.DecodeError, RecursionError):  # cut inside a string or an event: a longer range
+                if cut[0] - start > MAX_RANGE_BYTES:
+                    raise NotStreamable(f"no event boundary in {MAX_RANGE_BYTES >> 20} MB") from None
+                target = cut[1] + (cut[0] - start)
+                continue
+            text.forget(cut[1])
+            separator = b"," if events.items else b""
+            yield separator + events.joined(array, items, by_position)
+            start = target = cut[1]
+        tail = RANGE_AFFIXES["tail"][0] + text.take(start, None)
+    tail_keys = _decoded(_TOP, tail)
+    if tail.find(_EVENTS_KEY, len(RANGE_AFFIXES["tail"][0])) >= 0 or not head_keys.keys().isdisjoint(tail_keys):
+        raise NotStreamable("keys of the document twice")
+    before = events.items
+    array = bytes(tail_keys.pop("traceEvents"))
+    last = events.joined(array, _decoded(_ITEMS, array), by_position)
+    del tail
+    _check_count(source, events.complete)
+    added = [_encode(event) for event in _new_events(source, events.max_pid + 1, additions)]
+    pieces = [last, *added] if events.items > before else added
+    yield (b"," if before and pieces else b"") + b",".join(pieces) + b"]"
+    yield b"".join([b"," if tail_keys else b"", *_members(tail_keys), b"}"])
+
+
+class _EventCount:
+    """Events seen so far in a streamed rewrite: all items, complete events, and the largest integer pid."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.complete = 0
+        self.max_pid = 0
+
+    def joined(self, array: bytes, items: list[msgspec.Raw], by_position: Mapping[int, Mapping[str, Any]]) -> bytes:
+        """The `items` of the JSON array `array` joined by commas, those at complete-event positions in
+        `by_position` with its args merged."""
+        pieces: list[bytes | msgspec.Raw] = list(items)
+        for index, fields in enumerate(_fields(array, items)):
+            if fields is None:
+                continue
+            if is_complete(fields.ph, fields.ts):
+                extra = by_position.get(self.complete)
+                if extra is not None:
+                    pieces[index] = _annotated(items[index], extra)
+                self.complete += 1
+            pid = fields.pid
+            if isinstance(pid, int) and not isinstance(pid, bool) and pid > self.max_pid:
+                self.max_pid = pid
+        self.items += len(items)
+        return b",".join(pieces)
+
+
+def _fields(array: bytes, items: list[msgspec.Raw]) -> list[_Item | None]:
+    """`_Item` of each item of `array` (None for one that is not an object), decoded at once when every item
+    is one."""
+    try:
+        return list(_ITEM_LIST.decode(array))
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    out: list[_Item | None] = []
+    for item in items:
+        try:
+            out.append(_ITEM.decode(item))
+        except (msgspec.DecodeError, RecursionError):
+            out.append(None)
+    return out
+
+
+def _decoded(decoder: Any, text: bytes | msgspec.Raw) -> Any:
+    try:
+        return decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise NotStreamable(str(exc)) from None
+
+
+def _members(keys: Mapping[str, msgspec.Raw]) -> list[bytes]:
+    """`"key":value` of each key, joined by commas (as `rewrite_pieces` writes them)."""
+    out: list[bytes] = []
+    for key, value in keys.items():
+        out += [b",", msgspec.json.encode(key), b":", bytes(value)]
+    return out[1:]
+
+
+def _text_blocks(handle: Any, name: str) -> Iterator[bytes]:
+    """The text of an open trace file in blocks: gunzipped as it is read when it starts with the gzip magic."""
+    if handle.read(2) == GZIP_MAGIC:
+        handle.seek(0)
+        yield from Gunzip(handle, name)
+        return
+    handle.seek(0)
+    yield from iter(lambda: handle.read(BLOCK_BYTES), b"")
+
+
+class _ForwardText:
+    """Text given in blocks, read as a file that only goes forward: `seek` and `read` anywhere at or after the
+    first byte kept (what `stream.events_head` and `stream.next_boundary` need), `take` a range's bytes, and
+    `forget` the text before an offset. It holds the text from the last `forget` to the furthest read, and
+    refuses text without an event end for `MAX_EVENT_BYTES` (`source.EventGapGuard`), so that is bounded."""
+
+    def __init__(self, blocks: Iterator[bytes], source: str) -> None:
+        self._blocks = blocks
+        self._guard = EventGapGuard(source)
+        self._text = bytearray()
+        self._base = 0  # the offset of _text[0] in the whole text
+        self._position = 0
+
+    def seek(self, position: int) -> int:
+        if position < self._base:
+            raise ValueError(f"offset {position} was forgotten")
+        self._position = position
+        return position
+
+    def read(self, size: int) -> bytes:
+        data = self.take(self._position, self._position + size)
+        self._position += len(data)
+        return data
+
+    def take(self, start: int, end: int | None) -> bytes:
+        """Bytes [start, end) of the text (to its end when `end` is None); `start` not before the first kept."""
+        self._fill(end)
+        stop = None if end is None else end - self._base
+        return bytes(memoryview(self._text)[start - self._base : stop])
+
+    def forget(self, offset: int) -> None:
+        """Free the text before `offset`."""
+        del self._text[: offset - self._base]
+        self._base = offset
+
+    def _fill(self, end: int | None) -> None:
+        while end is None or self._base + len(self._text) < end:
+            block = next(self._blocks, None)
+            if block is None:
+                return
+            self._guard.feed(block)
+            self._text += block
+
+
+def _args_by_complete_index(source: RewriteSource, additions: Additions) -> dict[int, Mapping[str, Any]]:
+    """The args to merge, by the position of their event among the file's complete events (rows of another
+    file, a `--capture` trace's, are left out)."""
+    rows = source.source_rows
+    n_rows = len(rows) if rows is not None else source.expected_events
+    out: dict[int, Mapping[str, Any]] = {}
+    for row, extra in sorted(additions.row_args.items()):
+        if 0 <= row < n_rows:
+            out[int(rows[row]) if rows is not None else row] = extra
+    return out
+
+
+def _annotated(item: msgspec.Raw, extra: Mapping[str, Any]) -> bytes:
+    """The event `item` with `extra` merged into its args (an `args` that is not an object is replaced)."""
+    event = msgspec.json.decode(item)
+    args = event.get("args")
+    event["args"] = {**(args if isinstance(args, dict) else {}), **extra}
+    return _encode(event)
 
 
 def _encode(value: Any) -> bytes:

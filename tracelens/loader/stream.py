@@ -152,7 +152,7 @@ def _columns(events: list[Any]) -> ChunkColumns:
 def decode_range(path: Path, kind: str, start: int, end: int) -> tuple[dict[str, Any], ChunkColumns | None]:
     """`decode_piece` of bytes [start, end) of a plain file, read straight into the decoder's buffer (this
     process's text buffer, `_text_buffer`)."""
-    prefix, suffix = _AFFIXES[kind]
+    prefix, suffix = RANGE_AFFIXES[kind]
     view = buffer = _text_buffer(len(prefix) + (end - start) + len(suffix))
     buffer[: len(prefix)] = prefix
     if suffix:
@@ -183,7 +183,7 @@ def _decode_without_empty_items(
     if compacted is None or not compacted[1]:
         raise NotStreamable(str(error)) from None
     new_end, dropped = compacted
-    suffix = _AFFIXES[kind][1]
+    suffix = RANGE_AFFIXES[kind][1]
     buffer[new_end : new_end + len(suffix)] = suffix
     try:
         metadata, columns = decode_piece(kind, buffer[: new_end + len(suffix)])
@@ -219,21 +219,13 @@ def _begin_ranges(
 ) -> StreamingDecode:
     """Byte ranges cut between events, sized so that each of `workers` processes gets the same number of equal
     ranges; with `workers` > 1, `workers` - 1 forked children start on theirs."""
-    head = handle.read(1 << 20)
-    if head.lstrip()[:1] != b"{":
-        raise NotStreamable("not a JSON object")
-    match = _EVENTS_KEY.match(head)
-    if match is None:
-        head += handle.read(HEAD_LIMIT_BYTES)
-        match = _EVENTS_KEY.match(head)
-        if match is None:
-            raise NotStreamable("no traceEvents array near the start")
+    head = events_head(handle)
     try:
-        metadata = decode_piece("head", _payload("head", head[: match.end()]))[0]
+        metadata = decode_piece("head", _payload("head", head))[0]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from exc
     ranges: list[tuple[Path, str, int, int]] = []
-    start = match.end()
+    start = len(head)
     chunk_bytes = balanced_chunk_bytes(size - start, chunk_bytes, workers)
     target = start + chunk_bytes
     while target < size - chunk_bytes // 4:
@@ -251,6 +243,22 @@ def _begin_ranges(
         except OSError:  # no process or scratch folder to be had: this process decodes every range
             forked = None
     return StreamingDecode(metadata, ranges, size, progress, forked)
+
+
+def events_head(handle: Any) -> bytes:
+    """The text of the open file from its start to just after `"traceEvents": [` (read from the current
+    position, the file's start); NotStreamable when the file is not an object or the key does not come within
+    `HEAD_LIMIT_BYTES`. `RANGE_AFFIXES["head"]` closes it into a document of the keys before `traceEvents`."""
+    head = handle.read(1 << 20)
+    if head.lstrip()[:1] != b"{":
+        raise NotStreamable("not a JSON object")
+    match = _EVENTS_KEY.match(head)
+    if match is None:
+        head += handle.read(HEAD_LIMIT_BYTES)
+        match = _EVENTS_KEY.match(head)
+        if match is None:
+            raise NotStreamable("no traceEvents array near the start")
+    return bytes(head[: match.end()])
 
 
 _WINDOW_BYTES = 64 << 10  # events are small: a boundary is almost always this close
@@ -291,9 +299,10 @@ def _decode_range_args(job: tuple[Path, str, int, int]) -> tuple[dict[str, Any],
     return decode_range(*job)
 
 
-_AFFIXES = {"head": (b"", b"]}"), "events": (b"[", b"]"), "tail": (b'{"traceEvents":[', b"")}
+# what closes a range of each kind into a JSON document (also used by `rewrite`)
+RANGE_AFFIXES = {"head": (b"", b"]}"), "events": (b"[", b"]"), "tail": (b'{"traceEvents":[', b"")}
 
 
 def _payload(kind: str, text: bytes | memoryview) -> bytes:
-    prefix, suffix = _AFFIXES[kind]
+    prefix, suffix = RANGE_AFFIXES[kind]
     return b"".join((prefix, text, suffix))
