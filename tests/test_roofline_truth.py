@@ -14,9 +14,11 @@ import pytest
 
 import tracelens
 from tests.conftest import anchor, anchor_traces, recorded_trace
+from tests.independent import view_bytes
 from tracelens.analyses import analyze
 from tracelens.analyses.roofline import kernel_models
 from tracelens.analyses.window import select_window
+from tracelens.model.events import Kind
 
 RECORDED = sorted((Path(__file__).resolve().parent.parent / "traces").rglob("*.json.gz"))
 ALL = anchor_traces() + RECORDED
@@ -230,3 +232,43 @@ def test_ambiguous_second_write_above_the_peak_is_no_figure() -> None:
     assert row.mb_per_call * 1e6 == pytest.approx(sum(sizes))
     assert (sum(sizes) + sizes[0]) / mean_s / 1e12 > 4.8 > sum(sizes) / mean_s / 1e12
     assert row.pct_of_peak is None and row.model_note is not None and row.model_note.startswith("ambiguous bytes")
+
+
+VIEW_TRACES = (  # traces whose memory-bound ops read stride-0 views (mean/sum backward's expanded gradient, …)
+    "h200/block/train_eager_block.json.gz",
+    "h200/audit/conv_train_fp32_cl.json.gz",
+    "h200/record/hf_llama_generate.json.gz",
+)
+
+
+@pytest.mark.parametrize("relative", VIEW_TRACES)
+def test_memory_bound_bytes_follow_strides(relative: str) -> None:
+    """Issue #27 item 5: every modelled call of the pointwise and copy ops of tests/independent/view_bytes.py
+    moves the bytes that script computes from the raw `Input Dims` / `Input Strides` / `Input type` (a stride-0
+    dimension read once), and on each of these traces some call reads a stride-0 view (`div` of mean's expanded
+    gradient: 16 kB read, not 33.6 MB), so counting every element would fail the test."""
+    path = recorded_trace(relative)
+    names = view_bytes.BINARY | view_bytes.UNARY | view_bytes.COPY_OUT
+    expected = view_bytes.expected_by_signature(str(path), names)
+    trace = tracelens.load(path)
+    models = kernel_models(trace, select_window(trace))
+    ev = trace.events
+    per_call: dict[int, float] = {}
+    for row, op, moved in zip(models.row.tolist(), models.op_row.tolist(), models.bytes.tolist(), strict=True):
+        if op >= 0 and ev.kind[row] == Kind.KERNEL and ev.names[int(ev.name[op])] in names:
+            per_call[op] = per_call.get(op, 0.0) + moved  # the call's bytes, split among its kernels by time
+    strided = 0
+    for op, moved in per_call.items():
+        raw = {
+            key: json.loads(column[op]) if column[op] is not None else None
+            for key, column in (
+                ("Input Dims", ev.input_dims),
+                ("Input Strides", ev.input_strides),
+                ("Input type", ev.input_types),
+                ("Concrete Inputs", ev.concrete_inputs),
+            )
+        }
+        want, dense, stride_zero = expected[view_bytes.signature(ev.names[int(ev.name[op])], raw)]
+        assert moved == pytest.approx(want, rel=1e-9), (ev.names[int(ev.name[op])], raw)
+        strided += stride_zero and want < dense
+    assert per_call and strided > 0

@@ -4,9 +4,10 @@
 fits the kernel: GEMM models for GEMM kernels, attention models for attention kernels, convolution models for
 convolution (or implicit-GEMM) kernels, elementwise/reduction/copy models for memory-bound kernels, and the
 Inductor model for a `triton_*` kernel under its own wrapper op.
-Estimates: every tensor is moved once — each input read once, each output written once, an `out=` buffer the
-profiler records among the inputs (Inductor's extern `mm(a, b, out=buf)`) counted as the output only, and an
-in/out buffer (Inductor's `in_out_ptr`) read and written. Outputs not recorded are sized from the inputs.
+Estimates: every tensor is moved once — each input read once (the elements its view addresses, `Tensor.addressed`:
+a stride-0 dimension once), each output written once, an `out=` buffer the profiler records among the inputs
+(Inductor's extern `mm(a, b, out=buf)`) counted as the output only, and an in/out buffer (Inductor's `in_out_ptr`)
+read and written. Outputs not recorded are sized from the inputs.
 """
 
 from __future__ import annotations
@@ -252,10 +253,10 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
         return None
     name, tensors = base_name(op_name), shapes.tensors
     first = tensors[0]
-    inputs = float(sum(t.nbytes for t in tensors))
+    inputs = float(sum(t.addressed_bytes for t in tensors))  # a view: the elements it addresses (`Tensor.addressed`)
     if name in POINTWISE:
         tensors = _pointwise_inputs(name, shapes)
-        inputs = float(sum(t.nbytes for t in tensors))
+        inputs = float(sum(t.addressed_bytes for t in tensors))
         out_numel = broadcast_numel(tensors)
         out = float(out_numel * first.itemsize)
         return OpModel("elementwise", float(out_numel), inputs + out, first.dtype, out_bytes=out)
@@ -266,7 +267,7 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     if name in REDUCTIONS:
         return OpModel("reduction", float(first.numel), inputs, first.dtype)
     if name in FILLS:
-        return OpModel("fill", 0.0, float(first.nbytes), first.dtype, out_bytes=float(first.nbytes))
+        return OpModel("fill", 0.0, float(first.addressed_bytes), first.dtype, out_bytes=float(first.nbytes))
     if name in COPIES:
         moved = inputs if name == "copy_" else inputs + first.nbytes
         return OpModel("copy", 0.0, moved, first.dtype, out_bytes=float(first.nbytes))
@@ -798,14 +799,14 @@ def _pointwise_reads(kernel_name: str, shapes: OpShapes) -> list[int]:
     tensors = shapes.tensors
     xnumel = _xnumel(shapes) if kernel_name.startswith("triton_poi_") else None
     if xnumel is None:
-        return [t.nbytes for t in tensors]
+        return [t.addressed_bytes for t in tensors]
     outputs = 0
     for t in reversed(tensors):
         if t.numel != xnumel:
             break
         outputs += 1
     most = max(outputs, 1) * xnumel
-    return [min(t.numel, most) * t.itemsize for t in tensors]
+    return [min(t.addressed, most) * t.itemsize for t in tensors]
 
 
 def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
