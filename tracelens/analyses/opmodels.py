@@ -29,6 +29,7 @@ class OpModel(msgspec.Struct, frozen=True):
     out_bytes: float = 0.0  # bytes of the op's output (fusion: what a fuser would keep on chip)
     in_place: bool = False  # Inductor: the first argument is an in/out buffer (read and written)
     bytes_if_in_place: float = 0.0  # Inductor: bytes if it also wrote its first argument (0: no such reading)
+    bytes_if_whole: float = 0.0  # Inductor: bytes if it read every argument whole (0: none was charged in part)
 
 
 # GEMM ops: number of inputs before any `out=` buffer the profiler records as a further argument
@@ -762,25 +763,34 @@ def _inductor(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     in_place = _in_place(kernel_name, shapes, gemm_out_buffers)
     sizes = _pointwise_reads(kernel_name, shapes)
     moved = float(sum(sizes)) + (sizes[0] if in_place else 0)
+    whole = [t.addressed_bytes for t in tensors]
+    moved_whole = (float(sum(whole)) + (whole[0] if in_place else 0)) if whole != sizes else 0.0
     flops = float(largest.numel * max(len(ops), 1))
     if kernel_name.startswith("triton_tem_") and {"mm", "addmm", "bmm"} & set(ops):
         flops = _template_gemm_flops(tensors) or flops
-    maybe = not in_place and _may_write_first(kernel_name, shapes, gemm_out_buffers)
+    maybe = not in_place and _may_write_first(kernel_name, shapes)
     upper = moved + sizes[0] if maybe else 0.0
     return OpModel(
-        "inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place, bytes_if_in_place=upper
+        "inductor",
+        flops,
+        moved,
+        largest.dtype,
+        ops="+".join(ops),
+        in_place=in_place,
+        bytes_if_in_place=upper,
+        bytes_if_whole=moved_whole,
     )
 
 
-def _may_write_first(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
-    """Whether a `triton_poi_` kernel not judged in place (`_in_place`) might still write its first argument: it
-    is a GEMM `out=` buffer (or a view of one) of `xnumel` elements, so it could be an in/out buffer besides the
-    kernel's other outputs; the trace cannot tell."""
-    if not kernel_name.startswith("triton_poi_") or not gemm_out_buffers or not shapes.tensors:
+def _may_write_first(kernel_name: str, shapes: OpShapes) -> bool:
+    """Whether a `triton_poi_` kernel not judged in place (`_in_place`) might still write its first argument:
+    Inductor passes an in/out buffer first (`in_out_ptr0`), and the trace records no argument names, so any
+    first argument of `xnumel` elements (the size of what the kernel writes) may be one, besides the kernel's
+    other outputs: GPT-2 training's `_to_copy_15(bf16 [2304, 768], fp32 [2304, 768])`, a GEMM `out=` buffer
+    before its output (`mul_silu_3(gate, up, out)`), a lone argument (a fill, or an update in place)."""
+    if not kernel_name.startswith("triton_poi_") or not shapes.tensors:
         return False
-    first, xnumel = shapes.tensors[0], _xnumel(shapes)
-    buffers = {(math.prod(dims), dtype) for dims, dtype in gemm_out_buffers}
-    return xnumel == first.numel and (first.numel, first.dtype) in buffers
+    return _xnumel(shapes) == shapes.tensors[0].numel
 
 
 def _xnumel(shapes: OpShapes) -> int | None:
