@@ -316,14 +316,17 @@ def _gather_loss(shapes: OpShapes) -> OpModel | None:
 
 
 def input_reads(op_name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...]) -> tuple[float, ...]:
-    """Bytes each of `inputs` (from `memory_op_io`) is read for: all of it, but for the losses that gather one
-    value per target element (`GATHER_LOSSES`: self and weight)."""
+    """Bytes each of `inputs` (from `memory_op_io`) is read for, as the roofline counts them: the elements its view
+    addresses (`Tensor.addressed`: a stride-0 dimension once), but for the losses that gather one value per
+    target element (`GATHER_LOSSES`: self and weight)."""
     target = shapes.tensor(1) if shapes is not None and base_name(op_name) in GATHER_LOSSES else None
     if shapes is None or target is None:
-        return tuple(float(t.nbytes) for t in inputs)
+        return tuple(float(t.addressed_bytes) for t in inputs)
     rows = target.numel
     gathered = (shapes.tensor(0), shapes.tensor(2))
-    return tuple(float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.nbytes) for t in inputs)
+    return tuple(
+        float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.addressed_bytes) for t in inputs
+    )
 
 
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
