@@ -8,7 +8,7 @@ static const char *EVENT_FIELDS[N_EVENT_FIELDS] = {"cat", "name", "pid", "tid", 
 static const char *INT_FIELDS[N_INT_FIELDS] = {"external_id", "external_id_legacy", "correlation", "sequence_number", "device", "stream", "bytes"};
 #define N_DIM_FIELDS 2
 static const char *DIM_FIELDS[N_DIM_FIELDS] = {"grid", "block"};
-#define N_RAW_FIELDS 3
-static const char *RAW_FIELDS[N_RAW_FIELDS] = {"input_dims", "input_type", "concrete_inputs"};
+#define N_RAW_FIELDS 4
+static const char *RAW_FIELDS[N_RAW_FIELDS] = {"input_dims", "input_type", "concrete_inputs", "input_strides"};
 enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS };
 #endif

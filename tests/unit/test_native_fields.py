@@ -52,7 +52,7 @@ def _assert_same(native: object, python: object) -> None:
         elif isinstance(a, (int, float)):  # counts (e.g. empty_objects)
             assert type(a) is type(b) and a == b, name
         else:
-            assert a == b and (a is None or [type(v) for v in a] == [type(v) for v in b]), name
+            assert a == b and (not isinstance(a, list) or [type(v) for v in a] == [type(v) for v in b]), name
 
 
 def _kernel(**changes: object) -> Event:

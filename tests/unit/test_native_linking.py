@@ -58,6 +58,7 @@ def _table(rows: list[tuple[Kind, int, int, int, int, int]]) -> EventTable:
         input_dims=np.full(n, None, dtype=object),
         input_types=np.full(n, None, dtype=object),
         concrete_inputs=np.full(n, None, dtype=object),
+        input_strides=np.full(n, None, dtype=object),
         names=("x",),
     )
 

@@ -90,6 +90,7 @@ def _table(rows: list[tuple[int, int, int, Kind]], sort_starts: bool) -> EventTa
         input_dims=np.full(n, None, dtype=object),
         input_types=np.full(n, None, dtype=object),
         concrete_inputs=np.full(n, None, dtype=object),
+        input_strides=np.full(n, None, dtype=object),
         names=("x",),
         **ints,
     )

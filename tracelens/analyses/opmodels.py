@@ -4,9 +4,10 @@
 fits the kernel: GEMM models for GEMM kernels, attention models for attention kernels, convolution models for
 convolution (or implicit-GEMM) kernels, elementwise/reduction/copy models for memory-bound kernels, and the
 Inductor model for a `triton_*` kernel under its own wrapper op.
-Estimates: every tensor is moved once — each input read once, each output written once, an `out=` buffer the
-profiler records among the inputs (Inductor's extern `mm(a, b, out=buf)`) counted as the output only, and an
-in/out buffer (Inductor's `in_out_ptr`) read and written. Outputs not recorded are sized from the inputs.
+Estimates: every tensor is moved once — each input read once (the elements its view addresses, `Tensor.addressed`:
+a stride-0 dimension once), each output written once, an `out=` buffer the profiler records among the inputs
+(Inductor's extern `mm(a, b, out=buf)`) counted as the output only, and an in/out buffer (Inductor's `in_out_ptr`)
+read and written. Outputs not recorded are sized from the inputs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class OpModel(msgspec.Struct, frozen=True):
     out_bytes: float = 0.0  # bytes of the op's output (fusion: what a fuser would keep on chip)
     in_place: bool = False  # Inductor: the first argument is an in/out buffer (read and written)
     bytes_if_in_place: float = 0.0  # Inductor: bytes if it also wrote its first argument (0: no such reading)
+    bytes_if_whole: float = 0.0  # Inductor: bytes if it read every argument whole (0: none was charged in part)
 
 
 # GEMM ops: number of inputs before any `out=` buffer the profiler records as a further argument
@@ -252,10 +254,10 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
         return None
     name, tensors = base_name(op_name), shapes.tensors
     first = tensors[0]
-    inputs = float(sum(t.nbytes for t in tensors))
+    inputs = float(sum(t.addressed_bytes for t in tensors))  # a view: the elements it addresses (`Tensor.addressed`)
     if name in POINTWISE:
         tensors = _pointwise_inputs(name, shapes)
-        inputs = float(sum(t.nbytes for t in tensors))
+        inputs = float(sum(t.addressed_bytes for t in tensors))
         out_numel = broadcast_numel(tensors)
         out = float(out_numel * first.itemsize)
         return OpModel("elementwise", float(out_numel), inputs + out, first.dtype, out_bytes=out)
@@ -266,7 +268,7 @@ def _memory_bound(op_name: str, shapes: OpShapes) -> OpModel | None:
     if name in REDUCTIONS:
         return OpModel("reduction", float(first.numel), inputs, first.dtype)
     if name in FILLS:
-        return OpModel("fill", 0.0, float(first.nbytes), first.dtype, out_bytes=float(first.nbytes))
+        return OpModel("fill", 0.0, float(first.addressed_bytes), first.dtype, out_bytes=float(first.nbytes))
     if name in COPIES:
         moved = inputs if name == "copy_" else inputs + first.nbytes
         return OpModel("copy", 0.0, moved, first.dtype, out_bytes=float(first.nbytes))
@@ -314,14 +316,17 @@ def _gather_loss(shapes: OpShapes) -> OpModel | None:
 
 
 def input_reads(op_name: str, shapes: OpShapes | None, inputs: tuple[Tensor, ...]) -> tuple[float, ...]:
-    """Bytes each of `inputs` (from `memory_op_io`) is read for: all of it, but for the losses that gather one
-    value per target element (`GATHER_LOSSES`: self and weight)."""
+    """Bytes each of `inputs` (from `memory_op_io`) is read for, as the roofline counts them: the elements its view
+    addresses (`Tensor.addressed`: a stride-0 dimension once), but for the losses that gather one value per
+    target element (`GATHER_LOSSES`: self and weight)."""
     target = shapes.tensor(1) if shapes is not None and base_name(op_name) in GATHER_LOSSES else None
     if shapes is None or target is None:
-        return tuple(float(t.nbytes) for t in inputs)
+        return tuple(float(t.addressed_bytes) for t in inputs)
     rows = target.numel
     gathered = (shapes.tensor(0), shapes.tensor(2))
-    return tuple(float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.nbytes) for t in inputs)
+    return tuple(
+        float(rows * t.itemsize) if any(t is g for g in gathered) else float(t.addressed_bytes) for t in inputs
+    )
 
 
 def memory_op_io(op_name: str, shapes: OpShapes | None) -> tuple[tuple[Tensor, ...], Tensor | None]:
@@ -761,25 +766,34 @@ def _inductor(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[Buffer
     in_place = _in_place(kernel_name, shapes, gemm_out_buffers)
     sizes = _pointwise_reads(kernel_name, shapes)
     moved = float(sum(sizes)) + (sizes[0] if in_place else 0)
+    whole = [t.addressed_bytes for t in tensors]
+    moved_whole = (float(sum(whole)) + (whole[0] if in_place else 0)) if whole != sizes else 0.0
     flops = float(largest.numel * max(len(ops), 1))
     if kernel_name.startswith("triton_tem_") and {"mm", "addmm", "bmm"} & set(ops):
         flops = _template_gemm_flops(tensors) or flops
-    maybe = not in_place and _may_write_first(kernel_name, shapes, gemm_out_buffers)
+    maybe = not in_place and _may_write_first(kernel_name, shapes)
     upper = moved + sizes[0] if maybe else 0.0
     return OpModel(
-        "inductor", flops, moved, largest.dtype, ops="+".join(ops), in_place=in_place, bytes_if_in_place=upper
+        "inductor",
+        flops,
+        moved,
+        largest.dtype,
+        ops="+".join(ops),
+        in_place=in_place,
+        bytes_if_in_place=upper,
+        bytes_if_whole=moved_whole,
     )
 
 
-def _may_write_first(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:
-    """Whether a `triton_poi_` kernel not judged in place (`_in_place`) might still write its first argument: it
-    is a GEMM `out=` buffer (or a view of one) of `xnumel` elements, so it could be an in/out buffer besides the
-    kernel's other outputs; the trace cannot tell."""
-    if not kernel_name.startswith("triton_poi_") or not gemm_out_buffers or not shapes.tensors:
+def _may_write_first(kernel_name: str, shapes: OpShapes) -> bool:
+    """Whether a `triton_poi_` kernel not judged in place (`_in_place`) might still write its first argument:
+    Inductor passes an in/out buffer first (`in_out_ptr0`), and the trace records no argument names, so any
+    first argument of `xnumel` elements (the size of what the kernel writes) may be one, besides the kernel's
+    other outputs: GPT-2 training's `_to_copy_15(bf16 [2304, 768], fp32 [2304, 768])`, a GEMM `out=` buffer
+    before its output (`mul_silu_3(gate, up, out)`), a lone argument (a fill, or an update in place)."""
+    if not kernel_name.startswith("triton_poi_") or not shapes.tensors:
         return False
-    first, xnumel = shapes.tensors[0], _xnumel(shapes)
-    buffers = {(math.prod(dims), dtype) for dims, dtype in gemm_out_buffers}
-    return xnumel == first.numel and (first.numel, first.dtype) in buffers
+    return _xnumel(shapes) == shapes.tensors[0].numel
 
 
 def _xnumel(shapes: OpShapes) -> int | None:
@@ -798,14 +812,14 @@ def _pointwise_reads(kernel_name: str, shapes: OpShapes) -> list[int]:
     tensors = shapes.tensors
     xnumel = _xnumel(shapes) if kernel_name.startswith("triton_poi_") else None
     if xnumel is None:
-        return [t.nbytes for t in tensors]
+        return [t.addressed_bytes for t in tensors]
     outputs = 0
     for t in reversed(tensors):
         if t.numel != xnumel:
             break
         outputs += 1
     most = max(outputs, 1) * xnumel
-    return [min(t.numel, most) * t.itemsize for t in tensors]
+    return [min(t.addressed, most) * t.itemsize for t in tensors]
 
 
 def _in_place(kernel_name: str, shapes: OpShapes, gemm_out_buffers: tuple[BufferKey, ...]) -> bool:

@@ -9,7 +9,9 @@ achieved / attainable roofline = achieved TFLOP/s ÷ dtype peak when compute-bou
 achieved TB/s ÷ memory peak. Device-to-device copies use their recorded bytes. Unknown device → no %.
 An fp32 GEMM whose kernel runs on tensor cores (TF32) is held against the TF32 peak. A figure above 100 % of
 its peak means the model does not fit the kernel (data served from cache, a wrong FLOP/byte count): the row
-then has `pct_of_peak = None` and says why in `model_note`; no figure is capped.
+then has `pct_of_peak = None` and says why in `model_note`; no figure is capped. So has a row where another reading
+of the kernel's writes (an in/out first argument) would exceed the memory peak; a row charged only part of a
+buffer keeps its figure and says so in `model_note`.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class RooflineRow(msgspec.Struct, frozen=True):
     peak_tbps: float | None
     limit: str  # "compute" | "memory"
     pct_of_peak: float | None  # None: unknown peak, or the model does not fit (see `model_note`)
-    model_note: str | None = None  # why `pct_of_peak` is None although the peak is known
+    model_note: str | None = None  # why `pct_of_peak` is None although the peak is known; or what reading it rests on
     peak_dtype: str | None = None  # the dtype whose TFLOP/s peak bounds it (fp32 on tensor cores: tf32); None: no FLOPs
 
 
@@ -133,6 +135,7 @@ class KernelModels(msgspec.Struct, frozen=True):
     out_bytes: F64  # bytes of the op's output (not split)
     labels: tuple[ModelLabel, ...]
     alt_bytes: F64 | None = None  # (split like `bytes`) bytes if it also wrote its first argument; 0 = no such reading
+    whole_bytes: F64 | None = None  # (split like `bytes`) bytes if it read every argument whole; 0 = none in part
 
     def __len__(self) -> int:
         return int(self.row.shape[0])
@@ -170,8 +173,8 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
         [labels.setdefault(ModelLabel(m.model, m.ops, m.dtype), len(labels)) for m in models], dtype=np.int64
     )
     model_figures = np.asarray(
-        [(m.flops, m.bytes, m.out_bytes, m.bytes_if_in_place) for m in models], dtype=np.float64
-    ).reshape(-1, 4)
+        [(m.flops, m.bytes, m.out_bytes, m.bytes_if_in_place, m.bytes_if_whole) for m in models], dtype=np.float64
+    ).reshape(-1, 5)
     rows, op_rows, picked = kernels[hit], chosen_op[hit], chosen_model[hit]
     share = _time_shares(op_rows, ev.dur_ns[rows])
     copies = _copies(trace, window)
@@ -185,6 +188,7 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
         out_bytes=np.concatenate([model_figures[picked, 2], ev.bytes[copies].astype(np.float64)]),
         labels=tuple(labels),
         alt_bytes=np.concatenate([model_figures[picked, 3] * share, np.zeros(copies.size)]),
+        whole_bytes=np.concatenate([model_figures[picked, 4] * share, np.zeros(copies.size)]),
     )
 
 
@@ -365,6 +369,7 @@ def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]
     flops = group_sums(models.flops, group, n)
     moved = group_sums(models.bytes, group, n)
     alt = group_sums(models.alt_bytes, group, n) if models.alt_bytes is not None else np.zeros(n)
+    whole = group_sums(models.whole_bytes, group, n) if models.whole_bytes is not None else np.zeros(n)
     op_code = np.where(models.op_row >= 0, ev.name[np.maximum(models.op_row, 0)], -1)
     distinct_ops, op_index = np.unique(op_code, return_inverse=True)
     op_rank, op_names = string_ranks([ev.names[c] if c >= 0 else "" for c in distinct_ops.tolist()])
@@ -384,6 +389,7 @@ def _rows(trace: Trace, models: KernelModels, peaks: Peaks) -> list[RooflineRow]
             dtypes[dtype[g]],
             peaks,
             float(alt[g]),
+            float(whole[g]),
         )
         for g in descending_order(dur_ns).tolist()
         if dur_ns[g] > 0
@@ -401,6 +407,7 @@ def _row(
     dtype: str,
     peaks: Peaks,
     alt_moved: float = 0.0,
+    whole_moved: float = 0.0,
 ) -> RooflineRow:
     seconds = dur_ns / NS_PER_S
     tflops, tbps = flops / seconds / 1e12, moved / seconds / 1e12
@@ -426,6 +433,8 @@ def _row(
         note = _ambiguous(alt_moved, moved, seconds, peak_bw, pct)
     if note is not None:
         pct = None
+    part = _in_part(whole_moved, moved, calls, seconds, peak_bw) if not compute_bound else None
+    note = "; ".join(n for n in (note, part) if n) or None
     return RooflineRow(
         kernel=name,
         short_name=short_name(name),
@@ -457,6 +466,22 @@ def _ambiguous(alt_moved: float, moved: float, seconds: float, peak_bw: float | 
     return (
         f"ambiguous bytes: {pct:.1f} % of peak if it writes only its outputs; if it also writes its first "
         f"argument in place, {alt_moved / seconds / 1e12:,.2f} TB/s, above the {peak_bw:g} TB/s peak"
+    )
+
+
+def _in_part(whole_moved: float, moved: float, calls: int, seconds: float, peak_bw: float | None) -> str | None:
+    """When an Inductor kernel was charged only part of an argument larger than its outputs (`_pointwise_reads`:
+    a packed buffer), the figure rests on that reading: say so, and what reading it whole would give."""
+    if whole_moved <= moved:
+        return None
+    tbps = whole_moved / seconds / 1e12
+    whole = f"{whole_moved / calls / 1e6:,.1f} MB/call, {tbps:,.2f} TB/s"
+    if peak_bw:
+        above = tbps > peak_bw
+        whole += ", above the peak: it cannot read all of it" if above else f", {100 * tbps / peak_bw:.1f} % of peak"
+    return (
+        "part of a buffer: an argument larger than the kernel's outputs is charged one element per output element "
+        f"(the trace does not say which part it reads); read whole, {whole}"
     )
 
 

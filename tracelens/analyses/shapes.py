@@ -1,4 +1,5 @@
-"""Op shapes from `Input Dims` / `Input type` / `Concrete Inputs` (raw JSON bytes in the event table).
+"""Op shapes from `Input Dims` / `Input type` / `Concrete Inputs` / `Input Strides` (raw JSON bytes in the event
+table).
 
 Contract: `op_shapes(events, row) -> OpShapes | None`, decoded once per distinct byte string (cached), so
 callers can map it over the few distinct signatures of a trace rather than over every event.
@@ -44,6 +45,7 @@ class Tensor(msgspec.Struct, frozen=True):
     dims: tuple[int, ...]
     dtype: str  # short label: bf16, fp32, ...
     itemsize: int
+    strides: tuple[int, ...] | None = None  # recorded `Input Strides` (in elements); None: not recorded
 
     @property
     def numel(self) -> int:
@@ -52,6 +54,24 @@ class Tensor(msgspec.Struct, frozen=True):
     @property
     def nbytes(self) -> int:
         return self.numel * self.itemsize
+
+    @property
+    def addressed(self) -> int:
+        """Distinct elements the view addresses (docs/roofline.md, "Bytes of a tensor argument"): the product of
+        the sizes of its dimensions of non-zero stride (a stride-0 dimension, from `expand` or broadcasting, is
+        one element), at most its span 1 + Σ (size − 1)·|stride| (a view overlapping itself); `numel` when no
+        strides are recorded (a dense tensor) or they do not fit the dims."""
+        strides = self.strides
+        if strides is None or len(strides) != len(self.dims) or any(d < 0 for d in self.dims):
+            return self.numel
+        if 0 in self.dims:
+            return 0
+        used = [(d, abs(s)) for d, s in zip(self.dims, strides, strict=True) if d > 1 and s != 0]
+        return min(math.prod(d for d, _ in used), 1 + sum((d - 1) * s for d, s in used))
+
+    @property
+    def addressed_bytes(self) -> int:
+        return self.addressed * self.itemsize
 
 
 class OpShapes(msgspec.Struct, frozen=True):
@@ -80,14 +100,15 @@ def op_shapes(events: EventTable, row: int) -> OpShapes | None:
     dims, types = events.input_dims[row], events.input_types[row]
     if dims is None or types is None:
         return None
-    return decode_shapes(bytes(dims), bytes(types), bytes(events.concrete_inputs[row] or b"[]"))
+    concrete, strides = events.concrete_inputs[row], events.input_strides[row]
+    return decode_shapes(bytes(dims), bytes(types), bytes(concrete or b"[]"), strides_raw=bytes(strides or b"[]"))
 
 
 def signature_codes(events: EventTable, rows: np.ndarray, dims_only: bool = False) -> tuple[I64, I64]:
-    """Codes of the ops at `rows` (-1 = no op) by their raw shapes: equal `Input Dims`, `Input type` and
-    `Concrete Inputs` bytes (with `dims_only`: equal `Input Dims`) give equal codes, numbered in order of
-    first appearance; -1 where the op has no `Input Dims` (or, unless `dims_only`, no `Input type`): there
-    `op_shapes` is None. Returns (code per row, position in `rows` of the first row of each code). Decode
+    """Codes of the ops at `rows` (-1 = no op) by their raw shapes: equal `Input Dims`, `Input type`,
+    `Concrete Inputs` and `Input Strides` bytes (with `dims_only`: equal `Input Dims`) give equal codes, numbered
+    in order of first appearance; -1 where the op has no `Input Dims` (or, unless `dims_only`, no `Input type`):
+    there `op_shapes` is None. Returns (code per row, position in `rows` of the first row of each code). Decode
     once per code, not per row."""
     rows = np.asarray(rows, dtype=np.int64)
     present = np.flatnonzero(rows >= 0)
@@ -102,6 +123,7 @@ def signature_codes(events: EventTable, rows: np.ndarray, dims_only: bool = Fals
                 events.input_dims[picked].tolist(),
                 events.input_types[picked].tolist(),
                 events.concrete_inputs[picked].tolist(),
+                events.input_strides[picked].tolist(),
                 strict=True,
             )
         )
@@ -129,8 +151,12 @@ def named_signatures(events: EventTable, rows: np.ndarray) -> tuple[I64, I64]:
 
 
 @lru_cache(maxsize=32768)
-def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_only: bool = False) -> OpShapes | None:
-    """Decode the three raw args; with `dims_only`, every list of ints counts as a tensor (dtype unknown)."""
+def decode_shapes(
+    dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_only: bool = False, strides_raw: bytes = b"[]"
+) -> OpShapes | None:
+    """Decode the raw args; with `dims_only`, every list of ints counts as a tensor (dtype unknown). A tensor's
+    strides are kept where `Input Strides` has a list of ints of its rank at its position (undecodable strides
+    are dropped, not an error: the tensor is then taken to be dense)."""
     if dims_only:
         try:
             dims = _loads(dims_raw)
@@ -143,7 +169,8 @@ def decode_shapes(dims_raw: bytes, types_raw: bytes, concrete_raw: bytes, dims_o
         return None
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
-    args = tuple(_tensor(d, t) for d, t in zip(dims, types, strict=False))
+    strides = _strides(strides_raw, len(dims))
+    args = tuple(_tensor(d, t, s) for d, t, s in zip(dims, types, strides, strict=False))
     values = tuple(str(v) for v in concrete) if isinstance(concrete, list) else ()
     lists = tuple(_tensor_list(d, t) for d, t in zip(dims, types, strict=False))
     return OpShapes(args, values, lists if any(x is not None for x in lists) else ())
@@ -158,13 +185,26 @@ def _loads(raw: bytes) -> object:
         return json.loads(raw)
 
 
-def _tensor(dims: object, type_name: object) -> Tensor | None:
+def _strides(raw: bytes, count: int) -> list[object]:
+    """The `Input Strides` entry of each of `count` arguments (None where absent or undecodable)."""
+    try:
+        decoded = _loads(raw)
+    except ValueError:
+        decoded = None
+    listed = decoded if isinstance(decoded, list) else []
+    return [*listed[:count], *[None] * (count - len(listed))]
+
+
+def _tensor(dims: object, type_name: object, strides: object = None) -> Tensor | None:
     if type(type_name) is not str or type_name not in DTYPES or type(dims) is not list:
         return None
     if not all(type(d) is int for d in dims):  # decoded JSON: exactly int (bool is not)
         return None
     itemsize, label = DTYPES[type_name]
-    return Tensor(tuple(dims), label, itemsize)
+    kept = None
+    if type(strides) is list and len(strides) == len(dims) and all(type(s) is int for s in strides):
+        kept = tuple(strides)
+    return Tensor(tuple(dims), label, itemsize, kept)
 
 
 def _tensor_list(dims: object, type_name: object) -> tuple[tuple[int, ...], ...] | None:

@@ -81,7 +81,12 @@ _INT_FIELDS = (
     "grid_blocks",
     "block_threads",
 )
-_RAW_FIELDS = (("input_dims", "input_dims"), ("input_types", "input_type"), ("concrete_inputs", "concrete_inputs"))
+_RAW_FIELDS = (
+    ("input_dims", "input_dims"),
+    ("input_types", "input_type"),
+    ("concrete_inputs", "concrete_inputs"),
+    ("input_strides", "input_strides"),
+)
 
 
 def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:

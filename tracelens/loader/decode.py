@@ -294,6 +294,7 @@ def _coerce_args(args: object) -> Args | None:
         input_dims=_as_raw(args.get("Input Dims")),
         input_type=_as_raw(args.get("Input type")),
         concrete_inputs=_as_raw(args.get("Concrete Inputs")),
+        input_strides=_as_raw(args.get("Input Strides")),
     )
 
 

@@ -29,7 +29,7 @@ _EMPTY_ARGS = Args()
 EVENT_ATTRS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 INT_ARGS = ("external_id", "external_id_legacy", "correlation", "sequence_number", "device", "stream", "bytes")
 DIM_ARGS = ("grid", "block")
-RAW_ARGS = ("input_dims", "input_type", "concrete_inputs")
+RAW_ARGS = ("input_dims", "input_type", "concrete_inputs", "input_strides")
 NATIVE_HEADER = "_native_fields.h"  # beside _native.c
 # The metadata (`ph: "M"`) events read, each with the `schema.MetaArgs` field that holds its value, and the
 # `TrackTable` column it fills (`loader.threads`). The C extension does not read them: they are a few per file, and

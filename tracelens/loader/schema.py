@@ -29,6 +29,7 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    input_strides: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Strides")
 
 
 class _EventFields(msgspec.Struct, gc=False):

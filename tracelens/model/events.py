@@ -95,6 +95,7 @@ class EventTable(msgspec.Struct, frozen=True):
     input_dims: Obj  # raw JSON bytes of args["Input Dims"] or None
     input_types: Obj  # raw JSON bytes of args["Input type"] or None
     concrete_inputs: Obj  # raw JSON bytes of args["Concrete Inputs"] or None
+    input_strides: Obj  # raw JSON bytes of args["Input Strides"] or None (torch ≥ 2.x with record_shapes)
     names: tuple[str, ...]
 
     def __len__(self) -> int:
