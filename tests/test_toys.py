@@ -3,12 +3,18 @@
 in the same file, its field of the written-out `AnalysisReport`, which tests/test_registry.py checks, and its
 key in docs/json.md, which tests/test_docs.py requires: 3 files). Each toy is added here as its new module (a file
 in `tmp_path`) and its one registry line (the registry tuple with the entry appended), and then works end to end
-through `tracelens analyze`."""
+through `tracelens analyze`. A trace field (an integer `args` key) is one line in `loader/schema.py:Args` and one
+column in `model/events.py:EventTable` (2 files; the C extension's field table is regenerated from them): the
+toy field is added to a copy of the package as those two lines of text, and its column is compared with the raw
+events read by the standard library."""
 
 from __future__ import annotations
 
+import filecmp
+import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -104,3 +110,109 @@ def test_every_format_renders_exactly_the_kinds_it_names() -> None:
         for kind in entry.kinds:
             renderer = formats.renderer_for(entry.name, kind, formats.RenderOptions(width=80, verbose=True))
             assert callable(renderer.render), (entry.name, kind)
+
+
+# ---------------------------------------------------------------- a trace field
+
+TOY_FIELD_KEY = "registers per thread"  # an integer arg of every kernel in the H200 traces, not read by tracelens
+TOY_FIELD_EDITS = {  # file: (the line the new one follows, the new line): the whole change, as text
+    "loader/schema.py": (
+        "    bytes: int | str | None = -1\n",
+        '    registers_per_thread: int | str | None = msgspec.field(default=-1, name="registers per thread")\n',
+    ),
+    "model/events.py": ("    bytes: I64\n", "    registers_per_thread: I64\n"),
+}
+
+READ_TOY_COLUMN = """
+import json, sys
+import tracelens
+from tracelens import native
+trace = tracelens.load(sys.argv[1])
+events = trace.events
+print(json.dumps({"native": native.module() is not None, "correlation": events.correlation.tolist(),
+                  "registers_per_thread": events.registers_per_thread.tolist()}))
+"""
+
+
+def _raw_registers_by_correlation(path: Path) -> tuple[dict[int, int], int]:
+    """Independently of tracelens: each complete event's `registers per thread` by its correlation id, and how
+    many complete events there are."""
+    with gzip.open(path, "rt") as file:
+        events = [e for e in json.load(file)["traceEvents"] if e.get("ph") == "X"]
+    found = {e["args"]["correlation"]: e["args"][TOY_FIELD_KEY] for e in events if TOY_FIELD_KEY in e.get("args", {})}
+    return found, len(events)
+
+
+def _package_with_toy_field(tmp_path: Path) -> Path:
+    """A copy of the package (and setup.py) with the toy field's lines added and its C field table regenerated;
+    returns the copy's root."""
+    root = tmp_path / "copy"
+    source = Path(__file__).resolve().parents[1]
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", "build")
+    shutil.copytree(source / "tracelens", root / "tracelens", ignore=ignore)
+    shutil.copy(source / "setup.py", root / "setup.py")
+    for relative, (after, line) in TOY_FIELD_EDITS.items():
+        path = root / "tracelens" / relative
+        text = path.read_text()
+        assert text.count(after) == 1, relative
+        path.write_text(text.replace(after, after + line))
+    header = _run_in(root, "from tracelens.loader.fields import native_header as h; print(h(), end='')", native=False)
+    (root / "tracelens" / "_native_fields.h").write_text(header)  # what scripts/gen_native_fields.py writes
+    return root
+
+
+def _run_in(root: Path, code: str, *args: str, native: bool) -> str:
+    """The output of `python -c code args` run in the copy (on its path first), with or without the C extension."""
+    env = {key: value for key, value in os.environ.items() if key != "TRACELENS_NO_NATIVE"}
+    env |= {"PYTHONPATH": str(root)} | ({} if native else {"TRACELENS_NO_NATIVE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=root, capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout
+
+
+def _hand_edited(root: Path) -> list[str]:
+    """The package's files that differ between the checkout and the copy, but the generated C field table."""
+    source = Path(__file__).resolve().parents[1] / "tracelens"
+    changed = []
+    for path in sorted((root / "tracelens").rglob("*")):
+        relative = path.relative_to(root / "tracelens")
+        generated = "__pycache__" in relative.parts or relative.name == "_native_fields.h"
+        if path.is_file() and not generated and not filecmp.cmp(path, source / relative, shallow=False):
+            changed.append(str(relative))
+    return changed
+
+
+def _assert_column_is_the_raw_field(column: dict[str, object]) -> None:
+    raw, n_complete = _raw_registers_by_correlation(TRACE)
+    correlation, values = column["correlation"], column["registers_per_thread"]
+    assert isinstance(correlation, list) and isinstance(values, list)
+    read = {c: v for c, v in zip(correlation, values, strict=True) if v != -1}
+    assert read == raw and len(raw) > 10  # every kernel's value, on the row of its correlation id
+    assert sum(v != -1 for v in values) == len(raw) and len(values) == n_complete  # -1 on every other row
+
+
+def test_a_trace_field_is_one_line_in_the_schema_and_one_column(tmp_path: Path) -> None:
+    root = _package_with_toy_field(tmp_path)
+    assert _hand_edited(root) == sorted(TOY_FIELD_EDITS)
+    header = (root / "tracelens" / "_native_fields.h").read_text().splitlines()
+    before = (Path(__file__).resolve().parents[1] / "tracelens" / "_native_fields.h").read_text().splitlines()
+    changed = [(old, new) for old, new in zip(before, header, strict=True) if old != new]
+    assert [new for _, new in changed] == [
+        "#define N_INT_FIELDS 8",
+        changed[1][0].replace('"bytes"}', '"bytes", "registers_per_thread"}'),
+    ]
+    column = json.loads(_run_in(root, READ_TOY_COLUMN, str(TRACE), native=False))
+    assert column["native"] is False
+    _assert_column_is_the_raw_field(column)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+def test_a_trace_field_reaches_the_rebuilt_c_extension(tmp_path: Path) -> None:
+    root = _package_with_toy_field(tmp_path)
+    build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+    subprocess.run(build, cwd=root, capture_output=True, check=True, timeout=300)
+    column = json.loads(_run_in(root, READ_TOY_COLUMN, str(TRACE), native=True))
+    assert column["native"] is True  # the column came through the C extension's slot reads
+    _assert_column_is_the_raw_field(column)

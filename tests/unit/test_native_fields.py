@@ -50,7 +50,7 @@ def _assert_same(native: object, python: object) -> None:
                 else:
                     assert value.dtype == b[key].dtype and value.tolist() == b[key].tolist(), (name, key)
         else:
-            assert a == b and (a is None or [type(v) for v in a] == [type(v) for v in b]), name
+            assert a == b and (not isinstance(a, list) or [type(v) for v in a] == [type(v) for v in b]), name
 
 
 def _kernel(**changes: object) -> Event:
