@@ -7,10 +7,12 @@ prints."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -203,14 +205,18 @@ def test_every_help_text_fits_80_columns(command: str) -> None:
 # ---------------------------------------------------------------- pages open with what a user does and sees
 
 # Pages that open with a command and what it prints: after the title, at most one short paragraph, then a
-# ```console block of `$ tracelens ...` lines, each followed by lines it prints (2-6 shown in all; `…` in a line
-# stands for any text, a line of `…` alone for lines left out). The test runs each command (80 columns, no
-# cache, from a folder where `traces/` is the repository's) and checks the shown lines appear in what it prints,
-# in order. A page whose command cannot run here says why in `NOT_RUN`, and the file its shown lines come from.
+# ```console block of `$ tracelens ...` (or `$ python ...`) lines, each followed by lines it prints (2-6 shown
+# in all; `…` in a line stands for any text, a line of `…` alone for lines left out). The test runs each command
+# (80 columns, no cache, from a folder where `traces/`, `notebooks/` and `examples/` are the repository's) and
+# checks the shown lines appear in what it prints, in order. A page whose command cannot run here says why in
+# `NOT_RUN`, with the file its shown lines must come from.
 PAGES_FOR_PEOPLE = ("index.md", "commands.md", "cli.md", "report.md", "actions.md", "profiler_overhead.md")
-PAGES_FOR_PEOPLE += ("benchmarks.md",)
-NOT_RUN = {"benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md")}
-SLOW_PAGES = {"report.md"}  # its command writes the HTML report (imports plotly): over 1.5 s
+PAGES_FOR_PEOPLE += ("benchmarks.md", "check.md", "record.md", "python.md", "json.md")
+NOT_RUN = {
+    "benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md"),
+    "record.md": ("it needs torch and the H200 it ran on", "traces/h200/record/record.log"),
+}
+SLOW_PAGES = {"report.md", "python.md"}  # the HTML report (imports plotly), a fresh interpreter with pandas: ~1.5-2 s
 
 
 def opening(page: str) -> list[tuple[str, list[str]]]:
@@ -242,6 +248,21 @@ def opening(page: str) -> list[tuple[str, list[str]]]:
     return commands
 
 
+def _printed(page: str, command: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What `command` prints (stdout, then stderr), run as a shell would: words split, `*` expanded; `tracelens`
+    in this process, `python` in a fresh one."""
+    argv = [word for item in shlex.split(command) for word in (sorted(glob.glob(item)) if "*" in item else [item])]
+    if argv[0] == "python":
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        return (done.stdout + done.stderr).splitlines()
+    assert argv[0] == "tracelens", f"{page}: {command}"
+    with contextlib.suppress(SystemExit):  # --help exits
+        main(argv[1:])
+    captured = capsys.readouterr()
+    return (captured.out + captured.err).splitlines()
+
+
 def _shown_line(line: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in line.rstrip().split("…")) + r"\s*$")
 
@@ -258,17 +279,13 @@ def test_a_page_opens_with_a_command_and_what_it_prints(
         missing = [line for _, shown in commands for line in shown if line != "…" and line not in written]
         assert missing == [], f"{page}: its opening shows lines {NOT_RUN[page][1]} does not hold"
         return
-    (tmp_path / "traces").symlink_to(ROOT / "traces")
+    for folder in ("traces", "notebooks", "examples"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
     for command, shown in commands:
-        argv = command.split()
-        assert argv[0] == "tracelens", f"{page}: {command}"
-        with contextlib.suppress(SystemExit):  # --help exits
-            main(argv[1:])
-        captured = capsys.readouterr()
-        printed = (captured.out + captured.err).splitlines()
+        printed = _printed(page, command, capsys)
         at = 0
         for line in shown:
             if line.strip() == "…":
