@@ -212,6 +212,8 @@ def test_every_help_text_fits_80_columns(command: str) -> None:
 # `NOT_RUN`, with the file its shown lines must come from.
 PAGES_FOR_PEOPLE = ("index.md", "commands.md", "cli.md", "report.md", "actions.md", "profiler_overhead.md")
 PAGES_FOR_PEOPLE += ("benchmarks.md", "check.md", "record.md", "python.md", "json.md")
+PAGES_FOR_PEOPLE += ("definitions.md", "roofline.md", "fusion.md", "critical_path.md", "cuda_graphs.md")
+PAGES_FOR_PEOPLE += ("components.md", "shapes.md", "categories.md")
 NOT_RUN = {
     "benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md"),
     "record.md": ("it needs torch and the H200 it ran on", "traces/h200/record/record.log"),
