@@ -207,13 +207,19 @@ def test_every_help_text_fits_80_columns(command: str) -> None:
 # Pages that open with a command and what it prints: after the title, at most one short paragraph, then a
 # ```console block of `$ tracelens ...` (or `$ python ...`) lines, each followed by lines it prints (2-6 shown
 # in all; `…` in a line stands for any text, a line of `…` alone for lines left out). The test runs each command
-# (80 columns, no cache, from a folder where `traces/`, `notebooks/` and `examples/` are the repository's) and
+# (80 columns, no cache, from a folder where `traces/`, `notebooks/`, `examples/` and `tests/` are the repository's) and
 # checks the shown lines appear in what it prints, in order. A page whose command cannot run here says why in
 # `NOT_RUN`, with the file its shown lines must come from.
 PAGES_FOR_PEOPLE = ("index.md", "commands.md", "cli.md", "report.md", "actions.md", "profiler_overhead.md")
 PAGES_FOR_PEOPLE += ("benchmarks.md", "check.md", "record.md", "python.md", "json.md")
 PAGES_FOR_PEOPLE += ("definitions.md", "roofline.md", "fusion.md", "critical_path.md", "cuda_graphs.md")
-PAGES_FOR_PEOPLE += ("components.md", "shapes.md", "categories.md")
+PAGES_FOR_PEOPLE += ("components.md", "shapes.md", "categories.md", "ranks.md", "loading.md", "caches.md")
+PAGES_FOR_PEOPLE += ("promises.md", "checked.md", "study.md")
+NOT_FOR_USERS = {  # pages that need not open with a command, and why
+    "development.md": "for contributors: how CI runs the tests (its command is the test suite itself)",
+    "changes.md": "history: what the reference pages said before",
+}
+PAGE_ENVIRONMENT = {"caches.md": {"TRACELENS_NO_CACHE": "0"}}  # its example shows the cache at work
 NOT_RUN = {
     "benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md"),
     "record.md": ("it needs torch and the H200 it ran on", "traces/h200/record/record.log"),
@@ -250,19 +256,19 @@ def opening(page: str) -> list[tuple[str, list[str]]]:
     return commands
 
 
-def _printed(page: str, command: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """What `command` prints (stdout, then stderr), run as a shell would: words split, `*` expanded; `tracelens`
-    in this process, `python` in a fresh one."""
+def _printed(page: str, command: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+    """What `command` prints (stdout lines, stderr lines), run as a shell would: words split, `*` expanded;
+    `tracelens` in this process, `python` in a fresh one."""
     argv = [word for item in shlex.split(command) for word in (sorted(glob.glob(item)) if "*" in item else [item])]
     if argv[0] == "python":
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
-        return (done.stdout + done.stderr).splitlines()
+        return done.stdout.splitlines(), done.stderr.splitlines()
     assert argv[0] == "tracelens", f"{page}: {command}"
     with contextlib.suppress(SystemExit):  # --help exits
         main(argv[1:])
     captured = capsys.readouterr()
-    return (captured.out + captured.err).splitlines()
+    return captured.out.splitlines(), captured.err.splitlines()
 
 
 def _shown_line(line: str) -> re.Pattern[str]:
@@ -281,22 +287,32 @@ def test_a_page_opens_with_a_command_and_what_it_prints(
         missing = [line for _, shown in commands for line in shown if line != "…" and line not in written]
         assert missing == [], f"{page}: its opening shows lines {NOT_RUN[page][1]} does not hold"
         return
-    for folder in ("traces", "notebooks", "examples"):
+    for folder in ("traces", "notebooks", "examples", "tests"):
         (tmp_path / folder).symlink_to(ROOT / folder)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setenv("TRACELENS_NO_CACHE", "1")
+    environment = {"COLUMNS": "80", "TRACELENS_NO_CACHE": "1", "TRACELENS_CACHE_DIR": str(tmp_path / "cache")}
+    for name, value in (environment | PAGE_ENVIRONMENT.get(page, {})).items():
+        monkeypatch.setenv(name, value)
     for command, shown in commands:
-        printed = _printed(page, command, capsys)
-        at = 0
+        streams = _printed(page, command, capsys)
+        at = [0, 0]  # in stdout, in stderr: the shown lines keep the order of each stream
         for line in shown:
             if line.strip() == "…":
                 continue
             pattern = _shown_line(line)
-            while at < len(printed) and not pattern.match(printed[at]):
-                at += 1
-            assert at < len(printed), f"{page}: `{command}` does not print {line!r} (after the lines before it)"
-            at += 1
+            found = [
+                next((i for i in range(at[k], len(lines)) if pattern.match(lines[i])), None)
+                for k, lines in enumerate(streams)
+            ]
+            hits = [(k, i) for k, i in enumerate(found) if i is not None]
+            assert hits, f"{page}: `{command}` does not print {line!r} (after the lines before it)"
+            stream, index = hits[0]
+            at[stream] = index + 1
+
+
+def test_every_page_is_for_people_or_says_why_not() -> None:
+    pages = {page.name for page in DOCS.glob("*.md")}
+    assert pages == set(PAGES_FOR_PEOPLE) | set(NOT_FOR_USERS), "add the page to PAGES_FOR_PEOPLE (or say why not)"
 
 
 def test_the_opening_check_refuses_a_page_without_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
