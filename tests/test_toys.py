@@ -3,10 +3,10 @@
 in the same file, its field of the written-out `AnalysisReport`, which tests/test_registry.py checks, and its
 key in docs/json.md, which tests/test_docs.py requires: 3 files). Each toy is added here as its new module (a file
 in `tmp_path`) and its one registry line (the registry tuple with the entry appended), and then works end to end
-through `tracelens analyze`. A trace field (an integer `args` key) is one line in `loader/schema.py:Args` and one
-column in `model/events.py:EventTable` (2 files; the C extension's field table is regenerated from them): the
-toy field is added to a copy of the package as those two lines of text, and its column is compared with the raw
-events read by the standard library."""
+through `tracelens analyze`. A trace field (an integer or raw-JSON `args` key) is one line in
+`loader/schema.py:Args` and one column in `model/events.py:EventTable` (2 files; the C extension's field table is
+regenerated from them): two toy fields are added to a copy of the package as those lines of text, and their
+columns are compared with the raw events read by the standard library."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,48 +116,72 @@ def test_every_format_renders_exactly_the_kinds_it_names() -> None:
 
 # ---------------------------------------------------------------- a trace field
 
-TOY_FIELD_KEY = "registers per thread"  # an integer arg of every kernel in the H200 traces, not read by tracelens
-TOY_FIELD_EDITS = {  # file: (the line the new one follows, the new line): the whole change, as text
-    "loader/schema.py": (
-        "    bytes: int | str | None = -1\n",
-        '    registers_per_thread: int | str | None = msgspec.field(default=-1, name="registers per thread")\n',
-    ),
-    "model/events.py": ("    bytes: I64\n", "    registers_per_thread: I64\n"),
+# Two arguments of the H200 traces that tracelens does not read: every kernel's `registers per thread` (an
+# integer) and every CPU op's `Input Strides` (kept as raw JSON). Each is one line in each of two files: the
+# whole change, as text (a line starting with the first string gets the second after it).
+TOY_FIELD_EDITS = {
+    "loader/schema.py": [
+        (
+            "    bytes: int | str | None = -1",
+            '    registers_per_thread: int | str | None = msgspec.field(default=-1, name="registers per thread")',
+        ),
+        (
+            "    concrete_inputs: msgspec.Raw",
+            '    input_strides: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Strides")',
+        ),
+    ],
+    "model/events.py": [
+        ("    bytes: I64", "    registers_per_thread: I64"),
+        ("    concrete_inputs: Obj", "    input_strides: Obj"),
+    ],
 }
 
-READ_TOY_COLUMN = """
+READ_TOY_COLUMNS = """
 import json, sys
 import tracelens
 from tracelens import native
-trace = tracelens.load(sys.argv[1])
-events = trace.events
+events = tracelens.load(sys.argv[1]).events
+strides = [None if raw is None else json.loads(raw) for raw in events.input_strides]
 print(json.dumps({"native": native.module() is not None, "correlation": events.correlation.tolist(),
-                  "registers_per_thread": events.registers_per_thread.tolist()}))
+                  "registers_per_thread": events.registers_per_thread.tolist(),
+                  "external_id": events.external_id.tolist(), "input_strides": strides}))
 """
 
 
-def _raw_registers_by_correlation(path: Path) -> tuple[dict[int, int], int]:
-    """Independently of tracelens: each complete event's `registers per thread` by its correlation id, and how
-    many complete events there are."""
+def _raw_fields(path: Path) -> tuple[dict[int, int], Counter[tuple[int, str]], int]:
+    """Independently of tracelens, from the complete events: `registers per thread` by correlation id, the
+    (External id, `Input Strides`) pairs, and how many complete events there are."""
     with gzip.open(path, "rt") as file:
         events = [e for e in json.load(file)["traceEvents"] if e.get("ph") == "X"]
-    found = {e["args"]["correlation"]: e["args"][TOY_FIELD_KEY] for e in events if TOY_FIELD_KEY in e.get("args", {})}
-    return found, len(events)
+    registers = {
+        e["args"]["correlation"]: e["args"]["registers per thread"]
+        for e in events
+        if "registers per thread" in e.get("args", {})
+    }
+    strides = Counter(
+        (e["args"]["External id"], json.dumps(e["args"]["Input Strides"]))
+        for e in events
+        if "Input Strides" in e.get("args", {})
+    )
+    return registers, strides, len(events)
 
 
-def _package_with_toy_field(tmp_path: Path) -> Path:
-    """A copy of the package (and setup.py) with the toy field's lines added and its C field table regenerated;
+def _package_with_toy_fields(tmp_path: Path) -> Path:
+    """A copy of the package (and setup.py) with the toy fields' lines added and its C field table regenerated;
     returns the copy's root."""
     root = tmp_path / "copy"
     source = Path(__file__).resolve().parents[1]
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "build")
     shutil.copytree(source / "tracelens", root / "tracelens", ignore=ignore)
     shutil.copy(source / "setup.py", root / "setup.py")
-    for relative, (after, line) in TOY_FIELD_EDITS.items():
+    for relative, edits in TOY_FIELD_EDITS.items():
         path = root / "tracelens" / relative
-        text = path.read_text()
-        assert text.count(after) == 1, relative
-        path.write_text(text.replace(after, after + line))
+        lines = path.read_text().splitlines()
+        for prefix, line in edits:
+            at = [i for i, old in enumerate(lines) if old.startswith(prefix)]
+            assert len(at) == 1, (relative, prefix)
+            lines.insert(at[0] + 1, line)
+        path.write_text("\n".join(lines) + "\n")
     header = _run_in(root, "from tracelens.loader.fields import native_header as h; print(h(), end='')", native=False)
     (root / "tracelens" / "_native_fields.h").write_text(header)  # what scripts/gen_native_fields.py writes
     return root
@@ -183,17 +209,19 @@ def _hand_edited(root: Path) -> list[str]:
     return changed
 
 
-def _assert_column_is_the_raw_field(column: dict[str, object]) -> None:
-    raw, n_complete = _raw_registers_by_correlation(TRACE)
-    correlation, values = column["correlation"], column["registers_per_thread"]
-    assert isinstance(correlation, list) and isinstance(values, list)
-    read = {c: v for c, v in zip(correlation, values, strict=True) if v != -1}
-    assert read == raw and len(raw) > 10  # every kernel's value, on the row of its correlation id
-    assert sum(v != -1 for v in values) == len(raw) and len(values) == n_complete  # -1 on every other row
+def _assert_columns_are_the_raw_fields(columns: dict[str, list[Any]]) -> None:
+    registers, strides, n_complete = _raw_fields(TRACE)
+    values = columns["registers_per_thread"]
+    read = {c: v for c, v in zip(columns["correlation"], values, strict=True) if v != -1}
+    assert read == registers and len(registers) > 10  # every kernel's value, on the row of its correlation id
+    assert sum(v != -1 for v in values) == len(registers) and len(values) == n_complete  # -1 on every other row
+    pairs = [(e, json.dumps(v)) for e, v in zip(columns["external_id"], columns["input_strides"], strict=True) if v]
+    assert Counter(pairs) == strides and len(strides) > 10  # each op's strides, on its row; None elsewhere
+    assert sum(v is not None for v in columns["input_strides"]) == sum(strides.values())
 
 
 def test_a_trace_field_is_one_line_in_the_schema_and_one_column(tmp_path: Path) -> None:
-    root = _package_with_toy_field(tmp_path)
+    root = _package_with_toy_fields(tmp_path)
     assert _hand_edited(root) == sorted(TOY_FIELD_EDITS)
     header = (root / "tracelens" / "_native_fields.h").read_text().splitlines()
     before = (Path(__file__).resolve().parents[1] / "tracelens" / "_native_fields.h").read_text().splitlines()
@@ -201,18 +229,20 @@ def test_a_trace_field_is_one_line_in_the_schema_and_one_column(tmp_path: Path) 
     assert [new for _, new in changed] == [
         "#define N_INT_FIELDS 8",
         changed[1][0].replace('"bytes"}', '"bytes", "registers_per_thread"}'),
+        "#define N_RAW_FIELDS 4",
+        changed[3][0].replace('"concrete_inputs"}', '"concrete_inputs", "input_strides"}'),
     ]
-    column = json.loads(_run_in(root, READ_TOY_COLUMN, str(TRACE), native=False))
-    assert column["native"] is False
-    _assert_column_is_the_raw_field(column)
+    columns = json.loads(_run_in(root, READ_TOY_COLUMNS, str(TRACE), native=False))
+    assert columns.pop("native") is False
+    _assert_columns_are_the_raw_fields(columns)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
 def test_a_trace_field_reaches_the_rebuilt_c_extension(tmp_path: Path) -> None:
-    root = _package_with_toy_field(tmp_path)
+    root = _package_with_toy_fields(tmp_path)
     build = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
     subprocess.run(build, cwd=root, capture_output=True, check=True, timeout=300)
-    column = json.loads(_run_in(root, READ_TOY_COLUMN, str(TRACE), native=True))
-    assert column["native"] is True  # the column came through the C extension's slot reads
-    _assert_column_is_the_raw_field(column)
+    columns = json.loads(_run_in(root, READ_TOY_COLUMNS, str(TRACE), native=True))
+    assert columns.pop("native") is True  # the columns came through the C extension's slot reads
+    _assert_columns_are_the_raw_fields(columns)

@@ -13,7 +13,7 @@ from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_te
 from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.record_meta import RECORD_KEY, profiler_free_of
-from tracelens.loader.schema import INT_ARGS, Event
+from tracelens.loader.schema import INT_ARGS, RAW_ARGS, Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
@@ -77,7 +77,8 @@ class ChunkColumns(msgspec.Struct):
 COMBINED_INT_ARGS = ("external_id", "external_id_legacy", "device", "stream")
 _PLAIN_INT_ARGS = tuple(name for name in INT_ARGS if name not in COMBINED_INT_ARGS)
 _INT_FIELDS = (*_PLAIN_INT_ARGS, "external_id", "device", "stream", "grid_blocks", "block_threads")
-_RAW_FIELDS = (("input_dims", "input_dims"), ("input_types", "input_type"), ("concrete_inputs", "concrete_inputs"))
+# (column, `schema.RAW_ARGS` field): each raw argument fills the column of its name, but `input_type`'s is plural
+_RAW_FIELDS = tuple(({"input_type": "input_types"}.get(name, name), name) for name in RAW_ARGS)
 
 
 def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:

@@ -21,7 +21,8 @@ class Args(msgspec.Struct, gc=False):
       explicit JSON null still decodes to None) is in `INT_ARGS` and fills the `EventTable` column of its name
       as read (`loader.columns`), except the four that `columns.COMBINED_INT_ARGS` combines;
     - a `list[int]` field is in `DIM_ARGS` (the product of its dims fills a column, kernels only);
-    - a `msgspec.Raw` field is in `RAW_ARGS` (kept undecoded until an analysis asks).
+    - a `msgspec.Raw` field is in `RAW_ARGS` (kept undecoded until an analysis asks) and fills the `EventTable`
+      column of its name (`input_type`: `input_types`).
 
     The C extension's field table (tracelens/_native_fields.h) is generated from these tuples
     (scripts/gen_native_fields.py). Adding an integer argument is its line here and its column in
