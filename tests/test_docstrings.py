@@ -23,14 +23,16 @@ _MEASURING = re.compile(
     r"|\binstead of\b|→|\bof CPU\b|\bwall\b|\bper (?:range|chunk|run|call)\b",
     re.IGNORECASE,
 )
-PATTERNS = {  # the first two count only in a sentence with a word of measuring
+PATTERNS = {  # the first three count only in a sentence with a word of measuring
     "a measured time": re.compile(_TIME),
     "a measured size": re.compile(_SIZE),
+    "a measured share": re.compile(r"(?<![\w.*])\d+(?:\.\d+)?\s?%"),
+    "a measured error": re.compile(r"(?<![\w.])[+−]\d+(?:\.\d+)?\s?%"),
     "an approximate figure": re.compile(rf"~\s?{_NUMBER}"),
     "a measured speed-up": re.compile(rf"(?:~\s?{_NUMBER}|{_NUMBER}(?:\.\d+)?)\s?[×x]\s(?:faster|slower|cheaper)"),
     "a size a figure was measured on": re.compile(rf"\b(?:on|of|per) (?:a |one |the )?{_SIZE}"),
 }
-_IN_CONTEXT = ("a measured time", "a measured size")
+_IN_CONTEXT = ("a measured time", "a measured size", "a measured share")
 # (file relative to tracelens/, what the pattern found, a text of the sentence): definitions, not measurements
 ALLOWED = {
     # the what-if of the bound and the critical path is *defined* as "all CPU work 2× faster"
@@ -44,9 +46,9 @@ ALLOWED = {
 
 
 def _sentences(text: str) -> list[str]:
-    """`text` cut into sentences (at a full stop, semicolon or colon followed by a space, and at blank lines)."""
+    """`text` cut into sentences (at a full stop or semicolon followed by a space)."""
     flat = re.sub(r"\s+", " ", text)
-    return [part for part in re.split(r"(?<=[.;:])\s|\(\s*$", flat) if part.strip()]
+    return [part for part in re.split(r"(?<=[.;])\s", flat) if part.strip()]
 
 
 _TRIPLE_QUOTED = re.compile(r"""(?<![\w"'])[rbuRBU]?("{3}|'{3})(.*?)\1""", re.S)
@@ -110,6 +112,8 @@ def test_no_docstring_or_comment_embeds_a_measurement() -> None:
         "merge 13 ms on 72 MB",
         "a fresh 4 MB buffer per range cost ~1,000 page faults",
         "small chunks stay in CPU caches (measured faster than 8 or 16 MB)",
+        "small memsets beat DRAM bandwidth (measured: 127 % of an RTX 4090 D's 1 TB/s)",
+        "compile over 11 pairs (sweep t64: +25.9 %, the rest within 13 %)",
         "a fresh page costs a page fault on first write (~1.5 µs each, measured)",
     ],
 )
@@ -126,6 +130,7 @@ def test_the_check_finds_a_measurement(text: str) -> None:
         "exact below 2**53 ns",
         "Bytes in binary units, labelled (`1.50 GiB`, `3.2 MiB`, `12 B`)",
         "if X were k× faster, the step would shrink by Y µs",
+        "gpu when busy >= 85 % of the window",
     ],
 )
 def test_the_check_leaves_definitions_alone(text: str) -> None:
