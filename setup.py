@@ -12,7 +12,7 @@ setup(
         Extension(
             "tracelens._native",
             sources=["tracelens/_native.c"],
-            depends=["tracelens/_native_fields.h"],  # generated from tracelens/loader/fields.py
+            depends=["tracelens/_native_fields.h"],  # generated from tracelens/loader/schema.py:Args (fields.py)
             optional=True,
             extra_compile_args=["-O2"],
         )

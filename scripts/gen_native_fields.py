@@ -1,5 +1,5 @@
-"""Write tracelens/_native_fields.h, the C extension's field table, from tracelens/loader/fields.py (then rebuild:
-`python setup.py build_ext --inplace`)."""
+"""Write tracelens/_native_fields.h, the C extension's field table, from the declaration (`loader/schema.py:Args`,
+through `loader/fields.py:native_header`; then rebuild: `python setup.py build_ext --inplace`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
 """The documentation stays true: the MkDocs site builds in strict mode (a broken link or anchor fails), every
 relative link of the README resolves, the command-line help page is what the parser prints, every top-level key
-of the JSON documents is described, the benchmark table is the measured one, and the README keeps the two
-commands that CI and a fresh machine run."""
+of the JSON documents is described, the benchmark table is the measured one, the README keeps the two
+commands that CI and a fresh machine run, and the pages for people open with a command and the lines it really
+prints."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import importlib.util
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +200,126 @@ def test_every_help_text_fits_80_columns(command: str) -> None:
     assert done.returncode == 0, done.stderr
     wide = [line for line in done.stdout.splitlines() if len(line) > 80]
     assert not wide, wide
+
+
+# ---------------------------------------------------------------- pages open with what a user does and sees
+
+# Pages that open with a command and what it prints: after the title, at most one short paragraph, then a
+# ```console block of `$ tracelens ...` (or `$ python ...`) lines, each followed by lines it prints (2-6 shown
+# in all; `…` in a line stands for any text, a line of `…` alone for lines left out). The test runs each command
+# (80 columns, no cache, from a folder where `traces/`, `notebooks/`, `examples/` and `tests/` are the repository's) and
+# checks the shown lines appear in what it prints, in order. A page whose command cannot run here says why in
+# `NOT_RUN`, with the file its shown lines must come from.
+PAGES_FOR_PEOPLE = ("index.md", "commands.md", "cli.md", "report.md", "actions.md", "profiler_overhead.md")
+PAGES_FOR_PEOPLE += ("benchmarks.md", "check.md", "record.md", "python.md", "json.md")
+PAGES_FOR_PEOPLE += ("definitions.md", "roofline.md", "fusion.md", "critical_path.md", "cuda_graphs.md")
+PAGES_FOR_PEOPLE += ("components.md", "shapes.md", "categories.md", "ranks.md", "loading.md", "caches.md")
+PAGES_FOR_PEOPLE += ("promises.md", "checked.md", "study.md")
+NOT_FOR_USERS = {  # pages that need not open with a command, and why
+    "development.md": "for contributors: how CI runs the tests (its command is the test suite itself)",
+    "changes.md": "history: what the reference pages said before",
+}
+PAGE_ENVIRONMENT = {"caches.md": {"TRACELENS_NO_CACHE": "0"}}  # its example shows the cache at work
+NOT_RUN = {
+    "benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md"),
+    "record.md": ("it needs torch and the H200 it ran on", "traces/h200/record/record.log"),
+}
+SLOW_PAGES = {"report.md", "python.md"}  # the HTML report (imports plotly), a fresh interpreter with pandas: ~1.5-2 s
+
+
+def opening(page: str) -> list[tuple[str, list[str]]]:
+    """The page's opening example: (command line, the lines shown after it) for each `$ ` line of the first
+    ```console block, which must come right after the title or one paragraph of at most two lines."""
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# "), f"{page}: no title"
+    rest = lines[1:]
+    while rest and (not rest[0].strip() or rest[0].startswith("<!--")):
+        rest = rest[1:]
+    if rest and not rest[0].startswith("```"):
+        lead = []
+        while rest and rest[0].strip():
+            lead.append(rest.pop(0))
+        assert len(lead) <= 2, f"{page}: more than two lines before the opening example: {lead}"
+        while rest and not rest[0].strip():
+            rest = rest[1:]
+    assert rest and rest[0] == "```console", f"{page}: does not open with a ```console example"
+    block = rest[1 : rest.index("```", 1)]
+    commands: list[tuple[str, list[str]]] = []
+    for line in block:
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            assert commands, f"{page}: the example starts with output, not with `$ command`"
+            commands[-1][1].append(line)
+    shown = sum(len(out) for _, out in commands)
+    assert 2 <= shown <= 6, f"{page}: the opening example shows {shown} lines (2-6)"
+    return commands
+
+
+def _printed(page: str, command: str, capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+    """What `command` prints (stdout lines, stderr lines), run as a shell would: words split, `*` expanded;
+    `tracelens` in this process, `python` in a fresh one."""
+    argv = [word for item in shlex.split(command) for word in (sorted(glob.glob(item)) if "*" in item else [item])]
+    if argv[0] == "python":
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=120)
+        return done.stdout.splitlines(), done.stderr.splitlines()
+    assert argv[0] == "tracelens", f"{page}: {command}"
+    with contextlib.suppress(SystemExit):  # --help exits
+        main(argv[1:])
+    captured = capsys.readouterr()
+    return captured.out.splitlines(), captured.err.splitlines()
+
+
+def _shown_line(line: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in line.rstrip().split("…")) + r"\s*$")
+
+
+@pytest.mark.parametrize(
+    "page", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in PAGES_FOR_PEOPLE]
+)
+def test_a_page_opens_with_a_command_and_what_it_prints(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = opening(page)
+    if page in NOT_RUN:
+        written = (ROOT / NOT_RUN[page][1]).read_text(encoding="utf-8").splitlines()
+        missing = [line for _, shown in commands for line in shown if line != "…" and line not in written]
+        assert missing == [], f"{page}: its opening shows lines {NOT_RUN[page][1]} does not hold"
+        return
+    for folder in ("traces", "notebooks", "examples", "tests"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.chdir(tmp_path)
+    environment = {"COLUMNS": "80", "TRACELENS_NO_CACHE": "1", "TRACELENS_CACHE_DIR": str(tmp_path / "cache")}
+    for name, value in (environment | PAGE_ENVIRONMENT.get(page, {})).items():
+        monkeypatch.setenv(name, value)
+    for command, shown in commands:
+        streams = _printed(page, command, capsys)
+        at = [0, 0]  # in stdout, in stderr: the shown lines keep the order of each stream
+        for line in shown:
+            if line.strip() == "…":
+                continue
+            pattern = _shown_line(line)
+            found = [
+                next((i for i in range(at[k], len(lines)) if pattern.match(lines[i])), None)
+                for k, lines in enumerate(streams)
+            ]
+            hits = [(k, i) for k, i in enumerate(found) if i is not None]
+            assert hits, f"{page}: `{command}` does not print {line!r} (after the lines before it)"
+            stream, index = hits[0]
+            at[stream] = index + 1
+
+
+def test_every_page_is_for_people_or_says_why_not() -> None:
+    pages = {page.name for page in DOCS.glob("*.md")}
+    assert pages == set(PAGES_FOR_PEOPLE) | set(NOT_FOR_USERS), "add the page to PAGES_FOR_PEOPLE (or say why not)"
+
+
+def test_the_opening_check_refuses_a_page_without_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "DOCS", tmp_path)
+    (tmp_path / "a.md").write_text("# A\n\nDefinitions first.\n\n| x | y |\n")
+    with pytest.raises(AssertionError, match="does not open with"):
+        opening("a.md")
+    (tmp_path / "b.md").write_text("# B\n\n```console\n$ tracelens analyze x\none line\n```\n")
+    with pytest.raises(AssertionError, match="shows 1 lines"):
+        opening("b.md")

@@ -1,8 +1,8 @@
 """`python -m tracelens` and the `tracelens` command (the console script is `tracelens.__main__:main`).
 
-The garbage collector is off while the command's modules are imported: the ~50 collections the imports would
-trigger cost 15-25 ms of a 72 MB trace's half second, and free only a few hundred objects (cycles the imports
-leave, kept: the command ends with `os._exit`). The objects imported are then moved out of its reach
+The garbage collector is off while the command's modules are imported: the collections the imports would
+trigger cost more than they free (a few hundred objects, cycles the imports leave, kept: the command ends with
+`os._exit`; figures in docs/benchmarks.md). The objects imported are then moved out of its reach
 (`gc.freeze`: later collections, and those of forked workers, never walk them) and it is turned on again before
 the command runs.
 """

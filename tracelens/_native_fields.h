@@ -1,5 +1,6 @@
-/* Generated from tracelens/loader/fields.py (EVENT_ATTRS, INT_ARGS, DIM_ARGS, RAW_ARGS) by
-   scripts/gen_native_fields.py: do not edit. The slots of these fields are read in this order. */
+/* Generated from tracelens/loader/fields.py (EVENT_ATTRS) and schema.py (Args: INT_ARGS, DIM_ARGS,
+   RAW_ARGS) by scripts/gen_native_fields.py: do not edit. The slots of these fields are read in this
+   order. */
 #ifndef TRACELENS_NATIVE_FIELDS_H
 #define TRACELENS_NATIVE_FIELDS_H
 #define N_EVENT_FIELDS 7

@@ -1,6 +1,6 @@
 """Imported first by the `tracelens` command, before numpy: numpy's OpenBLAS starts a thread per CPU when it is
-imported (~0.1 s of CPU, on the cores the trace decoders need), and tracelens does no linear algebra. A value
-the user set is kept; library users (`import tracelens`) are not affected."""
+imported (CPU time on the cores the trace decoders need: docs/benchmarks.md), and tracelens does no linear
+algebra. A value the user set is kept; library users (`import tracelens`) are not affected."""
 
 from __future__ import annotations
 

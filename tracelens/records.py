@@ -1,10 +1,10 @@
 """Records: the frozen types that results and tables are made of, in one place.
 
-Analysis results, the model's tables and the loader's chunks are `msgspec.Struct`s: a Struct class is built in
-C when its module is imported (~0.01 ms; a frozen dataclass costs ~0.7 ms, and ~95 of them were imported on
-every run), and msgspec encodes it natively. A few helpers elsewhere (the report's page data, the hypotheses,
-the registry's entries) are dataclasses. The functions here take either kind, so a renderer or the cache need
-not know which one a value is.
+Analysis results, the model's tables and the loader's chunks are `msgspec.Struct`s: a Struct class is built in C
+when its module is imported (a frozen dataclass is built in Python, many times slower: docs/benchmarks.md), and
+msgspec encodes it natively. A few helpers elsewhere (the report's page data, the hypotheses, the registry's
+entries) are dataclasses. The functions here take either kind, so a renderer or the cache need not know which one a
+value is.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The event fields the loader reads are declared once (tracelens/loader/fields.py); the C extension's field
-table is generated from that declaration and must be current."""
+"""The event fields the loader reads are declared once (`loader/schema.py:Args`, and the event attributes in
+`loader/fields.py`); the C extension's field table is generated from that declaration and must be current."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ bit-flipped or padded file fails it, and so does a whole, valid entry copied or 
 name differs). `unpack` checks all of it before anything is decoded; `BadEntry` says why not.
 
 The digest is SHA-256 over the name and the SHA-256 of each quarter of the content: the quarters of a big entry
-are hashed in parallel threads (hashlib releases the GIL), so checking a 20 MB trace entry costs half the wall
-time of one pass on two cores.
+are hashed in parallel threads (hashlib releases the GIL), so on two cores a big entry is checked in about half
+the wall time of one pass.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def read_file(path: Path) -> memoryview:
 
 
 def _digest(name: str, view: memoryview) -> bytes:
-    import hashlib  # imported where used, as json is: a run with the cache off never imports either (~4 ms)
+    import hashlib  # imported where used, as json is: a run with the cache off never imports either
 
     step = max(-(-len(view) // _PARTS), 1)
     parts = [view[start : start + step] for start in range(0, max(len(view), 1), step)]

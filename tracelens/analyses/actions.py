@@ -49,14 +49,14 @@ if TYPE_CHECKING:
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
 WRAPPER_US = 170.9  # compiled twins: CPU work from the step's start to its first launch (median of the medians)
 LAUNCH_GAP_US = 23.7  # compiled twins: CPU work between two launches (median of the medians)
-GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay 7.0, block_graph_replay 11.1): step start → launch
+GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay, block_graph_replay): step start → launch
 # per kernel in the graph, the replay's extra start-up and gaps (profiled): fitted on the two pure twins' spans
 GRAPH_KERNEL_US = 1.7
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
-# the largest |predicted / realized - 1| on the twins (docs/actions.md): compile over 11 pairs (sweep t64: +25.9 %,
-# the rest within 13 %), the others over their one twin each
+# the largest |predicted / realized - 1| on the twins (docs/actions.md's table, recomputed by tests/test_actions.py):
+# compile over its pairs, the others over their one twin each
 ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.17}
 MAX_ACTIONS = 8
 

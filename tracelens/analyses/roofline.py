@@ -285,8 +285,7 @@ def _time_shares(op_rows: I64, dur_ns: I64) -> F64:
 
 def _copies(trace: Trace, window: Window) -> I64:
     """Rows of device-to-device copies (recorded bytes, read and written). Memsets are left out: small ones
-    land in L2 and "beat" DRAM bandwidth (measured: 127 % of an RTX 4090 D's 1 TB/s), which says nothing
-    useful."""
+    land in L2 and "beat" DRAM bandwidth, which says nothing useful (docs/roofline.md)."""
     ev = trace.events
     rows = np.flatnonzero(window.in_window & (ev.kind == Kind.MEMCPY) & (ev.bytes > 0))
     codes, index = np.unique(ev.name[rows], return_inverse=True)

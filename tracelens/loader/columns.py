@@ -13,7 +13,7 @@ from tracelens.loader.coerce import is_complete, to_int, valid_strings, valid_te
 from tracelens.loader.extras import ExtraColumns
 from tracelens.loader.fields import GPU_TRACK_KINDS, event_fields, factorize
 from tracelens.loader.record_meta import RECORD_KEY, profiler_free_of
-from tracelens.loader.schema import Event
+from tracelens.loader.schema import INT_ARGS, RAW_ARGS, Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
@@ -22,7 +22,7 @@ from tracelens.units import NS_PER_US
 _native = native.module()  # None: numpy permutes (same columns)
 _ON_GPU_TRACK = np.zeros(256, dtype=bool)  # by kind (int8 read as an index: negative ones wrap, all False)
 _ON_GPU_TRACK[GPU_TRACK_KINDS] = True
-MAX_OFFSET_US = 1e11  # ~28 hours: times this far from the trace's median time are not credible
+MAX_OFFSET_US = 1e11  # about 28 hours: times this far from the trace's median time are not credible
 
 
 def complete_events(events: Sequence[Event]) -> list[Event]:
@@ -71,22 +71,14 @@ class ChunkColumns(msgspec.Struct):
         return int(self.ts_us.shape[0])
 
 
-_INT_FIELDS = (
-    "correlation",
-    "external_id",
-    "sequence_number",
-    "device",
-    "stream",
-    "bytes",
-    "grid_blocks",
-    "block_threads",
-)
-_RAW_FIELDS = (
-    ("input_dims", "input_dims"),
-    ("input_types", "input_type"),
-    ("concrete_inputs", "concrete_inputs"),
-    ("input_strides", "input_strides"),
-)
+# The integer `args` (`schema.INT_ARGS`) that `columnize` combines: `External id` with its legacy spelling, device
+# and stream kept on GPU rows only (else taken from the track); every other one fills the `EventTable` column of its
+# name as read (-1 where absent).
+COMBINED_INT_ARGS = ("external_id", "external_id_legacy", "device", "stream")
+_PLAIN_INT_ARGS = tuple(name for name in INT_ARGS if name not in COMBINED_INT_ARGS)
+_INT_FIELDS = (*_PLAIN_INT_ARGS, "external_id", "device", "stream", "grid_blocks", "block_threads")
+# (column, `schema.RAW_ARGS` field): each raw argument fills the column of its name, but `input_type`'s is plural
+_RAW_FIELDS = tuple(({"input_type": "input_types"}.get(name, name), name) for name in RAW_ARGS)
 
 
 def build_columns(events: list[Event]) -> tuple[EventTable, TrackTable, float, set[str]]:
@@ -126,12 +118,10 @@ def columnize(events: list[Any], complete_type: type | None = None) -> ChunkColu
         ts_us=fields.ts_us,
         dur_us=fields.dur_us,
         ints={
-            "correlation": ints["correlation"],
+            **{name: ints[name] for name in _PLAIN_INT_ARGS},
             "external_id": external_id,
-            "sequence_number": ints["sequence_number"],
             "device": device,
             "stream": stream,
-            "bytes": ints["bytes"],
             "grid_blocks": np.where(kernel, fields.dims["grid"], -1),
             "block_threads": np.where(kernel, fields.dims["block"], -1),
         },
@@ -292,11 +282,10 @@ _COLUMN_ALIGN_BYTES = 64
 
 def empty_columns(n: int, dtypes: dict[str, np.dtype[Any]]) -> dict[str, np.ndarray]:
     """Uninitialised columns of `n` rows, one per entry of `dtypes`, carved out of ONE allocation (each column
-    starts at a multiple of 64 bytes). Why one: a fresh page costs a page fault on first write (~1.5 µs each,
-    measured), and numpy asks the kernel for huge pages (2 MB: one fault instead of 512) only for allocations of
-    4 MB or more, which one column of a 72 MB trace is not but all of them together are: the merge's
-    ~5,500 faults became ~600 (~10 ms → ~2.5 ms). The columns are views of that one buffer, which lives as long
-    as any of them does."""
+    starts at a multiple of 64 bytes). Why one: a fresh page costs a page fault on first write, and numpy asks the
+    kernel for huge pages (2 MB pages, one fault instead of 512) only for allocations of at least 4 MB,
+    which one column of a big trace may not be but all of them together are (the faults saved:
+    docs/benchmarks.md). The columns are views of that one buffer, which lives as long as any of them does."""
     sizes = [-(-n * dtype.itemsize // _COLUMN_ALIGN_BYTES) * _COLUMN_ALIGN_BYTES for dtype in dtypes.values()]
     buffer = np.empty(sum(sizes) + _COLUMN_ALIGN_BYTES, dtype=np.uint8)
     start = -buffer.ctypes.data % _COLUMN_ALIGN_BYTES

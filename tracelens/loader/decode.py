@@ -4,6 +4,7 @@ salvage of files cut off mid-write."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -11,7 +12,16 @@ import msgspec
 from tracelens.errors import UnusableTraceError
 from tracelens.loader.coerce import to_int, valid_strings
 from tracelens.loader.extras import ExtraColumns, extra_columns, has_extras, has_memory_or_counters
-from tracelens.loader.schema import NO_RAW, AnyPhaseEvent, AnyPhaseEventWithExtras, Args, Event
+from tracelens.loader.schema import (
+    DIM_ARGS,
+    INT_ARGS,
+    NO_RAW,
+    RAW_ARGS,
+    AnyPhaseEvent,
+    AnyPhaseEventWithExtras,
+    Args,
+    Event,
+)
 from tracelens.model.memory import EXTRAS_NOT_READ
 
 METADATA_KEYS = (
@@ -279,23 +289,20 @@ def _as_raw(value: object) -> msgspec.Raw:
 
 
 def _coerce_args(args: object) -> Args | None:
+    """The `Args` of a JSON `args` object of any value types: each field by its kind (`schema.INT_ARGS`: an int or
+    None; `DIM_ARGS`: a non-empty list of ints or None; `RAW_ARGS`: the value's JSON, or empty)."""
     if not isinstance(args, dict):
         return None
-    return Args(
-        external_id=to_int(args.get("External id")),
-        external_id_legacy=to_int(args.get("external id")),
-        correlation=to_int(args.get("correlation")),
-        sequence_number=to_int(args.get("Sequence number")),
-        device=to_int(args.get("device")),
-        stream=to_int(args.get("stream")),
-        bytes=to_int(args.get("bytes")),
-        grid=_as_dims(args.get("grid")),
-        block=_as_dims(args.get("block")),
-        input_dims=_as_raw(args.get("Input Dims")),
-        input_type=_as_raw(args.get("Input type")),
-        concrete_inputs=_as_raw(args.get("Concrete Inputs")),
-        input_strides=_as_raw(args.get("Input Strides")),
-    )
+    get = args.get
+    return Args(*[coerce(get(key)) for key, coerce in _ARG_COERCIONS])  # positional: in `Args` field order
+
+
+_COERCE_BY_KIND: dict[str, Callable[[object], Any]] = {
+    **dict.fromkeys(INT_ARGS, to_int),
+    **dict.fromkeys(DIM_ARGS, _as_dims),
+    **dict.fromkeys(RAW_ARGS, _as_raw),
+}
+_ARG_COERCIONS = tuple((f.encode_name, _COERCE_BY_KIND[f.name]) for f in msgspec.structs.fields(Args))
 
 
 def _coerce_event(item: object) -> Event | None:
@@ -319,7 +326,7 @@ def _coerce_event(item: object) -> Event | None:
 # ---------------------------------------------------------------- salvage of cut-off files
 
 _MAX_SALVAGE_DECODES = 8  # full decodes of a candidate prefix (each costs one pass over the file)
-_MAX_SALVAGE_CANDIDATES = 2_000_000  # `}` positions looked at, walking back from the cut (~1 µs each)
+_MAX_SALVAGE_CANDIDATES = 2_000_000  # `}` positions looked at, walking back from the cut (each a few string scans)
 _NON_SPACE = re.compile(rb"\S")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 

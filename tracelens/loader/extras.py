@@ -1,11 +1,10 @@
 """Memory (`[memory]` instant) and counter (`ph: "C"`) events → columns, apart from the complete events.
 
-The plain path pays almost nothing for them: the streamed chunks are decoded with instant and counter events
-typed (`EXTRAS_*_DECODER`; a trace without them decodes exactly as fast as with those phases skipped), and the
-memory events' columns come from one pass of the C extension over the decoded events (`_native.memory_columns`,
-~0.3 ms per 4 MB chunk of the synthetic traces, 1,800 memory events; Python's `python_memory_columns`, the
-reference it is tested against, takes ~2.5 ms). The whole-file path searches its text for markers
-(`has_extras`) before decoding it a second time, typed.
+The plain path pays almost nothing for them: the streamed chunks are decoded with instant and counter events typed
+(`EXTRAS_*_DECODER`; a trace without them decodes exactly as fast as with those phases skipped), and the memory
+events' columns come from one pass of the C extension over the decoded events (`_native.memory_columns`; Python's
+`python_memory_columns` is the reference it is tested against; their costs: docs/benchmarks.md). The whole-file
+path searches its text for markers (`has_extras`) before decoding it a second time, typed.
 
 Chunks give `ExtraColumns`; `merge_extras` joins them into the model's `MemoryTable` / `CounterTable`
 (with the thread of each memory event as a CPU track; the enclosing op is the model's business).

@@ -17,19 +17,20 @@ import numpy as np
 
 from tracelens import native
 from tracelens.loader.coerce import to_int, usable_ts
+from tracelens.loader.schema import DIM_ARGS as DIM_ARGS  # re-exported: the header's tables
+from tracelens.loader.schema import INT_ARGS as INT_ARGS
+from tracelens.loader.schema import RAW_ARGS as RAW_ARGS
 from tracelens.loader.schema import Args, Event
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
 
 _native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
 
 _EMPTY_ARGS = Args()
-# The one declaration of the fields read from each decoded event (`schema.Event`) and its `args` (`schema.Args`),
-# in the order the C extension returns them; its field table (tracelens/_native_fields.h) is generated from these
-# (`native_header`, scripts/gen_native_fields.py; tests/unit/test_native_fields.py checks it is current).
+# The fields read from each decoded event (`schema.Event`), and (`schema.INT_ARGS`, `DIM_ARGS`, `RAW_ARGS`, derived
+# from the one declaration `schema.Args`) from its `args`, in the order the C extension returns them; its field
+# table (tracelens/_native_fields.h) is generated from these (`native_header`, scripts/gen_native_fields.py;
+# tests/unit/test_native_field_table.py checks it is current).
 EVENT_ATTRS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
-INT_ARGS = ("external_id", "external_id_legacy", "correlation", "sequence_number", "device", "stream", "bytes")
-DIM_ARGS = ("grid", "block")
-RAW_ARGS = ("input_dims", "input_type", "concrete_inputs", "input_strides")
 NATIVE_HEADER = "_native_fields.h"  # beside _native.c
 # The metadata (`ph: "M"`) events read, each with the `schema.MetaArgs` field that holds its value, and the
 # `TrackTable` column it fills (`loader.threads`). The C extension does not read them: they are a few per file, and
@@ -54,8 +55,9 @@ def native_header() -> str:
         ("RAW_FIELDS", RAW_ARGS),
     ]
     lines = [
-        "/* Generated from tracelens/loader/fields.py (EVENT_ATTRS, INT_ARGS, DIM_ARGS, RAW_ARGS) by",
-        "   scripts/gen_native_fields.py: do not edit. The slots of these fields are read in this order. */",
+        "/* Generated from tracelens/loader/fields.py (EVENT_ATTRS) and schema.py (Args: INT_ARGS, DIM_ARGS,",
+        "   RAW_ARGS) by scripts/gen_native_fields.py: do not edit. The slots of these fields are read in this",
+        "   order. */",
         "#ifndef TRACELENS_NATIVE_FIELDS_H",
         "#define TRACELENS_NATIVE_FIELDS_H",
     ]

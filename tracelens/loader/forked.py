@@ -1,12 +1,13 @@
 """Run independent jobs in forked child processes; results come back through files in a private folder (in
 tmpfs where there is one), not pipes.
 
-Why not `multiprocessing.Pool`: its workers hand each ~1 MB result through a 64 kB pipe that a thread of this
-process must drain, and while this process works (it imports the analyses during a load) that thread gets
-the interpreter only rarely, so the workers stall; a pool is also slow to start. Here the jobs are dealt out
-once, round robin (job `i` to process `i % processes`; the callers' jobs are of equal size), each child writes
-each result to its own file and never waits for the parent, which picks the results up whenever it looks.
-`start_forked` forks and returns at once (the caller works while the children do); `Forked.finish` gathers the results.
+Why not `multiprocessing.Pool`: its workers hand each result through a pipe (64 kB on Linux, a fraction of a
+result) that a thread of this process must drain, and while this process works (it imports the analyses during a
+load) that thread gets the interpreter only rarely, so the workers stall; a pool is also slow to start. Here the
+jobs are dealt out once, round robin (job `i` to process `i % processes`; the callers' jobs are of equal size),
+each child writes each result to its own file and never waits for the parent, which picks the results up whenever
+it looks. `start_forked` forks and returns at once (the caller works while the children do); `Forked.finish`
+gathers the results.
 
 A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
 the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no

@@ -5,6 +5,7 @@ Unknown keys are ignored; `Input Dims` and friends stay undecoded (`msgspec.Raw`
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Union
 
 import msgspec
@@ -14,8 +15,18 @@ NO_RAW = msgspec.Raw()  # default for absent raw fields (empty)
 
 
 class Args(msgspec.Struct, gc=False):
-    """Selected `args`. Absent integer fields are -1 (not None) so columns build without a per-event check;
-    an explicit JSON null still decodes to None."""
+    """The one declaration of the `args` read from each complete event (`name=` is the JSON key), by type:
+
+    - an integer field (default -1: absent is -1, not None, so columns build without a per-event check; an
+      explicit JSON null still decodes to None) is in `INT_ARGS` and fills the `EventTable` column of its name
+      as read (`loader.columns`), except the four that `columns.COMBINED_INT_ARGS` combines;
+    - a `list[int]` field is in `DIM_ARGS` (the product of its dims fills a column, kernels only);
+    - a `msgspec.Raw` field is in `RAW_ARGS` (kept undecoded until an analysis asks) and fills the `EventTable`
+      column of its name (`input_type`: `input_types`).
+
+    The C extension's field table (tracelens/_native_fields.h) is generated from these tuples
+    (scripts/gen_native_fields.py). Adding an integer argument is its line here and its column in
+    `model.events.EventTable` (`tests/test_toys.py` adds one)."""
 
     external_id: int | None = msgspec.field(default=-1, name="External id")
     external_id_legacy: int | None = msgspec.field(default=-1, name="external id")
@@ -30,6 +41,27 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
     input_strides: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Strides")
+
+
+def _args_of_kind(kind: str) -> tuple[str, ...]:
+    """The `Args` fields of one kind (`int`, `dims`, `raw`), in declaration order."""
+    kinds = {}
+    for field in msgspec.structs.fields(Args):
+        arms = typing.get_args(field.type) or (field.type,)
+        if field.type is msgspec.Raw:
+            kinds[field.name] = "raw"
+        elif any(typing.get_origin(arm) is list for arm in arms):
+            kinds[field.name] = "dims"
+        elif int in arms and field.default == -1:
+            kinds[field.name] = "int"
+        else:
+            raise TypeError(f"Args.{field.name}: neither an int (default -1), a list[int] nor a msgspec.Raw field")
+    return tuple(name for name, of in kinds.items() if of == kind)
+
+
+INT_ARGS = _args_of_kind("int")  # external_id, external_id_legacy, correlation, ..., bytes
+DIM_ARGS = _args_of_kind("dims")  # grid, block
+RAW_ARGS = _args_of_kind("raw")  # input_dims, input_type, concrete_inputs
 
 
 class _EventFields(msgspec.Struct, gc=False):

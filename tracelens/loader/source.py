@@ -303,7 +303,7 @@ def refuse_tar(path: Path, data: bytes) -> None:
     """A tar archive (POSIX `ustar` magic at byte 257) holds several files: ask for one of them."""
     if data[257:262] != b"ustar":
         return
-    import tarfile  # only here: 5-7 ms of start-up otherwise
+    import tarfile  # only here: every run would pay for its import otherwise
 
     try:
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:

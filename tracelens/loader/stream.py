@@ -29,7 +29,7 @@ from tracelens.loader.forked import ChildDied, Forked, start_forked
 from tracelens.loader.schema import CompleteEvent
 from tracelens.loader.source import MAX_EVENT_BYTES
 
-CHUNK_BYTES = 4 << 20  # text decoded at once: small chunks stay in CPU caches (measured faster than 8 or 16 MB)
+CHUNK_BYTES = 4 << 20  # text decoded at once: small chunks stay in CPU caches (docs/benchmarks.md)
 HEAD_LIMIT_BYTES = MAX_EVENT_BYTES  # the traceEvents key must appear within this many bytes
 _EVENTS_KEY = re.compile(rb'^\s*\{.*?"traceEvents"\s*:\s*\[', re.S)
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -206,7 +206,7 @@ _TEXT_BUFFER = _TextBuffer()
 
 def _text_buffer(size: int) -> memoryview:
     """A buffer of `size` bytes for the text of one range: the one the previous range of this thread used when it
-    is large enough (its pages are mapped already: a fresh 4 MB buffer per range cost ~1,000 page faults).
+    is large enough (its pages are mapped already: a fresh buffer per range costs a page fault per page).
     Nothing holds a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be
     overwritten; a buffer is never resized (an object still viewing it would make that fail)."""
     if _TEXT_BUFFER.buffer is None or len(_TEXT_BUFFER.buffer) < size:

@@ -77,7 +77,10 @@ def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) ->
 
 
 class EventTable(msgspec.Struct, frozen=True):
-    """Columns of equal length `n`; `name` and `track` are codes into `names` / `Trace.tracks`."""
+    """Columns of equal length `n`; `name` and `track` are codes into `names` / `Trace.tracks`. Each integer
+    column from `correlation` to `bytes` is the `args` field of its name in `loader.schema.Args` (-1 if absent;
+    `external_id` also reads the legacy `external id`, `device` and `stream` are kept on GPU rows only): adding an
+    integer argument is its `Args` line and its column here."""
 
     kind: I8
     name: I32

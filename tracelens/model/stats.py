@@ -1,5 +1,5 @@
-"""Order statistics on numpy arrays without `np.median`'s costs (it imports `numpy.ma` on first use, 20-35 ms
-of start-up, and partitions twice)."""
+"""Order statistics on numpy arrays without `np.median`'s costs (it imports `numpy.ma` on first use, which
+lengthens start-up, and partitions twice)."""
 
 from __future__ import annotations
 

@@ -147,8 +147,8 @@ def occurrences(sequence: list[str], pattern: list[str], group: np.ndarray) -> t
 
 def kernel_args(gpu: pd.DataFrame, report: AnalysisReport) -> dict[int, dict[str, Any]]:
     """Launching op, category and (when the kernel has a model) roofline figures for every GPU activity row.
-    Rows of the same name, op and category share one dict (read it, do not change it): a trace of 190,000
-    kernels has a few hundred different ones, and a dict per row cost ~110 MB."""
+    Rows of the same name, op and category share one dict (read it, do not change it): memory grows with the
+    distinct kernels, not the rows (docs/benchmarks.md#annotate)."""
     roofline = _roofline_args(report)
     out: dict[int, dict[str, Any]] = {}
     shared: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
