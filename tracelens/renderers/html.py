@@ -159,12 +159,18 @@ function tlArray(v) {
            u2: Uint16Array, u4: Uint32Array}[v.dtype];
   return new T(bytes.buffer);
 }
-function tlTitle(text) {  // a hover's bold title as plain text (the slice's label)
-  var m = /^<b>(.*?)<\\/b>/.exec(String(text));
+var tlTitles = new Map(), tlArea = null;
+function tlTitle(text) {  // a hover's bold title as plain text (the slice's label); each distinct title is
+  var m = /^<b>(.*?)<\\/b>/.exec(String(text));  // unescaped once (through a textarea) and remembered
   if (!m) return "";
-  var area = document.createElement("textarea");
-  area.innerHTML = m[1];
-  return area.value;
+  var plain = tlTitles.get(m[1]);
+  if (plain === undefined) {
+    tlArea = tlArea || document.createElement("textarea");
+    tlArea.innerHTML = m[1];
+    plain = tlArea.value;
+    tlTitles.set(m[1], plain);
+  }
+  return plain;
 }
 function tlWithFullNames(text, names, index) {  // a kernel's hover starts with its title and full name, stored
   var out = Array.prototype.slice.call(text);  // once per distinct name ([title, full name]) and given by index
@@ -236,7 +242,7 @@ function tlLod(gd) {
   if (!o.groups.length) return;
   var xa = gd._fullLayout.xaxis, x0 = xa.range[0], x1 = xa.range[1];
   var px = (x1 - x0) / Math.max(xa._length, 1);
-  var bars = {x: [], y: []}, barIdx = [], hover = {x: [], y: [], text: []}, hoverIdx = [];
+  var update = {x: [], y: [], text: [], z: []}, indices = [];
   var lx = [], ly = [], lt = [];
   o.groups.forEach(function (g) {
     var bx = [], by = [], hx = [], hy = [], ht = [], cur = null;
@@ -262,15 +268,18 @@ function tlLod(gd) {
       else { flush(); cur = {s: s, e: e, y: y, n: 1, busy: e - s, k: k}; }
     }
     flush();
-    bars.x.push(bx); bars.y.push(by); barIdx.push(g.bars);
-    hover.x.push(hx); hover.y.push(hy); hover.text.push(ht); hoverIdx.push(g.hover);
+    update.x.push(bx, hx); update.y.push(by, hy); update.text.push(undefined, ht); update.z.push(undefined, undefined);
+    indices.push(g.bars, g.hover);
   });
-  Plotly.restyle(gd, bars, barIdx);
-  Plotly.restyle(gd, hover, hoverIdx);
-  if (o.labels !== undefined) Plotly.restyle(gd, {x: [lx], y: [ly], text: [lt]}, [o.labels]);
+  if (o.labels !== undefined) {
+    update.x.push(lx); update.y.push(ly); update.text.push(lt); update.z.push(undefined); indices.push(o.labels);
+  }
+  tlUtil(gd, o, x0, x1, update, indices);
+  Plotly.restyle(gd, update, indices);  // one redraw (undefined: that trace keeps the attribute)
   tlTotals(gd, o, x0, x1);
-  if (!o.utils.length) return;
-  var edges = [], util = {x: [], z: []};
+}
+function tlUtil(gd, o, x0, x1, update, indices) {  // each GPU stream's busy fraction per bin of the range
+  var edges = [];
   for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
   o.utils.forEach(function (i) {
     var merged = o.lanes[gd.data[i].meta.lane] || [], z = new Array(TL_BINS).fill(0), w = (x1 - x0) / TL_BINS;
@@ -282,9 +291,8 @@ function tlLod(gd) {
         if (hi > lo) z[bin] += (hi - lo) / w;
       }
     });
-    util.x.push(edges); util.z.push([z]);
+    update.x.push(edges); update.y.push(undefined); update.text.push(undefined); update.z.push([z]); indices.push(i);
   });
-  Plotly.restyle(gd, util, o.utils);
 }
 // Totals of the visible range (drag to select a range, as Perfetto's area selection): GPU time clipped to the
 // range, by category (the colour groups "GPU: <category>") and by kernel (short name), under the chart.
