@@ -78,6 +78,20 @@ def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
     assert requests == []
 
 
+def test_the_cartesian_bundle_registers_every_type_it_is_chosen_for(tmp_path: Path) -> None:
+    """The tiny report inlines the vendored cartesian bundle; in Chromium it registers each trace type that
+    `CARTESIAN_TYPES` lists (the page with any other type gets the full bundle)."""
+    from tracelens.renderers.html import CARTESIAN_TYPES
+
+    report = tmp_path / "tiny.html"
+    write_report([tiny_trace(tmp_path)], report)
+    assert "plotly.js (cartesian - minified)" in report.read_text()
+    with browser_page() as page:
+        open_report(page, report)
+        registered = set(page.evaluate("() => Object.keys(Plotly.PlotSchema.get().traces)"))
+    assert registered >= CARTESIAN_TYPES, CARTESIAN_TYPES - registered
+
+
 def recorded_or_anchor() -> Path:
     recorded = TRACES / "h200" / "eager_mlp.json.gz"
     return recorded if recorded.exists() else anchor("amd_tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
