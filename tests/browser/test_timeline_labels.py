@@ -76,11 +76,6 @@ def test_step_zoom_labels_each_kernel(tmp_path: Path) -> None:
     assert any(t.startswith("ProfilerStep#3") and t.endswith("µs") for t in cpu)  # name and duration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #30's goal, not met yet: 5.3-6.6 s on the 2-core shared machine (9.3 s before the slices were "
-    "held back from the first plot); strict, so reaching it fails this marker and it must go",
-)
 def test_big_trace_interactive_within_3_s(tmp_path: Path) -> None:
     path = anchor(XDIT)
     if not path.exists():

@@ -216,13 +216,18 @@ function tlWithFullNames(text, names, index) {  // a kernel's hover starts with 
   }
   return out;
 }
+// Bars are drawn as filled rectangles (x: start, end, end, start, gap), one SVG path per colour group: plotly
+// draws a `lines` trace as one path per run between gaps, and thousands of paths cost most of each redraw.
 function tlHold(data) {
   var held = {};
   data.forEach(function (t, i) {
-    if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover")) return;
+    if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover" && t.meta.lod !== "outline")) return;
     held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata ? tlArray(t.customdata) : null};
     t.x = []; t.y = [];
     if (t.text) t.text = [];
+    if (t.meta.lod === "bars") {
+      t.mode = "none"; t.fill = "toself"; t.fillcolor = t.line.color; t.line = {width: 0, color: t.line.color};
+    }
   });
   return held;
 }
@@ -234,6 +239,7 @@ function tlOriginals(gd) {
     if (!m || !m.lod) return;
     if (m.lod === "util") { utils.push(i); return; }
     if (m.lod === "labels") { o.labels = i; return; }
+    if (m.lod === "outline") { o.outline = i; return; }
     (groups[m.group] = groups[m.group] || {})[m.lod] = i;
   });
   var full = {};  // decoded arrays: those held back from the first plot, else plotly's (gd.data may still hold
@@ -247,9 +253,10 @@ function tlOriginals(gd) {
     var names = (gd.data[groups[g].hover].meta || {}).names, fullIndex = h.customdata;
     var text = h.text ? tlWithFullNames(h.text, names, fullIndex) : null;
     o.groups.push({s: s, e: e, y: y, idx: idx, text: text, label: text ? text.map(tlTitle) : null,
-                   name: String(gd.data[groups[g].bars].name || ""),
+                   name: String(gd.data[groups[g].bars].name || ""), half: +gd.data[groups[g].bars].meta.half,
                    bars: groups[g].bars, hover: groups[g].hover});
   });
+  if (o.outline !== undefined) o.outlines = tlOutlines(full[o.outline]);
   utils.forEach(function (i) { o.utils.push(i); o.lanes[gd.data[i].meta.lane] = []; });
   o.groups.forEach(function (g) {
     for (var k = 0; k < g.s.length; k++) { var l = o.lanes[g.y[k]]; if (l) l.push([g.s[k], g.e[k]]); }
@@ -272,6 +279,31 @@ document.addEventListener("click", function (ev) {  // a finding's button: zoom 
   gd.scrollIntoView({block: "center"});
   Plotly.relayout(gd, {"xaxis.range": [+b.dataset.x0, +b.dataset.x1]});
 });
+function tlOutlines(t) {  // the critical path's outlines (x: s, e, e, s, s, gap; y: top, top, bottom, bottom, ...)
+  var n = Math.floor(t.x.length / 6), s = new Float64Array(n), e = new Float64Array(n), top = new Float64Array(n);
+  var bottom = new Float64Array(n), idx = new Array(n);
+  for (var k = 0; k < n; k++) {
+    s[k] = +t.x[6 * k]; e[k] = +t.x[6 * k + 1]; top[k] = +t.y[6 * k]; bottom[k] = +t.y[6 * k + 2]; idx[k] = k;
+  }
+  idx.sort(function (a, c) { return (top[a] - top[c]) || (s[a] - s[c]); });
+  return {s: s, e: e, top: top, bottom: bottom, idx: idx};
+}
+function tlOutlineLod(c, x0, x1, px) {  // outlines closer than a pixel on a lane merge, each at least a pixel wide
+  var x = [], y = [], cur = null;
+  function flush() {
+    if (!cur) return;
+    var end = Math.max(cur.e, cur.s + px);
+    x.push(cur.s, end, end, cur.s, cur.s, null); y.push(cur.t, cur.t, cur.b, cur.b, cur.t, null);
+  }
+  for (var j = 0; j < c.idx.length; j++) {
+    var k = c.idx[j];
+    if (c.e[k] < x0 - px || c.s[k] > x1 + px) continue;
+    if (cur && cur.t === c.top[k] && c.s[k] - cur.e < px) { cur.e = Math.max(cur.e, c.e[k]); continue; }
+    flush(); cur = {s: c.s[k], e: c.e[k], t: c.top[k], b: c.bottom[k]};
+  }
+  flush();
+  return [x, y];
+}
 function tlLod(gd) {
   var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
   if (!o.groups.length) return;
@@ -280,7 +312,7 @@ function tlLod(gd) {
   var update = {x: [], y: [], text: [], z: []}, indices = [];
   var lx = [], ly = [], lt = [];
   o.groups.forEach(function (g) {
-    var bx = [], by = [], hx = [], hy = [], ht = [], cur = null;
+    var bx = [], by = [], hx = [], hy = [], ht = [], cur = null, half = g.half;
     function flush() {
       if (!cur) return;
       var end = Math.max(cur.e, cur.s + px);
@@ -291,7 +323,8 @@ function tlLod(gd) {
         if (text.length > chars) text = chars >= 4 ? text.slice(0, chars - 1) + "…" : "";
         if (text) { lx.push((cur.s + cur.e) / 2); ly.push(cur.y); lt.push(text); }
       }
-      bx.push(cur.s, end, null); by.push(cur.y, cur.y, cur.y); hx.push((cur.s + end) / 2); hy.push(cur.y);
+      bx.push(cur.s, end, end, cur.s, null); by.push(cur.y - half, cur.y - half, cur.y + half, cur.y + half, null);
+      hx.push((cur.s + end) / 2); hy.push(cur.y);
       ht.push(cur.n === 1 && g.text ? g.text[cur.k] : cur.n.toLocaleString() + " slices merged at this zoom<br>"
         + cur.busy.toFixed(1) + " µs summed over " + (cur.e - cur.s).toFixed(1) + " µs<br>zoom in to see each one");
       cur = null;
@@ -308,6 +341,11 @@ function tlLod(gd) {
   });
   if (o.labels !== undefined) {
     update.x.push(lx); update.y.push(ly); update.text.push(lt); update.z.push(undefined); indices.push(o.labels);
+  }
+  if (o.outlines) {
+    var outline = tlOutlineLod(o.outlines, x0, x1, px);
+    update.x.push(outline[0]); update.y.push(outline[1]); update.text.push(undefined); update.z.push(undefined);
+    indices.push(o.outline);
   }
   tlUtil(gd, o, x0, x1, update, indices);
   Plotly.restyle(gd, update, indices);  // one redraw (undefined: that trace keeps the attribute)

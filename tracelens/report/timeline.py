@@ -3,15 +3,18 @@
 Contract: `timeline_panel(trace, gpu, max_slices=..., focus_step=None) -> Panel`, pure. One step (`focus_step`,
 else the complete step of median length) is drawn slice by slice, at most `max_slices` slices (GPU activity
 first, then CPU events from the outermost level in); everything else is merged into grey blocks per lane, and
-the panel note says how much was merged. Slices are thick line segments (one SVG path per colour group), hover
-points sit at slice centres, and launch → kernel links are line segments.
+the panel note says how much was merged. In the figure, slices are thick line segments (x = start, end, gap);
+the page draws them as filled rectangles, one SVG path per colour group. Hover points sit at slice centres, and
+launch → kernel links are line segments.
 
 Levels of detail: the figure holds every slice at full resolution, and its bar/hover traces carry
-`meta = {"lod": "bars"|"hover", "group": N}` (blocks too). The HTML page (`renderers/html.py`) redraws them for
-the visible range on load and after every zoom: slices closer than a pixel merge into one band (hover: count and
-busy µs), every band is at least one pixel wide, so no work ever disappears from view; zoomed in, slices are drawn
-and hovered one by one. Each GPU stream also has a utilization strip (a one-row heatmap across the top of its
-lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible range, recomputed on zoom).
+`meta = {"lod": "bars"|"hover", "group": N}` (blocks too; bars also `"half"`, their half height in lanes). The
+HTML page (`renderers/html.py`) redraws them for the visible range on load and after every zoom: slices closer
+than a pixel merge into one band (hover: count and busy µs), every band is at least one pixel wide, so no work
+ever disappears from view; zoomed in, slices are drawn and hovered one by one. The critical path's outlines
+(`meta = {"lod": "outline"}`) merge the same way. Each GPU stream also has a utilization strip (a one-row heatmap
+across the top of its lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible range,
+recomputed on zoom).
 """
 
 from __future__ import annotations
@@ -399,8 +402,9 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
 
 
 def _lod(role: str, group: int) -> dict[str, object]:
-    """The `meta` tag the page's level-of-detail script looks for."""
-    return {"lod": role, "group": group}
+    """The `meta` tag the page's level-of-detail script looks for; a bars trace also gives its half height in
+    lanes (the page draws it as filled rectangles of that height)."""
+    return {"lod": role, "group": group, "half": BAR_FILL / 2} if role == "bars" else {"lod": role, "group": group}
 
 
 def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, bar_px: float, group: int) -> int:
@@ -465,6 +469,7 @@ def _add_highlight(
             line={"width": 1.5, "color": CRITICAL_COLOR},
             hoverinfo="skip",
             name="critical path",
+            meta={"lod": "outline"},
         )
     )
     return int(picked.size)
