@@ -225,3 +225,83 @@ def test_a_finding_link_zooms_the_timeline_to_its_kernels(tmp_path: Path) -> Non
     inside = [name for name, start, end in kernels if x0 <= start and end <= x1]
     assert any("Gelu" in name for name in inside) and any("MulFunctor" in name for name in inside), inside
     assert "fuse #1:" in result["hint"]
+
+
+EAGER_BLOCK = ROOT / "traces" / "h200" / "block" / "eager_block.json.gz"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _raw_scopes(path: Path) -> dict[str, int]:
+    """From the raw JSON: per module scope (the `user_annotation` events other than ProfilerStep#N on the thread of
+    a GPU activity's launching call whose span holds the call's start, outermost first, " › "-joined), how many GPU
+    activities have it. The eager block's scopes nest at most two deep (attention › rope): no chain is cut."""
+    raw = [e for e in rawtrace.events(path) if isinstance(e.get("ts"), (int, float))]
+    launches = {
+        int(e["args"]["correlation"]): e
+        for e in raw
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})
+    }
+    annotations = [
+        e for e in raw if e.get("cat") == "user_annotation" and not str(e["name"]).startswith("ProfilerStep#")
+    ]
+    counts: dict[str, int] = {}
+    for e in raw:
+        launch = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        if str(e.get("cat", "")).lower() not in GPU_CATS or launch is None:
+            continue
+        at = float(launch["ts"])
+        around = sorted(
+            (float(a["ts"]), -float(a["dur"]), str(a["name"]))
+            for a in annotations
+            if (a["pid"], a["tid"]) == (launch["pid"], launch["tid"])
+            and float(a["ts"]) <= at < float(a["ts"]) + float(a["dur"])
+        )
+        if around:
+            scope = " › ".join(name for _, _, name in around)
+            counts[scope] = counts.get(scope, 0) + 1
+    return counts
+
+
+HOVERED_SCOPE = """() => {
+  const gd = document.getElementById('chart-timeline'), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+  const box = gd.getBoundingClientRect();
+  for (const t of gd.data) {
+    if (!t.meta || t.meta.lod !== 'hover' || !t.text) continue;
+    for (let k = 0; k < t.x.length; k++) {
+      const text = String(t.text[k]);
+      if (text.includes('scope: attention') && text.includes('nvjet')) {
+        return [box.left + xa._offset + xa.l2p(+t.x[k]), box.top + ya._offset + ya.l2p(+t.y[k])];
+      }
+    }
+  }
+  return null;
+}"""
+
+
+def test_kernel_hovers_give_the_module_scope(tmp_path: Path) -> None:
+    """The eager transformer block (record_function scopes norm, attention, rope, mlp, residual): the hovers' scope
+    lines, counted per scope, equal the raw JSON's count of GPU activities launched inside each scope
+    (`_raw_scopes`), and hovering an attention GEMM shows `scope: attention` in the tooltip."""
+    expected = _raw_scopes(EAGER_BLOCK)
+    assert {"attention", "mlp", "norm"} <= set(expected), expected
+    report = tmp_path / "report.html"
+    write_report([EAGER_BLOCK], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        assert page.evaluate(ZOOM_TO, "step 4")
+        page.wait_for_timeout(200)
+        hovers = page.evaluate(HOVERS)
+        page.locator("#chart-timeline").scroll_into_view_if_needed()
+        point = page.evaluate(HOVERED_SCOPE)
+        assert point is not None, "no attention GEMM drawn one by one at step zoom"
+        page.mouse.move(*point)
+        page.wait_for_selector("#chart-timeline .hoverlayer .hovertext", timeout=5_000)
+        tooltip = page.evaluate("document.querySelector('#chart-timeline .hoverlayer').textContent")
+        assert not errors and not requests
+    assert "scope: attention" in tooltip, tooltip
+    found: dict[str, int] = {}
+    for text in hovers:
+        if "scope: " in text:
+            scope = text.rsplit("scope: ", 1)[1]
+            found[scope] = found.get(scope, 0) + 1
+    assert found == expected, (found, expected)

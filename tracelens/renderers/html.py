@@ -213,8 +213,14 @@ function tlTitle(text) {  // a hover's bold title as plain text (the slice's lab
   }
   return plain;
 }
-function tlWithFullNames(text, names, index) {  // a kernel's hover starts with its title and full name, stored
-  var out = Array.prototype.slice.call(text);  // once per distinct name ([title, full name]) and given by index
+function tlWithFullNames(text, names, index, scopes, scopeIndex) {  // a kernel's hover starts with its title
+  var out = Array.prototype.slice.call(text);  // and full name, stored once per distinct name ([title, full name])
+  if (scopes && scopes.length && scopeIndex) {  // and given by index, and ends with its module scope (likewise)
+    for (var j = 0; j < out.length; j++) {
+      var si = +scopeIndex[j];
+      if (si >= 0 && si < scopes.length) out[j] += "<br>scope: " + scopes[si];
+    }
+  }
   if (!names || !names.length || !index) return out;
   for (var k = 0; k < out.length; k++) {
     var i = +index[k];
@@ -256,8 +262,8 @@ function tlOriginals(gd) {
     var s = new Float64Array(n), e = new Float64Array(n), y = new Int32Array(n), idx = new Array(n);
     for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
-    var names = (gd.data[groups[g].hover].meta || {}).names, fullIndex = h.customdata;
-    var text = h.text ? tlWithFullNames(h.text, names, fullIndex) : null;
+    var hm = gd.data[groups[g].hover].meta || {}, fullIndex = h.customdata;
+    var text = h.text ? tlWithFullNames(h.text, hm.names, fullIndex, hm.scopes, hm.scope_index) : null;
     o.groups.push({s: s, e: e, y: y, idx: idx, text: text, label: text ? text.map(tlTitle) : null,
                    name: String(gd.data[groups[g].bars].name || ""), half: +gd.data[groups[g].bars].meta.half,
                    bars: groups[g].bars, hover: groups[g].hover});
