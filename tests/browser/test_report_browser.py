@@ -110,3 +110,31 @@ def test_real_trace_report_renders_every_chart(tmp_path: Path, kind: str) -> Non
         assert all(rendered for _, rendered in charts), charts
     assert errors == []
     assert requests == []
+
+
+PAGE_HOVERS = """() => document.getElementById('chart-timeline')._tlOriginals.groups.map(g => g.text || [])"""
+
+
+def test_the_page_holds_every_hover_of_the_figure(tmp_path: Path) -> None:
+    """The page stores hover texts as line tables, kernel names and scopes once each (renderers/html.py); its
+    script rebuilds every hover: on the eager transformer block, the same texts, in order, as the figure's
+    (`page_hovers` of each hover trace, in Python)."""
+    from tracelens.report.timeline import page_hovers
+
+    path = TRACES / "h200" / "block" / "eager_block.json.gz"
+    trace = load_trace(path)
+    figure = build_report([(trace, analyze(trace))]).panel("timeline").figure
+    assert figure is not None
+    expected = [
+        page_hovers(t.text, t.meta.get("names"), t.customdata, t.meta.get("scopes"), t.meta.get("scope_index"))
+        for t in figure.data
+        if isinstance(t.meta, dict) and t.meta.get("lod") == "hover"
+    ]
+    report = tmp_path / "block.html"
+    write_report([path], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        shown = page.evaluate(PAGE_HOVERS)
+    assert errors == [] and requests == []
+    assert sum(len(texts) for texts in expected) > 600
+    assert shown == expected

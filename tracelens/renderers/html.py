@@ -8,7 +8,9 @@ import json
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
@@ -230,10 +232,23 @@ function tlWithFullNames(text, names, index, scopes, scopeIndex) {  // a kernel'
 }
 // Bars are drawn as filled rectangles (x: start, end, end, start, gap), one SVG path per colour group: plotly
 // draws a `lines` trace as one path per run between gaps, and thousands of paths cost most of each redraw.
+function tlJoinLines(m) {  // a hover trace's texts from its line table (renderers/html.py `_line_tables`)
+  var counts = tlArray(m.line_count), at = tlArray(m.line_index), out = new Array(counts.length), p = 0;
+  for (var k = 0; k < counts.length; k++) {
+    var text = m.lines[at[p++]];
+    for (var j = 1; j < counts[k]; j++) text += "<br>" + m.lines[at[p++]];
+    out[k] = text;
+  }
+  return out;
+}
 function tlHold(data) {
   var held = {};
   data.forEach(function (t, i) {
     if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover" && t.meta.lod !== "outline")) return;
+    if (t.meta.lines) {
+      t.text = tlJoinLines(t.meta);
+      delete t.meta.lines; delete t.meta.line_count; delete t.meta.line_index;
+    }
     held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata ? tlArray(t.customdata) : null};
     t.x = []; t.y = [];
     if (t.text) t.text = [];
@@ -421,8 +436,36 @@ function tlWatch(gd) {
 
 
 def _figure_json(figure: go.Figure) -> str:
-    """The figure as JSON safe inside a script element (plotly escapes `<`, `>` and `/`)."""
-    return str(pio.to_json(figure, validate=False))
+    """The figure as JSON safe inside a script element (plotly escapes `<`, `>` and `/`), its hover texts as line
+    tables (`_line_tables`)."""
+    return str(pio.to_json(_line_tables(figure.to_plotly_json()), validate=False))
+
+
+def _line_tables(figure: dict[str, Any]) -> dict[str, Any]:
+    """`figure` (a plotly dict) with each level-of-detail hover trace's `text` stored as a table of its distinct
+    lines (`meta.lines`) with, per text, its number of lines (`meta.line_count`) and their positions in the table
+    (`meta.line_index`, all texts' lines in a row); the page's script (`tlHold`) joins each text back exactly
+    (lines are split and joined at `<br>`). The xdit Flux page's 17,000 hovers hold 57,000 lines, 6,600 distinct:
+    2.4 MB of text in the page becomes about 0.3 MB."""
+    for trace in figure.get("data", []):
+        meta, texts = trace.get("meta"), trace.get("text")
+        if not isinstance(meta, dict) or meta.get("lod") != "hover" or not isinstance(texts, (list, tuple)):
+            continue
+        table: dict[str, int] = {}
+        counts: list[int] = []
+        positions: list[int] = []
+        for text in texts:
+            lines = str(text).split("<br>")
+            counts.append(len(lines))
+            positions.extend(table.setdefault(line, len(table)) for line in lines)
+        trace["meta"] = {
+            **meta,
+            "lines": list(table),
+            "line_count": np.asarray(counts, dtype=np.uint8 if max(counts, default=0) < 2**8 else np.uint32),
+            "line_index": np.asarray(positions, dtype=np.uint16 if len(table) < 2**16 else np.uint32),
+        }
+        del trace["text"]
+    return figure
 
 
 def _table(table: Table) -> str:
