@@ -305,3 +305,43 @@ def test_kernel_hovers_give_the_module_scope(tmp_path: Path) -> None:
             scope = text.rsplit("scope: ", 1)[1]
             found[scope] = found.get(scope, 0) + 1
     assert found == expected, (found, expected)
+
+
+COMPILED_MLP = ROOT / "traces" / "h200" / "compiled_mlp.json.gz"
+DRAWN_STYLE = """() => {
+  const gd = document.getElementById('chart-timeline'), ya = gd._fullLayout.yaxis;
+  const lanes = ya.tickvals.map((v, i) => [String(ya.ticktext[i]), Math.abs(ya.l2p(v + 0.5) - ya.l2p(v - 0.5))]);
+  const traces = Array.from(gd.querySelectorAll('.scatterlayer .trace')).map(el => {
+    const t = el.__data__[0].trace, fill = el.querySelector('path.js-fill'), line = el.querySelector('path.js-line');
+    const bars = t.meta && t.meta.lod === 'bars' && t.x.length ? [+t.y[0], +t.y[2]] : null;
+    return {name: t.name, lod: t.meta ? t.meta.lod : null, bars: bars && bars.map(v => ya.l2p(v)),
+            fill: fill ? getComputedStyle(fill).fill : null,
+            lineFill: line ? getComputedStyle(line).fill : null, stroke: line ? getComputedStyle(line).stroke : null};
+  });
+  return {lanes: lanes, traces: traces};
+}"""
+
+
+def test_lane_heights_and_colours_as_drawn(tmp_path: Path) -> None:
+    """The compiled MLP at its default step, as drawn: the GPU stream's lane as tall in pixels as the CPU thread's
+    (first) lane, and the bars of every colour group the same pixel height; every colour group a distinct fill
+    (fused kernels in their own colour); the critical path an outline (a stroke, no fill) in a colour no group
+    fills with."""
+    report = tmp_path / "report.html"
+    write_report([COMPILED_MLP], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        drawn = page.evaluate(DRAWN_STYLE)
+        assert not errors and not requests
+    heights = [height for _, height in drawn["lanes"]]
+    assert any(name.startswith("GPU") for name, _ in drawn["lanes"]) and len(heights) >= 2
+    assert max(heights) - min(heights) < 0.01, drawn["lanes"]
+    bars = [t for t in drawn["traces"] if t["lod"] == "bars" and t["bars"]]
+    bar_px = {round(abs(t["bars"][1] - t["bars"][0]), 2) for t in bars}
+    assert len(bar_px) == 1 and 0.5 * heights[0] < bar_px.pop() <= heights[0], bars
+    fills = {t["name"]: t["fill"] for t in bars}
+    assert "GPU: fused" in fills and "GPU: gemm" in fills and "CPU op" in fills, fills
+    assert len(set(fills.values())) == len(fills), fills
+    (path,) = [t for t in drawn["traces"] if t["name"] == "critical path"]
+    assert path["lineFill"] == "none" and path["fill"] is None, path
+    assert path["stroke"] not in set(fills.values()), path
