@@ -1,7 +1,8 @@
 """What the timeline draws, in headless Chromium (skips without it): at step zoom the slices wide enough carry
 their labels (the eager MLP's step 3: a label at the centre of each of its five kernels, read from the raw JSON,
 each label a piece of the kernel's name), and the biggest corpus trace (xdit Flux on MI300X, 63 MB) is
-interactive (every chart drawn, then a zoom redrawn) within 3 s of starting to load the page."""
+interactive (the timeline and every chart on the first screen drawn, then a zoom redrawn) within 3 s of starting
+to load the page, and each chart below the first screen is drawn within 1 s of being scrolled to."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import pytest
 
 from tests import rawtrace
 from tests.browser.chromium import browser_page
-from tests.browser.test_report_browser import open_report, write_report
+from tests.browser.test_report_browser import draw_every_chart, open_report, write_report
 from tests.conftest import anchor
 
 ROOT = Path(__file__).resolve().parents[2]
 EAGER_MLP = ROOT / "traces" / "h200" / "eager_mlp.json.gz"
 XDIT = "amd_tracelens/inference/xdit_flux.1_aiter_sage/profile_trace_rank_0.json.gz"
 INTERACTIVE_S = 3.0
+SCROLLED_S = 1.0
 
 ZOOM_TO = """(label) => {
   const gd = document.getElementById('chart-timeline');
@@ -76,20 +78,37 @@ def test_step_zoom_labels_each_kernel(tmp_path: Path) -> None:
     assert any(t.startswith("ProfilerStep#3") and t.endswith("µs") for t in cpu)  # name and duration
 
 
+FIRST_SCREEN_DRAWN = """() => {
+  const gd = document.getElementById('chart-timeline');
+  const onScreen = Array.from(document.querySelectorAll('.plotly-graph-div'))
+    .filter(c => c.getBoundingClientRect().top < window.innerHeight);
+  return !!(gd && gd._tlOriginals) && onScreen.length > 0 && onScreen.every(c => c.querySelector('.main-svg'));
+}"""
+
+
 def test_big_trace_interactive_within_3_s(tmp_path: Path) -> None:
+    """Interactive: the timeline and every chart on the first screen (1400 × 1000) drawn, the timeline at its level
+    of detail, then a zoom redrawn, within `INTERACTIVE_S` of starting to load; each chart below the first screen
+    (the page draws it when it comes near the window) drawn within `SCROLLED_S` of being scrolled to."""
     path = anchor(XDIT)
     if not path.exists():
         pytest.skip(f"{path} not here")
     report = tmp_path / "report.html"
     write_report([path], report)
-    with browser_page() as page:
+    with browser_page(1400, 1000) as page:
         started = time.monotonic()
-        errors, requests = open_report(page, report)
+        errors, requests = open_report(page, report, ready=FIRST_SCREEN_DRAWN)
         assert page.evaluate(ZOOM_TO, "whole trace")
         elapsed = time.monotonic() - started
+        scrolled = draw_every_chart(page)
         assert not errors and not requests
-    print(f"xdit report interactive after {elapsed:.2f} s ({report.stat().st_size / 1e6:.1f} MB page)")
+    slowest = max(scrolled, key=lambda chart: scrolled[chart])
+    print(
+        f"xdit report interactive after {elapsed:.2f} s ({report.stat().st_size / 1e6:.1f} MB page); "
+        f"{len(scrolled)} charts drawn once scrolled to, the slowest ({slowest}) in {scrolled[slowest]:.2f} s"
+    )
     assert elapsed < INTERACTIVE_S
+    assert scrolled[slowest] < SCROLLED_S
 
 
 RANGE_TOTAL = """() => {

@@ -167,23 +167,35 @@ def chart_div(figure: go.Figure, div_id: str) -> str:
 def _plot_script(document: ReportDocument) -> str:
     """Each figure as a JSON data block (`<script type="application/json">`: the browser's JSON.parse reads it
     several times faster than it compiles the same text as a JavaScript literal), then one script after every
-    panel exists (so each chart gets its final width) that draws the charts in page order, with the timeline's
-    level-of-detail redraw (`LOD_SCRIPT`)."""
+    panel exists (so each chart gets its final width) that draws the charts, with the timeline's level-of-detail
+    redraw (`LOD_SCRIPT`): those up to the first timeline (the first screen) at once, in page order; each later
+    one when it comes within `DRAW_AHEAD_PX` of the window (`tlDrawWhenSeen`), or before the page is printed."""
     config = json.dumps(PLOTLY_CONFIG, sort_keys=True)
     figures = document.figures()
     data = "\n".join(
         f'<script type="application/json" id="figure-{_esc(panel_id)}">{_figure_json(figure)}</script>'
         for panel_id, figure in figures
     )
-    body = "\n".join(_draw(panel_id, config) for panel_id, _ in figures)
-    return f'{data}\n<script type="text/javascript">\n{LOD_SCRIPT}\n{body}\n</script>'
+    timelines = [i for i, (panel_id, _) in enumerate(figures) if "timeline" in panel_id]
+    first_screen = timelines[0] + 1 if timelines else len(figures)
+    now = "\n".join(_draw(panel_id, config) + "();" for panel_id, _ in figures[:first_screen])
+    later = ",\n".join(
+        f'["chart-{_esc(panel_id)}", {_draw(panel_id, config)}]' for panel_id, _ in figures[first_screen:]
+    )
+    return (
+        f'{data}\n<script type="text/javascript">\n{LOD_SCRIPT}\n{now}\n'
+        f"tlDrawWhenSeen([\n{later}\n], {DRAW_AHEAD_PX});\n</script>"
+    )
+
+
+DRAW_AHEAD_PX = 400  # a chart below the first screen is drawn when it comes this close to the window
 
 
 def _draw(panel_id: str, config: str) -> str:
     return (
         f'(function () {{ var f = JSON.parse(document.getElementById("figure-{_esc(panel_id)}").textContent);'
         f' var held = tlHold(f.data); Plotly.newPlot("chart-{_esc(panel_id)}", f.data, f.layout, {config})'
-        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})();"
+        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})"
     )
 
 
@@ -424,6 +436,19 @@ function tlTotals(gd, o, x0, x1) {
       return n + " " + us(byKernel[n][0]) + " (×" + byKernel[n][1] + ")"; }).join(" · ")
     + (kernels.length > 8 ? " · " + (kernels.length - 8) + " more" : "") : "") + ".";
   box.dataset.gpuUs = total.toFixed(3);
+}
+// Charts below the first screen: each drawn when it comes within `ahead` px of the window (drawing them all at
+// load took about a third of a second on the corpus' biggest report), all of them before printing.
+function tlDrawWhenSeen(pending, ahead) {
+  var left = {};
+  pending.forEach(function (p) { left[p[0]] = p[1]; });
+  function draw(id) { var f = left[id]; if (f) { delete left[id]; f(); } }
+  window.addEventListener("beforeprint", function () { Object.keys(left).forEach(draw); });
+  if (!("IntersectionObserver" in window)) { pending.forEach(function (p) { draw(p[0]); }); return; }
+  var seen = new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting) { seen.unobserve(e.target); draw(e.target.id); } });
+  }, {rootMargin: ahead + "px 0px"});
+  pending.forEach(function (p) { var el = document.getElementById(p[0]); if (el) seen.observe(el); else draw(p[0]); });
 }
 function tlWatch(gd) {
   if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;
