@@ -6,14 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
-from plotly.offline import get_plotlyjs
 
 from tests.report_helpers import tiny_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.cli.report import default_output
 from tracelens.loader import load_trace
-from tracelens.renderers.html import HtmlReportRenderer
+from tracelens.renderers.html import HtmlReportRenderer, plotly_js
 from tracelens.renderers.page import ReportDocument, build_report
 
 
@@ -34,8 +33,9 @@ def test_html_is_deterministic(tmp_path: Path) -> None:
 def test_html_is_self_contained_with_fixed_chart_ids(tmp_path: Path) -> None:
     document = document_of(tiny_trace(tmp_path))
     page = HtmlReportRenderer().render(document)
-    assert page.count(get_plotlyjs()) == 1  # plotly.js inlined once
-    page = page.replace(get_plotlyjs(), "")
+    bundle = plotly_js(document)  # the cartesian bundle here (tests/test_plotly_bundle.py)
+    assert page.count(bundle) == 1  # plotly.js inlined once
+    page = page.replace(bundle, "")
     assert "<script src" not in page and "https://" not in page and "http://" not in page
     # one draw call per chart: at least the timeline, two breakdowns and the step times
     assert len(re.findall(r"Plotly\.newPlot\(", page)) == len(document.figures()) >= 4

@@ -3,6 +3,7 @@ request, and hovering a kernel on the timeline shows its tooltip. Skips without 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,9 @@ def write_report(paths: list[Path], output: Path) -> int:
     return len(document.figures())
 
 
-def open_report(page: Any, path: Path) -> tuple[list[str], list[str]]:
-    """Load `path`, blocking and recording every non-file request; returns (console errors, requests)."""
+def open_report(page: Any, path: Path, ready: str = RENDERED) -> tuple[list[str], list[str]]:
+    """Load `path`, blocking and recording every non-file request, until `ready` (a JS predicate) holds; by default
+    every chart drawn, each scrolled to (`draw_every_chart`). Returns (console errors, requests)."""
     errors: list[str] = []
     requests: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -56,8 +58,26 @@ def open_report(page: Any, path: Path) -> tuple[list[str], list[str]]:
 
     page.route("**/*", route)
     page.goto(path.as_uri(), wait_until="load")
-    page.wait_for_function(RENDERED, timeout=60_000)
+    if ready == RENDERED:
+        draw_every_chart(page)
+    page.wait_for_function(ready, timeout=60_000)
     return errors, requests
+
+
+DRAWN = "(id) => !!document.getElementById(id).querySelector('.main-svg')"
+
+
+def draw_every_chart(page: Any) -> dict[str, float]:
+    """Scroll to each chart in turn (the page draws a chart below the first screen when it comes near the window)
+    until it is drawn, then back to the top; returns the seconds each took to be drawn once scrolled to."""
+    took = {}
+    for chart in page.evaluate("() => Array.from(document.querySelectorAll('.plotly-graph-div'), c => c.id)"):
+        started = time.monotonic()
+        page.evaluate("(id) => document.getElementById(id).scrollIntoView({block: 'center'})", chart)
+        page.wait_for_function(DRAWN, arg=chart, timeout=60_000)
+        took[chart] = time.monotonic() - started
+    page.evaluate("() => window.scrollTo(0, 0)")
+    return took
 
 
 def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
@@ -78,6 +98,20 @@ def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
     assert requests == []
 
 
+def test_the_cartesian_bundle_registers_every_type_it_is_chosen_for(tmp_path: Path) -> None:
+    """The tiny report inlines the vendored cartesian bundle; in Chromium it registers each trace type that
+    `CARTESIAN_TYPES` lists (the page with any other type gets the full bundle)."""
+    from tracelens.renderers.html import CARTESIAN_TYPES
+
+    report = tmp_path / "tiny.html"
+    write_report([tiny_trace(tmp_path)], report)
+    assert "plotly.js (cartesian - minified)" in report.read_text()
+    with browser_page() as page:
+        open_report(page, report)
+        registered = set(page.evaluate("() => Object.keys(Plotly.PlotSchema.get().traces)"))
+    assert registered >= CARTESIAN_TYPES, CARTESIAN_TYPES - registered
+
+
 def recorded_or_anchor() -> Path:
     recorded = TRACES / "h200" / "eager_mlp.json.gz"
     return recorded if recorded.exists() else anchor("amd_tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
@@ -96,3 +130,31 @@ def test_real_trace_report_renders_every_chart(tmp_path: Path, kind: str) -> Non
         assert all(rendered for _, rendered in charts), charts
     assert errors == []
     assert requests == []
+
+
+PAGE_HOVERS = """() => document.getElementById('chart-timeline')._tlOriginals.groups.map(g => g.text || [])"""
+
+
+def test_the_page_holds_every_hover_of_the_figure(tmp_path: Path) -> None:
+    """The page stores hover texts as line tables, kernel names and scopes once each (renderers/html.py); its
+    script rebuilds every hover: on the eager transformer block, the same texts, in order, as the figure's
+    (`page_hovers` of each hover trace, in Python)."""
+    from tracelens.report.timeline import page_hovers
+
+    path = TRACES / "h200" / "block" / "eager_block.json.gz"
+    trace = load_trace(path)
+    figure = build_report([(trace, analyze(trace))]).panel("timeline").figure
+    assert figure is not None
+    expected = [
+        page_hovers(t.text, t.meta.get("names"), t.customdata, t.meta.get("scopes"), t.meta.get("scope_index"))
+        for t in figure.data
+        if isinstance(t.meta, dict) and t.meta.get("lod") == "hover"
+    ]
+    report = tmp_path / "block.html"
+    write_report([path], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        shown = page.evaluate(PAGE_HOVERS)
+    assert errors == [] and requests == []
+    assert sum(len(texts) for texts in expected) > 600
+    assert shown == expected

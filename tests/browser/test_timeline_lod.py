@@ -20,13 +20,15 @@ from tests.conftest import anchor
 XDIT = "amd_tracelens/inference/xdit_flux.1_aiter_sage/profile_trace_rank_0.json.gz"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
-# fraction of the plot width covered by the bars drawn on one lane (pixel intervals, union), and the x range
+# fraction of the plot width covered by the bars drawn on one lane (pixel intervals, union), and the x range; the
+# page draws each bar as a filled rectangle: x = start, end, end, start, gap; y = bottom, bottom, top, top, gap
 DRAWN = """([lane]) => {
   const gd = document.getElementById('chart-timeline'), xa = gd._fullLayout.xaxis, iv = [];
   gd.data.forEach(t => {
     if (!t.meta || t.meta.lod !== 'bars') return;
-    for (let k = 0; k + 1 < t.x.length; k += 3) {
-      if (+t.y[k] !== lane || t.x[k] === null) continue;
+    if (t.fill !== 'toself') throw new Error('bars not drawn as filled rectangles');
+    for (let k = 0; k + 4 < t.x.length; k += 5) {
+      if ((+t.y[k] + +t.y[k + 2]) / 2 !== lane || t.x[k] === null) continue;
       const a = Math.max(0, xa.l2p(+t.x[k])), b = Math.min(xa._length, xa.l2p(+t.x[k + 1]));
       if (b > a) iv.push([a, b]);
     }

@@ -5,15 +5,30 @@ from __future__ import annotations
 
 import html
 import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.offline import get_plotlyjs
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from tracelens import __version__
 from tracelens.report.document import Panel, ReportDocument, Section, Table
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
+# plotly.js' "cartesian" partial bundle (npm plotly.js-cartesian-dist-min, MIT, of the same version as the full
+# bundle that the plotly package ships; scripts/vendor_plotly.py refreshes it): a third of the full bundle's size,
+# and evaluating it takes a third of the time (0.8 s against 2.7 s in headless Chromium on the 2-core machine),
+# because it registers only these trace types. A page whose figures use only these gets it; any other page the
+# full bundle.
+CARTESIAN_BUNDLE = Path(__file__).parent / "vendor" / "plotly-cartesian.min.js"
+CARTESIAN_TYPES = frozenset(
+    {"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image", "pie"}
+    | {"scatter", "scatterternary", "violin"}
+)
 DEFAULT_HEIGHT_PX = 450
 
 STYLE = """
@@ -53,7 +68,7 @@ class HtmlReportRenderer:
             f"<title>{_esc(result.title)}</title>",
             f"<style>{STYLE}</style>",
             '<script type="text/javascript">window.PlotlyConfig = {MathJaxConfig: "local"};</script>',
-            f'<script type="text/javascript">{get_plotlyjs()}</script>',
+            f'<script type="text/javascript">{plotly_js(result)}</script>',
             "</head>",
             "<body>",
             f"<header><h1>{_esc(result.title)}</h1><p>{_esc(result.subtitle)}</p></header>",
@@ -73,6 +88,28 @@ class HtmlReportRenderer:
             "",
         ]
         return "\n".join(parts)
+
+
+def plotly_js(document: ReportDocument) -> str:
+    """The plotly.js the page inlines: the cartesian bundle when every trace of the page's figures is of a type
+    it has (`CARTESIAN_TYPES`) and it is of the plotly package's plotly.js version, else the full bundle."""
+    types = {str(trace.type) for _, figure in document.figures() for trace in figure.data}
+    partial = cartesian_bundle()
+    if partial is not None and types <= CARTESIAN_TYPES:
+        return partial
+    return str(get_plotlyjs())
+
+
+@cache
+def cartesian_bundle() -> str | None:
+    """The vendored cartesian bundle's text, or None when it is missing or of another plotly.js version than
+    the plotly package's (its header says `plotly.js (cartesian - minified) vX.Y.Z`)."""
+    try:
+        text = CARTESIAN_BUNDLE.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    header = re.search(r"plotly\.js \(cartesian - minified\) v(\S+)", text[:500])
+    return text if header is not None and header.group(1) == get_plotlyjs_version() else None
 
 
 def _nav(sections: tuple[Section, ...]) -> str:
@@ -128,19 +165,37 @@ def chart_div(figure: go.Figure, div_id: str) -> str:
 
 
 def _plot_script(document: ReportDocument) -> str:
-    """One script after every panel exists (so each chart gets its final width) that draws the charts in
-    page order, with the timeline's level-of-detail redraw (`LOD_SCRIPT`)."""
+    """Each figure as a JSON data block (`<script type="application/json">`: the browser's JSON.parse reads it
+    several times faster than it compiles the same text as a JavaScript literal), then one script after every
+    panel exists (so each chart gets its final width) that draws the charts, with the timeline's level-of-detail
+    redraw (`LOD_SCRIPT`): those up to the first timeline (the first screen) at once, in page order; each later
+    one when it comes within `DRAW_AHEAD_PX` of the window (`tlDrawWhenSeen`), or before the page is printed."""
     config = json.dumps(PLOTLY_CONFIG, sort_keys=True)
-    body = "\n".join(_draw(panel_id, figure, config) for panel_id, figure in document.figures())
-    return f'<script type="text/javascript">\n{LOD_SCRIPT}\n{body}\n</script>'
-
-
-def _draw(panel_id: str, figure: go.Figure, config: str) -> str:
-    figure_json = _figure_json(figure)
+    figures = document.figures()
+    data = "\n".join(
+        f'<script type="application/json" id="figure-{_esc(panel_id)}">{_figure_json(figure)}</script>'
+        for panel_id, figure in figures
+    )
+    timelines = [i for i, (panel_id, _) in enumerate(figures) if "timeline" in panel_id]
+    first_screen = timelines[0] + 1 if timelines else len(figures)
+    now = "\n".join(_draw(panel_id, config) + "();" for panel_id, _ in figures[:first_screen])
+    later = ",\n".join(
+        f'["chart-{_esc(panel_id)}", {_draw(panel_id, config)}]' for panel_id, _ in figures[first_screen:]
+    )
     return (
-        f"(function () {{ var f = {figure_json}; var held = tlHold(f.data);"
-        f' Plotly.newPlot("chart-{panel_id}", f.data, f.layout, {config})'
-        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})();"
+        f'{data}\n<script type="text/javascript">\n{LOD_SCRIPT}\n{now}\n'
+        f"tlDrawWhenSeen([\n{later}\n], {DRAW_AHEAD_PX});\n</script>"
+    )
+
+
+DRAW_AHEAD_PX = 400  # a chart below the first screen is drawn when it comes this close to the window
+
+
+def _draw(panel_id: str, config: str) -> str:
+    return (
+        f'(function () {{ var f = JSON.parse(document.getElementById("figure-{_esc(panel_id)}").textContent);'
+        f' var held = tlHold(f.data); Plotly.newPlot("chart-{_esc(panel_id)}", f.data, f.layout, {config})'
+        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})"
     )
 
 
@@ -159,15 +214,27 @@ function tlArray(v) {
            u2: Uint16Array, u4: Uint32Array}[v.dtype];
   return new T(bytes.buffer);
 }
-function tlTitle(text) {  // a hover's bold title as plain text (the slice's label)
-  var m = /^<b>(.*?)<\\/b>/.exec(String(text));
+var tlTitles = new Map(), tlArea = null;
+function tlTitle(text) {  // a hover's bold title as plain text (the slice's label); each distinct title is
+  var m = /^<b>(.*?)<\\/b>/.exec(String(text));  // unescaped once (through a textarea) and remembered
   if (!m) return "";
-  var area = document.createElement("textarea");
-  area.innerHTML = m[1];
-  return area.value;
+  var plain = tlTitles.get(m[1]);
+  if (plain === undefined) {
+    tlArea = tlArea || document.createElement("textarea");
+    tlArea.innerHTML = m[1];
+    plain = tlArea.value;
+    tlTitles.set(m[1], plain);
+  }
+  return plain;
 }
-function tlWithFullNames(text, names, index) {  // a kernel's hover starts with its title and full name, stored
-  var out = Array.prototype.slice.call(text);  // once per distinct name ([title, full name]) and given by index
+function tlWithFullNames(text, names, index, scopes, scopeIndex) {  // a kernel's hover starts with its title
+  var out = Array.prototype.slice.call(text);  // and full name, stored once per distinct name ([title, full name])
+  if (scopes && scopes.length && scopeIndex) {  // and given by index, and ends with its module scope (likewise)
+    for (var j = 0; j < out.length; j++) {
+      var si = +scopeIndex[j];
+      if (si >= 0 && si < scopes.length) out[j] += "<br>scope: " + scopes[si];
+    }
+  }
   if (!names || !names.length || !index) return out;
   for (var k = 0; k < out.length; k++) {
     var i = +index[k];
@@ -175,13 +242,31 @@ function tlWithFullNames(text, names, index) {  // a kernel's hover starts with 
   }
   return out;
 }
+// Bars are drawn as filled rectangles (x: start, end, end, start, gap), one SVG path per colour group: plotly
+// draws a `lines` trace as one path per run between gaps, and thousands of paths cost most of each redraw.
+function tlJoinLines(m) {  // a hover trace's texts from its line table (renderers/html.py `_line_tables`)
+  var counts = tlArray(m.line_count), at = tlArray(m.line_index), out = new Array(counts.length), p = 0;
+  for (var k = 0; k < counts.length; k++) {
+    var text = m.lines[at[p++]];
+    for (var j = 1; j < counts[k]; j++) text += "<br>" + m.lines[at[p++]];
+    out[k] = text;
+  }
+  return out;
+}
 function tlHold(data) {
   var held = {};
   data.forEach(function (t, i) {
-    if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover")) return;
+    if (!t.meta || (t.meta.lod !== "bars" && t.meta.lod !== "hover" && t.meta.lod !== "outline")) return;
+    if (t.meta.lines) {
+      t.text = tlJoinLines(t.meta);
+      delete t.meta.lines; delete t.meta.line_count; delete t.meta.line_index;
+    }
     held[i] = {x: tlArray(t.x), y: tlArray(t.y), text: t.text, customdata: t.customdata ? tlArray(t.customdata) : null};
     t.x = []; t.y = [];
     if (t.text) t.text = [];
+    if (t.meta.lod === "bars") {
+      t.mode = "none"; t.fill = "toself"; t.fillcolor = t.line.color; t.line = {width: 0, color: t.line.color};
+    }
   });
   return held;
 }
@@ -193,6 +278,7 @@ function tlOriginals(gd) {
     if (!m || !m.lod) return;
     if (m.lod === "util") { utils.push(i); return; }
     if (m.lod === "labels") { o.labels = i; return; }
+    if (m.lod === "outline") { o.outline = i; return; }
     (groups[m.group] = groups[m.group] || {})[m.lod] = i;
   });
   var full = {};  // decoded arrays: those held back from the first plot, else plotly's (gd.data may still hold
@@ -203,12 +289,13 @@ function tlOriginals(gd) {
     var s = new Float64Array(n), e = new Float64Array(n), y = new Int32Array(n), idx = new Array(n);
     for (var k = 0; k < n; k++) { s[k] = +b.x[3 * k]; e[k] = +b.x[3 * k + 1]; y[k] = +b.y[3 * k]; idx[k] = k; }
     idx.sort(function (a, c) { return (y[a] - y[c]) || (s[a] - s[c]); });
-    var names = (gd.data[groups[g].hover].meta || {}).names, fullIndex = h.customdata;
-    var text = h.text ? tlWithFullNames(h.text, names, fullIndex) : null;
+    var hm = gd.data[groups[g].hover].meta || {}, fullIndex = h.customdata;
+    var text = h.text ? tlWithFullNames(h.text, hm.names, fullIndex, hm.scopes, hm.scope_index) : null;
     o.groups.push({s: s, e: e, y: y, idx: idx, text: text, label: text ? text.map(tlTitle) : null,
-                   name: String(gd.data[groups[g].bars].name || ""),
+                   name: String(gd.data[groups[g].bars].name || ""), half: +gd.data[groups[g].bars].meta.half,
                    bars: groups[g].bars, hover: groups[g].hover});
   });
+  if (o.outline !== undefined) o.outlines = tlOutlines(full[o.outline]);
   utils.forEach(function (i) { o.utils.push(i); o.lanes[gd.data[i].meta.lane] = []; });
   o.groups.forEach(function (g) {
     for (var k = 0; k < g.s.length; k++) { var l = o.lanes[g.y[k]]; if (l) l.push([g.s[k], g.e[k]]); }
@@ -231,15 +318,40 @@ document.addEventListener("click", function (ev) {  // a finding's button: zoom 
   gd.scrollIntoView({block: "center"});
   Plotly.relayout(gd, {"xaxis.range": [+b.dataset.x0, +b.dataset.x1]});
 });
+function tlOutlines(t) {  // the critical path's outlines (x: s, e, e, s, s, gap; y: top, top, bottom, bottom, ...)
+  var n = Math.floor(t.x.length / 6), s = new Float64Array(n), e = new Float64Array(n), top = new Float64Array(n);
+  var bottom = new Float64Array(n), idx = new Array(n);
+  for (var k = 0; k < n; k++) {
+    s[k] = +t.x[6 * k]; e[k] = +t.x[6 * k + 1]; top[k] = +t.y[6 * k]; bottom[k] = +t.y[6 * k + 2]; idx[k] = k;
+  }
+  idx.sort(function (a, c) { return (top[a] - top[c]) || (s[a] - s[c]); });
+  return {s: s, e: e, top: top, bottom: bottom, idx: idx};
+}
+function tlOutlineLod(c, x0, x1, px) {  // outlines closer than a pixel on a lane merge, each at least a pixel wide
+  var x = [], y = [], cur = null;
+  function flush() {
+    if (!cur) return;
+    var end = Math.max(cur.e, cur.s + px);
+    x.push(cur.s, end, end, cur.s, cur.s, null); y.push(cur.t, cur.t, cur.b, cur.b, cur.t, null);
+  }
+  for (var j = 0; j < c.idx.length; j++) {
+    var k = c.idx[j];
+    if (c.e[k] < x0 - px || c.s[k] > x1 + px) continue;
+    if (cur && cur.t === c.top[k] && c.s[k] - cur.e < px) { cur.e = Math.max(cur.e, c.e[k]); continue; }
+    flush(); cur = {s: c.s[k], e: c.e[k], t: c.top[k], b: c.bottom[k]};
+  }
+  flush();
+  return [x, y];
+}
 function tlLod(gd) {
   var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
   if (!o.groups.length) return;
   var xa = gd._fullLayout.xaxis, x0 = xa.range[0], x1 = xa.range[1];
   var px = (x1 - x0) / Math.max(xa._length, 1);
-  var bars = {x: [], y: []}, barIdx = [], hover = {x: [], y: [], text: []}, hoverIdx = [];
+  var update = {x: [], y: [], text: [], z: []}, indices = [];
   var lx = [], ly = [], lt = [];
   o.groups.forEach(function (g) {
-    var bx = [], by = [], hx = [], hy = [], ht = [], cur = null;
+    var bx = [], by = [], hx = [], hy = [], ht = [], cur = null, half = g.half;
     function flush() {
       if (!cur) return;
       var end = Math.max(cur.e, cur.s + px);
@@ -250,7 +362,8 @@ function tlLod(gd) {
         if (text.length > chars) text = chars >= 4 ? text.slice(0, chars - 1) + "…" : "";
         if (text) { lx.push((cur.s + cur.e) / 2); ly.push(cur.y); lt.push(text); }
       }
-      bx.push(cur.s, end, null); by.push(cur.y, cur.y, cur.y); hx.push((cur.s + end) / 2); hy.push(cur.y);
+      bx.push(cur.s, end, end, cur.s, null); by.push(cur.y - half, cur.y - half, cur.y + half, cur.y + half, null);
+      hx.push((cur.s + end) / 2); hy.push(cur.y);
       ht.push(cur.n === 1 && g.text ? g.text[cur.k] : cur.n.toLocaleString() + " slices merged at this zoom<br>"
         + cur.busy.toFixed(1) + " µs summed over " + (cur.e - cur.s).toFixed(1) + " µs<br>zoom in to see each one");
       cur = null;
@@ -262,15 +375,23 @@ function tlLod(gd) {
       else { flush(); cur = {s: s, e: e, y: y, n: 1, busy: e - s, k: k}; }
     }
     flush();
-    bars.x.push(bx); bars.y.push(by); barIdx.push(g.bars);
-    hover.x.push(hx); hover.y.push(hy); hover.text.push(ht); hoverIdx.push(g.hover);
+    update.x.push(bx, hx); update.y.push(by, hy); update.text.push(undefined, ht); update.z.push(undefined, undefined);
+    indices.push(g.bars, g.hover);
   });
-  Plotly.restyle(gd, bars, barIdx);
-  Plotly.restyle(gd, hover, hoverIdx);
-  if (o.labels !== undefined) Plotly.restyle(gd, {x: [lx], y: [ly], text: [lt]}, [o.labels]);
+  if (o.labels !== undefined) {
+    update.x.push(lx); update.y.push(ly); update.text.push(lt); update.z.push(undefined); indices.push(o.labels);
+  }
+  if (o.outlines) {
+    var outline = tlOutlineLod(o.outlines, x0, x1, px);
+    update.x.push(outline[0]); update.y.push(outline[1]); update.text.push(undefined); update.z.push(undefined);
+    indices.push(o.outline);
+  }
+  tlUtil(gd, o, x0, x1, update, indices);
+  Plotly.restyle(gd, update, indices);  // one redraw (undefined: that trace keeps the attribute)
   tlTotals(gd, o, x0, x1);
-  if (!o.utils.length) return;
-  var edges = [], util = {x: [], z: []};
+}
+function tlUtil(gd, o, x0, x1, update, indices) {  // each GPU stream's busy fraction per bin of the range
+  var edges = [];
   for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
   o.utils.forEach(function (i) {
     var merged = o.lanes[gd.data[i].meta.lane] || [], z = new Array(TL_BINS).fill(0), w = (x1 - x0) / TL_BINS;
@@ -282,9 +403,8 @@ function tlLod(gd) {
         if (hi > lo) z[bin] += (hi - lo) / w;
       }
     });
-    util.x.push(edges); util.z.push([z]);
+    update.x.push(edges); update.y.push(undefined); update.text.push(undefined); update.z.push([z]); indices.push(i);
   });
-  Plotly.restyle(gd, util, o.utils);
 }
 // Totals of the visible range (drag to select a range, as Perfetto's area selection): GPU time clipped to the
 // range, by category (the colour groups "GPU: <category>") and by kernel (short name), under the chart.
@@ -317,6 +437,19 @@ function tlTotals(gd, o, x0, x1) {
     + (kernels.length > 8 ? " · " + (kernels.length - 8) + " more" : "") : "") + ".";
   box.dataset.gpuUs = total.toFixed(3);
 }
+// Charts below the first screen: each drawn when it comes within `ahead` px of the window (drawing them all at
+// load took about a third of a second on the corpus' biggest report), all of them before printing.
+function tlDrawWhenSeen(pending, ahead) {
+  var left = {};
+  pending.forEach(function (p) { left[p[0]] = p[1]; });
+  function draw(id) { var f = left[id]; if (f) { delete left[id]; f(); } }
+  window.addEventListener("beforeprint", function () { Object.keys(left).forEach(draw); });
+  if (!("IntersectionObserver" in window)) { pending.forEach(function (p) { draw(p[0]); }); return; }
+  var seen = new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting) { seen.unobserve(e.target); draw(e.target.id); } });
+  }, {rootMargin: ahead + "px 0px"});
+  pending.forEach(function (p) { var el = document.getElementById(p[0]); if (el) seen.observe(el); else draw(p[0]); });
+}
 function tlWatch(gd) {
   if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;
   tlLod(gd);
@@ -328,8 +461,36 @@ function tlWatch(gd) {
 
 
 def _figure_json(figure: go.Figure) -> str:
-    """The figure as JSON safe inside a script element (plotly escapes `<`, `>` and `/`)."""
-    return str(pio.to_json(figure, validate=False))
+    """The figure as JSON safe inside a script element (plotly escapes `<`, `>` and `/`), its hover texts as line
+    tables (`_line_tables`)."""
+    return str(pio.to_json(_line_tables(figure.to_plotly_json()), validate=False))
+
+
+def _line_tables(figure: dict[str, Any]) -> dict[str, Any]:
+    """`figure` (a plotly dict) with each level-of-detail hover trace's `text` stored as a table of its distinct
+    lines (`meta.lines`) with, per text, its number of lines (`meta.line_count`) and their positions in the table
+    (`meta.line_index`, all texts' lines in a row); the page's script (`tlHold`) joins each text back exactly
+    (lines are split and joined at `<br>`). The xdit Flux page's 17,000 hovers hold 57,000 lines, 6,600 distinct:
+    2.4 MB of text in the page becomes about 0.3 MB."""
+    for trace in figure.get("data", []):
+        meta, texts = trace.get("meta"), trace.get("text")
+        if not isinstance(meta, dict) or meta.get("lod") != "hover" or not isinstance(texts, (list, tuple)):
+            continue
+        table: dict[str, int] = {}
+        counts: list[int] = []
+        positions: list[int] = []
+        for text in texts:
+            lines = str(text).split("<br>")
+            counts.append(len(lines))
+            positions.extend(table.setdefault(line, len(table)) for line in lines)
+        trace["meta"] = {
+            **meta,
+            "lines": list(table),
+            "line_count": np.asarray(counts, dtype=np.uint8 if max(counts, default=0) < 2**8 else np.uint32),
+            "line_index": np.asarray(positions, dtype=np.uint16 if len(table) < 2**16 else np.uint32),
+        }
+        del trace["text"]
+    return figure
 
 
 def _table(table: Table) -> str:

@@ -3,15 +3,18 @@
 Contract: `timeline_panel(trace, gpu, max_slices=..., focus_step=None) -> Panel`, pure. One step (`focus_step`,
 else the complete step of median length) is drawn slice by slice, at most `max_slices` slices (GPU activity
 first, then CPU events from the outermost level in); everything else is merged into grey blocks per lane, and
-the panel note says how much was merged. Slices are thick line segments (one SVG path per colour group), hover
-points sit at slice centres, and launch → kernel links are line segments.
+the panel note says how much was merged. In the figure, slices are thick line segments (x = start, end, gap);
+the page draws them as filled rectangles, one SVG path per colour group. Hover points sit at slice centres, and
+launch → kernel links are line segments.
 
 Levels of detail: the figure holds every slice at full resolution, and its bar/hover traces carry
-`meta = {"lod": "bars"|"hover", "group": N}` (blocks too). The HTML page (`renderers/html.py`) redraws them for
-the visible range on load and after every zoom: slices closer than a pixel merge into one band (hover: count and
-busy µs), every band is at least one pixel wide, so no work ever disappears from view; zoomed in, slices are drawn
-and hovered one by one. Each GPU stream also has a utilization strip (a one-row heatmap across the top of its
-lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible range, recomputed on zoom).
+`meta = {"lod": "bars"|"hover", "group": N}` (blocks too; bars also `"half"`, their half height in lanes). The
+HTML page (`renderers/html.py`) redraws them for the visible range on load and after every zoom: slices closer
+than a pixel merge into one band (hover: count and busy µs), every band is at least one pixel wide, so no work
+ever disappears from view; zoomed in, slices are drawn and hovered one by one. The critical path's outlines
+(`meta = {"lod": "outline"}`) merge the same way. Each GPU stream also has a utilization strip (a one-row heatmap
+across the top of its lane, `meta = {"lod": "util", "lane": y}`: busy fraction per bin of the visible range,
+recomputed on zoom).
 """
 
 from __future__ import annotations
@@ -85,11 +88,15 @@ def timeline_panel(
     bar_px = round(BAR_FILL * (height - MARGIN_TOP_PX - MARGIN_BOTTOM_PX) / max(n_rows, 1), 2)
     fig = go.Figure()
     group = 0
+    gpu_drawn = lanes.rows[detailed & kind_mask(trace.events.kind[lanes.rows], GPU_ACTIVITY_KINDS)]
+    scopes = dict(zip(gpu_drawn.tolist(), module_scopes(trace, gpu_drawn), strict=True))
     for label, color, mask in _groups(trace, lanes, category):
         chosen = mask & detailed
         if chosen.any():
             picks = np.flatnonzero(chosen)
-            _add_slices(fig, trace, lanes, picks, label, color, op_of_row, bar_px, category, group, row_notes or {})
+            _add_slices(
+                fig, trace, lanes, picks, label, color, op_of_row, bar_px, category, group, row_notes or {}, scopes
+            )
             group += 1
     links = _add_links(fig, trace, lanes, detailed)
     blocks = _add_blocks(fig, trace, lanes, ~detailed, bar_px, group)
@@ -185,6 +192,7 @@ def _add_slices(
     category: np.ndarray,
     group: int,
     row_notes: dict[int, list[str]],
+    scopes: dict[int, str],
 ) -> None:
     rows = lanes.rows[picks]
     y = lanes.y[picks]
@@ -193,9 +201,11 @@ def _add_slices(
     fig.add_trace(_bars(start, end, y, color, bar_px, name=label, legendgroup=label, meta=_lod("bars", group)))
     full_names, full_name_index = _full_names(trace, rows)
     untitled = full_name_index >= 0
+    meta = {**_lod("hover", group), "names": full_names} if full_names else _lod("hover", group)
+    meta.update(_scope_table([scopes.get(row, "") for row in rows.tolist()]))
     fig.add_trace(
         go.Scatter(
-            meta={**_lod("hover", group), "names": full_names} if full_names else _lod("hover", group),
+            meta=meta,
             customdata=full_name_index if full_names else None,
             x=(start + end) / 2,
             y=_lane_array(y),
@@ -258,9 +268,10 @@ def _hover_texts(
     untitled: np.ndarray | None = None,
 ) -> list[str]:
     """Each slice's hover: name, category · duration, grid × block, launching op, shapes, and the findings that
-    name it (`row_notes`). The full kernel name is not repeated per slice (the 10 MB page budget of the
-    corpus' biggest report has no room for it): each is stored once per trace (`_full_names`) and the page's
-    script puts it in the hover, with the title: rows where `untitled` is True get no title line here."""
+    name it (`row_notes`); a kernel's module scope follows, from a table stored once (`_scope_table`). The full
+    kernel name is not repeated per slice (the 10 MB page budget of the corpus' biggest report has no room for
+    it): each is stored once per trace (`_full_names`) and the page's script puts it in the hover, with the
+    title: rows where `untitled` is True get no title line here."""
     notes = row_notes or {}
     no_title = untitled.tolist() if untitled is not None else [False] * len(rows)
     ev = trace.events
@@ -288,6 +299,47 @@ def _hover_texts(
         parts.extend(f"finding: {_escape(note)}" for note in notes.get(row, ()))
         texts.append("<br>".join(parts))
     return texts
+
+
+SCOPE_LEVELS = 4  # a kernel's hover names at most this many of its scopes (the innermost)
+STEP_PREFIX, MODULE_PREFIX = "ProfilerStep#", "nn.Module: "
+
+
+def _scope_table(scopes: list[str]) -> dict[str, object]:
+    """A hover trace's module scopes stored once each: `{"scopes": [distinct scope], "scope_index": [index per
+    slice, -1: none]}`, or {} when no slice has one. The page's script (and `page_hovers`) ends each slice's hover
+    with `scope: <its scope>`."""
+    table: dict[str, int] = {}
+    index = [table.setdefault(scope, len(table)) if scope else -1 for scope in scopes]
+    return {"scopes": list(table), "scope_index": index} if table else {}
+
+
+def module_scopes(trace: Trace, rows: I64) -> list[str]:
+    """Per GPU activity row: its module scope, the scopes enclosing the CPU call that launched it (`Links.launch`,
+    then `Links.parent` up to the thread's outermost event): `record_function` annotations (user annotations other
+    than `ProfilerStep#N`) and `nn.Module: X` Python events (traces recorded with stacks and modules), outermost
+    first, the innermost `SCOPE_LEVELS` of them joined by " › " ("… › " first when there are more), escaped for
+    a hover; "" where there is no launch or no scope."""
+    ev, parent = trace.events, trace.links.parent
+    is_step = np.array([n.startswith(STEP_PREFIX) for n in ev.names] + [False], dtype=bool)
+    is_module = np.array([n.startswith(MODULE_PREFIX) for n in ev.names] + [False], dtype=bool)
+    marked = ((ev.kind == Kind.USER_ANNOTATION) & ~is_step[ev.name]) | ((ev.kind == Kind.PYTHON) & is_module[ev.name])
+    launch = trace.links.launch[rows].astype(np.int64)
+    current = np.where(launch >= 0, parent[np.maximum(launch, 0)], -1).astype(np.int64)
+    chains: list[list[int]] = [[] for _ in range(rows.size)]  # innermost first
+    active = np.flatnonzero(current >= 0)
+    while active.size:
+        at = current[active]
+        hit = marked[at]
+        for i, event in zip(active[hit].tolist(), at[hit].tolist(), strict=True):
+            chains[i].append(event)
+        current[active] = parent[at]
+        active = active[current[active] >= 0]
+    out = []
+    for chain in chains:
+        names = [_escape(ev.names[ev.name[event]]) for event in reversed(chain[:SCOPE_LEVELS])]
+        out.append(("… › " if len(chain) > SCOPE_LEVELS else "") + " › ".join(names))
+    return out
 
 
 FULL_NAME_LINE_CHARS = 100  # a full kernel name is broken into lines this long in its hover
@@ -325,17 +377,24 @@ def bake_page_hovers(fig: go.Figure) -> go.Figure:
     dropped: for a figure shown without the page's script (`plot.timeline`)."""
     for trace in fig.data:
         meta = trace.meta
-        if isinstance(meta, dict) and meta.get("names"):
-            trace.text = page_hovers(trace.text, meta["names"], trace.customdata)
+        if isinstance(meta, dict) and (meta.get("names") or meta.get("scopes")):
+            trace.text = page_hovers(
+                trace.text, meta.get("names"), trace.customdata, meta.get("scopes"), meta.get("scope_index")
+            )
             trace.customdata = None
-            trace.meta = {key: value for key, value in meta.items() if key != "names"}
+            trace.meta = {key: value for key, value in meta.items() if key not in ("names", "scopes", "scope_index")}
     return fig
 
 
-def page_hovers(text: Any, names: Any, index: Any) -> list[str]:
+def page_hovers(text: Any, names: Any, index: Any, scopes: Any = None, scope_index: Any = None) -> list[str]:
     """The hovers the page shows for a hover trace's `text`, `meta["names"]` and `customdata` (what the page's
-    script `tlWithFullNames` builds: an indexed kernel's hover starts with its title and full name)."""
+    script `tlWithFullNames` builds: an indexed kernel's hover starts with its title and full name), and with
+    `meta["scopes"]` and `meta["scope_index"]` given, ends with its module scope."""
     out = [str(t) for t in text]
+    if scopes and scope_index is not None:
+        out = [
+            f"{t}<br>scope: {scopes[i]}" if 0 <= i < len(scopes) else t for t, i in zip(out, scope_index, strict=True)
+        ]
     if not names or index is None:
         return out
     if isinstance(index, dict):  # plotly's base64 form of a typed array ({"dtype": "i1", "bdata": ...})
@@ -399,8 +458,9 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
 
 
 def _lod(role: str, group: int) -> dict[str, object]:
-    """The `meta` tag the page's level-of-detail script looks for."""
-    return {"lod": role, "group": group}
+    """The `meta` tag the page's level-of-detail script looks for; a bars trace also gives its half height in
+    lanes (the page draws it as filled rectangles of that height)."""
+    return {"lod": role, "group": group, "half": BAR_FILL / 2} if role == "bars" else {"lod": role, "group": group}
 
 
 def _add_blocks(fig: go.Figure, trace: Trace, lanes: Lanes, rest: np.ndarray, bar_px: float, group: int) -> int:
@@ -465,6 +525,7 @@ def _add_highlight(
             line={"width": 1.5, "color": CRITICAL_COLOR},
             hoverinfo="skip",
             name="critical path",
+            meta={"lod": "outline"},
         )
     )
     return int(picked.size)
