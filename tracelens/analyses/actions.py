@@ -251,7 +251,7 @@ def _busiest_lane_ns(graph: StepGraph, gpu_dur: dict[int, int]) -> int:
     if gpu_dur:
         duration = duration.copy()
         duration[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
-    lane = np.unique(np.asarray(graph.gpu_lane, dtype=np.int64), return_inverse=True)[1].reshape(-1)
+    lane = graph.gpu_columns.lane
     per_lane = np.zeros(int(lane.max()) + 1, dtype=np.int64)
     np.add.at(per_lane, lane, duration)
     return int(per_lane.max())
@@ -310,12 +310,12 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
     kernels, already-fused kernels) that directly follow another fusible kernel on their stream (each run of
     them between GEMMs, attention, convolutions and memsets becomes one kernel)."""
     names = trace.events.names
-    name = np.asarray(graph.gpu_name, dtype=np.int64)
-    codes, inverse = np.unique(name, return_inverse=True)
+    columns = graph.gpu_columns
+    codes, inverse = np.unique(columns.name, return_inverse=True)
     memcpy = np.array([names[code].startswith("Memcpy") for code in codes.tolist()], dtype=bool)[inverse.reshape(-1)]
-    fusible = np.isin(np.asarray(graph.gpu_category, dtype=np.int64), sorted(FUSIBLE)) & ~memcpy
-    previous = _previous_on_lane(np.asarray(graph.gpu_lane, dtype=np.int64))  # on the same stream, -1 = none
-    call = np.asarray(graph.gpu_launch_call, dtype=np.int64)
+    fusible = np.isin(columns.category, sorted(FUSIBLE)) & ~memcpy
+    previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
+    call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
     return set(call[fusible & after_fusible & (call >= 0)].tolist())
 
@@ -335,7 +335,7 @@ def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
     """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
     the step's launches ran); every other launch and its CPU work removed."""
     work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
-    captured = int(np.count_nonzero(np.asarray(graph.gpu_launch_call, dtype=np.int64) >= 0))
+    captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
     launches = np.flatnonzero(~graph.cpu_columns[2]).tolist()
     for position, i in enumerate(launches):
         if position == 0:

@@ -50,7 +50,7 @@ from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, I64, kind_mask
+from tracelens.model.events import API_KINDS, I64, Bool, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import median
@@ -127,9 +127,16 @@ _NATIVE_CONSTRAINTS = (
 )
 
 
+class GpuColumns(NamedTuple):
+    lane: I64  # `StepGraph.gpu_lane`, numbered densely (0 = the lowest lane)
+    name: I64
+    category: I64
+    launch_call: I64
+
+
 class StepGraph(msgspec.Struct, frozen=True, dict=True):
-    """One step's nodes as plain lists, in observed order (built once, replayed many times; `native_arrays`: the
-    same as int64 arrays for the C extension's replay, made on first use)."""
+    """One step's nodes as plain lists, in observed order, and the arrays the C replay and the actions read (built
+    once by `build_graph`, replayed many times)."""
 
     step_index: int
     start_ns: int
@@ -153,29 +160,29 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     gpu_op: list[int]  # op name code, -1 = none
     gpu_row: list[int]  # event row of each activity
     launch_latency_ns: int
-    # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
-    order: list[tuple[int, int]]
     # per GPU activity, from the observed times (see `_constraint_arrays`): column lists of the launch, stream,
     # cross-stream and queue constraints, the binding one and its observed offset
     constraints: GpuConstraints
-    awaited: list[int] = msgspec.field(default_factory=list)  # per call: the activity a sync waited for, -1
+    awaited: list[int]  # per call: the activity a sync waited for, -1
+    # for `_native.replay`: (the processing order [2][n]: `order`'s columns, the calls' fixed rows [4][n_calls]:
+    # call_prev, call_start_ns, call_dur_ns, awaited, the activities' fixed rows [11][n_gpu]: gpu_start_ns,
+    # gpu_dur_ns and the constraints in `_NATIVE_CONSTRAINTS` order); the rows that change per replay (CPU work,
+    # call lengths, activity lengths) are added by `_replay_native`
+    native_arrays: tuple[I64, I64, I64]
+    cpu_columns: tuple[I64, I64, Bool]  # call_work_ns, call_dur_ns, call_is_sync as arrays
+    gpu_columns: GpuColumns
 
     @functools.cached_property
-    def native_arrays(self) -> tuple[I64, I64, I64]:
-        """(order [2][n], the calls' fixed rows [4][n_calls], the activities' fixed rows [11][n_gpu]) for
-        `_native.replay` (the rows that change per replay, CPU work, call lengths and activity lengths, are
-        added by `_replay_native`)."""
-        calls = np.array((self.call_prev, self.call_start_ns, self.call_dur_ns, self.awaited), dtype=np.int64)
-        constraints = (getattr(self.constraints, name) for name in _NATIVE_CONSTRAINTS)
-        gpu = np.array((self.gpu_start_ns, self.gpu_dur_ns, *constraints), dtype=np.int64)
-        order = np.array(self.order, dtype=np.int64).reshape(-1, 2).T.copy()
-        return order, calls, gpu
+    def order(self) -> list[tuple[int, int]]:
+        """Processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
+        (the Python replay's loop reads it)."""
+        what, index = self.native_arrays[0].tolist()
+        return list(zip(what, index, strict=True))
 
     @functools.cached_property
-    def cpu_columns(self) -> tuple[I64, I64, np.ndarray]:
-        """(`call_work_ns`, `call_dur_ns`, `call_is_sync`) as arrays (int64, int64, bool), made on first use."""
-        work = np.array(self.call_work_ns, dtype=np.int64)
-        return work, np.array(self.call_dur_ns, dtype=np.int64), np.array(self.call_is_sync, dtype=bool)
+    def call_from(self) -> list[int]:
+        """Per call, the node its start is reached from: its thread's previous call, END for the first."""
+        return [p if p >= 0 else END for p in self.call_prev]
 
 
 class Replay(msgspec.Struct, frozen=True):
@@ -528,7 +535,9 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     awaited = _awaited(
         call_start.tolist(), call_end.tolist(), is_sync.tolist(), (g.ts_ns + g.dur_ns).tolist(), launch_call.tolist()
     )
-    graph = StepGraph(
+    c = constraints
+    awaited_column = np.asarray(awaited, dtype=np.int64).reshape(-1)
+    return StepGraph(
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
@@ -549,19 +558,19 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         gpu_op=g.op_name.tolist(),
         gpu_row=g.row.tolist(),
         launch_latency_ns=latency,
-        order=list(zip(what.tolist(), node.tolist(), strict=True)),
         constraints=GpuConstraints(**{name: column.tolist() for name, column in constraints.items()}),
         awaited=awaited,
+        native_arrays=(
+            np.stack((what, node)),
+            np.stack((chains.previous, call_start, call_dur, awaited_column)),
+            np.stack([g.ts_ns, g.dur_ns, *(c[name] for name in _NATIVE_CONSTRAINTS)]).astype(np.int64),
+        ),
+        cpu_columns=(chains.work, call_dur, is_sync),
+        gpu_columns=GpuColumns(
+            np.unique(lanes, return_inverse=True)[1].reshape(-1).astype(np.int64),
+            *(np.asarray(column, dtype=np.int64) for column in (g.name, g.category, launch_call)),
+        ),
     )
-    # the C replay's inputs, from the arrays at hand (`StepGraph.native_arrays` would rebuild them from the lists)
-    c = constraints
-    graph.__dict__["cpu_columns"] = (chains.work, call_dur, is_sync)
-    graph.__dict__["native_arrays"] = (
-        np.stack((what, node)),
-        np.stack((chains.previous, call_start, call_dur, np.asarray(awaited, dtype=np.int64).reshape(-1))),
-        np.stack([g.ts_ns, g.dur_ns, *(c[name] for name in _NATIVE_CONSTRAINTS)]).astype(np.int64),
-    )
-    return graph
 
 
 @per_trace
@@ -813,11 +822,40 @@ def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur
 
 
 _Ends = list[int] | I64  # the calls' or activities' replayed ends (the C replay's times-only answer: arrays)
+_Edge = tuple[str, int, int]  # how a node's time was reached: (path part, predecessor node or END, ns)
+
+
+class _Edges:
+    """The C replay's edges as its columns, `(parts[code[k]], predecessor[k], ns[k])` for node k (code None: 0
+    for all): a walk reads the nodes on the path only, so no tuple is made for the others. Equal to the list of
+    those tuples (what `_replay_python` gives)."""
+
+    def __init__(self, parts: tuple[str, ...], code: list[int] | None, predecessor: list[int], ns: list[int]) -> None:
+        self.parts, self.code, self.predecessor, self.ns = parts, code, predecessor, ns
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+    def __getitem__(self, k: int) -> _Edge:
+        return self.parts[self.code[k] if self.code is not None else 0], self.predecessor[k], self.ns[k]
+
+    def tuples(self) -> list[_Edge]:
+        return [self[k] for k in range(len(self))]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Edges):
+            return self.tuples() == other.tuples()
+        return isinstance(other, list) and self.tuples() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_EdgeList = list[_Edge] | _Edges
 _Timed = tuple[
     _Ends,
-    tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
+    tuple[_EdgeList, _EdgeList],
     _Ends,
-    list[tuple[str, int, int]],
+    _EdgeList,
     list[int],
 ]
 _GPU_PARTS = (OTHER_WAIT, QUEUED, LAUNCH_LATENCY, GPU_GAP, "")  # the C extension's part codes; -1 reads ""
@@ -860,9 +898,9 @@ def _replay_native(
         return np.frombuffer(raw[1], dtype=np.int64), ([], []), np.frombuffer(raw[6], dtype=np.int64), [], []
     out = [np.frombuffer(b, dtype=np.int64).tolist() for b in raw]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
-    c_from = _call_starts(graph, work if isinstance(work, list) else work.tolist())
-    c_own = list(zip(map(_CALL_PARTS.__getitem__, own_part), own_pred, own_ns, strict=True))
-    g_from = list(zip(map(_GPU_PARTS.__getitem__, g_part), g_pred, g_ns, strict=True))
+    c_from = _Edges((CPU,), None, graph.call_from, work if isinstance(work, list) else work.tolist())
+    c_own = _Edges(_CALL_PARTS, own_part, own_pred, own_ns)
+    g_from = _Edges(_GPU_PARTS, g_part, g_pred, g_ns)
     return c_end, (c_from, c_own), g_end, g_from, g_start
 
 
@@ -997,9 +1035,9 @@ def _finish(
     graph: StepGraph,
     cpu_factor: float,
     c_end: _Ends,
-    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
+    c_from: tuple[_EdgeList, _EdgeList],
     g_end: _Ends,
-    g_from: list[tuple[str, int, int]],
+    g_from: _EdgeList,
     g_start: list[int],
     walk: bool = True,
 ) -> Replay:
@@ -1043,8 +1081,8 @@ def _latest_end(g_end: _Ends, default: int) -> tuple[int, int]:
 def _walk(
     graph: StepGraph,
     node: int,
-    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
-    g_from: list[tuple[str, int, int]],
+    c_from: tuple[_EdgeList, _EdgeList],
+    g_from: _EdgeList,
     g_start: list[int],
     g_end: _Ends,
     path: dict[str, float],
@@ -1129,7 +1167,7 @@ def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]
     elif change.target.startswith("category:"):
         pattern = change.target.partition(":")[2]
         code = CATEGORIES.index(pattern) if pattern in CATEGORIES else -99
-        hit = np.flatnonzero(np.asarray(graph.gpu_category, dtype=np.int64) == code)
+        hit = np.flatnonzero(graph.gpu_columns.category == code)
     else:
         return False
     if change.set_us is not None:
