@@ -83,6 +83,7 @@ def recorded_or_anchor() -> Path:
     return recorded if recorded.exists() else anchor("amd_tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["single", "comparison"])
 def test_real_trace_report_renders_every_chart(tmp_path: Path, kind: str) -> None:
     main = recorded_or_anchor()
