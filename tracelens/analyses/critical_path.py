@@ -160,9 +160,6 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     gpu_op: list[int]  # op name code, -1 = none
     gpu_row: list[int]  # event row of each activity
     launch_latency_ns: int
-    # per GPU activity, from the observed times (see `_constraint_arrays`): column lists of the launch, stream,
-    # cross-stream and queue constraints, the binding one and its observed offset
-    constraints: GpuConstraints
     awaited: list[int]  # per call: the activity a sync waited for, -1
     # for `_native.replay`: (the processing order [2][n]: `order`'s columns, the calls' fixed rows [4][n_calls]:
     # call_prev, call_start_ns, call_dur_ns, awaited, the activities' fixed rows [11][n_gpu]: gpu_start_ns,
@@ -178,6 +175,14 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
         (the Python replay's loop reads it)."""
         what, index = self.native_arrays[0].tolist()
         return list(zip(what, index, strict=True))
+
+    @functools.cached_property
+    def constraints(self) -> GpuConstraints:
+        """Per GPU activity, from the observed times (see `_constraint_arrays`): column lists of the launch, stream,
+        cross-stream and queue constraints, the binding one and its observed offset (the Python replay's loop
+        reads them; the C replay reads `native_arrays`)."""
+        rows = self.native_arrays[2][2:].tolist()
+        return GpuConstraints(**dict(zip(_NATIVE_CONSTRAINTS, rows, strict=True)))
 
     @functools.cached_property
     def call_from(self) -> list[int]:
@@ -558,7 +563,6 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         gpu_op=g.op_name.tolist(),
         gpu_row=g.row.tolist(),
         launch_latency_ns=latency,
-        constraints=GpuConstraints(**{name: column.tolist() for name, column in constraints.items()}),
         awaited=awaited,
         native_arrays=(
             np.stack((what, node)),
