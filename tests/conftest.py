@@ -95,6 +95,14 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["TRACELENS_CACHE_DIR"] = str(tmp_path_factory.mktemp("tracelens-cache"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _piped_width() -> None:
+    """Text output is laid out as when piped without COLUMNS/LINES (140 columns), whatever the caller's terminal
+    (pytest-xdist's workers set COLUMNS=80): tests of the width set their own."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
+
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty cache folder of this test's own, with the cache turned on (tests of the caches use it)."""
@@ -172,6 +180,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # ---------------------------------------------------------------- the run's last line: what did not run, and why
 
+SLOW_LEFT_OUT = pytest.StashKey[int]()  # slow tests deselected by -m (each pytest-xdist worker sends its count)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        config = items[0].config
+        slow = sum(1 for item in items if item.get_closest_marker("slow"))
+        config.stash[SLOW_LEFT_OUT] = config.stash.get(SLOW_LEFT_OUT, 0) + slow
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # set on a pytest-xdist worker only
+    if output is not None:
+        output["slow_left_out"] = session.config.stash.get(SLOW_LEFT_OUT, 0)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: every worker collects (and deselects) the same tests
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    count = getattr(node, "workeroutput", {}).get("slow_left_out", 0)
+    node.config.stash[SLOW_LEFT_OUT] = max(node.config.stash.get(SLOW_LEFT_OUT, 0), count)
+
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """One line: how many tests were skipped, grouped by reason (the tests that need a trace not redistributable
@@ -192,7 +221,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         sources_text = ", ".join(sorted(sources))
         parts.insert(0, f"a trace not redistributable, from {sources_text}: set TRACELENS_ANCHORS ({optional})")
     line = f"skipped {len(skipped)}: " + "; ".join(parts) if skipped else "skipped 0"
-    slow = sum(1 for item in terminalreporter.stats.get("deselected", []) if item.get_closest_marker("slow"))
+    slow = config.stash.get(SLOW_LEFT_OUT, 0)
     if slow and "not slow" in (config.getoption("markexpr") or ""):
         line += f"; {slow} slow test{'s' * (slow > 1)} not run (pytest -m slow runs {'them' if slow > 1 else 'it'})"
     terminalreporter.write_line(f"tracelens tests: {line}")

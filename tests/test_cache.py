@@ -301,6 +301,7 @@ def _outputs(path: Path, folder: Path, tmp: Path, capsys: pytest.CaptureFixture[
 ANNOTATED = [TRACES / "h200" / "eager_mlp.json.gz", TRACES / "h200" / "liger_mlp.json.gz"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ANNOTATED, ids=_label)
 def test_outputs_are_identical_with_the_cache_off_cold_and_warm(
     path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

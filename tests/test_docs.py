@@ -31,7 +31,9 @@ H200 = ROOT / "traces" / "h200"
 INSTALL_AND_ANALYZE = (
     "python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/tracelens analyze traces/h200/eager_mlp.json.gz"
 )
-INSTALL_AND_TEST = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[test]" && .venv/bin/python -m pytest -q'
+INSTALL_AND_TEST = (
+    'python3 -m venv .venv && .venv/bin/pip install -q -e ".[test]" && .venv/bin/python -m pytest -q -n auto'
+)
 
 LINK = re.compile(r"(?<!\!)\[[^\]]*\]\(([^)\s]+)\)|\!\[[^\]]*\]\(([^)\s]+)\)")
 

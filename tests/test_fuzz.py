@@ -332,6 +332,7 @@ def _without_offsets(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     base=st.sampled_from(sorted(BASES)),
@@ -351,6 +352,7 @@ def test_garbage_bytes_never_crash(base: str, edits: list[tuple[float, bytes, in
         assert (_check_cli(path) is None) == (trace is None)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     base=st.sampled_from(sorted(BASES)),
@@ -371,6 +373,7 @@ def test_traces_cut_anywhere_never_crash(base: str, mutations: list[Mutation], c
         assert (_check_cli(path) is None) == (trace is None)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.binary(max_size=300), compress=st.booleans())
 def test_arbitrary_bytes_never_crash(data: bytes, compress: bool) -> None:

@@ -98,6 +98,7 @@ def test_the_golden_set_covers_the_corpus() -> None:
 # ---------------------------------------------------------------- identical input → identical bytes
 
 
+@pytest.mark.slow
 def test_identical_input_gives_byte_identical_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = anchor("hta/trace_diff/control/control.json.gz")
     copies = [tmp_path / "a" / source.name, tmp_path / "b" / source.name]
@@ -115,6 +116,7 @@ def test_identical_input_gives_byte_identical_output(tmp_path: Path, capsys: pyt
     assert outputs[0].count(str(copies[0])) == 1
 
 
+@pytest.mark.slow
 def test_regenerating_gives_the_same_bytes() -> None:
     path = anchor("other/pytorch__kineto/worker0.1623143089861.pt.trace.json.gz")
     first = regen.dumps(regen.golden_document(path))

@@ -15,6 +15,7 @@ from tracelens.parallel import MAX_RANKS
 TRACE = REPO / "traces" / "h200" / "eager_mlp.json.gz"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("junk", [b"x", b"{}", b""])
 def test_archives_with_too_many_members_are_capped(tmp_path: Path, junk: bytes) -> None:
     archive = tmp_path / "many.tar"

@@ -118,7 +118,15 @@ def ns(us: object) -> int:
     return round(Fraction(float(us)) * 1000)  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name)
+# annotating and decoding the HTA test trace (1.6 MB of gzip) takes ~3 s on a 2-core machine: its cases are slow
+SLOW = {TRACES[1]}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(p, marks=pytest.mark.slow) if p in SLOW else p for p in TRACES],
+    ids=lambda p: p.name,
+)
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Decoded]:
     path: Path = request.param
     if not path.exists():

@@ -201,6 +201,7 @@ def test_the_verdict_flip_claims_against_the_cuda_events() -> None:
     assert f"misses {missed} flip" in doc
 
 
+@pytest.mark.slow
 def test_the_held_out_table_lists_every_recorded_trace() -> None:
     """Every `tracelens record` trace with CUDA-event timings under traces/h200/record/ has its row (measured
     median as in the raw metadata, events per step as counted from the raw events); none: the docs say so."""

@@ -64,6 +64,7 @@ def files_in(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
+@pytest.mark.slow
 def test_a_training_loop_gives_steps_profiled_steps_timings_and_the_summary(tmp_path: Path) -> None:
     result = record(tmp_path, "-o", "out", "--", sys.executable, str(EXAMPLES / "train_tiny.py"), "--exit-code", "0")
     assert result.returncode == 0, result.stderr
@@ -101,6 +102,7 @@ def test_a_training_loop_gives_steps_profiled_steps_timings_and_the_summary(tmp_
     assert checked.returncode == 0 and "2 held, 0 wrong" in checked.stdout, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_the_programs_exit_code_and_stop_after(tmp_path: Path) -> None:
     script = str(EXAMPLES / "train_tiny.py")
     result = record(
@@ -126,6 +128,7 @@ def test_the_programs_exit_code_and_stop_after(tmp_path: Path) -> None:
     assert raw(tmp_path / "traces/record/train_tiny.json.gz")["tracelens_record"]["options"]["stop_after"] is True
 
 
+@pytest.mark.slow
 def test_an_inference_loop_steps_on_forward(tmp_path: Path) -> None:
     script = str(EXAMPLES / "infer_tiny.py")
     result = record(tmp_path, "--no-analyze", "--step-on", "forward", "--steps", "4", "-o", "o", "--", "python", script)
@@ -141,6 +144,7 @@ def test_an_inference_loop_steps_on_forward(tmp_path: Path) -> None:
     assert document["tracelens_record"]["step_on"] == "forward"
 
 
+@pytest.mark.slow
 def test_step_on_forward_with_a_compiled_forward(tmp_path: Path) -> None:
     """A forward compiled with torch.compile (as a static-cache generate() loop does): the hooks of the modules
     inside the compiled region must not break Dynamo's trace (they once called os.getpid there, which Dynamo
@@ -162,6 +166,7 @@ def test_step_on_forward_with_a_compiled_forward(tmp_path: Path) -> None:
     assert profiler_steps(document) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
 
 
+@pytest.mark.slow
 def test_step_on_a_named_function(tmp_path: Path) -> None:
     (tmp_path / "steps_mod.py").write_text("import torch\n\ndef one_step(x):\n    return (x @ x).sum()\n")
     (tmp_path / "loop.py").write_text(
@@ -183,6 +188,7 @@ def test_step_on_a_named_function(tmp_path: Path) -> None:
     assert "path False ['loop.py']" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_script_with_no_optimizer_under_the_default_is_an_error(tmp_path: Path) -> None:
     result = record(tmp_path, "--", sys.executable, str(EXAMPLES / "train_tiny.py"), "--no-optimizer")
     assert result.returncode == 2
@@ -195,6 +201,7 @@ def test_a_script_with_no_optimizer_under_the_default_is_an_error(tmp_path: Path
     assert files_in(tmp_path / "traces/record") == []
 
 
+@pytest.mark.slow
 def test_a_crash_inside_the_window_keeps_the_partial_trace(tmp_path: Path) -> None:
     script = str(EXAMPLES / "train_tiny.py")
     result = record(tmp_path, "--steps", "3", "--", sys.executable, script, "--crash-at", "10")
@@ -221,6 +228,7 @@ def test_a_crash_inside_the_window_keeps_the_partial_trace(tmp_path: Path) -> No
     assert free["note"] == f"the recording was cut short: {meta['partial_reason']}"
 
 
+@pytest.mark.slow
 def test_ctrl_c_inside_the_window_writes_the_trace_so_far(tmp_path: Path) -> None:
     script = tmp_path / "interrupted.py"
     script.write_text(
@@ -278,6 +286,7 @@ def test_no_torch_in_the_programs_environment(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_torchrun_writes_one_trace_per_rank_that_analyze_groups(tmp_path: Path) -> None:
     result = record(
         tmp_path, "-o", "ddp", "--skip", "1", "--steps", "2", "--no-analyze", "--",
@@ -303,6 +312,7 @@ def test_torchrun_writes_one_trace_per_rank_that_analyze_groups(tmp_path: Path) 
     assert "2 rank(s) of world size 2: 0-1" in analyzed.stdout
 
 
+@pytest.mark.slow
 def test_the_launcher_runs_without_tracelens_dependencies(tmp_path: Path) -> None:
     """Where only torch is installed (the device image): msgspec, rich, numpy unimportable; the recording
     works and the closing analysis is skipped with a warning."""
@@ -349,6 +359,7 @@ def test_the_hugging_face_workloads_record_their_steps(tmp_path: Path, mode: str
     assert document["tracelens_record"]["profiler_free"]["steps"] == 5
 
 
+@pytest.mark.slow
 def test_profiler_options_and_the_execution_trace(tmp_path: Path) -> None:
     script = str(EXAMPLES / "train_tiny.py")
     result = record(
@@ -371,6 +382,7 @@ def test_profiler_options_and_the_execution_trace(tmp_path: Path) -> None:
     assert any(n["name"] == "ProfilerStep#1" for n in execution_trace["nodes"])
 
 
+@pytest.mark.slow
 def test_a_program_that_ends_inside_the_window_keeps_what_was_recorded(tmp_path: Path) -> None:
     result = record(tmp_path, "--no-analyze", "--", str(EXAMPLES / "train_tiny.py"), "--steps", "11")
     trace = tmp_path / "traces/record/train_tiny.json.gz"
@@ -398,6 +410,7 @@ def test_the_wheel_carries_the_injected_sitecustomize() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -> None:
     result = record(tmp_path, "--", str(EXAMPLES / "train_tiny.py"), "--crash-at", "9")  # step 9: the warm-up
     assert result.returncode == 1
@@ -409,6 +422,7 @@ def test_a_crash_in_the_profilers_warm_up_step_exports_nothing(tmp_path: Path) -
     assert files_in(tmp_path / "traces/record") == []
 
 
+@pytest.mark.slow
 def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_written(tmp_path: Path) -> None:
     script = tmp_path / "terminated.py"
     script.write_text(
@@ -428,6 +442,7 @@ def test_a_sigterm_to_the_launcher_reaches_the_program_and_the_window_so_far_is_
     assert raw(trace)["tracelens_record"]["partial"] is True
 
 
+@pytest.mark.slow
 def test_a_program_killed_after_the_window_keeps_its_trace_and_status(tmp_path: Path) -> None:
     script = tmp_path / "killed.py"
     script.write_text(

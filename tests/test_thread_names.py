@@ -91,6 +91,7 @@ def test_a_trace_without_metadata_keeps_pid_tid_labels(tmp_path: Path) -> None:
     assert tracks.sort_index is not None and tracks.sort_index.tolist() == [-1]
 
 
+@pytest.mark.slow
 def test_perfetto_thread_tracks_carry_the_names(tmp_path: Path) -> None:
     """`annotate --format perfetto`: each named CPU thread's track is `<short name> (<tid>)`, under its process
     (`<process name> (pid <pid>)`), as the stdlib reading of the metadata says."""

@@ -98,6 +98,7 @@ def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
     assert requests == []
 
 
+@pytest.mark.slow
 def test_the_cartesian_bundle_registers_every_type_it_is_chosen_for(tmp_path: Path) -> None:
     """The tiny report inlines the vendored cartesian bundle; in Chromium it registers each trace type that
     `CARTESIAN_TYPES` lists (the page with any other type gets the full bundle)."""
@@ -117,6 +118,7 @@ def recorded_or_anchor() -> Path:
     return recorded if recorded.exists() else anchor("amd_tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["single", "comparison"])
 def test_real_trace_report_renders_every_chart(tmp_path: Path, kind: str) -> None:
     main = recorded_or_anchor()
@@ -135,6 +137,7 @@ def test_real_trace_report_renders_every_chart(tmp_path: Path, kind: str) -> Non
 PAGE_HOVERS = """() => document.getElementById('chart-timeline')._tlOriginals.groups.map(g => g.text || [])"""
 
 
+@pytest.mark.slow
 def test_the_page_holds_every_hover_of_the_figure(tmp_path: Path) -> None:
     """The page stores hover texts as line tables, kernel names and scopes once each (renderers/html.py); its
     script rebuilds every hover: on the eager transformer block, the same texts, in order, as the figure's

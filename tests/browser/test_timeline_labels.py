@@ -57,6 +57,7 @@ def _step_kernels(number: int) -> list[tuple[str, float]]:
     return out
 
 
+@pytest.mark.slow
 def test_step_zoom_labels_each_kernel(tmp_path: Path) -> None:
     kernels = _step_kernels(3)
     assert len(kernels) == 5
@@ -86,6 +87,7 @@ FIRST_SCREEN_DRAWN = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_big_trace_interactive_within_3_s(tmp_path: Path) -> None:
     """Interactive: the timeline and every chart on the first screen (1400 × 1000) drawn, the timeline at its level
     of detail, then a zoom redrawn, within `INTERACTIVE_S` of starting to load; each chart below the first screen
@@ -117,6 +119,7 @@ RANGE_TOTAL = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_range_totals_match_the_raw_events(tmp_path: Path) -> None:
     """Zoomed to step 3 (a range selection), the totals under the chart give the GPU time inside the range: the
     raw kernel/memcpy/memset intervals clipped to it, summed."""
@@ -138,6 +141,7 @@ def test_range_totals_match_the_raw_events(tmp_path: Path) -> None:
     assert "gemm" in text and "By kernel: nvjet" in text
 
 
+@pytest.mark.slow
 def test_timeline_on_the_first_screen(tmp_path: Path) -> None:
     """In a 1400 × 1000 window the timeline's chart starts on the first screen, after the summary."""
     report = tmp_path / "report.html"
@@ -158,6 +162,7 @@ LANE_LABELS = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_lanes_are_labelled_with_thread_names(tmp_path: Path) -> None:
     """The CPU lanes carry the thread names of the trace's metadata events (`pt_autograd_0 (529)` for the autograd
     thread of the HF Llama training step), as the stdlib reading of them gives (tests/independent/thread_names.py)."""
@@ -191,6 +196,7 @@ HOVERS = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_kernel_hovers_give_the_full_name(tmp_path: Path) -> None:
     """Each of step 3's kernels (names read from the raw JSON) has a hover that holds its full name, though the
     page stores each distinct name once (the hover's title is the short name)."""
@@ -222,6 +228,7 @@ CLICK_FINDING = """(text) => {
 }"""
 
 
+@pytest.mark.slow
 def test_a_finding_link_zooms_the_timeline_to_its_kernels(tmp_path: Path) -> None:
     """The eager MLP's fusion finding (GELU → multiply): its button narrows the timeline's x range to one that holds
     a GELU kernel and a multiply kernel (read from the raw JSON) whole, and names the Perfetto slice to search."""
@@ -297,6 +304,7 @@ HOVERED_SCOPE = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_kernel_hovers_give_the_module_scope(tmp_path: Path) -> None:
     """The eager transformer block (record_function scopes norm, attention, rope, mlp, residual): the hovers' scope
     lines, counted per scope, equal the raw JSON's count of GPU activities launched inside each scope
@@ -341,6 +349,7 @@ DRAWN_STYLE = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_lane_heights_and_colours_as_drawn(tmp_path: Path) -> None:
     """The compiled MLP at its default step, as drawn: the GPU stream's lane as tall in pixels as the CPU thread's
     (first) lane, and the bars of every colour group the same pixel height; every colour group a distinct fill

@@ -97,6 +97,7 @@ def _check_default_and_zoom(page: Any, path: Path) -> None:
     assert name[:40].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")[:20] in tooltip
 
 
+@pytest.mark.slow
 def test_xdit_default_view_shows_the_gpu_as_busy_as_it_was(tmp_path: Path) -> None:
     """xdit (MI300X, HIP graphs): the GPU was busy ~80 % of the window; before levels of detail the default view
     showed about 8 thin ticks."""
@@ -109,6 +110,7 @@ def test_xdit_default_view_shows_the_gpu_as_busy_as_it_was(tmp_path: Path) -> No
     assert errors == [] and requests == []
 
 
+@pytest.mark.slow
 def test_recorded_trace_default_view_and_zoom(tmp_path: Path) -> None:
     path = Path("traces/h200/extra/train_eager_mlp.json.gz")
     report = tmp_path / "train.html"
@@ -120,6 +122,7 @@ def test_recorded_trace_default_view_and_zoom(tmp_path: Path) -> None:
     assert errors == [] and requests == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lane_width_px", [700])
 def test_narrow_window_still_shows_every_busy_stretch(tmp_path: Path, lane_width_px: int) -> None:
     """At a narrower window each pixel holds more work: bands merge more, still within 10 points."""

@@ -24,6 +24,27 @@ LAUNCH = {
 API = ("cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver")
 
 
+def held(o: dict, p: dict) -> bool:
+    """Whether op `p` holds op `o`: another op that starts no later, ends no earlier and lasts longer."""
+    return p is not o and p["ts"] <= o["ts"] and o["ts"] + o["dur"] <= p["ts"] + p["dur"] and p["dur"] > o["dur"]
+
+
+def outermost(thread_ops: list[dict]) -> list[dict]:
+    """The ops of one thread that no other op holds. In start order (longer first at one start) an op can only be
+    held by an op still running when it starts, so each op is checked against those (every pair when an op ends
+    before it starts)."""
+    if any(o["dur"] < 0 for o in thread_ops):
+        return [o for o in thread_ops if not any(held(o, p) for p in thread_ops)]
+    out: list[dict] = []
+    running: list[dict] = []
+    for o in sorted(thread_ops, key=lambda o: (o["ts"], -o["dur"])):
+        running = [p for p in running if p["ts"] + p["dur"] >= o["ts"]]
+        if not any(held(o, p) for p in running):
+            out.append(o)
+        running.append(o)
+    return out
+
+
 def counts(path: str, steps: list[int]) -> dict[str, float]:
     with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
@@ -44,11 +65,7 @@ def counts(path: str, steps: list[int]) -> dict[str, float]:
     for o in ops:
         by_tid.setdefault(o["tid"], []).append(o)
 
-    def outermost(o: dict) -> bool:
-        return not any(
-            p is not o and p["ts"] <= o["ts"] and o["ts"] + o["dur"] <= p["ts"] + p["dur"] and p["dur"] > o["dur"]
-            for p in by_tid[o["tid"]]
-        )
+    outer = {id(o) for thread_ops in by_tid.values() for o in outermost(thread_ops)}
 
     per = {n: dict.fromkeys(("launch", "graph", "sync", "api_us", "op_us", "copy", "kernels"), 0.0) for n in steps}
     for e in api:
@@ -62,7 +79,7 @@ def counts(path: str, steps: list[int]) -> dict[str, float]:
         per[n]["api_us"] += 0.0 if sync else e["dur"]
     for o in ops:
         n = step_of(o["ts"])
-        if n is not None and outermost(o):
+        if n is not None and id(o) in outer:
             per[n]["op_us"] += o["dur"]
     for e in events:
         n = step_of_corr.get(e.get("args", {}).get("correlation"))

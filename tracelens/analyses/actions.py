@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from tracelens.analyses.critical_path import StepGraph, _within_budget, replay_calls, step_graph
+from tracelens.analyses.critical_path import (
+    StepGraph,
+    _observed_step_ns,
+    _previous_on_lane,
+    _within_budget,
+    replay_calls,
+    step_graph,
+)
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -216,9 +223,10 @@ def _predict(
         plan = model(trace, graph)
         spans.append(replay_calls(graph, plan.work, plan.duration, plan.gpu_dur).step_ns / NS_PER_US)
         busiest_lane_us.append(_busiest_lane_ns(graph, plan.gpu_dur) / NS_PER_US)
-        launches = [i for i, sync in enumerate(graph.call_is_sync) if not sync]
-        before += len(launches)
-        after += sum(1 for i in launches if plan.duration[i] > 0 or plan.work[i] > 0)
+        launches = ~graph.cpu_columns[2]
+        before += int(launches.sum())
+        kept = (np.asarray(plan.duration, dtype=np.int64) > 0) | (np.asarray(plan.work, dtype=np.int64) > 0)
+        after += int((launches & kept).sum())
     predicted = sum(spans) / len(spans)
     n = len(graphs)
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
@@ -242,15 +250,20 @@ def _predict(
 def _busiest_lane_ns(graph: StepGraph, gpu_dur: dict[int, int]) -> int:
     """The GPU time of the step's busiest lane (stream) after the change: the activities of one lane run one
     after another, so the changed step lasts at least this long whatever the host does."""
-    per_lane: dict[int, int] = {}
-    for i, (lane, dur) in enumerate(zip(graph.gpu_lane, graph.gpu_dur_ns, strict=True)):
-        per_lane[lane] = per_lane.get(lane, 0) + gpu_dur.get(i, dur)
-    return max(per_lane.values(), default=0)
+    if not graph.gpu_lane:
+        return 0
+    duration = graph.native_arrays[2][1]
+    if gpu_dur:
+        duration = duration.copy()
+        duration[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
+    lane = graph.gpu_columns.lane
+    per_lane = np.zeros(int(lane.max()) + 1, dtype=np.int64)
+    np.add.at(per_lane, lane, duration)
+    return int(per_lane.max())
 
 
 def _span(graph: StepGraph) -> float:
-    gpu_end = max((s + d for s, d in zip(graph.gpu_start_ns, graph.gpu_dur_ns, strict=True)), default=0)
-    return (max(graph.cpu_end_ns, gpu_end) - graph.start_ns) / NS_PER_US
+    return _observed_step_ns(graph) / NS_PER_US
 
 
 def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0) -> list[bool]:
@@ -302,15 +315,14 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
     kernels, already-fused kernels) that directly follow another fusible kernel on their stream (each run of
     them between GEMMs, attention, convolutions and memsets becomes one kernel)."""
     names = trace.events.names
-    previous: dict[int, bool] = {}
-    removed: set[int] = set()
-    for k in range(len(graph.gpu_start_ns)):
-        fusible = graph.gpu_category[k] in FUSIBLE and not names[graph.gpu_name[k]].startswith("Memcpy")
-        lane, call = graph.gpu_lane[k], graph.gpu_launch_call[k]
-        if fusible and previous.get(lane) and call >= 0:
-            removed.add(call)
-        previous[lane] = fusible
-    return removed
+    columns = graph.gpu_columns
+    codes, inverse = np.unique(columns.name, return_inverse=True)
+    memcpy = np.array([names[code].startswith("Memcpy") for code in codes.tolist()], dtype=bool)[inverse.reshape(-1)]
+    fusible = np.isin(columns.category, sorted(FUSIBLE)) & ~memcpy
+    previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
+    call = columns.launch_call
+    after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
+    return set(call[fusible & after_fusible & (call >= 0)].tolist())
 
 
 def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
@@ -318,13 +330,10 @@ def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity
     work, duration = fused.work, fused.duration
     for call in _fusible_runs(trace, graph):
         work[call], duration[call] = 0, 0
-    kept = _host_only_work_ns(trace, graph)
-    first = True
-    for i, sync in enumerate(graph.call_is_sync):
-        if sync or duration[i] == 0:
-            continue
-        work[i] = kept[i] + round((WRAPPER_US if first else LAUNCH_GAP_US) * NS_PER_US)
-        first = False
+    host = _host_only_work_ns(trace, graph)
+    kept = np.flatnonzero(~graph.cpu_columns[2] & (np.asarray(duration, dtype=np.int64) != 0)).tolist()
+    for position, i in enumerate(kept):
+        work[i] = host[i] + round((WRAPPER_US if position == 0 else LAUNCH_GAP_US) * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
 
 
@@ -334,13 +343,11 @@ def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
     hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it)."""
     work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
     kept = _host_only_work_ns(trace, graph)
-    first = True
-    captured = sum(1 for call in graph.gpu_launch_call if call >= 0)
-    for i, sync in enumerate(graph.call_is_sync):
-        if sync:
-            continue
-        if first:
-            work[i], first = kept[i] + round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US), False
+    captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
+    launches = np.flatnonzero(~graph.cpu_columns[2]).tolist()
+    for position, i in enumerate(launches):
+        if position == 0:
+            work[i] = kept[i] + round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US)
         else:
             work[i], duration[i] = kept[i], 0
     return _Plan(work, duration, {})

@@ -41,7 +41,7 @@ import functools
 import itertools
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -50,7 +50,7 @@ from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, I64, kind_mask
+from tracelens.model.events import API_KINDS, I64, Bool, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import median
@@ -113,9 +113,30 @@ class GpuConstraints(msgspec.Struct, frozen=True):
     offset: list[int]
 
 
+# the rows of the activities' array the C replay reads after start and length (`_native.replay`'s order)
+_NATIVE_CONSTRAINTS = (
+    "binding",
+    "offset",
+    "launch_min",
+    "queued",
+    "launch",
+    "launch_shift",
+    "stream",
+    "stream_shift",
+    "cross",
+)
+
+
+class GpuColumns(NamedTuple):
+    lane: I64  # `StepGraph.gpu_lane`, numbered densely (0 = the lowest lane)
+    name: I64
+    category: I64
+    launch_call: I64
+
+
 class StepGraph(msgspec.Struct, frozen=True, dict=True):
-    """One step's nodes as plain lists, in observed order (built once, replayed many times; `native_arrays`: the
-    same as int64 arrays for the C extension's replay, made on first use)."""
+    """One step's nodes as plain lists, in observed order, and the arrays the C replay and the actions read (built
+    once by `build_graph`, replayed many times)."""
 
     step_index: int
     start_ns: int
@@ -139,24 +160,34 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     gpu_op: list[int]  # op name code, -1 = none
     gpu_row: list[int]  # event row of each activity
     launch_latency_ns: int
-    # processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
-    order: list[tuple[int, int]]
-    # per GPU activity, from the observed times (see `_constraints`): column lists of the launch, stream,
-    # cross-stream and queue constraints, the binding one and its observed offset
-    constraints: GpuConstraints
-    awaited: list[int] = msgspec.field(default_factory=list)  # per call: the activity a sync waited for, -1
+    awaited: list[int]  # per call: the activity a sync waited for, -1
+    # for `_native.replay`: (the processing order [2][n]: `order`'s columns, the calls' fixed rows [4][n_calls]:
+    # call_prev, call_start_ns, call_dur_ns, awaited, the activities' fixed rows [11][n_gpu]: gpu_start_ns,
+    # gpu_dur_ns and the constraints in `_NATIVE_CONSTRAINTS` order); the rows that change per replay (CPU work,
+    # call lengths, activity lengths) are added by `_replay_native`
+    native_arrays: tuple[I64, I64, I64]
+    cpu_columns: tuple[I64, I64, Bool]  # call_work_ns, call_dur_ns, call_is_sync as arrays
+    gpu_columns: GpuColumns
 
     @functools.cached_property
-    def native_arrays(self) -> tuple[I64, I64, I64]:
-        """(order [2][n], the calls' fixed rows [4][n_calls], the activities' fixed rows [11][n_gpu]) for
-        `_native.replay` (the rows that change per replay, CPU work, call lengths and activity lengths, are
-        added by `_replay_native`)."""
-        calls = np.array((self.call_prev, self.call_start_ns, self.call_dur_ns, self.awaited), dtype=np.int64)
-        c = self.constraints
-        constraints = (c.binding, c.offset, c.launch_min, c.queued, c.launch, c.launch_shift, c.stream, c.stream_shift)
-        gpu = np.array((self.gpu_start_ns, self.gpu_dur_ns, *constraints, c.cross), dtype=np.int64)
-        order = np.array(self.order, dtype=np.int64).reshape(-1, 2).T.copy()
-        return order, calls, gpu
+    def order(self) -> list[tuple[int, int]]:
+        """Processing order: (what, index) with what 0 = a sync call returns, 1 = a call starts, 2 = GPU activity
+        (the Python replay's loop reads it)."""
+        what, index = self.native_arrays[0].tolist()
+        return list(zip(what, index, strict=True))
+
+    @functools.cached_property
+    def constraints(self) -> GpuConstraints:
+        """Per GPU activity, from the observed times (see `_constraint_arrays`): column lists of the launch, stream,
+        cross-stream and queue constraints, the binding one and its observed offset (the Python replay's loop
+        reads them; the C replay reads `native_arrays`)."""
+        rows = self.native_arrays[2][2:].tolist()
+        return GpuConstraints(**dict(zip(_NATIVE_CONSTRAINTS, rows, strict=True)))
+
+    @functools.cached_property
+    def call_from(self) -> list[int]:
+        """Per call, the node its start is reached from: its thread's previous call, END for the first."""
+        return [p if p >= 0 else END for p in self.call_prev]
 
 
 class Replay(msgspec.Struct, frozen=True):
@@ -485,12 +516,12 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     start, cpu_end = int(steps.start_ns[index]), int(steps.end_ns[index])
     activity = gpu_activity(trace)
     mine = activity.subset(activity.step == index)
-    layer = classify_layers(trace)
-    is_api = kind_mask(ev.kind, API_KINDS)
-    in_span = (ev.ts_ns >= start) & (ev.ts_ns < cpu_end)
+    candidates, candidate_layer = _launch_and_sync_calls(trace)
+    at = ev.ts_ns[candidates]
     launched_calls = np.zeros(len(ev), dtype=bool)
     launched_calls[mine.launch[mine.launch >= 0]] = True
-    calls = np.flatnonzero(is_api & in_span & (((layer == _LAUNCH) & launched_calls) | (layer == _SYNC)))
+    keep = (at >= start) & (at < cpu_end) & ((candidate_layer == _SYNC) | launched_calls[candidates])
+    calls = candidates[keep]
     if calls.size + len(mine) > MAX_NODES:
         return None
     calls = calls[np.lexsort((calls, ev.ts_ns[calls]))]
@@ -500,48 +531,61 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     launch_call = _positions(calls, g.launch.astype(np.int64))
     queued = _queued_behind(activity, index, g)
     latency = _typical_latency(ev.ts_ns[calls], g, lanes, launch_call, queued)
-    call_end = (ev.ts_ns[calls] + ev.dur_ns[calls]).tolist()
-    is_sync = layer[calls] == _SYNC
-    order = _order(ev.ts_ns[calls], ev.ts_ns[calls] + ev.dur_ns[calls], is_sync, g.ts_ns)
-    launch_call = launch_call.tolist()
+    call_start, call_dur = ev.ts_ns[calls], ev.dur_ns[calls]
+    call_end = call_start + call_dur
+    is_sync = classify_layers(trace)[calls] == _SYNC
+    what, node = _order(call_start, call_end, is_sync, g.ts_ns)
+    chains = _thread_chains(ev.track[calls].astype(np.int64), call_start, call_end, start)
+    constraints = _constraint_arrays(call_start, g.ts_ns, g.dur_ns, lanes, launch_call, latency, queued, g.device)
+    awaited = _awaited(
+        call_start.tolist(), call_end.tolist(), is_sync.tolist(), (g.ts_ns + g.dur_ns).tolist(), launch_call.tolist()
+    )
+    c = constraints
+    awaited_column = np.asarray(awaited, dtype=np.int64).reshape(-1)
     return StepGraph(
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
         call_thread=ev.track[calls].tolist(),
-        call_start_ns=ev.ts_ns[calls].tolist(),
-        call_dur_ns=ev.dur_ns[calls].tolist(),
-        call_is_sync=(layer[calls] == _SYNC).tolist(),
+        call_start_ns=call_start.tolist(),
+        call_dur_ns=call_dur.tolist(),
+        call_is_sync=is_sync.tolist(),
         call_row=calls.tolist(),
-        **_thread_chains(ev.track[calls].astype(np.int64), ev.ts_ns[calls], ev.ts_ns[calls] + ev.dur_ns[calls], start),
+        call_prev=chains.previous.tolist(),
+        call_work_ns=chains.work.tolist(),
+        last_call=chains.last,
         gpu_start_ns=g.ts_ns.tolist(),
         gpu_dur_ns=g.dur_ns.tolist(),
         gpu_lane=lanes.tolist(),
-        gpu_launch_call=launch_call,
+        gpu_launch_call=launch_call.tolist(),
         gpu_category=g.category.tolist(),
         gpu_name=g.name.tolist(),
         gpu_op=g.op_name.tolist(),
         gpu_row=g.row.tolist(),
         launch_latency_ns=latency,
-        order=order,
-        constraints=_constraints(
-            ev.ts_ns[calls].tolist(),
-            g.ts_ns.tolist(),
-            g.dur_ns.tolist(),
-            lanes.tolist(),
-            launch_call,
-            latency,
-            queued,
-            g.device,
+        awaited=awaited,
+        native_arrays=(
+            np.stack((what, node)),
+            np.stack((chains.previous, call_start, call_dur, awaited_column)),
+            np.stack([g.ts_ns, g.dur_ns, *(c[name] for name in _NATIVE_CONSTRAINTS)]).astype(np.int64),
         ),
-        awaited=_awaited(
-            ev.ts_ns[calls].tolist(),
-            call_end,
-            (layer[calls] == _SYNC).tolist(),
-            (g.ts_ns + g.dur_ns).tolist(),
-            launch_call,
+        cpu_columns=(chains.work, call_dur, is_sync),
+        gpu_columns=GpuColumns(
+            np.unique(lanes, return_inverse=True)[1].reshape(-1).astype(np.int64),
+            *(np.asarray(column, dtype=np.int64) for column in (g.name, g.category, launch_call)),
         ),
     )
+
+
+@per_trace
+def _launch_and_sync_calls(trace: Trace) -> tuple[I64, np.ndarray]:
+    """(rows, layers) of the trace's launch and sync API calls, in row order (each step's graph takes its own)."""
+    layer = classify_layers(trace)
+    rows = np.flatnonzero(kind_mask(trace.events.kind, API_KINDS) & ((layer == _LAUNCH) | (layer == _SYNC)))
+    layers = layer[rows]
+    rows.setflags(write=False)
+    layers.setflags(write=False)
+    return rows, layers
 
 
 def _awaited(
@@ -569,16 +613,16 @@ def _awaited(
     return out
 
 
-def _constraints(
-    call_start: list[int],
-    gpu_start: list[int],
-    gpu_dur: list[int],
-    lanes: list[int],
-    launch_call: list[int],
+def _constraint_arrays(
+    call_start: I64,
+    gpu_start: I64,
+    gpu_dur: I64,
+    lanes: I64,
+    launch_call: I64,
     latency_ns: int,
     queued: I64,
     device: np.ndarray,
-) -> GpuConstraints:
+) -> dict[str, I64]:
     """The dependencies of every GPU activity (in start order) read from observed times, once per graph: the
     launch edge, the stream edge and the queue edge (`queued`, the end of earlier steps' work on the lane) for all
     activities at once; the cross-stream edge, only for activities that started more than `CROSS_STREAM_NS` after
@@ -620,17 +664,17 @@ def _constraints(
     for index, (present, key, observed) in enumerate(keys):  # max of (key, observed); the first wins a tie
         better = present & ((binding < 0) | (key > best_key) | ((key == best_key) & (observed > best_obs)))
         binding[better], best_key[better], best_obs[better] = index, key[better], observed[better]
-    return GpuConstraints(
-        launch=call.tolist(),
-        launch_shift=launch_shift.tolist(),
-        launch_min=launch_min.tolist(),
-        stream=previous.tolist(),
-        stream_shift=stream_shift.tolist(),
-        cross=cross.tolist(),
-        queued=np.where(waits, queue_obs, -1).tolist(),
-        binding=binding.tolist(),
-        offset=np.where(binding >= 0, start - best_obs, 0).tolist(),
-    )
+    return {
+        "launch": call,
+        "launch_shift": launch_shift,
+        "launch_min": launch_min,
+        "stream": previous,
+        "stream_shift": stream_shift,
+        "cross": cross,
+        "queued": np.where(waits, queue_obs, -1),
+        "binding": binding,
+        "offset": np.where(binding >= 0, start - best_obs, 0),
+    }
 
 
 def _previous_on_lane(lane: np.ndarray) -> np.ndarray:
@@ -689,15 +733,15 @@ def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
     return GpuActivity(**{name: getattr(activity, name)[order] for name in field_names(activity)})
 
 
-def _order(call_start: I64, call_end: I64, is_sync: np.ndarray, gpu_start: I64) -> list[tuple[int, int]]:
-    """Observed order: call starts, sync returns and GPU activity starts by time; at one time a sync return
-    first, then a call, then an activity (then by index)."""
+def _order(call_start: I64, call_end: I64, is_sync: np.ndarray, gpu_start: I64) -> tuple[I64, I64]:
+    """Observed order, as (what, index) columns: call starts, sync returns and GPU activity starts by time; at
+    one time a sync return first, then a call, then an activity (then by index)."""
     syncs = np.flatnonzero(is_sync)
     when = np.concatenate((call_start, gpu_start, call_end[syncs]))
     what = np.repeat(np.array([1, 2, 0], dtype=np.int64), [call_start.size, gpu_start.size, syncs.size])
     index = np.concatenate((np.arange(call_start.size), np.arange(gpu_start.size), syncs))
     order = np.lexsort((index, what, when))
-    return list(zip(what[order].tolist(), index[order].tolist(), strict=True))
+    return what[order], index[order].astype(np.int64)
 
 
 def _positions(calls: I64, rows: I64) -> I64:
@@ -709,7 +753,13 @@ def _positions(calls: I64, rows: I64) -> I64:
     return np.where(calls[sorter[at]] == rows, sorter[at], -1).astype(np.int64)
 
 
-def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int) -> dict[str, Any]:
+class _Chains(NamedTuple):
+    previous: I64  # `StepGraph.call_prev`
+    work: I64  # `StepGraph.call_work_ns`
+    last: int  # `StepGraph.last_call`
+
+
+def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int) -> _Chains:
     """`call_prev`, `call_work_ns` and `last_call` of `StepGraph` for calls in start order: each thread's calls
     form a chain; the main thread is the one whose last call ends last (the earliest-starting thread on a tie)."""
     previous = _previous_on_lane(thread)
@@ -717,11 +767,13 @@ def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int)
     work = np.maximum(0, call_start - anchor)
     is_last = np.ones(thread.size, dtype=bool)
     is_last[previous[previous >= 0]] = False
-    first_call = {t: i for i, t in reversed(list(enumerate(thread.tolist())))}
-    # each thread's last call, the threads in order of appearance (max keeps the first of equal ends)
-    lasts = sorted(np.flatnonzero(is_last).tolist(), key=lambda i: first_call[int(thread[i])])
-    last = max(lasts, key=lambda i: int(call_end[i]), default=-1)
-    return {"call_prev": previous.tolist(), "call_work_ns": work.tolist(), "last_call": last}
+    lasts = np.flatnonzero(is_last)  # each thread's last call
+    if lasts.size == 0:
+        return _Chains(previous, work.astype(np.int64), -1)
+    threads, first_call = np.unique(thread, return_index=True)
+    # the threads in order of appearance; argmax keeps the first of equal ends
+    lasts = lasts[np.argsort(first_call[np.searchsorted(threads, thread[lasts])], kind="stable")]
+    return _Chains(previous, work.astype(np.int64), int(lasts[np.argmax(call_end[lasts])]))
 
 
 def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64, queued: I64) -> int:
@@ -753,9 +805,14 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     runs in the C extension where it is built (`_native.replay`, same integers), else in Python
     (`_replay_python`). `walk=False`: only the times (`path`, `path_kernels`, `path_ops`, `path_rows` empty)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
-    work, duration = _scaled_cpu(graph, cpu_factor)
-    timed = _replay_native(graph, work, duration, gpu_dur, walk) if _native is not None else None
-    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
+    timed = None
+    if _native is not None:
+        work_ns, duration_ns = _scaled_cpu_columns(graph, cpu_factor)
+        timed = _replay_native(graph, work_ns, duration_ns, gpu_dur, walk)
+    if timed is None:
+        work, duration = _scaled_cpu(graph, cpu_factor)
+        timed = _replay_python(graph, work, duration, gpu_dur)
+    c_end, c_from, g_end, g_from, g_start = timed
     return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start, walk)
 
 
@@ -768,11 +825,41 @@ def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur
     return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
 
 
+_Ends = list[int] | I64  # the calls' or activities' replayed ends (the C replay's times-only answer: arrays)
+_Edge = tuple[str, int, int]  # how a node's time was reached: (path part, predecessor node or END, ns)
+
+
+class _Edges:
+    """The C replay's edges as its columns, `(parts[code[k]], predecessor[k], ns[k])` for node k (code None: 0
+    for all): a walk reads the nodes on the path only, so no tuple is made for the others. Equal to the list of
+    those tuples (what `_replay_python` gives)."""
+
+    def __init__(self, parts: tuple[str, ...], code: list[int] | None, predecessor: list[int], ns: list[int]) -> None:
+        self.parts, self.code, self.predecessor, self.ns = parts, code, predecessor, ns
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+    def __getitem__(self, k: int) -> _Edge:
+        return self.parts[self.code[k] if self.code is not None else 0], self.predecessor[k], self.ns[k]
+
+    def tuples(self) -> list[_Edge]:
+        return [self[k] for k in range(len(self))]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Edges):
+            return self.tuples() == other.tuples()
+        return isinstance(other, list) and self.tuples() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_EdgeList = list[_Edge] | _Edges
 _Timed = tuple[
-    list[int],
-    tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
-    list[int],
-    list[tuple[str, int, int]],
+    _Ends,
+    tuple[_EdgeList, _EdgeList],
+    _Ends,
+    _EdgeList,
     list[int],
 ]
 _GPU_PARTS = (OTHER_WAIT, QUEUED, LAUNCH_LATENCY, GPU_GAP, "")  # the C extension's part codes; -1 reads ""
@@ -783,7 +870,11 @@ _NATIVE_LIMIT = float(2**62)  # every replayed time is a sum of these inputs: be
 
 
 def _replay_native(
-    graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int], walk: bool = True
+    graph: StepGraph,
+    work: list[int] | I64,
+    duration: list[int] | I64,
+    gpu_dur: dict[int, int],
+    walk: bool = True,
 ) -> _Timed | None:
     """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
@@ -798,7 +889,7 @@ def _replay_native(
         if gpu_dur:
             length = length.copy()
             length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64)
-        changing = (np.array(work, np.int64), np.array(duration, np.int64))
+        changing = (np.asarray(work, np.int64), np.asarray(duration, np.int64))
     except OverflowError:
         return None
     calls = np.stack((prev, *changing, call_start, call_dur, awaited))
@@ -808,13 +899,12 @@ def _replay_native(
         return None
     raw = _native.replay(order, calls, gpu, graph.start_ns, END)
     if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
-        c_end, g_end = (np.frombuffer(raw[i], dtype=np.int64).tolist() for i in (1, 6))
-        return c_end, ([], []), g_end, [], []
+        return np.frombuffer(raw[1], dtype=np.int64), ([], []), np.frombuffer(raw[6], dtype=np.int64), [], []
     out = [np.frombuffer(b, dtype=np.int64).tolist() for b in raw]
     _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
-    c_from = _call_starts(graph, work)
-    c_own = [(_CALL_PARTS[part], pred, ns) for part, pred, ns in zip(own_part, own_pred, own_ns, strict=True)]
-    g_from = [(_GPU_PARTS[part], pred, ns) for part, pred, ns in zip(g_part, g_pred, g_ns, strict=True)]
+    c_from = _Edges((CPU,), None, graph.call_from, work if isinstance(work, list) else work.tolist())
+    c_own = _Edges(_CALL_PARTS, own_part, own_pred, own_ns)
+    g_from = _Edges(_GPU_PARTS, g_part, g_pred, g_ns)
     return c_end, (c_from, c_own), g_end, g_from, g_start
 
 
@@ -853,10 +943,17 @@ def _scaled_cpu(graph: StepGraph, cpu_factor: float) -> tuple[list[int], list[in
     observed length: it waits); rounded to the ns half to even, as Python's `round`."""
     if cpu_factor == 1.0:
         return graph.call_work_ns, graph.call_dur_ns
-    work = np.rint(np.asarray(graph.call_work_ns, dtype=np.float64) / cpu_factor).astype(np.int64)
-    length = np.asarray(graph.call_dur_ns, dtype=np.int64)
+    work, length = _scaled_cpu_columns(graph, cpu_factor)
+    return work.tolist(), length.tolist()
+
+
+def _scaled_cpu_columns(graph: StepGraph, cpu_factor: float) -> tuple[I64, I64]:
+    """`_scaled_cpu` as int64 columns (what the C replay reads)."""
+    work, length, is_sync = graph.cpu_columns
+    if cpu_factor == 1.0:
+        return work, length
     scaled = np.rint(length / cpu_factor).astype(np.int64)
-    return work.tolist(), np.where(np.asarray(graph.call_is_sync, dtype=bool), length, scaled).tolist()
+    return np.rint(work.astype(np.float64) / cpu_factor).astype(np.int64), np.where(is_sync, length, scaled)
 
 
 def _gpu_starter(
@@ -941,24 +1038,24 @@ def _return_sync(
 def _finish(
     graph: StepGraph,
     cpu_factor: float,
-    c_end: list[int],
-    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
-    g_end: list[int],
-    g_from: list[tuple[str, int, int]],
+    c_end: _Ends,
+    c_from: tuple[_EdgeList, _EdgeList],
+    g_end: _Ends,
+    g_from: _EdgeList,
     g_start: list[int],
     walk: bool = True,
 ) -> Replay:
     last = graph.last_call
     tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
-    cpu_end = (c_end[last] if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
-    gpu_end = max(g_end, default=graph.start_ns)
+    cpu_end = (int(c_end[last]) if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
+    gpu_end, ends_last = _latest_end(g_end, graph.start_ns)
     path: dict[str, float] = {}
     kernels: dict[int, int] = {}
     ops: dict[int, int] = {}
     if gpu_end > cpu_end:
-        node = ~max(range(len(g_end)), key=lambda k: (g_end[k], -k))
+        node = ~ends_last
     else:
-        path[CPU] = path.get(CPU, 0) + (cpu_end - (c_end[last] if last >= 0 else graph.start_ns))
+        path[CPU] = path.get(CPU, 0) + (cpu_end - (int(c_end[last]) if last >= 0 else graph.start_ns))
         node = last if last >= 0 else END
     rows: list[int] = []
     if walk:
@@ -974,13 +1071,24 @@ def _finish(
     )
 
 
+def _latest_end(g_end: _Ends, default: int) -> tuple[int, int]:
+    """(the latest end, the first activity that ends then); (`default`, -1) when there is no activity."""
+    if len(g_end) == 0:
+        return default, -1
+    if isinstance(g_end, np.ndarray):
+        first = int(np.argmax(g_end))
+        return int(g_end[first]), first
+    latest = max(g_end)
+    return latest, g_end.index(latest)
+
+
 def _walk(
     graph: StepGraph,
     node: int,
-    c_from: tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]],
-    g_from: list[tuple[str, int, int]],
+    c_from: tuple[_EdgeList, _EdgeList],
+    g_from: _EdgeList,
     g_start: list[int],
-    g_end: list[int],
+    g_end: _Ends,
     path: dict[str, float],
     kernels: dict[int, int],
     ops: dict[int, int],
@@ -1023,7 +1131,8 @@ def _walk(
 
 
 def _observed_step_ns(graph: StepGraph) -> int:
-    gpu_end = max((s + d for s, d in zip(graph.gpu_start_ns, graph.gpu_dur_ns, strict=True)), default=0)
+    start, length = graph.native_arrays[2][:2]
+    gpu_end = int((start + length).max()) if start.size else 0
     return max(graph.cpu_end_ns, gpu_end) - graph.start_ns
 
 
@@ -1041,7 +1150,9 @@ def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tup
         if change.target == "cpu":
             cpu_factor = change.speedup
             continue
-        match = (lambda name, category, op: True) if change.target == "gpu" else _matcher(change.target, names)
+        if _resolve_columns(graph, change, durations):
+            continue
+        match = _matcher(change.target, names)
         for k in range(len(graph.gpu_start_ns)):
             if match(graph.gpu_name[k], graph.gpu_category[k], graph.gpu_op[k]):
                 base = graph.gpu_dur_ns[k]
@@ -1049,6 +1160,28 @@ def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tup
                     round(change.set_us * NS_PER_US) if change.set_us is not None else round(base / change.speedup)
                 )
     return cpu_factor, durations
+
+
+def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]) -> bool:
+    """`_resolve`'s loop for one change to all GPU work or to a kernel category, on the graph's columns (the same
+    integers: float division, then rounding half to even as `round` does); False (nothing done) for other targets,
+    or where the new durations are not all finite and well inside int64 (the loop gives Python's integers)."""
+    if change.target == "gpu":
+        hit = np.arange(len(graph.gpu_start_ns))
+    elif change.target.startswith("category:"):
+        pattern = change.target.partition(":")[2]
+        code = CATEGORIES.index(pattern) if pattern in CATEGORIES else -99
+        hit = np.flatnonzero(graph.gpu_columns.category == code)
+    else:
+        return False
+    if change.set_us is not None:
+        new = np.full(hit.size, change.set_us * NS_PER_US, dtype=np.float64)
+    else:
+        new = graph.native_arrays[2][1][hit].astype(np.float64) / change.speedup
+    if new.size and not float(np.abs(new).max()) < _NATIVE_LIMIT:  # NaN, inf and huge values take the loop
+        return False
+    durations.update(zip(hit.tolist(), np.rint(new).astype(np.int64).tolist(), strict=True))
+    return True
 
 
 def _matcher(target: str, names: tuple[str, ...]) -> Callable[[int, int, int], bool]:
