@@ -20,9 +20,9 @@ from tracelens.report.document import Panel, ReportDocument, Section, Table
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
 # plotly.js' "cartesian" partial bundle (npm plotly.js-cartesian-dist-min, MIT, of the same version as the full
-# bundle that the plotly package ships; scripts/vendor_plotly.py refreshes it): a third of the full bundle's size,
-# and evaluating it takes a third of the time (0.8 s against 2.7 s in headless Chromium on the 2-core machine),
-# because it registers only these trace types. A page whose figures use only these gets it; any other page the
+# bundle that the plotly package ships; scripts/vendor_plotly.py refreshes it): smaller and faster to evaluate
+# than the full bundle (docs/benchmarks.md#figures-behind-choices-in-the-code), because it registers only these
+# trace types. A page whose figures use only these gets it; any other page the
 # full bundle.
 CARTESIAN_BUNDLE = Path(__file__).parent / "vendor" / "plotly-cartesian.min.js"
 CARTESIAN_TYPES = frozenset(
