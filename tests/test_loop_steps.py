@@ -86,12 +86,17 @@ def test_two_iterations_are_no_loop(tmp_path: Path) -> None:
     assert tracelens.load(write_trace(tmp_path / "two.json", events)).steps.source == "whole_trace"
 
 
-def test_profiler_steps_and_compiled_calls_come_first(tmp_path: Path) -> None:
+def test_profiler_steps_come_first_then_loop_markers_then_compiled_calls(tmp_path: Path) -> None:
+    """ProfilerSteps win; a loop marker beats compiled calls (a compiled forward is not the whole iteration);
+    compiled calls alone give steps too."""
     loop = [e for i in range(4) for e in _iteration(100.0 * i, 10 + i, ("Optimizer.step#SGD.step",))]
     stepped = [*loop, step(1, 0, 150), step(2, 150, 150)]
     assert tracelens.load(write_trace(tmp_path / "steps.json", stepped)).steps.source == "ProfilerStep"
     calls = [op("Torch-Compiled Region: 0/0", 100.0 * i + 15, 30, cat="user_annotation") for i in range(4)]
-    compiled = tracelens.load(write_trace(tmp_path / "compiled.json", [*loop, *calls])).steps
+    both = tracelens.load(write_trace(tmp_path / "both.json", [*loop, *calls])).steps
+    assert both.inferred_from == "Optimizer.step calls" and not both.spans_calls
+    bare = [e for e in loop if not str(e["name"]).startswith("Optimizer.")]
+    compiled = tracelens.load(write_trace(tmp_path / "compiled.json", [*bare, *calls])).steps
     assert compiled.inferred_from == "Torch-Compiled Region calls" and compiled.spans_calls
 
 

@@ -15,9 +15,10 @@ events around each of 30 steps of the same loop run WITHOUT the profiler after t
 synchronized before each), so they are the profiler-free step time of the same steps.
 
 Variants: `train_eager` / `train_compiled` (torch.compile of the model, default mode; compiled and warmed
-before the window): 8 steps each, one ProfilerStep per step (`prof.step()`); `train_eager_nostep`: the eager
-loop with no schedule and no `prof.step()` (10 iterations in one window: the trace has no ProfilerStep, only
-the DataLoader's and the optimizer's own ranges).
+before the window): 8 iterations each, with `prof.step()` after each (without a schedule torch 2.11 records no
+ProfilerStep range for it: these traces have none either); `train_eager_nostep`: the eager loop without
+`prof.step()` (10 iterations in one window). Every trace's steps are the DataLoader's and the optimizer's own
+ranges (traces/h200/dataloader/README.md says what the recordings turned out to be).
 """
 
 from __future__ import annotations

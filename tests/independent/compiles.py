@@ -31,10 +31,10 @@ def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
         for e in events
         if str(e.get("name", "")).startswith("ProfilerStep#")
     ]
-    calls = [] if steps else inferred_steps(raw)
+    marked = [] if steps else loop_marker_steps(raw)
+    calls = [] if steps or marked else inferred_steps(raw)
     if not steps:
-        periods = calls or loop_marker_steps(raw)
-        steps = [(start, end, i + 1) for i, (start, end) in enumerate(periods)]
+        steps = [(start, end, i + 1) for i, (start, end) in enumerate(marked or calls)]
     regions = sorted(
         (_ns(e["ts"]), e.get("tid"), str(e["name"])[len(REGION) :])
         for e in events

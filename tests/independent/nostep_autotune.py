@@ -122,7 +122,7 @@ def figures(path: str) -> dict[str, Any]:
     kernels each step launched outside autotuning."""
     events = load_events(path)
     autotune = autotune_launches(events)
-    steps = inferred_steps(events)
+    steps = loop_marker_steps(events) or inferred_steps(events)  # a loop's markers first, then compiled calls
     launch_ts = {
         int(e["args"]["correlation"]): _ns(e["ts"])
         for e in events

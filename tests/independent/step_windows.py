@@ -4,8 +4,8 @@ Standard library only (json, gzip): it never imports tracelens, so a test compar
 independent readings of the same definitions (docs/definitions.md):
 
 - a step is a `ProfilerStep#N` span on a CPU track (cpu_op / user_annotation), or without any, an inferred step
-  (tests/independent/nostep_autotune.py: outermost `Torch-Compiled Region` calls, else the periods of a
-  training loop's DataLoader / optimizer ranges); GPU activity (kernel,
+  (tests/independent/nostep_autotune.py: the periods of a training loop's DataLoader / optimizer ranges, else
+  outermost `Torch-Compiled Region` calls); GPU activity (kernel,
   gpu_memcpy, gpu_memset) belongs to the step whose span contains the start of the runtime/driver call with
   the same `correlation`;
 - `gpu_end(k)` = max(CPU end of step k, end of the last GPU activity it launched, gpu_end(k-1));
@@ -68,11 +68,12 @@ def step_figures(path: str) -> list[dict[str, float]]:
             span = steps.setdefault(number, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
     ordered = sorted(steps.items(), key=lambda item: item[1][0])
-    if not ordered:  # no ProfilerStep: steps inferred from outermost Torch-Compiled Region calls, numbered 1, 2, ...
-        ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(inferred_steps(events))]
-    inferred = bool(ordered) and not steps  # an inferred step is its call: its period ends with its window
-    if not ordered:  # nor such calls: periods of a training loop's markers (DataLoader, optimizer), numbered 1, 2, ...
+    if not ordered:  # no ProfilerStep: periods of a training loop's markers (DataLoader, optimizer), numbered 1, 2, ...
         ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(loop_marker_steps(events))]
+    marked = bool(ordered) and not steps
+    if not ordered:  # nor markers: steps inferred from outermost Torch-Compiled Region calls, numbered 1, 2, ...
+        ordered = [(i + 1, [start, end]) for i, (start, end) in enumerate(inferred_steps(events))]
+    inferred = bool(ordered) and not steps and not marked  # an inferred call is its step: its period ends with it
     if not ordered:  # nor such calls: one window over all CPU-side and GPU events, numbered -1
         ends = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in CPU_SIDE_CATS]
         gpu_spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))) for e in events if e.get("cat") in GPU_CATS]

@@ -3,10 +3,10 @@
 A step owns the CPU events that start inside its CPU span (any thread) and the GPU activity whose launch
 starts inside it. GPU activity without a launch in the trace belongs to no step; neither does Inductor's
 autotuning (`autotune_rows`: compile cost, not workload). A trace without ProfilerStep annotations has
-steps inferred from its repeated torch.compile calls (`infer_steps`: each outermost
-`Torch-Compiled Region: f/r` call is one step, when there are at least two), else from a training loop's
-markers (`loop_marker_steps`: DataLoader or optimizer ranges, a step from one call to the next), else it is one
-whole-trace window, on which no per-step claim is made (docs/definitions.md#inferred-steps).
+steps inferred from a training loop's markers (`loop_marker_steps`: DataLoader or optimizer ranges, a step from
+one call to the next), else from its repeated torch.compile calls (`infer_steps`: each outermost
+`Torch-Compiled Region: f/r` call is one step, when there are at least two), else it is one whole-trace window,
+on which no per-step claim is made (docs/definitions.md#inferred-steps).
 """
 
 from __future__ import annotations
@@ -112,13 +112,17 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
 
 
 def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
-    """Steps of a trace without ProfilerStep: one per outermost `Torch-Compiled Region: f/r` call (a cpu_op
+    """Steps of a trace without ProfilerStep: `loop_marker_steps` where a loop marker repeats, else one per
+    outermost `Torch-Compiled Region: f/r` call (a cpu_op
     or user_annotation not inside another such call on its thread), numbered 1, 2, ... in start order, each
     spanning its call; None when fewer than `MIN_INFERRED_STEPS` calls have a length. A call that runs past
     the last CPU event, or the last call of a truncated trace, is incomplete."""
+    marked = loop_marker_steps(events)  # a training loop's own markers cover the whole iteration: they come first
+    if marked is not None:
+        return marked
     codes = np.array([c for c, name in enumerate(events.names) if REGION_CALL.match(name)], dtype=np.int32)
     if codes.size == 0:
-        return loop_marker_steps(events)
+        return None
     calls = kind_mask(events.kind, (Kind.CPU_OP, Kind.USER_ANNOTATION)) & np.isin(events.name, codes)
     rows = np.flatnonzero(calls & (events.dur_ns > 0))
     rows = rows[np.lexsort((-events.dur_ns[rows], events.ts_ns[rows], events.track[rows]))]
@@ -131,7 +135,7 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
             reach[track] = end
     rows = rows[keep]
     if rows.size < MIN_INFERRED_STEPS:
-        return loop_marker_steps(events)
+        return None
     rows = rows[np.argsort(events.ts_ns[rows], kind="stable")]
     start_ns = events.ts_ns[rows].astype(np.int64)
     end_ns = (events.ts_ns[rows] + events.dur_ns[rows]).astype(np.int64)
