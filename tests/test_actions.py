@@ -38,12 +38,16 @@ TWINS = [
 ]
 
 
-def raw_mean_span_us(path: Path) -> float:
-    """Stdlib: the mean over the trace's ProfilerSteps (CPU-side annotations) of each step's span, from its start to
-    the later of its end and the last end of the GPU activity launched inside it (by correlation id)."""
+def raw_mean_span_us(path: Path, without_capture: bool = False) -> float:
+    """Stdlib: the mean over the trace's ProfilerSteps (CPU-side annotations; with `without_capture`, those that
+    hold no cudaStreamBeginCapture) of each step's span, from its start to the later of its end and the last end
+    of the GPU activity launched inside it (by correlation id)."""
     evs = rawtrace.events(path)
     launches = rawtrace.launch_times(evs)
     spans = rawtrace.steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])
+    if without_capture:
+        captures = [float(e["ts"]) for e in evs if str(e.get("name", "")).endswith("StreamBeginCapture")]
+        spans = [s for s in spans if not any(s[1] <= c < s[2] for c in captures)]
     ends = {n: end for n, _, end in spans}
     for e in evs:
         if str(e.get("cat", "")).lower() not in GPU_CATS:

@@ -12,7 +12,7 @@ import pytest
 
 import tracelens
 from tests import rawtrace
-from tests.test_actions import GPU_CATS
+from tests.test_actions import raw_mean_span_us
 from tracelens.analyses import analyze
 from tracelens.analyses.actions import ERROR
 
@@ -33,28 +33,9 @@ TWINS = [
 
 
 def replay_mean_span_us(path: Path) -> float:
-    """Stdlib: the mean over the ProfilerSteps that hold no cudaStreamBeginCapture of each step's span, from its
-    start to the later of its end and the last end of the GPU activity launched inside it (by correlation)."""
-    evs = rawtrace.events(path)
-    launches = rawtrace.launch_times(evs)
-    captures = [float(e["ts"]) for e in evs if str(e.get("name", "")).endswith("StreamBeginCapture")]
-    spans = [
-        s
-        for s in rawtrace.steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])
-        if not any(s[1] <= c < s[2] for c in captures)
-    ]
-    ends = {n: end for n, _, end in spans}
-    for e in evs:
-        if str(e.get("cat", "")).lower() not in GPU_CATS:
-            continue
-        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
-        if launched is None or launched > float(e["ts"]):
-            continue
-        for number, start, end in spans:
-            if start <= launched < end:
-                ends[number] = max(ends[number], float(e["ts"]) + float(e.get("dur", 0)))
-    lengths = [ends[n] - start for n, start, _ in spans]
-    return sum(lengths) / len(lengths)
+    """Stdlib: the mean span of the ProfilerSteps that hold no cudaStreamBeginCapture
+    (tests/test_actions.py:raw_mean_span_us)."""
+    return raw_mean_span_us(path, without_capture=True)
 
 
 def _pct(value: float) -> str:
