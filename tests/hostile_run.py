@@ -53,6 +53,25 @@ class Result:
         assert not self.leftovers, self.leftovers
 
 
+# Runs the command as its own child and writes that child's peak RSS (wait4) to the file named by
+# HOSTILE_RSS_FILE, then exits as the child did. Linux carries a process's peak RSS across exec, so a child forked
+# straight from this (large) test process would report at least this process's size; forked from this small
+# launcher, it starts from the launcher's few MB.
+LAUNCHER = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+with open(os.environ["HOSTILE_RSS_FILE"], "w") as out:
+    out.write(str(usage.ru_maxrss * 1024))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _limit(memory_bytes: int) -> None:
     os.setsid()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
@@ -73,9 +92,12 @@ def run(
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("TRACELENS_")}
     child_env.update({"TMPDIR": str(tmpdir), "TRACELENS_NO_CACHE": "1", "PYTHONPATH": str(REPO), "COLUMNS": "100"})
     child_env.update(env or {})
+    rss_file = tmp / "max_rss_bytes"
+    rss_file.unlink(missing_ok=True)
+    child_env["HOSTILE_RSS_FILE"] = str(rss_file)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracelens", *argv],
+        [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "tracelens", *argv],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -83,8 +105,10 @@ def run(
         cwd=cwd or tmp,
         preexec_fn=lambda: _limit(memory_bytes),
     )
-    out, err, max_rss_bytes = _wait_measured(proc, argv, timeout_s)
+    out, err = _wait_measured(proc, argv, timeout_s)
     seconds = time.monotonic() - started
+    max_rss_bytes = int(rss_file.read_text()) if rss_file.exists() else 0
+    rss_file.unlink(missing_ok=True)
     return Result(
         status=proc.returncode,
         stdout=out.decode("utf-8", "replace"),
@@ -95,10 +119,9 @@ def run(
     )
 
 
-def _wait_measured(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s: float) -> tuple[bytes, bytes, int]:
-    """The child's stdout, stderr and peak RSS: its own (`wait4`, with its waited-for children's, such as
-    forked decoders), not the largest of every child this process ever ran (`RUSAGE_CHILDREN`, which an
-    earlier, bigger child would hide). A child still running after `timeout_s` is killed: a hang."""
+def _wait_measured(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s: float) -> tuple[bytes, bytes]:
+    """The child's stdout and stderr (its peak RSS: `LAUNCHER`'s file). A child still running after `timeout_s`
+    is killed with its process group: a hang."""
     streams: dict[str, bytes] = {}
     readers = [
         threading.Thread(target=lambda name=name, pipe=pipe: streams.__setitem__(name, pipe.read()), daemon=True)
@@ -108,7 +131,7 @@ def _wait_measured(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s
         reader.start()
     deadline = time.monotonic() + timeout_s
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() > deadline:
@@ -123,7 +146,7 @@ def _wait_measured(proc: subprocess.Popen[bytes], argv: Sequence[str], timeout_s
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
-    return streams.get("out", b""), streams.get("err", b""), usage.ru_maxrss * 1024
+    return streams.get("out", b""), streams.get("err", b"")
 
 
 def base_document(name: str = "eager_mlp.json.gz") -> dict[str, Any]:

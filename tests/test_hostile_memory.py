@@ -207,3 +207,15 @@ def test_annotate_peaks_at_one_and_a_half_times_the_json(tmp_path: Path) -> None
     assert ratio <= 1.5, (ratio, annotated.max_rss_bytes, analyzed.max_rss_bytes, size)
     assert annotated.max_rss_bytes - analyzed.max_rss_bytes <= 64 * MB, (annotated.max_rss_bytes, analyzed)
     assert _text_bytes(output) > size  # the whole trace came out, with the findings
+
+
+def test_the_peak_is_the_childs_own_however_large_this_process(tmp_path: Path) -> None:
+    """Linux carries a process's peak RSS across exec: a child forked from a test process that holds 600 MB
+    reported at least 600 MB (a full suite's run gave 795 MB for every child). The launcher measures from a
+    small process: a command that fails at once stays far below that, with the 600 MB still held here."""
+    ballast = bytearray(600 * MB)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: resident
+    result = run(["analyze", str(tmp_path / "missing.json")], tmp_path)
+    result.assert_clean(2)
+    assert 0 < result.max_rss_bytes < 200 * MB, result.max_rss_bytes
+    del ballast
