@@ -42,11 +42,17 @@ def memory_bound_us_per_step(path: Path) -> float:
     return total / len(steps)
 
 
+# folders whose eager/compiled pair is no compile twin (traces/h200/dataloader/README.md: the compiled run's
+# DataLoader host work changed, and its traces have no ProfilerStep to count per step by)
+NOT_TWINS = ("dataloader",)
+
+
 def twins(folder: Path) -> list[tuple[Path, Path]]:
-    """(eager, compiled) pairs: every `*eager*` trace whose name with `compiled` for `eager` exists."""
+    """(eager, compiled) pairs: every `*eager*` trace whose name with `compiled` for `eager` exists (outside
+    `NOT_TWINS`)."""
     pairs = []
     for eager in sorted(folder.rglob("*.json.gz")):
-        if "eager" in eager.name:
+        if "eager" in eager.name and eager.parent.name not in NOT_TWINS:
             compiled = eager.with_name(eager.name.replace("eager", "compiled"))
             if compiled.exists():
                 pairs.append((eager, compiled))

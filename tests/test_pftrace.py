@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import rawtrace
+from tests import anchors, rawtrace
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "anchor_traces"
 TRACES = [
     ROOT / "traces" / "h200" / "eager_mlp.json.gz",  # steps, fusion, critical path
-    CORPUS / "hta" / "trace_diff" / "test" / "test.json.gz",  # 31 kernels overlap another of their stream
-    CORPUS / "amd_tracelens" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",  # activities without launch
+    anchors.CORPUS / "hta" / "trace_diff" / "test" / "test.json.gz",  # 31 kernels overlap another of their stream
+    anchors.CORPUS / "amd_tracelens" / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",  # no-launch activities
 ]
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "runtime"}

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tests import rawtrace
+from tests import anchors, rawtrace
 from tracelens.analyses import analyze
 from tracelens.renderers.page import build_report
 from tracelens.report.timeline import page_hovers
 
 EAGER_MLP = Path("traces/h200/eager_mlp.json.gz")
 # six steps on 8 GPUs with the GPU behind the CPU: step 1009's GPU work ends 57 ms after its CPU range
-LAGGING = Path(__file__).resolve().parents[2] / "shared/anchor_traces/hta/trace_diff/test/test.json.gz"
+LAGGING = anchors.CORPUS / "hta" / "trace_diff" / "test" / "test.json.gz"  # in the repository (tests/corpus)
 
 
 def _step_kernels(path: Path, number: int) -> tuple[float, list[tuple[str, float, float]]]:
