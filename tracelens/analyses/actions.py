@@ -371,14 +371,18 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
 def _host_only_work_ns(trace: Trace, graph: StepGraph) -> list[int]:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
     inside `HOST_ONLY` ranges on its thread (0 where there are none)."""
-    ranges = _host_only_ranges(trace)
     kept = [0] * len(graph.call_start_ns)
-    if not ranges:
+    last_ns = max(graph.call_start_ns, default=graph.start_ns)
+    in_step = {  # each thread's ranges that overlap the step's calls' CPU work (most steps: none, or one)
+        thread: [(begin, end) for begin, end in spans if end > graph.start_ns and begin < last_ns]
+        for thread, spans in _host_only_ranges(trace).items()
+    }
+    if not any(in_step.values()):
         return kept
     for i, (thread, start) in enumerate(zip(graph.call_thread, graph.call_start_ns, strict=True)):
         prev = graph.call_prev[i]
         since = graph.start_ns if prev < 0 else graph.call_start_ns[prev] + graph.call_dur_ns[prev]
-        overlap = sum(max(0, min(end, start) - max(begin, since)) for begin, end in ranges.get(thread, ()))
+        overlap = sum(max(0, min(end, start) - max(begin, since)) for begin, end in in_step.get(thread, ()))
         kept[i] = min(overlap, graph.call_work_ns[i])
     return kept
 

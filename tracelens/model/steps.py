@@ -113,10 +113,10 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
 
 def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     """Steps of a trace without ProfilerStep: `loop_marker_steps` where a loop marker repeats, else one per
-    outermost `Torch-Compiled Region: f/r` call (a cpu_op
-    or user_annotation not inside another such call on its thread), numbered 1, 2, ... in start order, each
-    spanning its call; None when fewer than `MIN_INFERRED_STEPS` calls have a length. A call that runs past
-    the last CPU event, or the last call of a truncated trace, is incomplete."""
+    outermost `Torch-Compiled Region: f/r` call (a cpu_op or user_annotation not inside another such call on
+    its thread), numbered 1, 2, ... in start order, each spanning its call; None when fewer than
+    `MIN_INFERRED_STEPS` calls have a length. A call that runs past the last CPU event, or the last call of a
+    truncated trace, is incomplete."""
     marked = loop_marker_steps(events)  # a training loop's own markers cover the whole iteration: they come first
     if marked is not None:
         return marked
@@ -148,11 +148,11 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
 
 
 def loop_marker_steps(events: EventTable) -> StepTable | None:
-    """Steps of a training loop without ProfilerStep or compiled calls, from the first of `LOOP_MARKERS` that
-    has at least `MIN_INFERRED_STEPS` + 1 calls (user_annotation ranges whose name starts with the marker) on
-    one thread (the thread with the most): step k runs from the start of call k to the start of call k + 1,
-    numbered 1, 2, ...; all are complete (the next call is in the trace). What comes before the first call and
-    after the last one's start belongs to no step. None when no marker repeats."""
+    """Steps of a training loop without ProfilerStep (tried before compiled calls), from the first of
+    `LOOP_MARKERS` that has at least `MIN_INFERRED_STEPS` + 1 calls (user_annotation ranges whose name starts
+    with the marker) on one thread (the thread with the most): step k runs from the start of call k to the
+    start of call k + 1, numbered 1, 2, ...; all are complete (the next call is in the trace). What comes
+    before the first call and after the last one's start belongs to no step. None when no marker repeats."""
     annotation = events.kind == Kind.USER_ANNOTATION
     for prefix, described in LOOP_MARKERS:
         codes = np.array([c for c, name in enumerate(events.names) if name.startswith(prefix)], dtype=np.int32)
