@@ -169,7 +169,10 @@ def _variants_table(result: Comparison) -> Table:
             v.bound or "—",
             categories,
         )
-    table.caption = "dispatch: host work issuing GPU work; exposed: the part the GPU waited for"
+    table.caption = (
+        "dispatch: host work issuing GPU work; exposed: the part the GPU waited for (both means over the steps, "
+        "the other columns medians: where steps vary, the two can differ)"
+    )
     return table
 
 
