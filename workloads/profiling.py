@@ -90,7 +90,7 @@ def record_trace(
     activities = [ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    meta_json = json.dumps(meta)
+    meta_json = json.dumps(dict(meta, steps_active=active))
     exported = []
 
     def on_ready(p):

@@ -193,7 +193,7 @@ class Recorder:
             self.device,
             grad=grad,
             profile_memory=getattr(self.args, "profile_memory", False),
-            **({"active": active} if active else {}),
+            active=active or self.args.active,
         )
         size = os.path.getsize(path)
         t = time_fn(fn, self.device, iters=iters or self.args.timing_iters, grad=grad)
@@ -546,6 +546,8 @@ def parse_args(argv=None):
                    help="CPU, tokens 8, hidden 32, intermediate 64, fp32, compile backend 'eager'")
     p.add_argument("--compile-backend", default=None,
                    help="torch.compile backend: inductor (default on cuda), eager (default on cpu/smoke), none=skip")
+    p.add_argument("--active", type=int, default=5,
+                   help="profiled (active) steps per trace, after wait=1 and warmup=2 (profiling.ACTIVE)")
     p.add_argument("--timing-iters", type=int, default=100, help=">= 50 CUDA-event timings per variant")
     p.add_argument("--interleave-rounds", type=int, default=20,
                    help="round-robin timing: rounds x 10 calls per variant per group (cuda)")
