@@ -27,6 +27,8 @@ DOC = ROOT / "docs" / "profiler_overhead.md"
 BEGIN, END = "<!-- calibration table: begin -->", "<!-- calibration table: end -->"
 HELD_BEGIN, HELD_END = "<!-- held-out table: begin -->", "<!-- held-out table: end -->"
 HELD_OUT = "traces/h200/record"  # `tracelens record` traces with CUDA-event timings: checked, never fitted
+REPRO_BEGIN, REPRO_END = "<!-- reproducibility table: begin -->", "<!-- reproducibility table: end -->"
+LONG = ("traces/h200/sweep_long/r1", "traces/h200/sweep_long/r2")  # two processes, 40 profiled steps each
 TOLERANCE = 0.15
 
 
@@ -169,16 +171,54 @@ def markdown(table: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _cuda_event_medians(folder: Path) -> dict[str, tuple[float, float]]:
+    """Per run of `folder`'s timings.json: (the per-variant loop's CUDA-event median, the interleaved rounds'), µs."""
+    document = json.loads((folder / "timings.json").read_text())
+    interleaved = {
+        name: result["cuda_event_ms"]["median"] * 1e3
+        for group in document["interleaved"].values()
+        for name, result in group.items()
+    }
+    return {name: (run["cuda_event_ms"]["median"] * 1e3, interleaved[name]) for name, run in document["runs"].items()}
+
+
+def reproducibility_markdown() -> str:
+    """Two recordings of each sweep program (LONG): the CUDA-event medians of the two timing loops of each process
+    and the profiled median step of each trace, with the estimate."""
+    medians = [_cuda_event_medians(ROOT / folder) for folder in LONG]
+    lines = [
+        "| program | r1 CUDA events µs (loop / interleaved) | r2 CUDA events µs (loop / interleaved) | "
+        "CUDA events max ÷ min | r1 / r2 profiled step µs | r1 / r2 estimate µs |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in medians[0]:
+        profiled, estimates = [], []
+        for folder in LONG:
+            summary = summary_of(tracelens.load(ROOT / folder / f"{name}.json.gz"))
+            assert summary.profiler_free is not None and summary.per_step.step_us is not None
+            profiled.append(summary.per_step.step_us)
+            estimates.append(summary.profiler_free.estimated_step_us or 0.0)
+        events = [value for m in medians for value in m[name]]
+        lines.append(
+            f"| {name} | {medians[0][name][0]:,.1f} / {medians[0][name][1]:,.1f} | "
+            f"{medians[1][name][0]:,.1f} / {medians[1][name][1]:,.1f} | {max(events) / min(events):.2f} | "
+            f"{profiled[0]:,.1f} / {profiled[1]:,.1f} | {estimates[0]:,.1f} / {estimates[1]:,.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     text = markdown(rows())
     held_out = held_out_markdown(held_out_rows())
-    print(text, held_out, sep="\n\n")
+    repro = reproducibility_markdown()
+    print(text, held_out, repro, sep="\n\n")
     if args.write:
         doc = _replace(DOC.read_text(), BEGIN, END, text)
-        DOC.write_text(_replace(doc, HELD_BEGIN, HELD_END, held_out))
+        doc = _replace(doc, HELD_BEGIN, HELD_END, held_out)
+        DOC.write_text(_replace(doc, REPRO_BEGIN, REPRO_END, repro))
 
 
 def _replace(doc: str, begin: str, end: str, text: str) -> str:
