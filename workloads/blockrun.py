@@ -76,7 +76,7 @@ def _block_meta(rec, variant: str, mode: str, cfg: dict, **extra) -> dict:
                     intermediate=cfg["intermediate"], dtype=a.dtype, mode=mode, model="%s_block" % cfg["kind"],
                     batch=a.block_batch, seq=a.block_seq, heads=cfg["heads"], head_dim=cfg["hidden"] // cfg["heads"],
                     causal=True, attention="math" if variant == "eager_math" else "sdpa",
-                    steps_active=BLOCK_ACTIVE, compile_backend=rec.backend if compiled else None,
+                    steps_active=a.block_active, compile_backend=rec.backend if compiled else None,
                     compile_dynamic=False if compiled else None,
                     flops=block_flops(a.block_batch * a.block_seq, a.block_seq, a.block_batch, cfg["hidden"],
                                       cfg["intermediate"]), **extra)
@@ -135,7 +135,7 @@ def block(rec, folder: str) -> None:
             model, call = _block_model(rec, v, cfg, base)
             model.eval()
             meta = _block_meta(rec, name, "forward", cfg)
-            fns[name] = rec.run_one(folder, name, lambda: call(x), ref, meta, active=BLOCK_ACTIVE)
+            fns[name] = rec.run_one(folder, name, lambda: call(x), ref, meta, active=rec.args.block_active)
 
         rec.guarded(folder, name, infer)
     rec.interleave(folder, "*_block", fns)
@@ -177,7 +177,7 @@ def block(rec, folder: str) -> None:
 
             meta = _block_meta(rec, v + "_block", "train", cfg, optimizer=opt_desc,
                                backward="y.backward(randn grad)", grad_check=gcheck)
-            fns[name] = rec.run_one(folder, name, step, None, meta, grad=True, active=BLOCK_ACTIVE,
+            fns[name] = rec.run_one(folder, name, step, None, meta, grad=True, active=rec.args.block_active,
                                     iters=max(50, a.timing_iters // 2), check=check)
 
         rec.guarded(folder, name, train)

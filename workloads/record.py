@@ -563,6 +563,8 @@ def parse_args(argv=None):
     g.add_argument("--block-hidden", type=int, default=2048)
     g.add_argument("--block-heads", type=int, default=16)
     g.add_argument("--block-intermediate", type=int, default=5632)
+    g.add_argument("--block-active", type=int, default=blockrun.BLOCK_ACTIVE,
+                   help="profiled (active) steps per block trace (default %d)" % blockrun.BLOCK_ACTIVE)
     g.add_argument("--block-kind", choices=("llama", "gpt"), default="llama",
                    help="llama: RMSNorm, rope, SwiGLU; gpt: LayerNorm, GELU MLP, biases (workloads/block.py)")
     g.add_argument("--block-variants", default=",".join(blockrun.BLOCK_VARIANTS),
