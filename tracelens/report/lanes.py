@@ -19,13 +19,31 @@ MAX_LANES_PER_THREAD = 12
 
 @dataclass(frozen=True)
 class Lanes:
-    """`rows` (event indices, ascending) and their lane `y` (0 = top); `ticks` label each band's first lane."""
+    """`rows` (event indices, ascending) and their lane `y` (0 = top); `ticks` label each band's first lane and
+    `gpu` says, per band (in the order of `ticks`), whether it is a GPU stream's (one lane) or a CPU thread's (a
+    lane per nesting level in use, outermost first)."""
 
     rows: I64
     y: I64
     n_lanes: int
     ticks: tuple[tuple[int, str], ...]
     clamped: int  # CPU events deeper than MAX_LANES_PER_THREAD, drawn on the band's last lane
+    gpu: tuple[bool, ...] = ()
+
+    def band_levels(self) -> list[int]:
+        """How many lanes each band has (a CPU thread's: its nesting levels, at most MAX_LANES_PER_THREAD)."""
+        firsts = [first for first, _ in self.ticks] + [self.n_lanes]
+        return [firsts[i + 1] - firsts[i] for i in range(len(self.ticks))]
+
+
+COLLAPSE_ABOVE_LEVELS = 6  # a CPU thread with more nesting levels than this starts folded
+DEFAULT_LEVELS = 3  # to its outermost this many
+
+
+def default_levels(levels: int, gpu: bool) -> int:
+    """How many of a band's `levels` lanes the page shows at load: all of a GPU stream's and of a CPU thread of
+    at most `COLLAPSE_ABOVE_LEVELS` levels; the outermost `DEFAULT_LEVELS` of a deeper thread."""
+    return levels if gpu or levels <= COLLAPSE_ABOVE_LEVELS else DEFAULT_LEVELS
 
 
 def lay_out(trace: Trace) -> Lanes:
@@ -46,12 +64,14 @@ def lay_out(trace: Trace) -> Lanes:
     order = sorted(range(used.size), key=lambda i: _track_sort_key(trace, int(used[i])))
     base = np.zeros(len(tracks) if len(tracks) else 1, dtype=np.int64)
     ticks: list[tuple[int, str]] = []
+    gpu: list[bool] = []
     offset = 0
     for i in order:
         base[used[i]] = offset
         ticks.append((offset, tracks.label(int(used[i]))))
+        gpu.append(bool(tracks.is_gpu[used[i]]))
         offset += int(lanes_used[i])
-    return Lanes(rows=rows, y=base[track] + lane, n_lanes=offset, ticks=tuple(ticks), clamped=clamped)
+    return Lanes(rows=rows, y=base[track] + lane, n_lanes=offset, ticks=tuple(ticks), clamped=clamped, gpu=tuple(gpu))
 
 
 def _natural(text: str) -> tuple[int, int, str]:

@@ -35,7 +35,15 @@ from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 from tracelens.report.document import FindingLink, Panel, chart_text
-from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
+from tracelens.report.lanes import (
+    COLLAPSE_ABOVE_LEVELS,
+    DEFAULT_LEVELS,
+    Lanes,
+    default_levels,
+    gap_for_blocks,
+    lay_out,
+    merge_into_blocks,
+)
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 from tracelens.units import NS_PER_US
 
@@ -452,6 +460,7 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
             name="launch → GPU",
             hoverinfo="skip",
             visible=True if gpu.size <= VISIBLE_LINKS else "legendonly",
+            meta={"lod": "links"},
         )
     )
     return int(gpu.size)
@@ -585,7 +594,8 @@ def _add_counters(
 ) -> list[tuple[float, str]]:
     """A lane per counter series (`Trace.counters`), below the other lanes: the samples as a step line scaled
     into the lane (lowest value at the lane's bottom, highest at its top), hover giving the real value. Returns
-    the lanes' (y, label) ticks. These traces carry no `lod` meta: the page never redraws them."""
+    the lanes' (y, label) ticks. Their `meta = {"lod": "counter"}`: the page moves them (only) when a CPU band is
+    folded or unfolded."""
     counters = trace.counters
     ticks = []
     for offset, (pid, name, series) in enumerate(keys):
@@ -607,6 +617,7 @@ def _add_counters(
                 marker={"size": 4},
                 name=_escape(label),
                 hovertemplate=f"{_escape(label)}: %{{customdata:,.6g}} at %{{x:,.1f}} µs<extra></extra>",
+                meta={"lod": "counter"},
             )
         )
         ticks.append((float(y), _escape(label[:40])))
@@ -655,9 +666,59 @@ def _lay_out_figure(
                 "y": 1.02,
                 "yanchor": "bottom",
                 "active": 1 + focus if focus is not None and len(steps) > 1 and focus < MAX_STEP_BUTTONS else 0,
-            }
+            },
+            *_depth_menu(lanes),
         ],
+        meta={"tl_depth": depth_meta(lanes, len(extra))},
     )
+
+
+DEPTH_CHOICES: tuple[tuple[object, str], ...] = (
+    ("all", "CPU depth: all levels"),
+    (1, "CPU depth: top level"),
+    (2, "CPU depth: 2 levels"),
+    (3, "CPU depth: 3 levels"),
+)
+
+
+def depth_meta(lanes: Lanes, n_counters: int) -> dict[str, object]:
+    """What the page needs to fold CPU call depth (`renderers/html.py`, `tlDepth*`): per band (in lane order)
+    `[first lane, lanes, 1 if a GPU stream]`, the lanes each band shows at load (`default_levels`), the number of
+    counter lanes below them, and the figure's height rule (`LANE_PX` per lane, margins, bounds)."""
+    levels = lanes.band_levels()
+    return {
+        "bands": [[first, n, int(gpu)] for (first, _), n, gpu in zip(lanes.ticks, levels, lanes.gpu, strict=True)],
+        "default": [default_levels(n, gpu) for n, gpu in zip(levels, lanes.gpu, strict=True)],
+        "n_lanes": lanes.n_lanes,
+        "counters": n_counters,
+        "lane_px": LANE_PX,
+        "margin_px": MARGIN_TOP_PX + MARGIN_BOTTOM_PX,
+        "min_px": MIN_HEIGHT_PX,
+        "max_px": MAX_HEIGHT_PX,
+    }
+
+
+def _depth_menu(lanes: Lanes) -> list[dict[str, object]]:
+    """The "CPU depth" menu (when a CPU thread has more than one level): every thread at all its levels, or at
+    its outermost 1, 2 or 3, or as at load ("default", listed when it differs from all levels). Its buttons do
+    nothing in plotly (`method: skip`); the page's script reads `args[0]["cpu_depth"]`."""
+    levels = lanes.band_levels()
+    if not any(n > 1 and not gpu for n, gpu in zip(levels, lanes.gpu, strict=True)):
+        return []
+    folded = any(default_levels(n, gpu) < n for n, gpu in zip(levels, lanes.gpu, strict=True))
+    default = ("default", f"CPU depth: default (deeper than {COLLAPSE_ABOVE_LEVELS}: top {DEFAULT_LEVELS})")
+    choices: tuple[tuple[object, str], ...] = ((default,) if folded else ()) + DEPTH_CHOICES
+    return [
+        {
+            "type": "dropdown",
+            "buttons": [{"label": label, "method": "skip", "args": [{"cpu_depth": value}]} for value, label in choices],
+            "x": 1,
+            "xanchor": "right",
+            "y": 1.02,
+            "yanchor": "bottom",
+            "active": 0,
+        }
+    ]
 
 
 def _step_range(trace: Trace, index: int) -> list[float]:
