@@ -27,8 +27,8 @@ LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
 # What is drawn: the lane ticks (value, text), every bar rectangle in view ([lane, start, end]; the page draws each
 # bar as x = start, end, end, start, gap; y = bottom, bottom, top, top, gap), every slice hover drawn one by one
-# ([x, lane, group name, text]), the launch links ([launch x, lane]), the critical path's outlines ([lane, start,
-# end]), the lanes' pixel heights, the x range and the range totals.
+# ([start of its bar, lane, group name, text, x]), the launch links ([launch x, source lane, GPU lane - 0.4]), the
+# critical path's outlines ([lane, start, end]), the lanes' pixel heights, the x range and the range totals.
 DRAWN = """() => {
   const gd = document.getElementById('chart-timeline'), ya = gd._fullLayout.yaxis, xa = gd._fullLayout.xaxis;
   const out = {ticks: Array.from(ya.tickvals, (v, i) => [+v, String(ya.ticktext[i])]), bars: [], hovers: [],
@@ -202,6 +202,7 @@ def test_cpu_depth_folds_and_unfolds(tmp_path: Path) -> None:
         loaded = page.evaluate(DRAWN)
         # a thread deeper than 6 levels starts at its top 3
         assert _check(loaded, raw, {main: 6, autograd: 3}) == {main: 6, autograd: 3}
+        assert loaded["outlines"] and loaded["links"]
         assert {text for _, text in loaded["ticks"]} == {MARKS[1] + main, MARKS[0] + autograd, "GPU 0 stream 7"}
 
         _choose(page, "CPU depth: top level")

@@ -759,6 +759,16 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     if links:
         parts.append(f"{links:,} launch → GPU links drawn (toggle them in the legend).")
     parts.append("Use the menu to zoom to a step; drag to zoom, double-click to reset.")
+    if _depth_menu(lanes):
+        parts.append(
+            "CPU call depth folds: the CPU depth menu shows every thread's top 1, 2 or 3 levels or all of them, and a "
+            "click on a thread's label folds it to its top level (▸) or unfolds it (▾)"
+            + (
+                f"; threads deeper than {COLLAPSE_ABOVE_LEVELS} levels start at their top {DEFAULT_LEVELS}."
+                if any(default_levels(n, g) < n for n, g in zip(lanes.band_levels(), lanes.gpu, strict=True))
+                else "."
+            )
+        )
     name = trace.path.name if trace.path is not None else "TRACE"
     parts.append(
         f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes a .pftrace beside it; "
