@@ -250,3 +250,57 @@ def test_cpu_depth_folds_and_unfolds(tmp_path: Path) -> None:
         tooltip = page.evaluate("document.querySelector('#chart-timeline .hoverlayer').textContent")
         assert not errors and not requests
     assert "launched by" in text and "launched by" in tooltip, (text, tooltip)
+
+
+COUNTER_AND_GPU = """() => {
+  const gd = document.getElementById('chart-timeline'), ya = gd._fullLayout.yaxis;
+  const counter = gd._fullData.find(t => t.meta && t.meta.lod === 'counter');
+  const util = gd.data.find(t => t.meta && t.meta.lod === 'util');
+  return {ticks: Array.from(ya.tickvals, (v, i) => [+v, String(ya.ticktext[i])]), range: ya.range.slice(),
+          counter: Array.from(counter.y, Number), gpuLane: +util.y[0] + 0.5, height: gd._fullLayout.height,
+          div: gd.getBoundingClientRect().height};
+}"""
+
+
+def test_folding_moves_the_gpu_and_counter_lanes_up(tmp_path: Path) -> None:
+    """The tiny two-step trace (a thread three levels deep: step › op › launch; one GPU stream) with a counter
+    series (`ph: C`, 4 samples): a click on the thread's label folds it to one lane, and the GPU stream's lane and
+    the counter's lane (its samples drawn inside it) move up to the lanes right below it; the GEMM at 30-50 µs still
+    hovers on the GPU lane; another click unfolds the thread and puts them back."""
+    from tests.conftest import write_trace
+    from tests.report_helpers import tiny_events
+
+    samples = [
+        {"ph": "C", "name": "queue", "pid": 100, "ts": ts, "args": {"depth": v}}
+        for ts, v in ((0, 0), (30, 2), (60, 1), (150, 3))
+    ]
+    path = write_trace(tmp_path / "tiny.json", tiny_events() + samples)
+    raw = call_depth.lanes_per_thread(path)
+    assert raw == {(100, 1): 3}, raw
+    report = tmp_path / "tiny.html"
+    write_report([path], report)
+    with browser_page() as page:
+        errors, requests = open_report(page, report)
+        page.locator("#chart-timeline").scroll_into_view_if_needed()
+        unfolded = page.evaluate(COUNTER_AND_GPU)
+        label = next(text for _, text in unfolded["ticks"] if text.startswith(MARKS[1]))
+        page.mouse.click(*page.evaluate(LABEL_POINT, label))
+        page.wait_for_timeout(300)
+        folded = page.evaluate(COUNTER_AND_GPU)
+        page.mouse.move(*page.evaluate(POINT, [40.0, folded["gpuLane"]]))
+        page.wait_for_selector("#chart-timeline .hoverlayer .hovertext", timeout=5_000)
+        tooltip = page.evaluate("document.querySelector('#chart-timeline .hoverlayer').textContent")
+        page.mouse.click(*page.evaluate(LABEL_POINT, MARKS[0] + label.removeprefix(MARKS[1])))
+        page.wait_for_timeout(300)
+        again = page.evaluate(COUNTER_AND_GPU)
+        assert not errors and not requests
+    lanes = raw[(100, 1)]
+    for drawn, cpu_lanes in ((unfolded, lanes), (folded, 1), (again, lanes)):
+        ticks = sorted(drawn["ticks"])
+        assert [value for value, _ in ticks] == [0, cpu_lanes, cpu_lanes + 1], ticks
+        assert drawn["gpuLane"] == cpu_lanes and ticks[1][1].startswith("GPU"), drawn
+        assert ticks[2][1].endswith("queue: depth"), ticks
+        assert all(cpu_lanes + 0.5 <= y <= cpu_lanes + 1.5 for y in drawn["counter"]), drawn["counter"]
+        assert drawn["range"] == [cpu_lanes + 1.5, -0.5]
+        assert abs(drawn["div"] - drawn["height"]) < 1  # the chart's element follows the figure's height
+    assert "ampere_sgemm_128x64_nn" in tooltip and "launched by: aten::mm" in tooltip, tooltip
