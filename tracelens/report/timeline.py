@@ -382,7 +382,10 @@ def _full_names(trace: Trace, rows: I64) -> tuple[list[list[str]], np.ndarray]:
 
 def bake_page_hovers(fig: go.Figure) -> go.Figure:
     """`fig` with each hover trace's text as the page shows it (`page_hovers`), its names table and indexes
-    dropped: for a figure shown without the page's script (`plot.timeline`)."""
+    dropped, and without the "CPU depth" menu and its `layout.meta`, which only the page's script acts on: for a
+    figure shown without that script (`plot.timeline`), every CPU lane shown."""
+    fig.layout.updatemenus = [menu for menu in fig.layout.updatemenus if all(b.method != "skip" for b in menu.buttons)]
+    fig.layout.meta = None
     for trace in fig.data:
         meta = trace.meta
         if isinstance(meta, dict) and (meta.get("names") or meta.get("scopes")):
