@@ -76,6 +76,8 @@ POINT = """([x, y]) => {
   const box = gd.getBoundingClientRect();
   return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(y)];
 }"""
+MENU_HEADERS = """() => Array.from(
+  document.querySelectorAll('#chart-timeline .updatemenu-header .updatemenu-item-text'), t => t.textContent)"""
 ZOOM = "([a, b]) => Plotly.relayout('chart-timeline', {'xaxis.range': [a, b]})"
 ZOOM_TO = """(label) => {
   const gd = document.getElementById('chart-timeline');
@@ -233,9 +235,11 @@ def test_cpu_depth_folds_and_unfolds(tmp_path: Path) -> None:
         page.mouse.click(*page.evaluate(LABEL_POINT, MARKS[1] + autograd))
         page.wait_for_timeout(300)
         assert _check(page.evaluate(DRAWN), raw, {main: 6, autograd: 1}) == {main: 6, autograd: 1}
+        assert page.evaluate(MENU_HEADERS)[1] == "CPU depth: per thread (label clicks)"
         page.mouse.click(*page.evaluate(LABEL_POINT, MARKS[0] + autograd))
         page.wait_for_timeout(300)
         assert _check(page.evaluate(DRAWN), raw, {main: 6, autograd: 8}) == raw.levels
+        assert page.evaluate(MENU_HEADERS)[1] == "CPU depth: all levels"  # the entry the state is
 
         # folded, the step view, the labels and the hover still work
         _choose(page, "CPU depth: 2 levels")

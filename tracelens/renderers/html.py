@@ -537,10 +537,10 @@ function tlDepthInit(f, id) {  // before the first plot: the bands as at load (`
   if (div) div.style.height = lay.height + "px";
   return d;
 }
-function tlSetDepth(gd, shown) {  // fold / unfold: one redraw of the slices in view, lanes re-packed
+function tlSetDepth(gd, shown, extra) {  // fold / unfold: one redraw of the slices in view, lanes re-packed
   var d = gd._tlDepth;
   d.shown = shown; d.state = tlDepthState(d.meta, shown);
-  var lay = tlDepthLayout(d);
+  var lay = Object.assign(tlDepthLayout(d), extra || {});
   gd.style.height = lay.height + "px";
   return tlLod(gd, lay);
 }
@@ -555,22 +555,38 @@ function tlDepthBand(gd, ev) {  // the CPU band whose label (left of the plot) i
   }
   return -1;
 }
+function tlDepthChoice(d, v) {  // the levels each band shows for a menu entry's `cpu_depth` (null: per thread)
+  if (v === "threads") return null;
+  return d.meta.bands.map(function (b, i) {
+    return v === "default" ? d.meta.default[i] : v === "all" || b[2] ? b[1] : Math.min(b[1], +v);
+  });
+}
 function tlDepthWatch(gd) {  // the "CPU depth" menu, and a click on a thread's label folds / unfolds that thread
-  var d = gd._tlDepth;
+  var d = gd._tlDepth, menus = gd.layout.updatemenus || [];
+  var menu = menus.findIndex(function (m) {
+    return (m.buttons || []).some(function (b) { return b.args && b.args[0] && b.args[0].cpu_depth !== undefined; });
+  });
   gd.on("plotly_buttonclicked", function (ev) {
     var a = ev.button && ev.button.args && ev.button.args[0];
     if (!a || a.cpu_depth === undefined) return;
-    var v = a.cpu_depth;
-    tlSetDepth(gd, d.meta.bands.map(function (b, i) {
-      return v === "default" ? d.meta.default[i] : v === "all" ? b[1] : Math.min(b[1], +v);
-    }));
+    var shown = tlDepthChoice(d, a.cpu_depth);
+    if (shown) tlSetDepth(gd, shown);
   });
   gd.addEventListener("click", function (ev) {
     var b = tlDepthBand(gd, ev);
     if (b < 0) return;
     var shown = d.shown.slice(), levels = d.meta.bands[b][1];
     shown[b] = shown[b] < levels ? levels : 1;
-    tlSetDepth(gd, shown);
+    var extra = {};
+    if (menu >= 0) {  // the menu names the entry the new state is, else "per thread"
+      var buttons = menus[menu].buttons, active = buttons.length - 1;
+      buttons.forEach(function (button, i) {
+        var same = tlDepthChoice(d, button.args[0].cpu_depth);
+        if (same && active === buttons.length - 1 && same.join() === shown.join()) active = i;
+      });
+      extra["updatemenus[" + menu + "].active"] = active;
+    }
+    tlSetDepth(gd, shown, extra);
   });
   gd.addEventListener("mousemove", function (ev) {
     var over = tlDepthBand(gd, ev) >= 0;

@@ -681,6 +681,7 @@ DEPTH_CHOICES: tuple[tuple[object, str], ...] = (
     (1, "CPU depth: top level"),
     (2, "CPU depth: 2 levels"),
     (3, "CPU depth: 3 levels"),
+    ("threads", "CPU depth: per thread (label clicks)"),
 )
 
 
@@ -703,8 +704,9 @@ def depth_meta(lanes: Lanes, n_counters: int) -> dict[str, object]:
 
 def _depth_menu(lanes: Lanes) -> list[dict[str, object]]:
     """The "CPU depth" menu (when a CPU thread has more than one level): every thread at all its levels, or at
-    its outermost 1, 2 or 3, or as at load ("default", listed when it differs from all levels). Its buttons do
-    nothing in plotly (`method: skip`); the page's script reads `args[0]["cpu_depth"]`."""
+    its outermost 1, 2 or 3, or as at load ("default", listed when it differs from all levels); its last entry
+    names the state after a click on a thread's label folded or unfolded one thread (choosing it changes nothing).
+    Its buttons do nothing in plotly (`method: skip`); the page's script reads `args[0]["cpu_depth"]`."""
     levels = lanes.band_levels()
     if not any(n > 1 and not gpu for n, gpu in zip(levels, lanes.gpu, strict=True)):
         return []
