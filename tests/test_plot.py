@@ -58,6 +58,19 @@ def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.Analysi
     assert len(figure.data) == len(panel.figure.data) > 0
 
 
+def test_timeline_has_no_menu_only_the_page_acts_on() -> None:
+    """The eager block's thread is 7 levels deep: the page's timeline has the CPU depth menu (the page's script
+    folds the lanes); the notebook figure, drawn without that script, has every lane and no such menu."""
+    trace = tracelens.load(recorded_trace("h200/block/eager_block.json.gz"))
+    page = build_report([(trace, tracelens.analyze(trace))]).panel("timeline").figure
+    assert page is not None
+    labels = [[b.label for b in menu.buttons] for menu in page.layout.updatemenus]
+    assert any("CPU depth: top level" in menu for menu in labels), labels
+    figure = tracelens.plot.timeline(trace)
+    assert [[b.label for b in menu.buttons] for menu in figure.layout.updatemenus] == labels[:1]
+    assert figure.layout.meta is None and figure.layout.yaxis.range == page.layout.yaxis.range
+
+
 @pytest.mark.parametrize(("kind", "panel_id"), [("gpu_time", "compare-gpu"), ("kernels", "compare-kernels"),
                                                 ("steps", "compare-steps")])  # fmt: skip
 def test_comparison_is_the_reports(kind: str, panel_id: str) -> None:

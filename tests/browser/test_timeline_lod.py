@@ -42,8 +42,10 @@ DRAWN = """([lane]) => {
   if (cur) covered += cur[1] - cur[0];
   return [covered / xa._length, xa.range[0], xa.range[1]];
 }"""
+# each GPU stream's lane as drawn: its utilization strip runs across the lane's top (y = lane - 0.5 up); the figure's
+# own lane numbers (meta.lane) differ where the page has folded CPU call depth above it
 GPU_LANES = """() => document.getElementById('chart-timeline').data
-  .filter(t => t.meta && t.meta.lod === 'util').map(t => t.meta.lane)"""
+  .filter(t => t.meta && t.meta.lod === 'util').map(t => +t.y[0] + 0.5)"""
 # the single (not merged) GPU slice nearest the middle of the view: its centre in page pixels and its tooltip text
 SINGLE_SLICE = """([lane]) => {
   const gd = document.getElementById('chart-timeline'), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;

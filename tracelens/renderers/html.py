@@ -194,8 +194,9 @@ DRAW_AHEAD_PX = 400  # a chart below the first screen is drawn when it comes thi
 def _draw(panel_id: str, config: str) -> str:
     return (
         f'(function () {{ var f = JSON.parse(document.getElementById("figure-{_esc(panel_id)}").textContent);'
-        f' var held = tlHold(f.data); Plotly.newPlot("chart-{_esc(panel_id)}", f.data, f.layout, {config})'
-        f".then(function (gd) {{ gd._tlHeld = held; return tlWatch(gd); }}); }})"
+        f' var held = tlHold(f.data), depth = tlDepthInit(f, "chart-{_esc(panel_id)}");'
+        f' Plotly.newPlot("chart-{_esc(panel_id)}", f.data, f.layout, {config})'
+        f".then(function (gd) {{ gd._tlHeld = held; gd._tlDepth = depth; return tlWatch(gd); }}); }})"
     )
 
 
@@ -279,6 +280,7 @@ function tlOriginals(gd) {
     if (m.lod === "util") { utils.push(i); return; }
     if (m.lod === "labels") { o.labels = i; return; }
     if (m.lod === "outline") { o.outline = i; return; }
+    if (m.lod === "links" || m.lod === "counter") return;  // moved by tlDepthUpdate only
     (groups[m.group] = groups[m.group] || {})[m.lod] = i;
   });
   var full = {};  // decoded arrays: those held back from the first plot, else plotly's (gd.data may still hold
@@ -327,25 +329,28 @@ function tlOutlines(t) {  // the critical path's outlines (x: s, e, e, s, s, gap
   idx.sort(function (a, c) { return (top[a] - top[c]) || (s[a] - s[c]); });
   return {s: s, e: e, top: top, bottom: bottom, idx: idx};
 }
-function tlOutlineLod(c, x0, x1, px) {  // outlines closer than a pixel on a lane merge, each at least a pixel wide
-  var x = [], y = [], cur = null;
+function tlOutlineLod(c, x0, x1, px, map) {  // outlines closer than a pixel on a lane merge, each at least a
+  var x = [], y = [], cur = null;  // pixel wide; those on a folded lane (`map`: tlDepthState) are not drawn
   function flush() {
     if (!cur) return;
-    var end = Math.max(cur.e, cur.s + px);
-    x.push(cur.s, end, end, cur.s, cur.s, null); y.push(cur.t, cur.t, cur.b, cur.b, cur.t, null);
+    var end = Math.max(cur.e, cur.s + px), lane = Math.round((cur.t + cur.b) / 2), shift = map ? map[lane] - lane : 0;
+    x.push(cur.s, end, end, cur.s, cur.s, null);
+    y.push(cur.t + shift, cur.t + shift, cur.b + shift, cur.b + shift, cur.t + shift, null);
   }
   for (var j = 0; j < c.idx.length; j++) {
     var k = c.idx[j];
     if (c.e[k] < x0 - px || c.s[k] > x1 + px) continue;
+    if (map && map[Math.round((c.top[k] + c.bottom[k]) / 2)] < 0) continue;
     if (cur && cur.t === c.top[k] && c.s[k] - cur.e < px) { cur.e = Math.max(cur.e, c.e[k]); continue; }
     flush(); cur = {s: c.s[k], e: c.e[k], t: c.top[k], b: c.bottom[k]};
   }
   flush();
   return [x, y];
 }
-function tlLod(gd) {
+function tlLod(gd, layout) {  // `layout`: a relayout to make in the same redraw (tlSetDepth), else none
   var o = gd._tlOriginals || (gd._tlOriginals = tlOriginals(gd));
   if (!o.groups.length) return;
+  var map = gd._tlDepth ? gd._tlDepth.state.map : null;  // original lane -> lane drawn (-1: folded away)
   var xa = gd._fullLayout.xaxis, x0 = xa.range[0], x1 = xa.range[1];
   var px = (x1 - x0) / Math.max(xa._length, 1);
   var update = {x: [], y: [], text: [], z: []}, indices = [];
@@ -369,8 +374,8 @@ function tlLod(gd) {
       cur = null;
     }
     for (var j = 0; j < g.idx.length; j++) {
-      var k = g.idx[j], s = g.s[k], e = g.e[k], y = g.y[k];
-      if (e < x0 - px || s > x1 + px) continue;
+      var k = g.idx[j], s = g.s[k], e = g.e[k], y = map ? map[g.y[k]] : g.y[k];
+      if (e < x0 - px || s > x1 + px || y < 0) continue;
       if (cur && cur.y === y && s - cur.e < px) { cur.e = Math.max(cur.e, e); cur.n += 1; cur.busy += e - s; }
       else { flush(); cur = {s: s, e: e, y: y, n: 1, busy: e - s, k: k}; }
     }
@@ -382,19 +387,22 @@ function tlLod(gd) {
     update.x.push(lx); update.y.push(ly); update.text.push(lt); update.z.push(undefined); indices.push(o.labels);
   }
   if (o.outlines) {
-    var outline = tlOutlineLod(o.outlines, x0, x1, px);
+    var outline = tlOutlineLod(o.outlines, x0, x1, px, map);
     update.x.push(outline[0]); update.y.push(outline[1]); update.text.push(undefined); update.z.push(undefined);
     indices.push(o.outline);
   }
-  tlUtil(gd, o, x0, x1, update, indices);
-  Plotly.restyle(gd, update, indices);  // one redraw (undefined: that trace keeps the attribute)
-  tlTotals(gd, o, x0, x1);
+  tlUtil(gd, o, x0, x1, update, indices, map);
+  if (layout) tlDepthUpdate(gd._tlDepth, gd.data, update, indices);
+  var done = layout ? Plotly.update(gd, update, layout, indices) : Plotly.restyle(gd, update, indices);
+  tlTotals(gd, o, x0, x1);  // one redraw (undefined: that trace keeps the attribute)
+  return done;
 }
-function tlUtil(gd, o, x0, x1, update, indices) {  // each GPU stream's busy fraction per bin of the range
+function tlUtil(gd, o, x0, x1, update, indices, map) {  // each GPU stream's busy fraction per bin of the range
   var edges = [];
   for (var b = 0; b <= TL_BINS; b++) edges.push(x0 + (x1 - x0) * b / TL_BINS);
   o.utils.forEach(function (i) {
-    var merged = o.lanes[gd.data[i].meta.lane] || [], z = new Array(TL_BINS).fill(0), w = (x1 - x0) / TL_BINS;
+    var lane = gd.data[i].meta.lane, merged = o.lanes[lane] || [], z = new Array(TL_BINS).fill(0);
+    var w = (x1 - x0) / TL_BINS;
     merged.forEach(function (iv) {
       if (iv[1] < x0 || iv[0] > x1 || w <= 0) return;
       var first = Math.max(0, Math.floor((iv[0] - x0) / w)), last = Math.min(TL_BINS - 1, Math.floor((iv[1] - x0) / w));
@@ -403,7 +411,9 @@ function tlUtil(gd, o, x0, x1, update, indices) {  // each GPU stream's busy fra
         if (hi > lo) z[bin] += (hi - lo) / w;
       }
     });
-    update.x.push(edges); update.y.push(undefined); update.text.push(undefined); update.z.push([z]); indices.push(i);
+    var y = gd.data[i].y, at = map ? map[lane] - 0.5 : +y[0];
+    update.x.push(edges); update.y.push([at, at + (+y[1] - +y[0])]); update.text.push(undefined); update.z.push([z]);
+    indices.push(i);
   });
 }
 // Totals of the visible range (drag to select a range, as Perfetto's area selection): GPU time clipped to the
@@ -453,8 +463,134 @@ function tlDrawWhenSeen(pending, ahead) {
 function tlWatch(gd) {
   if (!gd.data.some(function (t) { return t.meta && t.meta.lod; })) return;
   tlLod(gd);
+  if (gd._tlDepth) tlDepthWatch(gd);
   gd.on("plotly_relayout", function (ev) {
     if (Object.keys(ev).some(function (key) { return key.indexOf("xaxis") === 0; })) tlLod(gd);
+  });
+}
+// CPU call depth (report/timeline.py `depth_meta`, layout.meta.tl_depth): each CPU thread's band shows its outermost
+// `shown[b]` levels, one lane each, and the bands below move up (re-packed); GPU streams always show their lane.
+// The figure's slices keep their original lanes: the level of detail maps them (`map`, -1 where folded away); the
+// launch links whose call is folded away start from the deepest lane shown of its thread (`host`: the enclosing
+// call drawn there spans the launch); counter lanes move up with the lanes above them.
+function tlDepthState(m, shown) {
+  var map = new Int32Array(m.n_lanes).fill(-1), host = new Int32Array(m.n_lanes), first = [], offset = 0;
+  m.bands.forEach(function (b, i) {
+    var k = b[2] ? b[1] : Math.max(1, Math.min(b[1], shown[i]));
+    first.push(offset);
+    for (var j = 0; j < b[1]; j++) {
+      map[b[0] + j] = j < k ? offset + j : -1;
+      host[b[0] + j] = offset + Math.min(j, k - 1);
+    }
+    offset += k;
+  });
+  return {map: map, host: host, first: first, lanes: offset};
+}
+function tlDepthLayout(d) {  // height, lane ticks (a folded thread's label starts with ▸, an unfolded one's with ▾)
+  var m = d.meta, st = d.state, rows = st.lanes + m.counters, vals = st.first.slice(), text = [];
+  m.bands.forEach(function (b, i) {
+    text.push((b[2] || b[1] < 2 ? "" : d.shown[i] < b[1] ? "▸ " : "▾ ") + d.text[i]);
+  });
+  for (var c = 0; c < m.counters; c++) { vals.push(st.lanes + c); text.push(d.text[m.bands.length + c]); }
+  var height = Math.round(Math.min(m.max_px, Math.max(m.min_px, m.margin_px + m.lane_px * rows)));
+  return {height: height, "yaxis.tickvals": vals, "yaxis.ticktext": text, "yaxis.range": [rows - 0.5, -0.5]};
+}
+function tlDepthY(d, t, y) {  // a links or counter trace's y for the depth state, from its original y
+  var st = d.state, out = new Float64Array(y.length);
+  if (t.meta.lod === "counter") {
+    for (var k = 0; k < y.length; k++) out[k] = y[k] + st.lanes - d.meta.n_lanes;
+    return out;
+  }
+  for (var j = 0; j < y.length; j++) {
+    var lane = Math.round(y[j]);
+    out[j] = isNaN(y[j]) ? NaN : st.host[lane] + (y[j] - lane);
+  }
+  return out;
+}
+function tlDepthUpdate(d, data, update, indices) {  // the links and counter traces' y into a restyle
+  Object.keys(d.statics).forEach(function (i) {
+    update.x.push(undefined); update.y.push(tlDepthY(d, data[i], d.statics[i])); update.text.push(undefined);
+    update.z.push(undefined); indices.push(+i);
+  });
+}
+function tlDepthInit(f, id) {  // before the first plot: the bands as at load (`default`), the figure laid out so
+  // (its height, lane ticks, and the links, counter and utilization traces moved); the original y kept
+  var m = f.layout.meta && f.layout.meta.tl_depth;
+  if (!m || !m.bands) return null;
+  var d = {meta: m, shown: m.default.slice(), text: Array.from(f.layout.yaxis.ticktext || [], String), statics: {}};
+  f.data.forEach(function (t, i) {
+    if (!t.meta || (t.meta.lod !== "links" && t.meta.lod !== "counter")) return;
+    d.statics[i] = Float64Array.from(tlArray(t.y), Number);
+  });
+  d.state = tlDepthState(m, d.shown);
+  Object.keys(d.statics).forEach(function (i) { f.data[i].y = tlDepthY(d, f.data[i], d.statics[i]); });
+  f.data.forEach(function (t) {
+    if (!t.meta || t.meta.lod !== "util") return;
+    var at = d.state.map[t.meta.lane] - 0.5;
+    t.y = [at, at + (+t.y[1] - +t.y[0])];
+  });
+  var lay = tlDepthLayout(d);
+  f.layout.height = lay.height;
+  f.layout.yaxis.tickvals = lay["yaxis.tickvals"]; f.layout.yaxis.ticktext = lay["yaxis.ticktext"];
+  f.layout.yaxis.range = lay["yaxis.range"];
+  var div = document.getElementById(id);
+  if (div) div.style.height = lay.height + "px";
+  return d;
+}
+function tlSetDepth(gd, shown, extra) {  // fold / unfold: one redraw of the slices in view, lanes re-packed
+  var d = gd._tlDepth;
+  d.shown = shown; d.state = tlDepthState(d.meta, shown);
+  var lay = Object.assign(tlDepthLayout(d), extra || {});
+  gd.style.height = lay.height + "px";
+  return tlLod(gd, lay);
+}
+function tlDepthBand(gd, ev) {  // the CPU band whose label (left of the plot) is under the pointer, or -1
+  var d = gd._tlDepth, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, box = gd.getBoundingClientRect();
+  var px = ev.clientX - box.left, py = ev.clientY - box.top;
+  if (px >= xa._offset || py < ya._offset || py > ya._offset + ya._length) return -1;
+  var lane = ya.p2l(py - ya._offset), st = d.state;
+  for (var b = 0; b < d.meta.bands.length; b++) {
+    var band = d.meta.bands[b], n = (b + 1 < st.first.length ? st.first[b + 1] : st.lanes) - st.first[b];
+    if (!band[2] && band[1] > 1 && lane >= st.first[b] - 0.5 && lane < st.first[b] + n - 0.5) return b;
+  }
+  return -1;
+}
+function tlDepthChoice(d, v) {  // the levels each band shows for a menu entry's `cpu_depth` (null: per thread)
+  if (v === "threads") return null;
+  return d.meta.bands.map(function (b, i) {
+    return v === "default" ? d.meta.default[i] : v === "all" || b[2] ? b[1] : Math.min(b[1], +v);
+  });
+}
+function tlDepthWatch(gd) {  // the "CPU depth" menu, and a click on a thread's label folds / unfolds that thread
+  var d = gd._tlDepth, menus = gd.layout.updatemenus || [];
+  var menu = menus.findIndex(function (m) {
+    return (m.buttons || []).some(function (b) { return b.args && b.args[0] && b.args[0].cpu_depth !== undefined; });
+  });
+  gd.on("plotly_buttonclicked", function (ev) {
+    var a = ev.button && ev.button.args && ev.button.args[0];
+    if (!a || a.cpu_depth === undefined) return;
+    var shown = tlDepthChoice(d, a.cpu_depth);
+    if (shown) tlSetDepth(gd, shown);
+  });
+  gd.addEventListener("click", function (ev) {
+    var b = tlDepthBand(gd, ev);
+    if (b < 0) return;
+    var shown = d.shown.slice(), levels = d.meta.bands[b][1];
+    shown[b] = shown[b] < levels ? levels : 1;
+    var extra = {};
+    if (menu >= 0) {  // the menu names the entry the new state is, else "per thread"
+      var buttons = menus[menu].buttons, active = buttons.length - 1;
+      buttons.forEach(function (button, i) {
+        var same = tlDepthChoice(d, button.args[0].cpu_depth);
+        if (same && active === buttons.length - 1 && same.join() === shown.join()) active = i;
+      });
+      extra["updatemenus[" + menu + "].active"] = active;
+    }
+    tlSetDepth(gd, shown, extra);
+  });
+  gd.addEventListener("mousemove", function (ev) {
+    var over = tlDepthBand(gd, ev) >= 0;
+    if (over !== !!d.pointer) { d.pointer = over; gd.style.cursor = over ? "pointer" : ""; }
   });
 }
 """

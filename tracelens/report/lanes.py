@@ -1,5 +1,6 @@
-"""Where each drawn event sits on the timeline: one band per CPU thread (a lane per nesting depth) and one
-lane per GPU stream; and merging of events that are not drawn one by one into blocks per lane.
+"""Where each drawn event sits on the timeline: one band per CPU thread (a lane per nesting depth, counting only
+the enclosing events that are drawn: `drawn_depth`) and one lane per GPU stream; and merging of events that are
+not drawn one by one into blocks per lane.
 
 Vectorised: no per-event Python loop.
 """
@@ -19,13 +20,31 @@ MAX_LANES_PER_THREAD = 12
 
 @dataclass(frozen=True)
 class Lanes:
-    """`rows` (event indices, ascending) and their lane `y` (0 = top); `ticks` label each band's first lane."""
+    """`rows` (event indices, ascending) and their lane `y` (0 = top); `ticks` label each band's first lane and
+    `gpu` says, per band (in the order of `ticks`), whether it is a GPU stream's (one lane) or a CPU thread's (a
+    lane per nesting level in use, outermost first)."""
 
     rows: I64
     y: I64
     n_lanes: int
     ticks: tuple[tuple[int, str], ...]
     clamped: int  # CPU events deeper than MAX_LANES_PER_THREAD, drawn on the band's last lane
+    gpu: tuple[bool, ...] = ()
+
+    def band_levels(self) -> list[int]:
+        """How many lanes each band has (a CPU thread's: its nesting levels, at most MAX_LANES_PER_THREAD)."""
+        firsts = [first for first, _ in self.ticks] + [self.n_lanes]
+        return [firsts[i + 1] - firsts[i] for i in range(len(self.ticks))]
+
+
+COLLAPSE_ABOVE_LEVELS = 6  # a CPU thread with more nesting levels than this starts folded
+DEFAULT_LEVELS = 3  # to its outermost this many
+
+
+def default_levels(levels: int, gpu: bool) -> int:
+    """How many of a band's `levels` lanes the page shows at load: all of a GPU stream's and of a CPU thread of
+    at most `COLLAPSE_ABOVE_LEVELS` levels; the outermost `DEFAULT_LEVELS` of a deeper thread."""
+    return levels if gpu or levels <= COLLAPSE_ABOVE_LEVELS else DEFAULT_LEVELS
 
 
 def lay_out(trace: Trace) -> Lanes:
@@ -34,7 +53,7 @@ def lay_out(trace: Trace) -> Lanes:
     rows = np.flatnonzero(kind_mask(ev.kind, DRAWN_KINDS)).astype(np.int64)
     track = ev.track[rows].astype(np.int64)
     is_gpu = tracks.is_gpu[track] if len(tracks) else np.zeros(rows.size, dtype=bool)
-    depth = np.where(is_gpu, 0, trace.links.depth[rows]).astype(np.int64)
+    depth = np.where(is_gpu, 0, drawn_depth(trace)[rows]).astype(np.int64)
     width = int(depth.max()) + 1 if depth.size else 1
     keys, inverse = np.unique(track * width + depth, return_inverse=True)
     key_track = keys // width
@@ -46,12 +65,32 @@ def lay_out(trace: Trace) -> Lanes:
     order = sorted(range(used.size), key=lambda i: _track_sort_key(trace, int(used[i])))
     base = np.zeros(len(tracks) if len(tracks) else 1, dtype=np.int64)
     ticks: list[tuple[int, str]] = []
+    gpu: list[bool] = []
     offset = 0
     for i in order:
         base[used[i]] = offset
         ticks.append((offset, tracks.label(int(used[i]))))
+        gpu.append(bool(tracks.is_gpu[used[i]]))
         offset += int(lanes_used[i])
-    return Lanes(rows=rows, y=base[track] + lane, n_lanes=offset, ticks=tuple(ticks), clamped=clamped)
+    return Lanes(rows=rows, y=base[track] + lane, n_lanes=offset, ticks=tuple(ticks), clamped=clamped, gpu=tuple(gpu))
+
+
+def drawn_depth(trace: Trace) -> I64:
+    """Per event, how many of its enclosing events (`Links.parent` chain) the timeline draws (`DRAWN_KINDS`): its
+    nesting depth with the Python stack frames, which are not drawn, left out, so that they take no lane. The loop
+    runs over nesting levels, each level vectorised."""
+    parent, depth = trace.links.parent.astype(np.int64), trace.links.depth.astype(np.int64)
+    out = np.zeros(depth.size, dtype=np.int64)
+    if depth.size == 0 or int(depth.max()) == 0:
+        return out
+    drawn = kind_mask(trace.events.kind, DRAWN_KINDS).astype(np.int64)
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+    for level in range(1, int(depth.max()) + 1):
+        rows = order[bounds[level] : bounds[level + 1]]
+        above = parent[rows]
+        out[rows] = out[above] + drawn[above]
+    return out
 
 
 def _natural(text: str) -> tuple[int, int, str]:

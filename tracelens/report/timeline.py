@@ -35,7 +35,15 @@ from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.trace import Trace
 from tracelens.report.document import FindingLink, Panel, chart_text
-from tracelens.report.lanes import Lanes, gap_for_blocks, lay_out, merge_into_blocks
+from tracelens.report.lanes import (
+    COLLAPSE_ABOVE_LEVELS,
+    DEFAULT_LEVELS,
+    Lanes,
+    default_levels,
+    gap_for_blocks,
+    lay_out,
+    merge_into_blocks,
+)
 from tracelens.report.palette import AGGREGATED_COLOR, CPU_COLORS, LINK_COLOR, category_color
 from tracelens.units import NS_PER_US
 
@@ -374,7 +382,10 @@ def _full_names(trace: Trace, rows: I64) -> tuple[list[list[str]], np.ndarray]:
 
 def bake_page_hovers(fig: go.Figure) -> go.Figure:
     """`fig` with each hover trace's text as the page shows it (`page_hovers`), its names table and indexes
-    dropped: for a figure shown without the page's script (`plot.timeline`)."""
+    dropped, and without the "CPU depth" menu and its `layout.meta`, which only the page's script acts on: for a
+    figure shown without that script (`plot.timeline`), every CPU lane shown."""
+    fig.layout.updatemenus = [menu for menu in fig.layout.updatemenus if all(b.method != "skip" for b in menu.buttons)]
+    fig.layout.meta = None
     for trace in fig.data:
         meta = trace.meta
         if isinstance(meta, dict) and (meta.get("names") or meta.get("scopes")):
@@ -452,6 +463,7 @@ def _add_links(fig: go.Figure, trace: Trace, lanes: Lanes, detailed: np.ndarray)
             name="launch → GPU",
             hoverinfo="skip",
             visible=True if gpu.size <= VISIBLE_LINKS else "legendonly",
+            meta={"lod": "links"},
         )
     )
     return int(gpu.size)
@@ -585,7 +597,8 @@ def _add_counters(
 ) -> list[tuple[float, str]]:
     """A lane per counter series (`Trace.counters`), below the other lanes: the samples as a step line scaled
     into the lane (lowest value at the lane's bottom, highest at its top), hover giving the real value. Returns
-    the lanes' (y, label) ticks. These traces carry no `lod` meta: the page never redraws them."""
+    the lanes' (y, label) ticks. Their `meta = {"lod": "counter"}`: the page moves them (only) when a CPU band is
+    folded or unfolded."""
     counters = trace.counters
     ticks = []
     for offset, (pid, name, series) in enumerate(keys):
@@ -607,6 +620,7 @@ def _add_counters(
                 marker={"size": 4},
                 name=_escape(label),
                 hovertemplate=f"{_escape(label)}: %{{customdata:,.6g}} at %{{x:,.1f}} µs<extra></extra>",
+                meta={"lod": "counter"},
             )
         )
         ticks.append((float(y), _escape(label[:40])))
@@ -655,9 +669,61 @@ def _lay_out_figure(
                 "y": 1.02,
                 "yanchor": "bottom",
                 "active": 1 + focus if focus is not None and len(steps) > 1 and focus < MAX_STEP_BUTTONS else 0,
-            }
+            },
+            *_depth_menu(lanes),
         ],
+        meta={"tl_depth": depth_meta(lanes, len(extra))},
     )
+
+
+DEPTH_CHOICES: tuple[tuple[object, str], ...] = (
+    ("all", "CPU depth: all levels"),
+    (1, "CPU depth: top level"),
+    (2, "CPU depth: 2 levels"),
+    (3, "CPU depth: 3 levels"),
+    ("threads", "CPU depth: per thread (label clicks)"),
+)
+
+
+def depth_meta(lanes: Lanes, n_counters: int) -> dict[str, object]:
+    """What the page needs to fold CPU call depth (`renderers/html.py`, `tlDepth*`): per band (in lane order)
+    `[first lane, lanes, 1 if a GPU stream]`, the lanes each band shows at load (`default_levels`), the number of
+    counter lanes below them, and the figure's height rule (`LANE_PX` per lane, margins, bounds)."""
+    levels = lanes.band_levels()
+    return {
+        "bands": [[first, n, int(gpu)] for (first, _), n, gpu in zip(lanes.ticks, levels, lanes.gpu, strict=True)],
+        "default": [default_levels(n, gpu) for n, gpu in zip(levels, lanes.gpu, strict=True)],
+        "n_lanes": lanes.n_lanes,
+        "counters": n_counters,
+        "lane_px": LANE_PX,
+        "margin_px": MARGIN_TOP_PX + MARGIN_BOTTOM_PX,
+        "min_px": MIN_HEIGHT_PX,
+        "max_px": MAX_HEIGHT_PX,
+    }
+
+
+def _depth_menu(lanes: Lanes) -> list[dict[str, object]]:
+    """The "CPU depth" menu (when a CPU thread has more than one level): every thread at all its levels, or at
+    its outermost 1, 2 or 3, or as at load ("default", listed when it differs from all levels); its last entry
+    names the state after a click on a thread's label folded or unfolded one thread (choosing it changes nothing).
+    Its buttons do nothing in plotly (`method: skip`); the page's script reads `args[0]["cpu_depth"]`."""
+    levels = lanes.band_levels()
+    if not any(n > 1 and not gpu for n, gpu in zip(levels, lanes.gpu, strict=True)):
+        return []
+    folded = any(default_levels(n, gpu) < n for n, gpu in zip(levels, lanes.gpu, strict=True))
+    default = ("default", f"CPU depth: default (deeper than {COLLAPSE_ABOVE_LEVELS}: top {DEFAULT_LEVELS})")
+    choices: tuple[tuple[object, str], ...] = ((default,) if folded else ()) + DEPTH_CHOICES
+    return [
+        {
+            "type": "dropdown",
+            "buttons": [{"label": label, "method": "skip", "args": [{"cpu_depth": value}]} for value, label in choices],
+            "x": 1,
+            "xanchor": "right",
+            "y": 1.02,
+            "yanchor": "bottom",
+            "active": 0,
+        }
+    ]
 
 
 def _step_range(trace: Trace, index: int) -> list[float]:
@@ -698,6 +764,16 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     if links:
         parts.append(f"{links:,} launch → GPU links drawn (toggle them in the legend).")
     parts.append("Use the menu to zoom to a step; drag to zoom, double-click to reset.")
+    if _depth_menu(lanes):
+        parts.append(
+            "CPU call depth folds: the CPU depth menu shows every thread's top 1, 2 or 3 levels or all of them, and a "
+            "click on a thread's label folds it to its top level (▸) or unfolds it (▾)"
+            + (
+                f"; threads deeper than {COLLAPSE_ABOVE_LEVELS} levels start at their top {DEFAULT_LEVELS}."
+                if any(default_levels(n, g) < n for n, g in zip(lanes.band_levels(), lanes.gpu, strict=True))
+                else "."
+            )
+        )
     name = trace.path.name if trace.path is not None else "TRACE"
     parts.append(
         f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes a .pftrace beside it; "
