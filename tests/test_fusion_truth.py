@@ -90,8 +90,10 @@ def test_every_twin_of_the_recorded_traces_is_checked() -> None:
     # inference and training), and the CUDA-graph session's eager/compiled MLP (256 tokens) and Llama block
     # (batch 1 x 256), recorded after the model was set (traces/h200/graphs), and the Truth III session's sync-chain
     # pair (an MLP with a host sync between its halves: fusion must not link across it; traces/h200/truth3), and
-    # the sweep recorded twice more (traces/h200/sweep_repeats/r1, r2: 5 token counts each, held out)
-    assert len(TWINS) == 34
+    # the sweep recorded twice more (traces/h200/sweep_repeats/r1, r2: 5 token counts each, held out), and the
+    # longer recordings of the profiler-free session (sweep_long/r1, r2: 4 token counts each; block_long/r1, r2:
+    # inference and training each; attn_long/r1, r2: one pair each)
+    assert len(TWINS) == 48
 
 
 def test_the_training_blocks_rope_and_qkv_gradient_copies_are_chained() -> None:

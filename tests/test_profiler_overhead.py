@@ -229,16 +229,20 @@ HELD_OUT_TIMINGS = (
     "traces/h200/sweep_long/r2/timings.json",
     "traces/h200/sweep_repeats/r1/timings.json",
     "traces/h200/sweep_repeats/r2/timings.json",
+    "traces/h200/block_long/r1/timings.json",
+    "traces/h200/block_long/r2/timings.json",
+    "traces/h200/attn_long/r1/timings.json",
+    "traces/h200/attn_long/r2/timings.json",
 )
 
 
 def _range(row: dict[str, float]) -> tuple[float, float]:
-    """The documented range of the estimate: × RANGE_SMALL / RANGE_LARGE by the profiled step's length (1 ms),
-    the low end at least the GPU's busy time (or the estimate, where that is lower)."""
-    from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_LARGE, RANGE_SMALL, SMALL_STEP_US
+    """The documented range of the estimate: × RANGE_GPU where the profiled step is at most 1.5 × GPU busy, else ×
+    RANGE_CPU, the low end at least 0.95 × the GPU's busy time (or the estimate, where that is lower)."""
+    from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_CPU, RANGE_GPU
 
     estimate = _estimate(row, FIXED_US, PER_EVENT_US)
-    low, high = RANGE_SMALL if row["step_us"] < SMALL_STEP_US else RANGE_LARGE
+    low, high = RANGE_GPU if row["step_us"] <= 1.5 * row["busy_us"] else RANGE_CPU
     return max(estimate * low, BUSY_FLOOR * min(row["busy_us"], estimate)), estimate * high
 
 
@@ -257,22 +261,22 @@ def _held_out_runs() -> list[tuple[Path, float]]:
 
 
 def test_the_range_is_the_calibration_spread() -> None:
-    """RANGE_SMALL / RANGE_LARGE are the smallest and largest CUDA-event step ÷ estimate over the calibration
-    traces (profiled step under / over 1 ms, from the raw events), rounded outward to 0.01: every calibration
-    trace lies in its range."""
+    """RANGE_GPU / RANGE_CPU are the smallest and largest CUDA-event step ÷ estimate over the calibration traces
+    whose profiled step is at most / more than 1.5 × GPU busy (from the raw events), rounded outward to 0.01:
+    every calibration trace lies in its range."""
     import math
 
-    from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_LARGE, RANGE_SMALL, SMALL_STEP_US
+    from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_CPU, RANGE_GPU
 
     ratios: dict[bool, list[float]] = {True: [], False: []}
     for path, measured in _runs():
         row = independent(path)
         assert measured / row["busy_us"] >= BUSY_FLOOR + 0.04, path  # the floor has a margin on every trace
-        ratios[row["step_us"] < SMALL_STEP_US].append(measured / _estimate(row, FIXED_US, PER_EVENT_US))
+        ratios[row["step_us"] <= 1.5 * row["busy_us"]].append(measured / _estimate(row, FIXED_US, PER_EVENT_US))
         low, high = _range(row)
         assert low <= measured <= high, path
-    for small, fitted in ((True, RANGE_SMALL), (False, RANGE_LARGE)):
-        assert fitted == (math.floor(100 * min(ratios[small])) / 100, math.ceil(100 * max(ratios[small])) / 100)
+    for gpu, fitted in ((True, RANGE_GPU), (False, RANGE_CPU)):
+        assert fitted == (math.floor(100 * min(ratios[gpu])) / 100, math.ceil(100 * max(ratios[gpu])) / 100)
 
 
 @pytest.mark.slow

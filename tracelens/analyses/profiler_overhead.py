@@ -29,11 +29,12 @@ FIXED_US = 60.0  # per step: prof.step(), the ProfilerStep range, the trace buff
 PER_EVENT_US = 3.2  # per recorded CPU op or CUDA runtime call (record_shapes=True)
 COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
 # The estimate's stated range: the CUDA-event step ÷ the estimate, smallest and largest over the calibration
-# traces (rounded outward), apart for profiled steps under and over SMALL_STEP_US: the dispatch-bound small steps
-# move up to 2× between runs of the same program (docs/profiler_overhead.md#the-range; the test refits them).
-SMALL_STEP_US = 1000.0
-RANGE_SMALL = (0.50, 2.02)  # profiled step < SMALL_STEP_US
-RANGE_LARGE = (0.59, 1.12)  # profiled step >= SMALL_STEP_US
+# traces (rounded outward), apart for steps the GPU limits in the trace (profiled step <= GPU_LIMITED_RATIO × GPU
+# busy) and those the CPU limits, whose length follows the host's speed, which moves up to 2× between runs of one
+# program (docs/profiler_overhead.md#the-range; the test refits them).
+GPU_LIMITED_RATIO = 1.5
+RANGE_GPU = (0.91, 1.17)  # profiled step <= GPU_LIMITED_RATIO × GPU busy
+RANGE_CPU = (0.50, 2.02)  # the others
 BUSY_FLOOR = 0.95  # the range's low end is at least this × the GPU's busy time (the CUDA-event step ÷ busy >= 0.99)
 
 
@@ -117,8 +118,8 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
         inflation_pct=_inflation(step_us, estimate),
         method=(
             f"max(GPU busy, step − {FIXED_US:g} µs − {PER_EVENT_US:g} µs × {events:,.1f} CPU ops and "
-            f"runtime calls); likely {low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for profiled steps "
-            f"{'under' if step_us < SMALL_STEP_US else 'over'} {SMALL_STEP_US:,.0f} µs (docs/profiler_overhead.md)"
+            f"runtime calls); likely {low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps the "
+            f"{'GPU' if gpu_limited(step_us, gpu_busy_us) else 'CPU'} limits (docs/profiler_overhead.md)"
         ),
         events_per_step=events,
         estimated_step_us=estimate,
@@ -152,14 +153,19 @@ def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, events: f
 def estimate_range_us(
     step_us: float | None, gpu_busy_us: float | None, estimate_us: float | None
 ) -> tuple[float | None, float | None]:
-    """(low, high): the estimate × RANGE_SMALL or RANGE_LARGE by the profiled step's length, the low end never
-    below BUSY_FLOOR × the GPU's busy time (removing the profiler barely shortens the GPU's work); (None, None)
-    without an estimate."""
+    """(low, high): the estimate × RANGE_GPU where the GPU limits the profiled step (`gpu_limited`), else ×
+    RANGE_CPU, the low end never below BUSY_FLOOR × the GPU's busy time (removing the profiler barely shortens the
+    GPU's work); (None, None) without an estimate."""
     if step_us is None or estimate_us is None:
         return None, None
-    low, high = RANGE_SMALL if step_us < SMALL_STEP_US else RANGE_LARGE
+    low, high = RANGE_GPU if gpu_limited(step_us, gpu_busy_us) else RANGE_CPU
     floor = BUSY_FLOOR * min(gpu_busy_us or 0.0, estimate_us)
     return round(max(estimate_us * low, floor), 3), round(estimate_us * high, 3)
+
+
+def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
+    """Whether the GPU limits the profiled step: its busy time is at least 1 / GPU_LIMITED_RATIO of the step."""
+    return gpu_busy_us is not None and step_us <= GPU_LIMITED_RATIO * gpu_busy_us
 
 
 def events_per_step(trace: Trace, window: list[int]) -> float | None:
