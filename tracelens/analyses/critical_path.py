@@ -537,9 +537,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     what, node = _order(call_start, call_end, is_sync, g.ts_ns)
     chains = _thread_chains(ev.track[calls].astype(np.int64), call_start, call_end, start)
     constraints = _constraint_arrays(call_start, g.ts_ns, g.dur_ns, lanes, launch_call, latency, queued, g.device)
-    awaited = _awaited(
-        call_start.tolist(), call_end.tolist(), is_sync.tolist(), (g.ts_ns + g.dur_ns).tolist(), launch_call.tolist()
-    )
+    awaited = _awaited(call_start, call_end, is_sync, g.ts_ns + g.dur_ns, launch_call)
     c = constraints
     awaited_column = np.asarray(awaited, dtype=np.int64).reshape(-1)
     return StepGraph(
@@ -571,7 +569,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         ),
         cpu_columns=(chains.work, call_dur, is_sync),
         gpu_columns=GpuColumns(
-            np.unique(lanes, return_inverse=True)[1].reshape(-1).astype(np.int64),
+            np.searchsorted(np.unique(lanes), lanes).astype(np.int64),
             *(np.asarray(column, dtype=np.int64) for column in (g.name, g.category, launch_call)),
         ),
     )
@@ -588,26 +586,25 @@ def _launch_and_sync_calls(trace: Trace) -> tuple[I64, np.ndarray]:
     return rows, layers
 
 
-def _awaited(
-    call_start: list[int], call_end: list[int], is_sync: list[bool], gpu_end: list[int], launch_call: list[int]
-) -> list[int]:
+def _awaited(call_start: I64, call_end: I64, is_sync: Bool, gpu_end: I64, launch_call: I64) -> list[int]:
     """For each sync call, the latest-ending activity (then the highest index) that was launched before the
     sync started and ended while it waited (after it started, at or before it returned); -1 for other calls
     and syncs that awaited nothing."""
     out = [-1] * len(call_start)
-    syncs = [i for i, sync in enumerate(is_sync) if sync]
-    if not syncs or not gpu_end:
+    syncs = np.flatnonzero(is_sync).tolist()
+    if not syncs or not len(gpu_end):
         return out
     end = np.asarray(gpu_end, dtype=np.int64)
     by_end = np.lexsort((np.arange(end.size), end))
     ends, owners = end[by_end].tolist(), by_end.tolist()
     stops = np.searchsorted(end[by_end], np.asarray(call_end, dtype=np.int64)[syncs], side="right").tolist()
+    starts, launches = np.asarray(call_start).tolist(), np.asarray(launch_call).tolist()
     for i, stop in zip(syncs, stops, strict=True):
         for position in range(stop - 1, -1, -1):
-            if ends[position] <= call_start[i]:
+            if ends[position] <= starts[i]:
                 break
-            launch = launch_call[owners[position]]
-            if launch < 0 or call_start[launch] <= call_start[i]:
+            launch = launches[owners[position]]
+            if launch < 0 or starts[launch] <= starts[i]:
                 out[i] = owners[position]
                 break
     return out
@@ -709,15 +706,23 @@ def _cross_stream(
 ) -> tuple[I64, I64]:
     """(predecessor, its end) of the cross-stream edge of each activity, -1 where none; looked up only for the
     activities at `waiting`: among earlier activities (lower index) ending at or before the start, the latest
-    end (then the highest index) within `CROSS_STREAM_NS` on another stream of the same device."""
+    end (then the highest index) within `CROSS_STREAM_NS` on another stream of the same device. The candidates
+    of every waiting activity are compared at once when there are at most `MAX_CROSS_PAIRS` of them in all,
+    else one activity at a time (same answer)."""
     cross = np.full(start.size, -1, dtype=np.int64)
     cross_end = np.full(start.size, -1, dtype=np.int64)
     if waiting.size == 0:
         return cross, cross_end
     by_end = np.lexsort((np.arange(end.size), end))
-    ends, owners, lanes, devices = end[by_end].tolist(), by_end.tolist(), lane.tolist(), device.tolist()
-    stops = np.searchsorted(end[by_end], start[waiting], side="right").tolist()
-    for k, stop in zip(waiting.tolist(), stops, strict=True):
+    sorted_end = end[by_end]
+    stops = np.searchsorted(sorted_end, start[waiting], side="right")
+    firsts = np.searchsorted(sorted_end, start[waiting] - CROSS_STREAM_NS, side="left")
+    counts = np.maximum(stops - firsts, 0)
+    if int(counts.sum()) <= MAX_CROSS_PAIRS:
+        _cross_stream_pairs(by_end, sorted_end, lane, device, waiting, firsts, counts, cross, cross_end)
+        return cross, cross_end
+    ends, owners, lanes, devices = sorted_end.tolist(), by_end.tolist(), lane.tolist(), device.tolist()
+    for k, stop in zip(waiting.tolist(), stops.tolist(), strict=True):
         earliest = int(start[k]) - CROSS_STREAM_NS
         position = stop - 1
         while position >= 0 and ends[position] >= earliest:
@@ -727,6 +732,39 @@ def _cross_stream(
                 break
             position -= 1
     return cross, cross_end
+
+
+MAX_CROSS_PAIRS = 1 << 20  # (activity, candidate) pairs `_cross_stream` compares at once
+
+
+def _cross_stream_pairs(
+    by_end: I64,
+    sorted_end: I64,
+    lane: np.ndarray,
+    device: np.ndarray,
+    waiting: np.ndarray,
+    firsts: I64,
+    counts: I64,
+    cross: I64,
+    cross_end: I64,
+) -> None:
+    """`_cross_stream`'s search for every waiting activity at once: each with each of its candidates (the
+    activities ending within `CROSS_STREAM_NS` before its start, by end), the last qualifying candidate wins."""
+    total = int(counts.sum())
+    if total == 0:
+        return
+    k = np.repeat(waiting, counts)
+    group_start = np.cumsum(counts) - counts
+    position = np.repeat(firsts, counts) + (np.arange(total) - np.repeat(group_start, counts))
+    j = by_end[position]
+    ok = (j < k) & (lane[j] != lane[k]) & (device[j] == device[k])
+    if not ok.any():
+        return
+    # pairs run by activity, then by ascending end position: the last qualifying pair of each activity wins
+    k_ok, position_ok = k[ok], position[ok]
+    last = np.r_[k_ok[1:] != k_ok[:-1], True]
+    cross[k_ok[last]] = by_end[position_ok[last]]
+    cross_end[k_ok[last]] = sorted_end[position_ok[last]]
 
 
 def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
@@ -1095,39 +1133,66 @@ def _walk(
     rows: list[int],
 ) -> None:
     """Follow binding constraints back from `node` (a call's end when >= 0, a GPU activity when < 0) and add
-    each stretch of time to its part of the path."""
-    starts, owns = c_from
+    each stretch of time to its part of the path. Reads the edges as columns (`_edge_columns`)."""
+    start_parts, start_code, start_pred, start_ns = _edge_columns(c_from[0])
+    own_parts, own_code, own_pred, own_ns = _edge_columns(c_from[1])
+    g_parts, g_code, g_pred, g_ns = _edge_columns(g_from)
+    call_row, gpu_row, gpu_category = graph.call_row, graph.gpu_row, graph.gpu_category
+    gpu_name, gpu_op, latency = graph.gpu_name, graph.gpu_op, graph.launch_latency_ns
+    get, kernel_get, op_get, add_row = path.get, kernels.get, ops.get, rows.append
     at_start = False  # a call is entered at its end (from its thread's next call or the step's end)...
-    for _ in range(2 * (len(starts) + len(g_from)) + 2):
+    for _ in range(2 * (len(start_pred) + len(g_pred)) + 2):
         if node == END:
             return
         if node >= 0 and not at_start:
-            rows.append(graph.call_row[node])
-            part, predecessor, ns = owns[node]
-            path[part] = path.get(part, 0) + ns
+            add_row(call_row[node])
+            part = own_parts[own_code[node] if own_code is not None else 0]
+            path[part] = get(part, 0) + own_ns[node]
+            predecessor = own_pred[node]
             if predecessor != END:  # a sync that waited for GPU work
                 node = predecessor
                 continue
             at_start = True
             continue
         if node >= 0:  # ... or at its start (from an activity it launched)
-            part, node, ns = starts[node]
-            path[part] = path.get(part, 0) + ns
+            part = start_parts[start_code[node] if start_code is not None else 0]
+            path[part] = get(part, 0) + start_ns[node]
+            node = start_pred[node]
             at_start = False
             continue
         k = ~node
-        rows.append(graph.gpu_row[k])
+        add_row(gpu_row[k])
         duration = g_end[k] - g_start[k]
-        category = f"gpu:{CATEGORIES[graph.gpu_category[k]]}"
-        path[category] = path.get(category, 0) + duration
-        kernels[graph.gpu_name[k]] = kernels.get(graph.gpu_name[k], 0) + duration
-        ops[graph.gpu_op[k]] = ops.get(graph.gpu_op[k], 0) + duration
-        part, node, ns = g_from[k]
-        if part == LAUNCH_LATENCY and ns > graph.launch_latency_ns:  # beyond the usual latency: unexplained
-            path[OTHER_WAIT] = path.get(OTHER_WAIT, 0) + ns - graph.launch_latency_ns
-            ns = graph.launch_latency_ns
-        path[part] = path.get(part, 0) + ns
+        category = _GPU_CATEGORY_PARTS[gpu_category[k]]
+        path[category] = get(category, 0) + duration
+        name, op = gpu_name[k], gpu_op[k]
+        kernels[name] = kernel_get(name, 0) + duration
+        ops[op] = op_get(op, 0) + duration
+        part = g_parts[g_code[k] if g_code is not None else 0]
+        node, ns = g_pred[k], g_ns[k]
+        if part == LAUNCH_LATENCY and ns > latency:  # beyond the usual latency: unexplained
+            path[OTHER_WAIT] = get(OTHER_WAIT, 0) + ns - latency
+            ns = latency
+        path[part] = get(part, 0) + ns
         at_start = part == LAUNCH_LATENCY  # a launch edge enters the call at its start
+
+
+_GPU_CATEGORY_PARTS = tuple(f"gpu:{category}" for category in CATEGORIES)  # a GPU activity's part of the path
+
+
+def _edge_columns(edges: _EdgeList) -> tuple[tuple[str, ...], list[int] | None, list[int], list[int]]:
+    """`edges` as columns (parts, code or None for all 0, predecessor, ns): node k's edge is
+    `(parts[code[k]], predecessor[k], ns[k])`."""
+    if isinstance(edges, _Edges):
+        return edges.parts, edges.code, edges.predecessor, edges.ns
+    parts = tuple(dict.fromkeys(part for part, _, _ in edges))
+    code = {part: i for i, part in enumerate(parts)}
+    return (
+        parts,
+        [code[part] for part, _, _ in edges],
+        [predecessor for _, predecessor, _ in edges],
+        [ns for _, _, ns in edges],
+    )
 
 
 def _observed_step_ns(graph: StepGraph) -> int:
