@@ -854,13 +854,19 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start, walk)
 
 
-def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> Replay:
-    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`) given (a removed
-    launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail keeps its observed
-    length. The actions' models use this (times only: no path walk)."""
+def replay_calls(graph: StepGraph, work: list[int] | I64, duration: list[int] | I64, gpu_dur: dict[int, int]) -> Replay:
+    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`, lists or int64
+    arrays) given (a removed launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail
+    keeps its observed length. The actions' models use this (times only: no path walk)."""
     timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if _native is not None else None
-    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
+    if timed is None:
+        timed = _replay_python(graph, _as_list(work), _as_list(duration), gpu_dur)
+    c_end, c_from, g_end, g_from, g_start = timed
     return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
+
+
+def _as_list(values: list[int] | I64) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 _Ends = list[int] | I64  # the calls' or activities' replayed ends (the C replay's times-only answer: arrays)
