@@ -185,6 +185,14 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
         return GpuConstraints(**dict(zip(_NATIVE_CONSTRAINTS, rows, strict=True)))
 
     @functools.cached_property
+    def fixed_magnitude(self) -> float:
+        """The sum of the absolute values of the inputs every C replay reads unchanged (and of the step's start):
+        with those of the rows a replay changes, it bounds every time the replay computes."""
+        _, fixed_calls, fixed_gpu = self.native_arrays
+        fixed = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (fixed_calls, fixed_gpu))
+        return fixed + abs(self.start_ns)
+
+    @functools.cached_property
     def call_from(self) -> list[int]:
         """Per call, the node its start is reached from: its thread's previous call, END for the first."""
         return [p if p >= 0 else END for p in self.call_prev]
@@ -389,7 +397,20 @@ def _standard_changes(path: dict[str, float]) -> list[Change]:
 
 
 def _saved_ns(trace: Trace, step: _Analyzed, change: Change) -> int:
-    return step.base.step_ns - replay(step.graph, _resolve(trace, step.graph, (change,)), walk=False).step_ns
+    """The step's span minus its span with `change` (times only). A change to GPU activities by column (all of
+    them, a category) goes to the C replay as a column of new lengths; others through `_resolve`."""
+    graph = step.graph
+    fast = _native is not None and change.target != "cpu" and change.speedup > 0
+    columns = _column_durations(graph, change) if fast else None
+    if columns is not None:
+        length = graph.native_arrays[2][1].copy()
+        length[columns[0]] = columns[1]
+        work_ns, duration_ns = _scaled_cpu_columns(graph, 1.0)
+        timed = _replay_native(graph, work_ns, duration_ns, {}, walk=False, gpu_length=length)
+        if timed is not None:
+            c_end, c_from, g_end, g_from, g_start = timed
+            return step.base.step_ns - _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False).step_ns
+    return step.base.step_ns - replay(graph, _resolve(trace, graph, (change,)), walk=False).step_ns
 
 
 def _what_if_row(change: Change, analyzed: list[_Analyzed], saved_ns: list[int]) -> WhatIf:
@@ -919,28 +940,30 @@ def _replay_native(
     duration: list[int] | I64,
     gpu_dur: dict[int, int],
     walk: bool = True,
+    gpu_length: I64 | None = None,
 ) -> _Timed | None:
     """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
-    length): the Python loop answers those."""
+    length): the Python loop answers those. `gpu_length`: every activity's length (int64), given instead of
+    the changed ones in `gpu_dur`."""
     assert _native is not None
     if len(graph.awaited) != len(graph.call_start_ns):
         return None
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
     try:
-        length = fixed_gpu[1]
+        length = fixed_gpu[1] if gpu_length is None else gpu_length
         if gpu_dur:
             length = length.copy()
             length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64)
         changing = (np.asarray(work, np.int64), np.asarray(duration, np.int64))
     except OverflowError:
         return None
-    calls = np.stack((prev, *changing, call_start, call_dur, awaited))
-    gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
-    magnitude = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (calls, gpu)) + abs(graph.start_ns)
+    magnitude = graph.fixed_magnitude + sum(float(np.abs(a, dtype=np.float64).sum()) for a in (*changing, length))
     if magnitude >= _NATIVE_LIMIT:
         return None
+    calls = np.stack((prev, *changing, call_start, call_dur, awaited))
+    gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
     raw = _native.replay(order, calls, gpu, graph.start_ns, END)
     if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
         return np.frombuffer(raw[1], dtype=np.int64), ([], []), np.frombuffer(raw[6], dtype=np.int64), [], []
@@ -1234,9 +1257,21 @@ def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tup
 
 
 def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]) -> bool:
-    """`_resolve`'s loop for one change to all GPU work or to a kernel category, on the graph's columns (the same
-    integers: float division, then rounding half to even as `round` does); False (nothing done) for other targets,
-    or where the new durations are not all finite and well inside int64 (the loop gives Python's integers)."""
+    """`_resolve`'s loop for one change to all GPU work or to a kernel category, on the graph's columns
+    (`_column_durations`); False (nothing done) for other targets, or where the loop must answer."""
+    columns = _column_durations(graph, change)
+    if columns is None:
+        return False
+    hit, new = columns
+    durations.update(zip(hit.tolist(), new.tolist(), strict=True))
+    return True
+
+
+def _column_durations(graph: StepGraph, change: Change) -> tuple[I64, I64] | None:
+    """(indices, new durations ns) of the activities a change to all GPU work or to a kernel category sets, from
+    the graph's columns (the same integers as `_resolve`'s loop: float division, then rounding half to even as
+    `round` does); None for other targets, or where the new durations are not all finite and well inside int64
+    (the loop gives Python's integers)."""
     if change.target == "gpu":
         hit = np.arange(len(graph.gpu_start_ns))
     elif change.target.startswith("category:"):
@@ -1244,15 +1279,14 @@ def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]
         code = CATEGORIES.index(pattern) if pattern in CATEGORIES else -99
         hit = np.flatnonzero(graph.gpu_columns.category == code)
     else:
-        return False
+        return None
     if change.set_us is not None:
         new = np.full(hit.size, change.set_us * NS_PER_US, dtype=np.float64)
     else:
         new = graph.native_arrays[2][1][hit].astype(np.float64) / change.speedup
     if new.size and not float(np.abs(new).max()) < _NATIVE_LIMIT:  # NaN, inf and huge values take the loop
-        return False
-    durations.update(zip(hit.tolist(), np.rint(new).astype(np.int64).tolist(), strict=True))
-    return True
+        return None
+    return hit, np.rint(new).astype(np.int64)
 
 
 def _matcher(target: str, names: tuple[str, ...]) -> Callable[[int, int, int], bool]:
