@@ -53,7 +53,7 @@ from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, I64, Bool, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
-from tracelens.model.stats import median
+from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
 from tracelens.native import module as native_module
 from tracelens.records import field_names
@@ -590,7 +590,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         ),
         cpu_columns=(chains.work, call_dur, is_sync),
         gpu_columns=GpuColumns(
-            np.searchsorted(np.unique(lanes), lanes).astype(np.int64),
+            np.searchsorted(distinct_ints(lanes), lanes).astype(np.int64),
             *(np.asarray(column, dtype=np.int64) for column in (g.name, g.category, launch_call)),
         ),
     )
