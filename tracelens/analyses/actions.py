@@ -335,7 +335,7 @@ def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity
     work, duration = np.array(fused.work, dtype=np.int64), np.array(fused.duration, dtype=np.int64)
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
-    host = np.asarray(_host_only_work_ns(trace, graph), dtype=np.int64)
+    host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
         work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
@@ -348,7 +348,7 @@ def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
     the step's launches ran); every other launch and its CPU work removed, except the CPU work a graph cannot
     hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it)."""
     work, duration = graph.cpu_columns[0].copy(), graph.cpu_columns[1].copy()
-    kept = np.asarray(_host_only_work_ns(trace, graph), dtype=np.int64)
+    kept = _host_only_work_ns(trace, graph)
     captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
     launches = np.flatnonzero(~graph.cpu_columns[2])
     if launches.size:
@@ -373,24 +373,35 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     return ranges
 
 
-def _host_only_work_ns(trace: Trace, graph: StepGraph) -> list[int]:
+def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
-    inside `HOST_ONLY` ranges on its thread (0 where there are none)."""
-    kept = [0] * len(graph.call_start_ns)
-    starts = graph.native_arrays[1][1]  # the calls' start ns
-    last_ns = int(starts.max()) if starts.size else graph.start_ns
+    inside `HOST_ONLY` ranges on its thread (0 where there are none), as int64."""
+    n_calls = len(graph.call_start_ns)
+    kept = np.zeros(n_calls, dtype=np.int64)
+    _, call_start, call_dur, _ = graph.native_arrays[1]  # the calls' start and length ns
+    last_ns = int(call_start.max()) if n_calls else graph.start_ns
     in_step = {  # each thread's ranges that overlap the step's calls' CPU work (most steps: none, or one)
         thread: [(begin, end) for begin, end in spans if end > graph.start_ns and begin < last_ns]
         for thread, spans in _host_only_ranges(trace).items()
     }
     if not any(in_step.values()):
         return kept
-    for i, (thread, start) in enumerate(zip(graph.call_thread, graph.call_start_ns, strict=True)):
-        prev = graph.call_prev[i]
-        since = graph.start_ns if prev < 0 else graph.call_start_ns[prev] + graph.call_dur_ns[prev]
-        overlap = sum(max(0, min(end, start) - max(begin, since)) for begin, end in in_step.get(thread, ()))
-        kept[i] = min(overlap, graph.call_work_ns[i])
+    previous = np.maximum(graph.native_arrays[1][0], 0)  # each call's previous call on its thread (0: none)
+    since = np.where(graph.native_arrays[1][0] >= 0, call_start[previous] + call_dur[previous], graph.start_ns)
+    threads = np.asarray(graph.call_thread, dtype=np.int64)
+    for thread, spans in in_step.items():
+        calls = np.flatnonzero(threads == thread)
+        if not spans or not calls.size:
+            continue
+        begin, end = (np.asarray(column, dtype=np.int64) for column in zip(*spans, strict=True))
+        for chunk in np.array_split(calls, max(1, calls.size * begin.size // _MAX_OVERLAP_CELLS)):
+            at, low = call_start[chunk, None], since[chunk, None]
+            overlap = np.maximum(0, np.minimum(end[None, :], at) - np.maximum(begin[None, :], low)).sum(axis=1)
+            kept[chunk] = np.minimum(overlap, graph.cpu_columns[0][chunk])
     return kept
+
+
+_MAX_OVERLAP_CELLS = 1 << 20  # (call, range) pairs `_host_only_work_ns` compares at once
 
 
 def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:
