@@ -173,3 +173,37 @@ def test_the_report_overview_shows_the_actions() -> None:
     assert panel.table is not None and report.actions is not None
     assert [row[0] for row in panel.table.rows] == [a.action for a in report.actions.actions]
     assert panel.table.rows[0][2] == f"{report.actions.actions[0].predicted_step_us:,.1f}"
+
+
+def test_the_host_only_work_is_each_calls_overlap_with_the_dataloader_ranges() -> None:
+    """`_host_only_work_ns` (numpy) against a loop over each call and each `HOST_ONLY` range of its thread, read
+    from the graph's lists: the CPU work before a call that lies inside `enumerate(DataLoader)#` ranges, on every
+    step of the DataLoader loop (resnet_kineto, where those ranges exist)."""
+    from tests.conftest import anchor
+    from tracelens.analyses.actions import HOST_ONLY, _host_only_work_ns
+    from tracelens.analyses.critical_path import build_graph
+    from tracelens.analyses.window import select_window
+    from tracelens.model.events import Kind
+
+    trace = tracelens.load(anchor("other/facebookresearch__param/resnet_kineto.json.gz"))
+    ev = trace.events
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for row in range(len(ev)):
+        if ev.kind[row] == Kind.USER_ANNOTATION and ev.names[ev.name[row]].startswith(HOST_ONLY):
+            start = int(ev.ts_ns[row])
+            ranges.setdefault(int(ev.track[row]), []).append((start, start + int(ev.dur_ns[row])))
+    assert ranges
+    nonzero = 0
+    for index in select_window(trace).step_indices.tolist():
+        graph = build_graph(trace, index)
+        if graph is None:
+            continue
+        expected = []
+        for i, (thread, start) in enumerate(zip(graph.call_thread, graph.call_start_ns, strict=True)):
+            prev = graph.call_prev[i]
+            since = graph.start_ns if prev < 0 else graph.call_start_ns[prev] + graph.call_dur_ns[prev]
+            overlap = sum(max(0, min(end, start) - max(begin, since)) for begin, end in ranges.get(thread, ()))
+            expected.append(min(overlap, graph.call_work_ns[i]))
+        assert _host_only_work_ns(trace, graph).tolist() == expected
+        nonzero += sum(1 for ns in expected if ns > 0)
+    assert nonzero > 0  # some launches do wait on the DataLoader

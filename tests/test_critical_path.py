@@ -4,13 +4,14 @@ against other recorded traces (reality), with the errors stated in the README.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tracelens
-from tests.conftest import anchor_traces, recorded_trace
+from tests.conftest import anchor, anchor_traces, recorded_trace
 from tracelens.analyses import analyze
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.critical_path import (
@@ -253,3 +254,39 @@ def test_a_step_off_the_queue_is_named_unrepresentative() -> None:
     odd = [s for s in result.steps if s.unrepresentative]
     assert [s.number for s in odd] == [min(s.number for s in result.steps)]
     assert all(s.queued_pct > 50 for s in result.steps if not s.unrepresentative)
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "hta/trace_filter/sampled_rank-0.json.gz",
+        "hta/trace_filter/sampled_rank-1.json.gz",
+        "hta/negative_queue_length_values_check/rank0.json.gz",
+    ],
+)
+def test_the_cross_stream_search_at_once_gives_the_loops_edges(relative: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_cross_stream` compares every waiting activity with its candidates at once (`_cross_stream_pairs`), or one
+    at a time beyond `MAX_CROSS_PAIRS`: the same edges either way, on the steps of multi-stream traces (every
+    activity is taken as waiting, on one device and on two, within the usual time and a wider one, so the search
+    meets several candidates per activity)."""
+    from tracelens.analyses import critical_path as cp
+
+    trace = tracelens.load(anchor(relative))
+    found = 0
+    for index in select_window(trace).step_indices.tolist():
+        graph = build_graph(trace, index)
+        if graph is None or not graph.gpu_start_ns:
+            continue
+        start = np.asarray(graph.gpu_start_ns, dtype=np.int64)
+        end = start + np.asarray(graph.gpu_dur_ns, dtype=np.int64)
+        lane = np.asarray(graph.gpu_lane, dtype=np.int64)
+        waiting = np.arange(start.size)
+        for device, within_ns in itertools.product((np.zeros_like(lane), lane % 2), (cp.CROSS_STREAM_NS, 200_000)):
+            monkeypatch.setattr(cp, "CROSS_STREAM_NS", within_ns)  # wider: several candidates per activity
+            at_once = cp._cross_stream(start, end, lane, device, waiting)
+            monkeypatch.setattr(cp, "MAX_CROSS_PAIRS", -1)
+            one_by_one = cp._cross_stream(start, end, lane, device, waiting)
+            monkeypatch.undo()
+            assert [a.tolist() for a in at_once] == [a.tolist() for a in one_by_one]
+            found += int((at_once[0] >= 0).sum())
+    assert found > 0  # edges were found, so the two searches were compared on something

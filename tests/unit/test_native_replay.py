@@ -87,3 +87,20 @@ def test_durations_int64_cannot_hold_are_replayed_in_python() -> None:
         python = cp._replay_python(graph, work, duration, gpu_dur)
         assert native == python if set_us < 1e13 else native is None
         assert cp.replay(graph, (cpu_factor, gpu_dur)).step_ns >= int(set_us * 1000)
+
+
+@needs_native
+@pytest.mark.parametrize("case", CASES[:4])
+def test_a_what_if_by_column_saves_what_the_resolved_one_does(case: str) -> None:
+    """The critical path's standard what-ifs on GPU columns (all GPU work, a category) hand the C replay a column
+    of new lengths (`_column_durations`); the saving is the one `_resolve`'s durations give, replayed by the C and
+    the Python loops."""
+    trace, graph = _graph(_path(case))
+    step = cp._Analyzed(0, graph.step_index, graph, cp.replay(graph), cp._observed_step_ns(graph))
+    categories = sorted({cp.CATEGORIES[c] for c in graph.gpu_category})
+    changes = [Change("gpu", 2.0), Change("gpu", set_us=3.0), *(Change(f"category:{c}", 3.0) for c in categories)]
+    for change in changes:
+        cpu_factor, gpu_dur = cp._resolve(trace, graph, (change,))
+        work, duration = cp._scaled_cpu(graph, cpu_factor)
+        python = cp._finish(graph, 1.0, *cp._replay_python(graph, work, duration, gpu_dur), walk=False)
+        assert cp._saved_ns(trace, step, change) == step.base.step_ns - python.step_ns, (case, change)

@@ -42,7 +42,7 @@ from tracelens.analyses.critical_path import (
     step_graph,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
-from tracelens.model.events import Kind
+from tracelens.model.events import I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
@@ -98,10 +98,10 @@ class Actions(msgspec.Struct, frozen=True):
 
 
 class _Plan(msgspec.Struct, frozen=True):
-    """Per step graph: CPU work and length per call, new GPU durations."""
+    """Per step graph: CPU work and length per call (lists or int64 arrays), new GPU durations."""
 
-    work: list[int]
-    duration: list[int]
+    work: list[int] | I64
+    duration: list[int] | I64
     gpu_dur: dict[int, int]
 
 
@@ -314,6 +314,11 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
     """Calls Inductor would not make: the launches of fusible kernels (elementwise, reduction, norm, copy
     kernels, already-fused kernels) that directly follow another fusible kernel on their stream (each run of
     them between GEMMs, attention, convolutions and memsets becomes one kernel)."""
+    return set(_fusible_run_calls(trace, graph).tolist())
+
+
+def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
+    """`_fusible_runs` as an array of call indices (in activity order; a call may repeat)."""
     names = trace.events.names
     columns = graph.gpu_columns
     codes, inverse = np.unique(columns.name, return_inverse=True)
@@ -322,18 +327,19 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
-    return set(call[fusible & after_fusible & (call >= 0)].tolist())
+    return call[fusible & after_fusible & (call >= 0)]
 
 
 def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
     fused = _fused_plan(trace, graph, chains)
-    work, duration = fused.work, fused.duration
-    for call in _fusible_runs(trace, graph):
-        work[call], duration[call] = 0, 0
+    work, duration = np.array(fused.work, dtype=np.int64), np.array(fused.duration, dtype=np.int64)
+    runs = _fusible_run_calls(trace, graph)
+    work[runs], duration[runs] = 0, 0
     host = _host_only_work_ns(trace, graph)
-    kept = np.flatnonzero(~graph.cpu_columns[2] & (np.asarray(duration, dtype=np.int64) != 0)).tolist()
-    for position, i in enumerate(kept):
-        work[i] = host[i] + round((WRAPPER_US if position == 0 else LAUNCH_GAP_US) * NS_PER_US)
+    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
+    if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
+        work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
+        work[kept[0]] = host[kept[0]] + round(WRAPPER_US * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
 
 
@@ -341,15 +347,14 @@ def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
     """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
     the step's launches ran); every other launch and its CPU work removed, except the CPU work a graph cannot
     hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it)."""
-    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    work, duration = graph.cpu_columns[0].copy(), graph.cpu_columns[1].copy()
     kept = _host_only_work_ns(trace, graph)
     captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
-    launches = np.flatnonzero(~graph.cpu_columns[2]).tolist()
-    for position, i in enumerate(launches):
-        if position == 0:
-            work[i] = kept[i] + round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US)
-        else:
-            work[i], duration[i] = kept[i], 0
+    launches = np.flatnonzero(~graph.cpu_columns[2])
+    if launches.size:
+        first, others = launches[0], launches[1:]
+        work[first] = kept[first] + round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US)
+        work[others], duration[others] = kept[others], 0
     return _Plan(work, duration, {})
 
 
@@ -368,23 +373,35 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     return ranges
 
 
-def _host_only_work_ns(trace: Trace, graph: StepGraph) -> list[int]:
+def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
-    inside `HOST_ONLY` ranges on its thread (0 where there are none)."""
-    kept = [0] * len(graph.call_start_ns)
-    last_ns = max(graph.call_start_ns, default=graph.start_ns)
+    inside `HOST_ONLY` ranges on its thread (0 where there are none), as int64."""
+    n_calls = len(graph.call_start_ns)
+    kept = np.zeros(n_calls, dtype=np.int64)
+    _, call_start, call_dur, _ = graph.native_arrays[1]  # the calls' start and length ns
+    last_ns = int(call_start.max()) if n_calls else graph.start_ns
     in_step = {  # each thread's ranges that overlap the step's calls' CPU work (most steps: none, or one)
         thread: [(begin, end) for begin, end in spans if end > graph.start_ns and begin < last_ns]
         for thread, spans in _host_only_ranges(trace).items()
     }
     if not any(in_step.values()):
         return kept
-    for i, (thread, start) in enumerate(zip(graph.call_thread, graph.call_start_ns, strict=True)):
-        prev = graph.call_prev[i]
-        since = graph.start_ns if prev < 0 else graph.call_start_ns[prev] + graph.call_dur_ns[prev]
-        overlap = sum(max(0, min(end, start) - max(begin, since)) for begin, end in in_step.get(thread, ()))
-        kept[i] = min(overlap, graph.call_work_ns[i])
+    previous = np.maximum(graph.native_arrays[1][0], 0)  # each call's previous call on its thread (0: none)
+    since = np.where(graph.native_arrays[1][0] >= 0, call_start[previous] + call_dur[previous], graph.start_ns)
+    threads = np.asarray(graph.call_thread, dtype=np.int64)
+    for thread, spans in in_step.items():
+        calls = np.flatnonzero(threads == thread)
+        if not spans or not calls.size:
+            continue
+        begin, end = (np.asarray(column, dtype=np.int64) for column in zip(*spans, strict=True))
+        for chunk in np.array_split(calls, max(1, calls.size * begin.size // _MAX_OVERLAP_CELLS)):
+            at, low = call_start[chunk, None], since[chunk, None]
+            overlap = np.maximum(0, np.minimum(end[None, :], at) - np.maximum(begin[None, :], low)).sum(axis=1)
+            kept[chunk] = np.minimum(overlap, graph.cpu_columns[0][chunk])
     return kept
+
+
+_MAX_OVERLAP_CELLS = 1 << 20  # (call, range) pairs `_host_only_work_ns` compares at once
 
 
 def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:

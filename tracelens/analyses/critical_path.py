@@ -53,7 +53,7 @@ from tracelens.analyses.window import Window
 from tracelens.model.events import API_KINDS, I64, Bool, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
-from tracelens.model.stats import median
+from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
 from tracelens.native import module as native_module
 from tracelens.records import field_names
@@ -183,6 +183,14 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
         reads them; the C replay reads `native_arrays`)."""
         rows = self.native_arrays[2][2:].tolist()
         return GpuConstraints(**dict(zip(_NATIVE_CONSTRAINTS, rows, strict=True)))
+
+    @functools.cached_property
+    def fixed_magnitude(self) -> float:
+        """The sum of the absolute values of the inputs every C replay reads unchanged (and of the step's start):
+        with those of the rows a replay changes, it bounds every time the replay computes."""
+        _, fixed_calls, fixed_gpu = self.native_arrays
+        fixed = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (fixed_calls, fixed_gpu))
+        return fixed + abs(self.start_ns)
 
     @functools.cached_property
     def call_from(self) -> list[int]:
@@ -389,7 +397,20 @@ def _standard_changes(path: dict[str, float]) -> list[Change]:
 
 
 def _saved_ns(trace: Trace, step: _Analyzed, change: Change) -> int:
-    return step.base.step_ns - replay(step.graph, _resolve(trace, step.graph, (change,)), walk=False).step_ns
+    """The step's span minus its span with `change` (times only). A change to GPU activities by column (all of
+    them, a category) goes to the C replay as a column of new lengths; others through `_resolve`."""
+    graph = step.graph
+    fast = _native is not None and change.target != "cpu" and change.speedup > 0
+    columns = _column_durations(graph, change) if fast else None
+    if columns is not None:
+        length = graph.native_arrays[2][1].copy()
+        length[columns[0]] = columns[1]
+        work_ns, duration_ns = _scaled_cpu_columns(graph, 1.0)
+        timed = _replay_native(graph, work_ns, duration_ns, {}, walk=False, gpu_length=length)
+        if timed is not None:
+            c_end, c_from, g_end, g_from, g_start = timed
+            return step.base.step_ns - _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False).step_ns
+    return step.base.step_ns - replay(graph, _resolve(trace, graph, (change,)), walk=False).step_ns
 
 
 def _what_if_row(change: Change, analyzed: list[_Analyzed], saved_ns: list[int]) -> WhatIf:
@@ -537,9 +558,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     what, node = _order(call_start, call_end, is_sync, g.ts_ns)
     chains = _thread_chains(ev.track[calls].astype(np.int64), call_start, call_end, start)
     constraints = _constraint_arrays(call_start, g.ts_ns, g.dur_ns, lanes, launch_call, latency, queued, g.device)
-    awaited = _awaited(
-        call_start.tolist(), call_end.tolist(), is_sync.tolist(), (g.ts_ns + g.dur_ns).tolist(), launch_call.tolist()
-    )
+    awaited = _awaited(call_start, call_end, is_sync, g.ts_ns + g.dur_ns, launch_call)
     c = constraints
     awaited_column = np.asarray(awaited, dtype=np.int64).reshape(-1)
     return StepGraph(
@@ -571,7 +590,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         ),
         cpu_columns=(chains.work, call_dur, is_sync),
         gpu_columns=GpuColumns(
-            np.unique(lanes, return_inverse=True)[1].reshape(-1).astype(np.int64),
+            np.searchsorted(distinct_ints(lanes), lanes).astype(np.int64),
             *(np.asarray(column, dtype=np.int64) for column in (g.name, g.category, launch_call)),
         ),
     )
@@ -588,26 +607,25 @@ def _launch_and_sync_calls(trace: Trace) -> tuple[I64, np.ndarray]:
     return rows, layers
 
 
-def _awaited(
-    call_start: list[int], call_end: list[int], is_sync: list[bool], gpu_end: list[int], launch_call: list[int]
-) -> list[int]:
+def _awaited(call_start: I64, call_end: I64, is_sync: Bool, gpu_end: I64, launch_call: I64) -> list[int]:
     """For each sync call, the latest-ending activity (then the highest index) that was launched before the
     sync started and ended while it waited (after it started, at or before it returned); -1 for other calls
     and syncs that awaited nothing."""
     out = [-1] * len(call_start)
-    syncs = [i for i, sync in enumerate(is_sync) if sync]
-    if not syncs or not gpu_end:
+    syncs = np.flatnonzero(is_sync).tolist()
+    if not syncs or not len(gpu_end):
         return out
     end = np.asarray(gpu_end, dtype=np.int64)
     by_end = np.lexsort((np.arange(end.size), end))
     ends, owners = end[by_end].tolist(), by_end.tolist()
     stops = np.searchsorted(end[by_end], np.asarray(call_end, dtype=np.int64)[syncs], side="right").tolist()
+    starts, launches = np.asarray(call_start).tolist(), np.asarray(launch_call).tolist()
     for i, stop in zip(syncs, stops, strict=True):
         for position in range(stop - 1, -1, -1):
-            if ends[position] <= call_start[i]:
+            if ends[position] <= starts[i]:
                 break
-            launch = launch_call[owners[position]]
-            if launch < 0 or call_start[launch] <= call_start[i]:
+            launch = launches[owners[position]]
+            if launch < 0 or starts[launch] <= starts[i]:
                 out[i] = owners[position]
                 break
     return out
@@ -709,15 +727,23 @@ def _cross_stream(
 ) -> tuple[I64, I64]:
     """(predecessor, its end) of the cross-stream edge of each activity, -1 where none; looked up only for the
     activities at `waiting`: among earlier activities (lower index) ending at or before the start, the latest
-    end (then the highest index) within `CROSS_STREAM_NS` on another stream of the same device."""
+    end (then the highest index) within `CROSS_STREAM_NS` on another stream of the same device. The candidates
+    of every waiting activity are compared at once when there are at most `MAX_CROSS_PAIRS` of them in all,
+    else one activity at a time (same answer)."""
     cross = np.full(start.size, -1, dtype=np.int64)
     cross_end = np.full(start.size, -1, dtype=np.int64)
     if waiting.size == 0:
         return cross, cross_end
     by_end = np.lexsort((np.arange(end.size), end))
-    ends, owners, lanes, devices = end[by_end].tolist(), by_end.tolist(), lane.tolist(), device.tolist()
-    stops = np.searchsorted(end[by_end], start[waiting], side="right").tolist()
-    for k, stop in zip(waiting.tolist(), stops, strict=True):
+    sorted_end = end[by_end]
+    stops = np.searchsorted(sorted_end, start[waiting], side="right")
+    firsts = np.searchsorted(sorted_end, start[waiting] - CROSS_STREAM_NS, side="left")
+    counts = np.maximum(stops - firsts, 0)
+    if int(counts.sum()) <= MAX_CROSS_PAIRS:
+        _cross_stream_pairs(by_end, sorted_end, lane, device, waiting, firsts, counts, cross, cross_end)
+        return cross, cross_end
+    ends, owners, lanes, devices = sorted_end.tolist(), by_end.tolist(), lane.tolist(), device.tolist()
+    for k, stop in zip(waiting.tolist(), stops.tolist(), strict=True):
         earliest = int(start[k]) - CROSS_STREAM_NS
         position = stop - 1
         while position >= 0 and ends[position] >= earliest:
@@ -727,6 +753,39 @@ def _cross_stream(
                 break
             position -= 1
     return cross, cross_end
+
+
+MAX_CROSS_PAIRS = 1 << 20  # (activity, candidate) pairs `_cross_stream` compares at once
+
+
+def _cross_stream_pairs(
+    by_end: I64,
+    sorted_end: I64,
+    lane: np.ndarray,
+    device: np.ndarray,
+    waiting: np.ndarray,
+    firsts: I64,
+    counts: I64,
+    cross: I64,
+    cross_end: I64,
+) -> None:
+    """`_cross_stream`'s search for every waiting activity at once: each with each of its candidates (the
+    activities ending within `CROSS_STREAM_NS` before its start, by end), the last qualifying candidate wins."""
+    total = int(counts.sum())
+    if total == 0:
+        return
+    k = np.repeat(waiting, counts)
+    group_start = np.cumsum(counts) - counts
+    position = np.repeat(firsts, counts) + (np.arange(total) - np.repeat(group_start, counts))
+    j = by_end[position]
+    ok = (j < k) & (lane[j] != lane[k]) & (device[j] == device[k])
+    if not ok.any():
+        return
+    # pairs run by activity, then by ascending end position: the last qualifying pair of each activity wins
+    k_ok, position_ok = k[ok], position[ok]
+    last = np.r_[k_ok[1:] != k_ok[:-1], True]
+    cross[k_ok[last]] = by_end[position_ok[last]]
+    cross_end[k_ok[last]] = sorted_end[position_ok[last]]
 
 
 def _reordered(activity: GpuActivity, order: np.ndarray) -> GpuActivity:
@@ -816,13 +875,19 @@ def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None
     return _finish(graph, cpu_factor, c_end, c_from, g_end, g_from, g_start, walk)
 
 
-def replay_calls(graph: StepGraph, work: list[int], duration: list[int], gpu_dur: dict[int, int]) -> Replay:
-    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`) given (a removed
-    launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail keeps its observed
-    length. The actions' models use this (times only: no path walk)."""
+def replay_calls(graph: StepGraph, work: list[int] | I64, duration: list[int] | I64, gpu_dur: dict[int, int]) -> Replay:
+    """Re-time the step with each call's CPU work before it (`work`) and length (`duration`, lists or int64
+    arrays) given (a removed launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail
+    keeps its observed length. The actions' models use this (times only: no path walk)."""
     timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if _native is not None else None
-    c_end, c_from, g_end, g_from, g_start = timed or _replay_python(graph, work, duration, gpu_dur)
+    if timed is None:
+        timed = _replay_python(graph, _as_list(work), _as_list(duration), gpu_dur)
+    c_end, c_from, g_end, g_from, g_start = timed
     return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
+
+
+def _as_list(values: list[int] | I64) -> list[int]:
+    return values.tolist() if isinstance(values, np.ndarray) else values
 
 
 _Ends = list[int] | I64  # the calls' or activities' replayed ends (the C replay's times-only answer: arrays)
@@ -875,28 +940,30 @@ def _replay_native(
     duration: list[int] | I64,
     gpu_dur: dict[int, int],
     walk: bool = True,
+    gpu_length: I64 | None = None,
 ) -> _Timed | None:
     """`_replay_python`'s result, from the C extension's loop; None where int64 could not hold the integers the
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
-    length): the Python loop answers those."""
+    length): the Python loop answers those. `gpu_length`: every activity's length (int64), given instead of
+    the changed ones in `gpu_dur`."""
     assert _native is not None
     if len(graph.awaited) != len(graph.call_start_ns):
         return None
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
     try:
-        length = fixed_gpu[1]
+        length = fixed_gpu[1] if gpu_length is None else gpu_length
         if gpu_dur:
             length = length.copy()
             length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64)
         changing = (np.asarray(work, np.int64), np.asarray(duration, np.int64))
     except OverflowError:
         return None
-    calls = np.stack((prev, *changing, call_start, call_dur, awaited))
-    gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
-    magnitude = sum(float(np.abs(a, dtype=np.float64).sum()) for a in (calls, gpu)) + abs(graph.start_ns)
+    magnitude = graph.fixed_magnitude + sum(float(np.abs(a, dtype=np.float64).sum()) for a in (*changing, length))
     if magnitude >= _NATIVE_LIMIT:
         return None
+    calls = np.stack((prev, *changing, call_start, call_dur, awaited))
+    gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
     raw = _native.replay(order, calls, gpu, graph.start_ns, END)
     if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
         return np.frombuffer(raw[1], dtype=np.int64), ([], []), np.frombuffer(raw[6], dtype=np.int64), [], []
@@ -1095,39 +1162,66 @@ def _walk(
     rows: list[int],
 ) -> None:
     """Follow binding constraints back from `node` (a call's end when >= 0, a GPU activity when < 0) and add
-    each stretch of time to its part of the path."""
-    starts, owns = c_from
+    each stretch of time to its part of the path. Reads the edges as columns (`_edge_columns`)."""
+    start_parts, start_code, start_pred, start_ns = _edge_columns(c_from[0])
+    own_parts, own_code, own_pred, own_ns = _edge_columns(c_from[1])
+    g_parts, g_code, g_pred, g_ns = _edge_columns(g_from)
+    call_row, gpu_row, gpu_category = graph.call_row, graph.gpu_row, graph.gpu_category
+    gpu_name, gpu_op, latency = graph.gpu_name, graph.gpu_op, graph.launch_latency_ns
+    get, kernel_get, op_get, add_row = path.get, kernels.get, ops.get, rows.append
     at_start = False  # a call is entered at its end (from its thread's next call or the step's end)...
-    for _ in range(2 * (len(starts) + len(g_from)) + 2):
+    for _ in range(2 * (len(start_pred) + len(g_pred)) + 2):
         if node == END:
             return
         if node >= 0 and not at_start:
-            rows.append(graph.call_row[node])
-            part, predecessor, ns = owns[node]
-            path[part] = path.get(part, 0) + ns
+            add_row(call_row[node])
+            part = own_parts[own_code[node] if own_code is not None else 0]
+            path[part] = get(part, 0) + own_ns[node]
+            predecessor = own_pred[node]
             if predecessor != END:  # a sync that waited for GPU work
                 node = predecessor
                 continue
             at_start = True
             continue
         if node >= 0:  # ... or at its start (from an activity it launched)
-            part, node, ns = starts[node]
-            path[part] = path.get(part, 0) + ns
+            part = start_parts[start_code[node] if start_code is not None else 0]
+            path[part] = get(part, 0) + start_ns[node]
+            node = start_pred[node]
             at_start = False
             continue
         k = ~node
-        rows.append(graph.gpu_row[k])
+        add_row(gpu_row[k])
         duration = g_end[k] - g_start[k]
-        category = f"gpu:{CATEGORIES[graph.gpu_category[k]]}"
-        path[category] = path.get(category, 0) + duration
-        kernels[graph.gpu_name[k]] = kernels.get(graph.gpu_name[k], 0) + duration
-        ops[graph.gpu_op[k]] = ops.get(graph.gpu_op[k], 0) + duration
-        part, node, ns = g_from[k]
-        if part == LAUNCH_LATENCY and ns > graph.launch_latency_ns:  # beyond the usual latency: unexplained
-            path[OTHER_WAIT] = path.get(OTHER_WAIT, 0) + ns - graph.launch_latency_ns
-            ns = graph.launch_latency_ns
-        path[part] = path.get(part, 0) + ns
+        category = _GPU_CATEGORY_PARTS[gpu_category[k]]
+        path[category] = get(category, 0) + duration
+        name, op = gpu_name[k], gpu_op[k]
+        kernels[name] = kernel_get(name, 0) + duration
+        ops[op] = op_get(op, 0) + duration
+        part = g_parts[g_code[k] if g_code is not None else 0]
+        node, ns = g_pred[k], g_ns[k]
+        if part == LAUNCH_LATENCY and ns > latency:  # beyond the usual latency: unexplained
+            path[OTHER_WAIT] = get(OTHER_WAIT, 0) + ns - latency
+            ns = latency
+        path[part] = get(part, 0) + ns
         at_start = part == LAUNCH_LATENCY  # a launch edge enters the call at its start
+
+
+_GPU_CATEGORY_PARTS = tuple(f"gpu:{category}" for category in CATEGORIES)  # a GPU activity's part of the path
+
+
+def _edge_columns(edges: _EdgeList) -> tuple[tuple[str, ...], list[int] | None, list[int], list[int]]:
+    """`edges` as columns (parts, code or None for all 0, predecessor, ns): node k's edge is
+    `(parts[code[k]], predecessor[k], ns[k])`."""
+    if isinstance(edges, _Edges):
+        return edges.parts, edges.code, edges.predecessor, edges.ns
+    parts = tuple(dict.fromkeys(part for part, _, _ in edges))
+    code = {part: i for i, part in enumerate(parts)}
+    return (
+        parts,
+        [code[part] for part, _, _ in edges],
+        [predecessor for _, predecessor, _ in edges],
+        [ns for _, _, ns in edges],
+    )
 
 
 def _observed_step_ns(graph: StepGraph) -> int:
@@ -1163,9 +1257,21 @@ def _resolve(trace: Trace, graph: StepGraph, changes: tuple[Change, ...]) -> tup
 
 
 def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]) -> bool:
-    """`_resolve`'s loop for one change to all GPU work or to a kernel category, on the graph's columns (the same
-    integers: float division, then rounding half to even as `round` does); False (nothing done) for other targets,
-    or where the new durations are not all finite and well inside int64 (the loop gives Python's integers)."""
+    """`_resolve`'s loop for one change to all GPU work or to a kernel category, on the graph's columns
+    (`_column_durations`); False (nothing done) for other targets, or where the loop must answer."""
+    columns = _column_durations(graph, change)
+    if columns is None:
+        return False
+    hit, new = columns
+    durations.update(zip(hit.tolist(), new.tolist(), strict=True))
+    return True
+
+
+def _column_durations(graph: StepGraph, change: Change) -> tuple[I64, I64] | None:
+    """(indices, new durations ns) of the activities a change to all GPU work or to a kernel category sets, from
+    the graph's columns (the same integers as `_resolve`'s loop: float division, then rounding half to even as
+    `round` does); None for other targets, or where the new durations are not all finite and well inside int64
+    (the loop gives Python's integers)."""
     if change.target == "gpu":
         hit = np.arange(len(graph.gpu_start_ns))
     elif change.target.startswith("category:"):
@@ -1173,15 +1279,14 @@ def _resolve_columns(graph: StepGraph, change: Change, durations: dict[int, int]
         code = CATEGORIES.index(pattern) if pattern in CATEGORIES else -99
         hit = np.flatnonzero(graph.gpu_columns.category == code)
     else:
-        return False
+        return None
     if change.set_us is not None:
         new = np.full(hit.size, change.set_us * NS_PER_US, dtype=np.float64)
     else:
         new = graph.native_arrays[2][1][hit].astype(np.float64) / change.speedup
     if new.size and not float(np.abs(new).max()) < _NATIVE_LIMIT:  # NaN, inf and huge values take the loop
-        return False
-    durations.update(zip(hit.tolist(), np.rint(new).astype(np.int64).tolist(), strict=True))
-    return True
+        return None
+    return hit, np.rint(new).astype(np.int64)
 
 
 def _matcher(target: str, names: tuple[str, ...]) -> Callable[[int, int, int], bool]:
