@@ -43,7 +43,6 @@ R = TypeVar("R")
 TEXT = "tracelens.renderers.text_analyses"
 PANELS = "tracelens.report.findings"
 JSON = "tracelens.renderers.jsonout"
-BEYOND = "tracelens.renderers.beyond"
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "critical_path",
         analyze_critical_path,
         CriticalPath,
-        text=f"{BEYOND}:critical_path_parts",
-        panels=f"{BEYOND}:critical_path_panels",
+        text=f"{TEXT}:critical_path_parts",
+        panels=f"{PANELS}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
     ),
@@ -118,31 +117,31 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "actions",
         analyze_actions,
         Actions,
-        text=f"{BEYOND}:actions_parts",
-        panels=f"{BEYOND}:actions_panels",
+        text=f"{TEXT}:actions_parts",
+        panels=f"{PANELS}:actions_panels",
         text_order=-10,  # "what to do next" is the first thing `analyze` prints
     ),
     Analysis(
         "comm_overlap",
         analyze_comm_overlap,
         CommOverlap,
-        text=f"{BEYOND}:comm_overlap_parts",
-        panels=f"{BEYOND}:comm_overlap_panels",
+        text=f"{TEXT}:comm_overlap_parts",
+        panels=f"{PANELS}:comm_overlap_panels",
     ),
     Analysis(
         "stream_idle",
         analyze_stream_idle,
         StreamIdle,
-        text=f"{BEYOND}:stream_idle_parts",
-        panels=f"{BEYOND}:stream_idle_panels",
+        text=f"{TEXT}:stream_idle_parts",
+        panels=f"{PANELS}:stream_idle_panels",
     ),
     Analysis(
         "memory",
         analyze_memory,
         Memory,
-        text="tracelens.renderers.memory:text_section",
-        panels="tracelens.renderers.memory:panels",
-        json="tracelens.renderers.memory:json_keys",
+        text=f"{TEXT}:memory_parts",
+        panels=f"{PANELS}:memory_panels",
+        json=f"{JSON}:memory_json",
     ),
 )
 

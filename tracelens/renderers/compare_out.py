@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens import __version__
+from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
@@ -291,6 +292,24 @@ def _break_even_tables(result: Comparison) -> list[Table]:
 
 
 def _predictions(checks: Any) -> Any:
-    from tracelens.renderers.beyond import prediction_checks_table
-
     return prediction_checks_table(list(checks))
+
+
+def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
+    """`compare`'s table of the before-trace's predictions against the variants that took the action."""
+    if not checks:
+        return None
+    table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
+    for column in ("after", "action", "predicted µs", "range µs", "measured µs", "error", "held"):
+        table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
+    for c in checks:
+        table.add_row(
+            c.after,
+            c.action,
+            us_text(c.predicted_step_us),
+            f"{c.low:,.0f}–{c.high:,.0f}",
+            us_text(c.measured_step_us),
+            f"{c.error_pct:+.1f} %",
+            "yes" if c.held else "no",
+        )
+    return table

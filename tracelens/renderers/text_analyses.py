@@ -1,5 +1,7 @@
-"""Rich tables for the later analyses: bound, CPU dispatch, fusion, roofline, torch.compile. The registry names
-each analysis' section function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
+"""The text sections of `tracelens analyze` for every analysis but the summary (`text.summary_parts`): what to do
+next, bound, CPU dispatch, fusion, roofline, torch.compile, the critical path with its what-ifs,
+communication/computation overlap, idle time per stream and memory. The registry names each analysis' section
+function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
 
 from __future__ import annotations
 
@@ -9,15 +11,20 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracelens.analyses.actions import Actions
 from tracelens.analyses.bound import Bound
+from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.compiled import Compiled
+from tracelens.analyses.critical_path import CriticalPath, part_label
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.memory import Memory
 from tracelens.analyses.roofline import Roofline
+from tracelens.analyses.stream_idle import STREAMS_SHOWN, StreamIdle
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable
 from tracelens.renderers.textsafe import escape_controls, safe_text
-from tracelens.units import us_text
+from tracelens.units import bytes_text, pct_text, us_text, whole_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -295,3 +302,153 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
             )
         parts.append(table)
     return parts
+
+
+# ---------------------------------------------------------------- what to do next, the critical path, streams, memory
+
+
+def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
+    if result.step is None:
+        return [Text(f"Critical path: — ({result.note})")]
+    n = result.steps_analyzed
+    head = Text()
+    head.append("Critical path", style="bold")
+    head.append(
+        f" over {n} step{'s' if n != 1 else ''}: span {us_text(result.step_us)} µs per step "
+        f"(min {us_text(result.step_us_min)}, "
+        f"max {us_text(result.step_us_max)}) from each step's CPU start to its last CPU or GPU end ({result.note})"
+    )
+    if result.limit_note:
+        head.append(f"\nLimit: {result.limit_note}.")
+    odd = [s for s in result.steps if s.unrepresentative]
+    for s in odd:
+        head.append(f"\nStep {s.number} is unrepresentative: {s.unrepresentative}.")
+    parts = Table(title=None, show_edge=False)
+    parts.add_column("on the path")
+    parts.add_column("µs per step", justify="right")
+    parts.add_column("% of path", justify="right")
+    for part in result.composition:
+        parts.add_row(part_label(part.part), us_text(part.us), f"{part.pct:.1f}")
+    what_if = Table(show_edge=False)
+    what_if.add_column(f"what if (mean of {n} steps)")
+    what_if.add_column("step µs", justify="right")
+    what_if.add_column("saves µs", justify="right")
+    what_if.add_column("min–max µs", justify="right")
+    for row in result.what_if:
+        what_if.add_row(
+            row.change,
+            us_text(row.predicted_step_us),
+            us_text(row.saved_us),
+            f"{us_text(row.saved_us_min)}–{us_text(row.saved_us_max)}",
+        )
+    return [head, parts, what_if]
+
+
+def comm_overlap_parts(result: CommOverlap, report: AnalysisReport) -> Parts:
+    if result.comm_kernels == 0:
+        return [Text(f"Communication/computation overlap: — ({result.note})")]
+    text = Text()
+    text.append("Communication", style="bold")
+    text.append(
+        f": {us_text(result.comm_us_per_step)} µs of collectives per step, "
+        f"{pct_text(result.overlap_pct)} overlapped by "
+        f"compute; exposed {us_text(result.exposed_us_per_step)} µs per step ({result.note})"
+    )
+    return [text]
+
+
+def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
+    if not result.streams:
+        return [Text(f"Idle time per stream: — ({result.note})")]
+    table = Table(
+        title=f"Idle time per GPU stream, µs per step (kernel wait: gaps < {result.kernel_wait_threshold_us:g} µs)"
+        + (f", {result.window}" if result.window else "")
+    )
+    for column in ("stream", "busy", "idle", "host wait", "kernel wait", "other", "busy %"):
+        table.add_column(
+            column if column in ("stream", "busy %") else f"{column} µs/step",
+            justify="left" if column == "stream" else "right",
+        )
+    droppable(table, "other µs/step", "kernel wait µs/step")
+    for row in result.streams[:STREAMS_SHOWN]:
+        table.add_row(
+            f"GPU {row.device} stream {row.stream}",
+            us_text(row.busy_us_per_step),
+            us_text(row.idle_us_per_step),
+            us_text(row.host_wait_us_per_step),
+            us_text(row.kernel_wait_us_per_step),
+            us_text(row.other_us_per_step),
+            pct_text(row.busy_pct),
+        )
+    return [table]
+
+
+TOP_ACTIONS = 3
+
+
+def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
+    """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
+    it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
+    head = Text()
+    head.append("What to do next", style="bold")
+    s = result.summary
+    if s.step_us is None:
+        head.append(f": — ({result.note})")
+        return [head]
+    source = report.summary.profiler_free.source if report.summary.profiler_free is not None else None
+    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps})")
+    if s.profiler_free_step_us is not None:
+        head.append(
+            f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}, docs/profiler_overhead.md)"
+        )
+    path = report.get(CriticalPath)
+    if path is not None and path.what_if:
+        rows = {w.change: w.saved_us for w in path.what_if}
+        cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
+        head.append(
+            f"\nLimit: {s.limit} — all CPU work 2× faster saves {us_text(cpu)} µs, all GPU 2× {us_text(gpu)} µs"
+        )
+    else:
+        head.append(f"\nLimit: {s.limit}")
+    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    if not helpful:
+        head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
+        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        if len(targets) > 22:
+            targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
+        head.append(
+            f"\n{rank}. {action.action} ({targets}): {us_text(action.predicted_step_us)} µs "
+            f"({action.low:,.0f}–{action.high:,.0f}), saves {us_text(action.saved_us)}"
+        )
+        head.append(f"\n   {action.basis}", style="dim")
+    head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
+    return [head]
+
+
+MAX_OPS_SHOWN = 8
+
+
+def memory_parts(result: Memory, report: AnalysisReport) -> Parts:
+    if result.allocations_per_step is None:
+        return [Text(f"Memory: — ({result.note})")]
+    head = Text(
+        f"Memory ({result.note}): peak allocated {bytes_text(result.peak_allocated_bytes)}, peak reserved "
+        f"{bytes_text(result.peak_reserved_bytes)} (medians over steps); "
+        f"{result.allocations_per_step:,.0f} allocations, {bytes_text(result.allocated_bytes_per_step)} per step; "
+        f"outliving the step: {whole_text(result.outliving_allocations_per_step)} allocations, "
+        f"{bytes_text(result.outliving_bytes_per_step)}"
+    )
+    if not result.by_op:
+        return [head]
+    table = Table(title="Ops that allocate most (outermost CPU op), per step")
+    for column in ("op", "allocs", "bytes", "share"):
+        table.add_column(column, justify="left" if column == "op" else "right", overflow="fold")
+    for row in result.by_op[:MAX_OPS_SHOWN]:
+        table.add_row(
+            row.op[:60],
+            f"{row.allocations_per_step:,.0f}",
+            bytes_text(row.bytes_per_step),
+            f"{100 * row.share_of_bytes:.1f} %",
+        )
+    return [head, table]
