@@ -119,6 +119,4 @@ def analysis_panels(report: AnalysisReport) -> list[AnalysisPanels]:
 def _ids(prefix: str, *panels: Panel) -> tuple[Panel, ...]:
     if not prefix:
         return panels
-    from dataclasses import replace
-
-    return tuple(replace(p, id=prefix + p.id) for p in panels)
+    return tuple(dataclasses.replace(p, id=prefix + p.id) for p in panels)

@@ -14,8 +14,10 @@ from rich.text import Text
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.profiler_overhead import verdict_without_profiler
+from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.errors import TracelensError
 from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
@@ -297,9 +299,6 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
 
 def check_sections(names: Iterable[str]) -> tuple[str, ...]:
     """`names` if each names a registered analysis with a text section, else a TracelensError listing them."""
-    from tracelens.analyses.registry import ANALYSES
-    from tracelens.errors import TracelensError
-
     known = [entry.name for entry in ANALYSES if entry.text is not None]
     unknown = [name for name in names if name not in known]
     if unknown:
