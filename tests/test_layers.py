@@ -80,7 +80,8 @@ TRANSPARENT = ("tracelens.model.memo",)
 # Python functions, module bodies run by imports, generators resumed) recorded as (caller module, callee
 # module) wherever a call crosses modules; the caller of a call made from outside tracelens (contextlib,
 # importlib, argparse) is the nearest tracelens frame below it. The ranges are made small (4 kB) and
-# TRACELENS_WORKERS=2, so a forked child decodes ranges while this process imports the analyses.
+# TRACELENS_WORKERS=2, so a forked child decodes ranges while this process imports the analyses; the child,
+# which inherits the profiler, writes the crossings of its own calls beside this process' record.
 WALK = r"""
 import json, os, sys
 crossings = {}
@@ -114,11 +115,11 @@ real_exit = os._exit
 
 def exit_with_record(status):
     sys.setprofile(None)
-    pid_file = os.environ["WALK_OUT"]
-    if os.getpid() == int(os.environ["WALK_PARENT"]):
-        with open(pid_file, "w") as out:
-            json.dump({"status": status, "crossings": [[a, b, how] for (a, b), how in crossings.items()],
-                       "order": order}, out)
+    parent = os.getpid() == int(os.environ["WALK_PARENT"])
+    path = os.environ["WALK_OUT"] + ("" if parent else f".child{os.getpid()}")  # a forked decoder's own record
+    with open(path, "w") as out:
+        json.dump({"status": status, "crossings": [[a, b, how] for (a, b), how in crossings.items()],
+                   "order": order if parent else []}, out)
     real_exit(status)
 
 os._exit = exit_with_record
@@ -154,8 +155,13 @@ def walk(tmp_path: Path, *arguments: str) -> dict[str, Any]:
         "TRACELENS_CACHE_DIR": str(tmp_path / "cache"),
     }
     command = [sys.executable, "-c", WALK % (TRANSPARENT,), *arguments]
+    for old in tmp_path.glob("walk.json*"):
+        old.unlink()
     subprocess.run(command, env=env, check=True, timeout=300, capture_output=True, cwd=tmp_path)
     result: dict[str, Any] = json.loads(record.read_text())
+    children = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("walk.json.child*"))]
+    result["children"] = len(children)
+    result["crossings"] += [crossing for child in children for crossing in child["crossings"]]
     return result
 
 
@@ -204,6 +210,7 @@ def test_analyze_calls_only_down_the_layers(tmp_path: Path) -> None:
     assert first_calls(record) == list(STAGES)
     called = [function for _, function in record["order"]]
     assert "start_forked" in called and "_decode_range_args" in called  # a child decoded while this process worked
+    assert record["children"] == 1  # and its calls were checked too
     served = walk(tmp_path, "analyze", str(TRACE), "--format", "json", "-o", str(tmp_path / "out.json"), "--force")
     assert served["status"] == 0 and calls_up(served) == []  # the same command served from the results cache
 
@@ -212,3 +219,16 @@ def test_the_walk_sees_a_call_back_up() -> None:
     """A call from the loader into the command (what the old `meanwhile` callback was) is found."""
     record = {"crossings": [["tracelens.loader.stream", "tracelens.cli.analyze", "finish -> <lambda>"]]}
     assert calls_up(record) == ["tracelens.loader.stream calls tracelens.cli.analyze (finish -> <lambda>)"]
+
+
+def test_a_call_never_climbs_back_through_a_chain_of_allowed_calls() -> None:
+    """`MAY_CALL` is transitive and never lets a layer call one that may call it, so checking each call (its
+    caller the nearest tracelens frame below it) checks every stack: once a call has entered a layer, no frame
+    of a layer above it runs inside it, however many allowed calls lie between."""
+    for layer, allowed in MAY_CALL.items():
+        for callee in allowed:
+            assert MAY_CALL[callee] <= allowed, (layer, callee)  # transitive: what the callee may call, so may it
+            assert callee == layer or layer not in MAY_CALL[callee], (layer, callee)  # no way back up
+    ranks = sorted(MAY_CALL, key=lambda layer: len(MAY_CALL[layer]))
+    assert ranks[0] == "base" and ranks[-1] == "cli"  # the walk's order, bottom to top
+    assert MAY_CALL["cli"] == set(MAY_CALL)
