@@ -21,8 +21,9 @@ in any order (`ctx.result(Type)`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import msgspec
 
 from tracelens.analyses.actions import Actions, analyze_actions
 from tracelens.analyses.bound import Bound, analyze_bound
@@ -45,8 +46,7 @@ PANELS = "tracelens.report.findings"
 JSON = "tracelens.renderers.jsonout"
 
 
-@dataclass(frozen=True)
-class Analysis(Generic[R]):
+class Analysis(msgspec.Struct, Generic[R], frozen=True):
     """One registered analysis (see the module docstring)."""
 
     name: str
@@ -149,7 +149,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
 REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
 
 
-class ReportBase:
+class ReportBase(msgspec.Struct, frozen=True):
     """The methods of every `AnalysisReport` type (the attributes are its analyses' results)."""
 
     analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
@@ -179,8 +179,7 @@ class ReportBase:
         return fusion.opportunities if fusion else []
 
 
-@dataclass(frozen=True)
-class AnalysisReport(ReportBase):
+class AnalysisReport(ReportBase, frozen=True):
     """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
     the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
     `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that

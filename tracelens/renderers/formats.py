@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from tracelens.renderers.base import Renderer
 
 KINDS = ("analyze", "ranks", "compare", "check")
 
 
-@dataclass(frozen=True)
-class RenderOptions:
+class RenderOptions(msgspec.Struct, frozen=True):
     """How a command wants its result rendered: colour (a terminal), the width to lay text out for (None: the
     terminal's), and `check -v`'s evidence of every verdict."""
 
@@ -36,8 +36,7 @@ class RenderOptions:
 RendererTable = Mapping[str, tuple[str, tuple[str, ...]]]
 
 
-@dataclass(frozen=True)
-class OutputFormat:
+class OutputFormat(msgspec.Struct, frozen=True):
     """One output format (see the module docstring)."""
 
     name: str
