@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 from tracelens import units
 
@@ -25,8 +27,28 @@ def test_the_renderers_use_them_instead_of_copies() -> None:
     from tracelens.report import compare, findings
     from tracelens.report import ranks as report_ranks
 
-    assert text._us is text_analyses._us is compare._us is compare_out._optional_us is units.us_text
-    assert ranks._ms is report_ranks._ms is units.ms_text and report_ranks._pct is units.pct_text
+    for module in (text, text_analyses, compare, compare_out, findings):
+        assert module.us_text is units.us_text, module.__name__
+    assert ranks.ms_text is report_ranks.ms_text is units.ms_text and report_ranks.pct_text is units.pct_text
     for module in (text_analyses, findings):  # the sections and panels of memory, streams, the critical path
         assert module.bytes_text is units.bytes_text and module.pct_text is units.pct_text
         assert module.whole_text is units.whole_text
+
+
+FORMATTERS = {"us_text", "ms_text", "pct_text", "bytes_text", "whole_text"}
+
+
+def _aliases(path: Path) -> list[str]:
+    """`name = us_text`-style rebindings of a formatter (a second name for one of them)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in FORMATTERS:
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_gives_a_formatter_a_second_name(tmp_path: Path) -> None:
+    package = Path(units.__file__).parent
+    assert [hit for path in sorted(package.rglob("*.py")) for hit in _aliases(path)] == []
+    (tmp_path / "m.py").write_text("from tracelens.units import us_text\n_us = us_text\n")
+    assert _aliases(tmp_path / "m.py") == ["m.py:2 _us = us_text"]

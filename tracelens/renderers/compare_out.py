@@ -118,7 +118,7 @@ def _graph_removed_tables(result: Comparison) -> list[Table]:
         for header, justify in (("", "left"), (base.variant, "right"), (graph.variant, "right"), ("removed", "right")):
             table.add_column(header, justify=justify)  # type: ignore[arg-type]
         for field, label, is_us in GRAPH_ROWS:
-            shown = _optional_us if is_us else _optional_count
+            shown = us_text if is_us else _optional_count
             if field == GRAPH_STAYED:
                 table.add_section()
                 table.add_row(Text("what stayed", style="italic"), "", "", "")
@@ -159,11 +159,11 @@ def _variants_table(result: Comparison) -> Table:
         table.add_row(
             f"{v.name} (whole trace)" if whole else v.name,
             _optional_count(p.kernels),
-            _optional_us(p.gpu_kernel_us),
-            _optional_us(p.gpu_busy_us),
-            "—" if whole else _optional_us(p.step_us),
-            _optional_us(v.dispatch_us_per_step),
-            _optional_us(v.exposed_dispatch_us_per_step),
+            us_text(p.gpu_kernel_us),
+            us_text(p.gpu_busy_us),
+            "—" if whole else us_text(p.step_us),
+            us_text(v.dispatch_us_per_step),
+            us_text(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),
             _optional_count(p.cpu_ops),
             count(v.metadata_ops_per_step),
@@ -175,9 +175,6 @@ def _variants_table(result: Comparison) -> Table:
         "the other columns medians: where steps vary, the two can differ)"
     )
     return table
-
-
-_optional_us = us_text
 
 
 def _fusions_table(result: Comparison) -> Table:
@@ -252,7 +249,7 @@ def _shapes_tables(result: Comparison) -> list[Table]:
                 row.shape,
                 ",".join(map(str, row.steps)),
                 f"{row.kernel_us:,.1f}",
-                _optional_us(row.step_us),
+                us_text(row.step_us),
                 f"{row.first_step_us / 1000:,.1f}",
                 f"{row.compile_ms:,.1f}",
             )

@@ -190,15 +190,12 @@ def _figure_cells(row: StepFigures) -> list[str]:
         _count(row.memset),
         _count(row.launches),
         _count(row.cpu_ops),
-        _us(row.cpu_us),
-        _us(row.gpu_busy_us),
-        _us(row.gpu_kernel_us),
-        _us(row.step_us),
-        _us(row.queue_backlog_us),
+        us_text(row.cpu_us),
+        us_text(row.gpu_busy_us),
+        us_text(row.gpu_kernel_us),
+        us_text(row.step_us),
+        us_text(row.queue_backlog_us),
     ]
-
-
-_us = us_text
 
 
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:

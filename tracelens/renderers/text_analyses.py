@@ -62,9 +62,6 @@ def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
     return [roofline_table(roofline)]
 
 
-_us = us_text
-
-
 def bound_text(bound: Bound) -> Text:
     text = Text()
     text.append(f"Bound: {bound.bound}", style="bold")
@@ -76,7 +73,7 @@ def bound_text(bound: Bound) -> Text:
         reason = bound.reason or "no GPU activity in the window"
         text.append(
             f"Exposed dispatch: — ({reason}: nothing to wait or hide behind); CPU dispatch per step "
-            f"{_us(bound.dispatch_us_per_step)} µs.\n"
+            f"{us_text(bound.dispatch_us_per_step)} µs.\n"
         )
         return text
     if bound.verdict_basis == "what-if":
@@ -91,16 +88,20 @@ def bound_text(bound: Bound) -> Text:
         else ""
     )
     text.append(
-        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {_us(bound.dispatch_us_per_step)} µs "
+        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {us_text(bound.dispatch_us_per_step)} µs "
         f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step (mean of {len(bound.steps)}): window {_us(bound.gpu_window_us_per_step)} µs = busy "
-        f"{_us(bound.gpu_busy_us_per_step)} µs "
-        f"+ idle waiting for launches {_us(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
-        f"{_us(bound.sync_wait_us_per_step)} µs, with work already queued {_us(bound.queued_idle_us_per_step)} µs, "
-        f"other {_us(bound.other_idle_us_per_step)} µs"
-        + (f", during compilation {_us(bound.compile_idle_us_per_step)} µs" if bound.compile_idle_us_per_step else "")
+        f"GPU per step (mean of {len(bound.steps)}): window {us_text(bound.gpu_window_us_per_step)} µs = busy "
+        f"{us_text(bound.gpu_busy_us_per_step)} µs "
+        f"+ idle waiting for launches {us_text(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
+        f"{us_text(bound.sync_wait_us_per_step)} µs, with work already queued "
+        f"{us_text(bound.queued_idle_us_per_step)} µs, other {us_text(bound.other_idle_us_per_step)} µs"
+        + (
+            f", during compilation {us_text(bound.compile_idle_us_per_step)} µs"
+            if bound.compile_idle_us_per_step
+            else ""
+        )
     )
     return text
 
