@@ -33,6 +33,7 @@ import numpy as np
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
 from tracelens.loader.rewrite import AddedSlice
 from tracelens.model.events import GPU_ACTIVITY_KINDS, kind_mask
@@ -215,8 +216,7 @@ def _nested_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _annotate_gpu(trace: Trace, report: AnalysisReport, slices: _Slices, row_slice: np.ndarray) -> None:
     """Debug annotations of GPU activity: what `annotate`'s JSON output adds, grid/block, correlation id."""
-    from tracelens.analyses.summary import gpu_activity_frame
-    from tracelens.renderers.perfetto import kernel_args
+    from tracelens.renderers.perfetto import kernel_args  # pandas: only for this debug view
 
     ev = trace.events
     extra = kernel_args(gpu_activity_frame(trace), report)
