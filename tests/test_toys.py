@@ -11,6 +11,7 @@ columns are compared with the raw events read by the standard library."""
 
 from __future__ import annotations
 
+import argparse
 import filecmp
 import gzip
 import json
@@ -137,6 +138,30 @@ def test_an_analysis_is_one_module_and_one_registry_line(tmp_path: Path) -> None
     findings = page.read_text().split('id="findings"', 1)[-1]
     assert 'id="panel-event-count"' in findings and f"{events:,} events" in findings
     assert rest == ""
+
+
+def _format_choices(parser: argparse.ArgumentParser, path: str = "tracelens") -> dict[str, tuple[str, ...]]:
+    """Every `--format` option of the command line, by command path, with its choices."""
+    found = {}
+    for action in parser._actions:
+        if "--format" in action.option_strings:
+            found[path] = tuple(action.choices or ())
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found |= _format_choices(sub, f"{path} {name}")
+    return found
+
+
+def test_every_format_option_offers_the_registry_formats() -> None:
+    """No command hard-wires its formats: each `--format` offers the registry's formats of its kind of result."""
+    from tracelens.cli import build_parser
+
+    kinds = {"analyze": "analyze", "compare": "compare", "check": "check", "cache info": "cache", "annotate": None}
+    choices = _format_choices(build_parser())
+    assert sorted(choices) == sorted(f"tracelens {command}" for command in kinds)
+    for command, kind in kinds.items():
+        if kind is not None:  # annotate's --format is the kind of trace it writes (json, perfetto), not a renderer
+            assert choices[f"tracelens {command}"] == formats.format_names(kind), command
 
 
 def test_every_format_renders_exactly_the_kinds_it_names() -> None:
