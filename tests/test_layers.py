@@ -1,5 +1,7 @@
-"""The layers import one way: loader → model → analyses → renderers (page data in report/) → cli. A module
-may import its own layer and the ones before it, never one after it (imports under TYPE_CHECKING included)."""
+"""The layers import one way: loader → model → analyses → renderers (page data in report/) → cli, with hypotheses/
+(check files) beside the renderers and below the commands. A module may import its own layer and the ones
+before it, never one after it (imports under TYPE_CHECKING included); and every command, run from `__main__`
+under `sys.setprofile`, calls only down the layers (`MAY_CALL`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ FORBIDDEN = {
     "analyses": ("tracelens.renderers", "tracelens.report", "tracelens.cli", "tracelens.hypotheses"),
     "report": ("tracelens.renderers", "tracelens.cli"),
     "renderers": ("tracelens.cli",),
+    "hypotheses": ("tracelens.cli",),
 }
 
 
@@ -65,13 +68,18 @@ MAY_CALL = {
     "report": {"report", "analyses", "loader", "model", "base"},
     "renderers": {"renderers", "report", "analyses", "loader", "model", "base"},
     "cache": {"cache", "loader", "model", "base"},
-    "cli": {"cli", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
+    "hypotheses": {"hypotheses", "model", "base"},  # parsing and evaluating check files, over JSON documents
+    # the documents hypotheses are checked against: the analyses' `analyze --format json` document of each trace
+    "checking": {"checking", "hypotheses", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
+    "cli": {"cli", "checking", "hypotheses", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
 }
+MAY_CALL["renderers"] |= {"hypotheses"}  # `check`'s output renders the verdicts
 BASE = {"tracelens", "errors", "records", "atomic", "units", "_threads", "native", "frames", "naming", "progress"}
 BASE |= {"settings"}  # environment and size parsing (tracelens/settings.py)
 LAYERS = {"_cache": "cache", "cli": "cli", "__main__": "cli", "loader": "loader", "model": "model"}
 LAYERS |= {"record": "cli"}  # the recorder is a front end beside the commands (`tracelens record`)
-LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers"}
+LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers", "hypotheses": "hypotheses"}
+CHECKING = ("tracelens.hypotheses", "tracelens.hypotheses.document")  # `check(...)` and the documents it checks
 # A memo wrapper is part of the function it wraps (the layer that owns the function applies it): its frames are
 # seen through, like those of the standard library.
 TRANSPARENT = ("tracelens.model.memo",)
@@ -136,6 +144,8 @@ main()
 def layer_of(module: str) -> str:
     """The layer of a module of tracelens; a module in none fails the test."""
     parts = module.split(".")
+    if module in CHECKING:
+        return "checking"
     if len(parts) == 1 or parts[1] in BASE:
         return "base"
     if parts[1] in LAYERS:
@@ -157,7 +167,7 @@ def walk(tmp_path: Path, *arguments: str) -> dict[str, Any]:
     command = [sys.executable, "-c", WALK % (TRANSPARENT,), *arguments]
     for old in tmp_path.glob("walk.json*"):
         old.unlink()
-    subprocess.run(command, env=env, check=True, timeout=300, capture_output=True, cwd=tmp_path)
+    subprocess.run(command, env=env, check=False, timeout=300, capture_output=True, cwd=tmp_path)  # status: recorded
     result: dict[str, Any] = json.loads(record.read_text())
     children = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("walk.json.child*"))]
     result["children"] = len(children)
@@ -213,6 +223,44 @@ def test_analyze_calls_only_down_the_layers(tmp_path: Path) -> None:
     assert record["children"] == 1  # and its calls were checked too
     served = walk(tmp_path, "analyze", str(TRACE), "--format", "json", "-o", str(tmp_path / "out.json"), "--force")
     assert served["status"] == 0 and calls_up(served) == []  # the same command served from the results cache
+
+
+HYPOTHESES = """
+[[hypothesis]]
+name = "kernels"
+metric = "per_step.kernels"
+op = ">"
+value = 0
+
+[[hypothesis]]
+name = "gemms"
+kernel = "*gemm*"
+op = ">="
+value = 0
+
+[[hypothesis]]
+name = "fused"
+fuses = ["aten::mul", "aten::add"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status"),
+    [
+        pytest.param(("report", "{trace}", "-o", "{tmp}/page.html"), 0, marks=pytest.mark.slow, id="report"),
+        pytest.param(("compare", "{trace}", "{trace}", "--format", "json"), 0, id="compare"),
+        pytest.param(("check", "{trace}", "--expect", "{tmp}/h.toml"), 1, id="check"),
+        pytest.param(("check", "{trace}", "--expect", "{tmp}/h.toml", "-v", "--format", "json"), 1, id="check-json"),
+        pytest.param(("annotate", "{trace}", "-o", "{tmp}/annotated.json.gz"), 0, id="annotate"),
+        pytest.param(("cache", "info"), 0, id="cache-info"),
+    ],
+)
+def test_every_command_calls_only_down_the_layers(tmp_path: Path, arguments: tuple[str, ...], status: int) -> None:
+    """The other commands hold to the same rule as `analyze` (check's status 1: a wrong hypothesis, as meant)."""
+    (tmp_path / "h.toml").write_text(HYPOTHESES)
+    record = walk(tmp_path, *(a.format(trace=TRACE, tmp=tmp_path) for a in arguments))
+    assert record["status"] == status
+    assert calls_up(record) == []
 
 
 def test_the_walk_sees_a_call_back_up() -> None:
