@@ -228,7 +228,7 @@ def _components_table(result: Comparison) -> Table:
 
 
 def _component_cell(us: float | None, kernels: float | None) -> str:
-    return "—" if us is None or kernels is None else f"{us:,.1f} ({count(kernels)})"
+    return "—" if us is None or kernels is None else f"{us_text(us)} ({count(kernels)})"
 
 
 def _optional_count(value: float | None) -> str:
@@ -248,7 +248,7 @@ def _shapes_tables(result: Comparison) -> list[Table]:
             table.add_row(
                 row.shape,
                 ",".join(map(str, row.steps)),
-                f"{row.kernel_us:,.1f}",
+                us_text(row.kernel_us),
                 us_text(row.step_us),
                 f"{row.first_step_us / 1000:,.1f}",
                 f"{row.compile_ms:,.1f}",
@@ -276,7 +276,7 @@ def _break_even_tables(result: Comparison) -> list[Table]:
                     row.shape,
                     row.baseline,
                     f"{row.compile_ms:,.1f}",
-                    f"{row.saving_us_per_step:,.1f}",
+                    us_text(row.saving_us_per_step),
                     "never" if row.steps is None else f"{row.steps:,}",
                 )
         tables.append(table)

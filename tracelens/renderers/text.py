@@ -220,7 +220,7 @@ def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None =
             display_name(row.name),
             row.category,
             _count(row.calls_per_step),
-            f"{row.total_us / n_steps:,.1f}",
+            us_text(row.total_us / n_steps),
             f"{row.mean_us:,.2f}",
         ]
         if pct_of_peak is not None:
@@ -247,7 +247,7 @@ def op_table(summary: Summary) -> Table:
             row.name,
             _count(row.calls_per_step),
             _count(row.kernels_per_step),
-            f"{row.gpu_us_per_step:,.1f}",
+            us_text(row.gpu_us_per_step),
             launched,
         )
     return table
@@ -278,8 +278,8 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
         return Text(f"Profiler-free step: — ({free.note or 'no step time'})")
     inflation = f": the profiler added {free.inflation_pct:+.1f} %" if free.inflation_pct is not None else ""
     line = (
-        f"Profiler-free step: {free.step_us:,.1f} µs ({free.source}: {free.method}); profiled "
-        f"{free.profiled_step_us:,.1f} µs{inflation}."
+        f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled "
+        f"{us_text(free.profiled_step_us)} µs{inflation}."
     )
     bound = report.get(Bound)
     busy = summary.per_step.gpu_busy_us

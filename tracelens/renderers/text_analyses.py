@@ -88,7 +88,8 @@ def bound_text(bound: Bound) -> Text:
         else ""
     )
     text.append(
-        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {us_text(bound.dispatch_us_per_step)} µs "
+        f"Exposed dispatch: {us_text(bound.exposed_dispatch_us_per_step)} µs of "
+        f"{us_text(bound.dispatch_us_per_step)} µs "
         f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
@@ -115,12 +116,12 @@ def bound_steps_table(bound: Bound) -> Table | None:
     for s in bound.steps:
         table.add_row(
             str(s.number),
-            f"{s.gpu_window_us:,.1f}",
-            f"{s.gpu_busy_us:,.1f}",
-            f"{s.launch_wait_us:,.1f}",
-            f"{s.sync_wait_us:,.1f}",
-            f"{s.queued_idle_us:,.1f}",
-            f"{s.other_idle_us + s.compile_idle_us:,.1f}",
+            us_text(s.gpu_window_us),
+            us_text(s.gpu_busy_us),
+            us_text(s.launch_wait_us),
+            us_text(s.sync_wait_us),
+            us_text(s.queued_idle_us),
+            us_text(s.other_idle_us + s.compile_idle_us),
             s.bound,
         )
     return table
@@ -130,7 +131,7 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
     if dispatch.steps == 0:
         return Text("CPU time per step by layer: — (no analyzed step)")
     table = Table(
-        title=f"CPU time per step by layer (self time, all threads): {dispatch.cpu_us_per_step:,.1f} µs",
+        title=f"CPU time per step by layer (self time, all threads): {us_text(dispatch.cpu_us_per_step)} µs",
         title_justify="left",
     )
     table.add_column("layer")
@@ -140,12 +141,12 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
     droppable(table, "what")
     for layer in dispatch.layers:
         if layer.calls_per_step or layer.us_per_step:
-            table.add_row(layer.name, _count(layer.calls_per_step), f"{layer.us_per_step:,.1f}", layer.description)
+            table.add_row(layer.name, _count(layer.calls_per_step), us_text(layer.us_per_step), layer.description)
     if dispatch.launch_latency:
         latency = dispatch.launch_latency[0]
         table.caption = (
-            f"launch → GPU start over {latency.launches:,} launches: p50 {latency.p50_us:,.1f} µs, "
-            f"p90 {latency.p90_us:,.1f} µs, max {latency.max_us:,.1f} µs"
+            f"launch → GPU start over {latency.launches:,} launches: p50 {us_text(latency.p50_us)} µs, "
+            f"p90 {us_text(latency.p90_us)} µs, max {us_text(latency.max_us)} µs"
         )
     return table
 
@@ -159,7 +160,7 @@ def api_table(dispatch: Dispatch) -> Table | None:
         table.add_column(column, justify="right" if column in ("calls/step", "µs/step") else "left")
     droppable(table, "layer")
     for a in rows:
-        table.add_row(a.name, a.layer, a.issued_by, _count(a.calls_per_step), f"{a.us_per_step:,.1f}")
+        table.add_row(a.name, a.layer, a.issued_by, _count(a.calls_per_step), us_text(a.us_per_step))
     return table
 
 
@@ -168,12 +169,12 @@ def fusion_table(fusion: Fusion) -> Table | Text:
         reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
         return Text(f"Fusion opportunities: none found{reason}")
     epilogue = (
-        f"; GEMM epilogues {fusion.gemm_epilogue_saving_us_per_step:,.1f} µs"
+        f"; GEMM epilogues {us_text(fusion.gemm_epilogue_saving_us_per_step)} µs"
         if fusion.gemm_epilogue_saving_us_per_step
         else ""
     )
     table = Table(
-        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step{epilogue})",
+        title=f"Fusion opportunities (est. saving {us_text(fusion.est_saving_us_per_step)} µs per step{epilogue})",
         title_justify="left",
     )
     table.caption = (
@@ -190,9 +191,9 @@ def fusion_table(fusion: Fusion) -> Table | Text:
             f"GEMM epilogue: {len(o.gemm_kernels)} GEMM → {chain}" if o.kind == "gemm_epilogue" else chain,
             ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
             _count(o.calls_per_step),
-            f"{o.kernel_us_per_step:,.1f}",
+            us_text(o.kernel_us_per_step),
             f"{o.bytes_now / 1e6:,.2f} → {o.bytes_fused / 1e6:,.2f}",
-            f"{o.est_saving_us:,.1f}",
+            us_text(o.est_saving_us),
         )
     return table
 
@@ -256,7 +257,7 @@ def unmodelled_text(roofline: Roofline) -> str:
 
 def _nested_lookups(compiled: Compiled) -> str:
     nested = compiled.cache_lookup_us_per_step - compiled.cache_lookup_outside_us_per_step
-    return f" (and {nested:,.1f} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
+    return f" (and {us_text(nested)} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
 
 
 def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
@@ -268,7 +269,8 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
         parts.append(
             safe_text(
                 f"Autotuning (compile cost, in no step): {a.kernels:,} benchmark kernels, of which "
-                f"{a.l2_flush_fills:,} L2-flush fills; {a.gpu_us:,.1f} GPU µs in all ({a.l2_flush_gpu_us:,.1f} fills)"
+                f"{a.l2_flush_fills:,} L2-flush fills; {us_text(a.gpu_us)} GPU µs in all "
+                f"({us_text(a.l2_flush_gpu_us)} fills)"
             )
         )
     if compiled.regions:
@@ -276,17 +278,17 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
         outside = compiled.overhead_us_per_step - inside
         table = Table(
             title=f"Compiled regions per step (torch.compile wrappers' self time, all: "
-            f"{compiled.overhead_us_per_step:,.1f} µs/step)",
+            f"{us_text(compiled.overhead_us_per_step)} µs/step)",
             title_justify="left",
             caption=f"wrapper µs/step: self time of the wrappers inside the region (guards, AOT wrappers, the "
-            f"region op); outside any region: {outside:,.1f} µs/step, of which TorchDynamo Cache Lookup "
-            f"{compiled.cache_lookup_outside_us_per_step:,.1f} µs/step" + _nested_lookups(compiled),
+            f"region op); outside any region: {us_text(outside)} µs/step, of which TorchDynamo Cache Lookup "
+            f"{us_text(compiled.cache_lookup_outside_us_per_step)} µs/step" + _nested_lookups(compiled),
             caption_justify="left",
         )
         for column in ("region", "calls/step", "µs/step inside", "wrapper µs/step"):
             table.add_column(column, justify="left" if column == "region" else "right")
         for r in compiled.regions:
-            table.add_row(r.name, _count(r.calls_per_step), f"{r.us_per_step:,.1f}", f"{r.overhead_us_per_step:,.1f}")
+            table.add_row(r.name, _count(r.calls_per_step), us_text(r.us_per_step), us_text(r.overhead_us_per_step))
         parts.append(table)
     if compiled.graph_replays:
         table = Table(title="CUDA-graph replays per step", title_justify="left")
@@ -299,7 +301,7 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
                 g.region,
                 _count(g.replays_per_step),
                 _count(g.kernels_per_replay),
-                f"{g.gpu_us_per_replay:,.1f}",
+                us_text(g.gpu_us_per_replay),
             )
         parts.append(table)
     return parts
