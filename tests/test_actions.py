@@ -95,8 +95,8 @@ def test_a_graph_model_plugs_in_as_one_function() -> None:
 
 @pytest.mark.parametrize("name", ["eager_mlp", "compiled_mlp", "block/eager_block", "extra/sweep_eager_mlp_t8"])
 def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
-    from tracelens.renderers.beyond import actions_parts
     from tracelens.renderers.text import make_console, print_parts, render_to_string
+    from tracelens.renderers.text_analyses import actions_parts
 
     report = analyze(tracelens.load(f"traces/h200/{name}.json.gz"))
     assert report.actions is not None

@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,19 @@ def test_every_command_names_a_trace_the_same_way(
     assert "<title>tracelens report: x, x #2</title>" in (tmp_path / "x-vs-x.tracelens.html").read_text()
     assert main(["annotate", str(first)]) == 0
     assert capsys.readouterr().err.startswith("Wrote x.tracelens.json.gz (")
+
+
+def test_pieces_are_written_in_order_and_a_failing_generator_leaves_the_old_file(tmp_path: Path) -> None:
+    """An output given as pieces (annotate's streamed rewrite) is their concatenation; a generator that raises
+    half way leaves the old file as it was and no temporary file, and its exception reaches the caller."""
+    out = tmp_path / "out.json"
+    write_output(out, (piece for piece in (b"[1,", bytearray(b" 2"), memoryview(b"]"))), force=False)
+    assert out.read_bytes() == b"[1, 2]"
+
+    def failing() -> Iterator[bytes]:
+        yield b"[3,"
+        raise ValueError("the rewrite failed")
+
+    with pytest.raises(ValueError, match="the rewrite failed"):
+        write_output(out, failing(), force=True)
+    assert out.read_bytes() == b"[1, 2]" and [p.name for p in tmp_path.iterdir()] == ["out.json"]

@@ -1,5 +1,7 @@
-"""The layers import one way: loader → model → analyses → renderers (page data in report/) → cli. A module
-may import its own layer and the ones before it, never one after it (imports under TYPE_CHECKING included)."""
+"""The layers import one way: loader → model → analyses → renderers (page data in report/) → cli, with hypotheses/
+(check files) beside the renderers and below the commands. A module may import its own layer and the ones
+before it, never one after it (imports under TYPE_CHECKING included); and every command, run from `__main__`
+under `sys.setprofile`, calls only down the layers (`MAY_CALL`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ FORBIDDEN = {
     "analyses": ("tracelens.renderers", "tracelens.report", "tracelens.cli", "tracelens.hypotheses"),
     "report": ("tracelens.renderers", "tracelens.cli"),
     "renderers": ("tracelens.cli",),
+    "hypotheses": ("tracelens.cli",),
 }
 
 
@@ -65,13 +68,18 @@ MAY_CALL = {
     "report": {"report", "analyses", "loader", "model", "base"},
     "renderers": {"renderers", "report", "analyses", "loader", "model", "base"},
     "cache": {"cache", "loader", "model", "base"},
-    "cli": {"cli", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
+    "hypotheses": {"hypotheses", "model", "base"},  # parsing and evaluating check files, over JSON documents
+    # the documents hypotheses are checked against: the analyses' `analyze --format json` document of each trace
+    "checking": {"checking", "hypotheses", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
+    "cli": {"cli", "checking", "hypotheses", "cache", "renderers", "report", "analyses", "loader", "model", "base"},
 }
+MAY_CALL["renderers"] |= {"hypotheses"}  # `check`'s output renders the verdicts
 BASE = {"tracelens", "errors", "records", "atomic", "units", "_threads", "native", "frames", "naming", "progress"}
 BASE |= {"settings"}  # environment and size parsing (tracelens/settings.py)
 LAYERS = {"_cache": "cache", "cli": "cli", "__main__": "cli", "loader": "loader", "model": "model"}
 LAYERS |= {"record": "cli"}  # the recorder is a front end beside the commands (`tracelens record`)
-LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers"}
+LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers", "hypotheses": "hypotheses"}
+CHECKING = ("tracelens.hypotheses", "tracelens.hypotheses.document")  # `check(...)` and the documents it checks
 # A memo wrapper is part of the function it wraps (the layer that owns the function applies it): its frames are
 # seen through, like those of the standard library.
 TRANSPARENT = ("tracelens.model.memo",)
@@ -80,7 +88,8 @@ TRANSPARENT = ("tracelens.model.memo",)
 # Python functions, module bodies run by imports, generators resumed) recorded as (caller module, callee
 # module) wherever a call crosses modules; the caller of a call made from outside tracelens (contextlib,
 # importlib, argparse) is the nearest tracelens frame below it. The ranges are made small (4 kB) and
-# TRACELENS_WORKERS=2, so a forked child decodes ranges while this process imports the analyses.
+# TRACELENS_WORKERS=2, so a forked child decodes ranges while this process imports the analyses; the child,
+# which inherits the profiler, writes the crossings of its own calls beside this process' record.
 WALK = r"""
 import json, os, sys
 crossings = {}
@@ -114,11 +123,11 @@ real_exit = os._exit
 
 def exit_with_record(status):
     sys.setprofile(None)
-    pid_file = os.environ["WALK_OUT"]
-    if os.getpid() == int(os.environ["WALK_PARENT"]):
-        with open(pid_file, "w") as out:
-            json.dump({"status": status, "crossings": [[a, b, how] for (a, b), how in crossings.items()],
-                       "order": order}, out)
+    parent = os.getpid() == int(os.environ["WALK_PARENT"])
+    path = os.environ["WALK_OUT"] + ("" if parent else f".child{os.getpid()}")  # a forked decoder's own record
+    with open(path, "w") as out:
+        json.dump({"status": status, "crossings": [[a, b, how] for (a, b), how in crossings.items()],
+                   "order": order if parent else []}, out)
     real_exit(status)
 
 os._exit = exit_with_record
@@ -135,6 +144,8 @@ main()
 def layer_of(module: str) -> str:
     """The layer of a module of tracelens; a module in none fails the test."""
     parts = module.split(".")
+    if module in CHECKING:
+        return "checking"
     if len(parts) == 1 or parts[1] in BASE:
         return "base"
     if parts[1] in LAYERS:
@@ -154,8 +165,13 @@ def walk(tmp_path: Path, *arguments: str) -> dict[str, Any]:
         "TRACELENS_CACHE_DIR": str(tmp_path / "cache"),
     }
     command = [sys.executable, "-c", WALK % (TRANSPARENT,), *arguments]
-    subprocess.run(command, env=env, check=True, timeout=300, capture_output=True, cwd=tmp_path)
+    for old in tmp_path.glob("walk.json*"):
+        old.unlink()
+    subprocess.run(command, env=env, check=False, timeout=300, capture_output=True, cwd=tmp_path)  # status: recorded
     result: dict[str, Any] = json.loads(record.read_text())
+    children = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("walk.json.child*"))]
+    result["children"] = len(children)
+    result["crossings"] += [crossing for child in children for crossing in child["crossings"]]
     return result
 
 
@@ -204,11 +220,63 @@ def test_analyze_calls_only_down_the_layers(tmp_path: Path) -> None:
     assert first_calls(record) == list(STAGES)
     called = [function for _, function in record["order"]]
     assert "start_forked" in called and "_decode_range_args" in called  # a child decoded while this process worked
+    assert record["children"] == 1  # and its calls were checked too
     served = walk(tmp_path, "analyze", str(TRACE), "--format", "json", "-o", str(tmp_path / "out.json"), "--force")
     assert served["status"] == 0 and calls_up(served) == []  # the same command served from the results cache
+
+
+HYPOTHESES = """
+[[hypothesis]]
+name = "kernels"
+metric = "per_step.kernels"
+op = ">"
+value = 0
+
+[[hypothesis]]
+name = "gemms"
+kernel = "*gemm*"
+op = ">="
+value = 0
+
+[[hypothesis]]
+name = "fused"
+fuses = ["aten::mul", "aten::add"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status"),
+    [
+        pytest.param(("report", "{trace}", "-o", "{tmp}/page.html"), 0, marks=pytest.mark.slow, id="report"),
+        pytest.param(("compare", "{trace}", "{trace}", "--format", "json"), 0, id="compare"),
+        pytest.param(("check", "{trace}", "--expect", "{tmp}/h.toml"), 1, id="check"),
+        pytest.param(("check", "{trace}", "--expect", "{tmp}/h.toml", "-v", "--format", "json"), 1, id="check-json"),
+        pytest.param(("annotate", "{trace}", "-o", "{tmp}/annotated.json.gz"), 0, id="annotate"),
+        pytest.param(("cache", "info"), 0, id="cache-info"),
+    ],
+)
+def test_every_command_calls_only_down_the_layers(tmp_path: Path, arguments: tuple[str, ...], status: int) -> None:
+    """The other commands hold to the same rule as `analyze` (check's status 1: a wrong hypothesis, as meant)."""
+    (tmp_path / "h.toml").write_text(HYPOTHESES)
+    record = walk(tmp_path, *(a.format(trace=TRACE, tmp=tmp_path) for a in arguments))
+    assert record["status"] == status
+    assert calls_up(record) == []
 
 
 def test_the_walk_sees_a_call_back_up() -> None:
     """A call from the loader into the command (what the old `meanwhile` callback was) is found."""
     record = {"crossings": [["tracelens.loader.stream", "tracelens.cli.analyze", "finish -> <lambda>"]]}
     assert calls_up(record) == ["tracelens.loader.stream calls tracelens.cli.analyze (finish -> <lambda>)"]
+
+
+def test_a_call_never_climbs_back_through_a_chain_of_allowed_calls() -> None:
+    """`MAY_CALL` is transitive and never lets a layer call one that may call it, so checking each call (its
+    caller the nearest tracelens frame below it) checks every stack: once a call has entered a layer, no frame
+    of a layer above it runs inside it, however many allowed calls lie between."""
+    for layer, allowed in MAY_CALL.items():
+        for callee in allowed:
+            assert MAY_CALL[callee] <= allowed, (layer, callee)  # transitive: what the callee may call, so may it
+            assert callee == layer or layer not in MAY_CALL[callee], (layer, callee)  # no way back up
+    ranks = sorted(MAY_CALL, key=lambda layer: len(MAY_CALL[layer]))
+    assert ranks[0] == "base" and ranks[-1] == "cli"  # the walk's order, bottom to top
+    assert MAY_CALL["cli"] == set(MAY_CALL)

@@ -209,16 +209,17 @@ def test_counter_lanes_below_the_gpu_lanes(tmp_path: Path) -> None:
 
 
 def test_memory_timeline_panel_draws_every_device() -> None:
-    from tracelens.renderers.memory import json_keys, panels
+    from tracelens.renderers.jsonout import memory_json
+    from tracelens.report.findings import memory_panels
 
     trace, result = _analyzed(DF)
-    drawn = panels(result, None)  # type: ignore[arg-type]
+    drawn = memory_panels(result, None)  # type: ignore[arg-type]
     figure = drawn.breakdowns[0].figure
     assert figure is not None
     assert sorted(t.name for t in figure.data) == ["CPU allocated", "CPU reserved", "GPU 1 allocated", "GPU 1 reserved"]
     gpu = next(t for t in figure.data if t.name == "GPU 1 allocated")
     assert max(gpu.y) * (1 << 30) == pytest.approx(int(trace.memory.total_allocated.max()))
-    assert "timeline" not in json_keys(result, None)["memory"]  # type: ignore[arg-type]
+    assert "timeline" not in memory_json(result, None)["memory"]  # type: ignore[arg-type]
 
 
 def test_cut_off_and_repaired_files(tmp_path: Path) -> None:

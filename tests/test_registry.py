@@ -21,6 +21,7 @@ from tracelens.analyses.registry import ANALYSES, Analysis
 from tracelens.analyses.summary import Summary
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
+from tracelens.records import field_names, replace
 from tracelens.renderers.jsonout import analyze_dict
 from tracelens.renderers.page import build_report
 from tracelens.renderers.sections import renderer_of
@@ -105,7 +106,7 @@ def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
         calls.append("summary")
         return ANALYSES[0].run(ctx)
 
-    summary = dataclasses.replace(ANALYSES[0], run=counted)
+    summary = replace(ANALYSES[0], run=counted)
     analyze(mlp, analyses=(summary, TOY))
     assert calls == ["summary"]  # asked for by the toy and run by the pipeline: computed once
 
@@ -116,7 +117,7 @@ def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
         ctx.result(KernelNames)
         raise AssertionError("unreachable")
 
-    cycle = (ANALYSES[0], dataclasses.replace(TOY, run=first), Analysis("bound", second, Bound))
+    cycle = (ANALYSES[0], replace(TOY, run=first), Analysis("bound", second, Bound))
     with pytest.raises(RuntimeError, match="cycle: kernel_names -> bound -> kernel_names"):
         analyze(mlp, analyses=cycle)
 
@@ -195,14 +196,13 @@ def test_the_written_out_report_type_agrees_with_the_registry() -> None:
     """`AnalysisReport` is written out (so strict mypy types `report.bound`); its fields are the registry's
     entries, in the order `report_type` would give them, each of its entry's result type (None allowed but for
     the required ones)."""
-    import dataclasses
     import typing
 
     from tracelens.analyses.pipeline import report_type
     from tracelens.analyses.registry import REQUIRED, AnalysisReport
 
     hints = typing.get_type_hints(AnalysisReport)
-    fields = [field.name for field in dataclasses.fields(AnalysisReport)]
+    fields = list(field_names(AnalysisReport))
     ordered = sorted(ANALYSES, key=lambda entry: entry.name not in REQUIRED)
     assert fields == [entry.name for entry in ordered]
     for entry in ANALYSES:

@@ -1,15 +1,17 @@
 """What adding a concept costs, shown by adding toys: an output format is one module and one line of
 `renderers/formats.py:FORMATS`; an analysis is one module and one line of `analyses/registry.py:ANALYSES` (with,
 in the same file, its field of the written-out `AnalysisReport`, which tests/test_registry.py checks, and its
-key in docs/json.md, which tests/test_docs.py requires: 3 files). Each toy is added here as its new module (a file
-in `tmp_path`) and its one registry line (the registry tuple with the entry appended), and then works end to end
-through `tracelens analyze`. A trace field (an integer or raw-JSON `args` key) is one line in
+key in docs/json.md, which tests/test_docs.py requires: 3 files), and its text section and page panel one function
+each, named by that line. Each toy is added here as its new module (a file in `tmp_path`) and its one registry
+line (the registry tuple with the entry appended), and then works end to end through `tracelens analyze` (and
+`tracelens report`). A trace field (an integer or raw-JSON `args` key) is one line in
 `loader/schema.py:Args` and one column in `model/events.py:EventTable` (2 files; the C extension's field table is
 regenerated from them): two toy fields are added to a copy of the package as those lines of text, and their
 columns are compared with the raw events read by the standard library."""
 
 from __future__ import annotations
 
+import argparse
 import filecmp
 import gzip
 import json
@@ -77,22 +79,49 @@ def analyze_event_count(ctx):
     return EventCount(len(ctx.trace.events))
 '''
 
+# Its text section and page panel: for a real analysis, one function each in renderers/text_analyses.py and
+# report/findings.py (the modules that hold every analysis' sections and panels); here a module of their own.
+TOY_OUTPUTS = '''
+"""The toy analysis' text section and page panel."""
+
+from rich.text import Text
+
+from tracelens.report.document import AnalysisPanels, Panel
+
+
+def event_count_parts(result, report):
+    return [Text(f"Events in the trace: {result.events:,}")]
+
+
+def event_count_panels(result, report):
+    return AnalysisPanels(findings=(Panel(id="event-count", title="Events", note=f"{result.events:,} events"),))
+'''
+
 RUN_WITH_TOY = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import tracelens.analyses.registry as registry
 from toy_analysis import EventCount, analyze_event_count
-registry.ANALYSES = (*registry.ANALYSES, registry.Analysis("event_count", analyze_event_count, EventCount))
+outputs = {"text": "toy_outputs:event_count_parts", "panels": "toy_outputs:event_count_panels", "text_order": 99}
+registry.ANALYSES = (*registry.ANALYSES, registry.Analysis("event_count", analyze_event_count, EventCount, **outputs))
 from tracelens.cli import main
-raise SystemExit(main(["analyze", sys.argv[2], "--format", "json", "--no-cache"]))
+trace, page = sys.argv[2], sys.argv[3]
+for argv in (["--format", "json"], ["--format", "text"]):
+    status = main(["analyze", trace, *argv, "--no-cache"])
+    print("\\n--- end of output", status, flush=True)
+raise SystemExit(main(["report", trace, "--no-cache", "-o", page]))
 """
 
 
 def test_an_analysis_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
+    """The toy's registry line makes it run in `analyze`, its result the last key of the JSON, its text section
+    the last one printed (text_order 99) and its panel one of the report's findings."""
     (tmp_path / "toy_analysis.py").write_text(TOY_ANALYSIS)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    (tmp_path / "toy_outputs.py").write_text(TOY_OUTPUTS)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "80"}
+    page = tmp_path / "page.html"
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(RUN_WITH_TOY), str(tmp_path), str(TRACE)],
+        [sys.executable, "-c", textwrap.dedent(RUN_WITH_TOY), str(tmp_path), str(TRACE), str(page)],
         capture_output=True,
         text=True,
         env=env,
@@ -100,9 +129,39 @@ def test_an_analysis_is_one_module_and_one_registry_line(tmp_path: Path) -> None
         timeout=120,
         check=True,
     )
-    document = json.loads(done.stdout)
+    json_out, text_out, rest = done.stdout.split("\n--- end of output 0\n")
+    document = json.loads(json_out)
     assert list(document)[-1] == "event_count"  # the registry's order is the JSON's
-    assert document["event_count"] == {"events": document["trace"]["events"]} and document["trace"]["events"] > 100
+    events = document["trace"]["events"]
+    assert document["event_count"] == {"events": events} and events > 100
+    assert text_out.rstrip("\n").split("\n")[-1] == f"Events in the trace: {events:,}"  # printed last
+    findings = page.read_text().split('id="findings"', 1)[-1]
+    assert 'id="panel-event-count"' in findings and f"{events:,} events" in findings
+    assert rest == ""
+
+
+def _format_choices(parser: argparse.ArgumentParser, path: str = "tracelens") -> dict[str, tuple[str, ...]]:
+    """Every `--format` option of the command line, by command path, with its choices."""
+    found = {}
+    for action in parser._actions:
+        if "--format" in action.option_strings:
+            found[path] = tuple(action.choices or ())
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found |= _format_choices(sub, f"{path} {name}")
+    return found
+
+
+def test_every_format_option_offers_the_registry_formats() -> None:
+    """No command hard-wires its formats: each `--format` offers the registry's formats of its kind of result."""
+    from tracelens.cli import build_parser
+
+    kinds = {"analyze": "analyze", "compare": "compare", "check": "check", "cache info": "cache", "annotate": None}
+    choices = _format_choices(build_parser())
+    assert sorted(choices) == sorted(f"tracelens {command}" for command in kinds)
+    for command, kind in kinds.items():
+        if kind is not None:  # annotate's --format is the kind of trace it writes (json, perfetto), not a renderer
+            assert choices[f"tracelens {command}"] == formats.format_names(kind), command
 
 
 def test_every_format_renders_exactly_the_kinds_it_names() -> None:

@@ -1,6 +1,7 @@
 """Atomic file writes: the one place tracelens writes a file (command outputs and cache entries alike).
 
-Contract of `write_atomic(path, data)`:
+Contract of `write_atomic(path, data)` and of `atomic_writer(path)` (the caller writes the pieces; what the caller
+raises inside it leaves `path` as it was):
 - the bytes go to a temporary file in `path`'s folder, are flushed and fsync'd, then renamed over `path`, and the
   folder is fsync'd: a reader sees the old file or the whole new one, never a part, even after a crash;
 - the temporary file is named `.{name}.{pid}.tracelens-tmp`; a file of that form left by a process that no longer
@@ -16,7 +17,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +25,33 @@ TEMP_SUFFIX = ".tracelens-tmp"
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)" + re.escape(TEMP_SUFFIX) + r"$")
 
 
-def write_atomic(path: Path, data: bytes | Iterable[Any], *, durable: bool = True) -> None:
-    """Write `data` (bytes, or pieces written in order: a generator's, made while they are written) to `path`
-    atomically (see the module docstring); whatever a generator raises leaves `path` as it was and no temporary
-    file. `durable=False` skips the fsyncs (for scratch files whose loss after a power cut is harmless). The
-    parent folder must exist."""
+def write_atomic(path: Path, data: Any, *, durable: bool = True) -> None:
+    """Write `data` (bytes or any buffer) to `path` atomically (see the module docstring). `durable=False` skips
+    the fsyncs (for scratch files whose loss after a power cut is harmless). The parent folder must exist."""
+    with atomic_writer(path, durable=durable) as write:
+        write(data)
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path, *, durable: bool = True) -> Iterator[Callable[[Any], None]]:
+    """`write(piece)` appends a piece (bytes or any buffer) to `path`'s temporary file; when the block ends the
+    file replaces `path` atomically (see the module docstring). Whatever the block raises leaves `path` as it
+    was and no temporary file. So that the caller, not this module, produces the pieces (a generator of a layer
+    above is resumed by its own layer). `durable` as in `write_atomic`."""
     folder = path.parent
     sweep_stale_temps(folder)
     temp = folder / f".{path.name}.{os.getpid()}{TEMP_SUFFIX}"
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
         try:
-            pieces: Iterable[Any] = [data] if isinstance(data, bytes | bytearray | memoryview) else data
-            for piece in pieces:
+
+            def write(piece: Any) -> None:
                 view = memoryview(piece)
                 while view:
                     written = os.write(fd, view)
                     view = view[written:]
+
+            yield write
             if durable:
                 os.fsync(fd)
         finally:

@@ -18,12 +18,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
+import plotly.graph_objects as go
+
+from tracelens.analyses import analyze
+from tracelens.analyses.compare import compare_variants, variant_name
+from tracelens.analyses.critical_path import CriticalPath
+from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
+from tracelens.report import breakdowns
+from tracelens.report import compare as charts
+from tracelens.report.findings import dispatch_panel, roofline_panel
+from tracelens.report.timeline import MAX_SLICES, bake_page_hovers, findings_by_row, timeline_panel
 
 if TYPE_CHECKING:
-    import plotly.graph_objects as go
-
     from tracelens.analyses import AnalysisReport
     from tracelens.report.document import Panel
 
@@ -42,11 +50,6 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     """The report's timeline: one lane per CPU thread and GPU stream, slices of the focus step (default: the
     median-length step; `focus_step` = a ProfilerStep number), busy bands elsewhere, GPU utilization strips, the
     critical path as a red line."""
-    from tracelens.analyses import analyze
-    from tracelens.analyses.critical_path import CriticalPath
-    from tracelens.analyses.summary import gpu_activity_frame
-    from tracelens.report.timeline import MAX_SLICES, bake_page_hovers, findings_by_row, timeline_panel
-
     budget = MAX_SLICES if max_slices is None else max_slices
     report = analyze(trace, step=focus_step)
     path = report.get(CriticalPath)
@@ -60,36 +63,26 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
 
 def gpu_time_by_category(source: Trace | AnalysisReport) -> go.Figure:
     """GPU time per step (µs) by kernel category."""
-    from tracelens.report import breakdowns
-
     return _figure(breakdowns.gpu_time_by_category(_report(source).summary))
 
 
 def gpu_time_by_op(source: Trace | AnalysisReport) -> go.Figure:
     """GPU kernel time per step by the op that launched it (top 15)."""
-    from tracelens.report import breakdowns
-
     return _figure(breakdowns.gpu_time_by_op(_report(source).summary))
 
 
 def step_times(source: Trace | AnalysisReport) -> go.Figure:
     """Per analyzed step: step, CPU and GPU busy µs."""
-    from tracelens.report import breakdowns
-
     return _figure(breakdowns.step_times(_report(source).summary))
 
 
 def dispatch_layers(source: Trace | AnalysisReport) -> go.Figure:
     """CPU time per step by dispatch layer (Python, aten ops, launches, syncs, torch.compile wrappers, ...)."""
-    from tracelens.report.findings import dispatch_panel
-
     return _figure(dispatch_panel(_report(source)))
 
 
 def roofline(source: Trace | AnalysisReport) -> go.Figure:
     """Achieved TFLOP/s against arithmetic intensity per kernel, under the device's roofs."""
-    from tracelens.report.findings import roofline_panel
-
     return _figure(roofline_panel(_report(source)))
 
 
@@ -99,10 +92,6 @@ def compare(
     """Several traces side by side, as the report of several traces shows them: `kind="gpu_time"` GPU µs per
     step by kernel category, `"kernels"` kernels per step by category, `"steps"` the median step's times.
     `variants`: name → trace, or traces (named by their recorded variant or file stem)."""
-    from tracelens.analyses import analyze
-    from tracelens.analyses.compare import compare_variants, variant_name
-    from tracelens.report import compare as charts
-
     pairs = list(variants.items()) if isinstance(variants, Mapping) else [(variant_name(t), t) for t in variants]
     if len(pairs) < 2:
         raise TracelensError("compare needs at least two traces")
@@ -118,16 +107,12 @@ def compare(
 
 def _report(source: Trace | AnalysisReport) -> AnalysisReport:
     if isinstance(source, Trace):
-        from tracelens.analyses import analyze
-
         return analyze(source)
     return source
 
 
 def _figure(panel: Panel) -> go.Figure:
     """The panel's figure (a copy, titled with the panel's title), or why there is none."""
-    import plotly.graph_objects as go
-
     if panel.figure is None:
         raise TracelensError(f"{panel.title}: {panel.note or 'not available'}")
     figure = go.Figure(panel.figure)

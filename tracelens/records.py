@@ -2,9 +2,9 @@
 
 Analysis results, the model's tables and the loader's chunks are `msgspec.Struct`s: a Struct class is built in C
 when its module is imported (a frozen dataclass is built in Python, many times slower: docs/benchmarks.md), and
-msgspec encodes it natively. A few helpers elsewhere (the report's page data, the hypotheses, the registry's
-entries) are dataclasses. The functions here take either kind, so a renderer or the cache need not know which one a
-value is.
+msgspec encodes it natively; so are the page data, the hypotheses and the loader's other records. The dataclasses
+left are listed, each with its reason, in tests/test_record_kinds.py. The functions here take either kind, so a
+renderer or the cache need not know which one a value is.
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ def pct_text(value: float | None) -> str:
     return MISSING if value is None or value != value else f"{value:.1f} %"
 
 
+def whole_text(value: float | None) -> str:
+    """A count rounded to a whole number with thousands separators (`1,204`); `MISSING` when unknown."""
+    return MISSING if value is None or value != value else f"{value:,.0f}"
+
+
 def bytes_text(value: float | None) -> str:
     """Bytes in binary units, labelled (`1.50 GiB`, `3.2 MiB`, `12 B`); `MISSING` when unknown."""
     if value is None or value != value:

@@ -94,18 +94,14 @@ class FolderUse(msgspec.Struct, frozen=True):
 
 
 class CacheInfo(msgspec.Struct, frozen=True):
+    """Where the cache is and what it holds (`Cache.info`): per subfolder, and in all (`entries`, `bytes`)."""
+
     folder: Path
     enabled: bool
     max_bytes: int
     folders: tuple[FolderUse, ...]
-
-    @property
-    def entries(self) -> int:
-        return sum(f.entries for f in self.folders)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.bytes for f in self.folders)
+    entries: int
+    bytes: int
 
 
 class Cache(msgspec.Struct):
@@ -349,4 +345,5 @@ class Cache(msgspec.Struct):
             counts[0] += 1
             counts[1] += size
         folders = tuple(FolderUse(name, n, size) for name, (n, size) in sorted(use.items()))
-        return CacheInfo(self.folder, self.enabled, self.max_bytes, folders)
+        entries, size = sum(f.entries for f in folders), sum(f.bytes for f in folders)
+        return CacheInfo(self.folder, self.enabled, self.max_bytes, folders, entries, size)

@@ -33,15 +33,19 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import (
+    CriticalPath,
     StepGraph,
     _observed_step_ns,
     _previous_on_lane,
+    _steps_with_gpu,
     _within_budget,
     replay_calls,
     step_graph,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
+from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
@@ -51,7 +55,6 @@ from tracelens.units import NS_PER_US
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
     from tracelens.analyses.context import AnalysisContext
-    from tracelens.analyses.summary import Summary
 
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
 WRAPPER_US = 170.9  # compiled twins: CPU work from the step's start to its first launch (median of the medians)
@@ -110,10 +113,6 @@ GRAPH_MODELS: dict[str, Model] = {}  # "cuda_graphs" -> a model from another ana
 
 
 def analyze_actions(ctx: AnalysisContext) -> Actions:
-    from tracelens.analyses.compiled import Compiled
-    from tracelens.analyses.critical_path import CriticalPath, _steps_with_gpu
-    from tracelens.analyses.summary import Summary
-
     path = ctx.result(CriticalPath)
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
@@ -474,9 +473,6 @@ def check_prediction(
 def prediction_checks(items: list[tuple[str, AnalysisReport]]) -> list[PredictionCheck]:
     """For `compare`: the first item is the before-trace; each later one that is a known variant of it
     (`taken_action`) gets the before-trace's prediction for the action it took checked against its span."""
-    from tracelens.analyses.compiled import Compiled
-    from tracelens.analyses.critical_path import CriticalPath
-
     if len(items) < 2:
         return []
     before_label, before = items[0]

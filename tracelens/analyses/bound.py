@@ -34,7 +34,9 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import device_busy_intervals, step_windows
-from tracelens.analyses.dispatch import LAYERS, classify_layers
+from tracelens.analyses.compiled import Compiled
+from tracelens.analyses.critical_path import CriticalPath
+from tracelens.analyses.dispatch import LAYERS, Dispatch, classify_layers
 from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
@@ -46,7 +48,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from tracelens.analyses.context import AnalysisContext
-    from tracelens.analyses.critical_path import CriticalPath
 
 LAUNCH_SLACK_NS = 10_000
 GPU_BOUND_MIN_BUSY = 0.85  # of the GPU window
@@ -308,10 +309,6 @@ def _sync_release(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarra
 def analyze_bound(ctx: AnalysisContext) -> Bound:
     """With the dispatch analysis' CPU dispatch time; compilation time is taken out of the gaps when compiling
     events (not whole steps) were left out of the window."""
-    from tracelens.analyses.compiled import Compiled
-    from tracelens.analyses.critical_path import CriticalPath
-    from tracelens.analyses.dispatch import Dispatch
-
     excluded = ctx.compile_intervals if ctx.result(Compiled).excluded_events else None
     idle = bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
     return agreed_with(idle, ctx.result(CriticalPath))

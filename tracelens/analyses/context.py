@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from tracelens.analyses.compiled import compile_intervals, steady_window
+from tracelens.analyses.registry import ANALYSES
+from tracelens.analyses.roofline import kernel_models
+from tracelens.analyses.window import select_window
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -45,14 +49,10 @@ class AnalysisContext:
 
     @cached_property
     def window(self) -> Window:
-        from tracelens.analyses.window import select_window
-
         return select_window(self.trace, self.step)
 
     @cached_property
     def steady(self) -> Window:
-        from tracelens.analyses.compiled import steady_window
-
         return steady_window(self.trace, self.window)
 
     @property
@@ -61,22 +61,16 @@ class AnalysisContext:
 
     @cached_property
     def kernel_models(self) -> KernelModels:
-        from tracelens.analyses.roofline import kernel_models
-
         return kernel_models(self.trace, self.steady)
 
     @property
     def compile_intervals(self) -> np.ndarray:
-        from tracelens.analyses.compiled import compile_intervals
-
         return compile_intervals(self.trace)
 
     def entries(self) -> Sequence[Analysis[Any]]:
         """The analyses this context runs, in registry order."""
         if self.analyses is not None:
             return self.analyses
-        from tracelens.analyses.registry import ANALYSES
-
         return ANALYSES
 
     def run(self, entry: Analysis[R]) -> R:
@@ -95,8 +89,6 @@ class AnalysisContext:
     def result(self, kind: type[R]) -> R:
         """The result of the analysis whose result type is `kind` (run once per context): one of `analyses`, or
         of the registry when `analyses` has none (so a subset of analyses still gets its dependencies)."""
-        from tracelens.analyses.registry import ANALYSES
-
         for entry in (*self.entries(), *ANALYSES):
             if entry.result is kind:
                 return self.run(entry)

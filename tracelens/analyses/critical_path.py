@@ -76,6 +76,21 @@ _SYNC = LAYERS.index("sync")
 
 CPU, LAUNCH_LATENCY, SYNC, GPU_GAP, OTHER_WAIT = "cpu_dispatch", "launch_latency", "sync", "gpu_gap", "other_wait"
 QUEUED = "queued"  # waiting behind GPU work of earlier steps still running on the stream (not in the step's graph)
+PART_LABELS = {  # how every output names a part of the path (GPU parts: `part_label`)
+    CPU: "CPU dispatch",
+    LAUNCH_LATENCY: "launch latency",
+    SYNC: "sync return",
+    GPU_GAP: "GPU gap on a stream",
+    OTHER_WAIT: "unexplained wait",
+    QUEUED: "queued behind earlier steps",
+}
+
+
+def part_label(part: str) -> str:
+    """A part of the path (`PathPart.part`) as outputs name it: `gpu:<category>` is `GPU <category>`."""
+    return f"GPU {part[4:]}" if part.startswith("gpu:") else PART_LABELS.get(part, part)
+
+
 # Path nodes: a call index (>= 0) or ~k for GPU activity k (<= -1); END marks where a walk stops (never a node)
 END = -(2**62)
 _native = native_module()  # None: the replay's loop runs in Python (same integers)

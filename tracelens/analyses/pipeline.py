@@ -3,16 +3,17 @@
 
 `AnalysisReport` (written out in `tracelens.analyses.registry`, beside the entries it must match: a test
 checks) has one attribute per analysis, named as its entry (`report.summary`, `report.bound`, ...; None = not
-run), plus `report["bound"]` and the typed `report.get(Bound)`. Being a plain dataclass of the result types, it
+run), plus `report["bound"]` and the typed `report.get(Bound)`. Being a frozen Struct of the result types, it
 round-trips through msgspec (the results cache stores it).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import msgspec
 
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.registry import ANALYSES, REQUIRED, Analysis, AnalysisReport, ReportBase
@@ -27,7 +28,7 @@ DOC = "An `AnalysisReport` of other analyses than the registry's (see `tracelens
 
 @functools.cache
 def report_type(analyses: tuple[Analysis[Any], ...]) -> type[ReportBase]:
-    """`AnalysisReport` for the registry's entries; for other entries (tests, a subset) a frozen dataclass made
+    """`AnalysisReport` for the registry's entries; for other entries (tests, a subset) a frozen Struct made
     like it: one field per entry of `analyses` (in order; `REQUIRED` ones first)."""
     if analyses == AnalysisReport.analyses:
         return AnalysisReport
@@ -35,12 +36,10 @@ def report_type(analyses: tuple[Analysis[Any], ...]) -> type[ReportBase]:
     if missing:
         raise ValueError(f"a report needs the analyses {missing}")
     ordered = sorted(analyses, key=lambda entry: entry.name not in REQUIRED)
-    fields = [
-        (e.name, e.result) if e.name in REQUIRED else (e.name, e.result | None, dataclasses.field(default=None))
-        for e in ordered
-    ]
-    cls: type[ReportBase] = dataclasses.make_dataclass("AnalysisReport", fields, bases=(ReportBase,), frozen=True)
-    cls.__module__, cls.__doc__ = __name__, DOC
+    fields = [(e.name, e.result) if e.name in REQUIRED else (e.name, e.result | None, None) for e in ordered]
+    made = msgspec.defstruct("AnalysisReport", fields, bases=(ReportBase,), frozen=True, module=__name__)
+    cls = cast("type[ReportBase]", made)  # a subclass of its base, which defstruct's signature does not say
+    cls.__doc__ = DOC
     cls.analyses = analyses
     return cls
 

@@ -53,6 +53,13 @@ class ProfilerFree(msgspec.Struct, frozen=True):
     estimate_high_us: float | None = None
     note: str | None = None  # caveats (uncalibrated options, a partial recording), else None
 
+    def source_words(self) -> str:
+        """Where the step time comes from, for a sentence: "measured", or "estimated, likely L-H µs" (the stated
+        range) where the model gave one."""
+        if self.source == "estimated" and self.estimate_low_us is not None and self.estimate_high_us is not None:
+            return f"estimated, likely {self.estimate_low_us:,.0f}-{self.estimate_high_us:,.0f} µs"
+        return str(self.source)
+
 
 def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None, window: list[int]) -> ProfilerFree:
     """See the module docstring. `window`: the analyzed step indices (into `trace.steps`)."""

@@ -21,8 +21,9 @@ in any order (`ctx.result(Type)`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import msgspec
 
 from tracelens.analyses.actions import Actions, analyze_actions
 from tracelens.analyses.bound import Bound, analyze_bound
@@ -43,11 +44,9 @@ R = TypeVar("R")
 TEXT = "tracelens.renderers.text_analyses"
 PANELS = "tracelens.report.findings"
 JSON = "tracelens.renderers.jsonout"
-BEYOND = "tracelens.renderers.beyond"
 
 
-@dataclass(frozen=True)
-class Analysis(Generic[R]):
+class Analysis(msgspec.Struct, Generic[R], frozen=True):
     """One registered analysis (see the module docstring)."""
 
     name: str
@@ -109,8 +108,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "critical_path",
         analyze_critical_path,
         CriticalPath,
-        text=f"{BEYOND}:critical_path_parts",
-        panels=f"{BEYOND}:critical_path_panels",
+        text=f"{TEXT}:critical_path_parts",
+        panels=f"{PANELS}:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
     ),
@@ -118,31 +117,31 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "actions",
         analyze_actions,
         Actions,
-        text=f"{BEYOND}:actions_parts",
-        panels=f"{BEYOND}:actions_panels",
+        text=f"{TEXT}:actions_parts",
+        panels=f"{PANELS}:actions_panels",
         text_order=-10,  # "what to do next" is the first thing `analyze` prints
     ),
     Analysis(
         "comm_overlap",
         analyze_comm_overlap,
         CommOverlap,
-        text=f"{BEYOND}:comm_overlap_parts",
-        panels=f"{BEYOND}:comm_overlap_panels",
+        text=f"{TEXT}:comm_overlap_parts",
+        panels=f"{PANELS}:comm_overlap_panels",
     ),
     Analysis(
         "stream_idle",
         analyze_stream_idle,
         StreamIdle,
-        text=f"{BEYOND}:stream_idle_parts",
-        panels=f"{BEYOND}:stream_idle_panels",
+        text=f"{TEXT}:stream_idle_parts",
+        panels=f"{PANELS}:stream_idle_panels",
     ),
     Analysis(
         "memory",
         analyze_memory,
         Memory,
-        text="tracelens.renderers.memory:text_section",
-        panels="tracelens.renderers.memory:panels",
-        json="tracelens.renderers.memory:json_keys",
+        text=f"{TEXT}:memory_parts",
+        panels=f"{PANELS}:memory_panels",
+        json=f"{JSON}:memory_json",
     ),
 )
 
@@ -150,7 +149,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
 REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
 
 
-class ReportBase:
+class ReportBase(msgspec.Struct, frozen=True):
     """The methods of every `AnalysisReport` type (the attributes are its analyses' results)."""
 
     analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
@@ -180,8 +179,7 @@ class ReportBase:
         return fusion.opportunities if fusion else []
 
 
-@dataclass(frozen=True)
-class AnalysisReport(ReportBase):
+class AnalysisReport(ReportBase, frozen=True):
     """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
     the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
     `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 KERNEL_WAIT_NS = 30_000
+STREAMS_SHOWN = 8  # the text and the report show the first this many streams of `StreamIdle.streams`
 
 
 class StreamIdleRow(msgspec.Struct, frozen=True):

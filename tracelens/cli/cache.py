@@ -5,48 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracelens._cache import Cache, CacheInfo
+from tracelens._cache import Cache
 from tracelens.errors import TracelensError
+from tracelens.renderers.cache_info import size_text
+from tracelens.renderers.formats import RenderOptions, format_names, renderer_for
 from tracelens.settings import parse_size
-
-JSON_VERSION = 1
-
-
-def _size(n_bytes: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{n_bytes} B"
-
-
-def render_info(info: CacheInfo) -> str:
-    """The text of `tracelens cache info` (80 columns)."""
-    state = "on" if info.enabled else "off (TRACELENS_NO_CACHE)"
-    lines = [
-        f"cache folder: {info.folder} ({state})",
-        f"size cap:     {_size(info.max_bytes)} (TRACELENS_CACHE_MAX_SIZE)",
-    ]
-    lines.append(f"{'kind':<20} {'entries':>9} {'size':>12}")
-    for use in info.folders:
-        lines.append(f"{use.name:<20} {use.entries:>9,} {_size(use.bytes):>12}")
-    lines.append(f"{'total':<20} {info.entries:>9,} {_size(info.bytes):>12}")
-    return "\n".join(lines) + "\n"
-
-
-def info_json(info: CacheInfo) -> str:
-
-    import json  # only for `cache info --format json`: other commands never import it
-
-    document = {
-        "version": JSON_VERSION,
-        "folder": str(info.folder),
-        "enabled": info.enabled,
-        "max_bytes": info.max_bytes,
-        "entries": info.entries,
-        "bytes": info.bytes,
-        "kinds": [{"name": u.name, "entries": u.entries, "bytes": u.bytes} for u in info.folders],
-    }
-    return json.dumps(document, indent=2, ensure_ascii=True) + "\n"
 
 
 class CacheCommand:
@@ -57,7 +20,9 @@ class CacheCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
         info = actions.add_parser("info", help="where the cache is, its entries and their size")
-        info.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+        info.add_argument(
+            "--format", choices=format_names("cache"), default="text", help="output format (default: text)"
+        )
         prune = actions.add_parser(
             "prune", help="delete least recently used entries down to a size (default: the cache's size cap)"
         )
@@ -71,8 +36,7 @@ class CacheCommand:
     def run(self, args: argparse.Namespace) -> int:
         cache: Cache = args.cache
         if args.action == "info":
-            info = cache.info()
-            sys.stdout.write(info_json(info) if args.format == "json" else render_info(info))
+            sys.stdout.write(renderer_for(args.format, "cache", RenderOptions()).render(cache.info()))
             return 0
         try:
             max_bytes = None if args.max_size is None else parse_size(args.max_size)
@@ -83,10 +47,10 @@ class CacheCommand:
         if cache.undeleted:  # a read-only cache (or folder): the size asked for is not reached
             raise TracelensError(
                 f"could not delete {cache.undeleted:,} cache files in {cache.folder} ({cache.undeleted_reason}); "
-                f"deleted {removed:,} ({_size(freed)}), {left.entries:,} left ({_size(left.bytes)})"
+                f"deleted {removed:,} ({size_text(freed)}), {left.entries:,} left ({size_text(left.bytes)})"
             )
         print(
-            f"Deleted {removed:,} cache files ({_size(freed)}); {left.entries:,} left ({_size(left.bytes)}) "
+            f"Deleted {removed:,} cache files ({size_text(freed)}); {left.entries:,} left ({size_text(left.bytes)}) "
             f"in {cache.folder}",
             file=sys.stderr,
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -21,6 +20,7 @@ from tracelens.cli.common import (
 from tracelens.cli.runs import Input, add_rank_argument, expand_inputs
 from tracelens.errors import TracelensError
 from tracelens.naming import unique_labels
+from tracelens.records import replace
 from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracelens.cli.analyze import FIGURES_HELP
 from tracelens.cli.common import (
     add_cache_argument,
     add_capture_argument,
@@ -31,8 +32,6 @@ class CompareCommand:
     name = "compare"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        from tracelens.cli.analyze import FIGURES_HELP
-
         parser.epilog = FIGURES_HELP
         parser.add_argument(
             "traces",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracelens.atomic import write_atomic
+from tracelens.atomic import atomic_writer, write_atomic
 from tracelens.errors import TracelensError
 from tracelens.renderers.textsafe import escape_controls
 
@@ -71,7 +71,12 @@ def write_output(path: Path, content: str | bytes | Iterable[Any], force: bool, 
         return
     check_writable(path, force, inputs)
     try:
-        write_atomic(path, data)
+        if isinstance(data, bytes | bytearray | memoryview):
+            write_atomic(path, data)
+        else:
+            with atomic_writer(path) as write:
+                for piece in data:  # a generator's pieces, made here while they are written
+                    write(piece)
     except OSError as exc:
         raise TracelensError(f"{path}: cannot write: {describe_os_error(exc)}") from None
 

@@ -6,10 +6,10 @@ Contract: `check_document(trace, step=None) -> TraceDocument`; pure apart from r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracelens.model.events import API_KINDS, Kind, kind_mask
@@ -18,8 +18,7 @@ from tracelens.naming import trace_stem
 from tracelens.units import NS_PER_US
 
 
-@dataclass(frozen=True)
-class TraceDocument:
+class TraceDocument(msgspec.Struct, frozen=True):
     """One trace as hypotheses see it: a label, the names it answers to, and its analyze document."""
 
     label: str
@@ -31,8 +30,7 @@ class TraceDocument:
         return name == self.label or name in self.aliases
 
 
-@dataclass(frozen=True)
-class CachedDocument:
+class CachedDocument(msgspec.Struct, frozen=True):
     """What `tracelens check` keeps of one trace (`tracelens._cache.results`): its document and load warnings."""
 
     document: TraceDocument

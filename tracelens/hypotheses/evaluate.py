@@ -10,8 +10,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
@@ -32,8 +33,7 @@ _EVIDENCE_SECTION = {
 }
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The outcome of one hypothesis on one trace."""
 
     hypothesis: Hypothesis
@@ -48,8 +48,7 @@ class Verdict:
         return "HELD" if self.held else "WRONG"
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(msgspec.Struct, frozen=True):
     """What `tracelens check` reports: the hypotheses file, the traces and one verdict per check."""
 
     source: str
@@ -65,8 +64,7 @@ class CheckResult:
         return sum(v.held for v in self.verdicts)
 
 
-@dataclass(frozen=True)
-class Measurement:
+class Measurement(msgspec.Struct, frozen=True):
     value: Any
     evidence: tuple[str, ...]
     found: bool = True  # False when a pattern matched nothing

@@ -22,9 +22,10 @@ import re
 import stat
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from tracelens.errors import TracelensError
 from tracelens.hypotheses.regex import unsafe_reason
@@ -56,8 +57,7 @@ class HypothesisError(TracelensError):
         self.problems = list(problems) or [message]
 
 
-@dataclass(frozen=True)
-class Subject:
+class Subject(msgspec.Struct, frozen=True):
     """What is measured: a metric path, or calls/times of the kernels, CPU ops or API calls matching a pattern."""
 
     kind: str  # "metric", "kernel", "cpu_op" or "api_call"
@@ -70,8 +70,7 @@ class Subject:
         return f"{self.kind} {self.target!r} {self.measure}"
 
 
-@dataclass(frozen=True)
-class Reference:
+class Reference(msgspec.Struct, frozen=True):
     """`than = {...}`: the value to compare against, measured on (another) trace, times `factor`."""
 
     trace: str | None
@@ -79,8 +78,7 @@ class Reference:
     factor: float = 1.0
 
 
-@dataclass(frozen=True)
-class Tolerance:
+class Tolerance(msgspec.Struct, frozen=True):
     """`|measured - expected| <= max(absolute, relative * |expected|)` counts as equal."""
 
     absolute: float = 0.0
@@ -94,8 +92,7 @@ class Tolerance:
         return " or ".join(p for p in parts if p)
 
 
-@dataclass(frozen=True)
-class Hypothesis:
+class Hypothesis(msgspec.Struct, frozen=True):
     """One guess. `subject` is None for `fuses`; `op` is None for an existence statement."""
 
     index: int  # 1-based position in the file
@@ -255,8 +252,7 @@ def parse_hypotheses(
     return hypotheses
 
 
-@dataclass(frozen=True)
-class _EntryError:
+class _EntryError(msgspec.Struct, frozen=True):
     source: str
     index: int
     name: str | None

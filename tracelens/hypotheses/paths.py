@@ -10,8 +10,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -21,8 +22,7 @@ class MetricPathError(Exception):
     """The path does not exist in the document (a malformed hypothesis, not a wrong one)."""
 
 
-@dataclass(frozen=True)
-class Segment:
+class Segment(msgspec.Struct, frozen=True):
     text: str
     selector: bool  # written as [name]
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import gzip
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from tracelens.errors import TracelensError
@@ -31,8 +31,7 @@ from tracelens.model.trace import Trace
 TensorRef = tuple[int, int, int, int]  # storage id, offset (elements), numel, itemsize
 
 
-@dataclass(frozen=True)
-class EtOp:
+class EtOp(msgspec.Struct, frozen=True):
     name: str
     step: int  # N of the enclosing ProfilerStep#N node; outside one (the autograd engine's thread runs the
     # backward under no ProfilerStep): that of the last ProfilerStep node before it in execution order; -1 = none
@@ -40,8 +39,7 @@ class EtOp:
     outputs: tuple[TensorRef, ...]
 
 
-@dataclass(frozen=True)
-class ExecutionTrace:
+class ExecutionTrace(msgspec.Struct, frozen=True):
     path: str
     ops: tuple[EtOp, ...]  # nodes with a tensor input or output, in execution (node id) order
 

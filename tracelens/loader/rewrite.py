@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +41,25 @@ from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
 
-@dataclass(frozen=True)
-class AddedSlice:
+class AddedSlice(msgspec.Struct, frozen=True):
     """A slice to add, in model time (ns since the trace origin), on the thread named `track`."""
 
     track: str
     name: str
     ts_ns: int
     dur_ns: int
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Additions:
+class Additions(msgspec.Struct, frozen=True):
     """What to add: slices on their own process, and args merged into existing events by row."""
 
     slices: tuple[AddedSlice, ...] = ()
-    row_args: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    row_args: Mapping[int, Mapping[str, Any]] = msgspec.field(default_factory=dict)
     process_name: str = "tracelens findings"
 
 
-@dataclass(frozen=True)
-class RewriteSource:
+class RewriteSource(msgspec.Struct, frozen=True):
     """What a rewrite needs of a loaded `Trace` (`rewrite_source`), so that the trace itself can be freed before
     the file is read again: peak memory is then the larger of the analysis and the rewrite, not their sum."""
 

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from tracelens.model.events import I32, I64, Bool, EventTable, kind_mask
+from tracelens.model.events import GPU_ACTIVITY_KINDS, I32, I64, Bool, EventTable, kind_mask
 from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.serial import Arrays, from_plain, to_plain
 
@@ -184,8 +184,6 @@ class Trace(msgspec.Struct, frozen=True, weakref=True):
         return len(self.events)
 
     def gpu_mask(self) -> Bool:
-        from tracelens.model.events import GPU_ACTIVITY_KINDS
-
         return kind_mask(self.events.kind, GPU_ACTIVITY_KINDS)
 
     def step_index(self, number: int) -> int | None:

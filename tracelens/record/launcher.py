@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tracelens import __version__
 from tracelens.errors import TracelensError
 from tracelens.record.options import build_parser
 
@@ -357,8 +358,6 @@ def _analyze(target: Path) -> None:
 
 
 def _version() -> str:
-    from tracelens import __version__
-
     return __version__
 
 

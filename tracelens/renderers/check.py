@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
+from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
@@ -86,8 +87,6 @@ class CheckTextRenderer:
         """A borderless grid: the verdict and number, then the line (wrapped with a hanging indent)."""
         from rich.table import Table
         from rich.text import Text
-
-        from tracelens.renderers.textsafe import escape_controls
 
         several = len(result.traces) > 1
         grid = Table.grid(padding=(0, 1))

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens import __version__
+from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
@@ -117,7 +118,7 @@ def _graph_removed_tables(result: Comparison) -> list[Table]:
         for header, justify in (("", "left"), (base.variant, "right"), (graph.variant, "right"), ("removed", "right")):
             table.add_column(header, justify=justify)  # type: ignore[arg-type]
         for field, label, is_us in GRAPH_ROWS:
-            shown = _optional_us if is_us else _optional_count
+            shown = us_text if is_us else _optional_count
             if field == GRAPH_STAYED:
                 table.add_section()
                 table.add_row(Text("what stayed", style="italic"), "", "", "")
@@ -158,11 +159,11 @@ def _variants_table(result: Comparison) -> Table:
         table.add_row(
             f"{v.name} (whole trace)" if whole else v.name,
             _optional_count(p.kernels),
-            _optional_us(p.gpu_kernel_us),
-            _optional_us(p.gpu_busy_us),
-            "—" if whole else _optional_us(p.step_us),
-            _optional_us(v.dispatch_us_per_step),
-            _optional_us(v.exposed_dispatch_us_per_step),
+            us_text(p.gpu_kernel_us),
+            us_text(p.gpu_busy_us),
+            "—" if whole else us_text(p.step_us),
+            us_text(v.dispatch_us_per_step),
+            us_text(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),
             _optional_count(p.cpu_ops),
             count(v.metadata_ops_per_step),
@@ -174,9 +175,6 @@ def _variants_table(result: Comparison) -> Table:
         "the other columns medians: where steps vary, the two can differ)"
     )
     return table
-
-
-_optional_us = us_text
 
 
 def _fusions_table(result: Comparison) -> Table:
@@ -230,7 +228,7 @@ def _components_table(result: Comparison) -> Table:
 
 
 def _component_cell(us: float | None, kernels: float | None) -> str:
-    return "—" if us is None or kernels is None else f"{us:,.1f} ({count(kernels)})"
+    return "—" if us is None or kernels is None else f"{us_text(us)} ({count(kernels)})"
 
 
 def _optional_count(value: float | None) -> str:
@@ -250,8 +248,8 @@ def _shapes_tables(result: Comparison) -> list[Table]:
             table.add_row(
                 row.shape,
                 ",".join(map(str, row.steps)),
-                f"{row.kernel_us:,.1f}",
-                _optional_us(row.step_us),
+                us_text(row.kernel_us),
+                us_text(row.step_us),
                 f"{row.first_step_us / 1000:,.1f}",
                 f"{row.compile_ms:,.1f}",
             )
@@ -278,7 +276,7 @@ def _break_even_tables(result: Comparison) -> list[Table]:
                     row.shape,
                     row.baseline,
                     f"{row.compile_ms:,.1f}",
-                    f"{row.saving_us_per_step:,.1f}",
+                    us_text(row.saving_us_per_step),
                     "never" if row.steps is None else f"{row.steps:,}",
                 )
         tables.append(table)
@@ -291,6 +289,24 @@ def _break_even_tables(result: Comparison) -> list[Table]:
 
 
 def _predictions(checks: Any) -> Any:
-    from tracelens.renderers.beyond import prediction_checks_table
-
     return prediction_checks_table(list(checks))
+
+
+def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
+    """`compare`'s table of the before-trace's predictions against the variants that took the action."""
+    if not checks:
+        return None
+    table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
+    for column in ("after", "action", "predicted µs", "range µs", "measured µs", "error", "held"):
+        table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
+    for c in checks:
+        table.add_row(
+            c.after,
+            c.action,
+            us_text(c.predicted_step_us),
+            f"{c.low:,.0f}–{c.high:,.0f}",
+            us_text(c.measured_step_us),
+            f"{c.error_pct:+.1f} %",
+            "yes" if c.held else "no",
+        )
+    return table

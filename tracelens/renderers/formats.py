@@ -1,8 +1,8 @@
-"""The output formats of the commands that print results (`analyze`, `compare`, `check`): ONE list, `FORMATS`,
-chosen by name with `--format NAME`.
+"""The output formats of the commands that print results (`analyze`, `compare`, `check`, `cache info`): ONE list,
+`FORMATS`, chosen by name with `--format NAME`.
 
 Each entry (`OutputFormat`) names the format, its module and the kinds of result it renders (`analyze`, `ranks`,
-`compare`, `check`). The module holds `RENDERERS`: for each of those kinds, the renderer class
+`compare`, `check`, `cache`). The module holds `RENDERERS`: for each of those kinds, the renderer class
 (`"module:Class"`, its `render(result) -> str`) and which `RenderOptions` it takes as keyword arguments.
 Adding a format is one module and one line here. A renderer's module is imported only when a command renders
 with it, so JSON output never imports rich.
@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from tracelens.renderers.base import Renderer
 
-KINDS = ("analyze", "ranks", "compare", "check")
+KINDS = ("analyze", "ranks", "compare", "check", "cache")
 
 
-@dataclass(frozen=True)
-class RenderOptions:
+class RenderOptions(msgspec.Struct, frozen=True):
     """How a command wants its result rendered: colour (a terminal), the width to lay text out for (None: the
     terminal's), and `check -v`'s evidence of every verdict."""
 
@@ -36,8 +36,7 @@ class RenderOptions:
 RendererTable = Mapping[str, tuple[str, tuple[str, ...]]]
 
 
-@dataclass(frozen=True)
-class OutputFormat:
+class OutputFormat(msgspec.Struct, frozen=True):
     """One output format (see the module docstring)."""
 
     name: str

@@ -10,4 +10,5 @@ RENDERERS: RendererTable = {
     "ranks": ("tracelens.renderers.ranks:RanksJsonRenderer", ()),
     "compare": ("tracelens.renderers.compare_out:CompareJsonRenderer", ()),
     "check": ("tracelens.renderers.check:CheckJsonRenderer", ()),
+    "cache": ("tracelens.renderers.cache_info:CacheInfoJsonRenderer", ()),
 }

@@ -13,6 +13,7 @@ from tracelens import __version__
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.memory import Memory
 from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
@@ -159,3 +160,8 @@ class AnalyzeJsonRenderer:
 def critical_path_json(result: Any, report: AnalysisReport) -> dict[str, Any]:
     """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
     return {"critical_path": plain(result, leave_out=("path_rows",))}
+
+
+def memory_json(result: Memory, report: AnalysisReport) -> dict[str, Any]:
+    """`memory`: every field but the thinned `timeline` (the report draws it; the JSON has the figures)."""
+    return {"memory": plain(result, leave_out=("timeline",))}

@@ -10,7 +10,6 @@ order, the kernel table) and "Findings" (every analysis' `findings` panels).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from tracelens.analyses import AnalysisReport
@@ -19,6 +18,7 @@ from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
+from tracelens.records import replace
 from tracelens.renderers.sections import renderer_of
 from tracelens.report import breakdowns
 from tracelens.report.compare import comparison_section
@@ -74,7 +74,7 @@ def trace_sections(
         row_notes=findings_by_row(gpu, report),
     )
     if timeline.figure is not None:
-        timeline = dataclasses.replace(timeline, links=tuple(finding_links(trace, gpu, report, focus_step)))
+        timeline = replace(timeline, links=tuple(finding_links(trace, gpu, report, focus_step)))
     panels = analysis_panels(report)
     return [
         # the first screen: what to do next, the trace facts (folded), then the timeline (the per-step table follows it)
@@ -119,6 +119,4 @@ def analysis_panels(report: AnalysisReport) -> list[AnalysisPanels]:
 def _ids(prefix: str, *panels: Panel) -> tuple[Panel, ...]:
     if not prefix:
         return panels
-    from dataclasses import replace
-
     return tuple(replace(p, id=prefix + p.id) for p in panels)

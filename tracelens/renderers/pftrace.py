@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.activity import gpu_activity
+from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
 from tracelens.loader.rewrite import AddedSlice
 from tracelens.model.events import GPU_ACTIVITY_KINDS, kind_mask
@@ -53,25 +54,23 @@ def perfetto_module() -> Any:
     return perfetto_trace_pb2
 
 
-@dataclass
-class _Track:
+class _Track(msgspec.Struct):
     uuid: int
     name: str
     parent: int | None = None
     counter_unit: str | None = None  # "bytes", "count" or "" for a counter track
 
 
-@dataclass
-class _Slices:
+class _Slices(msgspec.Struct):
     """Slices to write: parallel lists, in ns on the output clock."""
 
-    track: list[int] = field(default_factory=list)
-    ts: list[int] = field(default_factory=list)
-    dur: list[int] = field(default_factory=list)
-    name: list[str] = field(default_factory=list)
-    args: list[dict[str, Any] | None] = field(default_factory=list)
-    flow_out: dict[int, list[int]] = field(default_factory=dict)  # slice -> flow ids starting there
-    flow_in: dict[int, int] = field(default_factory=dict)  # slice -> flow id ending there
+    track: list[int] = msgspec.field(default_factory=list)
+    ts: list[int] = msgspec.field(default_factory=list)
+    dur: list[int] = msgspec.field(default_factory=list)
+    name: list[str] = msgspec.field(default_factory=list)
+    args: list[dict[str, Any] | None] = msgspec.field(default_factory=list)
+    flow_out: dict[int, list[int]] = msgspec.field(default_factory=dict)  # slice -> flow ids starting there
+    flow_in: dict[int, int] = msgspec.field(default_factory=dict)  # slice -> flow id ending there
 
     def add(self, track: int, ts: int, dur: int, name: str, args: dict[str, Any] | None = None) -> int:
         self.track.append(track)
@@ -217,8 +216,7 @@ def _nested_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _annotate_gpu(trace: Trace, report: AnalysisReport, slices: _Slices, row_slice: np.ndarray) -> None:
     """Debug annotations of GPU activity: what `annotate`'s JSON output adds, grid/block, correlation id."""
-    from tracelens.analyses.summary import gpu_activity_frame
-    from tracelens.renderers.perfetto import kernel_args
+    from tracelens.renderers.perfetto import kernel_args  # pandas: only for this debug view
 
     ev = trace.events
     extra = kernel_args(gpu_activity_frame(trace), report)
@@ -340,8 +338,7 @@ def _finding_slices(
 # ---------------------------------------------------------------- counters
 
 
-@dataclass(frozen=True)
-class _Counter:
+class _Counter(msgspec.Struct, frozen=True):
     track: int
     ts: np.ndarray  # ns, output clock, sorted
     value: np.ndarray

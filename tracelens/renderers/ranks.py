@@ -27,9 +27,6 @@ def ranks_dict(report: RanksReport) -> dict[str, Any]:
     return dict(_clean(document))
 
 
-_ms = ms_text
-
-
 def ranks_table(report: RanksReport) -> Table:
     heading = "Ranks of" if report.one_run else "Separate traces (not ranks of one run) in"
     table = Table(title=f"{heading} {report.source} (medians per step)", title_justify="left")
@@ -50,11 +47,11 @@ def ranks_table(report: RanksReport) -> Table:
         table.add_row(
             "?" if row.rank is None else str(row.rank),
             str(row.steps),
-            _ms(row.step_us),
-            _ms(row.compute_us),
-            _ms(row.collective_us),
-            _ms(row.waiting_us),
-            _ms(row.transfer_us),
+            ms_text(row.step_us),
+            ms_text(row.compute_us),
+            ms_text(row.collective_us),
+            ms_text(row.waiting_us),
+            ms_text(row.transfer_us),
             f"{row.collective_calls:,.1f}".removesuffix(".0"),
             ", ".join(flags),
             row.path,
@@ -81,8 +78,8 @@ def summary_lines(report: RanksReport) -> list[str]:
         lines.append(f"unusable: {failure}")
     if report.step_us_median == report.step_us_median:
         lines.append(
-            f"step time: median {_ms(report.step_us_median)} ms, fastest {_ms(report.step_us_min)} ms "
-            f"(rank {report.fastest_rank}), slowest {_ms(report.step_us_max)} ms (rank {report.slowest_rank}); "
+            f"step time: median {ms_text(report.step_us_median)} ms, fastest {ms_text(report.step_us_min)} ms "
+            f"(rank {report.fastest_rank}), slowest {ms_text(report.step_us_max)} ms (rank {report.slowest_rank}); "
             f"skew {report.skew_pct:.1f} % of the median"
         )
     if report.matched_collectives:

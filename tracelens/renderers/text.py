@@ -14,8 +14,10 @@ from rich.text import Text
 from tracelens.analyses import AnalysisReport
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.profiler_overhead import verdict_without_profiler
+from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
+from tracelens.errors import TracelensError
 from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
@@ -188,15 +190,12 @@ def _figure_cells(row: StepFigures) -> list[str]:
         _count(row.memset),
         _count(row.launches),
         _count(row.cpu_ops),
-        _us(row.cpu_us),
-        _us(row.gpu_busy_us),
-        _us(row.gpu_kernel_us),
-        _us(row.step_us),
-        _us(row.queue_backlog_us),
+        us_text(row.cpu_us),
+        us_text(row.gpu_busy_us),
+        us_text(row.gpu_kernel_us),
+        us_text(row.step_us),
+        us_text(row.queue_backlog_us),
     ]
-
-
-_us = us_text
 
 
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
@@ -221,7 +220,7 @@ def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None =
             display_name(row.name),
             row.category,
             _count(row.calls_per_step),
-            f"{row.total_us / n_steps:,.1f}",
+            us_text(row.total_us / n_steps),
             f"{row.mean_us:,.2f}",
         ]
         if pct_of_peak is not None:
@@ -248,7 +247,7 @@ def op_table(summary: Summary) -> Table:
             row.name,
             _count(row.calls_per_step),
             _count(row.kernels_per_step),
-            f"{row.gpu_us_per_step:,.1f}",
+            us_text(row.gpu_us_per_step),
             launched,
         )
     return table
@@ -279,8 +278,8 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
         return Text(f"Profiler-free step: — ({free.note or 'no step time'})")
     inflation = f": the profiler added {free.inflation_pct:+.1f} %" if free.inflation_pct is not None else ""
     line = (
-        f"Profiler-free step: {free.step_us:,.1f} µs ({free.source}: {free.method}); profiled "
-        f"{free.profiled_step_us:,.1f} µs{inflation}."
+        f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled "
+        f"{us_text(free.profiled_step_us)} µs{inflation}."
     )
     bound = report.get(Bound)
     busy = summary.per_step.gpu_busy_us
@@ -297,9 +296,6 @@ def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
 
 def check_sections(names: Iterable[str]) -> tuple[str, ...]:
     """`names` if each names a registered analysis with a text section, else a TracelensError listing them."""
-    from tracelens.analyses.registry import ANALYSES
-    from tracelens.errors import TracelensError
-
     known = [entry.name for entry in ANALYSES if entry.text is not None]
     unknown = [name for name in names if name not in known]
     if unknown:

@@ -1,5 +1,7 @@
-"""Rich tables for the later analyses: bound, CPU dispatch, fusion, roofline, torch.compile. The registry names
-each analysis' section function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
+"""The text sections of `tracelens analyze` for every analysis but the summary (`text.summary_parts`): what to do
+next, bound, CPU dispatch, fusion, roofline, torch.compile, the critical path with its what-ifs,
+communication/computation overlap, idle time per stream and memory. The registry names each analysis' section
+function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
 
 from __future__ import annotations
 
@@ -9,15 +11,20 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracelens.analyses.actions import Actions
 from tracelens.analyses.bound import Bound
+from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.compiled import Compiled
+from tracelens.analyses.critical_path import CriticalPath, part_label
 from tracelens.analyses.dispatch import Dispatch
 from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.memory import Memory
 from tracelens.analyses.roofline import Roofline
+from tracelens.analyses.stream_idle import STREAMS_SHOWN, StreamIdle
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable
 from tracelens.renderers.textsafe import escape_controls, safe_text
-from tracelens.units import us_text
+from tracelens.units import bytes_text, pct_text, us_text, whole_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisReport
@@ -55,9 +62,6 @@ def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
     return [roofline_table(roofline)]
 
 
-_us = us_text
-
-
 def bound_text(bound: Bound) -> Text:
     text = Text()
     text.append(f"Bound: {bound.bound}", style="bold")
@@ -69,7 +73,7 @@ def bound_text(bound: Bound) -> Text:
         reason = bound.reason or "no GPU activity in the window"
         text.append(
             f"Exposed dispatch: — ({reason}: nothing to wait or hide behind); CPU dispatch per step "
-            f"{_us(bound.dispatch_us_per_step)} µs.\n"
+            f"{us_text(bound.dispatch_us_per_step)} µs.\n"
         )
         return text
     if bound.verdict_basis == "what-if":
@@ -84,16 +88,21 @@ def bound_text(bound: Bound) -> Text:
         else ""
     )
     text.append(
-        f"Exposed dispatch: {bound.exposed_dispatch_us_per_step:,.1f} µs of {_us(bound.dispatch_us_per_step)} µs "
+        f"Exposed dispatch: {us_text(bound.exposed_dispatch_us_per_step)} µs of "
+        f"{us_text(bound.dispatch_us_per_step)} µs "
         f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step (mean of {len(bound.steps)}): window {_us(bound.gpu_window_us_per_step)} µs = busy "
-        f"{_us(bound.gpu_busy_us_per_step)} µs "
-        f"+ idle waiting for launches {_us(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
-        f"{_us(bound.sync_wait_us_per_step)} µs, with work already queued {_us(bound.queued_idle_us_per_step)} µs, "
-        f"other {_us(bound.other_idle_us_per_step)} µs"
-        + (f", during compilation {_us(bound.compile_idle_us_per_step)} µs" if bound.compile_idle_us_per_step else "")
+        f"GPU per step (mean of {len(bound.steps)}): window {us_text(bound.gpu_window_us_per_step)} µs = busy "
+        f"{us_text(bound.gpu_busy_us_per_step)} µs "
+        f"+ idle waiting for launches {us_text(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
+        f"{us_text(bound.sync_wait_us_per_step)} µs, with work already queued "
+        f"{us_text(bound.queued_idle_us_per_step)} µs, other {us_text(bound.other_idle_us_per_step)} µs"
+        + (
+            f", during compilation {us_text(bound.compile_idle_us_per_step)} µs"
+            if bound.compile_idle_us_per_step
+            else ""
+        )
     )
     return text
 
@@ -107,12 +116,12 @@ def bound_steps_table(bound: Bound) -> Table | None:
     for s in bound.steps:
         table.add_row(
             str(s.number),
-            f"{s.gpu_window_us:,.1f}",
-            f"{s.gpu_busy_us:,.1f}",
-            f"{s.launch_wait_us:,.1f}",
-            f"{s.sync_wait_us:,.1f}",
-            f"{s.queued_idle_us:,.1f}",
-            f"{s.other_idle_us + s.compile_idle_us:,.1f}",
+            us_text(s.gpu_window_us),
+            us_text(s.gpu_busy_us),
+            us_text(s.launch_wait_us),
+            us_text(s.sync_wait_us),
+            us_text(s.queued_idle_us),
+            us_text(s.other_idle_us + s.compile_idle_us),
             s.bound,
         )
     return table
@@ -122,7 +131,7 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
     if dispatch.steps == 0:
         return Text("CPU time per step by layer: — (no analyzed step)")
     table = Table(
-        title=f"CPU time per step by layer (self time, all threads): {dispatch.cpu_us_per_step:,.1f} µs",
+        title=f"CPU time per step by layer (self time, all threads): {us_text(dispatch.cpu_us_per_step)} µs",
         title_justify="left",
     )
     table.add_column("layer")
@@ -132,12 +141,12 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
     droppable(table, "what")
     for layer in dispatch.layers:
         if layer.calls_per_step or layer.us_per_step:
-            table.add_row(layer.name, _count(layer.calls_per_step), f"{layer.us_per_step:,.1f}", layer.description)
+            table.add_row(layer.name, _count(layer.calls_per_step), us_text(layer.us_per_step), layer.description)
     if dispatch.launch_latency:
         latency = dispatch.launch_latency[0]
         table.caption = (
-            f"launch → GPU start over {latency.launches:,} launches: p50 {latency.p50_us:,.1f} µs, "
-            f"p90 {latency.p90_us:,.1f} µs, max {latency.max_us:,.1f} µs"
+            f"launch → GPU start over {latency.launches:,} launches: p50 {us_text(latency.p50_us)} µs, "
+            f"p90 {us_text(latency.p90_us)} µs, max {us_text(latency.max_us)} µs"
         )
     return table
 
@@ -151,7 +160,7 @@ def api_table(dispatch: Dispatch) -> Table | None:
         table.add_column(column, justify="right" if column in ("calls/step", "µs/step") else "left")
     droppable(table, "layer")
     for a in rows:
-        table.add_row(a.name, a.layer, a.issued_by, _count(a.calls_per_step), f"{a.us_per_step:,.1f}")
+        table.add_row(a.name, a.layer, a.issued_by, _count(a.calls_per_step), us_text(a.us_per_step))
     return table
 
 
@@ -160,12 +169,12 @@ def fusion_table(fusion: Fusion) -> Table | Text:
         reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
         return Text(f"Fusion opportunities: none found{reason}")
     epilogue = (
-        f"; GEMM epilogues {fusion.gemm_epilogue_saving_us_per_step:,.1f} µs"
+        f"; GEMM epilogues {us_text(fusion.gemm_epilogue_saving_us_per_step)} µs"
         if fusion.gemm_epilogue_saving_us_per_step
         else ""
     )
     table = Table(
-        title=f"Fusion opportunities (est. saving {fusion.est_saving_us_per_step:,.1f} µs per step{epilogue})",
+        title=f"Fusion opportunities (est. saving {us_text(fusion.est_saving_us_per_step)} µs per step{epilogue})",
         title_justify="left",
     )
     table.caption = (
@@ -182,9 +191,9 @@ def fusion_table(fusion: Fusion) -> Table | Text:
             f"GEMM epilogue: {len(o.gemm_kernels)} GEMM → {chain}" if o.kind == "gemm_epilogue" else chain,
             ", ".join(o.kernels[:3]) + (f", +{len(o.kernels) - 3}" if len(o.kernels) > 3 else ""),
             _count(o.calls_per_step),
-            f"{o.kernel_us_per_step:,.1f}",
+            us_text(o.kernel_us_per_step),
             f"{o.bytes_now / 1e6:,.2f} → {o.bytes_fused / 1e6:,.2f}",
-            f"{o.est_saving_us:,.1f}",
+            us_text(o.est_saving_us),
         )
     return table
 
@@ -248,7 +257,7 @@ def unmodelled_text(roofline: Roofline) -> str:
 
 def _nested_lookups(compiled: Compiled) -> str:
     nested = compiled.cache_lookup_us_per_step - compiled.cache_lookup_outside_us_per_step
-    return f" (and {nested:,.1f} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
+    return f" (and {us_text(nested)} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
 
 
 def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
@@ -260,7 +269,8 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
         parts.append(
             safe_text(
                 f"Autotuning (compile cost, in no step): {a.kernels:,} benchmark kernels, of which "
-                f"{a.l2_flush_fills:,} L2-flush fills; {a.gpu_us:,.1f} GPU µs in all ({a.l2_flush_gpu_us:,.1f} fills)"
+                f"{a.l2_flush_fills:,} L2-flush fills; {us_text(a.gpu_us)} GPU µs in all "
+                f"({us_text(a.l2_flush_gpu_us)} fills)"
             )
         )
     if compiled.regions:
@@ -268,17 +278,17 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
         outside = compiled.overhead_us_per_step - inside
         table = Table(
             title=f"Compiled regions per step (torch.compile wrappers' self time, all: "
-            f"{compiled.overhead_us_per_step:,.1f} µs/step)",
+            f"{us_text(compiled.overhead_us_per_step)} µs/step)",
             title_justify="left",
             caption=f"wrapper µs/step: self time of the wrappers inside the region (guards, AOT wrappers, the "
-            f"region op); outside any region: {outside:,.1f} µs/step, of which TorchDynamo Cache Lookup "
-            f"{compiled.cache_lookup_outside_us_per_step:,.1f} µs/step" + _nested_lookups(compiled),
+            f"region op); outside any region: {us_text(outside)} µs/step, of which TorchDynamo Cache Lookup "
+            f"{us_text(compiled.cache_lookup_outside_us_per_step)} µs/step" + _nested_lookups(compiled),
             caption_justify="left",
         )
         for column in ("region", "calls/step", "µs/step inside", "wrapper µs/step"):
             table.add_column(column, justify="left" if column == "region" else "right")
         for r in compiled.regions:
-            table.add_row(r.name, _count(r.calls_per_step), f"{r.us_per_step:,.1f}", f"{r.overhead_us_per_step:,.1f}")
+            table.add_row(r.name, _count(r.calls_per_step), us_text(r.us_per_step), us_text(r.overhead_us_per_step))
         parts.append(table)
     if compiled.graph_replays:
         table = Table(title="CUDA-graph replays per step", title_justify="left")
@@ -291,7 +301,160 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
                 g.region,
                 _count(g.replays_per_step),
                 _count(g.kernels_per_replay),
-                f"{g.gpu_us_per_replay:,.1f}",
+                us_text(g.gpu_us_per_replay),
             )
         parts.append(table)
     return parts
+
+
+# ---------------------------------------------------------------- what to do next, the critical path, streams, memory
+
+
+def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
+    if result.step is None:
+        return [Text(f"Critical path: — ({result.note})")]
+    n = result.steps_analyzed
+    head = Text()
+    head.append("Critical path", style="bold")
+    head.append(
+        f" over {n} step{'s' if n != 1 else ''}: span {us_text(result.step_us)} µs per step "
+        f"(min {us_text(result.step_us_min)}, "
+        f"max {us_text(result.step_us_max)}) from each step's CPU start to its last CPU or GPU end ({result.note})"
+    )
+    if result.limit_note:
+        head.append(f"\nLimit: {result.limit_note}.")
+    odd = [s for s in result.steps if s.unrepresentative]
+    for s in odd:
+        head.append(f"\nStep {s.number} is unrepresentative: {s.unrepresentative}.")
+    parts = Table(title=None, show_edge=False)
+    parts.add_column("on the path")
+    parts.add_column("µs per step", justify="right")
+    parts.add_column("% of path", justify="right")
+    for part in result.composition:
+        parts.add_row(part_label(part.part), us_text(part.us), f"{part.pct:.1f}")
+    what_if = Table(show_edge=False)
+    what_if.add_column(f"what if (mean of {n} steps)")
+    what_if.add_column("step µs", justify="right")
+    what_if.add_column("saves µs", justify="right")
+    what_if.add_column("min–max µs", justify="right")
+    for row in result.what_if:
+        what_if.add_row(
+            row.change,
+            us_text(row.predicted_step_us),
+            us_text(row.saved_us),
+            f"{us_text(row.saved_us_min)}–{us_text(row.saved_us_max)}",
+        )
+    return [head, parts, what_if]
+
+
+def comm_overlap_parts(result: CommOverlap, report: AnalysisReport) -> Parts:
+    if result.comm_kernels == 0:
+        return [Text(f"Communication/computation overlap: — ({result.note})")]
+    text = Text()
+    text.append("Communication", style="bold")
+    text.append(
+        f": {us_text(result.comm_us_per_step)} µs of collectives per step, "
+        f"{pct_text(result.overlap_pct)} overlapped by "
+        f"compute; exposed {us_text(result.exposed_us_per_step)} µs per step ({result.note})"
+    )
+    return [text]
+
+
+def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
+    if not result.streams:
+        return [Text(f"Idle time per stream: — ({result.note})")]
+    table = Table(
+        title=f"Idle time per GPU stream, µs per step (kernel wait: gaps < {result.kernel_wait_threshold_us:g} µs)"
+        + (f", {result.window}" if result.window else "")
+    )
+    for column in ("stream", "busy", "idle", "host wait", "kernel wait", "other", "busy %"):
+        table.add_column(
+            column if column in ("stream", "busy %") else f"{column} µs/step",
+            justify="left" if column == "stream" else "right",
+        )
+    droppable(table, "other µs/step", "kernel wait µs/step")
+    for row in result.streams[:STREAMS_SHOWN]:
+        table.add_row(
+            f"GPU {row.device} stream {row.stream}",
+            us_text(row.busy_us_per_step),
+            us_text(row.idle_us_per_step),
+            us_text(row.host_wait_us_per_step),
+            us_text(row.kernel_wait_us_per_step),
+            us_text(row.other_us_per_step),
+            pct_text(row.busy_pct),
+        )
+    return [table]
+
+
+TOP_ACTIONS = 3
+
+
+def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
+    """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
+    it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
+    head = Text()
+    head.append("What to do next", style="bold")
+    s = result.summary
+    if s.step_us is None:
+        head.append(f": — ({result.note})")
+        return [head]
+    free = report.summary.profiler_free
+    source = free.source_words() if free is not None else None
+    ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
+    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps})")
+    if s.profiler_free_step_us is not None:
+        head.append(
+            f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
+            + (")" if ranged else ", docs/profiler_overhead.md)")  # the range or the doc: 80 columns
+        )
+    path = report.get(CriticalPath)
+    if path is not None and path.what_if:
+        rows = {w.change: w.saved_us for w in path.what_if}
+        cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
+        head.append(
+            f"\nLimit: {s.limit} — all CPU work 2× faster saves {us_text(cpu)} µs, all GPU 2× {us_text(gpu)} µs"
+        )
+    else:
+        head.append(f"\nLimit: {s.limit}")
+    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    if not helpful:
+        head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
+        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        if len(targets) > 22:
+            targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
+        head.append(
+            f"\n{rank}. {action.action} ({targets}): {us_text(action.predicted_step_us)} µs "
+            f"({action.low:,.0f}–{action.high:,.0f}), saves {us_text(action.saved_us)}"
+        )
+        head.append(f"\n   {action.basis}", style="dim")
+    head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
+    return [head]
+
+
+MAX_OPS_SHOWN = 8
+
+
+def memory_parts(result: Memory, report: AnalysisReport) -> Parts:
+    if result.allocations_per_step is None:
+        return [Text(f"Memory: — ({result.note})")]
+    head = Text(
+        f"Memory ({result.note}): peak allocated {bytes_text(result.peak_allocated_bytes)}, peak reserved "
+        f"{bytes_text(result.peak_reserved_bytes)} (medians over steps); "
+        f"{result.allocations_per_step:,.0f} allocations, {bytes_text(result.allocated_bytes_per_step)} per step; "
+        f"outliving the step: {whole_text(result.outliving_allocations_per_step)} allocations, "
+        f"{bytes_text(result.outliving_bytes_per_step)}"
+    )
+    if not result.by_op:
+        return [head]
+    table = Table(title="Ops that allocate most (outermost CPU op), per step")
+    for column in ("op", "allocs", "bytes", "share"):
+        table.add_column(column, justify="left" if column == "op" else "right", overflow="fold")
+    for row in result.by_op[:MAX_OPS_SHOWN]:
+        table.add_row(
+            row.op[:60],
+            f"{row.allocations_per_step:,.0f}",
+            bytes_text(row.bytes_per_step),
+            f"{100 * row.share_of_bytes:.1f} %",
+        )
+    return [head, table]

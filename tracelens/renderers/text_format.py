@@ -10,4 +10,5 @@ RENDERERS: RendererTable = {
     "ranks": ("tracelens.renderers.ranks:RanksTextRenderer", ("color", "width")),
     "compare": ("tracelens.renderers.compare_out:CompareTextRenderer", ("color", "width", "predictions")),
     "check": ("tracelens.renderers.check:CheckTextRenderer", ("color", "width", "verbose")),
+    "cache": ("tracelens.renderers.cache_info:CacheInfoTextRenderer", ()),
 }

@@ -59,15 +59,15 @@ def study_table(comparison: Comparison) -> Panel:
             v.name,
             str(v.steps),
             format_value(v.per_step.kernels),
-            _us(v.per_step.gpu_kernel_us),
-            _us(v.per_step.gpu_busy_us),
-            _us(v.per_step.cpu_us),
-            _us(v.per_step.step_us),
+            us_text(v.per_step.gpu_kernel_us),
+            us_text(v.per_step.gpu_busy_us),
+            us_text(v.per_step.cpu_us),
+            us_text(v.per_step.step_us),
             format_value(v.per_step.launches),
             format_value(v.per_step.cpu_ops),
             format_value(v.metadata_ops_per_step),
-            _us(v.dispatch_us_per_step),
-            _us(v.exposed_dispatch_us_per_step),
+            us_text(v.dispatch_us_per_step),
+            us_text(v.exposed_dispatch_us_per_step),
             v.bound or "—",
         )
         for v in comparison.variants
@@ -99,8 +99,8 @@ def shapes_table(comparison: Comparison) -> Panel:
             v.name,
             r.shape,
             ", ".join(map(str, r.steps)),
-            _us(r.kernel_us),
-            _us(r.step_us),
+            us_text(r.kernel_us),
+            us_text(r.step_us),
             f"{r.first_step_us / 1000:,.1f}",
             f"{r.compile_ms:,.1f}",
             ", ".join(r.compile_ids) or "—",
@@ -183,6 +183,3 @@ def step_chart(items: Sequence[Item]) -> Panel:
         )
     fig.update_layout(template="plotly_white", barmode="group", height=360, yaxis_title="µs (median step)")
     return Panel(id="compare-steps", title="Median step by variant", figure=fig)
-
-
-_us = us_text

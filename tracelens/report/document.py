@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
 
+import msgspec
 import plotly.graph_objects as go
 
 
@@ -19,16 +19,14 @@ def chart_text(text: str) -> str:
     return html.escape(text, quote=False).replace("%", "&#37;")
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(msgspec.Struct, frozen=True):
     """A small table of already formatted cells."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
 
 
-@dataclass(frozen=True)
-class Panel:
+class Panel(msgspec.Struct, frozen=True):
     """One box of the page. `id` is stable and becomes the HTML element id; exactly one of
     `figure` / `table` is set, or neither when the panel only says why it is empty (`note`). `folded`: when set,
     the panel shows this one line and its body opens on a click (reference facts that should not push the
@@ -43,8 +41,7 @@ class Panel:
     links: tuple[FindingLink, ...] = ()  # under a timeline: buttons that zoom it to each finding
 
 
-@dataclass(frozen=True)
-class FindingLink:
+class FindingLink(msgspec.Struct, frozen=True):
     """A button that zooms the timeline (`chart-<panel id>`) to `x0_us`..`x1_us` (the timeline's µs), and how to
     find the same place in the `.pftrace` of `annotate --format perfetto`."""
 
@@ -54,16 +51,14 @@ class FindingLink:
     perfetto: str
 
 
-@dataclass(frozen=True)
-class Section:
+class Section(msgspec.Struct, frozen=True):
     id: str
     title: str
     panels: tuple[Panel, ...]
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class AnalysisPanels:
+class AnalysisPanels(msgspec.Struct, frozen=True):
     """One analysis' panels (its registry entry's `panels` renderer): charts in "Where the time goes", after the
     summary's and before the kernel table, and findings in "Findings"."""
 
@@ -72,14 +67,13 @@ class AnalysisPanels:
     overview: tuple[Panel, ...] = ()  # on the first screen, after the trace facts and per-step figures
 
 
-@dataclass(frozen=True)
-class ReportDocument:
+class ReportDocument(msgspec.Struct, frozen=True):
     """Everything the HTML page shows, in page order."""
 
     title: str
     subtitle: str
     sections: tuple[Section, ...]
-    warnings: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = msgspec.field(default_factory=tuple)
 
     def figures(self) -> list[tuple[str, go.Figure]]:
         """(panel id, figure) of every chart, in page order."""

@@ -1,10 +1,13 @@
-"""Finding panels: what bounds a step, GPU idle by cause, CPU dispatch by layer, fusion opportunities,
-the roofline, and torch.compile facts.
+"""The report panels of every analysis (the registry's `panels`): what to do next, what bounds a step, GPU idle by
+cause, CPU dispatch by layer, fusion opportunities, the roofline, torch.compile facts, the critical path with its
+what-ifs, communication/computation overlap, idle time per stream, and the memory timeline with the ops that
+allocate most.
 
-Contract: each `x_panel` function takes an `AnalysisReport` and returns a `Panel`; pure. They read optional
-fields of the report (`dispatch`, `bound`, `fusion`, `roofline`, `compiled`) by name; when a field is absent or
-None the panel says "not available" (so the report works with any version of the analyses). The registry names
-each analysis' `x_panels(result, report) -> AnalysisPanels`, which places them on the page.
+Contract: the registry names each analysis' `x_panels(result | None, report) -> AnalysisPanels`, which places its
+panels on the page (overview, breakdowns or findings); pure. Given None (the analysis did not run) or a result
+with nothing to show, a panel says so. The panels of the first analyses (`x_panel(report) -> Panel`) read their
+optional fields of the report (`dispatch`, `bound`, `fusion`, `roofline`, `compiled`) by name, so that the report
+works with any version of them.
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisReport
+from tracelens.analyses.actions import Actions
+from tracelens.analyses.comm_overlap import CommOverlap
+from tracelens.analyses.critical_path import CriticalPath, part_label
+from tracelens.analyses.memory import Memory
+from tracelens.analyses.stream_idle import STREAMS_SHOWN, StreamIdle
 from tracelens.report.document import AnalysisPanels, Panel, Table, chart_text, unavailable
 from tracelens.report.generic import format_value, result_table
+from tracelens.units import GIB, bytes_text, pct_text, us_text, whole_text
 
 MISSING = "this version of tracelens does not compute it"
 IDLE_CAUSES = (
@@ -314,3 +323,189 @@ def _generic(result: Any, panel_id: str, title: str) -> Panel:
     if table is None:
         return unavailable(panel_id, title, "the analysis found nothing to show")
     return Panel(id=panel_id, title=title, table=table)
+
+
+# ---------------------------------------------------------------- what to do next, the critical path, streams, memory
+
+
+def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) -> AnalysisPanels:
+    panel_id, title = "critical-path", "Critical path and what-if"
+    if result is None or result.step is None:
+        why = "the analysis did not run" if result is None else result.note
+        return AnalysisPanels(findings=(unavailable(panel_id, title, why),))
+    fig = go.Figure(
+        go.Bar(
+            x=[p.us for p in result.composition],
+            y=[part_label(p.part) for p in result.composition],
+            orientation="h",
+            hovertemplate="%{y}: %{x:,.1f} µs<extra></extra>",
+            marker_color="#1f77b4",
+        )
+    )
+    fig.update_layout(
+        template="plotly_white",
+        height=80 + 28 * len(result.composition),
+        xaxis_title="µs on the critical path",
+        yaxis={"autorange": "reversed"},
+        margin={"t": 20, "l": 10},
+    )
+    odd = "".join(
+        f" Step {s.number} is unrepresentative: {s.unrepresentative}." for s in result.steps if s.unrepresentative
+    )
+    note = (
+        f"{result.steps_analyzed} steps, {us_text(result.step_us)} µs per step: {result.note}. "
+        f"{result.limit_note}.{odd} "
+        "The path follows what each launch, kernel and sync waited for; what-ifs re-time each step's dependency graph."
+    )
+    rows = tuple(
+        (
+            w.change,
+            us_text(w.predicted_step_us),
+            us_text(w.saved_us),
+            f"{us_text(w.saved_us_min)}–{us_text(w.saved_us_max)}",
+        )
+        for w in result.what_if
+    )
+    table = Table(columns=("what if (mean per step)", "step µs", "saves µs", "min–max µs"), rows=rows)
+    return AnalysisPanels(
+        findings=(
+            Panel(id=panel_id, title=title, figure=fig, note=note),
+            Panel(id=f"{panel_id}-what-if", title="What if", table=table),
+        )
+    )
+
+
+def comm_overlap_panels(result: CommOverlap | None, report: AnalysisReport) -> AnalysisPanels:
+    panel_id, title = "comm-overlap", "Communication/computation overlap"
+    if result is None or result.comm_kernels == 0:
+        return AnalysisPanels(
+            findings=(unavailable(panel_id, title, "no communication kernels" if result else "not run"),)
+        )
+    rows = tuple(
+        (str(s.number), us_text(s.comm_us), us_text(s.overlapped_us), us_text(s.exposed_us), pct_text(s.overlap_pct))
+        for s in result.steps
+    )
+    table = Table(columns=("step", "collectives µs", "overlapped µs", "exposed µs", "overlap"), rows=rows)
+    note = f"{pct_text(result.overlap_pct)} of collective time overlapped by compute kernels ({result.note})."
+    return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
+
+
+def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> AnalysisPanels:
+    panel_id, title = "stream-idle", "Idle time per GPU stream"
+    if result is None or not result.streams:
+        return AnalysisPanels(breakdowns=(unavailable(panel_id, title, result.note if result else "not run"),))
+    labels = [f"GPU {r.device} stream {r.stream}" for r in result.streams[:STREAMS_SHOWN]]
+    fig = go.Figure()
+    for key, name, color in (
+        ("busy_us_per_step", "busy", "#2ca02c"),
+        ("host_wait_us_per_step", "idle: host wait", "#d62728"),
+        ("kernel_wait_us_per_step", "idle: kernel wait", "#ff7f0e"),
+        ("other_us_per_step", "idle: other", "#9e9e9e"),
+    ):
+        values: list[Any] = [getattr(r, key) for r in result.streams[:STREAMS_SHOWN]]
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color))
+    fig.update_layout(template="plotly_white", barmode="stack", height=360, yaxis_title="µs per step", margin={"t": 30})
+    note = (
+        "HTA's split: host wait = the launch came after the stream ran dry; kernel wait = gaps under "
+        f"{result.kernel_wait_threshold_us:g} µs between queued work; other = queued work that waited on "
+        "something else."
+    )
+    return AnalysisPanels(breakdowns=(Panel(id=panel_id, title=title, figure=fig, note=note),))
+
+
+LIMIT_SENTENCE = {
+    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it, faster kernels do not",
+    "gpu": "GPU work limits the step: faster kernels shorten it, faster CPU work does not",
+    "mixed": "both CPU and GPU work limit the step: neither alone shortens it much",
+    "unknown": "neither faster CPU nor faster GPU work shortens the step (it waits on something else)",
+}
+
+
+def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPanels:
+    panel_id, title = "actions", "What to do next"
+    if result is None or result.summary.step_us is None:
+        return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
+    s = result.summary
+    free = report.summary.profiler_free
+    without = ""
+    if s.profiler_free_step_us is not None and free is not None:
+        words = free.source_words()
+        without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
+    note = (
+        f"Step {us_text(s.step_us)} µs profiled (mean span of {s.steps} steps){without}. "
+        f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
+    )
+    rows = tuple(
+        (
+            a.action,
+            ", ".join(a.targets),
+            us_text(a.predicted_step_us),
+            f"{us_text(a.low)}–{us_text(a.high)}",
+            us_text(a.saved_us),
+            a.basis,
+        )
+        for a in result.actions
+    )
+    table = Table(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
+    return AnalysisPanels(overview=(Panel(id=panel_id, title=title, table=table, note=note),))
+
+
+def memory_panels(result: Memory | None, report: AnalysisReport) -> AnalysisPanels:
+    panel_id, title = "memory-timeline", "Memory timeline"
+    if result is None or not result.timeline or not any(s.ts_us for s in result.timeline):
+        why = "the analysis did not run" if result is None else result.note
+        if result is not None and result.timeline:
+            why = "the memory events carry no Total Allocated / Total Reserved (older PyTorch)"
+        return AnalysisPanels(breakdowns=(unavailable(panel_id, title, why),))
+    fig = go.Figure()
+    for series in result.timeline:
+        if not series.ts_us:
+            continue
+        for values, name, dash in (
+            (series.allocated_bytes, "allocated", "solid"),
+            (series.reserved_bytes, "reserved", "dot"),
+        ):
+            fig.add_trace(
+                go.Scattergl(
+                    x=series.ts_us,
+                    y=[v / GIB if v >= 0 else None for v in values],
+                    mode="lines",
+                    line={"shape": "hv", "dash": dash},
+                    name=f"{series.device} {name}",
+                    hovertemplate=f"{series.device} {name}: %{{y:.3f}} GiB at %{{x:,.1f}} µs<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        template="plotly_white",
+        height=360,
+        xaxis_title="time since trace start (µs)",
+        yaxis_title="GiB",
+        margin={"t": 30},
+    )
+    note = (
+        "Total Allocated (solid) and Total Reserved (dotted) by the caching allocator after each [memory] event, "
+        f"per device. Figures: {result.note}; peak allocated {bytes_text(result.peak_allocated_bytes)}, peak "
+        f"reserved {bytes_text(result.peak_reserved_bytes)} (medians over steps)."
+    )
+    timeline = Panel(id=panel_id, title=title, figure=fig, note=note)
+    ops = Panel(
+        id="memory-ops",
+        title="Ops that allocate most (per step)",
+        table=Table(
+            columns=("op (outermost CPU op)", "allocations", "bytes", "share of bytes"),
+            rows=tuple(
+                (
+                    row.op,
+                    f"{row.allocations_per_step:,.0f}",
+                    bytes_text(row.bytes_per_step),
+                    f"{100 * row.share_of_bytes:.1f} %",
+                )
+                for row in result.by_op
+            ),
+        ),
+        note=(
+            f"Allocations outliving their step: {whole_text(result.outliving_allocations_per_step)} "
+            f"({bytes_text(result.outliving_bytes_per_step)}) per step (median)."
+        ),
+    )
+    return AnalysisPanels(breakdowns=(timeline,), findings=(ops,))

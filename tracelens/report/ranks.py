@@ -61,7 +61,9 @@ def step_chart(report: RanksReport, focus_rank: int) -> Panel:
             annotation_text=f"median {report.step_us_median / 1000:,.3f} ms",
         )
     fig.update_layout(template="plotly_white", height=340, yaxis_title="step time, ms (median step)", margin={"t": 30})
-    return Panel(id="ranks-steps", title=f"Step time per rank (skew {_pct(report.skew_pct)} of the median)", figure=fig)
+    return Panel(
+        id="ranks-steps", title=f"Step time per rank (skew {pct_text(report.skew_pct)} of the median)", figure=fig
+    )
 
 
 def time_chart(report: RanksReport) -> Panel:
@@ -97,11 +99,11 @@ def ranks_table(report: RanksReport, focus_rank: int) -> Panel:
         (
             str(row.rank),
             str(row.steps),
-            _ms(row.step_us),
-            _ms(row.compute_us),
-            _ms(row.collective_us),
-            _ms(row.waiting_us),
-            _ms(row.transfer_us),
+            ms_text(row.step_us),
+            ms_text(row.compute_us),
+            ms_text(row.collective_us),
+            ms_text(row.waiting_us),
+            ms_text(row.transfer_us),
             f"{row.collective_calls:,.1f}".removesuffix(".0"),
             ", ".join(_flags(report, row, focus_rank)),
             row.path,
@@ -129,8 +131,8 @@ def _summary(report: RanksReport) -> str:
         parts.append(f"missing ranks {', '.join(map(str, report.missing_ranks))}")
     if math.isfinite(report.step_us_median):
         parts.append(
-            f"step time median {_ms(report.step_us_median)} ms, fastest {_ms(report.step_us_min)} ms "
-            f"(rank {report.fastest_rank}), slowest {_ms(report.step_us_max)} ms (rank {report.slowest_rank})"
+            f"step time median {ms_text(report.step_us_median)} ms, fastest {ms_text(report.step_us_min)} ms "
+            f"(rank {report.fastest_rank}), slowest {ms_text(report.step_us_max)} ms (rank {report.slowest_rank})"
         )
     if report.matched_collectives:
         parts.append(
@@ -144,9 +146,3 @@ def _summary(report: RanksReport) -> str:
 
 def _ranked(report: RanksReport) -> list[RankRow]:
     return [row for row in report.rows if row.rank is not None]
-
-
-_ms = ms_text
-
-
-_pct = pct_text
