@@ -120,6 +120,20 @@ def record(name: str, compiled: bool, stepped: bool, out: str) -> dict[str, obje
     }
 
 
+def write_timings(out: str, runs: dict[str, object]) -> None:
+    """`out`/timings.json: the runs' CUDA-event timings with the environment and the command."""
+    document = {
+        "about": "CUDA events around each loop iteration (next batch, copy, forward, backward, AdamW, sync), "
+        "measured outside the profiler after the window (ms)",
+        "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
+                        "cpus": os.cpu_count()},
+        "command": " ".join(sys.argv),
+        "runs": runs,
+    }
+    with open(os.path.join(out, "timings.json"), "w") as handle:
+        json.dump(document, handle, indent=1)
+
+
 def main(out: str) -> int:
     os.makedirs(out, exist_ok=True)
     runs: dict[str, object] = {}
@@ -134,15 +148,7 @@ def main(out: str) -> int:
             print(f"{name}: {runs[name]['cuda_event_ms']} ({time.time() - t0:.1f} s)", flush=True)
         except Exception as error:  # noqa: BLE001 - one variant failing must not lose the others
             print(f"{name}: FAILED {error!r}", flush=True)
-    document = {
-        "about": "CUDA events around each loop iteration (next batch, copy, forward, backward, AdamW, sync), "
-        "measured outside the profiler after the window (ms)",
-        "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda},
-        "command": " ".join(sys.argv),
-        "runs": runs,
-    }
-    with open(os.path.join(out, "timings.json"), "w") as handle:
-        json.dump(document, handle, indent=1)
+    write_timings(out, runs)
     return 0
 
 

@@ -14,7 +14,6 @@ events around each of 30 steps of the same loop without the profiler, after the 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import statistics
 import sys
@@ -24,7 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dataloader_loop import Batches, _setup, _step, _timed  # noqa: E402
+from dataloader_loop import Batches, _setup, _step, _timed, write_timings  # noqa: E402
 
 WAIT, WARMUP, ACTIVE = 1, 2, 8
 # (num_workers, pin_memory): without pinning, a worker's batch arrives in fresh shared memory and its copy to
@@ -80,16 +79,7 @@ def main(out: str) -> int:
             print(f"{name}: {runs[name]['cuda_event_ms']} ({time.time() - t0:.1f} s)", flush=True)
         except Exception as error:  # noqa: BLE001 - one variant failing must not lose the others
             print(f"{name}: FAILED {error!r}", flush=True)
-    document = {
-        "about": "CUDA events around each loop iteration (next batch, copy, forward, backward, AdamW, sync), "
-        "measured outside the profiler after the window (ms)",
-        "environment": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
-                        "cpus": os.cpu_count()},
-        "command": " ".join(sys.argv),
-        "runs": runs,
-    }
-    with open(os.path.join(out, "timings.json"), "w") as handle:
-        json.dump(document, handle, indent=1)
+    write_timings(out, runs)
     return 0
 
 
