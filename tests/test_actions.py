@@ -9,7 +9,7 @@ import pytest
 
 import tracelens
 from tests import rawtrace
-from tests.conftest import recorded_trace
+from tests.conftest import TRACES, recorded_trace
 from tracelens.analyses import analyze
 from tracelens.analyses.actions import ERROR, GRAPH_MODELS
 
@@ -207,3 +207,84 @@ def test_the_host_only_work_is_each_calls_overlap_with_the_dataloader_ranges() -
         assert _host_only_work_ns(trace, graph).tolist() == expected
         nonzero += sum(1 for ns in expected if ns > 0)
     assert nonzero > 0  # some launches do wait on the DataLoader
+
+
+DATA_LOADING_TRACES = (
+    "other/facebookresearch__param/resnet_kineto.json.gz",  # an anchor: steps inferred from the DataLoader
+    "h200/dataloader/train_eager.json.gz",
+    "h200/dataloader/train_compiled.json.gz",
+    "h200/dataloader/train_eager_nostep.json.gz",
+    *(f"h200/dataloader_twins/dl_workers{n}{pin}.json.gz" for n in (0, 2, 8) for pin in ("", "_pin")),
+)
+
+
+@pytest.mark.parametrize("name", DATA_LOADING_TRACES)
+def test_the_dataloader_time_is_the_independent_one(name: str) -> None:
+    """`actions.summary.data_loading_us` is the mean over the replayed steps of the time inside the DataLoader's
+    annotations within each step's CPU range, as tests/independent/data_loading.py reads it from the raw events
+    (the replayed steps are every step on these traces, ProfilerSteps or inferred)."""
+    from tests.conftest import anchor
+    from tests.independent.data_loading import per_step_us
+
+    path = anchor(name) if name.startswith("other/") else recorded_trace(name)
+    expected = per_step_us(str(path))
+    result = analyze(tracelens.load(path)).actions
+    assert result is not None and result.summary.steps == len(expected)
+    assert result.summary.data_loading_us == pytest.approx(sum(expected) / len(expected), abs=0.01)
+    assert result.summary.step_us is not None and 0 < result.summary.data_loading_us < result.summary.step_us
+
+
+def test_no_dataloader_no_figure_and_the_line_says_it() -> None:
+    """None (not 0) where the trace has no DataLoader range; where it has, the summary's head line gives it."""
+    from tests.conftest import anchor
+    from tracelens.renderers.text_analyses import actions_parts
+
+    eager = analyze(tracelens.load(recorded_trace("h200/eager_mlp.json.gz"))).actions
+    assert eager is not None and eager.summary.data_loading_us is None
+    report = analyze(tracelens.load(anchor("other/facebookresearch__param/resnet_kineto.json.gz")))
+    assert report.actions is not None
+    head = str(actions_parts(report.actions, report)[0])
+    assert "DataLoader: next batch 263,011.6 µs/step, 45.8 % of the step (actions keep it)" in head
+
+
+def test_the_dataloader_twins_move_the_wait_into_the_copy() -> None:
+    """Why there is no `data_loading` action (docs/actions.md#the-dataloaders-next-batch), from the raw events of
+    traces/h200/dataloader_twins and the run's log: workers shrink the DataLoader's time per step, the batch's
+    `aten::copy_` grows by more, and the CUDA-event step barely moves."""
+    import ast
+    import gzip
+    import json
+    import re
+
+    from tests.independent.data_loading import per_step_us, step_ranges
+
+    folder = TRACES / "h200/dataloader_twins"
+    events_ms = {
+        line.split(":")[0]: ast.literal_eval(re.search(r"\{.*\}", line).group(0))["median"]  # type: ignore[union-attr]
+        for line in (folder / "record.log").read_text().splitlines()
+    }
+    for workers in (0, 2, 8):
+        for pin in ("", "_pin"):
+            path = folder / f"dl_workers{workers}{pin}.json.gz"
+            with gzip.open(path, "rt") as handle:
+                events = json.load(handle)["traceEvents"]
+            steps = step_ranges(events)
+            copy_ms = (
+                sum(
+                    e["dur"]
+                    for e in events
+                    if e.get("cat") == "cpu_op"
+                    and e["name"] == "aten::copy_"
+                    and any(a <= e["ts"] * 1000 < b for a, b in steps)
+                )
+                / len(steps)
+                / 1000
+            )
+            loader_ms = sum(per_step_us(str(path))) / len(steps) / 1000
+            if workers == 0:
+                assert 8.1 <= loader_ms <= 8.7 and 0.5 <= copy_ms <= 0.6, (path, loader_ms, copy_ms)
+            else:
+                assert 0.05 <= loader_ms <= 0.75 and 9.1 <= copy_ms <= 11.55, (path, loader_ms, copy_ms)
+    with_workers = [ms for name, ms in events_ms.items() if "workers0" not in name]
+    assert 10.05 <= min(events_ms["dl_workers0"], events_ms["dl_workers0_pin"]) <= 10.25
+    assert min(with_workers) >= 7.95 and max(with_workers) <= 10.2

@@ -92,6 +92,9 @@ class ActionsSummary(msgspec.Struct, frozen=True):
     profiler_free_step_us: float | None  # from the summary analysis when it has one, else None
     limit: str  # the critical path's limit
     steps: int  # steps replayed
+    # mean per replayed step: the time inside the DataLoader's next-batch ranges (`HOST_ONLY`, any thread, their
+    # union) within the step's CPU range, which neither compile nor CUDA graphs remove; None where there are none
+    data_loading_us: float | None = None
 
 
 class Actions(msgspec.Struct, frozen=True):
@@ -202,7 +205,34 @@ def actions_of(
         note += "; no fusion chain found (fuse: none)"
     if done:
         note += f"; left out, the program already does it: {', '.join(done)}"
-    return Actions(ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs)), actions[:MAX_ACTIONS], note)
+    loading = _data_loading_us(trace, graphs)
+    summary = ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs), loading)
+    return Actions(summary, actions[:MAX_ACTIONS], note)
+
+
+def _data_loading_us(trace: Trace, graphs: list[StepGraph]) -> float | None:
+    """Mean over `graphs` of the ns inside the union of every thread's `HOST_ONLY` ranges within the step's CPU
+    range ([start_ns, cpu_end_ns)), in µs; None where the trace has no such range."""
+    ranges = _host_only_ranges(trace)
+    if not ranges:
+        return None
+    merged = _merged(sorted(r for rows in ranges.values() for r in rows))
+    total = 0
+    for graph in graphs:
+        start, end = graph.start_ns, graph.cpu_end_ns
+        total += sum(max(0, min(hi, end) - max(lo, start)) for lo, hi in merged)
+    return _r(total / len(graphs) / NS_PER_US)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted (start, end) ranges merged where they overlap."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _predict(

@@ -416,6 +416,9 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
         )
     else:
         head.append(f"\nLimit: {s.limit}")
+    if s.data_loading_us is not None and s.data_loading_us > 0:
+        share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
+        head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
     helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
     if not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
