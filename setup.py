@@ -1,8 +1,8 @@
-"""The optional C extension (tracelens/_native.c: the loader's columns and merge, the model's nesting, links and
-steps); the rest is in pyproject.toml.
+"""The C extension (tracelens/_native.c, typed by tracelens/_native.pyi: the loader's columns and merge, the
+model's nesting, links and steps, the critical path's replay); the rest is in pyproject.toml.
 
-`optional=True`: where it cannot be compiled (no C compiler), the install goes on and the loader uses its
-pure-Python path, which gives the same tables.
+Required: an install without a C compiler fails here, with the compiler's message. The Python twin of each
+function is the tests' oracle (`TRACELENS_NO_NATIVE=1`; tracelens/native.py), not a second way to run.
 """
 
 from setuptools import Extension, setup
@@ -13,7 +13,6 @@ setup(
             "tracelens._native",
             sources=["tracelens/_native.c"],
             depends=["tracelens/_native_fields.h"],  # generated from tracelens/loader/schema.py:Args (fields.py)
-            optional=True,
             extra_compile_args=["-O2"],
         )
     ]

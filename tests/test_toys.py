@@ -201,7 +201,7 @@ import tracelens
 from tracelens import native
 events = tracelens.load(sys.argv[1]).events
 strides = [None if raw is None else json.loads(raw) for raw in events.ev_idx]
-print(json.dumps({"native": native.module() is not None, "correlation": events.correlation.tolist(),
+print(json.dumps({"native": native.ENABLED and native.extension is not None, "correlation": events.correlation.tolist(),
                   "registers_per_thread": events.registers_per_thread.tolist(),
                   "external_id": events.external_id.tolist(), "ev_idx": strides}))
 """

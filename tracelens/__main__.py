@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 import sys
 
+from tracelens.errors import TracelensError
+
 
 def main() -> None:
     """Import the command with the collector off, then run it (`tracelens.cli.run`; the process exits there).
@@ -24,6 +26,9 @@ def main() -> None:
     gc.disable()
     try:
         from tracelens.cli import run
+    except TracelensError as exc:  # raised while importing: a copy without its C extension (tracelens.native)
+        print(f"tracelens: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     finally:
         gc.freeze()
         gc.enable()

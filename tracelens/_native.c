@@ -1,4 +1,4 @@
-/* tracelens._native: the optional C extension (see tracelens/native.py).
+/* tracelens._native: the C extension (see tracelens/native.py; types: _native.pyi).
 
    columns(): columns of decoded trace events, read straight from the msgspec structs' slots; an optional
    accelerator of tracelens.loader.columns.columnize (which has the same figures in pure Python, and
@@ -1322,7 +1322,7 @@ static PyMethodDef METHODS[] = {
 };
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_native",
-                                    "tracelens' optional C extension: see tracelens/native.py.", -1, METHODS,
+                                    "tracelens' C extension: see tracelens/native.py.", -1, METHODS,
                                     NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&MODULE); }

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor
+from tracelens import native
 from tracelens.loader import fields
 from tracelens.loader.columns import ChunkColumns, columnize, complete_events
 from tracelens.loader.decode import STREAM_EVENTS_DECODER, decode_trace
@@ -19,19 +20,19 @@ from tracelens.loader.schema import Args, CompleteEvent, Event
 from tracelens.records import field_names, is_record
 
 NATIVE = fields._native
-needs_native = pytest.mark.skipif(NATIVE is None, reason="the C accelerator is not built")
+needs_native = pytest.mark.skipif(not native.ENABLED, reason="TRACELENS_NO_NATIVE is set: only the Python twins run")
 
 
 def test_the_accelerator_is_built() -> None:
     """CI machines have a C compiler: a missing build there would silently cost the loader its speed."""
     if os.environ.get("TRACELENS_NO_NATIVE", "").strip() not in ("", "0"):
         pytest.skip("TRACELENS_NO_NATIVE is set")
-    assert fields.native_available()
+    assert fields.native_available() and native.extension is not None
 
 
 def _python_columns(events: list[Event], monkeypatch: pytest.MonkeyPatch) -> ChunkColumns:
     with monkeypatch.context() as patch:
-        patch.setattr(fields, "_native", None)
+        patch.setattr(native, "ENABLED", False)
         return columnize(events)
 
 
@@ -123,7 +124,7 @@ def test_odd_values_give_the_python_columns(case: str, monkeypatch: pytest.Monke
 @needs_native
 def test_the_accelerator_reads_what_it_can_and_leaves_the_rest_to_python() -> None:
     events = ODD["numeric-string and huge arguments"]
-    out = NATIVE.columns(events, Event, Args, msgspec.Raw, False)  # type: ignore[union-attr]
+    out = NATIVE.columns(events, Event, Args, msgspec.Raw, False)
     ints = dict(zip(fields.INT_ARGS, out[10], strict=True))
     assert ints["correlation"] is None and ints["device"] is None and ints["bytes"] is None  # strings: Python's
     assert np.frombuffer(ints["external_id"], np.int64).tolist() == [-1, -1, -5]  # 2**70 does not fit: -1
@@ -135,7 +136,7 @@ def test_a_chunk_of_mixed_event_types_falls_back_to_python(monkeypatch: pytest.M
     tagged = CompleteEvent(cat="kernel", name="gemm", pid=0, tid=7, ts=11.0, dur=1, args=Args(correlation=8))
     events = [_kernel(), tagged]
     with pytest.raises(TypeError):
-        NATIVE.columns(events, Event, Args, msgspec.Raw, False)  # type: ignore[union-attr]
+        NATIVE.columns(events, Event, Args, msgspec.Raw, False)
     _assert_same(columnize(events), _python_columns(events, monkeypatch))  # type: ignore[arg-type]
 
 
@@ -172,5 +173,5 @@ def test_selecting_complete_events_skips_other_phases_and_unusable_times(monkeyp
 
 def _python_columns_of_complete(events: list[object], monkeypatch: pytest.MonkeyPatch) -> ChunkColumns:
     with monkeypatch.context() as patch:
-        patch.setattr(fields, "_native", None)
+        patch.setattr(native, "ENABLED", False)
         return columnize(events, CompleteEvent)

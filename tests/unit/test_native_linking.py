@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import anchor
+from tracelens import native
 from tracelens.loader import load_trace
 from tracelens.model import linking, steps
 from tracelens.model.events import EventTable, Kind
 from tracelens.model.nesting import nest
 from tracelens.model.trace import StepTable
 
-needs_native = pytest.mark.skipif(linking._native is None, reason="the C extension is not built")
+needs_native = pytest.mark.skipif(not native.ENABLED, reason="TRACELENS_NO_NATIVE is set: only the Python twins run")
 
 KINDS = [Kind.CPU_OP, Kind.RUNTIME, Kind.DRIVER, Kind.KERNEL, Kind.MEMCPY, Kind.USER_ANNOTATION, Kind.OTHER]
 ROWS = st.lists(
@@ -81,7 +82,7 @@ def _assert_links_match(events: EventTable, monkeypatch: pytest.MonkeyPatch) -> 
         )
         step = steps.assign_steps(events, table, launch)
         with monkeypatch.context() as patch:
-            patch.setattr(steps, "_native", None)
+            patch.setattr(native, "ENABLED", False)
             numpy_step = steps.assign_steps(events, table, launch)
         assert step.dtype == numpy_step.dtype and step.tolist() == numpy_step.tolist()
 
@@ -124,6 +125,6 @@ def test_what_is_not_a_nesting_hands_linking_back_to_numpy() -> None:
         int(Kind.CPU_OP),
         1000,
     ]
-    assert linking._native.link(*args) is not None  # type: ignore[union-attr]
+    assert linking._native.link(*args) is not None
     args[6] = np.array([1, 0, *([-1] * 8)], dtype=np.int32)  # a parent loop: not a nesting
-    assert linking._native.link(*args) is None  # type: ignore[union-attr]
+    assert linking._native.link(*args) is None

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor
+from tracelens import native
 from tracelens.loader import extras
 from tracelens.loader.decode import EXTRAS_DOC_DECODER, EXTRAS_EVENTS_DECODER
 from tracelens.loader.extras import MemoryColumns, python_memory_columns
 
-needs_native = pytest.mark.skipif(extras._native is None, reason="the C accelerator is not built")
+needs_native = pytest.mark.skipif(not native.ENABLED, reason="TRACELENS_NO_NATIVE is set: only the Python twins run")
 
 
 def _native(events: list[object]) -> MemoryColumns:

@@ -9,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import anchor
+from tracelens import native
 from tracelens.loader import load_trace
 from tracelens.model import nesting
 from tracelens.model.events import CPU_KINDS, EventTable, Kind, kind_mask
 
 NATIVE = nesting._native
-needs_native = pytest.mark.skipif(NATIVE is None, reason="the C extension is not built")
+needs_native = pytest.mark.skipif(not native.ENABLED, reason="TRACELENS_NO_NATIVE is set: only the Python twins run")
 
 ROWS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 12)), min_size=0, max_size=120)
 
@@ -48,7 +49,7 @@ def test_same_parents_and_depths_as_the_vectorised_python(rows: list[tuple[int, 
 def test_real_traces_nest_the_same(relative: str, monkeypatch: pytest.MonkeyPatch) -> None:
     events = load_trace(anchor(relative)).events
     parent, depth = nesting.nest(events)
-    monkeypatch.setattr(nesting, "_native", None)
+    monkeypatch.setattr(native, "ENABLED", False)
     python_parent, python_depth = nesting.nest(events)
     assert parent.tolist() == python_parent.tolist() and depth.tolist() == python_depth.tolist()
     assert int(depth.max()) >= 5  # real nesting, not a flat trace
@@ -123,8 +124,8 @@ def test_a_run_of_equal_starts_too_long_for_insertion_is_sorted_the_same() -> No
 def test_the_one_pass_nesting_refuses_what_it_cannot_read() -> None:
     table = _table([(0, 3, 1, Kind.CPU_OP), (0, 1, 1, Kind.CPU_OP)], False)  # starts out of order
     args = (table.ts_ns, table.dur_ns, table.track, table.kind, nesting._IS_CPU, nesting._TIE_PRIORITY, 1000)
-    assert NATIVE.nest(*args) is None  # type: ignore[union-attr]
+    assert NATIVE.nest(*args) is None
     with pytest.raises(ValueError):
-        NATIVE.nest(table.ts_ns[:1], *args[1:])  # type: ignore[union-attr]
+        NATIVE.nest(table.ts_ns[:1], *args[1:])
     bad_kind = np.array([100, 1], dtype=np.int8)
-    assert NATIVE.nest(np.sort(table.ts_ns), table.dur_ns, table.track, bad_kind, *args[4:]) is None  # type: ignore[union-attr]
+    assert NATIVE.nest(np.sort(table.ts_ns), table.dur_ns, table.track, bad_kind, *args[4:]) is None

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import anchor, recorded_trace
+from tracelens import native
 from tracelens.analyses import critical_path as cp
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.critical_path import Change
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 
-needs_native = pytest.mark.skipif(cp._native is None, reason="the C extension is not built")
+needs_native = pytest.mark.skipif(not native.ENABLED, reason="TRACELENS_NO_NATIVE is set: only the Python twins run")
 
 
 def _graph(path: str) -> tuple[Trace, cp.StepGraph]:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 import numpy as np
 
+from tracelens import native
 from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.intervals import previous_running_max
@@ -55,7 +56,7 @@ from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
-from tracelens.native import module as native_module
+from tracelens.native import extension as _native
 from tracelens.records import field_names
 from tracelens.units import NS_PER_US
 
@@ -93,7 +94,6 @@ def part_label(part: str) -> str:
 
 # Path nodes: a call index (>= 0) or ~k for GPU activity k (<= -1); END marks where a walk stops (never a node)
 END = -(2**62)
-_native = native_module()  # None: the replay's loop runs in Python (same integers)
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -415,7 +415,7 @@ def _saved_ns(trace: Trace, step: _Analyzed, change: Change) -> int:
     """The step's span minus its span with `change` (times only). A change to GPU activities by column (all of
     them, a category) goes to the C replay as a column of new lengths; others through `_resolve`."""
     graph = step.graph
-    fast = _native is not None and change.target != "cpu" and change.speedup > 0
+    fast = native.ENABLED and change.target != "cpu" and change.speedup > 0
     columns = _column_durations(graph, change) if fast else None
     if columns is not None:
         length = graph.native_arrays[2][1].copy()
@@ -876,11 +876,11 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
 
 def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None, walk: bool = True) -> Replay:
     """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns}). The loop
-    runs in the C extension where it is built (`_native.replay`, same integers), else in Python
+    runs in the C extension (`_native.replay`, same integers; its Python twin under TRACELENS_NO_NATIVE=1)
     (`_replay_python`). `walk=False`: only the times (`path`, `path_kernels`, `path_ops`, `path_rows` empty)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     timed = None
-    if _native is not None:
+    if native.ENABLED:
         work_ns, duration_ns = _scaled_cpu_columns(graph, cpu_factor)
         timed = _replay_native(graph, work_ns, duration_ns, gpu_dur, walk)
     if timed is None:
@@ -894,7 +894,7 @@ def replay_calls(graph: StepGraph, work: list[int] | I64, duration: list[int] | 
     """Re-time the step with each call's CPU work before it (`work`) and length (`duration`, lists or int64
     arrays) given (a removed launch: 0 and 0) and some activities of a new length (`gpu_dur`); the step's CPU tail
     keeps its observed length. The actions' models use this (times only: no path walk)."""
-    timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if _native is not None else None
+    timed = _replay_native(graph, work, duration, gpu_dur, walk=False) if native.ENABLED else None
     if timed is None:
         timed = _replay_python(graph, _as_list(work), _as_list(duration), gpu_dur)
     c_end, c_from, g_end, g_from, g_start = timed
@@ -961,7 +961,6 @@ def _replay_native(
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
     length): the Python loop answers those. `gpu_length`: every activity's length (int64), given instead of
     the changed ones in `gpu_dur`."""
-    assert _native is not None
     if len(graph.awaited) != len(graph.call_start_ns):
         return None
     order, fixed_calls, fixed_gpu = graph.native_arrays

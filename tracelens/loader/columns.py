@@ -17,9 +17,9 @@ from tracelens.loader.schema import INT_ARGS, RAW_ARGS, Event
 from tracelens.model import stats
 from tracelens.model.events import CATEGORY_KINDS, I8, I32, I64, Bool, EventTable, Kind
 from tracelens.model.trace import Device, TraceMeta, TrackTable
+from tracelens.native import extension as _native
 from tracelens.units import NS_PER_US
 
-_native = native.module()  # None: numpy permutes (same columns)
 _ON_GPU_TRACK = np.zeros(256, dtype=bool)  # by kind (int8 read as an index: negative ones wrap, all False)
 _ON_GPU_TRACK[GPU_TRACK_KINDS] = True
 MAX_OFFSET_US = 1e11  # about 28 hours: times this far from the trace's median time are not credible
@@ -326,10 +326,10 @@ def _file_order_columns(
 
 def permuted(columns: dict[str, np.ndarray], order: I64) -> dict[str, np.ndarray]:
     """`column[order]` for every column (of as many rows as each other, `order` a selection of them without
-    repeats), computed in place where the C extension is built (`_native.permute`: no second copy of any
+    repeats), computed in place by the C extension (`_native.permute`: no second copy of any
     column; rows `order` leaves out end up past its length and are cut off), else by numpy."""
     n = next(iter(columns.values())).shape[0] if columns else 0
-    if _native is None or not columns:
+    if not native.ENABLED or not columns:
         return {name: column[order] for name, column in columns.items()}
     full = order
     if order.size != n:  # the rows left out go last

@@ -6,7 +6,7 @@ builds an `Event` of defaults and drops it, the streaming decoder refuses it for
 costs a struct per item: a gzip of a gigabyte of `{}, ` became a quarter-billion structs. Removing such items
 from the text first makes their cost a scan of bytes. The C extension does it in place (`_native.drop_empty_items`,
 a copy at memory speed); `python_drop_empty_items` below is its twin (the same bytes and counts; the tests
-compare them on a family of texts), used where the extension is not built.
+compare them on a family of texts), the oracle under TRACELENS_NO_NATIVE=1.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 import re
 
 from tracelens import native
-
-_native = native.module()  # None: the Python twin below gives the same bytes
+from tracelens.native import extension as _native
 
 _SPACE = b" \t\r\n"
 _SCALAR_END = re.compile(rb'[,\]}{\[" \t\r\n]')
@@ -37,7 +36,7 @@ def drop_empty_items(buffer: bytearray | memoryview, start: int, end: int) -> tu
     document, which is kept unchanged), in place. The values kept are joined by single commas. Returns
     (the new end of the text, the number of values removed); None when the text is not a comma-separated run of
     values (then it is not valid JSON either, and the buffer must not be decoded)."""
-    if _native is not None:
+    if native.ENABLED:
         result: tuple[int, int] | None = _native.drop_empty_items(buffer, start, end)
         return result
     return python_drop_empty_items(buffer, start, end)

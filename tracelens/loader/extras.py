@@ -13,7 +13,6 @@ Chunks give `ExtraColumns`; `merge_extras` joins them into the model's `MemoryTa
 from __future__ import annotations
 
 import math
-import types
 from operator import attrgetter
 from typing import Any
 
@@ -35,9 +34,9 @@ from tracelens.loader.threads import MetaRow, metadata_rows
 from tracelens.model.events import I64
 from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.trace import TrackTable
+from tracelens.native import extension as _native
 from tracelens.units import NS_PER_US
 
-_native: types.ModuleType | None = native.module()  # None: `python_memory_columns` gives the same columns
 MEMORY_NAME = "[memory]"
 _MARKERS = (b'"[memory]"', b'"C"', b'"M"')  # `"ph": "C"` in any spacing contains `"C"`, and so for "M"
 _EMPTY_ARGS = MemoryArgs()
@@ -83,9 +82,9 @@ class ExtraColumns(msgspec.Struct):
 def extra_columns(events: list[Any]) -> ExtraColumns | None:
     """The memory and counter events among decoded `events` (any phases, from an `EXTRAS_*_DECODER`) as columns;
     None when there are none. Events without a usable `ts` are skipped. The memory events' columns come from
-    the C extension where it is built (`_native.memory_columns`, one pass over the events), else from
+    the C extension (`_native.memory_columns`, one pass over the events), else from
     `python_memory_columns` (identical columns); Python touches only the (rare) counter events."""
-    memory = _native_memory_columns(events) if _native is not None else None
+    memory = _native_memory_columns(events) if native.ENABLED else None
     if memory is None:
         memory = python_memory_columns(events)
     counters = [e for e in events if type(e) is CounterEvent and usable_ts(e.ts)] if memory.has_counters else []
@@ -132,7 +131,6 @@ class MemoryColumns(msgspec.Struct):
 
 def _native_memory_columns(events: list[Any]) -> MemoryColumns | None:
     """`python_memory_columns` from the C extension; None when it cannot read the chunk exactly (then Python does)."""
-    assert _native is not None
     try:
         ts, ints, codes, pairs, has_counters, has_meta = _native.memory_columns(
             events, _INSTANT_TUPLE, MemoryArgs, MEMORY_NAME, CounterEvent, MetadataEvent

@@ -1,13 +1,12 @@
-"""The fields of a chunk of decoded events as columns (`EventFields`): from the optional C extension
-(`tracelens._native.columns`, slot reads) where it is built, else from Python; both give identical columns, and a
-column the extension cannot read exactly (a numeric-string argument, a number beyond int64 or float range) is
-read by the Python path.
+"""The fields of a chunk of decoded events as columns (`EventFields`): from the C extension
+(`tracelens._native.columns`, slot reads), or from its Python twin under TRACELENS_NO_NATIVE=1; both give
+identical columns, and a column the extension cannot read exactly (a numeric-string argument, a number beyond
+int64 or float range) is read by the Python path.
 """
 
 from __future__ import annotations
 
 import math
-import types
 from collections.abc import Sequence
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -22,8 +21,7 @@ from tracelens.loader.schema import INT_ARGS as INT_ARGS
 from tracelens.loader.schema import RAW_ARGS as RAW_ARGS
 from tracelens.loader.schema import Args, Event
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind
-
-_native: types.ModuleType | None = native.module()  # None: the Python path gives the same columns
+from tracelens.native import extension as _native
 
 _EMPTY_ARGS = Args()
 # The fields read from each decoded event (`schema.Event`), and (`schema.INT_ARGS`, `DIM_ARGS`, `RAW_ARGS`, derived
@@ -90,7 +88,7 @@ def event_fields(events: list[Any], kind_of: Any, complete_type: type | None = N
     which only the `complete_type` ones with a usable `ts` are read (`select_complete`). `kind_of(cat_codes,
     cat_values)` gives each row's kind; the Python path reads device/stream of GPU rows and dims of kernel rows
     only."""
-    if _native is not None and events:
+    if native.ENABLED and events:
         try:
             return _native_fields(events, complete_type)
         except TypeError:  # an odd structure: the Python path reads it
@@ -104,11 +102,10 @@ def select_complete(events: list[Any], complete_type: Any) -> list[Any]:
 
 
 def native_available() -> bool:
-    return _native is not None
+    return native.ENABLED
 
 
 def _native_fields(decoded: list[Any], complete_type: type | None) -> EventFields:
-    assert _native is not None
     select = complete_type is not None
     event_type = complete_type if complete_type is not None else type(decoded[0])
     (cat_codes, cat_values, name_codes, name_values, pid_codes, pid_values, tid_codes, tid_values, ts, dur) = (

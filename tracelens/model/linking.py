@@ -15,21 +15,24 @@ import numpy as np
 from tracelens import native
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask, kind_table
 from tracelens.model.nesting import nearest_ancestor_of_kind
+from tracelens.native import extension as _native
 
 CONTAINMENT_TOLERANCE_NS = 1000  # integer-µs traces round ends
-_native = native.module()  # None: numpy links (same links)
+
 _IS_API = kind_table(API_KINDS, np.uint8)
 _IS_GPU = kind_table(GPU_ACTIVITY_KINDS, np.uint8)
 
 
 def link(events: EventTable, parent: I32) -> tuple[I32, I32, int, int]:
     """`link_launches` and `link_ops`: (launch, op, launches linked by External id, by containment). From the C
-    extension (one pass each, hashing ids instead of sorting them) where it is built, else numpy."""
-    if _native is not None:
+    extension (one pass each, hashing ids instead of sorting them), else (its twin) numpy."""
+    if native.ENABLED:
         linked = _native.link(
             np.ascontiguousarray(events.kind, dtype=np.int8),
-            *(np.ascontiguousarray(c, dtype=np.int64) for c in (events.correlation, events.external_id)),
-            *(np.ascontiguousarray(c, dtype=np.int64) for c in (events.ts_ns, events.dur_ns)),
+            np.ascontiguousarray(events.correlation, dtype=np.int64),
+            np.ascontiguousarray(events.external_id, dtype=np.int64),
+            np.ascontiguousarray(events.ts_ns, dtype=np.int64),
+            np.ascontiguousarray(events.dur_ns, dtype=np.int64),
             np.ascontiguousarray(events.track, dtype=np.int32),
             np.ascontiguousarray(parent, dtype=np.int32),
             _IS_API,
@@ -38,8 +41,8 @@ def link(events: EventTable, parent: I32) -> tuple[I32, I32, int, int]:
             CONTAINMENT_TOLERANCE_NS,
         )
         if linked is not None:
-            launch, op, by_id, by_time = linked
-            return np.frombuffer(launch, np.int32), np.frombuffer(op, np.int32), by_id, by_time
+            launches, ops, by_id, by_time = linked
+            return np.frombuffer(launches, np.int32), np.frombuffer(ops, np.int32), by_id, by_time
     launch = link_launches(events)
     return (launch, *link_ops(events, parent, launch))
 

@@ -15,8 +15,8 @@ import numpy as np
 
 from tracelens import native
 from tracelens.model.events import CPU_KINDS, I32, I64, EventTable, Kind, kind_mask, kind_table
+from tracelens.native import extension as _native
 
-_native = native.module()  # None: the vectorised Python below gives the same result
 OVERHANG_TOLERANCE_NS = 1_000  # µs-rounded timestamps: a child may overhang its parent's end by up to 1 µs
 
 # Ties in (start, end): the outer one sorts first.
@@ -83,9 +83,9 @@ _IS_CPU = kind_table(CPU_KINDS, np.uint8)
 def nest_ordered(events: EventTable) -> tuple[I32, I32, I64]:
     """`nest`, and the CPU-side rows in nesting order: by (track, start, -end, tie priority, row), which is also
     by (track, start, depth) (among equal starts on a track each row nests in the one before it). From the C
-    extension in one pass where it is built and the starts are in time order (the loader's tables are), else
+    extension in one pass where the starts are in time order (the loader's tables are), else
     vectorised."""
-    if _native is not None:
+    if native.ENABLED:
         nested = _native.nest(
             np.ascontiguousarray(events.ts_ns, dtype=np.int64),
             np.ascontiguousarray(events.dur_ns, dtype=np.int64),
@@ -129,10 +129,10 @@ def _enclosing(
     start: np.ndarray, end: np.ndarray, track: np.ndarray, tolerance: int = OVERHANG_TOLERANCE_NS
 ) -> tuple[I64, I32 | None]:
     """`_enclosing_in_sorted`, and each row's depth when the C extension computes both in one pass."""
-    if _native is None:
+    if not native.ENABLED:
         return _enclosing_in_sorted(start, end, track, tolerance), None
-    columns = (np.ascontiguousarray(column, dtype=np.int64) for column in (start, end, track))
-    cand, depth = _native.enclosing(*columns, tolerance)
+    start, end, track = (np.ascontiguousarray(column, dtype=np.int64) for column in (start, end, track))
+    cand, depth = _native.enclosing(start, end, track, tolerance)
     return np.frombuffer(cand, dtype=np.int64), np.frombuffer(depth, dtype=np.int32)
 
 

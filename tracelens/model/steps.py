@@ -30,8 +30,8 @@ from tracelens.model.events import (
 )
 from tracelens.model.stats import distinct_ints, percentiles
 from tracelens.model.trace import StepTable
+from tracelens.native import extension as _native
 
-_native = native.module()  # None: numpy assigns steps (same steps)
 _IS_CPU = kind_table(CPU_KINDS, np.uint8)
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 REGION_CALL = re.compile(r"^Torch-Compiled Region: \d+/\d+$")
@@ -227,9 +227,9 @@ def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTab
 
 def assign_steps(events: EventTable, steps: StepTable, launch: I32) -> I32:
     """Step index for CPU events (by start) and GPU activity (by its launch's start); -1 outside steps. In one
-    pass of the C extension where it is built, else numpy (same steps)."""
-    if _native is not None:
-        step = _native.step_of(
+    pass of the C extension (its twin, numpy, under TRACELENS_NO_NATIVE=1: same steps)."""
+    if native.ENABLED:
+        steps_of = _native.step_of(
             np.ascontiguousarray(events.ts_ns, dtype=np.int64),
             np.ascontiguousarray(events.kind, dtype=np.int8),
             np.ascontiguousarray(launch, dtype=np.int32),
@@ -237,7 +237,7 @@ def assign_steps(events: EventTable, steps: StepTable, launch: I32) -> I32:
             np.ascontiguousarray(steps.start_ns, dtype=np.int64),
             np.ascontiguousarray(steps.end_ns, dtype=np.int64),
         )
-        return np.frombuffer(step, np.int32)
+        return np.frombuffer(steps_of, np.int32)
     n = len(events)
     step = np.full(n, -1, dtype=np.int32)
     if len(steps) == 0:
