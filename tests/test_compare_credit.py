@@ -13,7 +13,7 @@ import pytest
 
 import tracelens
 from tests.fusion_credit_stdlib import credits, non_anchor_us_per_step, scope_us_per_step
-from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses import AnalysisResults, analyze
 from tracelens.analyses.compare import Comparison, compare_variants
 
 FOLDERS = (Path("traces/h200"), Path("traces/h200/block"), Path("traces/h200/extra"))
@@ -31,7 +31,7 @@ def twins() -> list[tuple[Path, Path]]:
 
 
 @cache
-def _analyzed(path: Path) -> tuple[tracelens.Trace, AnalysisReport]:
+def _analyzed(path: Path) -> tuple[tracelens.Trace, AnalysisResults]:
     trace = tracelens.load(path)
     return trace, analyze(trace)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelens.analyses.ranks import RanksReport
+from tracelens.analyses.ranks import RanksResults
 from tracelens.cli import main
 from tracelens.records import field_names
 
@@ -173,7 +173,7 @@ def test_json_page_describes_every_top_level_key(tmp_path: Path, capsys: pytest.
         assert document["schema"] == schema
         missing = set(document) - _documented_keys(schema)
         assert not missing, f"docs/json.md does not describe {sorted(missing)} of {schema}"
-    ranks_keys = {"schema", "tool", *field_names(RanksReport)}
+    ranks_keys = {"schema", "tool", *field_names(RanksResults)}
     missing = ranks_keys - _documented_keys("tracelens.ranks/1")
     assert not missing, f"docs/json.md does not describe {sorted(missing)} of tracelens.ranks/1"
 

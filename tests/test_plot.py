@@ -32,13 +32,13 @@ def untitled(figure: go.Figure) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def eager() -> tuple[tracelens.Trace, tracelens.AnalysisReport]:
+def eager() -> tuple[tracelens.Trace, tracelens.AnalysisResults]:
     trace = tracelens.load(recorded_trace("h200/eager_mlp.json.gz"))
     return trace, tracelens.analyze(trace)
 
 
 @pytest.mark.parametrize("panel_id", list(PANELS))
-def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tracelens.AnalysisReport]) -> None:
+def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tracelens.AnalysisResults]) -> None:
     trace, report = eager
     panel = build_report([(trace, report)]).panel(panel_id)
     assert panel.figure is not None
@@ -49,7 +49,7 @@ def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tr
     assert untitled(PANELS[panel_id](trace)) == untitled(panel.figure)  # a Trace is analyzed on the way
 
 
-def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.AnalysisReport]) -> None:
+def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.AnalysisResults]) -> None:
     trace, report = eager
     panel = build_report([(trace, report)]).panel("timeline")
     assert panel.figure is not None

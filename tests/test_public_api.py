@@ -7,7 +7,7 @@ from pathlib import Path
 import tracelens
 
 PUBLIC = [
-    "AnalysisReport",
+    "AnalysisResults",
     "Hypothesis",
     "HypothesisError",
     "Trace",

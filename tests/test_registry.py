@@ -14,7 +14,7 @@ import pytest
 from rich.text import Text
 
 from tests.conftest import anchor, one_gemm_trace, recorded_trace
-from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses import AnalysisResults, analyze
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.context import AnalysisContext
 from tracelens.analyses.registry import ANALYSES, Analysis
@@ -42,11 +42,11 @@ def analyze_kernel_names(ctx: AnalysisContext) -> KernelNames:
     return KernelNames(len(names), max(names, key=len, default=""))
 
 
-def kernel_names_text(result: KernelNames, report: AnalysisReport) -> list[Any]:
+def kernel_names_text(result: KernelNames, report: AnalysisResults) -> list[Any]:
     return [Text(f"Kernel names: {result.distinct} distinct, the longest has {len(result.longest)} characters")]
 
 
-def kernel_names_panels(result: KernelNames | None, report: AnalysisReport) -> AnalysisPanels:
+def kernel_names_panels(result: KernelNames | None, report: AnalysisResults) -> AnalysisPanels:
     note = "not run" if result is None else f"{result.distinct} distinct kernel names"
     return AnalysisPanels(findings=(Panel(id="kernel-names", title="Kernel names", note=note),))
 
@@ -96,7 +96,7 @@ def test_the_report_keeps_its_attributes_and_lookups(mlp: Trace) -> None:
     with pytest.raises(KeyError):
         report["nope"]
     assert pickle.loads(pickle.dumps(report)) == report
-    assert AnalysisReport.__doc__ and type(report) is AnalysisReport
+    assert AnalysisResults.__doc__ and type(report) is AnalysisResults
 
 
 def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
@@ -128,7 +128,7 @@ def test_a_subset_of_analyses_gets_its_dependencies_from_the_registry(mlp: Trace
     assert [entry.name for entry, _ in report.results()] == ["summary", "bound"]
     assert report.bound == analyze(mlp).bound
     assert set(analyze_dict(report)) == {
-        *analyze_dict(AnalysisReport(summary=report.summary)),
+        *analyze_dict(AnalysisResults(summary=report.summary)),
         "bound",
         "bound_breakdown",
     }
@@ -172,7 +172,7 @@ def test_every_registered_result_round_trips_through_msgspec(name: str) -> None:
         result = report[entry.name]
         assert isinstance(result, entry.result)
         assert round_trips(entry.result, result), f"{entry.name}: {entry.result.__name__} does not round-trip"
-    assert round_trips(AnalysisReport, report)
+    assert round_trips(AnalysisResults, report)
 
 
 def test_every_registered_result_round_trips_on_a_tiny_trace(tmp_path: Path) -> None:
@@ -193,18 +193,18 @@ def test_the_round_trip_check_catches_a_result_that_does_not_survive() -> None:
 
 
 def test_the_written_out_report_type_agrees_with_the_registry() -> None:
-    """`AnalysisReport` is written out (so strict mypy types `report.bound`); its fields are the registry's
-    entries, in the order `report_type` would give them, each of its entry's result type (None allowed but for
+    """`AnalysisResults` is written out (so strict mypy types `report.bound`); its fields are the registry's
+    entries, in the order `results_type` would give them, each of its entry's result type (None allowed but for
     the required ones)."""
     import typing
 
-    from tracelens.analyses.pipeline import report_type
-    from tracelens.analyses.registry import REQUIRED, AnalysisReport
+    from tracelens.analyses.pipeline import results_type
+    from tracelens.analyses.registry import REQUIRED, AnalysisResults
 
-    hints = typing.get_type_hints(AnalysisReport)
-    fields = list(field_names(AnalysisReport))
+    hints = typing.get_type_hints(AnalysisResults)
+    fields = list(field_names(AnalysisResults))
     ordered = sorted(ANALYSES, key=lambda entry: entry.name not in REQUIRED)
     assert fields == [entry.name for entry in ordered]
     for entry in ANALYSES:
         assert hints[entry.name] == (entry.result if entry.name in REQUIRED else entry.result | None), entry.name
-    assert report_type(ANALYSES) is AnalysisReport and AnalysisReport.analyses == ANALYSES
+    assert results_type(ANALYSES) is AnalysisResults and AnalysisResults.analyses == ANALYSES

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import recorded_trace
 from tests.report_helpers import array, tiny_trace
-from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses import AnalysisResults, analyze
 from tracelens.loader import load_trace
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.renderers.page import build_report
@@ -160,7 +160,7 @@ def test_breakdowns(tiny: tuple) -> None:
 
 def test_findings_say_not_available_without_the_analyses(tiny: tuple) -> None:
     trace, report = tiny
-    document = build_report([(trace, AnalysisReport(summary=report.summary))])
+    document = build_report([(trace, AnalysisResults(summary=report.summary))])
     for panel_id in ("bound", "fusion", "roofline", "dispatch", "gpu-idle", "compiled"):
         panel = document.panel(panel_id)
         assert panel.figure is None and panel.table is None
@@ -175,7 +175,7 @@ def test_findings_show_an_analysis_result_when_present(tiny: tuple) -> None:
         verdict: str
         gpu_idle_fraction: float
 
-    class WithBound(AnalysisReport, frozen=True):  # a report whose `bound` is of another version's type
+    class WithBound(AnalysisResults, frozen=True):  # a report whose `bound` is of another version's type
         bound: object = None
 
     extended = WithBound(summary=report.summary, bound=Bound("CPU-bound", 0.7))

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import recorded_trace
 from tests.report_helpers import array
-from tracelens.analyses import AnalysisReport, analyze
+from tracelens.analyses import AnalysisResults, analyze
 from tracelens.loader import load_trace
 from tracelens.model.trace import Trace
 from tracelens.renderers.page import build_report
@@ -15,7 +15,7 @@ from tracelens.report.document import ReportDocument
 
 
 @pytest.fixture(scope="module")
-def mlp() -> tuple[Trace, AnalysisReport, ReportDocument]:
+def mlp() -> tuple[Trace, AnalysisResults, ReportDocument]:
     trace = load_trace(recorded_trace("h200/eager_mlp.json.gz"))
     report = analyze(trace)
     return trace, report, build_report([(trace, report)])

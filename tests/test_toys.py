@@ -1,6 +1,6 @@
 """What adding a concept costs, shown by adding toys: an output format is one module and one line of
 `renderers/formats.py:FORMATS`; an analysis is one module and one line of `analyses/registry.py:ANALYSES` (with,
-in the same file, its field of the written-out `AnalysisReport`, which tests/test_registry.py checks, and its
+in the same file, its field of the written-out `AnalysisResults`, which tests/test_registry.py checks, and its
 key in docs/json.md, which tests/test_docs.py requires: 3 files), and its text section and page panel one function
 each, named by that line. Each toy is added here as its new module (a file in `tmp_path`) and its one registry
 line (the registry tuple with the entry appended), and then works end to end through `tracelens analyze` (and

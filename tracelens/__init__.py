@@ -24,7 +24,7 @@ from tracelens.errors import TracelensError, UnusableTraceError
 
 if TYPE_CHECKING:
     from tracelens import plot
-    from tracelens.analyses import AnalysisReport, analyze
+    from tracelens.analyses import AnalysisResults, analyze
     from tracelens.frames import kernels_frame, launches_frame, ops_frame, steps_frame
     from tracelens.hypotheses import Hypothesis, HypothesisError, Verdict, check
     from tracelens.loader import load_trace as load
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # public names imported on first use: name -> (module, attribute)
 _LAZY = {
-    "AnalysisReport": ("tracelens.analyses", "AnalysisReport"),
+    "AnalysisResults": ("tracelens.analyses", "AnalysisResults"),
     "Hypothesis": ("tracelens.hypotheses", "Hypothesis"),
     "HypothesisError": ("tracelens.hypotheses", "HypothesisError"),
     "Trace": ("tracelens.model.trace", "Trace"),
@@ -64,7 +64,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "AnalysisReport",
+    "AnalysisResults",
     "Hypothesis",
     "HypothesisError",
     "Trace",

@@ -10,7 +10,7 @@ Every function returns a new `plotly.graph_objects.Figure`: the figure of the re
 (`tracelens report` draws the same one, from the same builder), with the panel's title as the figure's title.
 A figure whose data the trace does not have (no GPU activity, no FLOP model for any kernel, ...) raises
 `TracelensError` saying why, as the report's panel says "not available". Analysis figures take a `Trace`
-(analyzed here) or an `AnalysisReport` (`tracelens.analyze(trace)`, to analyze once for several figures).
+(analyzed here) or an `AnalysisResults` (`tracelens.analyze(trace)`, to analyze once for several figures).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tracelens.report.findings import dispatch_panel, roofline_panel
 from tracelens.report.timeline import MAX_SLICES, bake_page_hovers, findings_by_row, timeline_panel
 
 if TYPE_CHECKING:
-    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses import AnalysisResults
     from tracelens.report.document import Panel
 
 __all__ = [
@@ -61,27 +61,27 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     )
 
 
-def gpu_time_by_category(source: Trace | AnalysisReport) -> go.Figure:
+def gpu_time_by_category(source: Trace | AnalysisResults) -> go.Figure:
     """GPU time per step (µs) by kernel category."""
     return _figure(breakdowns.gpu_time_by_category(_report(source).summary))
 
 
-def gpu_time_by_op(source: Trace | AnalysisReport) -> go.Figure:
+def gpu_time_by_op(source: Trace | AnalysisResults) -> go.Figure:
     """GPU kernel time per step by the op that launched it (top 15)."""
     return _figure(breakdowns.gpu_time_by_op(_report(source).summary))
 
 
-def step_times(source: Trace | AnalysisReport) -> go.Figure:
+def step_times(source: Trace | AnalysisResults) -> go.Figure:
     """Per analyzed step: step, CPU and GPU busy µs."""
     return _figure(breakdowns.step_times(_report(source).summary))
 
 
-def dispatch_layers(source: Trace | AnalysisReport) -> go.Figure:
+def dispatch_layers(source: Trace | AnalysisResults) -> go.Figure:
     """CPU time per step by dispatch layer (Python, aten ops, launches, syncs, torch.compile wrappers, ...)."""
     return _figure(dispatch_panel(_report(source)))
 
 
-def roofline(source: Trace | AnalysisReport) -> go.Figure:
+def roofline(source: Trace | AnalysisResults) -> go.Figure:
     """Achieved TFLOP/s against arithmetic intensity per kernel, under the device's roofs."""
     return _figure(roofline_panel(_report(source)))
 
@@ -105,7 +105,7 @@ def compare(
     raise TracelensError(f'unknown kind {kind!r}: use "gpu_time", "kernels" or "steps"')
 
 
-def _report(source: Trace | AnalysisReport) -> AnalysisReport:
+def _report(source: Trace | AnalysisResults) -> AnalysisResults:
     if isinstance(source, Trace):
         return analyze(source)
     return source

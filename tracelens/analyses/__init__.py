@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tracelens.analyses.dispatch import Dispatch, analyze_dispatch
     from tracelens.analyses.fusion import Fusion, FusionOpportunity, analyze_fusion
     from tracelens.analyses.pipeline import analyze
-    from tracelens.analyses.registry import ANALYSES, Analysis, AnalysisReport
+    from tracelens.analyses.registry import ANALYSES, Analysis, AnalysisResults
     from tracelens.analyses.roofline import Roofline, analyze_roofline
     from tracelens.analyses.summary import Summary, analyze_summary
 
@@ -26,7 +26,7 @@ _LAZY = {
     "ANALYSES": "registry",
     "Analysis": "registry",
     "AnalysisContext": "context",
-    "AnalysisReport": "registry",
+    "AnalysisResults": "registry",
     "Bound": "bound",
     "Compiled": "compiled",
     "Dispatch": "dispatch",
@@ -62,7 +62,7 @@ __all__ = [
     "ANALYSES",
     "Analysis",
     "AnalysisContext",
-    "AnalysisReport",
+    "AnalysisResults",
     "Bound",
     "Compiled",
     "Dispatch",

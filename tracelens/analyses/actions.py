@@ -53,7 +53,7 @@ from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
 if TYPE_CHECKING:
-    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses import AnalysisResults
     from tracelens.analyses.context import AnalysisContext
 
 # calibration (docs/actions.md, tests/test_actions.py): medians over the compiled / CUDA-graph twins' steps
@@ -500,7 +500,7 @@ def check_prediction(
     )
 
 
-def prediction_checks(items: list[tuple[str, AnalysisReport]]) -> list[PredictionCheck]:
+def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck]:
     """For `compare`: the first item is the before-trace; each later one that is a known variant of it
     (`taken_action`) gets the before-trace's prediction for the action it took checked against its span."""
     if len(items) < 2:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
 from tracelens.analyses.graph_removal import GraphRemoval, graph_removals, graph_side, removal_sentence
@@ -99,7 +99,7 @@ def variant_name(trace: Trace) -> str:
     return trace_stem(trace.path) if trace.path is not None else NAMELESS
 
 
-def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparison:
+def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Comparison:
     components = block_components([trace for _, trace, _ in items])
     variants = [
         _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
@@ -116,7 +116,7 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisReport]]) -> Comparis
     )
 
 
-def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[str]:
+def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[str]:
     """Sentences read off the figures: the fastest step and GPU time, where each variant's kernels win or lose
     per block component against the fastest there, its CPU dispatch, and the fusion left in each variant."""
     if len(variants) < 2:
@@ -173,7 +173,7 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisReport]) -> list[st
     return out
 
 
-def _variant(name: str, trace: Trace, report: AnalysisReport, components: list[ComponentRow]) -> Variant:
+def _variant(name: str, trace: Trace, report: AnalysisResults, components: list[ComponentRow]) -> Variant:
     summary = report.summary
     n = max(summary.steps, 1)
     by_category: dict[str, float] = {}
@@ -207,7 +207,7 @@ def _metadata_ops(trace: Trace) -> int:
     return int(np.count_nonzero(window.in_window & metadata & ~nested))
 
 
-def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> tuple[list[FusedKernel], list[FusionBalance]]:
+def _fusions(items: list[tuple[str, Trace, AnalysisResults]]) -> tuple[list[FusedKernel], list[FusionBalance]]:
     """For every fused kernel of every variant, the baseline kernels it replaced in this place of the program
     (analyses/fused_credit.py), and per variant the balance of credited, kept and unplaced time.
 
@@ -232,12 +232,12 @@ def _fusions(items: list[tuple[str, Trace, AnalysisReport]]) -> tuple[list[Fused
     return fusions, balances
 
 
-def _categories(report: AnalysisReport) -> dict[str, str]:
+def _categories(report: AnalysisResults) -> dict[str, str]:
     return {row.name: row.category for row in report.summary.kernels}
 
 
 def _variant_fusions(
-    name: str, trace: Trace, report: AnalysisReport, base_name: str, base_report: AnalysisReport, base: Slots
+    name: str, trace: Trace, report: AnalysisResults, base_name: str, base_report: AnalysisResults, base: Slots
 ) -> tuple[list[FusedKernel], FusionBalance]:
     variant = kernel_slots(trace, _categories(report))
     placed = credit(base, variant)

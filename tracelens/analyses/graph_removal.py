@@ -21,7 +21,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.nesting import nearest_ancestor_of_kind
@@ -69,7 +69,7 @@ def _median(values: list[float]) -> float | None:
     return round(float(np.median(values)), 3) if values else None
 
 
-def graph_side(name: str, trace: Trace, report: AnalysisReport) -> GraphSide:
+def graph_side(name: str, trace: Trace, report: AnalysisResults) -> GraphSide:
     """Per-step medians of one variant (module docstring)."""
     summary = report.summary
     ev, links = trace.events, trace.links

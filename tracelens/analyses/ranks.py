@@ -2,7 +2,7 @@
 
 Contract:
 - `rank_figures(trace) -> RankFigures`: small and picklable; the only thing that travels back from a worker.
-- `analyze_ranks(figures, sources) -> RanksReport`: pure; groups by `distributedInfo.rank`, states missing,
+- `analyze_ranks(figures, sources) -> RanksResults`: pure; groups by `distributedInfo.rank`, states missing,
   duplicate and unranked files, and compares ranks.
 
 Definitions (per step = total over the analyzed steps / their number; analyzed steps = complete steps):
@@ -76,7 +76,7 @@ class RankRow(msgspec.Struct, frozen=True):
     straggler: bool
 
 
-class RanksReport(msgspec.Struct, frozen=True):
+class RanksResults(msgspec.Struct, frozen=True):
     """The cross-rank view of one directory or archive of rank traces."""
 
     source: str
@@ -169,7 +169,7 @@ def separate_reason(figures: list[RankFigures]) -> str | None:
 
 def analyze_ranks(
     figures: list[RankFigures], source: str, failed: list[str] | None = None, notes: list[str] | None = None
-) -> RanksReport:
+) -> RanksResults:
     """Reduce per-rank figures to the cross-rank view (pure)."""
     notes = list(notes or [])
     reason = separate_reason(figures) if figures else None
@@ -211,7 +211,7 @@ def analyze_ranks(
         for index, f in enumerate(everyone)
     ]
     timed = [(f.step_us, f.rank) for f in everyone if f.steps > 0 and f.rank is not None and reason is None]
-    return RanksReport(
+    return RanksResults(
         source=source,
         world_size=world_size,
         ranks_found=found,

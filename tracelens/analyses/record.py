@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 
 
 class CachedAnalysis(msgspec.Struct, frozen=True):
     """What `tracelens analyze` prints: the report and the warnings the load gave."""
 
-    report: AnalysisReport
+    report: AnalysisResults
     warnings: tuple[str, ...]

@@ -2,7 +2,7 @@
 JSON document, the `analyze` text output and the HTML report.
 
 Each entry (`Analysis`) names:
-- `name`: the analysis' attribute of `AnalysisReport` and, unless `json` says otherwise, its top-level JSON key;
+- `name`: the analysis' attribute of `AnalysisResults` and, unless `json` says otherwise, its top-level JSON key;
 - `run`: the analysis, `run(ctx: AnalysisContext) -> result` (see `tracelens.analyses.context`);
 - `result`: the result type, a frozen `msgspec.Struct` that round-trips through msgspec (the results cache stores it;
   tests/test_registry.py checks every entry);
@@ -149,8 +149,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
 REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
 
 
-class ReportBase(msgspec.Struct, frozen=True):
-    """The methods of every `AnalysisReport` type (the attributes are its analyses' results)."""
+class ResultsBase(msgspec.Struct, frozen=True):
+    """The methods of every `AnalysisResults` type (the attributes are its analyses' results)."""
 
     analyses: ClassVar[tuple[Analysis[Any], ...]] = ()
 
@@ -179,7 +179,7 @@ class ReportBase(msgspec.Struct, frozen=True):
         return fusion.opportunities if fusion else []
 
 
-class AnalysisReport(ReportBase, frozen=True):
+class AnalysisResults(ResultsBase, frozen=True):
     """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
     the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
     `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that
@@ -198,4 +198,4 @@ class AnalysisReport(ReportBase, frozen=True):
     memory: Memory | None = None
 
 
-AnalysisReport.analyses = ANALYSES
+AnalysisResults.analyses = ANALYSES

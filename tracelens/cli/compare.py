@@ -22,7 +22,7 @@ from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
 
 if TYPE_CHECKING:
-    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses import AnalysisResults
 
 
 class CompareCommand:
@@ -56,7 +56,7 @@ class CompareCommand:
         from tracelens.analyses.compare import compare_variants, variant_name
 
         names: list[str] = []
-        analyzed: list[tuple[Trace, AnalysisReport]] = []
+        analyzed: list[tuple[Trace, AnalysisResults]] = []
         with ExitStack() as stack:
             inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
             if len(args.name) > len(inputs):

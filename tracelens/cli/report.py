@@ -24,7 +24,7 @@ from tracelens.naming import trace_stem
 from tracelens.records import replace
 
 if TYPE_CHECKING:
-    from tracelens.analyses.ranks import RanksReport
+    from tracelens.analyses.ranks import RanksResults
     from tracelens.loader.et import ExecutionTrace
 
 SUFFIX = ".tracelens.html"
@@ -138,7 +138,7 @@ def _build_page(
     step: int | None,
     max_slices: int | None,
     cache: Cache,
-    ranks: tuple[RanksReport, int, str] | None = None,
+    ranks: tuple[RanksResults, int, str] | None = None,
     execution_traces: list[ExecutionTrace] | None = None,
     capture: Path | None = None,
 ) -> CachedPage:

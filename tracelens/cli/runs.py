@@ -31,7 +31,7 @@ from tracelens.records import replace
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
-    from tracelens.analyses.ranks import RanksReport
+    from tracelens.analyses.ranks import RanksResults
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 
@@ -50,7 +50,7 @@ class Run(msgspec.Struct, frozen=True):
 
     source: Path
     members: tuple[RunMember, ...]  # usable traces: by rank for one run, else by name
-    report: RanksReport
+    report: RanksResults
 
     @property
     def one_run(self) -> bool:
@@ -170,7 +170,7 @@ def open_run(
         yield Run(source, _members(report, located), report)
 
 
-def _members(report: RanksReport, located: dict[str, Path]) -> tuple[RunMember, ...]:
+def _members(report: RanksResults, located: dict[str, Path]) -> tuple[RunMember, ...]:
     rows = [row for row in report.rows if row.path in located]
     if report.one_run:
         labels = [f"rank{row.rank}" for row in rows]

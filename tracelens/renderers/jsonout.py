@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from tracelens import __version__
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.memory import Memory
@@ -49,7 +49,7 @@ def per_step_dict(figures: StepFigures) -> dict[str, float | None]:
     return {key: _number(getattr(figures, key)) for key in PER_STEP_KEYS}
 
 
-def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
+def analyze_dict(report: AnalysisResults) -> dict[str, Any]:
     """The `tracelens.analyze/1` document as plain Python data: each analysis' keys (the registry's `json`
     renderer, or `{name: its result as a dict}`), in registry order."""
     document: dict[str, Any] = {"schema": ANALYZE_SCHEMA, "tool": {"name": "tracelens", "version": __version__}}
@@ -59,7 +59,7 @@ def analyze_dict(report: AnalysisReport) -> dict[str, Any]:
     return _clean(document)
 
 
-def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
+def summary_json(summary: Summary, report: AnalysisResults) -> dict[str, Any]:
     """The document's head: trace facts, steps, per-step figures, kernels, ops, warnings."""
     return {
         "trace": plain(summary.facts),
@@ -77,7 +77,7 @@ def summary_json(summary: Summary, report: AnalysisReport) -> dict[str, Any]:
     }
 
 
-def _profiler_free(summary: Summary, report: AnalysisReport) -> dict[str, Any] | None:
+def _profiler_free(summary: Summary, report: AnalysisResults) -> dict[str, Any] | None:
     """The `profiler_free` object, with `verdict_without_profiler` ("gpu" where the bound verdict would flip, else
     null; `profiler_overhead.verdict_without_profiler`)."""
     free = summary.profiler_free
@@ -113,12 +113,12 @@ def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[
     return rows
 
 
-def bound_json(bound: Bound, report: AnalysisReport) -> dict[str, Any]:
+def bound_json(bound: Bound, report: AnalysisResults) -> dict[str, Any]:
     """`bound` is the verdict string ("cpu", "gpu", "mixed", "unknown"), its figures are `bound_breakdown`."""
     return {"bound": bound.bound, "bound_breakdown": plain(bound)}
 
 
-def fusion_json(fusion: Fusion, report: AnalysisReport) -> dict[str, Any]:
+def fusion_json(fusion: Fusion, report: AnalysisResults) -> dict[str, Any]:
     """`fusion_opportunities` is a list; `fusion` has the totals."""
     return {
         "fusion_opportunities": plain(fusion.opportunities),
@@ -153,15 +153,15 @@ def dumps(document: dict[str, Any]) -> str:
 
 
 class AnalyzeJsonRenderer:
-    def render(self, result: AnalysisReport) -> str:
+    def render(self, result: AnalysisResults) -> str:
         return dumps(analyze_dict(result))
 
 
-def critical_path_json(result: Any, report: AnalysisReport) -> dict[str, Any]:
+def critical_path_json(result: Any, report: AnalysisResults) -> dict[str, Any]:
     """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
     return {"critical_path": plain(result, leave_out=("path_rows",))}
 
 
-def memory_json(result: Memory, report: AnalysisReport) -> dict[str, Any]:
+def memory_json(result: Memory, report: AnalysisResults) -> dict[str, Any]:
     """`memory`: every field but the thinned `timeline` (the report draws it; the JSON has the figures)."""
     return {"memory": plain(result, leave_out=("timeline",))}

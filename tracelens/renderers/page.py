@@ -1,4 +1,4 @@
-"""The report page assembled: the page data (`tracelens.report`) of a loaded `Trace` and its `AnalysisReport`,
+"""The report page assembled: the page data (`tracelens.report`) of a loaded `Trace` and its `AnalysisResults`,
 with each analysis' panels from its registry entry; `tracelens.renderers.html` writes it as HTML.
 
 Contract: `build_report([(trace, report), ...], max_slices=...) -> ReportDocument`; pure, deterministic (the same
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.compare import variant_name
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.summary import gpu_activity_frame
@@ -28,7 +28,7 @@ from tracelens.report.timeline import MAX_SLICES, finding_links, findings_by_row
 
 __all__ = ["MAX_SLICES", "Panel", "ReportDocument", "Section", "Table", "build_report"]
 
-Input = tuple[Trace, AnalysisReport]
+Input = tuple[Trace, AnalysisResults]
 
 
 def build_report(
@@ -57,7 +57,7 @@ def build_report(
 
 
 def trace_sections(
-    trace: Trace, report: AnalysisReport, prefix: str, label: str, max_slices: int, focus_step: int | None = None
+    trace: Trace, report: AnalysisResults, prefix: str, label: str, max_slices: int, focus_step: int | None = None
 ) -> list[Section]:
     """Overview, timeline, breakdowns and findings of one trace; ids start with `prefix`."""
     summary = report.summary
@@ -105,7 +105,7 @@ def trace_sections(
     ]
 
 
-def analysis_panels(report: AnalysisReport) -> list[AnalysisPanels]:
+def analysis_panels(report: AnalysisResults) -> list[AnalysisPanels]:
     """Every registered analysis' panels, in registry order; an analysis that did not run gets its panels'
     "not available" notes (its `panels` renderer is given None)."""
     out = []

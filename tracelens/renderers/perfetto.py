@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import CAUSES, classify_gaps, gap_table
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.loader.rewrite import AddedSlice, Additions
@@ -34,7 +34,7 @@ CAUSE_TEXT = {
 }
 
 
-def trace_additions(trace: Trace, report: AnalysisReport) -> Additions:
+def trace_additions(trace: Trace, report: AnalysisResults) -> Additions:
     """Everything `tracelens annotate` adds to the trace."""
     gpu = gpu_activity_frame(trace)
     slices = gap_slices(trace) + fusion_slices(gpu, report)
@@ -87,7 +87,7 @@ def gap_slices(trace: Trace) -> list[AddedSlice]:
     return out
 
 
-def fusion_slices(gpu: pd.DataFrame, report: AnalysisReport) -> list[AddedSlice]:
+def fusion_slices(gpu: pd.DataFrame, report: AnalysisResults) -> list[AddedSlice]:
     """Each occurrence of each fusion opportunity: its kernels in stream order within one step (other kernels
     may run in between), as a slice from the first kernel's start to the last one's end."""
     fusion = getattr(report, "fusion", None)
@@ -145,7 +145,7 @@ def occurrences(sequence: list[str], pattern: list[str], group: np.ndarray) -> t
     return first[order].astype(np.int64), current[order].astype(np.int64)
 
 
-def kernel_args(gpu: pd.DataFrame, report: AnalysisReport) -> dict[int, dict[str, Any]]:
+def kernel_args(gpu: pd.DataFrame, report: AnalysisResults) -> dict[int, dict[str, Any]]:
     """Launching op, category and (when the kernel has a model) roofline figures for every GPU activity row.
     Rows of the same name, op and category share one dict (read it, do not change it): memory grows with the
     distinct kernels, not the rows (docs/benchmarks.md#annotate)."""
@@ -165,7 +165,7 @@ def kernel_args(gpu: pd.DataFrame, report: AnalysisReport) -> dict[int, dict[str
     return out
 
 
-def _roofline_args(report: AnalysisReport) -> dict[str, dict[str, Any]]:
+def _roofline_args(report: AnalysisResults) -> dict[str, dict[str, Any]]:
     """Roofline figures per kernel name, as args (`tracelens achieved TFLOP/s`, ...)."""
     roofline = getattr(report, "roofline", None)
     out: dict[str, dict[str, Any]] = {}

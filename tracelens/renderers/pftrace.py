@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.activity import gpu_activity
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
@@ -97,7 +97,7 @@ class _Tracks:
         return uuid
 
 
-def pftrace_bytes(trace: Trace, report: AnalysisReport, findings: Iterable[AddedSlice] = ()) -> bytes:
+def pftrace_bytes(trace: Trace, report: AnalysisResults, findings: Iterable[AddedSlice] = ()) -> bytes:
     """The Perfetto protobuf trace of `trace` with `report`'s findings (see the module docstring); `findings`
     are the extra slices (`renderers.perfetto.trace_additions(...).slices`), each on a track of its name."""
     pb = perfetto_module()
@@ -214,7 +214,7 @@ def _nested_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
-def _annotate_gpu(trace: Trace, report: AnalysisReport, slices: _Slices, row_slice: np.ndarray) -> None:
+def _annotate_gpu(trace: Trace, report: AnalysisResults, slices: _Slices, row_slice: np.ndarray) -> None:
     """Debug annotations of GPU activity: what `annotate`'s JSON output adds, grid/block, correlation id."""
     from tracelens.renderers.perfetto import kernel_args  # pandas: only for this debug view
 
@@ -296,7 +296,7 @@ def _add_laned(
 
 def _critical_path_slices(
     trace: Trace,
-    report: AnalysisReport,
+    report: AnalysisResults,
     tracks: _Tracks,
     slices: _Slices,
     offset_ns: int,

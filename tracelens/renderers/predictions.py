@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tracelens.analyses.actions import ERROR, Actions
 
 if TYPE_CHECKING:
-    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses import AnalysisResults
 
 METRIC = "critical_path.step_us"
 
@@ -25,7 +25,7 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def predictions_toml(report: AnalysisReport, source: str) -> str:
+def predictions_toml(report: AnalysisResults, source: str) -> str:
     actions = report.get(Actions)
     lines = [
         f"# predictions of `tracelens analyze {source}`: one per action, each about the trace of the program",

@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from tracelens import __version__
-from tracelens.analyses.ranks import RanksReport
+from tracelens.analyses.ranks import RanksResults
 from tracelens.renderers.jsonout import _clean, dumps, plain
 from tracelens.renderers.tables import droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
@@ -17,7 +17,7 @@ from tracelens.units import ms_text
 RANKS_SCHEMA = "tracelens.ranks/1"
 
 
-def ranks_dict(report: RanksReport) -> dict[str, Any]:
+def ranks_dict(report: RanksResults) -> dict[str, Any]:
     """The `tracelens.ranks/1` document (field names are stable: add, never rename)."""
     document = {
         "schema": RANKS_SCHEMA,
@@ -27,7 +27,7 @@ def ranks_dict(report: RanksReport) -> dict[str, Any]:
     return dict(_clean(document))
 
 
-def ranks_table(report: RanksReport) -> Table:
+def ranks_table(report: RanksResults) -> Table:
     heading = "Ranks of" if report.one_run else "Separate traces (not ranks of one run) in"
     table = Table(title=f"{heading} {report.source} (medians per step)", title_justify="left")
     table.add_column("rank", justify="right")
@@ -59,7 +59,7 @@ def ranks_table(report: RanksReport) -> Table:
     return table
 
 
-def summary_lines(report: RanksReport) -> list[str]:
+def summary_lines(report: RanksResults) -> list[str]:
     world = f" of world size {report.world_size}" if report.world_size is not None else ""
     if report.one_run:
         lines = [f"{len(report.ranks_found)} rank(s){world}: {_ranges(report.ranks_found) or 'none'}"]
@@ -112,7 +112,7 @@ class RanksTextRenderer:
         self.color = color
         self.width = width
 
-    def render(self, result: RanksReport) -> str:
+    def render(self, result: RanksResults) -> str:
         console = make_console(self.color, self.width)
         print_parts(console, [ranks_table(result)])
         for line in summary_lines(result):
@@ -121,5 +121,5 @@ class RanksTextRenderer:
 
 
 class RanksJsonRenderer:
-    def render(self, result: RanksReport) -> str:
+    def render(self, result: RanksResults) -> str:
         return dumps(ranks_dict(result))

@@ -11,7 +11,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.registry import ANALYSES
@@ -253,7 +253,7 @@ def op_table(summary: Summary) -> Table:
     return table
 
 
-def summary_parts(summary: Summary, report: AnalysisReport) -> list[RenderableType | None]:
+def summary_parts(summary: Summary, report: AnalysisResults) -> list[RenderableType | None]:
     """The head of `tracelens analyze`: trace facts, per-step figures, kernels (with the roofline's % of peak)
     and ops (the registry's text section of the summary)."""
     roofline = report.get(Roofline)
@@ -268,7 +268,7 @@ def summary_parts(summary: Summary, report: AnalysisReport) -> list[RenderableTy
     ]
 
 
-def profiler_free_line(summary: Summary, report: AnalysisReport) -> Text | None:
+def profiler_free_line(summary: Summary, report: AnalysisResults) -> Text | None:
     """The profiler-free step time beside the profiled one, with the inflation, and whether the bound verdict
     would read gpu without the profiler (docs/profiler_overhead.md); None when there is no step time."""
     free = summary.profiler_free
@@ -303,7 +303,7 @@ def check_sections(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def analysis_parts(report: AnalysisReport, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
+def analysis_parts(report: AnalysisResults, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
     """Every analysis' text section (the registry's `text` renderers), in `text_order`; only those named in
     `sections` when given."""
     parts: list[RenderableType | None] = []
@@ -324,7 +324,7 @@ class AnalyzeTextRenderer:
         self.width = width
         self.sections = sections  # None: every section; else only these (`--section`, `--summary`)
 
-    def render(self, result: AnalysisReport) -> str:
+    def render(self, result: AnalysisResults) -> str:
         console = make_console(self.color, self.width)
         print_parts(console, analysis_parts(result, self.sections))
         for warning in result.summary.warnings:

@@ -27,7 +27,7 @@ from tracelens.renderers.textsafe import escape_controls, safe_text
 from tracelens.units import bytes_text, pct_text, us_text, whole_text
 
 if TYPE_CHECKING:
-    from tracelens.analyses import AnalysisReport
+    from tracelens.analyses import AnalysisResults
 
 Parts = list[RenderableType | None]
 
@@ -42,21 +42,21 @@ VERDICT = {
 }
 
 
-def bound_parts(bound: Bound, report: AnalysisReport) -> Parts:
+def bound_parts(bound: Bound, report: AnalysisResults) -> Parts:
     return [bound_text(bound), bound_steps_table(bound)]
 
 
-def dispatch_parts(dispatch: Dispatch, report: AnalysisReport) -> Parts:
+def dispatch_parts(dispatch: Dispatch, report: AnalysisResults) -> Parts:
     return [dispatch_table(dispatch), api_table(dispatch)]
 
 
-def fusion_parts(fusion: Fusion, report: AnalysisReport) -> Parts:
+def fusion_parts(fusion: Fusion, report: AnalysisResults) -> Parts:
     if report.summary.empty_reason:
         return [Text(f"Fusion opportunities: — ({report.summary.empty_reason})")]
     return [fusion_table(fusion)]
 
 
-def roofline_parts(roofline: Roofline, report: AnalysisReport) -> Parts:
+def roofline_parts(roofline: Roofline, report: AnalysisResults) -> Parts:
     if report.summary.empty_reason:
         return [Text(f"Roofline: — ({report.summary.empty_reason})")]
     return [roofline_table(roofline)]
@@ -260,7 +260,7 @@ def _nested_lookups(compiled: Compiled) -> str:
     return f" (and {us_text(nested)} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
 
 
-def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
+def compiled_parts(compiled: Compiled, report: AnalysisResults) -> Parts:
     parts: Parts = []
     if compiled.note:
         parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
@@ -310,7 +310,7 @@ def compiled_parts(compiled: Compiled, report: AnalysisReport) -> Parts:
 # ---------------------------------------------------------------- what to do next, the critical path, streams, memory
 
 
-def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
+def critical_path_parts(result: CriticalPath, report: AnalysisResults) -> Parts:
     if result.step is None:
         return [Text(f"Critical path: — ({result.note})")]
     n = result.steps_analyzed
@@ -347,7 +347,7 @@ def critical_path_parts(result: CriticalPath, report: AnalysisReport) -> Parts:
     return [head, parts, what_if]
 
 
-def comm_overlap_parts(result: CommOverlap, report: AnalysisReport) -> Parts:
+def comm_overlap_parts(result: CommOverlap, report: AnalysisResults) -> Parts:
     if result.comm_kernels == 0:
         return [Text(f"Communication/computation overlap: — ({result.note})")]
     text = Text()
@@ -360,7 +360,7 @@ def comm_overlap_parts(result: CommOverlap, report: AnalysisReport) -> Parts:
     return [text]
 
 
-def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
+def stream_idle_parts(result: StreamIdle, report: AnalysisResults) -> Parts:
     if not result.streams:
         return [Text(f"Idle time per stream: — ({result.note})")]
     table = Table(
@@ -389,7 +389,7 @@ def stream_idle_parts(result: StreamIdle, report: AnalysisReport) -> Parts:
 TOP_ACTIONS = 3
 
 
-def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
+def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
     """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
     it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
     head = Text()
@@ -438,7 +438,7 @@ def actions_parts(result: Actions, report: AnalysisReport) -> Parts:
 MAX_OPS_SHOWN = 8
 
 
-def memory_parts(result: Memory, report: AnalysisReport) -> Parts:
+def memory_parts(result: Memory, report: AnalysisResults) -> Parts:
     if result.allocations_per_step is None:
         return [Text(f"Memory: — ({result.note})")]
     head = Text(

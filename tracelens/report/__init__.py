@@ -1,5 +1,5 @@
 """The interactive report's page data: sections of panels (Plotly figures, tables, notes) built from a `Trace`
-and its `AnalysisReport`, before any HTML. Pure and deterministic (fixed panel order and ids).
+and its `AnalysisResults`, before any HTML. Pure and deterministic (fixed panel order and ids).
 
 `document` (the data types), `timeline`, `breakdowns`, `overview`, `compare` and `findings` build the pieces;
 `tracelens.renderers.page.build_report` assembles them (the registry says which analysis gives which panels)

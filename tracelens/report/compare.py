@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
@@ -21,7 +21,7 @@ from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors
 from tracelens.units import us_text
 
-Item = tuple[str, Trace, AnalysisReport]
+Item = tuple[str, Trace, AnalysisResults]
 STUDY_COLUMNS = (
     "variant",
     "steps",

@@ -17,7 +17,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.actions import Actions
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath, part_label
@@ -39,32 +39,32 @@ IDLE_CAUSES = (
 MAX_FUSION_ROWS = 20
 
 
-def dispatch_panels(dispatch: Any, report: AnalysisReport) -> AnalysisPanels:
+def dispatch_panels(dispatch: Any, report: AnalysisResults) -> AnalysisPanels:
     return AnalysisPanels(breakdowns=(dispatch_panel(report),))
 
 
-def bound_panels(bound: Any, report: AnalysisReport) -> AnalysisPanels:
+def bound_panels(bound: Any, report: AnalysisResults) -> AnalysisPanels:
     return AnalysisPanels(breakdowns=(idle_panel(report),), findings=(bound_panel(report),))
 
 
-def fusion_panels(fusion: Any, report: AnalysisReport) -> AnalysisPanels:
+def fusion_panels(fusion: Any, report: AnalysisResults) -> AnalysisPanels:
     return AnalysisPanels(findings=(fusion_panel(report),))
 
 
-def roofline_panels(roofline: Any, report: AnalysisReport) -> AnalysisPanels:
+def roofline_panels(roofline: Any, report: AnalysisResults) -> AnalysisPanels:
     return AnalysisPanels(findings=(roofline_panel(report),))
 
 
-def compiled_panels(compiled: Any, report: AnalysisReport) -> AnalysisPanels:
+def compiled_panels(compiled: Any, report: AnalysisResults) -> AnalysisPanels:
     return AnalysisPanels(findings=(compiled_panel(report),))
 
 
-def finding(report: AnalysisReport, field: str) -> Any:
+def finding(report: AnalysisResults, field: str) -> Any:
     """The optional analysis result `field` of `report`, or None."""
     return getattr(report, field, None)
 
 
-def bound_panel(report: AnalysisReport) -> Panel:
+def bound_panel(report: AnalysisResults) -> Panel:
     """The verdict (CPU-, GPU-bound or mixed) and the figures behind it, per step."""
     panel_id, title = "bound", "What bounds a step"
     bound = finding(report, "bound")
@@ -96,7 +96,7 @@ def bound_panel(report: AnalysisReport) -> Panel:
     return Panel(id=panel_id, title=title, table=Table(("", ""), rows), note=note)
 
 
-def idle_panel(report: AnalysisReport) -> Panel:
+def idle_panel(report: AnalysisResults) -> Panel:
     """Stacked bars per step: GPU busy, then idle time split by cause."""
     panel_id, title = "gpu-idle", "GPU busy and idle by cause, per step"
     bound = finding(report, "bound")
@@ -129,7 +129,7 @@ def idle_panel(report: AnalysisReport) -> Panel:
     return Panel(id=panel_id, title=title, figure=fig)
 
 
-def dispatch_panel(report: AnalysisReport) -> Panel:
+def dispatch_panel(report: AnalysisResults) -> Panel:
     """CPU time per step by dispatch layer (Python, aten ops, launches, syncs, ...)."""
     panel_id, title = "dispatch", "CPU time per step by dispatch layer"
     dispatch = finding(report, "dispatch")
@@ -169,7 +169,7 @@ def dispatch_panel(report: AnalysisReport) -> Panel:
     return Panel(id=panel_id, title=title, figure=fig, note=note)
 
 
-def fusion_panel(report: AnalysisReport) -> Panel:
+def fusion_panel(report: AnalysisResults) -> Panel:
     """Runs of kernels that could be one kernel, with the estimated saving per step."""
     panel_id, title = "fusion", "Fusion opportunities"
     fusion = finding(report, "fusion")
@@ -200,7 +200,7 @@ def fusion_panel(report: AnalysisReport) -> Panel:
     return Panel(id=panel_id, title=title, table=Table(columns, rows), note=note)
 
 
-def roofline_panel(report: AnalysisReport) -> Panel:
+def roofline_panel(report: AnalysisResults) -> Panel:
     """Achieved TFLOP/s against arithmetic intensity per kernel, under the device's roofs."""
     panel_id, title = "roofline", "Roofline: achieved vs peak"
     roofline = finding(report, "roofline")
@@ -289,7 +289,7 @@ def _roofline_hover(row: Any) -> str:
     return "<br>".join(p for p in parts if p)
 
 
-def compiled_panel(report: AnalysisReport) -> Panel:
+def compiled_panel(report: AnalysisResults) -> Panel:
     """torch.compile regions, graph breaks and recompiles."""
     panel_id, title = "compiled", "torch.compile"
     compiled = finding(report, "compiled")
@@ -328,7 +328,7 @@ def _generic(result: Any, panel_id: str, title: str) -> Panel:
 # ---------------------------------------------------------------- what to do next, the critical path, streams, memory
 
 
-def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) -> AnalysisPanels:
+def critical_path_panels(result: CriticalPath | None, report: AnalysisResults) -> AnalysisPanels:
     panel_id, title = "critical-path", "Critical path and what-if"
     if result is None or result.step is None:
         why = "the analysis did not run" if result is None else result.note
@@ -375,7 +375,7 @@ def critical_path_panels(result: CriticalPath | None, report: AnalysisReport) ->
     )
 
 
-def comm_overlap_panels(result: CommOverlap | None, report: AnalysisReport) -> AnalysisPanels:
+def comm_overlap_panels(result: CommOverlap | None, report: AnalysisResults) -> AnalysisPanels:
     panel_id, title = "comm-overlap", "Communication/computation overlap"
     if result is None or result.comm_kernels == 0:
         return AnalysisPanels(
@@ -390,7 +390,7 @@ def comm_overlap_panels(result: CommOverlap | None, report: AnalysisReport) -> A
     return AnalysisPanels(findings=(Panel(id=panel_id, title=title, table=table, note=note),))
 
 
-def stream_idle_panels(result: StreamIdle | None, report: AnalysisReport) -> AnalysisPanels:
+def stream_idle_panels(result: StreamIdle | None, report: AnalysisResults) -> AnalysisPanels:
     panel_id, title = "stream-idle", "Idle time per GPU stream"
     if result is None or not result.streams:
         return AnalysisPanels(breakdowns=(unavailable(panel_id, title, result.note if result else "not run"),))
@@ -421,7 +421,7 @@ LIMIT_SENTENCE = {
 }
 
 
-def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPanels:
+def actions_panels(result: Actions | None, report: AnalysisResults) -> AnalysisPanels:
     panel_id, title = "actions", "What to do next"
     if result is None or result.summary.step_us is None:
         return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
@@ -450,7 +450,7 @@ def actions_panels(result: Actions | None, report: AnalysisReport) -> AnalysisPa
     return AnalysisPanels(overview=(Panel(id=panel_id, title=title, table=table, note=note),))
 
 
-def memory_panels(result: Memory | None, report: AnalysisReport) -> AnalysisPanels:
+def memory_panels(result: Memory | None, report: AnalysisResults) -> AnalysisPanels:
     panel_id, title = "memory-timeline", "Memory timeline"
     if result is None or not result.timeline or not any(s.ts_us for s in result.timeline):
         why = "the analysis did not run" if result is None else result.note

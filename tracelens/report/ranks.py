@@ -2,7 +2,7 @@
 of the page shows in full.
 
 Contract: `ranks_section(report, focus_rank, why) -> Section`; pure. Every figure comes from
-`analyses.ranks.RanksReport` (the view `tracelens analyze RUN` prints); no figure is computed here.
+`analyses.ranks.RanksResults` (the view `tracelens analyze RUN` prints); no figure is computed here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import plotly.graph_objects as go
 
-from tracelens.analyses.ranks import RankRow, RanksReport
+from tracelens.analyses.ranks import RankRow, RanksResults
 from tracelens.report.document import Panel, Section, Table
 from tracelens.report.palette import category_color
 from tracelens.units import ms_text, pct_text
@@ -32,7 +32,7 @@ FOCUS_COLOR = "#d62728"
 RANK_COLOR = "#4c78a8"
 
 
-def ranks_section(report: RanksReport, focus_rank: int, why: str) -> Section:
+def ranks_section(report: RanksResults, focus_rank: int, why: str) -> Section:
     """The first section of a run's report."""
     panels = (step_chart(report, focus_rank), time_chart(report), ranks_table(report, focus_rank))
     notes = (
@@ -43,7 +43,7 @@ def ranks_section(report: RanksReport, focus_rank: int, why: str) -> Section:
     return Section(id="ranks", title=f"Ranks of {report.source}", panels=panels, notes=notes)
 
 
-def step_chart(report: RanksReport, focus_rank: int) -> Panel:
+def step_chart(report: RanksResults, focus_rank: int) -> Panel:
     """One bar per rank: its median step time (ms); the rank shown in full in red, the median as a line."""
     rows = _ranked(report)
     fig = go.Figure(
@@ -66,7 +66,7 @@ def step_chart(report: RanksReport, focus_rank: int) -> Panel:
     )
 
 
-def time_chart(report: RanksReport) -> Panel:
+def time_chart(report: RanksResults) -> Panel:
     """Stacked bars per rank: compute, collective transfer and collective waiting, ms per step."""
     rows = _ranked(report)
     parts = (
@@ -94,7 +94,7 @@ def time_chart(report: RanksReport) -> Panel:
     return Panel(id="ranks-wait", title=title, figure=fig)
 
 
-def ranks_table(report: RanksReport, focus_rank: int) -> Panel:
+def ranks_table(report: RanksResults, focus_rank: int) -> Panel:
     rows = tuple(
         (
             str(row.rank),
@@ -113,7 +113,7 @@ def ranks_table(report: RanksReport, focus_rank: int) -> Panel:
     return Panel(id="ranks-table", title="Ranks (per step)", table=Table(RANKS_COLUMNS, rows))
 
 
-def _flags(report: RanksReport, row: RankRow, focus_rank: int) -> list[str]:
+def _flags(report: RanksResults, row: RankRow, focus_rank: int) -> list[str]:
     flags = []
     if row.straggler:
         flags.append("straggler")
@@ -124,7 +124,7 @@ def _flags(report: RanksReport, row: RankRow, focus_rank: int) -> list[str]:
     return flags
 
 
-def _summary(report: RanksReport) -> str:
+def _summary(report: RanksResults) -> str:
     world = f" of world size {report.world_size}" if report.world_size is not None else ""
     parts = [f"{len(report.ranks_found)} rank(s){world}"]
     if report.missing_ranks:
@@ -144,5 +144,5 @@ def _summary(report: RanksReport) -> str:
     return "; ".join(parts) + "."
 
 
-def _ranked(report: RanksReport) -> list[RankRow]:
+def _ranked(report: RanksResults) -> list[RankRow]:
     return [row for row in report.rows if row.rank is not None]

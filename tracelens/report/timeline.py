@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from tracelens.analyses import AnalysisReport
+from tracelens.analyses import AnalysisResults
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
@@ -783,7 +783,7 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     return " ".join(parts)
 
 
-def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
+def findings_by_row(gpu: Any, report: AnalysisResults) -> dict[int, list[str]]:
     """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
     fusion opportunity whose kernels (short names, on its stream) include it."""
     out: dict[int, list[str]] = {}
@@ -806,7 +806,7 @@ def findings_by_row(gpu: Any, report: AnalysisReport) -> dict[int, list[str]]:
     return out
 
 
-def finding_links(trace: Trace, gpu: Any, report: AnalysisReport, focus_step: int | None = None) -> list[FindingLink]:
+def finding_links(trace: Trace, gpu: Any, report: AnalysisResults, focus_step: int | None = None) -> list[FindingLink]:
     """A zoom for each finding that names kernels (`findings_by_row`): the critical path and each fusion or
     GEMM-epilogue opportunity; the range of its kernels in the timeline's drawn step (all its kernels when none
     is in that step), widened by a tenth of its width on each side (at least 2 µs), in the timeline's µs. The
@@ -835,7 +835,7 @@ def finding_links(trace: Trace, gpu: Any, report: AnalysisReport, focus_step: in
     return [*action_links(trace, report, focus), *out]
 
 
-def action_links(trace: Trace, report: AnalysisReport, focus: int | None) -> list[FindingLink]:
+def action_links(trace: Trace, report: AnalysisResults, focus: int | None) -> list[FindingLink]:
     """A zoom for each action of "What to do next" (`report.actions`): the drawn step, from its CPU start to
     its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's saving
     is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
