@@ -11,7 +11,7 @@ import tracelens
 from tests import rawtrace
 from tests.conftest import TRACES, recorded_trace
 from tracelens.analyses import analyze
-from tracelens.analyses.actions import ERROR, GRAPH_MODELS
+from tracelens.analyses.actions import GRAPH_MODELS, error_of
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -73,7 +73,7 @@ def test_the_action_the_twin_took_predicts_its_step(before: str, after: str, act
     realized = raw_mean_span_us(recorded_trace(f"h200/{after}.json.gz"))
     assert prediction.low <= realized <= prediction.high
     error = prediction.predicted_step_us / realized - 1
-    assert abs(error) <= ERROR[action]
+    assert abs(error) <= error_of(action, prediction.limited_by)
     if after != "extra/sweep_compiled_mlp_t64":
         assert abs(error) <= 0.20
 
@@ -288,3 +288,30 @@ def test_the_dataloader_twins_move_the_wait_into_the_copy() -> None:
     with_workers = [ms for name, ms in events_ms.items() if "workers0" not in name]
     assert 10.05 <= min(events_ms["dl_workers0"], events_ms["dl_workers0_pin"]) <= 10.25
     assert min(with_workers) >= 7.95 and max(with_workers) <= 10.2
+
+
+def calibration_row(before: str, after: str, action: str) -> str:
+    """The row of docs/actions.md#calibration-on-the-twins for one twin (`python tests/test_actions.py` prints
+    them all)."""
+    results = analyze(tracelens.load(recorded_trace(f"h200/{before}.json.gz")))
+    assert results.actions is not None and results.actions.summary.step_us is not None
+    (prediction,) = [a for a in results.actions.actions if a.action == action][:1]
+    realized = raw_mean_span_us(recorded_trace(f"h200/{after}.json.gz"))
+    error = 100 * (prediction.predicted_step_us / realized - 1)
+    error_text = f"{error:+.1f} %".replace("-", "−")
+    return (
+        f"| `{before}` → `{after}` | {action} | {prediction.limited_by} | {results.actions.summary.step_us:,.1f} | "
+        f"{prediction.predicted_step_us:,.1f} ({prediction.low:,.0f}–{prediction.high:,.0f}) | {realized:,.1f} | "
+        f"{'**' + error_text + '**' if abs(error) > 20 else error_text} |"
+    )
+
+
+@pytest.mark.parametrize(("before", "after", "action"), TWINS, ids=lambda v: str(v).split("/")[-1])
+def test_the_calibration_table_is_the_recomputed_one(before: str, after: str, action: str) -> None:
+    row = calibration_row(before, after, action)
+    assert row in (Path(__file__).parent.parent / "docs" / "actions.md").read_text(encoding="utf-8"), row
+
+
+if __name__ == "__main__":
+    for twin in TWINS:
+        print(calibration_row(*twin))

@@ -68,6 +68,12 @@ HOST_ONLY = ("enumerate(DataLoader)#",)
 # the largest |predicted / realized - 1| on the twins (docs/actions.md's table, recomputed by tests/test_actions.py):
 # compile over its pairs, the others over their one twin each
 ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.17}
+# The range of a prediction whose changed step the host limits (`limited_by` "cpu"): one recording of such a step
+# moves with the host's speed between runs (docs/actions.md#repeat-recordings), so the range is the largest error
+# of the action's CPU-limited predictions over the twins and their repeat recordings. An action without such
+# twins keeps its `ERROR`.
+CPU_LIMITED_ERROR = {"compile": 0.60}
+GPU_LIMITED_RATIO = 1.5  # a predicted step at most this × its busiest stream's GPU work is "gpu"-limited
 MAX_ACTIONS = 8
 
 
@@ -75,7 +81,9 @@ class Action(msgspec.Struct, frozen=True):
     """One action: `action` (compile, cuda_graphs, fuse, gemm_epilogue), what it changes (`targets`: kernels or
     ops), the predicted mean step span (µs) and saving over the analyzed steps, the range from the model's
     calibration error, `basis` (the model and its evidence in one line), and the profiler-free prediction when the
-    summary knows a profiler-free step time (the same ratio applied), else None."""
+    summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: "gpu" where the
+    predicted step is at most `GPU_LIMITED_RATIO` × its busiest stream's GPU work after the change, else "cpu"
+    (the range then is `CPU_LIMITED_ERROR`'s where the action has one: `error_of`)."""
 
     action: str
     targets: list[str]
@@ -85,6 +93,12 @@ class Action(msgspec.Struct, frozen=True):
     high: float
     basis: str
     predicted_profiler_free_step_us: float | None = None
+    limited_by: str = "gpu"
+
+
+def error_of(action: str, limited_by: str) -> float:
+    """The relative half-width of the range of `action`'s prediction for a step limited by `limited_by`."""
+    return CPU_LIMITED_ERROR.get(action, ERROR[action]) if limited_by == "cpu" else ERROR[action]
 
 
 class ActionsSummary(msgspec.Struct, frozen=True):
@@ -259,11 +273,13 @@ def _predict(
     predicted = sum(spans) / len(spans)
     n = len(graphs)
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
-    error = ERROR[name]
+    busiest_us = sum(busiest_lane_us) / n
+    limited_by = "gpu" if predicted <= GPU_LIMITED_RATIO * busiest_us else "cpu"
+    error = error_of(name, limited_by)
     free = None
     if profiler_free_us is not None and observed_us > 0:
         # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work
-        free = _r(max(profiler_free_us * predicted / observed_us, sum(busiest_lane_us) / n))
+        free = _r(max(profiler_free_us * predicted / observed_us, busiest_us))
     return Action(
         action=name,
         targets=targets,
@@ -273,6 +289,7 @@ def _predict(
         high=_r(predicted * (1 + error)),
         basis=basis,
         predicted_profiler_free_step_us=free,
+        limited_by=limited_by,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from tracelens.analyses.actions import ERROR, Actions
+from tracelens.analyses.actions import Actions, error_of
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -44,7 +44,7 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
             f"metric = {_quoted(METRIC)}",
             'op = "=="',
             f"value = {action.predicted_step_us}",
-            f"tolerance = {{ rel = {ERROR[action.action]} }}",
+            f"tolerance = {{ rel = {error_of(action.action, action.limited_by)} }}",
             f"note = {_quoted(f'from {source}: {actions.summary.step_us:,.1f} µs before; {action.basis}')}",
         ]
     return "\n".join(lines) + "\n"
