@@ -2,8 +2,8 @@
 
 >>> import tracelens
 >>> trace = tracelens.load("traces/h200/eager_mlp.json.gz")
->>> report = tracelens.analyze(trace)
->>> report.summary.per_step.kernels
+>>> results = tracelens.analyze(trace)      # AnalysisResults
+>>> results.summary.per_step.kernels
 >>> tracelens.kernels_frame(trace)          # one row per kernel: step, op, dur_us, ...
 >>> tracelens.plot.timeline(trace)          # the report's Plotly figures, inline in Jupyter
 >>> tracelens.check([trace], "notebooks/study_hypotheses.toml")   # [Verdict(held=..., measured=...), ...]

@@ -1,6 +1,6 @@
 /* tracelens._native: the C extension (see tracelens/native.py; types: _native.pyi).
 
-   columns(): columns of decoded trace events, read straight from the msgspec structs' slots; an optional
+   columns(): columns of decoded trace events, read straight from the msgspec structs' slots; an
    accelerator of tracelens.loader.columns.columnize (which has the same figures in pure Python, and
    is the reference the tests compare this against). One call turns a list of `CompleteEvent` structs (with
    `select`: only those of `event_type` with a usable `ts`, skipping other phases) into
@@ -1311,8 +1311,8 @@ static PyMethodDef METHODS[] = {
     {"enclosing", (PyCFunction)(void (*)(void))enclosing, METH_FASTCALL,
      "enclosing(start, end, track, tolerance) -> (cand int64 bytearray, depth int32 bytearray); see the C source."},
     {"memory_columns", (PyCFunction)(void (*)(void))memory_columns, METH_FASTCALL,
-     "memory_columns(events, instant_types, args_type, memory_name, counter_type) -> (ts, ints, pair_codes, pairs, "
-     "has_counters); see the C source."},
+     "memory_columns(events, instant_types, args_type, memory_name, counter_type, meta_type) -> (ts, ints, pair_codes, "
+     "pairs, has_counters, has_meta); see the C source."},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(order, calls, gpu, step_start, end) -> 10 int64 bytearrays; see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,

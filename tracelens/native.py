@@ -33,6 +33,7 @@ except ImportError as exc:
     if ENABLED:
         raise ExtensionMissingError(
             f"the C extension tracelens._native is not built ({exc}); install tracelens with `pip install .` "
-            f"(it needs a C compiler), or set {ORACLE_VARIABLE}=1 for its slower Python twins"
+            f"(it needs a C compiler and the Python headers), or set {ORACLE_VARIABLE}=1 to run its slower "
+            "Python twins (the tests' oracle)"
         ) from exc
     extension = None  # type: ignore[assignment]  # the twins' run: ENABLED is False, so no caller reaches it

@@ -83,7 +83,8 @@ class Action(msgspec.Struct, frozen=True):
     calibration error, `basis` (the model and its evidence in one line), and the profiler-free prediction when the
     summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: "gpu" where the
     predicted step is at most `GPU_LIMITED_RATIO` × its busiest stream's GPU work after the change, else "cpu"
-    (the range then is `CPU_LIMITED_ERROR`'s where the action has one: `error_of`)."""
+    (the range then is `CPU_LIMITED_ERROR`'s where the action has one: `error_of`); `low` is never below the
+    changed step's busiest stream's GPU work."""
 
     action: str
     targets: list[str]
@@ -285,7 +286,7 @@ def _predict(
         targets=targets,
         predicted_step_us=_r(predicted),
         saved_us=_r(observed_us - predicted),
-        low=_r(predicted * (1 - error)),
+        low=_r(max(predicted * (1 - error), busiest_us)),  # no step is shorter than its busiest stream's work
         high=_r(predicted * (1 + error)),
         basis=basis,
         predicted_profiler_free_step_us=free,

@@ -146,7 +146,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
 )
 
 
-REQUIRED = ("summary",)  # every report has these; the other analyses may be absent (None)
+REQUIRED = ("summary",)  # every AnalysisResults has these; the other analyses may be absent (None)
 
 
 class ResultsBase(msgspec.Struct, frozen=True):
@@ -181,8 +181,8 @@ class ResultsBase(msgspec.Struct, frozen=True):
 
 class AnalysisResults(ResultsBase, frozen=True):
     """Everything `tracelens analyze` reports about one trace: one attribute per entry of `ANALYSES`, named as
-    the entry, of its result type (None = not run), in registry order after `REQUIRED`; `report[name]`;
-    `report.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that
+    the entry, of its result type (None = not run), in registry order after `REQUIRED`; `results[name]`;
+    `results.get(ResultType)`. Adding an analysis adds its line here too (tests/test_registry.py checks that
     the two agree)."""
 
     summary: Summary
