@@ -45,6 +45,7 @@ from tracelens.analyses.critical_path import (
     step_graph,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
+from tracelens.analyses.profiler_overhead import GPU_LIMITED_RATIO  # the same split: a step at most this × GPU work
 from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -73,7 +74,6 @@ ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.
 # of the action's CPU-limited predictions over the twins and their repeat recordings. An action without such
 # twins keeps its `ERROR`.
 CPU_LIMITED_ERROR = {"compile": 0.60}
-GPU_LIMITED_RATIO = 1.5  # a predicted step at most this × its busiest stream's GPU work is "gpu"-limited
 MAX_ACTIONS = 8
 
 
