@@ -11,7 +11,7 @@ import tracelens
 from tests import rawtrace
 from tests.conftest import TRACES, recorded_trace
 from tracelens.analyses import analyze
-from tracelens.analyses.actions import GRAPH_MODELS, error_of
+from tracelens.analyses.actions import GRAPH_MODELS, half_width_of
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -72,8 +72,8 @@ def test_the_action_the_twin_took_predicts_its_step(before: str, after: str, act
     (prediction,) = [a for a in report.actions.actions if a.action == action][:1]
     realized = raw_mean_span_us(recorded_trace(f"h200/{after}.json.gz"))
     assert prediction.low <= realized <= prediction.high
+    assert abs(realized / prediction.predicted_step_us - 1) <= half_width_of(action, prediction.limited_by)
     error = prediction.predicted_step_us / realized - 1
-    assert abs(error) <= error_of(action, prediction.limited_by)
     if after != "extra/sweep_compiled_mlp_t64":
         assert abs(error) <= 0.20
 

@@ -71,7 +71,17 @@ def test_ordering_ops(docs: list[TraceDocument], op: str, value: float, held: bo
 
 @pytest.mark.parametrize(
     ("tolerance", "held"),
-    [(None, False), (4.0, False), (5.0, True), ("4%", False), ("4.2%", True), ({"rel": 0.05, "abs": 1}, True)],
+    [
+        (None, False),
+        (4.0, False),
+        (5.0, True),
+        ("4%", False),
+        ("4.2%", True),
+        ({"rel": 0.05, "abs": 1}, True),
+        ({"below": 10, "above": 5}, True),  # 120 − 10 ≤ 125 ≤ 120 + 5
+        ({"below": 10, "above": 4.9}, False),
+        ({"below": 0, "above": 5}, True),
+    ],
 )
 def test_tolerance_for_equality(docs: list[TraceDocument], tolerance: Any, held: bool) -> None:
     entry: dict[str, Any] = {"trace": "compiled_mlp", "metric": "per_step.gpu_kernel_us", "op": "==", "value": 120}

@@ -216,6 +216,23 @@ def test_tolerance_is_relative_or_absolute_whichever_is_larger() -> None:
     assert Tolerance(absolute=1.0, relative=0.5).allows(5.5, 4.0)
 
 
+def test_a_below_above_tolerance_is_an_asymmetric_range() -> None:
+    assert Tolerance(below=10.0, above=5.0).allows(110.0, 120.0)
+    assert not Tolerance(below=10.0, above=5.0).allows(109.9, 120.0)
+    assert Tolerance(below=10.0, above=5.0).allows(125.0, 120.0)
+    assert not Tolerance(below=10.0, above=5.0).allows(125.1, 120.0)
+    assert Tolerance(below=10.0, above=5.0).describe() == "−10/+5"
+    entry = {"name": "n", "metric": "per_step.step_us", "op": "==", "value": 1}
+    for raw, message in (
+        ({"below": 1}, "tolerance: give both below and above"),
+        ({"below": 1, "above": 2, "rel": 0.1}, "tolerance: "),
+        ({"below": -1, "above": 2}, "tolerance.below"),
+    ):
+        with pytest.raises(HypothesisError) as info:
+            parse_hypotheses({"hypothesis": [{**entry, "tolerance": raw}]}, "h.toml")
+        assert message in str(info.value), str(info.value)
+
+
 def test_parse_error_is_a_tracelens_error_with_status_2() -> None:
     with pytest.raises(HypothesisError) as info:
         parse_hypotheses(

@@ -2,9 +2,10 @@
 
 Contract: `analyze_actions(ctx) -> Actions`; pure. Each action changes the dependency graph of every analyzed
 step (`critical_path.StepGraph`) and replays it (`critical_path.replay_calls`); `predicted_step_us` is the mean
-replayed span over those steps, `saved_us` the mean observed span minus it, `low`/`high` the prediction widened by
-the action's calibration error (`ERROR`, measured on the repository's before/after twins: docs/actions.md, and
-recomputed by tests/test_actions.py). Models (docs/actions.md):
+replayed span over those steps, `saved_us` the mean observed span minus it, `low`/`high` the prediction ± the
+largest |realized ÷ predicted − 1| that the action's calibration cells show (`HALF_WIDTH`, measured on the
+repository's before/after twins and repeat recordings: docs/actions.md). Models
+(docs/actions.md):
 
 - `compile` (torch.compile of the step): each run of fusible kernels (elementwise, reduction, norm, copy, fused)
   between GEMMs, attention, convolutions and memsets on a stream becomes one kernel (the launches of the rest of
@@ -66,14 +67,21 @@ GRAPH_KERNEL_US = 1.7
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
-# the largest |predicted / realized - 1| on the twins (docs/actions.md's table, recomputed by tests/test_actions.py):
-# compile over its pairs, the others over their one twin each
-ERROR = {"compile": 0.26, "cuda_graphs": 0.13, "fuse": 0.13, "gemm_epilogue": 0.17}
-# The range of a prediction whose changed step the host limits (`limited_by` "cpu"): one recording of such a step
-# moves with the host's speed between runs (docs/actions.md#repeat-recordings), so the range is the largest error
-# of the action's CPU-limited predictions over the twins and their repeat recordings. An action without such
-# twins keeps its `ERROR`.
-CPU_LIMITED_ERROR = {"compile": 0.60}
+# The range each prediction states (docs/actions.md#stated-ranges, recomputed by tests/test_actions_repeats.py):
+# predicted × (1 ± HALF_WIDTH), where the half-width is the largest |realized ÷ predicted − 1| over the calibration
+# cells (the twins of docs/actions.md and the repeat recordings) of the action and the class of its changed step
+# (`limited_by`), rounded up to 0.01, and never below `MIN_HALF_WIDTH` (about twice what the GPU-bound twins'
+# realized step moves between recordings: a check compares two). A class an action has no cell of takes compile's.
+# Symmetric: on the held-out recordings an asymmetric range held fewer cells (docs/actions.md#stated-ranges).
+HALF_WIDTH: dict[tuple[str, str], float] = {
+    ("compile", "gpu"): 0.14,
+    ("compile", "cpu"): 0.60,  # one recording of a dispatch-bound step moves with the host's speed
+    ("cuda_graphs", "gpu"): 0.11,
+    ("cuda_graphs", "cpu"): 0.10,  # the floor
+    ("fuse", "gpu"): 0.12,
+    ("gemm_epilogue", "gpu"): 0.15,
+}
+MIN_HALF_WIDTH = 0.10
 MAX_ACTIONS = 8
 
 
@@ -83,8 +91,8 @@ class Action(msgspec.Struct, frozen=True):
     calibration error, `basis` (the model and its evidence in one line), and the profiler-free prediction when the
     summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: "gpu" where the
     predicted step is at most `GPU_LIMITED_RATIO` × its busiest stream's GPU work after the change, else "cpu"
-    (the range then is `CPU_LIMITED_ERROR`'s where the action has one: `error_of`); `low` is never below the
-    changed step's busiest stream's GPU work."""
+    (each class has its own range: `half_width_of`); `low` and `high` are never below the changed step's busiest
+    stream's GPU work."""
 
     action: str
     targets: list[str]
@@ -97,9 +105,17 @@ class Action(msgspec.Struct, frozen=True):
     limited_by: str = "gpu"
 
 
-def error_of(action: str, limited_by: str) -> float:
-    """The relative half-width of the range of `action`'s prediction for a step limited by `limited_by`."""
-    return CPU_LIMITED_ERROR.get(action, ERROR[action]) if limited_by == "cpu" else ERROR[action]
+def half_width_of(action: str, limited_by: str) -> float:
+    """The relative half-width of the range of `action`'s prediction for a changed step limited by `limited_by`
+    ("gpu" or "cpu"): `HALF_WIDTH`, or compile's of that class where the action has no calibration cell of it."""
+    return HALF_WIDTH.get((action, limited_by), HALF_WIDTH[("compile", limited_by)])
+
+
+def range_notes(action: Action, step_us: float) -> list[str]:
+    """What the text and the page say beside an action's range: `cpu-limited` where the host limits the changed
+    step (its range is the wider CPU-limited one), `may not help` where the range reaches the current step."""
+    notes = ["cpu-limited"] if action.limited_by == "cpu" else []
+    return notes + (["may not help"] if action.high >= step_us else [])
 
 
 class ActionsSummary(msgspec.Struct, frozen=True):
@@ -276,7 +292,7 @@ def _predict(
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
     busiest_us = sum(busiest_lane_us) / n
     limited_by = "gpu" if predicted <= GPU_LIMITED_RATIO * busiest_us else "cpu"
-    error = error_of(name, limited_by)
+    half_width = half_width_of(name, limited_by)
     free = None
     if profiler_free_us is not None and observed_us > 0:
         # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work
@@ -286,8 +302,8 @@ def _predict(
         targets=targets,
         predicted_step_us=_r(predicted),
         saved_us=_r(observed_us - predicted),
-        low=_r(max(predicted * (1 - error), busiest_us)),  # no step is shorter than its busiest stream's work
-        high=_r(predicted * (1 + error)),
+        low=_r(max(predicted * (1 - half_width), busiest_us)),  # no step is shorter than its busiest stream's work
+        high=_r(max(predicted * (1 + half_width), busiest_us)),
         basis=basis,
         predicted_profiler_free_step_us=free,
         limited_by=limited_by,

@@ -48,7 +48,8 @@ one subject:
 then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" |
 "not-contains" with value = ... or than = { trace = "eager_mlp", factor =
 0.9 } (optionally another metric/kernel/cpu_op/api_call), and for == and !=
-tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 }.
+tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 } |
+{ below = 10, above = 20 } (from value - 10 to value + 20).
 
   tracelens check traces/h200/*.json.gz \\
       --expect notebooks/study_hypotheses.toml

@@ -79,15 +79,23 @@ class Reference(msgspec.Struct, frozen=True):
 
 
 class Tolerance(msgspec.Struct, frozen=True):
-    """`|measured - expected| <= max(absolute, relative * |expected|)` counts as equal."""
+    """`|measured - expected| <= max(absolute, relative * |expected|)` counts as equal; with `below`/`above`
+    (an asymmetric range, as `analyze --predict` writes) `expected - below <= measured <= expected + above`
+    does, and `absolute`/`relative` are 0."""
 
     absolute: float = 0.0
     relative: float = 0.0
+    below: float | None = None
+    above: float | None = None
 
     def allows(self, measured: float, expected: float) -> bool:
+        if self.below is not None and self.above is not None:
+            return expected - self.below - 1e-12 <= measured <= expected + self.above + 1e-12
         return abs(measured - expected) <= max(self.absolute, self.relative * abs(expected)) + 1e-12
 
     def describe(self) -> str:
+        if self.below is not None and self.above is not None:
+            return f"−{self.below:g}/+{self.above:g}"
         parts = [f"±{self.relative * 100:g}%" if self.relative else "", f"±{self.absolute:g}" if self.absolute else ""]
         return " or ".join(p for p in parts if p)
 
@@ -432,6 +440,14 @@ def _parse_tolerance(raw: Any, op: str | None, where: _EntryError) -> Tolerance 
         return Tolerance(relative=relative / 100.0)
     if isinstance(raw, int | float) and not isinstance(raw, bool):
         return Tolerance(absolute=_non_negative(raw, where, "tolerance"))
+    if isinstance(raw, dict) and ("below" in raw or "above" in raw):
+        _check_keys(raw, ("below", "above"), where, "tolerance: ")
+        if "below" not in raw or "above" not in raw:
+            raise where.error("tolerance: give both below and above")
+        return Tolerance(
+            below=_non_negative(raw["below"], where, "tolerance.below"),
+            above=_non_negative(raw["above"], where, "tolerance.above"),
+        )
     if isinstance(raw, dict):
         _check_keys(raw, ("rel", "abs"), where, "tolerance: ")
         if not raw:
@@ -441,7 +457,8 @@ def _parse_tolerance(raw: Any, op: str | None, where: _EntryError) -> Tolerance 
             relative=_non_negative(raw.get("rel", 0.0), where, "tolerance.rel"),
         )
     raise where.error(
-        f'tolerance must be a number (absolute), "5%" (relative) or {{ rel = ..., abs = ... }}, not {_shown(raw)}'
+        f'tolerance must be a number (absolute), "5%" (relative), {{ rel = ..., abs = ... }} or '
+        f"{{ below = ..., above = ... }}, not {_shown(raw)}"
     )
 
 

@@ -3,8 +3,8 @@ trace (docs/actions.md, docs/check.md).
 
 Contract: `predictions_toml(report, source) -> str`, a hypotheses file: one `[[hypothesis]]` per action, metric
 `critical_path.step_us` (the mean step span that `predicted_step_us` predicts) == the prediction, with the
-action's calibration error as the relative tolerance; no `trace` key, so `check AFTER --expect FILE` checks each
-on AFTER. Pure: the caller writes the file.
+action's stated range (`low` to `high`) as the tolerance (`below`/`above`); no `trace` key, so `check AFTER
+--expect FILE` checks each on AFTER. Pure: the caller writes the file.
 """
 
 from __future__ import annotations
@@ -12,12 +12,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from tracelens.analyses.actions import Actions, error_of
+from tracelens.analyses.actions import Actions
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
 
 METRIC = "critical_path.step_us"
+
+
+def _r(value: float) -> float:
+    """µs to the ns the predictions carry (no binary-fraction tails in the file)."""
+    return round(value, 3)
 
 
 def _quoted(text: str) -> str:
@@ -44,7 +49,9 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
             f"metric = {_quoted(METRIC)}",
             'op = "=="',
             f"value = {action.predicted_step_us}",
-            f"tolerance = {{ rel = {error_of(action.action, action.limited_by)} }}",
+            # the action's stated range, low to high, around the prediction
+            f"tolerance = {{ below = {_r(action.predicted_step_us - action.low)}, "
+            f"above = {_r(action.high - action.predicted_step_us)} }}",
             f"note = {_quoted(f'from {source}: {actions.summary.step_us:,.1f} µs before; {action.basis}')}",
         ]
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tracelens.analyses.actions import Actions
+from tracelens.analyses.actions import Action, Actions, range_notes
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.compiled import Compiled
@@ -411,9 +411,7 @@ def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}
         cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
-        head.append(
-            f"\nLimit: {s.limit} — all CPU work 2× faster saves {us_text(cpu)} µs, all GPU 2× {us_text(gpu)} µs"
-        )
+        head.append(f"\nLimit: {s.limit} — CPU 2× faster saves {us_text(cpu)} µs, GPU 2× faster {us_text(gpu)} µs")
     else:
         head.append(f"\nLimit: {s.limit}")
     if s.data_loading_us is not None and s.data_loading_us > 0:
@@ -426,13 +424,24 @@ def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
         targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
-        head.append(
-            f"\n{rank}. {action.action} ({targets}): {us_text(action.predicted_step_us)} µs "
-            f"({action.low:,.0f}–{action.high:,.0f}), saves {us_text(action.saved_us)}"
-        )
+        head.append(_action_line(rank, action, targets, s.step_us))
         head.append(f"\n   {action.basis}", style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     return [head]
+
+
+SUMMARY_COLUMNS = 80
+
+
+def _action_line(rank: int, action: Action, targets: str, step_us: float) -> str:
+    """One action's first two lines: the saving, then the step before → predicted and the stated range with its
+    notes (`range_notes`)."""
+    notes = range_notes(action, step_us)
+    stated = f"({action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
+    second = f"   step {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
+    if len(second) > SUMMARY_COLUMNS:  # the step before is in the heading line
+        second = f"   step → {us_text(action.predicted_step_us)} µs {stated}"
+    return f"\n{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs\n{second}"
 
 
 MAX_OPS_SHOWN = 8

@@ -18,7 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisResults
-from tracelens.analyses.actions import Actions
+from tracelens.analyses.actions import Actions, range_notes
 from tracelens.analyses.comm_overlap import CommOverlap
 from tracelens.analyses.critical_path import CriticalPath, part_label
 from tracelens.analyses.memory import Memory
@@ -426,13 +426,14 @@ def actions_panels(result: Actions | None, report: AnalysisResults) -> AnalysisP
     if result is None or result.summary.step_us is None:
         return AnalysisPanels(overview=(unavailable(panel_id, title, "not run" if result is None else result.note),))
     s = result.summary
+    step_us = s.step_us or 0.0  # not None: checked above
     free = report.summary.profiler_free
     without = ""
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()
         without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
     note = (
-        f"Step {us_text(s.step_us)} µs profiled (mean span of {s.steps} steps){without}. "
+        f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps){without}. "
         f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
     )
     rows = tuple(
@@ -440,7 +441,7 @@ def actions_panels(result: Actions | None, report: AnalysisResults) -> AnalysisP
             a.action,
             ", ".join(a.targets),
             us_text(a.predicted_step_us),
-            f"{us_text(a.low)}–{us_text(a.high)}",
+            f"{us_text(a.low)}–{us_text(a.high)}" + "".join(f"; {n}" for n in range_notes(a, step_us)),
             us_text(a.saved_us),
             a.basis,
         )
