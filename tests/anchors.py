@@ -4,7 +4,10 @@ came from and under which licence).
 The redistributable traces are in the repository, under tests/corpus/. The few whose licence does not allow
 copying them here (`OPTIONAL`) are looked for in a full copy of the corpus beside the checkout
 (../shared/anchor_traces). `TRACELENS_ANCHORS=DIR` replaces both: every trace is then read from DIR. Traces
-are named by their path relative to the folder they are in, the same name in either folder.
+are named by their path relative to the folder they are in, the same name in either folder. What the optional
+traces' own tests check (whole-µs timestamps against HTA, a trace without GPU activity, a graph break with lazy
+backward compiles, no ProfilerStep) has redistributable stand-ins in tests/test_stand_ins.py, so a fresh clone
+tests every such feature; the optional traces add held-out data.
 """
 
 from __future__ import annotations

@@ -219,7 +219,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     parts = [f"{reason} ({count})" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])]
     if optional:
         sources_text = ", ".join(sorted(sources))
-        parts.insert(0, f"a trace not redistributable, from {sources_text}: set TRACELENS_ANCHORS ({optional})")
+        parts.insert(
+            0,
+            f"a trace not redistributable, from {sources_text}: set TRACELENS_ANCHORS; what they check has "
+            f"stand-ins in tests/test_stand_ins.py ({optional})",
+        )
     line = f"skipped {len(skipped)}: " + "; ".join(parts) if skipped else "skipped 0"
     slow = config.stash.get(SLOW_LEFT_OUT, 0)
     if slow and "not slow" in (config.getoption("markexpr") or ""):

@@ -3,9 +3,11 @@
 A Dynamo compilation is a `_compile.compile_inner (dynamo_timed)` span; its compile id is the
 `Torch-Compiled Region: frame/recompile` that the same thread enters next (Dynamo compiles a frame, then runs
 it). A lazily compiled backward is a `compile_fx.<locals>.bw_compiler (dynamo_timed)` span outside any
-compile_inner; its id is the latest region entered before it. Its step is the ProfilerStep holding its start;
-without ProfilerSteps, the inferred step holding it (tests/independent/nostep_autotune.py), and where the steps
-are outermost compiled calls, a compile between two calls belongs to the next call (the one it compiled for).
+compile_inner; its id is the latest region entered before it. Where the same thread has `…_data:
+compile_id=F/R` marker events inside the span (newer PyTorch writes them), the earliest one's id wins. Its step
+is the ProfilerStep holding its start; without ProfilerSteps, the inferred step holding it
+(tests/independent/nostep_autotune.py), and where the steps are outermost compiled calls, a compile between two
+calls belongs to the next call (the one it compiled for).
 
 Run `python -m tests.independent.compiles TRACE` to print (id, step, compile_inner ms) per compilation.
 """
@@ -42,10 +44,18 @@ def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
     )
     forward = [e for e in events if e.get("name") == FORWARD]
     spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in forward]
+    markers = sorted(
+        (_ns(e["ts"]), e.get("tid"), str(e["name"]).rsplit("compile_id=", 1)[1].split(",")[0].strip())
+        for e in events
+        if "_data: " in str(e.get("name", "")) and "compile_id=" in str(e.get("name", ""))
+    )
     result = []
     for e in sorted(events, key=lambda e: _ns(e["ts"])):
         start, end = _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])
-        if e.get("name") == FORWARD:
+        marked = [m for at, tid, m in markers if tid == e.get("tid") and start <= at <= end]
+        if e.get("name") in (FORWARD, BACKWARD) and marked:
+            compile_id = marked[0]
+        elif e.get("name") == FORWARD:
             following = [r for r in regions if r[1] == e.get("tid") and r[0] >= end]
             compile_id = following[0][2] if following else None
         elif e.get("name") == BACKWARD and not any(s <= start and end <= t for s, t in spans):

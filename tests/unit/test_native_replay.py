@@ -4,6 +4,8 @@ scale kernel categories and set kernels' durations (syncs that wait for GPU work
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -33,13 +35,16 @@ CASES = [
     "h200:extra/train_eager_mlp.json.gz",  # a sync that waits for GPU work
     "h200:audit/backlog_nosync.json.gz",
     "h200:audit/gpt2_train_eager.json.gz",
-    "anchor:other/deepseek-ai__profile-data/train.json.gz",
+    "anchor:other/deepseek-ai__profile-data/train.json.gz",  # optional (not redistributable): whole µs
+    "data:eager_mlp_integer_us.json.gz",  # whole µs, redistributable (scripts/derive_integer_us.py)
     "anchor:other/facebookresearch__param/resnet_kineto.json.gz",
 ]
 
 
 def _path(case: str) -> str:
     kind, relative = case.split(":", 1)
+    if kind == "data":
+        return str(Path(__file__).resolve().parents[1] / "data" / relative)
     return str(recorded_trace(f"h200/{relative}") if kind == "h200" else anchor(relative))
 
 

@@ -7,7 +7,10 @@ the steps that overlap no compilation; failing that,
 the events that overlap none) so steady-state figures exclude it; `Compiled.note` says which. Pure.
 
 Compiles: compile-phase spans (`COMPILE_SPAN`) merged per thread; each cluster belongs to a compile id
-`frame/recompile` — the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
+`frame/recompile` — the id of the earliest marker inside it where Dynamo wrote some (`…_data: compile_id=f/r`,
+`COMPILE_ID`: a frame resumed after a graph break compiles inside the previous frame's region), else that of the
+thread's latest marked cluster when no region on the thread holds this one or started since (its first-call
+autotuning), else the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
 region that thread enters after it (Dynamo compiles a frame, then runs it), else the latest region entered
 before it on any thread (a lazily compiled backward, on the autograd thread). `compiles` has one entry per id,
 with its compile time and the step where it started (with inferred steps, which are the calls only, a compile
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+COMPILE_ID = re.compile(r"_data: .*\bcompile_id=(\d+)/(\d+)")  # Dynamo's marker of the id being compiled
 COMPILE_SPAN = re.compile(
     r"\(dynamo_timed\)$|^compile_fx_inner$|^_compile\.compile_inner$|^OutputGraph\.call_user_compiler$|"
     r"^fx_codegen_and_compile$|^async_compile\.wait$"
@@ -218,17 +222,21 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
         for start, end in merge_intervals(ev.ts_ns[on], ev.ts_ns[on] + ev.dur_ns[on]).tolist():
             clusters.append((start, end, track))
     clusters.sort()
+    markers = _compile_id_markers(trace)
     by_id: dict[str | None, list[float]] = {}
     first_start: dict[str | None, int] = {}
+    marked_on: dict[int, tuple[str, int]] = {}  # track → (id, end) of its latest cluster that carried a marker
     anonymous = 0
     for start, end, track in clusters:
-        region = _owning_region(ev, regions, region_start, region_end, start, end, track)
-        key: str | None
-        if region >= 0:
-            match = REGION.match(ev.names[ev.name[region]])
-            key = f"{match.group(1)}/{match.group(2)}" if match else None
+        key = next((i for at, on, i in markers if on == track and start <= at <= end), None)
+        if key is not None:
+            marked_on[track] = (key, end)
         else:
-            key = None
+            key = _continued(marked_on.get(track), ev, regions, region_start, region_end, start, end, track)
+        if key is None:
+            region = _owning_region(ev, regions, region_start, region_end, start, end, track)
+            match = REGION.match(ev.names[ev.name[region]]) if region >= 0 else None
+            key = f"{match.group(1)}/{match.group(2)}" if match else None
         slot: str | None = key if key is not None else f"?{anonymous}"
         anonymous += key is None
         by_id.setdefault(slot, []).append((end - start) / 1e6)
@@ -249,6 +257,40 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
             )
         )
     return result
+
+
+def _compile_id_markers(trace: Trace) -> list[tuple[int, int, str]]:
+    """(ts ns, track, id) of the compile-id markers Dynamo writes where the trace has them
+    (`entire_frame_compile_data: …, compile_id=1/0`, `compile_fx.<locals>.bw_compiler_data: compile_id=0/0`)."""
+    ev = trace.events
+    rows = np.flatnonzero(name_mask(trace, COMPILE_ID.search, CPU_KINDS))
+    found = []
+    for row in rows.tolist():
+        match = COMPILE_ID.search(ev.names[ev.name[row]])
+        if match:
+            found.append((int(ev.ts_ns[row]), int(ev.track[row]), f"{match.group(1)}/{match.group(2)}"))
+    return sorted(found)
+
+
+def _continued(
+    marked: tuple[str, int] | None,
+    ev: EventTable,
+    regions: np.ndarray,
+    region_start: np.ndarray,
+    region_end: np.ndarray,
+    start: int,
+    end: int,
+    track: int,
+) -> str | None:
+    """The id of the thread's latest marked compile when this unmarked cluster continues it (first-call
+    autotuning of what that compile produced): no compiled region on the thread holds the cluster or started
+    since that compile ended. None otherwise."""
+    if marked is None:
+        return None
+    same = ev.track[regions] == track
+    holds = same & (region_start <= start) & (region_end >= end)
+    since = same & (region_start >= marked[1]) & (region_start <= start)
+    return None if holds.any() or since.any() else marked[0]
 
 
 def _owning_region(
