@@ -50,8 +50,8 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
             'op = "=="',
             f"value = {action.predicted_step_us}",
             # the action's stated range, low to high, around the prediction
-            f"tolerance = {{ below = {_r(action.predicted_step_us - action.low)}, "
-            f"above = {_r(action.high - action.predicted_step_us)} }}",
+            f"tolerance = {{ below = {_r(max(0.0, action.predicted_step_us - action.low))}, "
+            f"above = {_r(max(0.0, action.high - action.predicted_step_us))} }}",
             f"note = {_quoted(f'from {source}: {actions.summary.step_us:,.1f} µs before; {action.basis}')}",
         ]
     return "\n".join(lines) + "\n"
