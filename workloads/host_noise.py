@@ -31,7 +31,7 @@ def _proc_stat() -> dict[str, int]:
     with open("/proc/stat") as handle:
         fields = handle.readline().split()[1:]
     names = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
-    return {n: int(v) for n, v in zip(names, fields)}
+    return {n: int(v) for n, v in zip(names, fields, strict=False)}
 
 
 def _pure_loop_us() -> float:

@@ -15,14 +15,14 @@ its own). Run on the H200 by the lead; `--device cpu` for a smoke run.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import time
 
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
+
+from .truth3 import _export
 
 
 class BrokenMLP(nn.Module):
@@ -37,17 +37,6 @@ class BrokenMLP(nn.Module):
         h = torch.nn.functional.gelu(self.up(x))
         torch._dynamo.graph_break()
         return self.down(h).relu()
-
-
-def _export(prof: profile, path: str, meta: dict) -> None:
-    raw = path.removesuffix(".gz")
-    prof.export_chrome_trace(raw)
-    with open(raw) as handle:
-        document = json.load(handle)
-    document["tracelens_run"] = meta
-    with gzip.open(path, "wt") as handle:
-        json.dump(document, handle)
-    os.remove(raw)
 
 
 def _train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> None:

@@ -20,7 +20,7 @@ that started between calls belongs to the next call: the one it compiled for).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 import numpy as np
@@ -35,7 +35,7 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, EventTable, Kind, kind_mask
+from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
@@ -213,9 +213,13 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
     rows = np.flatnonzero(name_mask(trace, COMPILE_SPAN.search, CPU_KINDS))
     if rows.size == 0:
         return []
-    regions = np.flatnonzero(_region_calls(trace))
-    region_start = ev.ts_ns[regions]
-    region_end = region_start + ev.dur_ns[regions]
+    rows_of_regions = np.flatnonzero(_region_calls(trace))
+    calls = _RegionCalls(
+        rows_of_regions,
+        ev.track[rows_of_regions],
+        ev.ts_ns[rows_of_regions],
+        ev.ts_ns[rows_of_regions] + ev.dur_ns[rows_of_regions],
+    )
     clusters: list[tuple[int, int, int]] = []  # (start, end, track)
     for track in distinct_ints(ev.track[rows]).tolist():
         on = rows[ev.track[rows] == track]
@@ -232,9 +236,9 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
         if key is not None:
             marked_on[track] = (key, end)
         else:
-            key = _continued(marked_on.get(track), ev, regions, region_start, region_end, start, end, track)
+            key = _continued(marked_on.get(track), calls, start, end, track)
         if key is None:
-            region = _owning_region(ev, regions, region_start, region_end, start, end, track)
+            region = _owning_region(calls, start, end, track)
             match = REGION.match(ev.names[ev.name[region]]) if region >= 0 else None
             key = f"{match.group(1)}/{match.group(2)}" if match else None
         slot: str | None = key if key is not None else f"?{anonymous}"
@@ -272,47 +276,39 @@ def _compile_id_markers(trace: Trace) -> list[tuple[int, int, str]]:
     return sorted(found)
 
 
-def _continued(
-    marked: tuple[str, int] | None,
-    ev: EventTable,
-    regions: np.ndarray,
-    region_start: np.ndarray,
-    region_end: np.ndarray,
-    start: int,
-    end: int,
-    track: int,
-) -> str | None:
+class _RegionCalls(NamedTuple):
+    """The compiled-region calls of a trace: their rows, tracks, start and end (ns)."""
+
+    rows: np.ndarray
+    track: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+def _continued(marked: tuple[str, int] | None, calls: _RegionCalls, start: int, end: int, track: int) -> str | None:
     """The id of the thread's latest marked compile when this unmarked cluster continues it (first-call
     autotuning of what that compile produced): no compiled region on the thread holds the cluster or started
     since that compile ended. None otherwise."""
     if marked is None:
         return None
-    same = ev.track[regions] == track
-    holds = same & (region_start <= start) & (region_end >= end)
-    since = same & (region_start >= marked[1]) & (region_start <= start)
+    same = calls.track == track
+    holds = same & (calls.start_ns <= start) & (calls.end_ns >= end)
+    since = same & (calls.start_ns >= marked[1]) & (calls.start_ns <= start)
     return None if holds.any() or since.any() else marked[0]
 
 
-def _owning_region(
-    ev: EventTable,
-    regions: np.ndarray,
-    region_start: np.ndarray,
-    region_end: np.ndarray,
-    start: int,
-    end: int,
-    track: int,
-) -> int:
+def _owning_region(calls: _RegionCalls, start: int, end: int, track: int) -> int:
     """The compiled-region call a compile cluster belongs to (see the module docstring), -1 if none."""
-    same = ev.track[regions] == track
-    inside = same & (region_start <= start) & (region_end >= end)
+    same = calls.track == track
+    inside = same & (calls.start_ns <= start) & (calls.end_ns >= end)
     if inside.any():
-        return int(regions[np.flatnonzero(inside)[-1]])
-    later = same & (region_start >= end)
+        return int(calls.rows[np.flatnonzero(inside)[-1]])
+    later = same & (calls.start_ns >= end)
     if later.any():
-        return int(regions[np.flatnonzero(later)[np.argmin(region_start[later])]])
-    earlier = region_start <= start
+        return int(calls.rows[np.flatnonzero(later)[np.argmin(calls.start_ns[later])]])
+    earlier = calls.start_ns <= start
     if earlier.any():
-        return int(regions[np.flatnonzero(earlier)[np.argmax(region_start[earlier])]])
+        return int(calls.rows[np.flatnonzero(earlier)[np.argmax(calls.start_ns[earlier])]])
     return -1
 
 
