@@ -33,7 +33,9 @@ TWINS = [
     # pure CUDA-graph twins of `python -m workloads.record --extras graphs`, when recorded into traces/h200/graphs
     *(
         (f"graphs/{p.name[6:-8]}", f"graphs/{p.name[:-8]}", "cuda_graphs")
-        for p in sorted(Path("traces/h200/graphs").glob("graph_eager_mlp_t*.json.gz"))
+        for p in sorted(
+            (Path(__file__).resolve().parent.parent / "traces/h200/graphs").glob("graph_eager_mlp_t*.json.gz")
+        )
     ),
 ]
 
@@ -93,14 +95,32 @@ def test_a_graph_model_plugs_in_as_one_function() -> None:
     assert graphs.saved_us == pytest.approx(0.0, abs=0.01)
 
 
-@pytest.mark.parametrize("name", ["eager_mlp", "compiled_mlp", "block/eager_block", "extra/sweep_eager_mlp_t8"])
+SUMMARY_TRACES = [
+    "h200/eager_mlp",
+    "h200/compiled_mlp",
+    "h200/block/eager_block",
+    "h200/block/eager_math_block",
+    "h200/extra/sweep_eager_mlp_t8",
+    "corpus/hta/trace_diff/test/test",
+    "corpus/hta/negative_queue_length_values_check/rank0",
+    "corpus/amd_tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005",
+    "corpus/other/facebookresearch__param/resnet_kineto",
+]
+
+
+@pytest.mark.parametrize("name", SUMMARY_TRACES)
 def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
+    """Rendered 200 columns wide, so that no line is wrapped by the terminal: the summary's own lines are at most
+    80 columns and 15 lines (the traces whose summaries ran longest)."""
+    from tests.conftest import anchor
     from tracelens.renderers.text import make_console, print_parts, render_to_string
     from tracelens.renderers.text_analyses import actions_parts
 
-    report = analyze(tracelens.load(f"traces/h200/{name}.json.gz"))
+    folder, relative = name.split("/", 1)
+    path = TRACES / "h200" / f"{relative}.json.gz" if folder == "h200" else anchor(f"{relative}.json.gz")
+    report = analyze(tracelens.load(path))
     assert report.actions is not None
-    console = make_console(False, 80)
+    console = make_console(False, 200)
     print_parts(console, actions_parts(report.actions, report))
     lines = render_to_string(console).rstrip("\n").split("\n")
     assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)

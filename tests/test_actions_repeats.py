@@ -133,15 +133,17 @@ def _cells(recordings: tuple[str, ...]) -> list[tuple[str, str, str, float, floa
     return cells
 
 
-def _half_widths(cells: list[tuple[str, str, str, float, float, float, float]]) -> dict[tuple[str, str], float]:
-    """The rule of `HALF_WIDTH`, applied to the cells: per (action, limited_by), the largest |realized ÷ predicted
-    − 1| rounded up to 0.01, at least `MIN_HALF_WIDTH`."""
+def _half_widths(cells: list[tuple[str, str, str, float, float, float, float]]) -> dict[str, float]:
+    """The rule of `HALF_WIDTH` and `CPU_LIMITED_HALF_WIDTH`, applied to the cells: per action over its
+    GPU-limited cells, and once (key "cpu") over every CPU-limited cell, the largest |realized ÷ predicted − 1|
+    rounded up to 0.01, at least `MIN_HALF_WIDTH`."""
     from tracelens.analyses.actions import MIN_HALF_WIDTH
 
-    found: dict[tuple[str, str], float] = {}
+    found: dict[str, float] = {}
     for _, name, limited_by, predicted, _, _, realized in cells:
         need = math.ceil(round(100 * abs(realized / predicted - 1), 6)) / 100
-        found[name, limited_by] = max(found.get((name, limited_by), MIN_HALF_WIDTH), need)
+        key = "cpu" if limited_by == "cpu" else name
+        found[key] = max(found.get(key, MIN_HALF_WIDTH), need)
     return found
 
 
@@ -151,15 +153,15 @@ def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     the CPU-limited compile range would be ±51 %, and 5 of sweep_long's 6 CPU-limited cells fall inside it (the
     512-token r1 needs ±60 %); an asymmetric range (the cells' smallest to largest ratio) fitted the same way
     holds 3 of the 6; docs/actions.md#stated-ranges."""
-    from tracelens.analyses.actions import HALF_WIDTH
+    from tracelens.analyses.actions import CPU_LIMITED_HALF_WIDTH, HALF_WIDTH
 
     cells = _cells(RECORDINGS)
-    assert len(cells) == 37
-    assert _half_widths(cells) == HALF_WIDTH
+    assert len(cells) == 37 and sum(c[2] == "cpu" for c in cells) == 21
+    assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
     assert all(low <= realized <= high for *_, low, high, realized in cells)
     fitted = [c for c in _cells(RECORDINGS[:3]) if c[1:3] == ("compile", "cpu")]
     held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1:3] == ("compile", "cpu")]
-    assert (len(fitted), len(held_out), _half_widths(fitted)["compile", "cpu"]) == (12, 6, 0.51)
+    assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (12, 6, 0.51)
     ratios = [realized / predicted for *_, predicted, _, _, realized in held_out]
     assert sum(abs(r - 1) <= 0.51 for r in ratios) == 5
     fitted_ratios = [realized / predicted for *_, predicted, _, _, realized in fitted]

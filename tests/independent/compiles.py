@@ -3,8 +3,9 @@
 A Dynamo compilation is a `_compile.compile_inner (dynamo_timed)` span; its compile id is the
 `Torch-Compiled Region: frame/recompile` that the same thread enters next (Dynamo compiles a frame, then runs
 it). A lazily compiled backward is a `compile_fx.<locals>.bw_compiler (dynamo_timed)` span outside any
-compile_inner; its id is the latest region entered before it. Where the same thread has `…_data:
-compile_id=F/R` marker events inside the span (newer PyTorch writes them), the earliest one's id wins. Its step
+compile_inner; its id is the latest region entered before it. Where Dynamo labelled the span (newer PyTorch:
+`entire_frame_compile_data: …, compile_id=F/R` or `bw_compiler_data: compile_id=F/R` on the same thread, at most
+10 ms before it starts), the label's id wins. Its step
 is the ProfilerStep holding its start; without ProfilerSteps, the inferred step holding it
 (tests/independent/nostep_autotune.py), and where the steps are outermost compiled calls, a compile between two
 calls belongs to the next call (the one it compiled for).
@@ -21,6 +22,7 @@ from tests.independent.step_windows import CPU_STEP_CATS, _ns, load_events
 
 FORWARD = "_compile.compile_inner (dynamo_timed)"
 BACKWARD = "compile_fx.<locals>.bw_compiler (dynamo_timed)"
+BACKWARD_LABEL = "compile_fx.<locals>.bw_compiler_data: compile_id="
 REGION = "Torch-Compiled Region: "
 
 
@@ -44,17 +46,25 @@ def compilations(path: str) -> list[tuple[str | None, int | None, float]]:
     )
     forward = [e for e in events if e.get("name") == FORWARD]
     spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in forward]
+    # Dynamo's label of the span that follows: `entire_frame_compile_data: fn_name=_compile.compile_inner,
+    # compile_id=F/R` just before a compile_inner, `compile_fx.<locals>.bw_compiler_data: compile_id=F/R` just
+    # before a bw_compiler (dynamo_timed); compiled autograd's `!0/…` ids are not frame ids
+    labels = {FORWARD: "entire_frame_compile_data: fn_name=_compile.compile_inner,", BACKWARD: BACKWARD_LABEL}
     markers = sorted(
-        (_ns(e["ts"]), e.get("tid"), str(e["name"]).rsplit("compile_id=", 1)[1].split(",")[0].strip())
+        (_ns(e["ts"]), e.get("tid"), name.split(",", 1)[0].split(":", 1)[0], name.rsplit("compile_id=", 1)[1])
         for e in events
-        if "_data: " in str(e.get("name", "")) and "compile_id=" in str(e.get("name", ""))
+        for name in [str(e.get("name", ""))]
+        if "_data: " in name and "compile_id=" in name and name.rsplit("compile_id=", 1)[1].replace("/", "").isdigit()
     )
     result = []
     for e in sorted(events, key=lambda e: _ns(e["ts"])):
         start, end = _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])
-        marked = [m for at, tid, m in markers if tid == e.get("tid") and start <= at <= end]
-        if e.get("name") in (FORWARD, BACKWARD) and marked:
-            compile_id = marked[0]
+        label = labels.get(str(e.get("name")), "").split(",", 1)[0].split(":", 1)[0]
+        named = [
+            m for at, tid, kind, m in markers if tid == e.get("tid") and kind == label and start - 10**7 <= at <= start
+        ]
+        if named:
+            compile_id = named[-1]
         elif e.get("name") == FORWARD:
             following = [r for r in regions if r[1] == e.get("tid") and r[0] >= end]
             compile_id = following[0][2] if following else None

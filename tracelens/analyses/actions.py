@@ -68,19 +68,13 @@ GRAPH_KERNEL_US = 1.7
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
 # The range each prediction states (docs/actions.md#stated-ranges, recomputed by tests/test_actions_repeats.py):
-# predicted × (1 ± HALF_WIDTH), where the half-width is the largest |realized ÷ predicted − 1| over the calibration
-# cells (the twins of docs/actions.md and the repeat recordings) of the action and the class of its changed step
-# (`limited_by`), rounded up to 0.01, and never below `MIN_HALF_WIDTH` (about twice what the GPU-bound twins'
-# realized step moves between recordings: a check compares two). A class an action has no cell of takes compile's.
-# Symmetric: on the held-out recordings an asymmetric range held fewer cells (docs/actions.md#stated-ranges).
-HALF_WIDTH: dict[tuple[str, str], float] = {
-    ("compile", "gpu"): 0.14,
-    ("compile", "cpu"): 0.60,  # one recording of a dispatch-bound step moves with the host's speed
-    ("cuda_graphs", "gpu"): 0.11,
-    ("cuda_graphs", "cpu"): 0.10,  # the floor
-    ("fuse", "gpu"): 0.12,
-    ("gemm_epilogue", "gpu"): 0.15,
-}
+# predicted × (1 ± h). Where the changed step is GPU-limited, h is the largest |realized ÷ predicted − 1| over the
+# action's GPU-limited calibration cells (the twins of docs/actions.md and the repeat recordings), rounded up to
+# 0.01 and never below `MIN_HALF_WIDTH` (about twice what the GPU-bound twins' realized step moves between
+# recordings: a check compares two). Where it is CPU-limited, one h for every action, over every action's
+# CPU-limited cells: there the host's speed, which moves between recordings whatever the action, dominates.
+HALF_WIDTH: dict[str, float] = {"compile": 0.14, "cuda_graphs": 0.11, "fuse": 0.12, "gemm_epilogue": 0.15}
+CPU_LIMITED_HALF_WIDTH = 0.60
 MIN_HALF_WIDTH = 0.10
 MAX_ACTIONS = 8
 
@@ -107,8 +101,8 @@ class Action(msgspec.Struct, frozen=True):
 
 def half_width_of(action: str, limited_by: str) -> float:
     """The relative half-width of the range of `action`'s prediction for a changed step limited by `limited_by`
-    ("gpu" or "cpu"): `HALF_WIDTH`, or compile's of that class where the action has no calibration cell of it."""
-    return HALF_WIDTH.get((action, limited_by), HALF_WIDTH[("compile", limited_by)])
+    ("gpu" or "cpu"): `HALF_WIDTH[action]`, or `CPU_LIMITED_HALF_WIDTH` for a CPU-limited one."""
+    return CPU_LIMITED_HALF_WIDTH if limited_by == "cpu" else HALF_WIDTH[action]
 
 
 def range_notes(action: Action, step_us: float) -> list[str]:

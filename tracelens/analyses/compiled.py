@@ -7,7 +7,7 @@ the steps that overlap no compilation; failing that,
 the events that overlap none) so steady-state figures exclude it; `Compiled.note` says which. Pure.
 
 Compiles: compile-phase spans (`COMPILE_SPAN`) merged per thread; each cluster belongs to a compile id
-`frame/recompile` — the id of the earliest marker inside it where Dynamo wrote some (`…_data: compile_id=f/r`,
+`frame/recompile` — the id Dynamo's markers give it where it wrote some (`…_data: compile_id=f/r`, `_marked_id`;
 `COMPILE_ID`: a frame resumed after a graph break compiles inside the previous frame's region), else that of the
 thread's latest marked cluster when no region on the thread holds this one or started since (its first-call
 autotuning), else the `Torch-Compiled Region: f/r` that contains it (first-call autotuning), else the first
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 COMPILE_ID = re.compile(r"_data: .*\bcompile_id=(\d+)/(\d+)")  # Dynamo's marker of the id being compiled
+MARKER_LEAD_NS = 1_000_000  # how far before its span a compile-id marker may start
 COMPILE_SPAN = re.compile(
     r"\(dynamo_timed\)$|^compile_fx_inner$|^_compile\.compile_inner$|^OutputGraph\.call_user_compiler$|"
     r"^fx_codegen_and_compile$|^async_compile\.wait$"
@@ -232,7 +233,7 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
     marked_on: dict[int, tuple[str, int]] = {}  # track → (id, end) of its latest cluster that carried a marker
     anonymous = 0
     for start, end, track in clusters:
-        key = next((i for at, on, i in markers if on == track and start <= at <= end), None)
+        key = _marked_id(markers, start, end, track)
         if key is not None:
             marked_on[track] = (key, end)
         else:
@@ -283,6 +284,16 @@ class _RegionCalls(NamedTuple):
     track: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
+
+
+def _marked_id(markers: list[tuple[int, int, str]], start: int, end: int, track: int) -> str | None:
+    """The compile id Dynamo's markers give a cluster: the last marker on its thread at most `MARKER_LEAD_NS`
+    before its start (Dynamo writes each `…_data` marker just before the span it labels), else the earliest inside
+    it; None where neither exists."""
+    lead = [i for at, on, i in markers if on == track and start - MARKER_LEAD_NS <= at <= start]
+    if lead:
+        return lead[-1]
+    return next((i for at, on, i in markers if on == track and start < at <= end), None)
 
 
 def _continued(marked: tuple[str, int] | None, calls: _RegionCalls, start: int, end: int, track: int) -> str | None:

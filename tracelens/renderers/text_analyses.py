@@ -5,6 +5,7 @@ function, `x_parts(result, report) -> list of renderables (None: skipped)`."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
@@ -420,28 +421,45 @@ def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
     helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
     if not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
         targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
-        head.append(_action_line(rank, action, targets, s.step_us))
-        head.append(f"\n   {action.basis}", style="dim")
+        lines = _action_lines(rank, action, targets, s.step_us)
+        if used + len(lines) > SUMMARY_LINES:
+            if used < SUMMARY_LINES:
+                head.append(f"\n({len(helpful) - rank + 1} more: --format json)", style="dim")
+            break
+        used += len(lines)
+        head.append("\n" + lines[0])
+        head.append("\n" + lines[1])
+        for line in lines[2:]:
+            head.append("\n" + line, style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     return [head]
 
 
 SUMMARY_COLUMNS = 80
+SUMMARY_LINES = 15
 
 
-def _action_line(rank: int, action: Action, targets: str, step_us: float) -> str:
-    """One action's first two lines: the saving, then the step before → predicted and the stated range with its
-    notes (`range_notes`)."""
+def _action_lines(rank: int, action: Action, targets: str, step_us: float) -> list[str]:
+    """One action's lines, each at most 80 columns: the saving; the step before → predicted with the stated
+    range of the predicted step and its notes (`range_notes`); the evidence, wrapped under it."""
     notes = range_notes(action, step_us)
-    stated = f"({action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
+    stated = f"(range {action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
     second = f"   step {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
-    if len(second) > SUMMARY_COLUMNS:  # the step before is in the heading line
-        second = f"   step → {us_text(action.predicted_step_us)} µs {stated}"
-    return f"\n{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs\n{second}"
+    if len(second) > SUMMARY_COLUMNS:  # the step before is on the first line of the summary
+        second = f"   predicted {us_text(action.predicted_step_us)} µs {stated}"
+    if len(second) > SUMMARY_COLUMNS:
+        second = f"   predicted {us_text(action.predicted_step_us)} µs ({action.low:,.0f}–{action.high:,.0f})"
+    evidence = textwrap.wrap(action.basis, SUMMARY_COLUMNS - 3, break_on_hyphens=False) or [""]
+    return [
+        f"{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs",
+        second,
+        *(f"   {line}" for line in evidence),
+    ]
 
 
 MAX_OPS_SHOWN = 8
