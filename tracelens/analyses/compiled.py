@@ -241,7 +241,7 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
         if key is None:
             region = _owning_region(calls, start, end, track)
             match = REGION.match(ev.names[ev.name[region]]) if region >= 0 else None
-            key = f"{match.group(1)}/{match.group(2)}" if match else None
+            key = _frame_id(match) if match else None
         slot: str | None = key if key is not None else f"?{anonymous}"
         anonymous += key is None
         by_id.setdefault(slot, []).append((end - start) / 1e6)
@@ -266,15 +266,23 @@ def compile_events(trace: Trace) -> list[CompileEvent]:
 
 def _compile_id_markers(trace: Trace) -> list[tuple[int, int, str]]:
     """(ts ns, track, id) of the compile-id markers Dynamo writes where the trace has them
-    (`entire_frame_compile_data: …, compile_id=1/0`, `compile_fx.<locals>.bw_compiler_data: compile_id=0/0`)."""
+    (`entire_frame_compile_data: …, compile_id=1/0`, `compile_fx.<locals>.bw_compiler_data: compile_id=0/0`),
+    sorted; each distinct name is parsed once."""
     ev = trace.events
     rows = np.flatnonzero(name_mask(trace, COMPILE_ID.search, CPU_KINDS))
-    found = []
-    for row in rows.tolist():
-        match = COMPILE_ID.search(ev.names[ev.name[row]])
+    ids: dict[int, str] = {}
+    for code in distinct_ints(ev.name[rows]).tolist():
+        match = COMPILE_ID.search(ev.names[code])
         if match:
-            found.append((int(ev.ts_ns[row]), int(ev.track[row]), f"{match.group(1)}/{match.group(2)}"))
-    return sorted(found)
+            ids[code] = _frame_id(match)
+    return sorted(
+        zip(ev.ts_ns[rows].tolist(), ev.track[rows].tolist(), [ids[c] for c in ev.name[rows].tolist()], strict=True)
+    )
+
+
+def _frame_id(match: re.Match[str]) -> str:
+    """`frame/recompile` from a match of `REGION` or `COMPILE_ID`."""
+    return f"{match.group(1)}/{match.group(2)}"
 
 
 class _RegionCalls(NamedTuple):
@@ -331,7 +339,7 @@ def _recompiles(trace: Trace, window: Window, compiles: list[CompileEvent]) -> l
     for code in distinct_ints(ev.name[calls]).tolist():
         match = REGION.match(ev.names[code])
         if match:
-            ids.add(f"{match.group(1)}/{match.group(2)}")
+            ids.add(_frame_id(match))
     recompiled = [i for i in ids if int(i.split("/")[1]) > 0]
     return [f"Torch-Compiled Region: {i}" for i in sorted(recompiled, key=lambda i: tuple(map(int, i.split("/"))))]
 
