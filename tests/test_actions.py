@@ -113,8 +113,8 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     """Rendered 200 columns wide, so that no line is wrapped by the terminal: the summary's own lines are at most
     80 columns and 15 lines (the traces whose summaries ran longest)."""
     from tests.conftest import anchor
+    from tracelens.renderers.analyses.actions import actions_parts
     from tracelens.renderers.text import make_console, print_parts, render_to_string
-    from tracelens.renderers.text_analyses import actions_parts
 
     folder, relative = name.split("/", 1)
     path = TRACES / "h200" / f"{relative}.json.gz" if folder == "h200" else anchor(f"{relative}.json.gz")
@@ -257,7 +257,7 @@ def test_the_dataloader_time_is_the_independent_one(name: str) -> None:
 def test_no_dataloader_no_figure_and_the_line_says_it() -> None:
     """None (not 0) where the trace has no DataLoader range; where it has, the summary's head line gives it."""
     from tests.conftest import anchor
-    from tracelens.renderers.text_analyses import actions_parts
+    from tracelens.renderers.analyses.actions import actions_parts
 
     eager = analyze(tracelens.load(recorded_trace("h200/eager_mlp.json.gz"))).actions
     assert eager is not None and eager.summary.data_loading_us is None

@@ -209,8 +209,8 @@ def test_counter_lanes_below_the_gpu_lanes(tmp_path: Path) -> None:
 
 
 def test_memory_timeline_panel_draws_every_device() -> None:
+    from tracelens.renderers.analyses.memory import memory_panels
     from tracelens.renderers.jsonout import memory_json
-    from tracelens.report.findings import memory_panels
 
     trace, result = _analyzed(DF)
     drawn = memory_panels(result, None)  # type: ignore[arg-type]

@@ -79,8 +79,8 @@ def analyze_event_count(ctx):
     return EventCount(len(ctx.trace.events))
 '''
 
-# Its text section and page panel: for a real analysis, one function each in renderers/text_analyses.py and
-# report/findings.py (the modules that hold every analysis' sections and panels); here a module of their own.
+# Its text section and page panel: for a real analysis, two functions of its module of renderers/analyses/;
+# here a module of their own.
 TOY_OUTPUTS = '''
 """The toy analysis' text section and page panel."""
 

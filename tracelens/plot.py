@@ -26,9 +26,10 @@ from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
+from tracelens.renderers.analyses.dispatch import dispatch_panel
+from tracelens.renderers.analyses.roofline import roofline_panel
 from tracelens.report import breakdowns
 from tracelens.report import compare as charts
-from tracelens.report.findings import dispatch_panel, roofline_panel
 from tracelens.report.timeline import MAX_SLICES, bake_page_hovers, findings_by_row, timeline_panel
 
 if TYPE_CHECKING:

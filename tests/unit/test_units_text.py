@@ -23,16 +23,17 @@ def test_each_formatter_shows_its_unit_and_unknown_as_a_dash() -> None:
 
 
 def test_the_renderers_use_them_instead_of_copies() -> None:
-    from tracelens.renderers import compare_out, ranks, text, text_analyses
-    from tracelens.report import compare, findings
+    from tracelens.renderers import compare_out, ranks, text
+    from tracelens.renderers.analyses import comm_overlap, critical_path, memory, stream_idle
+    from tracelens.report import compare
     from tracelens.report import ranks as report_ranks
 
-    for module in (text, text_analyses, compare, compare_out, findings):
+    for module in (text, compare, compare_out, critical_path, comm_overlap, stream_idle):
         assert module.us_text is units.us_text, module.__name__
     assert ranks.ms_text is report_ranks.ms_text is units.ms_text and report_ranks.pct_text is units.pct_text
-    for module in (text_analyses, findings):  # the sections and panels of memory, streams, the critical path
-        assert module.bytes_text is units.bytes_text and module.pct_text is units.pct_text
-        assert module.whole_text is units.whole_text
+    for module in (comm_overlap, stream_idle):  # the sections and panels of overlap, streams, memory
+        assert module.pct_text is units.pct_text
+    assert memory.bytes_text is units.bytes_text and memory.whole_text is units.whole_text
 
 
 FORMATTERS = {"us_text", "ms_text", "pct_text", "bytes_text", "whole_text"}

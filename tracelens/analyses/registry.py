@@ -6,10 +6,10 @@ Each entry (`Analysis`) names:
 - `run`: the analysis, `run(ctx: AnalysisContext) -> result` (see `tracelens.analyses.context`);
 - `result`: the result type, a frozen `msgspec.Struct` that round-trips through msgspec (the results cache stores it;
   tests/test_registry.py checks every entry);
-- `text`: its section of `tracelens analyze` (`"module:function"`, `function(result, report) -> list of rich
-  renderables`, None entries skipped), printed in `text_order`;
-- `panels`: its panels of the HTML report (`"module:function"`, `function(result | None, report) ->
-  AnalysisPanels`; None = not run: say so);
+- `text`: its section of `tracelens analyze` (`"module:function"`, in `tracelens.renderers.analyses.<name>`:
+  `function(result, report) -> list of rich renderables`, None entries skipped), printed in `text_order`;
+- `panels`: its panels of the HTML report (`"module:function"`, in the same module, `function(result | None,
+  report) -> AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
   None: `{name: result as plain data}`;
 Renderers are named by import path so that running the analyses never imports rich or plotly.
@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
 
 R = TypeVar("R")
-TEXT = "tracelens.renderers.text_analyses"
-PANELS = "tracelens.report.findings"
+SHOWN = "tracelens.renderers.analyses"  # the module that shows analysis x is f"{SHOWN}.x"
 JSON = "tracelens.renderers.jsonout"
 
 
@@ -69,14 +68,20 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         json=f"{JSON}:summary_json",
         text_order=0,
     ),
-    Analysis("dispatch", analyze_dispatch, Dispatch, text=f"{TEXT}:dispatch_parts", panels=f"{PANELS}:dispatch_panels"),
+    Analysis(
+        "dispatch",
+        analyze_dispatch,
+        Dispatch,
+        text=f"{SHOWN}.dispatch:dispatch_parts",
+        panels=f"{SHOWN}.dispatch:dispatch_panels",
+    ),
     # the verdict: in the text, first after the compile note
     Analysis(
         "bound",
         analyze_bound,
         Bound,
-        text=f"{TEXT}:bound_parts",
-        panels=f"{PANELS}:bound_panels",
+        text=f"{SHOWN}.bound:bound_parts",
+        panels=f"{SHOWN}.bound:bound_panels",
         json=f"{JSON}:bound_json",
         text_order=20,
     ),
@@ -84,32 +89,32 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "fusion",
         analyze_fusion,
         Fusion,
-        text=f"{TEXT}:fusion_parts",
-        panels=f"{PANELS}:fusion_panels",
+        text=f"{SHOWN}.fusion:fusion_parts",
+        panels=f"{SHOWN}.fusion:fusion_panels",
         json=f"{JSON}:fusion_json",
     ),
     Analysis(
         "roofline",
         analyze_roofline,
         Roofline,
-        text=f"{TEXT}:roofline_parts",
-        panels=f"{PANELS}:roofline_panels",
+        text=f"{SHOWN}.roofline:roofline_parts",
+        panels=f"{SHOWN}.roofline:roofline_panels",
     ),
     # its note says which steps the other analyses left out, so it comes first in the text
     Analysis(
         "compiled",
         analyze_compiled,
         Compiled,
-        text=f"{TEXT}:compiled_parts",
-        panels=f"{PANELS}:compiled_panels",
+        text=f"{SHOWN}.compiled:compiled_parts",
+        panels=f"{SHOWN}.compiled:compiled_panels",
         text_order=10,
     ),
     Analysis(
         "critical_path",
         analyze_critical_path,
         CriticalPath,
-        text=f"{TEXT}:critical_path_parts",
-        panels=f"{PANELS}:critical_path_panels",
+        text=f"{SHOWN}.critical_path:critical_path_parts",
+        panels=f"{SHOWN}.critical_path:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
     ),
@@ -117,30 +122,30 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         "actions",
         analyze_actions,
         Actions,
-        text=f"{TEXT}:actions_parts",
-        panels=f"{PANELS}:actions_panels",
+        text=f"{SHOWN}.actions:actions_parts",
+        panels=f"{SHOWN}.actions:actions_panels",
         text_order=-10,  # "what to do next" is the first thing `analyze` prints
     ),
     Analysis(
         "comm_overlap",
         analyze_comm_overlap,
         CommOverlap,
-        text=f"{TEXT}:comm_overlap_parts",
-        panels=f"{PANELS}:comm_overlap_panels",
+        text=f"{SHOWN}.comm_overlap:comm_overlap_parts",
+        panels=f"{SHOWN}.comm_overlap:comm_overlap_panels",
     ),
     Analysis(
         "stream_idle",
         analyze_stream_idle,
         StreamIdle,
-        text=f"{TEXT}:stream_idle_parts",
-        panels=f"{PANELS}:stream_idle_panels",
+        text=f"{SHOWN}.stream_idle:stream_idle_parts",
+        panels=f"{SHOWN}.stream_idle:stream_idle_panels",
     ),
     Analysis(
         "memory",
         analyze_memory,
         Memory,
-        text=f"{TEXT}:memory_parts",
-        panels=f"{PANELS}:memory_panels",
+        text=f"{SHOWN}.memory:memory_parts",
+        panels=f"{SHOWN}.memory:memory_panels",
         json=f"{JSON}:memory_json",
     ),
 )

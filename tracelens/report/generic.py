@@ -1,14 +1,33 @@
 """A fallback view of any analysis result (a record): its scalar fields as a table, or its longest list
-of record rows as a table. Used for results that have no dedicated chart yet."""
+of record rows as a table. Used for results that have no dedicated chart yet; with the lookups the panels of the
+first analyses share (`finding`, `MISSING`: they read their result from the report by name, so that the page
+works with any version of it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracelens.records import field_names, is_record, shallow_dict
-from tracelens.report.document import Table
+from tracelens.report.document import Panel, Table, unavailable
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisResults
 
 MAX_ROWS = 30
+MISSING = "this version of tracelens does not compute it"
+
+
+def finding(report: AnalysisResults, field: str) -> Any:
+    """The optional analysis result `field` of `report`, or None."""
+    return getattr(report, field, None)
+
+
+def generic_panel(result: Any, panel_id: str, title: str) -> Panel:
+    """A panel of `result`'s `result_table`, or one that says the analysis found nothing to show."""
+    table = result_table(result)
+    if table is None:
+        return unavailable(panel_id, title, "the analysis found nothing to show")
+    return Panel(id=panel_id, title=title, table=table)
 
 
 def result_table(result: Any) -> Table | None:

@@ -1,0 +1,137 @@
+"""What to do next, shown: the summary at the top of `tracelens analyze` (`actions_parts`) and the first panel
+of the report (`actions_panels`, in the overview). The contract: `tracelens.renderers.analyses`."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from tracelens.analyses.actions import Action, Actions, range_notes
+from tracelens.analyses.critical_path import CriticalPath
+from tracelens.renderers.analyses import Parts
+from tracelens.units import pct_text, us_text
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisResults
+    from tracelens.report import document as page
+
+
+TOP_ACTIONS = 3
+
+
+def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
+    """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
+    it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
+    head = Text()
+    head.append("What to do next", style="bold")
+    s = result.summary
+    if s.step_us is None:
+        head.append(f": — ({result.note})")
+        return [head]
+    free = report.summary.profiler_free
+    source = free.source_words() if free is not None else None
+    ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
+    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps})")
+    if s.profiler_free_step_us is not None:
+        head.append(
+            f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
+            + (")" if ranged else ", docs/profiler_overhead.md)")  # the range or the doc: 80 columns
+        )
+    path = report.get(CriticalPath)
+    if path is not None and path.what_if:
+        rows = {w.change: w.saved_us for w in path.what_if}
+        cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
+        head.append(f"\nLimit: {s.limit} — CPU 2× faster saves {us_text(cpu)} µs, GPU 2× faster {us_text(gpu)} µs")
+    else:
+        head.append(f"\nLimit: {s.limit}")
+    if s.data_loading_us is not None and s.data_loading_us > 0:
+        share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
+        head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
+    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    if not helpful:
+        head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
+    used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
+    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
+        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        if len(targets) > 22:
+            targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
+        lines = _action_lines(rank, action, targets, s.step_us)
+        if used + len(lines) > SUMMARY_LINES:
+            if used < SUMMARY_LINES:
+                head.append(f"\n({len(helpful) - rank + 1} more: --format json)", style="dim")
+            break
+        used += len(lines)
+        head.append("\n" + lines[0])
+        head.append("\n" + lines[1])
+        for line in lines[2:]:
+            head.append("\n" + line, style="dim")
+    head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
+    return [head]
+
+
+SUMMARY_COLUMNS = 80
+
+
+SUMMARY_LINES = 15
+
+
+def _action_lines(rank: int, action: Action, targets: str, step_us: float) -> list[str]:
+    """One action's lines, each at most 80 columns: the saving; the step before → predicted with the stated
+    range of the predicted step and its notes (`range_notes`); the evidence, wrapped under it."""
+    notes = range_notes(action, step_us)
+    stated = f"(range {action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
+    second = f"   step {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
+    if len(second) > SUMMARY_COLUMNS:  # the step before is on the first line of the summary
+        second = f"   predicted {us_text(action.predicted_step_us)} µs {stated}"
+    if len(second) > SUMMARY_COLUMNS:
+        second = f"   predicted {us_text(action.predicted_step_us)} µs ({action.low:,.0f}–{action.high:,.0f})"
+    evidence = textwrap.wrap(action.basis, SUMMARY_COLUMNS - 3, break_on_hyphens=False) or [""]
+    return [
+        f"{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs",
+        second,
+        *(f"   {line}" for line in evidence),
+    ]
+
+
+LIMIT_SENTENCE = {
+    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it, faster kernels do not",
+    "gpu": "GPU work limits the step: faster kernels shorten it, faster CPU work does not",
+    "mixed": "both CPU and GPU work limit the step: neither alone shortens it much",
+    "unknown": "neither faster CPU nor faster GPU work shortens the step (it waits on something else)",
+}
+
+
+def actions_panels(result: Actions | None, report: AnalysisResults) -> page.AnalysisPanels:
+    from tracelens.report import document as page
+
+    panel_id, title = "actions", "What to do next"
+    if result is None or result.summary.step_us is None:
+        return page.AnalysisPanels(
+            overview=(page.unavailable(panel_id, title, "not run" if result is None else result.note),)
+        )
+    s = result.summary
+    step_us = s.step_us or 0.0  # not None: checked above
+    free = report.summary.profiler_free
+    without = ""
+    if s.profiler_free_step_us is not None and free is not None:
+        words = free.source_words()
+        without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
+    note = (
+        f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps){without}. "
+        f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
+    )
+    rows = tuple(
+        (
+            a.action,
+            ", ".join(a.targets),
+            us_text(a.predicted_step_us),
+            f"{us_text(a.low)}–{us_text(a.high)}" + "".join(f"; {n}" for n in range_notes(a, step_us)),
+            us_text(a.saved_us),
+            a.basis,
+        )
+        for a in result.actions
+    )
+    table = page.Table(columns=("action", "targets", "step µs", "range µs", "saves µs", "basis"), rows=rows)
+    return page.AnalysisPanels(overview=(page.Panel(id=panel_id, title=title, table=table, note=note),))
