@@ -1,6 +1,7 @@
 """The documentation stays true: the MkDocs site builds in strict mode (a broken link or anchor fails), every
 relative link of the README resolves, the command-line help page is what the parser prints, every top-level key
-of the JSON documents is described, the benchmark table is the measured one, the README keeps the two
+of the JSON documents is described (those of the analyses by their registry entries, whose rows the docs build
+puts into docs/json.md), the benchmark table is the measured one, the README keeps the two
 commands that CI and a fresh machine run, and the pages for people open with a command and the lines it really
 prints."""
 
@@ -16,10 +17,12 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tracelens.analyses.ranks import RanksResults
+from tracelens.analyses.registry import ANALYSES
 from tracelens.cli import main
 from tracelens.records import field_names
 
@@ -69,6 +72,9 @@ def test_mkdocs_builds_in_strict_mode(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "index.html").is_file()
     assert (tmp_path / "site" / "timeline-big-trace.png").is_file()
+    json_page = (tmp_path / "site" / "json" / "index.html").read_text(encoding="utf-8")
+    for doc in (doc for entry in ANALYSES for doc in entry.doc):  # the hook put every registry row on the page
+        assert "<tr>\n<td>" + ", ".join(f"<code>{k}</code>" for k in doc.names) + "</td>" in json_page, doc.keys
 
 
 def test_mkdocs_strict_build_fails_on_a_broken_link(tmp_path: Path) -> None:
@@ -79,6 +85,7 @@ def test_mkdocs_strict_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "index.md").write_text("# x\n\n[gone](missing.md)\n", encoding="utf-8")
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:")[0]
+    config = config.replace("scripts/mkdocs_hooks.py", str(ROOT / "scripts" / "mkdocs_hooks.py"))  # beside us
     (tmp_path / "mkdocs.yml").write_text(config + "\n", encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--site-dir", str(tmp_path / "site")],
@@ -136,13 +143,19 @@ def test_cli_help_page_is_up_to_date() -> None:
 
 
 def _documented_keys(schema: str) -> set[str]:
-    """Keys named in the first column of the schema's table in docs/json.md."""
+    """Keys named in the first column of the schema's table in docs/json.md; for `tracelens.analyze/1`, with
+    those of the registry's rows, which the docs build adds to its table (scripts/mkdocs_hooks.py)."""
     text = (DOCS / "json.md").read_text(encoding="utf-8")
     section = text.split(f"## `{schema}`", 1)[1].split("\n## ", 1)[0]
     keys: set[str] = set()
     for row in re.findall(r"^\| ([^|]+) \|", section, flags=re.M):
         keys.update(re.findall(r"`([a-z_]+)`", row))
-    return keys
+    return keys | (_registry_keys() if schema == "tracelens.analyze/1" else set())
+
+
+def _registry_keys() -> set[str]:
+    """The top-level keys the registry's entries describe (`Analysis.doc`)."""
+    return {name for entry in ANALYSES for doc in entry.doc for name in doc.names}
 
 
 def _json_of(arguments: list[str], capsys: pytest.CaptureFixture[str], status: int = 0) -> dict[str, object]:
@@ -173,9 +186,35 @@ def test_json_page_describes_every_top_level_key(tmp_path: Path, capsys: pytest.
         assert document["schema"] == schema
         missing = set(document) - _documented_keys(schema)
         assert not missing, f"docs/json.md does not describe {sorted(missing)} of {schema}"
+    stale = _registry_keys() - set(documents["tracelens.analyze/1"])  # every analysis ran on the eager MLP
+    assert not stale, f"the registry describes keys the document does not have: {sorted(stale)}"
     ranks_keys = {"schema", "tool", *field_names(RanksResults)}
     missing = ranks_keys - _documented_keys("tracelens.ranks/1")
     assert not missing, f"docs/json.md does not describe {sorted(missing)} of tracelens.ranks/1"
+
+
+def _hooks() -> Any:
+    """scripts/mkdocs_hooks.py, the docs build's hooks, as a module."""
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_build_writes_the_registry_rows_into_the_analyze_table() -> None:
+    """After the hand-written first row (`schema`, `tool`), one row per registry `KeyDoc`, in registry order;
+    a page without the marker line fails the build rather than losing the rows."""
+    hooks = _hooks()
+    page = (DOCS / "json.md").read_text(encoding="utf-8")
+    section = hooks.with_key_rows(page).split("## `tracelens.analyze/1`", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    docs = [doc for entry in ANALYSES for doc in entry.doc]
+    assert rows[0].startswith("| `schema`, `tool` |") and len(rows) == 1 + len(docs) > 20
+    for row, doc in zip(rows[1:], docs, strict=True):
+        assert row.startswith("| " + ", ".join(f"`{k}`" for k in doc.names) + " | ") and doc.holds in row
+    with pytest.raises(ValueError, match="must hold the line"):
+        hooks.with_key_rows(page.replace(hooks.MARKER, ""))
 
 
 def test_benchmark_table_is_the_measured_one() -> None:

@@ -1,5 +1,5 @@
 """The registry of analyses: ONE list, `ANALYSES`, drives the pipeline (`analyze`), the `tracelens.analyze/1`
-JSON document, the `analyze` text output and the HTML report.
+JSON document and its description in docs/json.md, the `analyze` text output and the HTML report.
 
 Each entry (`Analysis`) names:
 - `name`: the analysis' attribute of `AnalysisResults` and, unless `json` says otherwise, its top-level JSON key;
@@ -12,6 +12,9 @@ Each entry (`Analysis`) names:
   report) -> AnalysisPanels`; None = not run: say so);
 - `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
   None: `{name: result as plain data}`;
+- `doc`: what each of those keys holds (`KeyDoc` rows, Markdown), the rows of docs/json.md's table of the
+  `tracelens.analyze/1` keys (a hook of the docs build, scripts/mkdocs_hooks.py, writes them there;
+  tests/test_docs.py checks that every key of the document has one);
 Renderers are named by import path so that running the analyses never imports rich or plotly.
 
 Order of `ANALYSES` = order of the JSON keys and the report's panels; an analysis may ask for another's result
@@ -45,6 +48,19 @@ SHOWN = "tracelens.renderers.analyses"  # the module that shows analysis x is f"
 JSON = "tracelens.renderers.jsonout"
 
 
+class KeyDoc(msgspec.Struct, frozen=True):
+    """One row of docs/json.md's table of the `tracelens.analyze/1` keys: `keys`, a top-level key of the JSON
+    document or several separated by ", "; `holds`, what they hold (Markdown; links relative to docs/)."""
+
+    keys: str
+    holds: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The keys of the row, one by one."""
+        return tuple(self.keys.split(", "))
+
+
 class Analysis(msgspec.Struct, Generic[R], frozen=True):
     """One registered analysis (see the module docstring)."""
 
@@ -55,6 +71,7 @@ class Analysis(msgspec.Struct, Generic[R], frozen=True):
     panels: str | None = None
     json: str | None = None
     text_order: int = 50  # text sections print by this, then in registry order
+    doc: tuple[KeyDoc, ...] = ()
 
 
 ANALYSES: tuple[Analysis[Any], ...] = (
@@ -67,6 +84,68 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text="tracelens.renderers.text:summary_parts",
         json=f"{JSON}:summary_json",
         text_order=0,
+        doc=(
+            KeyDoc(
+                "trace",
+                "facts about the file: path, format, GPUs, CUDA/HIP runtime and driver, torch version, the "
+                "recorded `run` metadata, rank and world size, events (total and by kind), span, uncompressed "
+                'bytes, steps in the trace and where they came from (`step_source`: `"ProfilerStep"`, '
+                '`"inferred"` with `steps_inferred_from` and `steps_are_calls` — each step one call, or '
+                'periods of loop markers —, or `"whole_trace"`; '
+                "[definitions](definitions.md#inferred-steps)), whether it was cut off, GPU activities without "
+                "a launch, launches linked by External id / by time containment",
+            ),
+            KeyDoc(
+                "steps, step_numbers",
+                "how many steps are analyzed (complete steps, minus those torch.compile figures exclude) and "
+                "their `ProfilerStep` numbers",
+            ),
+            KeyDoc(
+                "per_step",
+                "medians over the analyzed steps: `kernels`, `memcpy`, `memset`, `launches`, `cpu_ops`, "
+                "`cpu_us`, `gpu_busy_us`, `gpu_kernel_us`, `step_us`, `queue_backlog_us`, `gpu_window_us` "
+                "([definitions](definitions.md)); and `profiler_free_step_us`, the step time without the "
+                'profiler, with `profiler_free_source`: `"measured"` (timed without the profiler by the '
+                'recording: [`tracelens_record`](record.md#metadata)), `"estimated"` (the [profiler-overhead '
+                "model](profiler_overhead.md)) or `null` (no step time)",
+            ),
+            KeyDoc(
+                "profiler_free",
+                "the same figure with its evidence: `source`, `step_us`, `profiled_step_us` (= "
+                "`per_step.step_us`), `inflation_pct` ((profiled / profiler-free − 1) × 100), `method` (in "
+                "words), `events_per_step` (CPU ops + CUDA runtime calls per step: the model's input), "
+                "`estimated_step_us` (the model's figure, also where a measurement wins), `estimate_low_us` / "
+                "`estimate_high_us` (the estimate's stated range, [the range](profiler_overhead.md#the-range); "
+                "`null` without an estimate), `note` (uncalibrated profiler options, a partial recording, why "
+                'there is none), `verdict_without_profiler` (`"gpu"` where the bound verdict, `cpu` or '
+                "`mixed`, would read gpu without the profiler: GPU busy ≥ 85 % of the profiler-free step; else "
+                "`null`); `null` when the summary has none ([profiler overhead](profiler_overhead.md))",
+            ),
+            KeyDoc(
+                "per_step_note",
+                "why per-step figures are `null` when they are (e.g. no complete step); else `null`",
+            ),
+            KeyDoc(
+                "step_table",
+                "the same figures for every step, with `number` and `complete`",
+            ),
+            KeyDoc(
+                "kernels",
+                "the kernel table: `name`, `short_name`, `category` ([categories](categories.md)), `calls`, "
+                "`calls_per_step`, `total_us`, `mean_us`, launching `op`; with a roofline model also "
+                "`pct_of_peak`, `model_note`, `achieved_tflops`, `achieved_tbps`, `limit`, `model` "
+                "([roofline](roofline.md))",
+            ),
+            KeyDoc(
+                "ops",
+                "op → kernels: `name`, `calls_per_step`, `kernels_per_step`, `gpu_us_per_step`, the kernels it "
+                "launched",
+            ),
+            KeyDoc(
+                "warnings",
+                "the load and analysis warnings, as printed on stderr",
+            ),
+        ),
     ),
     Analysis(
         "dispatch",
@@ -74,6 +153,13 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         Dispatch,
         text=f"{SHOWN}.dispatch:dispatch_parts",
         panels=f"{SHOWN}.dispatch:dispatch_panels",
+        doc=(
+            KeyDoc(
+                "dispatch",
+                "CPU self time per step by layer, runtime queries and syncs with the op that issued them, "
+                "launch → GPU-start latency, per-step layers",
+            ),
+        ),
     ),
     # the verdict: in the text, first after the compile note
     Analysis(
@@ -84,6 +170,21 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{SHOWN}.bound:bound_panels",
         json=f"{JSON}:bound_json",
         text_order=20,
+        doc=(
+            KeyDoc(
+                "bound",
+                'the verdict: `"cpu"`, `"gpu"`, `"mixed"` or `"unknown"`; decided by the critical '
+                "path's what-ifs over the same steps where they replay (`bound_breakdown.verdict_basis: "
+                '"what-if"`, `idle_verdict`: the idle thresholds\' verdict, `verdict_note`: why they differ)',
+            ),
+            KeyDoc(
+                "bound_breakdown",
+                "the verdict's figures: busy and idle buckets per step (launch wait, sync wait, queued, other, "
+                "compile), exposed dispatch, thresholds, reason; its `*_per_step` figures are **means** over "
+                "the analyzed steps (they add up: busy + buckets = window), unlike `per_step`'s medians; "
+                "`steps` has each step's own ([definitions](definitions.md))",
+            ),
+        ),
     ),
     Analysis(
         "fusion",
@@ -92,6 +193,20 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{SHOWN}.fusion:fusion_parts",
         panels=f"{SHOWN}.fusion:fusion_panels",
         json=f"{JSON}:fusion_json",
+        doc=(
+            KeyDoc(
+                "fusion_opportunities",
+                "one row per group of kernels a fuser could merge: ops, kernels, calls and kernel µs per step, "
+                'bytes now and fused, estimated saving, stream, `kind` (`"chain"` or `"gemm_epilogue"`), '
+                "evidence, `across_sync` and `note` (linked across a host sync, by tensor ids only) "
+                "([fusion](fusion.md))",
+            ),
+            KeyDoc(
+                "fusion",
+                "totals: whether shapes were recorded, estimated saving per step, GEMM-epilogue saving per "
+                "step, evidence used",
+            ),
+        ),
     ),
     Analysis(
         "roofline",
@@ -99,6 +214,15 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         Roofline,
         text=f"{SHOWN}.roofline:roofline_parts",
         panels=f"{SHOWN}.roofline:roofline_panels",
+        doc=(
+            KeyDoc(
+                "roofline",
+                "device, peaks (TFLOP/s by dtype, TB/s) and their source, share of kernel time modelled, one "
+                "row per modelled kernel (`peak_dtype`: the dtype whose peak bounds it), `unmodelled`: the rest "
+                "of the kernel time by `reason` with `pct_of_kernel_time` and the `ops` without a model "
+                "([roofline](roofline.md))",
+            ),
+        ),
     ),
     # its note says which steps the other analyses left out, so it comes first in the text
     Analysis(
@@ -108,6 +232,19 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{SHOWN}.compiled:compiled_parts",
         panels=f"{SHOWN}.compiled:compiled_panels",
         text_order=10,
+        doc=(
+            KeyDoc(
+                "compiled",
+                "torch.compile: regions, frames, graph breaks, recompiles, cache-lookup (all, and "
+                "`cache_lookup_outside_us_per_step` outside every region) and overhead µs per step, compilation "
+                "inside the window (`compiles: [{id, ms, step}]`), excluded steps, CUDA-graph replays "
+                "(`kernels_per_replay`: kernels only; `activities_per_replay`: with copies and memsets; "
+                "`gpu_us_per_replay`: all of them), `steady_steps`, `note`, `autotune` (Inductor's autotuning "
+                "in the whole trace, compile cost in no step: `kernels`, `l2_flush_fills`, "
+                "`other_gpu_activities`, `gpu_us`, `l2_flush_gpu_us`, `ranges`; `null` when the trace has none; "
+                "[definitions](definitions.md#autotuning))",
+            ),
+        ),
     ),
     Analysis(
         "critical_path",
@@ -117,6 +254,18 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         panels=f"{SHOWN}.critical_path:critical_path_panels",
         json=f"{JSON}:critical_path_json",
         text_order=30,
+        doc=(
+            KeyDoc(
+                "critical_path",
+                "the critical path over every analyzed step: composition, top kernels and ops and what-ifs as "
+                "**means per step** (`what_if[].saved_us_min`/`saved_us_max`: the spread, `steps`: how many), "
+                "`steps_analyzed`, `step_us_min`/`step_us_max`, `limit` and `limit_note` (what the what-ifs say "
+                "limits the steps), `steps` (per step: `number`, `span_us`, `limit`, `cpu_2x_saved_us`, "
+                "`gpu_2x_saved_us`, `queued_pct`, `unrepresentative`: why, or `null`), `step` (the "
+                "median-length step whose path the report draws), replay error (max over steps), note "
+                "([critical path](critical_path.md))",
+            ),
+        ),
     ),
     Analysis(
         "actions",
@@ -125,6 +274,15 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{SHOWN}.actions:actions_parts",
         panels=f"{SHOWN}.actions:actions_panels",
         text_order=-10,  # "what to do next" is the first thing `analyze` prints
+        doc=(
+            KeyDoc(
+                "actions",
+                "what to do next: `summary` (`step_us`, `profiler_free_step_us`, `limit`, `steps`) and "
+                "`actions` (`action`: `compile`, `cuda_graphs`, `fuse` or `gemm_epilogue`; `targets`, "
+                "`predicted_step_us`, `saved_us`, `low`, `high`, `basis`, `predicted_profiler_free_step_us`, "
+                "`limited_by`: `gpu` or `cpu`), `note` ([actions](actions.md))",
+            ),
+        ),
     ),
     Analysis(
         "comm_overlap",
@@ -132,6 +290,13 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         CommOverlap,
         text=f"{SHOWN}.comm_overlap:comm_overlap_parts",
         panels=f"{SHOWN}.comm_overlap:comm_overlap_panels",
+        doc=(
+            KeyDoc(
+                "comm_overlap",
+                "communication kernels: µs per step, overlapped and exposed µs, overlap %, note (`null` figures "
+                "without communication)",
+            ),
+        ),
     ),
     Analysis(
         "stream_idle",
@@ -139,6 +304,14 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         StreamIdle,
         text=f"{SHOWN}.stream_idle:stream_idle_parts",
         panels=f"{SHOWN}.stream_idle:stream_idle_panels",
+        doc=(
+            KeyDoc(
+                "stream_idle",
+                "idle time per GPU stream per step, with the kernel-wait threshold, a note and `window` (the "
+                "steps the figures are over: the summary's, those that compiled left out, e.g. `\"steps 3-6 (2 "
+                'steps that compiled left out)"`)',
+            ),
+        ),
     ),
     Analysis(
         "memory",
@@ -147,6 +320,14 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         text=f"{SHOWN}.memory:memory_parts",
         panels=f"{SHOWN}.memory:memory_panels",
         json=f"{JSON}:memory_json",
+        doc=(
+            KeyDoc(
+                "memory",
+                "allocator events (`profile_memory=True`): per step peak allocated and reserved bytes "
+                "(medians), allocations by op, allocations that outlive the step, per device; `null` figures "
+                "with the reason in `note` when the trace has none",
+            ),
+        ),
     ),
 )
 
