@@ -1,25 +1,27 @@
-"""What adding a concept costs, shown by adding toys: an output format is one module and one line of
-`renderers/formats.py:FORMATS`; an analysis is one module and one line of `analyses/registry.py:ANALYSES` (with,
-in the same file, its field of the written-out `AnalysisResults`, which tests/test_registry.py checks, and its
-key in docs/json.md, which tests/test_docs.py requires: 3 files), and its text section and page panel one function
-each, named by that line. Each toy is added here as its new module (a file in `tmp_path`) and its one registry
-line (the registry tuple with the entry appended), and then works end to end through `tracelens analyze` (and
-`tracelens report`). A trace field (an integer or raw-JSON `args` key) is one line in
-`loader/schema.py:Args` and one column in `model/events.py:EventTable` (2 files; the C extension's field table is
-regenerated from them): two toy fields are added to a copy of the package as those lines of text, and their
-columns are compared with the raw events read by the standard library."""
+"""What adding a concept costs, shown by adding toys:
+- an output format is one module and one line of `renderers/formats.py:FORMATS` (2 files; the toy CSV format's
+  module is put on the path and its line added to the registry tuple);
+- an analysis is 3 files: its module (result and computation), its module of `renderers/analyses/` (text
+  section and page panel) and `analyses/registry.py` (its line with its JSON key's description, and its field
+  of the written-out `AnalysisResults`). The toy is added to a copy of the package: the copy's only new or
+  changed files are those 3, and the toy then shows in `analyze` (JSON and text), in `report` and in the JSON
+  page of the docs built from the copy's untouched docs/;
+- a trace field (an integer or raw-JSON `args` key) is one line in `loader/schema.py:Args` and one column in
+  `model/events.py:EventTable` (2 files; the C extension's field table is regenerated from them): two toy
+  fields are added to a copy of the package, and their columns are compared with the raw events read by the
+  standard library."""
 
 from __future__ import annotations
 
 import argparse
 import filecmp
 import gzip
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -65,81 +67,6 @@ def test_an_output_format_is_one_module_and_one_registry_line(
     assert "invalid choice: 'csv' (choose from 'text', 'json')" in capsys.readouterr().err
 
 
-TOY_ANALYSIS = '''
-"""A toy analysis: how many events the trace holds."""
-
-import msgspec
-
-
-class EventCount(msgspec.Struct, frozen=True):
-    events: int
-
-
-def analyze_event_count(ctx):
-    return EventCount(len(ctx.trace.events))
-'''
-
-# Its text section and page panel: for a real analysis, two functions of its module of renderers/analyses/;
-# here a module of their own.
-TOY_OUTPUTS = '''
-"""The toy analysis' text section and page panel."""
-
-from rich.text import Text
-
-from tracelens.report.document import AnalysisPanels, Panel
-
-
-def event_count_parts(result, report):
-    return [Text(f"Events in the trace: {result.events:,}")]
-
-
-def event_count_panels(result, report):
-    return AnalysisPanels(findings=(Panel(id="event-count", title="Events", note=f"{result.events:,} events"),))
-'''
-
-RUN_WITH_TOY = """
-import sys
-sys.path.insert(0, sys.argv[1])
-import tracelens.analyses.registry as registry
-from toy_analysis import EventCount, analyze_event_count
-outputs = {"text": "toy_outputs:event_count_parts", "panels": "toy_outputs:event_count_panels", "text_order": 99}
-registry.ANALYSES = (*registry.ANALYSES, registry.Analysis("event_count", analyze_event_count, EventCount, **outputs))
-from tracelens.cli import main
-trace, page = sys.argv[2], sys.argv[3]
-for argv in (["--format", "json"], ["--format", "text"]):
-    status = main(["analyze", trace, *argv, "--no-cache"])
-    print("\\n--- end of output", status, flush=True)
-raise SystemExit(main(["report", trace, "--no-cache", "-o", page]))
-"""
-
-
-def test_an_analysis_is_one_module_and_one_registry_line(tmp_path: Path) -> None:
-    """The toy's registry line makes it run in `analyze`, its result the last key of the JSON, its text section
-    the last one printed (text_order 99) and its panel one of the report's findings."""
-    (tmp_path / "toy_analysis.py").write_text(TOY_ANALYSIS)
-    (tmp_path / "toy_outputs.py").write_text(TOY_OUTPUTS)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "80"}
-    page = tmp_path / "page.html"
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(RUN_WITH_TOY), str(tmp_path), str(TRACE), str(page)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-        check=True,
-    )
-    json_out, text_out, rest = done.stdout.split("\n--- end of output 0\n")
-    document = json.loads(json_out)
-    assert list(document)[-1] == "event_count"  # the registry's order is the JSON's
-    events = document["trace"]["events"]
-    assert document["event_count"] == {"events": events} and events > 100
-    assert text_out.rstrip("\n").split("\n")[-1] == f"Events in the trace: {events:,}"  # printed last
-    findings = page.read_text().split('id="findings"', 1)[-1]
-    assert 'id="panel-event-count"' in findings and f"{events:,} events" in findings
-    assert rest == ""
-
-
 def _format_choices(parser: argparse.ArgumentParser, path: str = "tracelens") -> dict[str, tuple[str, ...]]:
     """Every `--format` option of the command line, by command path, with its choices."""
     found = {}
@@ -171,6 +98,179 @@ def test_every_format_renders_exactly_the_kinds_it_names() -> None:
         for kind in entry.kinds:
             renderer = formats.renderer_for(entry.name, kind, formats.RenderOptions(width=80, verbose=True))
             assert callable(renderer.render), (entry.name, kind)
+
+
+# ---------------------------------------------------------------- a copy of the checkout
+
+REPO = Path(__file__).resolve().parents[1]
+COPY_IGNORES = shutil.ignore_patterns("__pycache__", "*.so", "build")
+
+
+def _copy_of_the_checkout(tmp_path: Path, *parts: str) -> Path:
+    """A copy of these files and folders of the checkout (no build outputs); returns the copy's root."""
+    root = tmp_path / "copy"
+    for part in parts:
+        if (REPO / part).is_dir():
+            shutil.copytree(REPO / part, root / part, ignore=COPY_IGNORES)
+        else:
+            (root / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(REPO / part, root / part)
+    return root
+
+
+def _run_in(root: Path, code: str, *args: str, native: bool) -> str:
+    """The output of `python -c code args` run in the copy (on its path first), with or without the C extension."""
+    env = {key: value for key, value in os.environ.items() if key != "TRACELENS_NO_NATIVE"}
+    env |= {"PYTHONPATH": str(root)} | ({} if native else {"TRACELENS_NO_NATIVE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, cwd=root, capture_output=True, text=True, check=True, timeout=120
+    )
+    return done.stdout
+
+
+def _hand_edited(root: Path) -> list[str]:
+    """The copy's files that are new or differ from the checkout's, but the generated C field table."""
+    changed = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        generated = "__pycache__" in relative.parts or relative.name == "_native_fields.h"
+        if path.is_file() and not generated:
+            ours = REPO / relative
+            if not ours.is_file() or not filecmp.cmp(path, ours, shallow=False):
+                changed.append(str(relative))
+    return changed
+
+
+# ---------------------------------------------------------------- an analysis
+
+# A toy analysis as the three files a real one is: its module (result and computation), its module of
+# renderers/analyses/ (text section and page panel; the page's modules imported where a panel is built, so that
+# text output never imports them) and its entry in the registry (the import, the line with its key's description,
+# its field of the written-out `AnalysisResults`).
+TOY_ANALYSIS_FILES = {
+    "tracelens/analyses/event_count.py": '''"""A toy analysis: how many events the trace holds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+if TYPE_CHECKING:
+    from tracelens.analyses.context import AnalysisContext
+
+
+class EventCount(msgspec.Struct, frozen=True):
+    events: int
+
+
+def analyze_event_count(ctx: AnalysisContext) -> EventCount:
+    return EventCount(len(ctx.trace.events))
+''',
+    "tracelens/renderers/analyses/event_count.py": '''"""The toy shown: a line of text, a panel in "Findings"."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from tracelens.analyses.event_count import EventCount
+from tracelens.renderers.analyses import Parts
+
+if TYPE_CHECKING:
+    from tracelens.analyses import AnalysisResults
+    from tracelens.report import document as page
+
+
+def event_count_parts(result: EventCount, report: AnalysisResults) -> Parts:
+    return [Text(f"Events in the trace: {result.events:,}")]
+
+
+def event_count_panels(result: EventCount | None, report: AnalysisResults) -> page.AnalysisPanels:
+    from tracelens.report import document as page
+
+    note = "not run" if result is None else f"{result.events:,} events"
+    return page.AnalysisPanels(findings=(page.Panel(id="event-count", title="Events", note=note),))
+''',
+}
+TOY_ENTRY = """    Analysis(
+        "event_count",
+        analyze_event_count,
+        EventCount,
+        text=f"{SHOWN}.event_count:event_count_parts",
+        panels=f"{SHOWN}.event_count:event_count_panels",
+        text_order=99,
+        doc=(KeyDoc("event_count", "how many events the trace holds: `events` (the toy of tests/test_toys.py)"),),
+    ),
+"""
+TOY_REGISTRY_EDITS = (  # (text found once in analyses/registry.py, the same text with the toy's lines)
+    (
+        "import Dispatch, analyze_dispatch\n",
+        "import Dispatch, analyze_dispatch\n"
+        "from tracelens.analyses.event_count import EventCount, analyze_event_count\n",
+    ),
+    ("    ),\n)\n", "    ),\n" + TOY_ENTRY + ")\n"),
+    (
+        "    memory: Memory | None = None\n",
+        "    memory: Memory | None = None\n    event_count: EventCount | None = None\n",
+    ),
+)
+
+RUN_WITH_TOY = """
+import sys, typing
+from tracelens.analyses.event_count import EventCount
+from tracelens.analyses.registry import AnalysisResults
+from tracelens.cli import main
+assert typing.get_type_hints(AnalysisResults)["event_count"] == EventCount | None  # the registry's written-out field
+trace, page = sys.argv[1], sys.argv[2]
+for argv in (["--format", "json"], ["--format", "text"]):
+    status = main(["analyze", trace, *argv, "--no-cache"])
+    print("\\n--- end of output", status, flush=True)
+print(sorted(m for m in ("plotly", "tracelens.report") if m in sys.modules), flush=True)  # none for text
+raise SystemExit(main(["report", trace, "--no-cache", "-o", page]))
+"""
+
+
+def _checkout_with_the_toy_analysis(tmp_path: Path) -> Path:
+    """A copy of the package and of what builds the docs, with the toy analysis' two modules and its registry
+    entry added; returns the copy's root."""
+    root = _copy_of_the_checkout(tmp_path, "tracelens", "docs", "mkdocs.yml", "scripts/mkdocs_hooks.py")
+    for relative, text in TOY_ANALYSIS_FILES.items():
+        (root / relative).write_text(text)
+    registry = root / "tracelens" / "analyses" / "registry.py"
+    source = registry.read_text()
+    for old, new in TOY_REGISTRY_EDITS:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    registry.write_text(source)
+    return root
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is not installed (test extra)")
+def test_an_analysis_is_three_files(tmp_path: Path) -> None:
+    """With only its two modules and its registry entry, the toy runs in `analyze`, its result the last key of the
+    JSON, its text section the last one printed (text_order 99), its panel one of the report's findings, and its
+    key's row in the JSON page of the docs built from the untouched docs/."""
+    root = _checkout_with_the_toy_analysis(tmp_path)
+    assert _hand_edited(root) == sorted([*TOY_ANALYSIS_FILES, "tracelens/analyses/registry.py"])
+    page = tmp_path / "page.html"
+    out = _run_in(root, RUN_WITH_TOY, str(TRACE), str(page), native=False)
+    json_out, text_out, rest = out.split("\n--- end of output 0\n")
+    document = json.loads(json_out)
+    assert list(document)[-1] == "event_count"  # the registry's order is the JSON's
+    events = document["trace"]["events"]
+    assert document["event_count"] == {"events": events} and events > 100
+    assert text_out.rstrip("\n").split("\n")[-1] == f"Events in the trace: {events:,}"  # printed last
+    assert rest == "[]\n"  # text output imported neither plotly nor the page's modules
+    findings = page.read_text().split('id="findings"', 1)[-1]
+    assert 'id="panel-event-count"' in findings and f"{events:,} events" in findings
+    site = tmp_path / "site"
+    build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run(build, cwd=root, env=env, capture_output=True, check=True, timeout=120)
+    row = "<td><code>event_count</code></td>\n<td>how many events the trace holds: <code>events</code>"
+    assert row in (site / "json" / "index.html").read_text()  # docs/json.md was not touched
 
 
 # ---------------------------------------------------------------- a trace field
@@ -226,11 +326,7 @@ def _raw_fields(path: Path) -> tuple[dict[int, int], Counter[tuple[int, str]], i
 def _package_with_toy_fields(tmp_path: Path) -> Path:
     """A copy of the package (and setup.py) with the toy fields' lines added and its C field table regenerated;
     returns the copy's root."""
-    root = tmp_path / "copy"
-    source = Path(__file__).resolve().parents[1]
-    ignore = shutil.ignore_patterns("__pycache__", "*.so", "build")
-    shutil.copytree(source / "tracelens", root / "tracelens", ignore=ignore)
-    shutil.copy(source / "setup.py", root / "setup.py")
+    root = _copy_of_the_checkout(tmp_path, "tracelens", "setup.py")
     for relative, edits in TOY_FIELD_EDITS.items():
         path = root / "tracelens" / relative
         lines = path.read_text().splitlines()
@@ -242,28 +338,6 @@ def _package_with_toy_fields(tmp_path: Path) -> Path:
     header = _run_in(root, "from tracelens.loader.fields import native_header as h; print(h(), end='')", native=False)
     (root / "tracelens" / "_native_fields.h").write_text(header)  # what scripts/gen_native_fields.py writes
     return root
-
-
-def _run_in(root: Path, code: str, *args: str, native: bool) -> str:
-    """The output of `python -c code args` run in the copy (on its path first), with or without the C extension."""
-    env = {key: value for key, value in os.environ.items() if key != "TRACELENS_NO_NATIVE"}
-    env |= {"PYTHONPATH": str(root)} | ({} if native else {"TRACELENS_NO_NATIVE": "1"})
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, cwd=root, capture_output=True, text=True, check=True, timeout=120
-    )
-    return done.stdout
-
-
-def _hand_edited(root: Path) -> list[str]:
-    """The package's files that differ between the checkout and the copy, but the generated C field table."""
-    source = Path(__file__).resolve().parents[1] / "tracelens"
-    changed = []
-    for path in sorted((root / "tracelens").rglob("*")):
-        relative = path.relative_to(root / "tracelens")
-        generated = "__pycache__" in relative.parts or relative.name == "_native_fields.h"
-        if path.is_file() and not generated and not filecmp.cmp(path, source / relative, shallow=False):
-            changed.append(str(relative))
-    return changed
 
 
 def _assert_columns_are_the_raw_fields(columns: dict[str, list[Any]]) -> None:
@@ -281,9 +355,9 @@ def _assert_columns_are_the_raw_fields(columns: dict[str, list[Any]]) -> None:
 
 def test_a_trace_field_is_one_line_in_the_schema_and_one_column(tmp_path: Path) -> None:
     root = _package_with_toy_fields(tmp_path)
-    assert _hand_edited(root) == sorted(TOY_FIELD_EDITS)
+    assert _hand_edited(root) == sorted(f"tracelens/{relative}" for relative in TOY_FIELD_EDITS)
     header = (root / "tracelens" / "_native_fields.h").read_text().splitlines()
-    before = (Path(__file__).resolve().parents[1] / "tracelens" / "_native_fields.h").read_text().splitlines()
+    before = (REPO / "tracelens" / "_native_fields.h").read_text().splitlines()
     changed = [(old, new) for old, new in zip(before, header, strict=True) if old != new]
     assert [new for _, new in changed] == [
         "#define N_INT_FIELDS 8",
