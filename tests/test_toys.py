@@ -247,15 +247,18 @@ def _checkout_with_the_toy_analysis(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is not installed (test extra)")
-def test_an_analysis_is_three_files(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def toy_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The copy with the toy analysis (read only by the tests)."""
+    return _checkout_with_the_toy_analysis(tmp_path_factory.mktemp("toy_analysis"))
+
+
+def test_an_analysis_is_three_files(toy_checkout: Path, tmp_path: Path) -> None:
     """With only its two modules and its registry entry, the toy runs in `analyze`, its result the last key of the
-    JSON, its text section the last one printed (text_order 99), its panel one of the report's findings, and its
-    key's row in the JSON page of the docs built from the untouched docs/."""
-    root = _checkout_with_the_toy_analysis(tmp_path)
-    assert _hand_edited(root) == sorted([*TOY_ANALYSIS_FILES, "tracelens/analyses/registry.py"])
+    JSON, its text section the last one printed (text_order 99), and its panel one of the report's findings."""
+    assert _hand_edited(toy_checkout) == sorted([*TOY_ANALYSIS_FILES, "tracelens/analyses/registry.py"])
     page = tmp_path / "page.html"
-    out = _run_in(root, RUN_WITH_TOY, str(TRACE), str(page), native=False)
+    out = _run_in(toy_checkout, RUN_WITH_TOY, str(TRACE), str(page), native=False)
     json_out, text_out, rest = out.split("\n--- end of output 0\n")
     document = json.loads(json_out)
     assert list(document)[-1] == "event_count"  # the registry's order is the JSON's
@@ -265,12 +268,18 @@ def test_an_analysis_is_three_files(tmp_path: Path) -> None:
     assert rest == "[]\n"  # text output imported neither plotly nor the page's modules
     findings = page.read_text().split('id="findings"', 1)[-1]
     assert 'id="panel-event-count"' in findings and f"{events:,} events" in findings
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is not installed (test extra)")
+def test_the_toy_analysis_key_is_described_in_the_built_docs(toy_checkout: Path, tmp_path: Path) -> None:
+    """The docs built from the copy (whose docs/ the toy did not touch) describe the toy's JSON key, in the row
+    its registry entry's `doc` gives."""
     site = tmp_path / "site"
     build = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    subprocess.run(build, cwd=root, env=env, capture_output=True, check=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(toy_checkout)}
+    subprocess.run(build, cwd=toy_checkout, env=env, capture_output=True, check=True, timeout=120)
     row = "<td><code>event_count</code></td>\n<td>how many events the trace holds: <code>events</code>"
-    assert row in (site / "json" / "index.html").read_text()  # docs/json.md was not touched
+    assert row in (site / "json" / "index.html").read_text()
 
 
 # ---------------------------------------------------------------- a trace field
