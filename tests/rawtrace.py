@@ -104,3 +104,21 @@ def comm_overlap_pct(path: Path, complete_steps: set[int]) -> float | None:
         total += sum(end - start for start, end in merged)
         hidden += intersection(merged, merge(comp))
     return 100.0 * hidden / total if total else None
+
+
+GRAPH_LAUNCHES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
+
+
+def compiled_regions_and_graph_launches(path: Path) -> tuple[int, int]:
+    """How many `Torch-Compiled Region` ranges and CUDA-graph launch calls start inside a ProfilerStep (anywhere
+    in a trace without ProfilerSteps)."""
+    evs = events(path)
+    spans = steps(evs)
+
+    def counted(e: dict[str, Any]) -> bool:
+        return not spans or any(start <= float(e["ts"]) < end for _, start, end in spans)
+
+    names = [(str(e.get("name", "")), e) for e in evs]
+    regions = sum(1 for name, e in names if name.startswith("Torch-Compiled Region") and counted(e))
+    launches = sum(1 for name, e in names if name in GRAPH_LAUNCHES and counted(e))
+    return regions, launches

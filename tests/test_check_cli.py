@@ -68,7 +68,9 @@ def test_wrong_guess_exits_1_and_prints_the_measured_value(
     lines = out.splitlines()
     row = next(i for i, line in enumerate(lines) if "eager MLP runs five" in line)
     # one line per verdict (held ones without evidence), the evidence of a WRONG one indented below it
-    assert lines[row] == ("WRONG 4. eager MLP runs five kernels [eager_mlp]: measured 3 (per_step.kernels == 5)")
+    assert lines[row] == (
+        "WRONG 4. eager MLP runs five kernels [eager_mlp]: measured 3, error +66.7 % (per_step.kernels == 5)"
+    )
     assert lines[row + 1].strip() == "per_step.kernels = 3"
     assert sum(line.startswith("HELD ") for line in lines) == 3
     assert not any("reference:" in line for line in lines)  # held verdicts' evidence only with -v
@@ -93,25 +95,28 @@ def test_json_output(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
         "statement": "per_step.gpu_kernel_us < 0.9 × per_step.gpu_kernel_us of eager_mlp",
         "measured": 125,
         "expected": 135.0,
+        "error_pct": None,  # only an == with a number as value has one
         "evidence": verdicts["compiled is faster"]["evidence"],
         "note": "",
+        "action": None,
+        "before": None,
+        "taken_action": None,
+        "reason": "",
     }
     assert verdicts["compiled is faster"]["evidence"][:2] == [
         "per_step.gpu_kernel_us = 125",
         "reference: per_step.gpu_kernel_us on eager_mlp = 150 × 0.9 = 135",
     ]
     assert verdicts["Inductor fuses gelu and mul"]["measured"] == FUSED
-    assert (verdicts["eager MLP runs five kernels"]["measured"], verdicts["eager MLP runs five kernels"]["status"]) == (
-        3,
-        "wrong",
-    )
+    five = verdicts["eager MLP runs five kernels"]
+    assert (five["measured"], five["status"], five["error_pct"]) == (3, "wrong", 66.667)  # (5 / 3 - 1) × 100
 
 
 def test_single_trace_lines_name_no_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = str(write_eager(tmp_path))
     assert main(["check", trace, "--expect", hypotheses(tmp_path, WRONG)]) == 1
     out = capsys.readouterr().out
-    assert "WRONG 1. eager MLP runs five kernels: measured 3 (per_step.kernels == 5)" in out.splitlines()
+    assert "WRONG 1. eager MLP runs five kernels: measured 3, error +66.7 % (per_step.kernels == 5)" in out.splitlines()
 
 
 def test_every_parse_error_in_one_run_with_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

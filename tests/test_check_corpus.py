@@ -1,4 +1,5 @@
-"""Every real third-party trace goes through `tracelens check` without a traceback: exit 0 or 1."""
+"""Every real third-party trace goes through `tracelens check` without a traceback: exit 0 or 1; so do the
+predictions `analyze --predict` writes for it, checked on the trace itself."""
 
 from __future__ import annotations
 
@@ -55,3 +56,23 @@ def test_every_corpus_trace_checks(path: Path, tmp_path: Path, capsys: pytest.Ca
     captured = capsys.readouterr()
     assert captured.out.rstrip().splitlines()[-1].endswith(" wrong")
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_every_corpus_traces_predictions_check_on_itself(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace is its own after-trace: nothing is new, so the action taken is unknown and every prediction is
+    checked (a trace without one gets `hypothesis = []`, nothing to check)."""
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", str(path), "--summary", "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    assert main(["check", str(path), "--expect", str(predictions)]) in (0, 1)
+    captured = capsys.readouterr()
+    lines = captured.out.rstrip().splitlines()
+    assert lines[-1].endswith(" wrong") and "not applicable" not in lines[-1]
+    assert "Traceback" not in captured.err
+    if "[[hypothesis]]" in predictions.read_text(encoding="utf-8"):
+        assert "the action taken is unknown" in " ".join(lines[1:4])  # after the file's name (it may wrap)
+    else:
+        assert lines == [f"Hypotheses: {predictions} (none: the file says hypothesis = [])", "0 held, 0 wrong"]

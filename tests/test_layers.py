@@ -76,6 +76,7 @@ MAY_CALL = {
 MAY_CALL["renderers"] |= {"hypotheses"}  # `check`'s output renders the verdicts
 BASE = {"tracelens", "errors", "records", "atomic", "units", "_threads", "native", "frames", "naming", "progress"}
 BASE |= {"settings"}  # environment and size parsing (tracelens/settings.py)
+BASE |= {"variants"}  # which action a variant took: one rule for compare (analyses) and check (hypotheses)
 LAYERS = {"_cache": "cache", "cli": "cli", "__main__": "cli", "loader": "loader", "model": "model"}
 LAYERS |= {"record": "cli"}  # the recorder is a front end beside the commands (`tracelens record`)
 LAYERS |= {"analyses": "analyses", "report": "report", "renderers": "renderers", "hypotheses": "hypotheses"}

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from tracelens.analyses.compiled import Compiled
+from tracelens.analyses.compiled import Compiled, program_shape
 from tracelens.analyses.critical_path import (
     CriticalPath,
     StepGraph,
@@ -53,6 +53,7 @@ from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
+from tracelens.variants import error_pct, taken_action
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -493,27 +494,15 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     held: bool
 
 
-def taken_action(before_compiled: object, after_compiled: object) -> str | None:
-    """The action `after` took relative to `before`, read from their `Compiled` results: "cuda_graphs" when only
-    `after` replays CUDA graphs (and runs no compiled region `before` did not), "compile" when only `after` runs
-    compiled regions (and replays no graph), else None (not a known variant: e.g. `mode="reduce-overhead"`
-    does both)."""
-    graphs = [bool(getattr(c, "graph_replays", None)) for c in (before_compiled, after_compiled)]
-    regions = [bool(getattr(c, "regions", None)) for c in (before_compiled, after_compiled)]
-    new_graphs, new_regions = graphs[1] and not graphs[0], regions[1] and not regions[0]
-    if new_graphs and not new_regions:
-        return "cuda_graphs"
-    if new_regions and not new_graphs:
-        return "compile"
-    return None
-
-
 def check_prediction(
     before: str, after: str, actions: Actions, action: str, measured_step_us: float | None
 ) -> PredictionCheck | None:
     """`action`'s prediction in `actions` checked against `measured_step_us`; None when either is missing."""
     found = next((a for a in actions.actions if a.action == action), None)
     if found is None or measured_step_us is None or measured_step_us <= 0:
+        return None
+    error = error_pct(found.predicted_step_us, measured_step_us)
+    if error is None:
         return None
     return PredictionCheck(
         before=before,
@@ -523,25 +512,28 @@ def check_prediction(
         low=found.low,
         high=found.high,
         measured_step_us=measured_step_us,
-        error_pct=_r(100 * (found.predicted_step_us / measured_step_us - 1)),
+        error_pct=error,
         held=found.low <= measured_step_us <= found.high,
     )
 
 
 def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck]:
     """For `compare`: the first item is the before-trace; each later one that is a known variant of it
-    (`taken_action`) gets the before-trace's prediction for the action it took checked against its span."""
+    (`tracelens.variants.taken_action` of their `program_shape`s) gets the before-trace's prediction for the action
+    it took checked against its span."""
     if len(items) < 2:
         return []
     before_label, before = items[0]
-    actions = before.get(Actions)
-    if actions is None:
+    actions, before_compiled = before.get(Actions), before.get(Compiled)
+    if actions is None or before_compiled is None:
         return []
     out = []
     for label, after in items[1:]:
-        action = taken_action(before.get(Compiled), after.get(Compiled))
-        path = after.get(CriticalPath)
-        if action is None or path is None:
+        after_compiled, path = after.get(Compiled), after.get(CriticalPath)
+        if after_compiled is None or path is None:
+            continue
+        action = taken_action(program_shape(before_compiled), program_shape(after_compiled))
+        if action is None:
             continue
         checked = check_prediction(before_label, label, actions, action, path.step_us)
         if checked is not None:

@@ -41,6 +41,7 @@ from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.records import replace
 from tracelens.units import NS_PER_US
+from tracelens.variants import ProgramShape
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
@@ -105,6 +106,13 @@ class Compiled(msgspec.Struct, frozen=True):
     cache_lookup_outside_us_per_step: float = 0.0
     # Inductor's autotuning in the whole trace (compile cost, in no step: analyses/autotune.py); None: none
     autotune: Autotune | None = None
+
+
+def program_shape(compiled: Compiled) -> ProgramShape:
+    """What `compiled` says its program runs that an action changes: its compiled regions and CUDA-graph replay
+    rows (the lengths of the lists `analyze --format json` writes as `compiled.regions` and
+    `compiled.graph_replays`)."""
+    return ProgramShape(compiled_regions=len(compiled.regions), graph_replays=len(compiled.graph_replays))
 
 
 @per_trace

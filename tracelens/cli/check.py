@@ -1,4 +1,5 @@
-"""`tracelens check TRACE... --expect HYPOTHESES.toml`: each guess HELD or WRONG, with what the trace says."""
+"""`tracelens check TRACE... --expect HYPOTHESES.toml`: each guess HELD or WRONG, with what the trace says; a
+prediction for an action the trace did not take N/A."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" |
 0.9 } (optionally another metric/kernel/cpu_op/api_call), and for == and !=
 tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 } |
 { below = 10, above = 20 } (from value - 10 to value + 20).
+A prediction (analyze --predict writes them) adds action = "compile" |
+"cuda_graphs" | "fuse" | "gemm_epilogue" and before = { compiled_regions =
+0, graph_replays = 0 } (the program it was made from): N/A (neither held
+nor wrong) on a trace that took another action relative to that program.
 
   tracelens check traces/h200/*.json.gz \\
       --expect notebooks/study_hypotheses.toml

@@ -14,12 +14,14 @@ from typing import Any
 
 import msgspec
 
-from tracelens.hypotheses.document import TraceDocument
+from tracelens.hypotheses.document import TraceDocument, program_shape
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
 from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
+from tracelens.records import replace
+from tracelens.variants import error_pct, taken_action, taken_note
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
 MAX_EVIDENCE = 8
@@ -34,7 +36,8 @@ _EVIDENCE_SECTION = {
 
 
 class Verdict(msgspec.Struct, frozen=True):
-    """The outcome of one hypothesis on one trace."""
+    """The outcome of one hypothesis on one trace: HELD, WRONG, or N/A (`applies` False: a prediction for an action
+    the trace did not take; `held` is then False and counts as neither)."""
 
     hypothesis: Hypothesis
     trace: str  # label of the trace it was measured on
@@ -42,10 +45,26 @@ class Verdict(msgspec.Struct, frozen=True):
     measured: Any  # what the trace says
     expected: Any  # the value it was compared with (after `than` and `factor`), or None
     evidence: tuple[str, ...]  # which kernels, ops, steps or paths the measurement came from
+    # `==` with a number as `value`: (value ÷ measured − 1) × 100 (`tracelens.variants.error_pct`); else None
+    error_pct: float | None = None
+    applies: bool = True
+    # with the hypothesis' `action`: the action the trace took relative to its `before` (None: cannot be told) and
+    # that in words (`tracelens.variants.taken_note`); "" without `action`
+    taken_action: str | None = None
+    taken: str = ""
 
     @property
     def status(self) -> str:
+        """HELD, WRONG or N/A."""
+        if not self.applies:
+            return "N/A"
         return "HELD" if self.held else "WRONG"
+
+    @property
+    def reason(self) -> str:
+        """Why it is N/A (what the trace took, and what the hypothesis predicts); else what the trace took
+        relative to `before` ("" without `action`)."""
+        return f"{self.taken}: this predicts {self.hypothesis.action}" if not self.applies else self.taken
 
 
 class CheckResult(msgspec.Struct, frozen=True):
@@ -57,11 +76,15 @@ class CheckResult(msgspec.Struct, frozen=True):
 
     @property
     def wrong(self) -> int:
-        return sum(not v.held for v in self.verdicts)
+        return sum(v.applies and not v.held for v in self.verdicts)
 
     @property
     def held(self) -> int:
-        return sum(v.held for v in self.verdicts)
+        return sum(v.applies and v.held for v in self.verdicts)
+
+    @property
+    def not_applicable(self) -> int:
+        return sum(not v.applies for v in self.verdicts)
 
 
 class Measurement(msgspec.Struct, frozen=True):
@@ -105,6 +128,22 @@ def find_document(hypothesis: Hypothesis, name: str, documents: Sequence[TraceDo
 
 
 def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:
+    """The verdict of `hypothesis` on `target`; with an `action`, N/A where `target` took another action relative
+    to the hypothesis' `before` (it is measured all the same: a malformed one fails either way)."""
+    verdict = _measured(hypothesis, target, documents)
+    if hypothesis.action is None or hypothesis.before is None:
+        return verdict
+    after = program_shape(target.document)
+    if after is None:
+        taken, note = None, f"{target.label}: the action taken is unknown (its document has no compiled section)"
+    else:
+        taken, note = taken_action(hypothesis.before, after), taken_note(target.label, hypothesis.before, after)
+    if taken is None or taken == hypothesis.action:
+        return replace(verdict, taken_action=taken, taken=note)
+    return replace(verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note)
+
+
+def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:
     if hypothesis.subject is None:
         return _fusion_verdict(hypothesis, target)
     measured = measure(hypothesis, hypothesis.subject, target)
@@ -113,7 +152,16 @@ def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Seque
     expected, reference_evidence = _expected(hypothesis, target, documents)
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
     evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
-    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence)
+    error = _error(hypothesis, measured.value)
+    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence, error)
+
+
+def _error(hypothesis: Hypothesis, measured: Any) -> float | None:
+    """`error_pct` of an `==` hypothesis whose `value` and measured value are numbers; else None."""
+    value = hypothesis.value
+    if hypothesis.op != "==" or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return error_pct(value, measured) if _is_number(measured) else None
 
 
 def _expected(

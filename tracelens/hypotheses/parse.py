@@ -29,6 +29,8 @@ import msgspec
 
 from tracelens.errors import TracelensError
 from tracelens.hypotheses.regex import unsafe_reason
+from tracelens.records import field_names, replace
+from tracelens.variants import ACTIONS, ProgramShape
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,7 +43,8 @@ MEMBERSHIP_OPS = ("contains", "not-contains")
 SUBJECTS = ("metric", "kernel", "cpu_op", "api_call", "fuses")
 PATTERN_SUBJECTS = ("kernel", "cpu_op", "api_call")
 MEASURES = ("calls_per_step", "us_per_step", "mean_us", "calls", "total_us")
-HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than", "tolerance", "note")
+PREDICTION_KEYS = ("action", "before")  # a prediction for one action (docs/check.md#predictions-of-actions)
+HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than", "tolerance", "note", *PREDICTION_KEYS)
 THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "factor")
 
 Scalar = float | int | str | bool
@@ -114,6 +117,10 @@ class Hypothesis(msgspec.Struct, frozen=True):
     tolerance: Tolerance | None
     note: str = ""
     source: str = "hypotheses"  # the file it came from, for error messages
+    # a prediction for the program changed by `action` from a program of shape `before` (both or neither): checked
+    # only on a trace that took `action` relative to `before`, or whose action cannot be told (docs/check.md)
+    action: str | None = None
+    before: ProgramShape | None = None
 
     def error(self, message: str) -> HypothesisError:
         """An exit-2 error naming this entry, for problems found while evaluating it."""
@@ -225,14 +232,17 @@ def parse_hypotheses(
     data: Mapping[str, Any], source: str = "hypotheses", lines: Sequence[int] = ()
 ) -> list[Hypothesis]:
     """Validate decoded TOML (`{"hypothesis": [{...}, ...]}`); `lines`: the line of each entry's header, for
-    messages. Raises one `HypothesisError` listing every problem."""
+    messages. Raises one `HypothesisError` listing every problem; a file without entries is one, unless it says
+    `hypothesis = []` (no hypotheses, on purpose)."""
     unknown = [key for key in data if key != "hypothesis"]
     if unknown:
         raise HypothesisError(
             f"{source}: unknown top-level key {_shown(unknown[0])}; write hypotheses as [[hypothesis]]"
         )
     entries = data.get("hypothesis")
-    if not isinstance(entries, list) or not entries:
+    if entries == []:  # `hypothesis = []`, written on purpose: `analyze --predict` where it predicts nothing
+        return []
+    if not isinstance(entries, list):
         raise HypothesisError(f"{source}: no [[hypothesis]] entries")
     hypotheses: list[Hypothesis] = []
     problems: list[str] = []
@@ -284,7 +294,7 @@ def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
         found = ", ".join(subjects) if subjects else "none"
         raise where.error(f"needs exactly one of {', '.join(SUBJECTS)} (found {found})")
     if subjects[0] == "fuses":
-        return _parse_fuses(entry, index, raw_name, trace, where)
+        return replace(_parse_fuses(entry, index, raw_name, trace, where), **_parse_action(entry, where))
     subject = _parse_subject(entry, subjects[0], where, "")
     op = _parse_op(entry, where)
     value, than = _parse_expected(entry, op, subject, where)
@@ -301,7 +311,40 @@ def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
         tolerance=tolerance,
         note=_optional_str(entry, "note", where) or "",
         source=where.source,
+        **_parse_action(entry, where),
     )
+
+
+def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
+    """`action = "compile"` with `before = { compiled_regions = N, graph_replays = M }`: both or neither."""
+    if "action" not in entry and "before" not in entry:
+        return {}
+    if "action" not in entry or "before" not in entry:
+        raise where.error(
+            "action and before go together: the action predicted and the program it was predicted from, e.g. "
+            'action = "compile", before = { compiled_regions = 0, graph_replays = 0 }'
+        )
+    action = entry["action"]
+    if not isinstance(action, str) or action not in ACTIONS:
+        raise where.error(
+            f"unknown action {_shown(action)}{_suggest(str(action), ACTIONS)}; use one of {', '.join(ACTIONS)}"
+        )
+    return {"action": action, "before": _parse_before(entry["before"], where)}
+
+
+def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
+    keys = field_names(ProgramShape)
+    if not isinstance(raw, dict):
+        raise where.error(f"before must be a table, e.g. before = {{ {' = 0, '.join(keys)} = 0 }}")
+    _check_keys(raw, keys, where, "before: ")
+    counts = {}
+    for key in keys:
+        value = raw.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            shown = "nothing" if key not in raw else _shown(value)
+            raise where.error(f"before: {key} must be a whole number ≥ 0, not {shown}")
+        counts[key] = value
+    return ProgramShape(**counts)
 
 
 def _parse_fuses(entry: dict[str, Any], index: int, name: str, trace: str | None, where: _EntryError) -> Hypothesis:

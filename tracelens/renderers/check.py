@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
+from tracelens.records import shallow_dict
 from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
@@ -16,19 +18,27 @@ if TYPE_CHECKING:  # rich is imported only to render text: JSON output does with
 CHECK_SCHEMA = "tracelens.check/1"
 
 
+JSON_STATUS = {"HELD": "held", "WRONG": "wrong", "N/A": "not_applicable"}
+
+
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
     hypothesis = verdict.hypothesis
     return {
         "index": hypothesis.index,
         "name": hypothesis.name,
         "trace": verdict.trace,
-        "status": verdict.status.lower(),
-        "held": verdict.held,
+        "status": JSON_STATUS[verdict.status],
+        "held": verdict.held if verdict.applies else None,
         "statement": hypothesis.statement(),
         "measured": _plain(verdict.measured),
         "expected": _plain(verdict.expected),
+        "error_pct": _plain(verdict.error_pct),
         "evidence": list(verdict.evidence),
         "note": hypothesis.note,
+        "action": hypothesis.action,
+        "before": None if hypothesis.before is None else shallow_dict(hypothesis.before),
+        "taken_action": verdict.taken_action,
+        "reason": verdict.reason,
     }
 
 
@@ -41,6 +51,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "traces": [{"label": d.label, "aliases": list(d.aliases), "path": d.path} for d in result.traces],
         "held": result.held,
         "wrong": result.wrong,
+        "not_applicable": result.not_applicable,
         "verdicts": [verdict_dict(v) for v in result.verdicts],
     }
 
@@ -59,8 +70,11 @@ class CheckJsonRenderer:
 
 
 class CheckTextRenderer:
-    """One line per verdict: HELD/WRONG, its number, the hypothesis (and trace), the measured value and the
-    claim. The evidence follows, indented, for WRONG verdicts, and for all of them with `verbose` (`check -v`)."""
+    """What each trace took relative to the predictions' `before` (one line per trace, when hypotheses name an
+    `action`), then one line per verdict, N/A ones last: HELD/WRONG, its number, the hypothesis (and trace), the
+    measured value, the error of an `==` with a number as value, and the claim; N/A, the action it predicts. The
+    evidence follows, indented, for WRONG verdicts, and for all of them with `verbose` (`check -v`). Last the
+    counts: held, wrong, and not applicable where any is."""
 
     def __init__(
         self, color: bool = False, width: int | None = None, evidence_lines: int = 3, verbose: bool = False
@@ -76,11 +90,14 @@ class CheckTextRenderer:
         from tracelens.renderers.text import make_console, render_to_string
 
         console = make_console(self.color, self.width)
-        console.print(Text(f"Hypotheses: {result.source}", style="bold"))
+        none = "" if result.verdicts else " (none: the file says hypothesis = [])"
+        console.print(Text(f"Hypotheses: {result.source}{none}", style="bold"))
+        for line in taken_lines(result.verdicts):
+            console.print(Text(escape_controls(line)))
         console.print(self.table(result))
-        held, wrong = result.held, result.wrong
-        summary = Text(f"{held} held, {wrong} wrong", style="bold green" if not wrong else "bold red")
-        console.print(summary)
+        held, wrong, na = result.held, result.wrong, result.not_applicable
+        counts = f"{held} held, {wrong} wrong" + (f", {na} not applicable" if na else "")
+        console.print(Text(counts, style="bold green" if not wrong else "bold red"))
         return render_to_string(console)
 
     def table(self, result: CheckResult) -> Table:
@@ -93,11 +110,18 @@ class CheckTextRenderer:
         grid.add_column(no_wrap=True)
         grid.add_column(justify="right", no_wrap=True)
         grid.add_column(overflow="fold")
-        for verdict in result.verdicts:
+        for verdict in sorted(result.verdicts, key=lambda v: not v.applies):  # stable: N/A last, else in order
             line = Text(escape_controls(verdict.hypothesis.name))  # names are data: control characters escaped
             if several:
                 line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
+            if not verdict.applies:
+                taken = f"{verdict.trace} took {verdict.taken_action}"
+                line.append(escape_controls(f": predicts {verdict.hypothesis.action}; {taken}"), style="dim")
+                grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
+                continue
             line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
+            if verdict.error_pct is not None:
+                line.append(f", error {verdict.error_pct:+.1f} %", style="bold")
             line.append(escape_controls(f" ({verdict.hypothesis.statement()})"))
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
             grid.add_row(status, f"{verdict.hypothesis.index}.", line)
@@ -109,6 +133,23 @@ class CheckTextRenderer:
             for item in evidence:
                 grid.add_row("", "", Text(escape_controls(f"  {item}"), style="dim"))
         return grid
+
+
+def taken_lines(verdicts: Sequence[Verdict]) -> list[str]:
+    """Per trace (and `before`), what it took: "compiled_mlp took compile (...): 1 checked, 3 not applicable", or
+    "liger_mlp: the action taken is unknown (...): every prediction checked"; none without `action`."""
+    groups: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        if verdict.taken:
+            groups.setdefault(verdict.taken, []).append(verdict)
+    lines = []
+    for taken, group in groups.items():
+        na = sum(not v.applies for v in group)
+        if group[0].taken_action is None:
+            lines.append(f"{taken}: every prediction checked")
+        else:
+            lines.append(f"{taken}: {len(group) - na} checked, {na} not applicable")
+    return lines
 
 
 def format_value(value: Any) -> str:

@@ -3,8 +3,11 @@ trace (docs/actions.md, docs/check.md).
 
 Contract: `predictions_toml(report, source) -> str`, a hypotheses file: one `[[hypothesis]]` per action, metric
 `critical_path.step_us` (the mean step span that `predicted_step_us` predicts) == the prediction, with the
-action's stated range (`low` to `high`) as the tolerance (`below`/`above`); no `trace` key, so `check AFTER
---expect FILE` checks each on AFTER. Pure: the caller writes the file.
+action's stated range (`low` to `high`) as the tolerance (`below`/`above`), the `action` and the program it was
+predicted from (`before`: its compiled regions and CUDA-graph replay rows); no `trace` key, so `check AFTER
+--expect FILE` checks on AFTER the prediction of the action AFTER took relative to BEFORE (every one where that
+cannot be told). Without a prediction, `hypothesis = []`: a file that check reads and finds nothing in. Pure: the
+caller writes the file.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import json
 from typing import TYPE_CHECKING
 
 from tracelens.analyses.actions import Actions
+from tracelens.analyses.compiled import Compiled, program_shape
+from tracelens.records import shallow_dict
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -37,9 +42,11 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
         "# changed by that action; check with `tracelens check AFTER --expect THIS_FILE`",
         f"# (metric {METRIC}: the mean step span, CPU start to last CPU or GPU end; docs/actions.md)",
     ]
-    if actions is None or actions.summary.step_us is None:
+    if actions is None or actions.summary.step_us is None or not actions.actions:
         lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
-        return "\n".join(lines) + "\n"
+        return "\n".join([*lines, "hypothesis = []  # none: `check` has nothing to check"]) + "\n"
+    compiled = report.get(Compiled)
+    before = "" if compiled is None else _inline_table(shallow_dict(program_shape(compiled)))
     for action in actions.actions:
         targets = ", ".join(action.targets)
         lines += [
@@ -54,4 +61,11 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
             f"above = {_r(max(0.0, action.high - action.predicted_step_us))} }}",
             f"note = {_quoted(f'from {source}: {actions.summary.step_us:,.1f} µs before; {action.basis}')}",
         ]
+        if before:  # which prediction a trace checks: that of the action it took relative to this program
+            lines += [f"action = {_quoted(action.action)}", f"before = {before}"]
     return "\n".join(lines) + "\n"
+
+
+def _inline_table(counts: dict[str, int]) -> str:
+    """`{ compiled_regions = 0, graph_replays = 0 }`."""
+    return "{ " + ", ".join(f"{key} = {value}" for key, value in counts.items()) + " }"

@@ -1,0 +1,281 @@
+"""Predictions as hypotheses: `action` and `before` keys, N/A verdicts for an action the trace did not take, the
+error of each `==` with a number as value; on hand-built documents (each `compiled` section says what the
+trace runs) and through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracelens.analyses.actions import HALF_WIDTH
+from tracelens.hypotheses import TraceDocument, document_from, parse_hypotheses
+from tracelens.hypotheses.evaluate import CheckResult, Verdict, evaluate
+from tracelens.hypotheses.parse import HypothesisError
+from tracelens.renderers.check import CheckTextRenderer, check_dict
+from tracelens.variants import ACTIONS, ProgramShape, error_pct, taken_action
+
+EAGER = {"compiled_regions": 0, "graph_replays": 0}
+
+
+def document(label: str, regions: int, replays: int, step_us: float = 100.0) -> TraceDocument:
+    """An analyze document with only what these hypotheses read: `regions` compiled regions and `replays` CUDA-graph
+    replay rows, and the mean step span."""
+    compiled = {"regions": [{"name": f"r{i}"} for i in range(regions)], "graph_replays": [{}] * replays}
+    return document_from(f"{label}.json.gz", {"compiled": compiled, "critical_path": {"step_us": step_us}})
+
+
+def prediction(action: str, value: float, before: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": f"{action}: step {value}",
+        "metric": "critical_path.step_us",
+        "op": "==",
+        "value": value,
+        "tolerance": {"below": 20, "above": 20},
+        "action": action,
+        "before": EAGER if before is None else before,
+    }
+
+
+def verdicts(*entries: dict[str, Any], on: list[TraceDocument]) -> list[Verdict]:
+    return evaluate(parse_hypotheses({"hypothesis": list(entries)}, "p.toml"), on)
+
+
+PREDICTIONS = [prediction("compile", 110.0), prediction("cuda_graphs", 95.0), prediction("fuse", 130.0)]
+
+
+def test_the_actions_are_those_analyze_predicts() -> None:
+    assert set(ACTIONS) == set(HALF_WIDTH)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "taken"),
+    [
+        ((0, 0), (1, 0), "compile"),
+        ((0, 0), (0, 2), "cuda_graphs"),
+        ((1, 0), (1, 1), "cuda_graphs"),  # a compiled program whose graphs are new: reduce-overhead over default
+        ((0, 1), (2, 1), "compile"),
+        ((0, 0), (0, 0), None),  # nothing new: Liger, a hand-fused variant, the trace itself
+        ((0, 0), (1, 1), None),  # both new: mode="reduce-overhead"
+        ((1, 1), (1, 1), None),
+    ],
+)
+def test_the_action_taken_is_told_by_what_is_new(
+    before: tuple[int, int], after: tuple[int, int], taken: str | None
+) -> None:
+    assert taken_action(ProgramShape(*before), ProgramShape(*after)) == taken
+
+
+def test_only_the_prediction_of_the_action_taken_is_checked() -> None:
+    compiled = document("compiled_mlp", regions=1, replays=0, step_us=100.0)
+    compile_, graphs, fuse = verdicts(*PREDICTIONS, on=[compiled])
+    assert (compile_.status, compile_.taken_action, compile_.error_pct) == ("HELD", "compile", 10.0)
+    assert compile_.taken == "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before: neither)"
+    for verdict in (graphs, fuse):
+        assert (verdict.status, verdict.applies, verdict.held, verdict.error_pct) == ("N/A", False, False, None)
+    assert graphs.reason == (
+        "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before: neither): "
+        "this predicts cuda_graphs"
+    )
+    result = CheckResult("p.toml", [compiled], [compile_, graphs, fuse])
+    assert (result.held, result.wrong, result.not_applicable) == (1, 0, 2)
+
+
+def test_a_wrong_prediction_of_an_action_not_taken_does_not_count() -> None:
+    """fuse predicts 130 ± 20 where 100 is measured: wrong were it checked, N/A on a CUDA-graph twin."""
+    graphs = document("mlp_graph_replay", regions=0, replays=1, step_us=100.0)
+    found = verdicts(*PREDICTIONS, on=[graphs])
+    assert [(v.hypothesis.action, v.status) for v in found] == [
+        ("compile", "N/A"),
+        ("cuda_graphs", "HELD"),
+        ("fuse", "N/A"),
+    ]
+    assert CheckResult("p.toml", [graphs], found).wrong == 0
+
+
+@pytest.mark.parametrize(
+    ("regions", "replays", "why"),
+    [(0, 0, "no new compiled regions or CUDA-graph replays"), (1, 1, "new compiled regions and CUDA-graph replays")],
+)
+def test_where_the_action_taken_is_unknown_every_prediction_is_checked(regions: int, replays: int, why: str) -> None:
+    after = document("liger_mlp", regions=regions, replays=replays, step_us=100.0)
+    found = verdicts(*PREDICTIONS, on=[after])
+    assert [v.status for v in found] == ["HELD", "HELD", "WRONG"]
+    assert all(v.applies and v.taken_action is None for v in found)
+    assert found[0].taken == f"liger_mlp: the action taken is unknown ({why}; before: neither)"
+    assert [round(v.error_pct or 0, 3) for v in found] == [10.0, -5.0, 30.0]
+
+
+def test_a_document_without_a_compiled_section_checks_every_prediction() -> None:
+    bare = document_from("old.json.gz", {"critical_path": {"step_us": 100.0}})
+    found = verdicts(*PREDICTIONS, on=[bare])
+    assert all(v.applies for v in found)
+    assert found[0].taken == "old: the action taken is unknown (its document has no compiled section)"
+
+
+def test_a_compiled_before_program_changes_what_is_new() -> None:
+    """From a compiled program (`compile` left out of its actions), reduce-overhead's new graphs are cuda_graphs."""
+    before = {"compiled_regions": 1, "graph_replays": 0}
+    entries = [prediction("cuda_graphs", 95.0, before), prediction("fuse", 98.0, before)]
+    graphs, fuse = verdicts(*entries, on=[document("reduce_overhead", regions=1, replays=1)])
+    assert (graphs.status, fuse.status) == ("HELD", "N/A")
+    assert graphs.taken == (
+        "reduce_overhead took cuda_graphs (compiled regions and CUDA-graph replays; before: compiled regions, no "
+        "CUDA-graph replays)"
+    )
+
+
+def test_files_without_action_are_checked_as_before() -> None:
+    entry = {"name": "h", "metric": "critical_path.step_us", "op": "==", "value": 100.0, "tolerance": "5%"}
+    (verdict,) = verdicts(entry, on=[document("compiled_mlp", regions=1, replays=0)])
+    assert (verdict.status, verdict.taken_action, verdict.taken, verdict.reason) == ("HELD", None, "", "")
+    assert (verdict.hypothesis.action, verdict.hypothesis.before) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ({"op": "==", "value": 110.0}, 10.0),  # (expected ÷ measured − 1) × 100
+        ({"op": "==", "value": 80}, -20.0),
+        ({"op": "!=", "value": 110.0}, None),
+        ({"op": "<", "value": 110.0}, None),
+        ({"op": "==", "than": {"metric": "critical_path.step_us", "factor": 1.1}}, None),
+    ],
+)
+def test_the_error_of_an_equality_with_a_number(entry: dict[str, Any], error: float | None) -> None:
+    (verdict,) = verdicts({"name": "h", "metric": "critical_path.step_us", **entry}, on=[document("a", 0, 0)])
+    assert verdict.error_pct == error
+
+
+def test_the_error_is_none_where_it_is_no_number() -> None:
+    assert error_pct(5.0, 0.0) is None
+    assert error_pct(1e308, 1e-308) is None
+    assert error_pct(10**400, 3) is None
+    assert error_pct(3.0, 2.0) == 50.0
+    zero = document_from("z.json.gz", {"critical_path": {"step_us": 0.0}, "name": "x"})
+    (at_zero, text) = verdicts(
+        {"name": "zero", "metric": "critical_path.step_us", "op": "==", "value": 1.0},
+        {"name": "text", "metric": "name", "op": "==", "value": "x"},
+        on=[zero],
+    )
+    assert (at_zero.error_pct, text.error_pct, text.held) == (None, None, True)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"before": None}, "action and before go together"),
+        ({"action": None}, "action and before go together"),
+        ({"action": "compiled"}, "unknown action 'compiled'; did you mean 'compile'?"),
+        ({"action": 1}, "unknown action 1"),
+        ({"before": "eager"}, "before must be a table, e.g. before = { compiled_regions = 0, graph_replays = 0 }"),
+        ({"before": {"compiled_regions": 0}}, "before: graph_replays must be a whole number ≥ 0, not nothing"),
+        ({"before": {**EAGER, "graph_replays": -1}}, "before: graph_replays must be a whole number ≥ 0, not -1"),
+        ({"before": {**EAGER, "compiled_regions": True}}, "before: compiled_regions must be a whole number ≥ 0"),
+        ({"before": {**EAGER, "compiled_regions": 0.5}}, "before: compiled_regions must be a whole number ≥ 0"),
+        ({"before": {**EAGER, "graph_replay": 0}}, "before: unknown key 'graph_replay'; did you mean 'graph_replays'?"),
+    ],
+)
+def test_malformed_action_or_before_is_refused(change: dict[str, Any], message: str) -> None:
+    entry = {k: v for k, v in {**prediction("compile", 1.0), **change}.items() if v is not None}
+    with pytest.raises(HypothesisError) as info:
+        parse_hypotheses({"hypothesis": [entry]}, "p.toml")
+    assert message in str(info.value), str(info.value)
+
+
+def test_action_and_before_go_with_any_subject() -> None:
+    (fused,) = parse_hypotheses(
+        {"hypothesis": [{"name": "f", "fuses": ["gelu", "mul"], "action": "fuse", "before": EAGER}]}, "p.toml"
+    )
+    assert (fused.action, fused.before) == ("fuse", ProgramShape(0, 0))
+
+
+def test_text_and_json_say_what_was_taken() -> None:
+    after = document("compiled_mlp", regions=1, replays=0, step_us=100.0)
+    result = CheckResult("p.toml", [after], verdicts(*PREDICTIONS, on=[after]))
+    text = CheckTextRenderer(width=80).render(result)
+    lines = text.splitlines()
+    assert lines[1:3] == [
+        "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before:",
+        "neither): 1 checked, 2 not applicable",
+    ]
+    assert lines[3].startswith("HELD 1. compile: step 110.0: measured 100, error +10.0 %")
+    assert lines[-3:] == [
+        "N/A  2. cuda_graphs: step 95.0: predicts cuda_graphs; compiled_mlp took compile",
+        "N/A  3. fuse: step 130.0: predicts fuse; compiled_mlp took compile",
+        "1 held, 0 wrong, 2 not applicable",
+    ]
+    assert max(len(line) for line in lines) <= 80
+    document_json = json.loads(json.dumps(check_dict(result)))
+    assert (document_json["held"], document_json["wrong"], document_json["not_applicable"]) == (1, 0, 2)
+    held, na, _ = document_json["verdicts"]
+    assert {k: held[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
+        "status": "held",
+        "held": True,
+        "error_pct": 10.0,
+        "action": "compile",
+        "taken_action": "compile",
+    }
+    assert held["before"] == EAGER
+    assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
+        "status": "not_applicable",
+        "held": None,
+        "error_pct": None,
+        "action": "cuda_graphs",
+        "taken_action": "compile",
+    }
+    assert na["reason"].endswith(": this predicts cuda_graphs")
+
+
+def test_na_predictions_do_not_change_the_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a hand-built compiled trace (a compiled region each step, no graph replays) from an eager program: a
+    wrong cuda_graphs prediction is N/A, the exit status 0."""
+    from tests.conftest import op, write_trace
+    from tests.test_check_builders import compiled_step
+    from tracelens.cli import main
+
+    events = [
+        *compiled_step(1, 0, 100),
+        op("Torch-Compiled Region: 0/0", 5, 120),
+        *compiled_step(2, 1000, 200),
+        op("Torch-Compiled Region: 0/0", 1005, 120),
+    ]
+    trace = write_trace(tmp_path / "compiled.json", events)
+    (tmp_path / "p.toml").write_text(
+        "\n".join(
+            f'[[hypothesis]]\nname = "{a}"\nmetric = "per_step.kernels"\nop = "=="\nvalue = {v}\naction = "{a}"\n'
+            "before = { compiled_regions = 0, graph_replays = 0 }\n"
+            for a, v in (("compile", 2), ("cuda_graphs", 7))
+        ),
+        encoding="utf-8",
+    )
+    assert main(["check", str(trace), "--expect", str(tmp_path / "p.toml")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 held, 0 wrong, 1 not applicable"
+
+
+def test_a_trace_without_predictions_gives_a_file_with_nothing_to_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No step launched GPU work: `--predict` writes `hypothesis = []`, which check reads as no hypotheses (exit
+    0); a file with no entries that does not say so stays malformed (exit 2)."""
+    from tests.conftest import op, step, write_trace
+    from tracelens.cli import main
+
+    trace = write_trace(tmp_path / "cpu.json", [step(1, 0, 100), op("aten::add", 10, 20), step(2, 100, 100)])
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", str(trace), "--summary", "--predict", str(predictions)]) == 0
+    assert predictions.read_text(encoding="utf-8").splitlines()[-2:] == [
+        "# no prediction: no analyzed step launched GPU work",
+        "hypothesis = []  # none: `check` has nothing to check",
+    ]
+    capsys.readouterr()
+    assert main(["check", str(trace), "--expect", str(predictions), "--width", "200"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"Hypotheses: {predictions} (none: the file says hypothesis = [])",
+        "0 held, 0 wrong",
+    ]
+    predictions.write_text("# nothing\n", encoding="utf-8")
+    assert main(["check", str(trace), "--expect", str(predictions)]) == 2
+    assert capsys.readouterr().err == f"tracelens: error: {predictions}: no [[hypothesis]] entries\n"

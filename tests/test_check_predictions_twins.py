@@ -1,0 +1,169 @@
+"""`analyze BEFORE --predict p.toml`, then `check AFTER --expect p.toml` and `compare BEFORE AFTER` on the study's
+twins: both name the same action taken, and give its prediction one range, one measured span and one error; the
+action taken agrees with a stdlib count of the raw events (tests/rawtrace.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rawtrace
+from tests.conftest import recorded_trace
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+# (before, after, the action after took: None where it cannot be told)
+TWINS = [
+    ("eager_mlp", "compiled_mlp", "compile"),
+    ("block/eager_block", "block/compiled_block", "compile"),
+    ("graphs/mlp_eager", "graphs/mlp_graph_replay", "cuda_graphs"),
+    ("eager_mlp", "liger_mlp", None),  # Liger's fused kernels: no new compiled region or graph replay
+]
+# more pairs for the raw-event reading: a compiled graph twin, reduce-overhead (both new), the trace itself
+RAW_PAIRS = [
+    *((before, after) for before, after, _ in TWINS),
+    ("graphs/mlp_eager", "graphs/mlp_compiled"),
+    ("graphs/block_eager", "graphs/block_graph_replay"),
+    ("eager_mlp", "extra/cudagraph_mlp"),
+    ("block/train_eager_block", "block/train_compiled_block"),
+    ("compiled_mlp", "compiled_mlp"),
+]
+
+
+def trace(name: str) -> str:
+    return str(recorded_trace(f"h200/{name}.json.gz"))
+
+
+def predict_and_check(before: str, after: str, folder: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """`analyze BEFORE --predict`, then `check AFTER --format json`: the check document."""
+    from tracelens.cli import main
+
+    predictions = folder / "p.toml"
+    assert main(["analyze", trace(before), "--summary", "--predict", str(predictions), "--force"]) == 0
+    capsys.readouterr()
+    assert main(["check", trace(after), "--expect", str(predictions), "--format", "json"]) in (0, 1)
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def compare_rows(before: str, after: str, capsys: pytest.CaptureFixture[str]) -> list[list[str]]:
+    """The cells of `compare BEFORE AFTER`'s "Predictions checked" table (none when it has no such table)."""
+    from tracelens.cli import main
+
+    assert main(["compare", "--width", "200", trace(before), trace(after)]) == 0
+    out = capsys.readouterr().out
+    if "Predictions checked" not in out:
+        return []
+    table = out[out.index("Predictions checked") :]
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.splitlines() if line.startswith("│")]
+
+
+@pytest.mark.parametrize(("before", "after", "taken"), TWINS, ids=lambda v: str(v).split("/")[-1])
+def test_compare_and_check_agree_on_the_prediction_of_the_action_taken(
+    before: str, after: str, taken: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = predict_and_check(before, after, tmp_path, capsys)
+    bounds = {
+        entry["action"]: (entry["value"], entry["tolerance"]["below"], entry["tolerance"]["above"])
+        for entry in tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))["hypothesis"]
+    }
+    verdicts = document["verdicts"]
+    assert {v["taken_action"] for v in verdicts} == {taken}
+    rows = compare_rows(before, after, capsys)
+    if taken is None:  # every prediction checked, none compared
+        assert rows == []
+        assert all(v["status"] in ("held", "wrong") for v in verdicts)
+        assert all(": the action taken is unknown (" in v["reason"] for v in verdicts)
+        assert document["not_applicable"] == 0
+        return
+    (checked,) = [v for v in verdicts if v["status"] != "not_applicable"]
+    assert checked["action"] == taken
+    assert document["not_applicable"] == len(verdicts) - 1
+    value, below, above = bounds[taken]
+    assert checked["expected"] == value
+    (row,) = rows
+    _, action, predicted, span, measured, error, held = row
+    assert (action, predicted) == (taken, f"{value:,.1f}")
+    assert span == f"{value - below:,.0f}–{value + above:,.0f}"
+    assert measured == f"{checked['measured']:,.1f}"
+    assert error == f"{checked['error_pct']:+.1f} %"
+    assert held == ("yes" if checked["held"] else "no")
+
+
+@pytest.mark.parametrize(("before", "after", "taken"), TWINS[:3], ids=lambda v: str(v).split("/")[-1])
+def test_the_figures_are_the_same_numbers(before: str, after: str, taken: str, tmp_path: Path) -> None:
+    """Beyond the printed digits: compare's `PredictionCheck` and check's verdict hold the same floats."""
+    import tracelens
+    from tracelens.analyses import analyze
+    from tracelens.analyses.actions import prediction_checks
+    from tracelens.renderers.predictions import predictions_toml
+
+    reports = [analyze(tracelens.load(trace(name))) for name in (before, after)]
+    (compared,) = prediction_checks([("before", reports[0]), ("after", reports[1])])
+    (tmp_path / "p.toml").write_text(predictions_toml(reports[0], before), encoding="utf-8")
+    (checked,) = [v for v in tracelens.check(trace(after), tmp_path / "p.toml") if v.applies]
+    tolerance = checked.hypothesis.tolerance
+    assert tolerance is not None and tolerance.below is not None and tolerance.above is not None
+    assert (compared.action, checked.taken_action) == (taken, taken)
+    assert (compared.predicted_step_us, compared.measured_step_us) == (checked.expected, checked.measured)
+    assert compared.error_pct == checked.error_pct
+    assert compared.held == checked.held
+    assert compared.low == pytest.approx(checked.expected - tolerance.below, abs=1e-9)
+    assert compared.high == pytest.approx(checked.expected + tolerance.above, abs=1e-9)
+
+
+def raw_taken_action(before: Path, after: Path) -> str | None:
+    """Stdlib: `compile` where after runs `Torch-Compiled Region` ranges in its steps and before none, while no
+    CUDA-graph launches are new; `cuda_graphs` where only the graph launches are new; else None."""
+    (regions_before, launches_before), (regions_after, launches_after) = (
+        rawtrace.compiled_regions_and_graph_launches(path) for path in (before, after)
+    )
+    new_regions = regions_after > 0 and regions_before == 0
+    new_launches = launches_after > 0 and launches_before == 0
+    if new_regions != new_launches:
+        return "compile" if new_regions else "cuda_graphs"
+    return None
+
+
+def test_the_action_taken_is_what_the_raw_events_say(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = {pair: raw_taken_action(Path(trace(pair[0])), Path(trace(pair[1]))) for pair in RAW_PAIRS}
+    assert set(expected.values()) == {"compile", "cuda_graphs", None}  # every outcome is exercised
+    for (before, after), taken in expected.items():
+        document = predict_and_check(before, after, tmp_path, capsys)
+        assert {v["taken_action"] for v in document["verdicts"]} == {taken}, (before, after)
+
+
+def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """eager_mlp → compiled_mlp: the compile prediction checked, the three others N/A, exit status 0;
+    eager_mlp → liger_mlp: the action taken unknown, every prediction checked."""
+    from tracelens.cli import main
+
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", trace("eager_mlp"), "--summary", "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    assert main(["check", trace("compiled_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    first = next(i for i, line in enumerate(lines) if line.startswith("compiled_mlp"))  # after the file's name
+    assert " ".join(lines[first : first + 2]) == (
+        "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before: neither): 1 checked, "
+        "3 not applicable"
+    )
+    assert lines[first + 2].startswith("HELD 4. compile (the step): step 1,613.3 µs: measured 1,490.941, error +8.2 %")
+    assert [line.split()[0] for line in lines if line.startswith("N/A")] == ["N/A"] * 3
+    assert lines[-1] == "1 held, 0 wrong, 3 not applicable"
+    assert main(["check", trace("liger_mlp"), "--expect", str(predictions), "--width", "80"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    first = next(i for i, line in enumerate(lines) if line.startswith("liger_mlp"))
+    assert lines[first].startswith("liger_mlp: the action taken is unknown (no new compiled regions or")
+    assert lines[first + 1].endswith("every prediction checked")
+    assert not any(line.startswith("N/A") for line in lines)
+    assert lines[-1] == "2 held, 2 wrong"
