@@ -120,7 +120,7 @@ class CheckTextRenderer:
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
             line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
-            if verdict.error_pct is not None:
+            if verdict.error_pct is not None and verdict.measured != verdict.hypothesis.value:  # not on exact hits
                 line.append(f", error {verdict.error_pct:+.1f} %", style="bold")
             line.append(escape_controls(f" ({verdict.hypothesis.statement()})"))
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
