@@ -254,3 +254,35 @@ def test_record_smoke_block_and_shapes(tmp_path):
                     assert graphs == [1, 1, 1, 0, 1, 1], graphs
             if model == "block":
                 assert meta["seq"] == [t // 2 for t in tokens]
+
+
+@pytest.mark.slow
+def test_interleaved_smoke(tmp_path):
+    """`workloads.interleaved` (CPU smoke): every program of each group gets one trace per round, each with the
+    calls timed just before and just after it in timings.json, in the documented order (rounds outside,
+    variants inside), and the trace's metadata names its round."""
+    pytest.importorskip("torch")
+    out = tmp_path / "il"
+    proc = subprocess.run(
+        [sys.executable, "-m", "workloads.interleaved", "--smoke", "--groups", "sweep,attn", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for group, programs in (
+        ("sweep", ("sweep_eager_mlp_t8", "sweep_compiled_mlp_t8")),
+        ("attn", ("attn_eager", "attn_sdpa", "attn_compiled")),
+    ):
+        timings = json.loads((out / group / "timings.json").read_text())
+        assert timings["rounds"] == 2 and timings["calls"] == 3
+        traces = timings["traces"]
+        expected = [f"{p}_r{r}" for r in range(2) for p in programs]
+        assert sorted(traces, key=lambda name: traces[name]["order"]) == expected
+        for name, entry in traces.items():
+            assert entry["before"]["n"] == 3 and entry["after"]["n"] == 3 and entry["cuda_event_ms"]["n"] == 6
+            assert len(entry["host_probe_us"]) == 2 and min(entry["host_probe_us"]) > 0
+            with gzip.open(out / group / f"{name}.json.gz", "rt") as handle:
+                meta = json.load(handle)["tracelens_run"]
+            assert meta["round"] == entry["round"] and meta["interleaved"] is True and meta["name"] == entry["variant"]
