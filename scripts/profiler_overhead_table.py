@@ -1,14 +1,16 @@
-"""The profiler-overhead calibration table (docs/profiler_overhead.md), computed with tracelens.
+"""The profiler-overhead calibration tables (docs/profiler_overhead.md), computed with tracelens.
 
-For every committed H200 trace whose profiler-free CUDA-event timings are in a `timings.json` beside it: the
-profiled median step, GPU busy, CPU ops + runtime calls per step (tracelens' summary), the estimate of
-`tracelens.analyses.profiler_overhead` and its error against the CUDA-event median. Prints the Markdown table
-and, with --write, replaces the table between the markers in docs/profiler_overhead.md.
+For every trace whose profiler-free CUDA-event timings are in a `timings.json` beside it (the H200 calibration
+traces, and the alternated H100 recordings of traces/h100/interleaved, whose references were timed just before
+and after each trace): CPU ops + runtime calls per step, the median kernel-launch call, the profiled median step,
+GPU busy (tracelens' summary), the estimate of `tracelens.analyses.profiler_overhead` and its error against the
+CUDA-event median. Prints the Markdown tables and, with --write, replaces them between the markers in
+docs/profiler_overhead.md.
 
     PYTHONPATH=. python scripts/profiler_overhead_table.py [--write]
 
-tests/test_profiler_overhead.py recomputes the table from the raw events with the standard library, refits
-the model's constants, and checks this table against it.
+tests/test_profiler_overhead.py recomputes the tables from the raw events with the standard library, refits
+the model's constants, and checks these tables against it; the cross-set fits below use its grid.
 """
 
 from __future__ import annotations
@@ -18,50 +20,67 @@ import json
 from pathlib import Path
 
 import tracelens
-from tracelens.analyses.profiler_overhead import estimate_step_us
+from tracelens.analyses.profiler_overhead import ProfilerFree
 from tracelens.analyses.summary import summary_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMINGS = ("traces/h200/timings.json", "traces/h200/block/timings.json", "traces/h200/extra/timings.json")
+INTERLEAVED = ROOT / "traces/h100/interleaved"
+REFERENCE_SPREAD = 0.15  # tests/test_profiler_overhead.py: a reference that moved more is left out of the fit
 DOC = ROOT / "docs" / "profiler_overhead.md"
 BEGIN, END = "<!-- calibration table: begin -->", "<!-- calibration table: end -->"
+ALT_BEGIN, ALT_END = "<!-- alternated table: begin -->", "<!-- alternated table: end -->"
 HELD_BEGIN, HELD_END = "<!-- held-out table: begin -->", "<!-- held-out table: end -->"
 HELD_OUT = "traces/h200/record"  # `tracelens record` traces with CUDA-event timings: checked, never fitted
 REPRO_BEGIN, REPRO_END = "<!-- reproducibility table: begin -->", "<!-- reproducibility table: end -->"
 LONG = ("traces/h200/sweep_long/r1", "traces/h200/sweep_long/r2")  # two processes, 40 profiled steps each
 TOLERANCE = 0.15
+Row = dict[str, object]
 
 
-def rows() -> list[dict[str, object]]:
+def _row(path: Path, base: Path, measured: float) -> tuple[Row, ProfilerFree]:
+    """One table row: the summary's figures for `path` against the CUDA-event median `measured` (µs)."""
+    summary = summary_of(tracelens.load(path))
+    free = summary.profiler_free
+    step, busy = summary.per_step.step_us, summary.per_step.gpu_busy_us
+    assert free is not None and step is not None and free.estimated_step_us is not None
+    estimate = free.estimated_step_us
+    row: Row = {
+        "trace": path.relative_to(base).as_posix(),
+        "events": free.events_per_step,
+        "launch": free.launch_us or 0.0,
+        "profiled": step,
+        "busy": busy or 0.0,
+        "measured": round(measured, 1),
+        "estimate": estimate,
+        "profiled_err": round(100 * (step / measured - 1), 1),
+        "estimate_err": round(100 * (estimate / measured - 1), 1),
+    }
+    return row, free
+
+
+def rows() -> list[Row]:
     table = []
     for timings in TIMINGS:
         document = json.loads((ROOT / timings).read_text())
         for run in document["runs"].values():
             path = (ROOT / timings).parent / run["trace"]
-            trace = tracelens.load(path)
-            summary = summary_of(trace)
-            free = summary.profiler_free
-            assert free is not None
-            step, busy = summary.per_step.step_us, summary.per_step.gpu_busy_us
-            estimate = estimate_step_us(step, busy, free.events_per_step)
-            measured = run["cuda_event_ms"]["median"] * 1e3
-            assert step is not None and estimate is not None
-            table.append(
-                {
-                    "trace": str(path.relative_to(ROOT / "traces/h200")),
-                    "events": free.events_per_step,
-                    "profiled": step,
-                    "busy": busy,
-                    "measured": round(measured, 1),
-                    "estimate": estimate,
-                    "profiled_err": round(100 * (step / measured - 1), 1),
-                    "estimate_err": round(100 * (estimate / measured - 1), 1),
-                }
-            )
+            table.append(_row(path, ROOT / "traces/h200", run["cuda_event_ms"]["median"] * 1e3)[0])
     return table
 
 
-def held_out_rows() -> list[dict[str, object]]:
+def alternated_rows() -> list[Row]:
+    """The alternated recordings, in folder and trace order; `reference_moved` = before ÷ after median − 1 (%)."""
+    table = []
+    for timings in sorted(INTERLEAVED.glob("r*/*/timings.json")):
+        for name, timing in json.loads(timings.read_text())["traces"].items():
+            row, _ = _row(timings.parent / f"{name}.json.gz", INTERLEAVED, timing["cuda_event_ms"]["median"] * 1e3)
+            row["reference_moved"] = round(100 * (timing["before"]["median"] / timing["after"]["median"] - 1), 1)
+            table.append(row)
+    return table
+
+
+def held_out_rows() -> list[Row]:
     """Traces in HELD_OUT whose `tracelens_record` timings were taken with CUDA events: the estimate (as if the
     trace had no measurement) against that measurement."""
     table = []
@@ -70,103 +89,75 @@ def held_out_rows() -> list[dict[str, object]]:
         measured = trace.meta.profiler_free
         if measured is None or measured.clock != "cuda_events":
             continue
-        summary = summary_of(trace)
-        free = summary.profiler_free
-        assert free is not None
-        step, busy = summary.per_step.step_us, summary.per_step.gpu_busy_us
-        estimate = estimate_step_us(step, busy, free.events_per_step)
-        assert step is not None and estimate is not None
+        row, _ = _row(path, ROOT / "traces/h200", measured.step_us)
         options = [name for name, on in (("stack", trace.meta.with_stack), ("memory", trace.meta.profile_memory)) if on]
-        table.append(
-            {
-                "trace": str(path.relative_to(ROOT / "traces/h200")),
-                "options": ", ".join(options) or "shapes",
-                "events": free.events_per_step,
-                "profiled": step,
-                "busy": busy or 0.0,
-                "measured": round(measured.step_us, 1),
-                "estimate": estimate,
-                "profiled_err": round(100 * (step / measured.step_us - 1), 1),
-                "estimate_err": round(100 * (estimate / measured.step_us - 1), 1),
-            }
-        )
+        row["options"] = ", ".join(options) or "shapes"
+        table.append(row)
     return table
 
 
-def held_out_markdown(table: list[dict[str, object]]) -> str:
+def _within(table: list[Row]) -> int:
+    return sum(abs(float(str(r["estimate_err"]))) <= 100 * TOLERANCE for r in table)
+
+
+def _cells(row: Row) -> str:
+    return (
+        f"{row['events']:,.0f} | {row['launch']:,.2f} | {row['profiled']:,.1f} | {row['busy']:,.1f} | "
+        f"{row['measured']:,.1f} | {row['estimate']:,.1f} | {row['profiled_err']:+.1f} % | {row['estimate_err']:+.1f} %"
+    )
+
+
+HEADER = (
+    "CPU ops + runtime calls /step | launch call µs | profiled step µs | GPU busy µs | CUDA events µs (no profiler) "
+    "| estimate µs | profiled vs events | estimate vs events |"
+)
+
+
+def held_out_markdown(table: list[Row]) -> str:
     if not table:
         return (
             f"No held-out recording yet: traces that `tracelens record` writes on the H200 into `{HELD_OUT}/` are "
             "listed here (their own CUDA-event timings against the estimate; never used in the fit)."
         )
-    lines = [
-        "| trace | options | CPU ops + runtime calls /step | profiled step µs | GPU busy µs | CUDA events µs "
-        "(tracelens_record) | estimate µs | profiled vs events | estimate vs events |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in table:
-        lines.append(
-            f"| {row['trace']} | {row['options']} | {row['events']:,.0f} | {row['profiled']:,.1f} | "
-            f"{row['busy']:,.1f} | {row['measured']:,.1f} | {row['estimate']:,.1f} | {row['profiled_err']:+.1f} % | "
-            f"{row['estimate_err']:+.1f} % |"
-        )
-    within = sum(abs(float(str(r["estimate_err"]))) <= 100 * TOLERANCE for r in table)
-    lines += ["", f"Held out, within ±15 %: the estimate on **{within} of {len(table)}**."]
+    lines = [f"| trace | options | {HEADER}", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {row['trace']} | {row['options']} | {_cells(row)} |" for row in table]
+    lines += ["", f"Held out, within ±15 %: the estimate on **{_within(table)} of {len(table)}**."]
     return "\n".join(lines)
 
 
-def fit(table: list[dict[str, object]]) -> tuple[float, float]:
-    """The documented grid fit (docs/profiler_overhead.md): fixed 0-295 µs by 5, per event 0-11.8 µs by 0.2;
-    most rows within ±15 %, then the smallest sum of relative errors."""
-    data = [
-        (float(str(r["profiled"])), float(str(r["busy"])), float(str(r["measured"])), float(str(r["events"])))
-        for r in table
-    ]
-    best: tuple[tuple[int, float], float, float] | None = None
-    for fixed in range(0, 300, 5):
-        for tenth in range(0, 120, 2):
-            errors = [
-                abs(max(busy, step - fixed - tenth / 10 * events) / measured - 1)
-                for step, busy, measured, events in data
-            ]
-            key = (sum(e <= TOLERANCE for e in errors), -sum(errors))
-            if best is None or key > best[0]:
-                best = (key, float(fixed), tenth / 10)
-    assert best is not None
-    return best[1], best[2]
-
-
-def left_out_within(table: list[dict[str, object]]) -> int:
-    """Rows within ±15 % when each is estimated with the constants fitted on all the others."""
-    within = 0
-    for i, row in enumerate(table):
-        fixed, per_event = fit(table[:i] + table[i + 1 :])
-        step, busy = float(str(row["profiled"])), float(str(row["busy"]))
-        estimate = max(busy, step - fixed - per_event * float(str(row["events"])))
-        within += abs(estimate / float(str(row["measured"])) - 1) <= TOLERANCE
-    return within
-
-
-def markdown(table: list[dict[str, object]]) -> str:
-    lines = [
-        "| trace | CPU ops + runtime calls /step | profiled step µs | GPU busy µs | CUDA events µs (no profiler) "
-        "| estimate µs | profiled vs events | estimate vs events |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+def markdown(table: list[Row]) -> str:
+    lines = [f"| trace | {HEADER}", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in table:
         mark = "" if abs(float(str(row["estimate_err"]))) <= 100 * TOLERANCE else " **(outside ±15 %)**"
-        lines.append(
-            f"| {row['trace']} | {row['events']:,.0f} | {row['profiled']:,.1f} | {row['busy']:,.1f} | "
-            f"{row['measured']:,.1f} | {row['estimate']:,.1f} | {row['profiled_err']:+.1f} % | "
-            f"{row['estimate_err']:+.1f} %{mark} |"
-        )
-    within = sum(abs(float(str(r["estimate_err"]))) <= 100 * TOLERANCE for r in table)
+        lines.append(f"| {row['trace']} | {_cells(row)}{mark} |")
     raw_within = sum(abs(float(str(r["profiled_err"]))) <= 100 * TOLERANCE for r in table)
     lines.append("")
     lines.append(
-        f"Within ±15 % of the CUDA events: the estimate on **{within} of {len(table)}** traces; the profiled step "
-        f"itself on {raw_within} of {len(table)}; out of sample (each trace estimated with the constants fitted on "
-        f"the other {len(table) - 1}) on **{left_out_within(table)} of {len(table)}**."
+        f"Within ±15 % of the CUDA events: the estimate on **{_within(table)} of {len(table)}** traces; the profiled "
+        f"step itself on {raw_within} of {len(table)}."
+    )
+    return "\n".join(lines)
+
+
+def alternated_markdown(table: list[Row]) -> str:
+    lines = [f"| trace | {HEADER} reference moved |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    stable = []
+    for row in table:
+        moved = float(str(row["reference_moved"]))
+        if abs(moved) > 100 * REFERENCE_SPREAD:
+            note = f"{moved:+.1f} % (left out)"
+        else:
+            stable.append(row)
+            note = f"{moved:+.1f} %" + (
+                "" if abs(float(str(row["estimate_err"]))) <= 100 * TOLERANCE else " **(outside ±15 %)**"
+            )
+        lines.append(f"| {row['trace']} | {_cells(row)} | {note} |")
+    raw_within = sum(abs(float(str(r["profiled_err"]))) <= 100 * TOLERANCE for r in stable)
+    lines.append("")
+    lines.append(
+        f"Within ±15 % of the CUDA events: the estimate on **{_within(stable)} of {len(stable)}** alternated traces "
+        f"whose reference held still (before and after within ±{100 * REFERENCE_SPREAD:.0f} %; "
+        f"{len(table) - len(stable)} left out); the profiled step itself on {raw_within} of {len(stable)}."
     )
     return "\n".join(lines)
 
@@ -212,11 +203,13 @@ def main() -> None:
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     text = markdown(rows())
+    alternated = alternated_markdown(alternated_rows())
     held_out = held_out_markdown(held_out_rows())
     repro = reproducibility_markdown()
-    print(text, held_out, repro, sep="\n\n")
+    print(text, alternated, held_out, repro, sep="\n\n")
     if args.write:
         doc = _replace(DOC.read_text(), BEGIN, END, text)
+        doc = _replace(doc, ALT_BEGIN, ALT_END, alternated)
         doc = _replace(doc, HELD_BEGIN, HELD_END, held_out)
         DOC.write_text(_replace(doc, REPRO_BEGIN, REPRO_END, repro))
 

@@ -81,7 +81,7 @@ if __name__ == "__main__":
 def test_the_profiler_free_estimate_on_the_repeats() -> None:
     """Held out for the profiler-free model (docs/profiler_overhead.md#held-out-repeats): its estimate against
     the CUDA-event median of each run's timings.json: within ±15 % on all 8 GPU-bound runs (4,096 and 16,384
-    tokens) and on 4 of the 12 dispatch-bound ones, 12 of 20 in all."""
+    tokens) and on 7 of the 12 dispatch-bound ones, 15 of 20 in all."""
     import json
 
     within = {"large": 0, "small": 0}
@@ -92,7 +92,7 @@ def test_the_profiler_free_estimate_on_the_repeats() -> None:
             assert free.source == "estimated" and free.step_us is not None
             if abs(free.step_us / (run["cuda_event_ms"]["median"] * 1e3) - 1) <= 0.15:
                 within["large" if name.endswith(("t4096", "t16384")) else "small"] += 1
-    assert within == {"large": 8, "small": 4}
+    assert within == {"large": 8, "small": 7}
 
 
 def test_the_repeat_prose() -> None:

@@ -1,12 +1,14 @@
 """The profiler-overhead model (docs/profiler_overhead.md), checked against an independent computation: the
 standard library reads each calibration trace's raw events (gzip + json) and its timings.json entry, computes the
-profiled step, GPU busy and CPU events per step itself, refits the model's two constants by the documented grid,
-and checks the docs' table and the analyzer's figures against that."""
+profiled step, GPU busy, CPU events, kernel-launch calls, compiled-region calls and the lead to the first GPU
+activity per step itself, refits the model's constants by the documented grid, and checks the docs' tables and
+the analyzer's figures against that."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import statistics
 from functools import cache
@@ -15,23 +17,55 @@ from typing import Any
 
 import pytest
 
-from tracelens.analyses.profiler_overhead import FIXED_US, PER_EVENT_US, estimate_step_us, verdict_without_profiler
+from tracelens.analyses.profiler_overhead import (
+    FIXED,
+    LEAD_SHARE,
+    PER_EVENT,
+    PER_REGION,
+    verdict_without_profiler,
+)
 from tracelens.analyses.summary import summary_of
 from tracelens.loader import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMINGS = ("traces/h200/timings.json", "traces/h200/block/timings.json", "traces/h200/extra/timings.json")
+# the alternated recordings (workloads/interleaved.py): each trace with CUDA events timed just before and after it
+INTERLEAVED = tuple(
+    sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "traces/h100/interleaved").glob("r*/*/timings.json"))
+)
+REFERENCE_SPREAD = 0.15  # a reference whose before and after medians differ by more is not one number: left out
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 COUNTED = {"cpu_op", "cuda_runtime"}
+LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"}
+REGION = re.compile(r"Torch-Compiled Region: \d+/\d+")
+Constants = tuple[float, float, float, float]  # FIXED, PER_EVENT, PER_REGION, LEAD_SHARE
 
 
 def _runs() -> list[tuple[Path, float]]:
+    """The H200 calibration traces (one CUDA-event loop per program, taken beside its trace in the same process)."""
     runs = []
     for timings in TIMINGS:
         document = json.loads((ROOT / timings).read_text())
         for run in document["runs"].values():
             runs.append(((ROOT / timings).parent / run["trace"], run["cuda_event_ms"]["median"] * 1e3))
     return runs
+
+
+def _interleaved_runs(stable_only: bool = True) -> list[tuple[Path, float]]:
+    """The alternated H100 traces with the median of the calls timed just before and after each; with
+    `stable_only`, those whose before and after medians agree within REFERENCE_SPREAD."""
+    runs = []
+    for folder in INTERLEAVED:
+        for name, timing in json.loads((ROOT / folder / "timings.json").read_text())["traces"].items():
+            before, after = timing["before"]["median"], timing["after"]["median"]
+            if stable_only and abs(before / after - 1) > REFERENCE_SPREAD:
+                continue
+            runs.append((ROOT / folder / f"{name}.json.gz", timing["cuda_event_ms"]["median"] * 1e3))
+    return runs
+
+
+def _calibration() -> list[tuple[Path, float]]:
+    return _runs() + _interleaved_runs()
 
 
 def _union_us(intervals: list[tuple[float, float]]) -> float:
@@ -45,10 +79,11 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
 
 @cache
 def independent(path: Path) -> dict[str, float]:
-    """Per-step medians from the raw events: the step period (next ProfilerStep start − this start; the first
+    """Per-step figures from the raw events: the step period (next ProfilerStep start − this start; the first
     and the last step: their own duration, as tracelens has no step before or after them to measure from), GPU
-    busy (union of the GPU activity launched in the step, by correlation id) and the cpu_op + cuda_runtime events
-    starting inside the step's ProfilerStep range."""
+    busy (union of the GPU activity launched in the step, by correlation id), the cpu_op + cuda_runtime events and
+    the Torch-Compiled Region calls starting inside the step's ProfilerStep range and the lead from its start to
+    the first GPU activity it launched (medians over the steps), and the median kernel-launch call of all steps."""
     with gzip.open(path, "rt") as handle:
         events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
     steps = sorted(
@@ -63,16 +98,22 @@ def independent(path: Path) -> dict[str, float]:
                 return i
         return None
 
-    counts = [0] * len(steps)
+    counts, regions = [0] * len(steps), [0] * len(steps)
+    launch_us: list[float] = []
     launch_step: dict[Any, int] = {}
     for event in events:
         category = event.get("cat")
+        i = step_of(float(event["ts"]))
+        if i is None:
+            continue
         if category in COUNTED or category == "cuda_driver":  # a launch is a runtime or a driver call
-            i = step_of(float(event["ts"]))
-            if i is not None:
-                counts[i] += category in COUNTED
-                if "correlation" in event.get("args", {}):
-                    launch_step[event["args"]["correlation"]] = i
+            counts[i] += category in COUNTED
+            if event.get("name") in LAUNCHES:
+                launch_us.append(float(event["dur"]))
+            if "correlation" in event.get("args", {}):
+                launch_step[event["args"]["correlation"]] = i
+        if category in ("cpu_op", "user_annotation") and REGION.fullmatch(str(event.get("name", ""))):
+            regions[i] += 1
     busy: list[list[tuple[float, float]]] = [[] for _ in steps]
     for event in events:
         if event.get("cat") in GPU_CATEGORIES:
@@ -83,79 +124,123 @@ def independent(path: Path) -> dict[str, float]:
         bounds[i + 1][0] - bounds[i][0] if 0 < i < len(bounds) - 1 else end - start
         for i, (start, end) in enumerate(bounds)
     ]
+    leads = [min(start for start, _ in b) - bounds[i][0] for i, b in enumerate(busy) if b]
     return {
         "step_us": statistics.median(periods),
         "busy_us": statistics.median(_union_us(b) for b in busy),
         "events": statistics.median(counts),
+        "regions": statistics.mean(regions),
+        "launch_us": statistics.median(launch_us) if launch_us else 6.6,
+        "lead_us": statistics.median(leads) if leads else 0.0,
     }
 
 
-def _estimate(row: dict[str, float], fixed: float, per_event: float) -> float:
-    return max(row["busy_us"], row["step_us"] - fixed - per_event * row["events"], 0.0)
+def _estimate(row: dict[str, float], constants: Constants = (FIXED, PER_EVENT, PER_REGION, LEAD_SHARE)) -> float:
+    """The model of docs/profiler_overhead.md on the independent figures."""
+    fixed, per_event, per_region, lead_share = constants
+    overhead = row["launch_us"] * (fixed + per_event * row["events"] + per_region * row["regions"])
+    return max(row["busy_us"] + lead_share * row["lead_us"], row["step_us"] - overhead, 0.0)
 
 
-def _fit(rows: list[tuple[dict[str, float], float]]) -> tuple[float, float, int]:
-    """The documented grid: fixed 0-295 µs by 5, per event 0-11.8 µs by 0.2; most traces within ±15 %, then the
-    smallest sum of relative errors."""
-    best: tuple[tuple[int, float], float, float] | None = None
-    for fixed in range(0, 300, 5):
-        for tenth in range(0, 120, 2):
-            errors = [abs(_estimate(row, fixed, tenth / 10) / measured - 1) for row, measured in rows]
-            key = (sum(e <= 0.15 for e in errors), -sum(errors))
-            if best is None or key > best[0]:
-                best = (key, float(fixed), tenth / 10)
+GRID: list[Constants] = [
+    (fixed, per_event / 100, per_region, lead / 10)
+    for fixed in range(0, 16, 2)
+    for per_event in range(20, 61, 5)
+    for per_region in range(0, 31, 2)
+    for lead in range(11)
+]
+
+
+def _fit(rows: list[tuple[dict[str, float], float]]) -> tuple[Constants, int]:
+    """The documented grid (FIXED 0-14 by 2, PER_EVENT 0.20-0.60 by 0.05, PER_REGION 0-30 by 2, LEAD_SHARE 0-1 by
+    0.1): most rows within ±15 %, then the smallest sum of relative errors, each counted up to 50 %."""
+    best: tuple[tuple[int, float], Constants] | None = None
+    for constants in GRID:
+        errors = [abs(_estimate(row, constants) / measured - 1) for row, measured in rows]
+        key = (sum(e <= 0.15 for e in errors), -sum(min(e, 0.5) for e in errors))
+        if best is None or key > best[0]:
+            best = (key, constants)
     assert best is not None
-    return best[1], best[2], best[0][0]
+    return best[1], best[0][0]
+
+
+def _within(rows: list[tuple[dict[str, float], float]], constants: Constants) -> int:
+    return sum(abs(_estimate(row, constants) / measured - 1) <= 0.15 for row, measured in rows)
 
 
 def test_the_independent_figures_agree_with_the_analyzer() -> None:
-    """Steps, GPU busy and event counts from the raw events match tracelens' summary within 2 % (the step
-    period of a CPU-limited, synchronized step is CPU start to CPU start in both)."""
-    for path, _ in _runs():
+    """Steps, GPU busy, event and region counts, the launch-call median and the lead from the raw events match
+    tracelens' summary within 2 % (the step period of a CPU-limited, synchronized step is CPU start to CPU start in
+    both), on every calibration trace."""
+    for path, _ in _calibration():
         mine = independent(path)
         summary = summary_of(load_trace(path))
         free = summary.profiler_free
         assert free is not None and free.events_per_step == pytest.approx(mine["events"], rel=0.02, abs=0.5), path
         assert summary.per_step.step_us == pytest.approx(mine["step_us"], rel=0.02), path
         assert summary.per_step.gpu_busy_us == pytest.approx(mine["busy_us"], rel=0.02), path
+        assert free.launch_us == pytest.approx(mine["launch_us"], rel=0.02), path
+        assert free.regions_per_step == pytest.approx(mine["regions"], abs=0.01), path
+        assert free.lead_us == pytest.approx(mine["lead_us"], rel=0.02, abs=0.5), path
+        assert free.estimated_step_us == pytest.approx(_estimate(mine), rel=0.02), path
 
 
+@pytest.mark.slow
 def test_the_constants_are_the_fit_of_the_raw_calibration_data() -> None:
-    rows = [(independent(path), measured) for path, measured in _runs()]
-    fixed, per_event, within = _fit(rows)
-    assert (fixed, per_event) == (FIXED_US, PER_EVENT_US)
-    doc = (ROOT / "docs/profiler_overhead.md").read_text()
-    assert f"the estimate on **{within} of {len(rows)}** traces" in doc
-    assert within / len(rows) >= 0.8  # the ±15 % target holds on most traces; the rest are listed as outside it
-    left_out = 0
-    for i, (row, measured) in enumerate(rows):
-        fixed_i, per_event_i, _ = _fit(rows[:i] + rows[i + 1 :])
-        left_out += abs(_estimate(row, fixed_i, per_event_i) / measured - 1) <= 0.15
-    assert f"on the other {len(rows) - 1}) on **{left_out} of {len(rows)}**" in doc
+    """The constants are the grid's best fit over every calibration trace (H200 and the stable alternated H100
+    ones); the docs give how many lie within ±15 %, and how each set fares under the constants fitted on the other
+    alone (a test out of sample: other GPU, other host, other protocol)."""
+    h200 = [(independent(path), measured) for path, measured in _runs()]
+    h100 = [(independent(path), measured) for path, measured in _interleaved_runs()]
+    constants, within = _fit(h200 + h100)
+    assert constants == (FIXED, PER_EVENT, PER_REGION, LEAD_SHARE)
+    doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
+    assert f"the estimate on **{_within(h200, constants)} of {len(h200)}** traces" in doc
+    assert f"the estimate on **{_within(h100, constants)} of {len(h100)}** alternated traces" in doc
+    assert within / len(h200 + h100) >= 0.85
+    on_h200, _ = _fit(h200)
+    on_h100, _ = _fit(h100)
+    held = (_within(h100, on_h200), len(h100), _within(h200, on_h100), len(h200))
+    assert (
+        "fitted on the H200 traces alone put **{} of {}** H100 traces within ±15 %, and fitted on the H100 traces "
+        "alone **{} of {}** H200 traces".format(*held)
+        in doc
+    )
 
 
 def test_the_docs_table_is_the_independent_one() -> None:
-    """Every row of the docs' table: its measured, profiled and estimated figures within 2 % of the independent
-    computation (the estimate from the raw figures with the fitted constants)."""
+    """Every row of the docs' two calibration tables: its measured, profiled and estimated figures within 2 % of
+    the independent computation (the estimate from the raw figures with the fitted constants)."""
     doc = (ROOT / "docs/profiler_overhead.md").read_text()
-    table = doc.split("<!-- calibration table: begin -->")[1].split("<!-- calibration table: end -->")[0]
-    rows = {line.split("|")[1].strip(): line.split("|") for line in table.splitlines() if ".json.gz" in line}
-    runs = _runs()
-    assert len(rows) == len(runs)
-    for path, measured in runs:
-        cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
-        number = [float(c.replace(",", "").split()[0]) if c.strip() else 0.0 for c in cells[2:7]]
-        mine = independent(path)
-        assert number[1] == pytest.approx(mine["step_us"], rel=0.02)
-        assert number[3] == pytest.approx(measured, abs=0.1)
-        assert number[4] == pytest.approx(_estimate(mine, FIXED_US, PER_EVENT_US), rel=0.02)
+    for marker, runs, base in (
+        ("calibration table", _runs(), ROOT / "traces/h200"),
+        ("alternated table", _interleaved_runs(stable_only=False), ROOT / "traces/h100/interleaved"),
+    ):
+        table = doc.split(f"<!-- {marker}: begin -->")[1].split(f"<!-- {marker}: end -->")[0]
+        rows = {line.split("|")[1].strip(): line.split("|") for line in table.splitlines() if ".json.gz" in line}
+        assert len(rows) == len(runs), marker
+        for path, measured in runs:
+            cells = rows[str(path.relative_to(base))]
+            number = [float(c.replace(",", "").split()[0]) if c.strip() else 0.0 for c in cells[2:8]]
+            mine = independent(path)
+            assert number[0] == pytest.approx(mine["events"], rel=0.02, abs=0.5), path
+            assert number[1] == pytest.approx(mine["launch_us"], rel=0.02), path
+            assert number[2] == pytest.approx(mine["step_us"], rel=0.02), path
+            assert number[4] == pytest.approx(measured, abs=0.1), path
+            assert number[5] == pytest.approx(_estimate(mine), rel=0.02), path
 
 
 def test_the_model_formula() -> None:
-    assert estimate_step_us(1000.0, 300.0, 100.0) == pytest.approx(1000 - FIXED_US - 100 * PER_EVENT_US)
-    assert estimate_step_us(1000.0, 900.0, 100.0) == 900.0  # GPU busy is the floor
-    assert estimate_step_us(None, 900.0, 100.0) is None
-    assert estimate_step_us(50.0, None, 100.0) == 0.0
+    """The formula on made-up figures: the overhead in launch-call units, the floor, None without inputs."""
+    from tracelens.analyses.profiler_overhead import HostFeatures, estimate_step_us
+
+    host = HostFeatures(events=100.0, launch_us=5.0, regions=1.0, lead_us=40.0)
+    overhead = 5.0 * (FIXED + 100 * PER_EVENT + PER_REGION)
+    assert estimate_step_us(1000.0, 300.0, host) == pytest.approx(1000 - overhead)
+    assert estimate_step_us(1000.0, 900.0, host) == pytest.approx(900.0 + LEAD_SHARE * 40)  # the floor
+    assert estimate_step_us(None, 900.0, host) is None
+    assert estimate_step_us(1000.0, 900.0, None) is None
+    assert estimate_step_us(50.0, None, HostFeatures(events=100.0, launch_us=None, regions=0.0, lead_us=None)) == 0.0
 
 
 def test_a_measured_time_wins_and_the_inflation_is_against_it(tmp_path: Path) -> None:
@@ -220,7 +305,7 @@ def test_the_held_out_table_lists_every_recorded_trace() -> None:
     assert len(rows) == len(recorded)
     for path, measured in recorded:
         cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
-        assert float(cells[6].replace(",", "")) == pytest.approx(measured, abs=0.1)
+        assert float(cells[7].replace(",", "")) == pytest.approx(measured, abs=0.1)
         assert float(cells[3].replace(",", "")) == pytest.approx(independent(path)["events"], rel=0.02, abs=1)
 
 
@@ -241,7 +326,7 @@ def _range(row: dict[str, float]) -> tuple[float, float]:
     RANGE_CPU, the low end at least 0.95 × the GPU's busy time (or the estimate, where that is lower)."""
     from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_CPU, RANGE_GPU
 
-    estimate = _estimate(row, FIXED_US, PER_EVENT_US)
+    estimate = _estimate(row)
     low, high = RANGE_GPU if row["step_us"] <= 1.5 * row["busy_us"] else RANGE_CPU
     return max(estimate * low, BUSY_FLOOR * min(row["busy_us"], estimate)), estimate * high
 
@@ -261,22 +346,25 @@ def _held_out_runs() -> list[tuple[Path, float]]:
 
 
 def test_the_range_is_the_calibration_spread() -> None:
-    """RANGE_GPU / RANGE_CPU are the smallest and largest CUDA-event step ÷ estimate over the calibration traces
-    whose profiled step is at most / more than 1.5 × GPU busy (from the raw events), rounded outward to 0.01:
-    every calibration trace lies in its range."""
-    import math
-
+    """RANGE_GPU is the smallest to largest CUDA-event step ÷ estimate over the calibration traces whose profiled
+    step is at most 1.5 × GPU busy (from the raw events), RANGE_CPU the central 95 % of it over the others (the
+    2.5th and 97.5th percentiles, `statistics.quantiles` n=40 inclusive), each rounded outward to 0.01; the docs
+    say how many calibration traces lie outside their range."""
     from tracelens.analyses.profiler_overhead import BUSY_FLOOR, RANGE_CPU, RANGE_GPU
 
     ratios: dict[bool, list[float]] = {True: [], False: []}
-    for path, measured in _runs():
+    outside = 0
+    for path, measured in _calibration():
         row = independent(path)
-        assert measured / row["busy_us"] >= BUSY_FLOOR + 0.04, path  # the floor has a margin on every trace
-        ratios[row["step_us"] <= 1.5 * row["busy_us"]].append(measured / _estimate(row, FIXED_US, PER_EVENT_US))
+        assert measured / row["busy_us"] >= BUSY_FLOOR + 0.01, path  # the floor has a margin on every trace
+        ratios[row["step_us"] <= 1.5 * row["busy_us"]].append(measured / _estimate(row))
         low, high = _range(row)
-        assert low <= measured <= high, path
-    for gpu, fitted in ((True, RANGE_GPU), (False, RANGE_CPU)):
-        assert fitted == (math.floor(100 * min(ratios[gpu])) / 100, math.ceil(100 * max(ratios[gpu])) / 100)
+        outside += not low <= measured <= high
+    assert (math.floor(100 * min(ratios[True])) / 100, math.ceil(100 * max(ratios[True])) / 100) == RANGE_GPU
+    cuts = statistics.quantiles(ratios[False], n=40, method="inclusive")
+    assert (math.floor(100 * cuts[0]) / 100, math.ceil(100 * cuts[-1]) / 100) == RANGE_CPU
+    doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
+    assert f"Outside it: {outside} of the {len(_calibration())} calibration traces" in doc
 
 
 @pytest.mark.slow
@@ -291,8 +379,10 @@ def test_the_range_out_of_sample() -> None:
         inside += low <= measured <= high
         free = summary_of(load_trace(path)).profiler_free
         assert free is not None and free.estimate_low_us is not None and free.estimate_high_us is not None
-        assert free.estimate_low_us == pytest.approx(low, rel=0.03), path
-        assert free.estimate_high_us == pytest.approx(high, rel=0.03), path
+        # 4 %: the step periods differ by up to 2.2 % (Llama training with stacks), and subtracting the profiler's
+        # cost from both makes the difference a larger share of what is left
+        assert free.estimate_low_us == pytest.approx(low, rel=0.04), path
+        assert free.estimate_high_us == pytest.approx(high, rel=0.04), path
     doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
     assert f"in its range on **{inside} of {len(runs)}** held-out traces" in doc
     # the high end may lie above the profiled step: the reference was longer than it on two CPU-limited runs

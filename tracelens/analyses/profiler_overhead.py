@@ -1,17 +1,21 @@
 """What the profiler added to the step: the profiler-free step time, measured or estimated (docs/profiler_overhead.md).
 
-Contract: `profiler_free(trace, per_step) -> ProfilerFree`; pure, no I/O. `per_step` is the summary's median
-step (`summary.StepFigures`).
+Contract: `profiler_free(trace, step_us, gpu_busy_us, window) -> ProfilerFree`; pure, no I/O. `step_us` and
+`gpu_busy_us` are the summary's median step figures, `window` the analyzed step indices.
 
 - **measured**: the trace carries step times taken without the profiler (`trace.meta.profiler_free`, from
   `tracelens_record`: docs/record.md#metadata); they win over the estimate.
 - **estimated** (the model, calibrated in docs/profiler_overhead.md):
-  `free_us = max(gpu_busy_us, step_us - FIXED_US - PER_EVENT_US × events)`, where `step_us` and `gpu_busy_us`
-  are the profiled step's median figures and `events` the recorded CPU ops and CUDA runtime calls per step (the
-  events the profiler pays for on the CPU). The profiler's CPU cost only lengthens the step where the CPU
-  limits it, so the GPU's busy time is the floor. Calibrated on traces recorded with `record_shapes=True`
-  and without `with_stack` / `profile_memory`; a trace recorded with those gets the same estimate and a note
-  that its overhead is larger than the model knows.
+  `free_us = max(gpu_busy_us + LEAD_SHARE × lead_us, step_us − launch_us × (FIXED + PER_EVENT × events +
+  PER_REGION × regions))`. The profiler's cost is counted in units of the trace's own median kernel-launch call
+  (`launch_us`), so that it follows the host's speed during the recording (on a slow host every recorded event
+  costs more, and so does every launch call): `events` are the recorded CPU ops and CUDA runtime calls per step,
+  `regions` the `Torch-Compiled Region` calls per step (Dynamo's and Inductor's profiler ranges cost more than
+  one event each). The profiler's CPU cost only lengthens the step where the CPU limits it, so the floor is the
+  GPU's busy time plus the share of the step's lead (its start to its first GPU activity) that dispatch takes
+  without the profiler. Calibrated on traces recorded with `record_shapes=True` and without `with_stack` /
+  `profile_memory`; a trace recorded with those gets the same estimate and a note that its overhead is larger
+  than the model knows.
 - **none** (`source` None): no analyzed step, or no step time.
 """
 
@@ -19,23 +23,42 @@ from __future__ import annotations
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
-from tracelens.model.events import Kind
+from tracelens.model.cuda_graphs import KERNEL_LAUNCH_NAMES
+from tracelens.model.events import API_KINDS, Kind, kind_mask
+from tracelens.model.steps import REGION_CALL
 from tracelens.model.trace import Trace
 
-# The model's constants, fitted on the committed H200 traces with CUDA-event timings (docs/profiler_overhead.md;
-# tests/test_profiler_overhead.py refits them from the raw events and the timings files).
-FIXED_US = 60.0  # per step: prof.step(), the ProfilerStep range, the trace buffers' bookkeeping
-PER_EVENT_US = 3.2  # per recorded CPU op or CUDA runtime call (record_shapes=True)
+# The model's constants, fitted on the calibration traces with CUDA-event timings (docs/profiler_overhead.md;
+# tests/test_profiler_overhead.py refits them from the raw events and the timings files). FIXED, PER_EVENT and
+# PER_REGION are in units of the trace's median kernel-launch call (`launch_us`).
+FIXED = 8.0  # per step: prof.step(), the ProfilerStep range, the trace buffers' bookkeeping
+PER_EVENT = 0.35  # per recorded CPU op or CUDA runtime call (record_shapes=True)
+PER_REGION = 16.0  # per Torch-Compiled Region call: Dynamo's and Inductor's ranges and their bookkeeping
+LEAD_SHARE = 0.7  # the share of the step's lead to its first GPU activity that remains without the profiler
+# the launch-call median assumed where the window has no kernel-launch call (the calibration's median, µs)
+DEFAULT_LAUNCH_US = 6.6
 COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
-# The estimate's stated range: the CUDA-event step ÷ the estimate, smallest and largest over the calibration
-# traces (rounded outward), apart for steps the GPU limits in the trace (profiled step <= GPU_LIMITED_RATIO × GPU
-# busy) and those the CPU limits, whose length follows the host's speed, which moves up to 2× between runs of one
-# program (docs/profiler_overhead.md#the-range; the test refits them).
+# The estimate's stated range: the CUDA-event step ÷ the estimate over the calibration traces, rounded outward,
+# apart for steps the GPU limits in the trace (profiled step <= GPU_LIMITED_RATIO × GPU busy: smallest to largest)
+# and those the CPU limits, whose length follows the host's speed, which moves up to 2× within seconds (the
+# central 95 %: docs/profiler_overhead.md#the-range; the test refits them).
 GPU_LIMITED_RATIO = 1.5
-RANGE_GPU = (0.91, 1.17)  # profiled step <= GPU_LIMITED_RATIO × GPU busy
-RANGE_CPU = (0.50, 2.02)  # the others
+RANGE_GPU = (0.92, 1.13)  # profiled step <= GPU_LIMITED_RATIO × GPU busy: every calibration trace
+RANGE_CPU = (0.63, 1.28)  # the others: the central 95 % (single disturbed recordings set the extremes)
 BUSY_FLOOR = 0.95  # the range's low end is at least this × the GPU's busy time (the CUDA-event step ÷ busy >= 0.99)
+
+
+class HostFeatures(msgspec.Struct, frozen=True):
+    """The model's inputs besides the step time and GPU busy, over the analyzed steps: `events` per step, the median
+    kernel-launch call (`launch_us`; None where the window launched nothing), `regions` per step and the median
+    `lead_us` from a step's start to its first GPU activity (None where no step launched GPU work)."""
+
+    events: float
+    launch_us: float | None
+    regions: float
+    lead_us: float | None
 
 
 class ProfilerFree(msgspec.Struct, frozen=True):
@@ -48,6 +71,9 @@ class ProfilerFree(msgspec.Struct, frozen=True):
     inflation_pct: float | None  # (profiled / profiler-free - 1) × 100
     method: str  # how it was measured or estimated, in words
     events_per_step: float | None = None  # CPU ops + CUDA runtime calls per step (the model's input)
+    launch_us: float | None = None  # the median kernel-launch call (µs): the model's unit of the host's speed
+    regions_per_step: float | None = None  # Torch-Compiled Region calls per step (the model's input)
+    lead_us: float | None = None  # median step start → first GPU activity (µs; the floor's input)
     estimated_step_us: float | None = None  # the model's estimate, also where a measurement wins (to compare)
     estimate_low_us: float | None = None  # the estimate's stated range (`estimate_range_us`), None without one
     estimate_high_us: float | None = None
@@ -63,9 +89,11 @@ class ProfilerFree(msgspec.Struct, frozen=True):
 
 def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None, window: list[int]) -> ProfilerFree:
     """See the module docstring. `window`: the analyzed step indices (into `trace.steps`)."""
-    events = events_per_step(trace, window)
-    estimate = estimate_step_us(step_us, gpu_busy_us, events)
+    host = host_features(trace, window)
+    events = host.events if host is not None else None
+    estimate = estimate_step_us(step_us, gpu_busy_us, host)
     low_us, high_us = estimate_range_us(step_us, gpu_busy_us, estimate)
+    inputs = _inputs(host)
     measured = trace.meta.profiler_free
     notes = []
     if measured is not None:
@@ -79,6 +107,7 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             inflation_pct=_inflation(step_us, measured.step_us),
             method=f"median of {measured.steps} steps timed without the profiler ({clock}, {measured.key})",
             events_per_step=events,
+            **inputs,
             estimated_step_us=estimate,
             estimate_low_us=low_us,
             estimate_high_us=high_us,
@@ -102,6 +131,7 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             inflation_pct=None,
             method="",
             events_per_step=events,
+            **inputs,
             note=reason,
         )
     meta = trace.meta
@@ -117,18 +147,17 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
         notes.append("recorded without record_shapes: the model (calibrated with shapes) may overestimate the cost")
     if not trace.gpu_mask().any():
         notes.append("no GPU activity: the model was calibrated on GPU traces only")
+    if host is not None and host.launch_us is None:
+        notes.append(f"no kernel-launch call to measure the host's speed by: {DEFAULT_LAUNCH_US:g} µs assumed")
     assert low_us is not None and high_us is not None and step_us is not None
     return ProfilerFree(
         source="estimated",
         step_us=estimate,
         profiled_step_us=step_us,
         inflation_pct=_inflation(step_us, estimate),
-        method=(
-            f"max(GPU busy, step − {FIXED_US:g} µs − {PER_EVENT_US:g} µs × {events:,.1f} CPU ops and "
-            f"runtime calls); likely {low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps the "
-            f"{'GPU' if gpu_limited(step_us, gpu_busy_us) else 'CPU'} limits (docs/profiler_overhead.md)"
-        ),
+        method=_method(host, gpu_limited(step_us, gpu_busy_us), low_us, high_us),
         events_per_step=events,
+        **inputs,
         estimated_step_us=estimate,
         estimate_low_us=low_us,
         estimate_high_us=high_us,
@@ -148,13 +177,43 @@ def verdict_without_profiler(bound: str, gpu_busy_us: float | None, free_step_us
     return "gpu" if gpu_busy_us / free_step_us >= GPU_BOUND_BUSY_SHARE else None
 
 
-def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, events: float | None) -> float | None:
-    """The model: `max(gpu_busy_us, step_us - FIXED_US - PER_EVENT_US × events)`, never below 0; None without a
-    step time or an event count."""
-    if step_us is None or events is None:
+def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, host: HostFeatures | None) -> float | None:
+    """The model of the module docstring, never below 0; None without a step time or the host's features."""
+    if step_us is None or host is None:
         return None
-    floor = gpu_busy_us if gpu_busy_us is not None else 0.0
-    return round(max(floor, step_us - FIXED_US - PER_EVENT_US * events, 0.0), 3)
+    return round(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host), 0.0), 3)
+
+
+def overhead_us(host: HostFeatures) -> float:
+    """What the profiler adds to a CPU-limited step: `launch_us × (FIXED + PER_EVENT × events + PER_REGION ×
+    regions)`, with DEFAULT_LAUNCH_US where the window launched nothing."""
+    launch_us = host.launch_us if host.launch_us is not None else DEFAULT_LAUNCH_US
+    return launch_us * (FIXED + PER_EVENT * host.events + PER_REGION * host.regions)
+
+
+def _floor_us(gpu_busy_us: float | None, host: HostFeatures) -> float:
+    """No step is shorter than the GPU's busy time plus what remains of its lead without the profiler."""
+    return (gpu_busy_us or 0.0) + LEAD_SHARE * (host.lead_us or 0.0)
+
+
+def _inputs(host: HostFeatures | None) -> dict[str, float | None]:
+    """The ProfilerFree fields that show the model's inputs besides the event count."""
+    if host is None:
+        return {}
+    return {"launch_us": host.launch_us, "regions_per_step": host.regions, "lead_us": host.lead_us}
+
+
+def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us: float | None) -> str:
+    """The estimate's formula with this trace's inputs, in words."""
+    assert host is not None and low_us is not None and high_us is not None
+    launch = f"{host.launch_us:g}" if host.launch_us is not None else f"{DEFAULT_LAUNCH_US:g} (assumed)"
+    regions = f" + {PER_REGION:g} × {host.regions:,.1f} compiled-region calls" if host.regions else ""
+    return (
+        f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
+        f"({FIXED:g} + {PER_EVENT:g} × {host.events:,.1f} CPU ops and runtime calls{regions})); likely "
+        f"{low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps the {'GPU' if gpu else 'CPU'} limits "
+        "(docs/profiler_overhead.md)"
+    )
 
 
 def estimate_range_us(
@@ -175,16 +234,43 @@ def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
     return gpu_busy_us is not None and step_us <= GPU_LIMITED_RATIO * gpu_busy_us
 
 
-def events_per_step(trace: Trace, window: list[int]) -> float | None:
-    """Recorded CPU ops and CUDA runtime calls per analyzed step (by their step: `links.step`)."""
+def host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
+    """The model's inputs over the analyzed steps `window` (indices into `trace.steps`), each event by its step
+    (`links.step`: CPU events by their start, GPU activity by its launch); None without a step."""
     if not window:
         return None
-    kinds = trace.events.kind
-    counted = np.zeros(len(kinds), dtype=bool)
-    for kind in COUNTED_KINDS:
-        counted |= kinds == kind
-    in_window = np.isin(trace.links.step, np.asarray(window, dtype=np.int64))
-    return round(float(np.count_nonzero(counted & in_window)) / len(window), 3)
+    events, step = trace.events, trace.links.step
+    in_window = np.isin(step, np.asarray(window, dtype=np.int64))
+    counted = in_window & kind_mask(events.kind, COUNTED_KINDS)
+    launches = in_window & kind_mask(events.kind, API_KINDS) & np.isin(events.name, _codes(trace, KERNEL_LAUNCH_NAMES))
+    regions = in_window & np.isin(events.name, _codes(trace, _region_names(trace)))
+    return HostFeatures(
+        events=round(float(np.count_nonzero(counted)) / len(window), 3),
+        launch_us=round(float(np.median(events.dur_ns[launches])) / 1e3, 3) if launches.any() else None,
+        regions=round(float(np.count_nonzero(regions)) / len(window), 3),
+        lead_us=_lead_us(trace, in_window, window),
+    )
+
+
+def _lead_us(trace: Trace, in_window: npt.NDArray[np.bool_], window: list[int]) -> float | None:
+    """Median over the window's steps that launched GPU work of (its first GPU activity's start − its start)."""
+    gpu = in_window & trace.gpu_mask()
+    if not gpu.any():
+        return None
+    first = np.full(len(trace.steps.number), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, trace.links.step[gpu], trace.events.ts_ns[gpu])
+    steps = np.asarray(window, dtype=np.int64)
+    launched = steps[first[steps] != np.iinfo(np.int64).max]
+    return round(float(np.median(first[launched] - trace.steps.start_ns[launched])) / 1e3, 3)
+
+
+def _codes(trace: Trace, names: tuple[str, ...] | list[str]) -> npt.NDArray[np.int64]:
+    wanted = set(names)
+    return np.array([code for code, name in enumerate(trace.events.names) if name in wanted], dtype=np.int64)
+
+
+def _region_names(trace: Trace) -> list[str]:
+    return [name for name in trace.events.names if REGION_CALL.match(name)]
 
 
 def _inflation(profiled_us: float | None, free_us: float) -> float | None:

@@ -113,7 +113,9 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "profiler_free",
                 "the same figure with its evidence: `source`, `step_us`, `profiled_step_us` (= "
                 "`per_step.step_us`), `inflation_pct` ((profiled / profiler-free − 1) × 100), `method` (in "
-                "words), `events_per_step` (CPU ops + CUDA runtime calls per step: the model's input), "
+                "words), `events_per_step` (CPU ops + CUDA runtime calls per step), `launch_us` (the median "
+                "kernel-launch call, the model's unit of the host's speed), `regions_per_step` (Torch-Compiled "
+                "Region calls per step), `lead_us` (median step start → first GPU activity): the model's inputs, "
                 "`estimated_step_us` (the model's figure, also where a measurement wins), `estimate_low_us` / "
                 "`estimate_high_us` (the estimate's stated range, [the range](profiler_overhead.md#the-range); "
                 "`null` without an estimate), `note` (uncalibrated profiler options, a partial recording, why "
