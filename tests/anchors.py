@@ -13,6 +13,7 @@ tests every such feature; the optional traces add held-out data.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,3 +90,15 @@ def name(path: Path) -> str:
         if path.is_relative_to(root):
             return path.relative_to(root).as_posix()
     raise ValueError(f"{path} is in none of the corpus folders {roots()}")
+
+
+# the alternated recordings (traces/h100/interleaved): rounds of the same programs, kept for the profiler-overhead
+# calibration (tests/test_profiler_overhead.py reads every round); a per-trace test covers each program once, by
+# its round 0
+REPLICA = re.compile(r"interleaved/r\d+/[^/]+/.+_r[1-9]\d*\.json\.gz$")
+
+
+def recorded(root: Path) -> list[Path]:
+    """The project's own recorded traces under `root` (traces/) that a per-trace test covers, sorted: every
+    `.json.gz` but the later rounds of the alternated recordings (`REPLICA`)."""
+    return sorted(p for p in root.rglob("*.json.gz") if not REPLICA.search(p.as_posix()))

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import anchors
 from tests.cache_helpers import assert_same, make_cache, no_decoding
 from tests.conftest import TRACES, anchor, anchor_traces, kernel, launch, op, step, write_trace
 from tracelens._cache import Cache
@@ -27,7 +28,7 @@ from tracelens.model.serial import from_plain, to_plain
 from tracelens.model.trace import Trace
 from tracelens.records import field_names
 
-RECORDED = sorted(TRACES.rglob("*.json.gz"))
+RECORDED = anchors.recorded(TRACES)
 REAL_TRACES = [*anchor_traces(), *RECORDED]
 
 

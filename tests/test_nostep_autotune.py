@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tracelens
+from tests import anchors
 from tests.conftest import TRACES, anchor_traces, recorded_trace
 from tests.independent.nostep_autotune import figures
 from tracelens.analyses.autotune import autotune_of
@@ -56,7 +57,7 @@ def _same_spans(trace: tracelens.Trace, spans: list[tuple[int, int]]) -> bool:
 
 def _no_step_traces() -> list[Path]:
     found = []
-    for path in [*anchor_traces(), *sorted(TRACES.rglob("*.json.gz"))]:
+    for path in [*anchor_traces(), *anchors.recorded(TRACES)]:
         if path.stat().st_size < 400_000 and "ProfilerStep#" not in _text(path):
             found.append(path)
     return found

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracelens
+from tests import anchors
 from tests.conftest import anchor, anchor_traces, recorded_trace
 from tests.independent import view_bytes
 from tracelens.analyses import analyze
@@ -21,7 +22,7 @@ from tracelens.analyses.roofline import kernel_models
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 
-RECORDED = sorted((Path(__file__).resolve().parent.parent / "traces").rglob("*.json.gz"))
+RECORDED = anchors.recorded(Path(__file__).resolve().parent.parent / "traces")
 ALL = anchor_traces() + RECORDED
 DTYPE_BYTES = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4}
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 import tracelens
+from tests import anchors
 from tests.conftest import TRACES, anchor, anchor_name, anchor_traces, recorded_trace
 from tests.independent.dispatch_idle import idle_dispatch_us
 from tests.independent.step_windows import step_figures
 from tracelens.analyses.pipeline import analyze
 
-RECORDED = sorted(TRACES.rglob("*.json.gz"))
+RECORDED = anchors.recorded(TRACES)
 ALL = [*anchor_traces(), *RECORDED]
 
 
