@@ -46,7 +46,10 @@ from tracelens.analyses.critical_path import (
     step_graph,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
-from tracelens.analyses.profiler_overhead import GPU_LIMITED_RATIO  # the same split: a step at most this × GPU work
+from tracelens.analyses.profiler_overhead import (  # the same split: a step at most GPU_LIMITED_RATIO × GPU work
+    DEFAULT_LAUNCH_US,
+    GPU_LIMITED_RATIO,
+)
 from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -65,6 +68,10 @@ LAUNCH_GAP_US = 23.7  # compiled twins: CPU work between two launches (median of
 GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay, block_graph_replay): step start → launch
 # per kernel in the graph, the replay's extra start-up and gaps (profiled): fitted on the two pure twins' spans
 GRAPH_KERNEL_US = 1.7
+# the fused kernel of `fuse`, written by hand in Triton and launched from Python (Liger's ops): the CPU work before
+# its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over the
+# Liger twins' steps, 11-17 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
+FUSED_LAUNCH_CALLS = 13.0
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
@@ -145,9 +152,12 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     path = ctx.result(CriticalPath)
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
-    free = _profiler_free_us(ctx.result(Summary))
+    summary = ctx.result(Summary)
+    free = _profiler_free_us(summary)
+    launch_us = summary.profiler_free.launch_us if summary.profiler_free is not None else None
     done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
-    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
+    steps = _steps_with_gpu(ctx.trace, ctx.steady)
+    return actions_of(ctx.trace, steps, fusion, path.limit, free, done, launch_us)
 
 
 def _profiler_free_us(summary: Summary) -> float | None:
@@ -164,9 +174,12 @@ def actions_of(
     limit: str = "unknown",
     profiler_free_us: float | None = None,
     done: tuple[str, ...] = (),
+    launch_us: float | None = None,
 ) -> Actions:
     """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
-    runs compiled regions / CUDA-graph replays) are left out."""
+    runs compiled regions / CUDA-graph replays) are left out. `launch_us`: the trace's median kernel-launch call
+    (`ProfilerFree.launch_us`; DEFAULT_LAUNCH_US where unknown), the unit of the fused kernel's launch cost."""
+    fused_launch_ns = round(FUSED_LAUNCH_CALLS * (launch_us or DEFAULT_LAUNCH_US) * NS_PER_US)
     indices, _ = _within_budget(trace, indices)  # the critical path's steps (their graphs are built once)
     graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
     if not graphs:
@@ -205,7 +218,7 @@ def actions_of(
             (
                 "fuse",
                 list(chain.ops),
-                functools.partial(_chain_plan, chain=chain),
+                functools.partial(_chain_plan, chain=chain, launch_ns=fused_launch_ns),
                 f"{len(chain.kernels)} kernels, {chain.kernel_us_per_step:,.1f} µs/step; fused saves "
                 f"{chain.est_saving_us:,.1f} µs of traffic; launches {{before}} → {{after}}",
             )
@@ -361,8 +374,17 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
     return _Plan(work, duration, gpu_dur)
 
 
-def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity) -> _Plan:
-    return _fused_plan(trace, graph, [chain])
+def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch_ns: int) -> _Plan:
+    """`_fused_plan` of one chain, each fused kernel's launch preceded by `launch_ns` of CPU work (a Triton kernel
+    launched from Python: `FUSED_LAUNCH_CALLS`) in place of the first op's observed dispatch."""
+    plan = _fused_plan(trace, graph, [chain])
+    names = trace.events.names
+    first = chain.kernels[0]
+    for k, hit in enumerate(_matches(trace, graph, chain.kernels, chain.calls_per_step)):
+        call = graph.gpu_launch_call[k]
+        if hit and call >= 0 and short_name(names[graph.gpu_name[k]]) == first:
+            plan.work[call] = launch_ns
+    return plan
 
 
 FUSIBLE = frozenset(CATEGORIES.index(c) for c in ("elementwise", "reduction", "norm", "copy", "fused"))
