@@ -163,6 +163,7 @@ def _run_one(args: argparse.Namespace) -> int:
     options["capture"] = args.capture is not None  # a capture file is never taken for an execution trace
     slot = args.cache.lookup_result("analyses", inputs, options)
     load: TraceLoad | None = None
+    trace: Trace | None = None
     result = _cached(slot)
     if result is None:
         with (
@@ -185,6 +186,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
         args.cache.store_result(slot, result, CachedAnalysis)
         load.store()
+    if args.kept is not None:  # the process ends without freeing them
+        args.kept.append((load, trace, result))
     return 0
 
 
