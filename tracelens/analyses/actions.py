@@ -307,7 +307,7 @@ def _predict(
 def _busiest_lane_ns(graph: StepGraph, gpu_dur: dict[int, int]) -> int:
     """The GPU time of the step's busiest lane (stream) after the change: the activities of one lane run one
     after another, so the changed step lasts at least this long whatever the host does."""
-    if not graph.gpu_lane:
+    if not graph.activities.lane.size:
         return 0
     duration = graph.native_arrays[2][1]
     if gpu_dur:
@@ -433,7 +433,7 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
 def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
     inside `HOST_ONLY` ranges on its thread (0 where there are none), as int64."""
-    n_calls = len(graph.call_start_ns)
+    n_calls = len(graph.calls.start_ns)
     kept = np.zeros(n_calls, dtype=np.int64)
     _, call_start, call_dur, _ = graph.native_arrays[1]  # the calls' start and length ns
     last_ns = int(call_start.max()) if n_calls else graph.start_ns
@@ -445,7 +445,7 @@ def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
         return kept
     previous = np.maximum(graph.native_arrays[1][0], 0)  # each call's previous call on its thread (0: none)
     since = np.where(graph.native_arrays[1][0] >= 0, call_start[previous] + call_dur[previous], graph.start_ns)
-    threads = np.asarray(graph.call_thread, dtype=np.int64)
+    threads = graph.calls.thread.astype(np.int64)
     for thread, spans in in_step.items():
         calls = np.flatnonzero(threads == thread)
         if not spans or not calls.size:

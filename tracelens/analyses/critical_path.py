@@ -149,31 +149,42 @@ class GpuColumns(NamedTuple):
     launch_call: I64
 
 
+class CallNodes(NamedTuple):
+    """A step's launch and sync calls on CPU threads, in observed order, as columns."""
+
+    thread: np.ndarray  # CPU track
+    start_ns: I64
+    dur_ns: I64
+    is_sync: Bool
+    row: I64  # event row
+    prev: I64  # the previous call of the same thread, -1 for its first
+    work_ns: I64  # observed CPU work before each call (since its thread's previous call or the step start)
+
+
+class ActivityNodes(NamedTuple):
+    """A step's GPU activities, in observed order, as columns."""
+
+    start_ns: I64
+    dur_ns: I64
+    lane: I64
+    launch_call: I64  # index into the calls, -1 = launched outside the step's calls
+    category: np.ndarray
+    name: np.ndarray
+    op: np.ndarray  # op name code, -1 = none
+    row: I64  # event row
+
+
 class StepGraph(msgspec.Struct, frozen=True, dict=True):
-    """One step's nodes as plain lists, in observed order, and the arrays the C replay and the actions read (built
-    once by `build_graph`, replayed many times)."""
+    """One step's nodes in observed order (`calls`, `activities`: columns; Python's loops read them as the lists
+    `call_*` and `gpu_*`, each made on first use), and the arrays the C replay and the actions read (built once by
+    `build_graph`, replayed many times)."""
 
     step_index: int
     start_ns: int
     cpu_end_ns: int
-    # calls (launch or sync) on CPU threads
-    call_thread: list[int]
-    call_start_ns: list[int]
-    call_dur_ns: list[int]
-    call_is_sync: list[bool]
-    call_row: list[int]
-    call_prev: list[int]  # the previous call of the same thread, -1 for its first
-    call_work_ns: list[int]  # observed CPU work before each call (since its thread's previous call or the step start)
+    calls: CallNodes
     last_call: int  # the last call of the thread whose calls end last (it carries the step to its end), -1 = none
-    # GPU activities
-    gpu_start_ns: list[int]
-    gpu_dur_ns: list[int]
-    gpu_lane: list[int]
-    gpu_launch_call: list[int]  # index into calls, -1 = launched outside the step's calls
-    gpu_category: list[int]
-    gpu_name: list[int]
-    gpu_op: list[int]  # op name code, -1 = none
-    gpu_row: list[int]  # event row of each activity
+    activities: ActivityNodes
     launch_latency_ns: int
     awaited: list[int]  # per call: the activity a sync waited for, -1
     # for `_native.replay`: (the processing order [2][n]: `order`'s columns, the calls' fixed rows [4][n_calls]:
@@ -183,6 +194,66 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     native_arrays: tuple[I64, I64, I64]
     cpu_columns: tuple[I64, I64, Bool]  # call_work_ns, call_dur_ns, call_is_sync as arrays
     gpu_columns: GpuColumns
+
+    @functools.cached_property
+    def call_thread(self) -> list[int]:
+        return self.calls.thread.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_start_ns(self) -> list[int]:
+        return self.calls.start_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_dur_ns(self) -> list[int]:
+        return self.calls.dur_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_is_sync(self) -> list[bool]:
+        return self.calls.is_sync.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_row(self) -> list[int]:
+        return self.calls.row.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_prev(self) -> list[int]:
+        return self.calls.prev.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_work_ns(self) -> list[int]:
+        return self.calls.work_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_start_ns(self) -> list[int]:
+        return self.activities.start_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_dur_ns(self) -> list[int]:
+        return self.activities.dur_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_lane(self) -> list[int]:
+        return self.activities.lane.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_launch_call(self) -> list[int]:
+        return self.activities.launch_call.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_category(self) -> list[int]:
+        return self.activities.category.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_name(self) -> list[int]:
+        return self.activities.name.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_op(self) -> list[int]:
+        return self.activities.op.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_row(self) -> list[int]:
+        return self.activities.row.tolist()  # type: ignore[no-any-return]
 
     @functools.cached_property
     def order(self) -> list[tuple[int, int]]:
@@ -218,13 +289,13 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
         event row; per activity its event row, its category's part (an index of `_WALK_PARTS`, -1 where a category
         code is out of range: the Python walk answers), name code and op code; and a bound above every code."""
         prev = self.native_arrays[1][0]
-        calls = np.stack((np.where(prev >= 0, prev, END), np.asarray(self.call_row, dtype=np.int64)))
+        calls = np.stack((np.where(prev >= 0, prev, END), self.calls.row.astype(np.int64)))
         category = self.gpu_columns.category
         n_categories = len(_GPU_CATEGORY_PARTS)
         known = (category >= -n_categories) & (category < n_categories)
         part = np.where(known, category % n_categories + _WALK_PARTS.index(_GPU_CATEGORY_PARTS[0]), -1)
-        name, op = self.gpu_columns.name, np.asarray(self.gpu_op, dtype=np.int64)
-        gpu = np.stack((np.asarray(self.gpu_row, dtype=np.int64), part, name, op))
+        name, op = self.gpu_columns.name, self.activities.op.astype(np.int64)
+        gpu = np.stack((self.activities.row.astype(np.int64), part, name, op))
         return calls, gpu, int(max(name.max(initial=0), op.max(initial=0))) + 1
 
 
@@ -595,22 +666,9 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
-        call_thread=ev.track[calls].tolist(),
-        call_start_ns=call_start.tolist(),
-        call_dur_ns=call_dur.tolist(),
-        call_is_sync=is_sync.tolist(),
-        call_row=calls.tolist(),
-        call_prev=chains.previous.tolist(),
-        call_work_ns=chains.work.tolist(),
+        calls=CallNodes(ev.track[calls], call_start, call_dur, is_sync, calls, chains.previous, chains.work),
         last_call=chains.last,
-        gpu_start_ns=g.ts_ns.tolist(),
-        gpu_dur_ns=g.dur_ns.tolist(),
-        gpu_lane=lanes.tolist(),
-        gpu_launch_call=launch_call.tolist(),
-        gpu_category=g.category.tolist(),
-        gpu_name=g.name.tolist(),
-        gpu_op=g.op_name.tolist(),
-        gpu_row=g.row.tolist(),
+        activities=ActivityNodes(g.ts_ns, g.dur_ns, lanes, launch_call, g.category, g.name, g.op_name, g.row),
         launch_latency_ns=latency,
         awaited=awaited,
         native_arrays=(
@@ -999,7 +1057,7 @@ def _native_columns(
     """The C replay's 10 columns (`_native.replay`: the calls' starts, ends and own edges (part, predecessor, ns),
     the activities' starts, ends and edges), with the CPU work before each call `work` (its last column); None
     where `_replay_native` says."""
-    if len(graph.awaited) != len(graph.call_start_ns):
+    if len(graph.awaited) != len(graph.calls.start_ns):
         return None
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
@@ -1215,8 +1273,8 @@ _Walker = Callable[[int, dict[str, float], dict[int, int], dict[int, int], list[
 def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _Ends, walker: _Walker | None) -> Replay:
     """The replay's result from the calls' and activities' ends; `walker(node, path, kernels, ops, rows)` follows
     the path back from the node that ends the step (none: times only)."""
-    last = graph.last_call
-    tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
+    last, calls = graph.last_call, graph.calls
+    tail_obs = graph.cpu_end_ns - (int(calls.start_ns[last]) + int(calls.dur_ns[last]) if last >= 0 else graph.start_ns)
     cpu_end = (int(c_end[last]) if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
     gpu_end, ends_last = _latest_end(g_end, graph.start_ns)
     path: dict[str, float] = {}
