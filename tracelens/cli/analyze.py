@@ -6,6 +6,7 @@ Given a directory or a tar archive of rank traces, the ranks are analyzed in par
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import math
 from pathlib import Path
@@ -246,11 +247,20 @@ def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]
 
 
 def _import_for(output_format: str) -> None:
-    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace)."""
-    import tracelens.analyses.record  # noqa: F401
+    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace) with
+    the garbage collector off, then out of its reach (`gc.freeze`), as the command's own imports
+    (`tracelens.__main__`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import tracelens.analyses.record  # noqa: F401
 
-    ref = output_format_of(output_format).renderers()["analyze"][0]
-    importlib.import_module(ref.partition(":")[0])
+        ref = output_format_of(output_format).renderers()["analyze"][0]
+        importlib.import_module(ref.partition(":")[0])
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _is_archive(path: Path) -> bool:

@@ -18,6 +18,7 @@ copy, no fresh memory; the file is removed at once (an array's pages live as lon
 from __future__ import annotations
 
 import contextlib
+import gc
 import mmap
 import os
 import pickle
@@ -110,17 +111,18 @@ class Forked(Generic[Job, Result]):
         os.close(signal_fd)
 
     def finish(self, on_result: Callable[[int], None] | None = None) -> list[Result]:
-        """`[work(job) for job in jobs]`: the jobs this process claims computed here (with `work_here`), then the
-        children's results as they arrive; `on_result(index)` as each comes (in any order). A child's exception
-        is raised here; ChildStalled after `stall_s` seconds without a result or a child ending; ChildDied when
-        children ended short of a result. Every child is reaped and the scratch folder removed before this
-        returns or raises."""
+        """`[work(job) for job in jobs]`: the jobs this process claims computed here (with `work_here`, the garbage
+        collector off, as in the children), then the children's results as they arrive; `on_result(index)` as each
+        comes (in any order). A child's exception is raised here; ChildStalled after `stall_s` seconds without a
+        result or a child ending; ChildDied when children ended short of a result. Every child is reaped and the
+        scratch folder removed before this returns or raises."""
         try:
             if self.processes > len(self.children):
-                for index in claims(self.folder, len(self.jobs)):
-                    self.results[index] = self.work(self.jobs[index])
-                    if on_result is not None:
-                        on_result(index)
+                with collector_off():
+                    for index in claims(self.folder, len(self.jobs)):
+                        self.results[index] = self.work(self.jobs[index])
+                        if on_result is not None:
+                            on_result(index)
             _wait(self.children, self.folder, self.results, on_result, self.stall_s, len(self.jobs), self.arrivals)
             _collect(self.folder, self.results, on_result)
             missing = [index for index in range(len(self.jobs)) if index not in self.results]
@@ -224,8 +226,10 @@ def _alive(pid: int) -> bool:
 def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str, signal_fd: int) -> None:
     """The child's whole life: the jobs it claims, a file per result (renamed into place when complete, then a
     byte to `signal_fd` to wake the parent), then `_exit` (no interpreter teardown, no flushing of the parent's
-    buffers)."""
+    buffers). It runs with the garbage collector off: a job's objects are freed by reference counting (jobs make
+    no reference cycles they need freed before the child ends)."""
     status = 0
+    gc.disable()
     try:
         reset_signals()
         _die_with_parent()
@@ -245,6 +249,19 @@ def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder:
             handle.write(payload)
     finally:
         os._exit(status)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The garbage collector off for the block (as it was after): the jobs' objects are freed by reference counting,
+    and collections would only walk them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def claims(folder: str, n_jobs: int) -> Iterator[int]:
