@@ -1196,6 +1196,149 @@ done:
     return result;
 }
 
+/* Add `value` to the sum of `key` (an index below `n_keys`), noting the key in order of first addition (`order`,
+   `count`; `position`: n_keys entries, -1 for a key not seen yet). 0 when the sum would not fit int64. */
+static int add_to(int64_t key, int64_t value, int64_t *position, int64_t *order, int64_t *sums, Py_ssize_t *count) {
+    if (position[key] < 0) {
+        position[key] = *count;
+        order[*count] = key, sums[*count] = 0;
+        (*count)++;
+    }
+    return !__builtin_add_overflow(sums[position[key]], value, &sums[position[key]]);
+}
+
+/* walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes): the walk of
+   tracelens.analyses.critical_path._walk over one replay's edges, from `node` (a call's end when >= 0, activity k
+   when ~k) back along binding constraints until `end`, at most 2 x (calls + activities) + 2 steps. `calls`: int64
+   [6][n_calls] (the node a call's start is reached from and its ns; the part, predecessor and ns of the call's own
+   time; its event row). `gpu`: int64 [9][n_gpu] (replayed start and end; part, predecessor and ns of how its start
+   was reached; event row; its category's part; name code; op code). Parts are indices below `n_parts`
+   (`launch_part`: launch latency, of which what exceeds `latency` goes to `other_part`); codes lie in
+   [-1, n_codes - 1). Returns 7 int64 bytearrays: the rows visited, in order; the parts in order of first addition
+   and their sums; the name codes and their ns, likewise; the op codes and their ns, likewise. None where an index,
+   part or code is out of range or a sum would not fit int64 (the Python walk answers). */
+static PyObject *walk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
+    (void)module;
+    if (argc != 9) {
+        PyErr_SetString(PyExc_TypeError, "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes)");
+        return NULL;
+    }
+    long long scalars[7];
+    static const int scalar_args[7] = {0, 3, 4, 5, 6, 7, 8};
+    for (int a = 0; a < 7; a++) {
+        scalars[a] = PyLong_AsLongLong(argv[scalar_args[a]]);
+        if (scalars[a] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int64_t node = scalars[0];
+    const int64_t end_marker = scalars[1], latency = scalars[2], launch_part = scalars[3], other_part = scalars[4];
+    const int64_t n_parts = scalars[5], n_codes = scalars[6];
+    if (n_parts < 0 || n_codes < 0 || n_parts > (1 << 20) || n_codes > (1 << 22)) Py_RETURN_NONE; /* a few names */
+    Py_buffer views[2];
+    Py_ssize_t lengths[2] = {-1, -1};
+    int held = 0;
+    PyObject *out[7] = {NULL};
+    PyObject *result = NULL;
+    int64_t *scratch = NULL;
+    for (; held < 2; held++) {
+        if (int64_buffer(argv[1 + held], &views[held], &lengths[held]) < 0) goto done;
+        if (lengths[held] % (held == 0 ? 6 : 9) != 0) {
+            held++;
+            PyErr_SetString(PyExc_ValueError, "walk: an array of the wrong shape");
+            goto done;
+        }
+    }
+    const Py_ssize_t n_calls = lengths[0] / 6, n_gpu = lengths[1] / 9, steps = 2 * (n_calls + n_gpu) + 2;
+    const int64_t *c = views[0].buf, *g = views[1].buf;
+    const int64_t *start_pred = c, *start_ns = c + n_calls, *own_part = c + 2 * n_calls, *own_pred = c + 3 * n_calls,
+                  *own_ns = c + 4 * n_calls, *call_row = c + 5 * n_calls;
+    const int64_t *g_start = g, *g_end = g + n_gpu, *g_part = g + 2 * n_gpu, *g_pred = g + 3 * n_gpu,
+                  *g_ns = g + 4 * n_gpu, *gpu_row = g + 5 * n_gpu, *category = g + 6 * n_gpu, *name = g + 7 * n_gpu,
+                  *op = g + 8 * n_gpu;
+    /* per key set (parts, names + 1, ops + 1): the position of each key, the keys in order and their sums (room for
+       every part; a step adds one name and one op at most) */
+    const int64_t n_keys[3] = {n_parts, n_codes + 1, n_codes + 1};
+    int64_t room[3];
+    size_t total = 0;
+    for (int set = 0; set < 3; set++) {
+        room[set] = set == 0 || n_keys[set] < steps ? n_keys[set] : steps;
+        total += (size_t)n_keys[set] + 2 * (size_t)room[set];
+    }
+    scratch = PyMem_Malloc((total ? total : 1) * sizeof(int64_t) + (size_t)steps * sizeof(int64_t));
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *position[3], *order[3], *sums[3];
+    Py_ssize_t count[3] = {0, 0, 0};
+    int64_t *cursor = scratch;
+    for (int set = 0; set < 3; set++) {
+        position[set] = cursor, cursor += n_keys[set];
+        order[set] = cursor, cursor += room[set];
+        sums[set] = cursor, cursor += room[set];
+        for (int64_t k = 0; k < n_keys[set]; k++) position[set][k] = -1;
+    }
+    int64_t *rows = cursor;
+    Py_ssize_t n_rows = 0;
+    int at_start = 0, ok = 1;
+    for (Py_ssize_t step = 0; step < steps && ok && node != end_marker; step++) {
+        if (node >= 0) {
+            if (node >= n_calls) goto python;
+            if (!at_start) { /* a call entered at its end: its own time */
+                rows[n_rows++] = call_row[node];
+                if (own_part[node] < 0 || own_part[node] >= n_parts) goto python;
+                ok = add_to(own_part[node], own_ns[node], position[0], order[0], sums[0], &count[0]);
+                if (own_pred[node] != end_marker) node = own_pred[node]; /* a sync that waited for GPU work */
+                else at_start = 1;
+            } else { /* entered at its start: the CPU work before it (part 0) */
+                ok = add_to(0, start_ns[node], position[0], order[0], sums[0], &count[0]);
+                node = start_pred[node], at_start = 0;
+            }
+            continue;
+        }
+        const int64_t k = ~node;
+        if (k >= n_gpu || g_part[k] < 0 || g_part[k] >= n_parts || category[k] < 0 || category[k] >= n_parts ||
+            name[k] < -1 || name[k] >= n_codes || op[k] < -1 || op[k] >= n_codes || other_part < 0 ||
+            other_part >= n_parts)
+            goto python;
+        rows[n_rows++] = gpu_row[k];
+        int64_t duration, ns = g_ns[k];
+        ok = !__builtin_sub_overflow(g_end[k], g_start[k], &duration) &&
+             add_to(category[k], duration, position[0], order[0], sums[0], &count[0]) &&
+             add_to(name[k] + 1, duration, position[1], order[1], sums[1], &count[1]) &&
+             add_to(op[k] + 1, duration, position[2], order[2], sums[2], &count[2]);
+        if (ok && g_part[k] == launch_part && ns > latency) { /* beyond the usual latency: unexplained */
+            int64_t beyond;
+            ok = !__builtin_sub_overflow(ns, latency, &beyond) &&
+                 add_to(other_part, beyond, position[0], order[0], sums[0], &count[0]);
+            ns = latency;
+        }
+        ok = ok && add_to(g_part[k], ns, position[0], order[0], sums[0], &count[0]);
+        at_start = g_part[k] == launch_part; /* a launch edge enters the call at its start */
+        node = g_pred[k];
+    }
+    if (!ok) goto python;
+    for (int set = 0; set < 3; set++)
+        for (Py_ssize_t i = 0; i < count[set]; i++) order[set][i] -= set > 0; /* codes were stored + 1 */
+    const int64_t *columns[7] = {rows, order[0], sums[0], order[1], sums[1], order[2], sums[2]};
+    const Py_ssize_t sizes[7] = {n_rows, count[0], count[0], count[1], count[1], count[2], count[2]};
+    for (int b = 0; b < 7; b++) {
+        char *data;
+        if ((out[b] = new_buffer(sizes[b], 8, &data)) == NULL) goto done;
+        if (sizes[b]) memcpy(data, columns[b], (size_t)sizes[b] * sizeof(int64_t));
+    }
+    result = PyTuple_New(7);
+    if (result == NULL) goto done;
+    for (int b = 0; b < 7; b++) PyTuple_SET_ITEM(result, b, Py_NewRef(out[b]));
+    goto done;
+python:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(scratch);
+    for (int b = 0; b < held; b++) PyBuffer_Release(&views[b]);
+    for (int b = 0; b < 7; b++) Py_XDECREF(out[b]);
+    return result;
+}
+
 /* drop_empty_items(buffer, start, end) -> (new_end, dropped) or None: the twin of
    tracelens.loader.compact.python_drop_empty_items (same bytes, same counts; the tests compare them).
    buffer[start:end] is the text of a range of trace events: JSON values separated by commas, then, in the
@@ -1315,6 +1458,9 @@ static PyMethodDef METHODS[] = {
      "pairs, has_counters, has_meta); see the C source."},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(order, calls, gpu, step_start, end) -> 10 int64 bytearrays; see the C source."},
+    {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
+     "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes) -> 7 int64 bytearrays or None; "
+     "see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "
      "pid_codes, pid_values, tid_codes, tid_values, ts_us, dur_us, ints, dims, raws); see the module docstring."},

@@ -66,6 +66,21 @@ def replay(order: Buffer, calls: Buffer, gpu: Buffer, step_start: int, end: int,
     """One re-timing of a step's dependency graph: 10 int64 bytearrays (calls' start, end, own part, own
     predecessor, own ns; activities' start, end, part, predecessor, ns); ValueError for an index out of range."""
 
+def walk(
+    node: int,
+    calls: Buffer,
+    gpu: Buffer,
+    end: int,
+    latency: int,
+    launch_part: int,
+    other_part: int,
+    n_parts: int,
+    n_codes: int,
+    /,
+) -> tuple[bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray] | None:
+    """(rows visited in order; parts in order of first addition, their ns; name codes, their ns; op codes, their
+    ns): the critical path walked back from `node` over one replay's edges; None where the Python walk must answer."""
+
 def drop_empty_items(buffer: bytearray | memoryview, start: int, end: int, /) -> tuple[int, int] | None:
     """Removes the empty objects among buffer[start:end]'s comma-separated values in place: (new end, values
     removed); None where the text is not such a run of values."""

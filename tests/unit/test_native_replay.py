@@ -110,3 +110,35 @@ def test_a_what_if_by_column_saves_what_the_resolved_one_does(case: str) -> None
         work, duration = cp._scaled_cpu(graph, cpu_factor)
         python = cp._finish(graph, 1.0, *cp._replay_python(graph, work, duration, gpu_dur), walk=False)
         assert cp._saved_ns(trace, step, change) == step.base.step_ns - python.step_ns, (case, change)
+
+
+@needs_native
+@pytest.mark.parametrize("case", CASES)
+def test_the_c_walk_gives_the_python_path(case: str) -> None:
+    """The path walked by the C extension (`_native.walk`, what `replay` uses) has the Python walk's parts,
+    kernels and ops, with the same integers, in the same order (outputs list them in that order on ties), and the
+    same rows; for the observed step and for what-ifs."""
+    trace, graph = _graph(_path(case))
+    changes = [(), (Change("cpu", 2.0),), (Change("gpu", 3.0),), (Change("cpu", 0.5), Change("category:gemm", 3.0))]
+    for change in changes:
+        cpu_factor, gpu_dur = cp._resolve(trace, graph, change) if change else (1.0, {})
+        work, duration = cp._scaled_cpu(graph, cpu_factor)
+        python = cp._finish(graph, cpu_factor, *cp._replay_python(graph, work, duration, gpu_dur))
+        walked = cp.replay(graph, (cpu_factor, gpu_dur))
+        assert walked == python, (case, change)
+        for kind in ("path", "path_kernels", "path_ops"):
+            assert list(getattr(walked, kind).items()) == list(getattr(python, kind).items()), (case, change, kind)
+        assert walked.path_rows and walked.path
+
+
+@needs_native
+def test_a_walk_the_c_extension_cannot_take_is_walked_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the C walk answers None (a code out of its range, a sum beyond int64), `replay` walks the same edges
+    in Python: the same path."""
+    _, graph = _graph(str(recorded_trace("h200/eager_mlp.json.gz")))
+    expected = cp.replay(graph)
+    assert cp._native is not None
+    calls, gpu, n_codes = graph.walk_arrays
+    assert cp._native.walk(cp.END - 1, calls[:, :0], gpu[:, :0], cp.END, 0, 0, 0, 1, n_codes) is None  # no such node
+    monkeypatch.setattr(cp._native, "walk", lambda *arguments: None)
+    assert cp.replay(graph) == expected

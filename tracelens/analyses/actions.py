@@ -51,7 +51,7 @@ from tracelens.analyses.profiler_overhead import (  # the same split: a step at 
     GPU_LIMITED_RATIO,
 )
 from tracelens.analyses.summary import Summary
-from tracelens.model.events import I64, Kind
+from tracelens.model.events import I64, Bool, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.trace import Trace
@@ -321,7 +321,7 @@ def _predict(
 def _busiest_lane_ns(graph: StepGraph, gpu_dur: dict[int, int]) -> int:
     """The GPU time of the step's busiest lane (stream) after the change: the activities of one lane run one
     after another, so the changed step lasts at least this long whatever the host does."""
-    if not graph.gpu_lane:
+    if not graph.activities.lane.size:
         return 0
     duration = graph.native_arrays[2][1]
     if gpu_dur:
@@ -358,7 +358,7 @@ def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step:
 def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
     """The chains' kernels (matched by short name) shortened by their fused saving; the launches of all but the
     kernels named first in each chain removed (no CPU work, no call time): one launch per fused kernel."""
-    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
     names = trace.events.names
     for chain in chains:
@@ -399,10 +399,8 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
 
 def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     """`_fusible_runs` as an array of call indices (in activity order; a call may repeat)."""
-    names = trace.events.names
     columns = graph.gpu_columns
-    codes, inverse = np.unique(columns.name, return_inverse=True)
-    memcpy = np.array([names[code].startswith("Memcpy") for code in codes.tolist()], dtype=bool)[inverse.reshape(-1)]
+    memcpy = _memcpy_names(trace)[columns.name]
     fusible = np.isin(columns.category, sorted(FUSIBLE)) & ~memcpy
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
@@ -410,9 +408,15 @@ def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     return call[fusible & after_fusible & (call >= 0)]
 
 
+@per_trace
+def _memcpy_names(trace: Trace) -> Bool:
+    """Per name code: whether the name is a copy's (`Memcpy...`)."""
+    return np.array([name.startswith("Memcpy") for name in trace.events.names], dtype=bool)
+
+
 def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
     fused = _fused_plan(trace, graph, chains)
-    work, duration = np.array(fused.work, dtype=np.int64), np.array(fused.duration, dtype=np.int64)
+    work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
     host = _host_only_work_ns(trace, graph)
@@ -456,7 +460,7 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
 def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
     inside `HOST_ONLY` ranges on its thread (0 where there are none), as int64."""
-    n_calls = len(graph.call_start_ns)
+    n_calls = len(graph.calls.start_ns)
     kept = np.zeros(n_calls, dtype=np.int64)
     _, call_start, call_dur, _ = graph.native_arrays[1]  # the calls' start and length ns
     last_ns = int(call_start.max()) if n_calls else graph.start_ns
@@ -468,7 +472,7 @@ def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
         return kept
     previous = np.maximum(graph.native_arrays[1][0], 0)  # each call's previous call on its thread (0: none)
     since = np.where(graph.native_arrays[1][0] >= 0, call_start[previous] + call_dur[previous], graph.start_ns)
-    threads = np.asarray(graph.call_thread, dtype=np.int64)
+    threads = graph.calls.thread.astype(np.int64)
     for thread, spans in in_step.items():
         calls = np.flatnonzero(threads == thread)
         if not spans or not calls.size:
@@ -485,7 +489,7 @@ _MAX_OVERLAP_CELLS = 1 << 20  # (call, range) pairs `_host_only_work_ns` compare
 
 
 def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:
-    work, duration = list(graph.call_work_ns), list(graph.call_dur_ns)
+    work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
     for k, hit in enumerate(_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step)):
         if hit:

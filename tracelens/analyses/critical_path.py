@@ -149,31 +149,42 @@ class GpuColumns(NamedTuple):
     launch_call: I64
 
 
+class CallNodes(NamedTuple):
+    """A step's launch and sync calls on CPU threads, in observed order, as columns."""
+
+    thread: np.ndarray  # CPU track
+    start_ns: I64
+    dur_ns: I64
+    is_sync: Bool
+    row: I64  # event row
+    prev: I64  # the previous call of the same thread, -1 for its first
+    work_ns: I64  # observed CPU work before each call (since its thread's previous call or the step start)
+
+
+class ActivityNodes(NamedTuple):
+    """A step's GPU activities, in observed order, as columns."""
+
+    start_ns: I64
+    dur_ns: I64
+    lane: I64
+    launch_call: I64  # index into the calls, -1 = launched outside the step's calls
+    category: np.ndarray
+    name: np.ndarray
+    op: np.ndarray  # op name code, -1 = none
+    row: I64  # event row
+
+
 class StepGraph(msgspec.Struct, frozen=True, dict=True):
-    """One step's nodes as plain lists, in observed order, and the arrays the C replay and the actions read (built
-    once by `build_graph`, replayed many times)."""
+    """One step's nodes in observed order (`calls`, `activities`: columns; Python's loops read them as the lists
+    `call_*` and `gpu_*`, each made on first use), and the arrays the C replay and the actions read (built once by
+    `build_graph`, replayed many times)."""
 
     step_index: int
     start_ns: int
     cpu_end_ns: int
-    # calls (launch or sync) on CPU threads
-    call_thread: list[int]
-    call_start_ns: list[int]
-    call_dur_ns: list[int]
-    call_is_sync: list[bool]
-    call_row: list[int]
-    call_prev: list[int]  # the previous call of the same thread, -1 for its first
-    call_work_ns: list[int]  # observed CPU work before each call (since its thread's previous call or the step start)
+    calls: CallNodes
     last_call: int  # the last call of the thread whose calls end last (it carries the step to its end), -1 = none
-    # GPU activities
-    gpu_start_ns: list[int]
-    gpu_dur_ns: list[int]
-    gpu_lane: list[int]
-    gpu_launch_call: list[int]  # index into calls, -1 = launched outside the step's calls
-    gpu_category: list[int]
-    gpu_name: list[int]
-    gpu_op: list[int]  # op name code, -1 = none
-    gpu_row: list[int]  # event row of each activity
+    activities: ActivityNodes
     launch_latency_ns: int
     awaited: list[int]  # per call: the activity a sync waited for, -1
     # for `_native.replay`: (the processing order [2][n]: `order`'s columns, the calls' fixed rows [4][n_calls]:
@@ -183,6 +194,66 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     native_arrays: tuple[I64, I64, I64]
     cpu_columns: tuple[I64, I64, Bool]  # call_work_ns, call_dur_ns, call_is_sync as arrays
     gpu_columns: GpuColumns
+
+    @functools.cached_property
+    def call_thread(self) -> list[int]:
+        return self.calls.thread.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_start_ns(self) -> list[int]:
+        return self.calls.start_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_dur_ns(self) -> list[int]:
+        return self.calls.dur_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_is_sync(self) -> list[bool]:
+        return self.calls.is_sync.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_row(self) -> list[int]:
+        return self.calls.row.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_prev(self) -> list[int]:
+        return self.calls.prev.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def call_work_ns(self) -> list[int]:
+        return self.calls.work_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_start_ns(self) -> list[int]:
+        return self.activities.start_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_dur_ns(self) -> list[int]:
+        return self.activities.dur_ns.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_lane(self) -> list[int]:
+        return self.activities.lane.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_launch_call(self) -> list[int]:
+        return self.activities.launch_call.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_category(self) -> list[int]:
+        return self.activities.category.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_name(self) -> list[int]:
+        return self.activities.name.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_op(self) -> list[int]:
+        return self.activities.op.tolist()  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def gpu_row(self) -> list[int]:
+        return self.activities.row.tolist()  # type: ignore[no-any-return]
 
     @functools.cached_property
     def order(self) -> list[tuple[int, int]]:
@@ -211,6 +282,21 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     def call_from(self) -> list[int]:
         """Per call, the node its start is reached from: its thread's previous call, END for the first."""
         return [p if p >= 0 else END for p in self.call_prev]
+
+    @functools.cached_property
+    def walk_arrays(self) -> tuple[I64, I64, int]:
+        """What every C walk (`_native.walk`) reads unchanged: per call the node its start is reached from and its
+        event row; per activity its event row, its category's part (an index of `_WALK_PARTS`, -1 where a category
+        code is out of range: the Python walk answers), name code and op code; and a bound above every code."""
+        prev = self.native_arrays[1][0]
+        calls = np.stack((np.where(prev >= 0, prev, END), self.calls.row.astype(np.int64)))
+        category = self.gpu_columns.category
+        n_categories = len(_GPU_CATEGORY_PARTS)
+        known = (category >= -n_categories) & (category < n_categories)
+        part = np.where(known, category % n_categories + _WALK_PARTS.index(_GPU_CATEGORY_PARTS[0]), -1)
+        name, op = self.gpu_columns.name, self.activities.op.astype(np.int64)
+        gpu = np.stack((self.activities.row.astype(np.int64), part, name, op))
+        return calls, gpu, int(max(name.max(initial=0), op.max(initial=0))) + 1
 
 
 class Replay(msgspec.Struct, frozen=True):
@@ -580,22 +666,9 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
-        call_thread=ev.track[calls].tolist(),
-        call_start_ns=call_start.tolist(),
-        call_dur_ns=call_dur.tolist(),
-        call_is_sync=is_sync.tolist(),
-        call_row=calls.tolist(),
-        call_prev=chains.previous.tolist(),
-        call_work_ns=chains.work.tolist(),
+        calls=CallNodes(ev.track[calls], call_start, call_dur, is_sync, calls, chains.previous, chains.work),
         last_call=chains.last,
-        gpu_start_ns=g.ts_ns.tolist(),
-        gpu_dur_ns=g.dur_ns.tolist(),
-        gpu_lane=lanes.tolist(),
-        gpu_launch_call=launch_call.tolist(),
-        gpu_category=g.category.tolist(),
-        gpu_name=g.name.tolist(),
-        gpu_op=g.op_name.tolist(),
-        gpu_row=g.row.tolist(),
+        activities=ActivityNodes(g.ts_ns, g.dur_ns, lanes, launch_call, g.category, g.name, g.op_name, g.row),
         launch_latency_ns=latency,
         awaited=awaited,
         native_arrays=(
@@ -876,12 +949,17 @@ def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I
 
 def replay(graph: StepGraph, new_dur: tuple[float, dict[int, int]] | None = None, walk: bool = True) -> Replay:
     """Re-time the step. `new_dur` is `_resolve`'s output: (CPU factor, {gpu index: new duration ns}). The loop
-    runs in the C extension (`_native.replay`, same integers; its Python twin under TRACELENS_NO_NATIVE=1)
-    (`_replay_python`). `walk=False`: only the times (`path`, `path_kernels`, `path_ops`, `path_rows` empty)."""
+    and the path's walk run in the C extension (`_native.replay`, `_native.walk`: same integers, same order; their
+    Python twins `_replay_python` and `_walk` under TRACELENS_NO_NATIVE=1). `walk=False`: only the times (`path`,
+    `path_kernels`, `path_ops`, `path_rows` empty)."""
     cpu_factor, gpu_dur = new_dur if new_dur is not None else (1.0, {})
     timed = None
     if native.ENABLED:
         work_ns, duration_ns = _scaled_cpu_columns(graph, cpu_factor)
+        columns = _native_columns(graph, work_ns, duration_ns, gpu_dur) if walk else None
+        if columns is not None:  # the walk too in C (`_walk_columns`)
+            walker = functools.partial(_walk_columns, graph, columns)
+            return _timed_replay(graph, cpu_factor, columns[1], columns[6], walker)
         timed = _replay_native(graph, work_ns, duration_ns, gpu_dur, walk)
     if timed is None:
         work, duration = _scaled_cpu(graph, cpu_factor)
@@ -961,7 +1039,25 @@ def _replay_native(
     Python loop computes (absurd what-if durations) or the graph is malformed (an `awaited` list of another
     length): the Python loop answers those. `gpu_length`: every activity's length (int64), given instead of
     the changed ones in `gpu_dur`."""
-    if len(graph.awaited) != len(graph.call_start_ns):
+    columns = _native_columns(graph, work, duration, gpu_dur, gpu_length)
+    if columns is None:
+        return None
+    if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
+        return columns[1], ([], []), columns[6], [], []
+    return _timed_lists(graph, columns)
+
+
+def _native_columns(
+    graph: StepGraph,
+    work: list[int] | I64,
+    duration: list[int] | I64,
+    gpu_dur: dict[int, int],
+    gpu_length: I64 | None = None,
+) -> list[I64] | None:
+    """The C replay's 10 columns (`_native.replay`: the calls' starts, ends and own edges (part, predecessor, ns),
+    the activities' starts, ends and edges), with the CPU work before each call `work` (its last column); None
+    where `_replay_native` says."""
+    if len(graph.awaited) != len(graph.calls.start_ns):
         return None
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
@@ -979,14 +1075,49 @@ def _replay_native(
     calls = np.stack((prev, *changing, call_start, call_dur, awaited))
     gpu = np.concatenate((fixed_gpu[:2], length[None], fixed_gpu[2:]))
     raw = _native.replay(order, calls, gpu, graph.start_ns, END)
-    if not walk:  # times only: the ends (what `_finish` reads without a walk), no constraint tuples
-        return np.frombuffer(raw[1], dtype=np.int64), ([], []), np.frombuffer(raw[6], dtype=np.int64), [], []
-    out = [np.frombuffer(b, dtype=np.int64).tolist() for b in raw]
-    _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns = out
-    c_from = _Edges((CPU,), None, graph.call_from, work if isinstance(work, list) else work.tolist())
+    return [*(np.frombuffer(b, dtype=np.int64) for b in raw), changing[0]]
+
+
+def _timed_lists(graph: StepGraph, columns: list[I64]) -> _Timed:
+    """The C replay's columns (`_native_columns`) as `_replay_python` gives them: lists, and the edges as `_Edges`."""
+    _, c_end, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns, work = (c.tolist() for c in columns)
+    c_from = _Edges((CPU,), None, graph.call_from, work)
     c_own = _Edges(_CALL_PARTS, own_part, own_pred, own_ns)
     g_from = _Edges(_GPU_PARTS, g_part, g_pred, g_ns)
     return c_end, (c_from, c_own), g_end, g_from, g_start
+
+
+def _walk_columns(
+    graph: StepGraph,
+    columns: list[I64],
+    node: int,
+    path: dict[str, float],
+    kernels: dict[int, int],
+    ops: dict[int, int],
+    rows: list[int],
+) -> None:
+    """`_walk` over the C replay's columns (`_native_columns`), by the C extension (`_native.walk`: the same
+    parts, in the same order, and integers); where it cannot (an index out of range, a sum beyond int64), by
+    `_walk` over the same edges as lists."""
+    _, _, own_part, own_pred, own_ns, g_start, g_end, g_part, g_pred, g_ns, work = columns
+    fixed_calls, fixed_gpu, n_codes = graph.walk_arrays
+    calls = np.stack((fixed_calls[0], work, own_part, own_pred, own_ns, fixed_calls[1]))
+    gpu = np.concatenate((np.stack((g_start, g_end, _GPU_PART_INDEX[g_part], g_pred, g_ns)), fixed_gpu))
+    latency, parts = graph.launch_latency_ns, len(_WALK_PARTS)
+    walked = _native.walk(node, calls, gpu, END, latency, _WALK_LAUNCH, _WALK_OTHER, parts, n_codes)
+    if walked is None:
+        _, c_from, g_end_list, g_from, g_start_list = _timed_lists(graph, columns)
+        _walk(graph, node, c_from, g_from, g_start_list, g_end_list, path, kernels, ops, rows)
+        return
+    visited, part_keys, part_ns, name_keys, name_ns, op_keys, op_ns = (
+        np.frombuffer(b, dtype=np.int64).tolist() for b in walked
+    )
+    for key, ns in zip(part_keys, part_ns, strict=True):
+        part = _WALK_PARTS[key]
+        path[part] = path.get(part, 0) + ns
+    kernels.update(zip(name_keys, name_ns, strict=True))
+    ops.update(zip(op_keys, op_ns, strict=True))
+    rows.extend(visited)
 
 
 def _call_starts(graph: StepGraph, work: list[int]) -> list[tuple[str, int, int]]:
@@ -1126,8 +1257,24 @@ def _finish(
     g_start: list[int],
     walk: bool = True,
 ) -> Replay:
-    last = graph.last_call
-    tail_obs = graph.cpu_end_ns - (graph.call_start_ns[last] + graph.call_dur_ns[last] if last >= 0 else graph.start_ns)
+    """The replay's result from its times and edges (the path walked by `_walk` unless `walk` is False)."""
+
+    def walk_lists(
+        node: int, path: dict[str, float], kernels: dict[int, int], ops: dict[int, int], rows: list[int]
+    ) -> None:
+        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
+
+    return _timed_replay(graph, cpu_factor, c_end, g_end, walk_lists if walk else None)
+
+
+_Walker = Callable[[int, dict[str, float], dict[int, int], dict[int, int], list[int]], None]
+
+
+def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _Ends, walker: _Walker | None) -> Replay:
+    """The replay's result from the calls' and activities' ends; `walker(node, path, kernels, ops, rows)` follows
+    the path back from the node that ends the step (none: times only)."""
+    last, calls = graph.last_call, graph.calls
+    tail_obs = graph.cpu_end_ns - (int(calls.start_ns[last]) + int(calls.dur_ns[last]) if last >= 0 else graph.start_ns)
     cpu_end = (int(c_end[last]) if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
     gpu_end, ends_last = _latest_end(g_end, graph.start_ns)
     path: dict[str, float] = {}
@@ -1139,8 +1286,8 @@ def _finish(
         path[CPU] = path.get(CPU, 0) + (cpu_end - (int(c_end[last]) if last >= 0 else graph.start_ns))
         node = last if last >= 0 else END
     rows: list[int] = []
-    if walk:
-        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
+    if walker is not None:
+        walker(node, path, kernels, ops, rows)
     return Replay(
         step_ns=max(cpu_end, gpu_end) - graph.start_ns,
         cpu_end_ns=cpu_end,
@@ -1221,6 +1368,11 @@ def _walk(
 
 
 _GPU_CATEGORY_PARTS = tuple(f"gpu:{category}" for category in CATEGORIES)  # a GPU activity's part of the path
+# every part of the path, indexed for the C walk (`_native.walk`): the calls' parts (`_CALL_PARTS`: the C replay's
+# codes), the activities' edges' parts (`_GPU_PARTS`, at the C replay's code + 2 by `_GPU_PART_INDEX`) and categories
+_WALK_PARTS = (*_CALL_PARTS, *_GPU_PARTS, *_GPU_CATEGORY_PARTS)
+_GPU_PART_INDEX = np.arange(len(_CALL_PARTS), len(_CALL_PARTS) + len(_GPU_PARTS), dtype=np.int64)  # code -1: ""
+_WALK_LAUNCH, _WALK_OTHER = _WALK_PARTS.index(LAUNCH_LATENCY), _WALK_PARTS.index(OTHER_WAIT)
 
 
 def _edge_columns(edges: _EdgeList) -> tuple[tuple[str, ...], list[int] | None, list[int], list[int]]:

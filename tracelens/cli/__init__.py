@@ -103,10 +103,12 @@ def _add_debug_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
+def main(argv: Sequence[str] | None = None, cache: Cache | None = None, kept: list[object] | None = None) -> int:
     """Run the CLI; returns the exit status: 0 ok, 1 a failed check, 2 unusable input, usage or output,
     3 an internal error (a bug: one line, and the traceback only with --debug), 130 interrupted. `cache`: the
-    cache commands use (default: `Cache.from_environment()`), as `args.cache`; `--no-cache` turns it off."""
+    cache commands use (default: `Cache.from_environment()`), as `args.cache`; `--no-cache` turns it off.
+    `kept` (as `args.kept`): where a command leaves the trace and results it made when the caller ends the process
+    without freeing them (`run`); None: they are freed as the command returns."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["record"]:  # its own parser: `-m MODULE ARGS` hands ARGS to the program
         from tracelens.record.launcher import main as record
@@ -114,7 +116,7 @@ def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
         return record(arguments[1:])
     parser = build_parser()
     try:
-        return _run(parser, arguments, cache)
+        return _run(parser, arguments, cache, kept)
     except TracelensError as exc:
         report_error(str(exc))
         return exc.exit_code
@@ -137,7 +139,7 @@ def main(argv: Sequence[str] | None = None, cache: Cache | None = None) -> int:
         return INTERNAL_ERROR_EXIT
 
 
-def _run(parser: argparse.ArgumentParser, arguments: list[str], cache: Cache | None) -> int:
+def _run(parser: argparse.ArgumentParser, arguments: list[str], cache: Cache | None, kept: list[object] | None) -> int:
     if not arguments:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             sys.stderr.write(parser.format_usage())
@@ -153,6 +155,7 @@ def _run(parser: argparse.ArgumentParser, arguments: list[str], cache: Cache | N
         check_writable(args.output, args.force, inputs)  # before any work: the output can be written
     if os.environ.get(PEAKS_ENV, "").strip():
         peak_override(None, None)  # a bad TRACELENS_PEAKS is one error line in every command
+    args.kept = kept
     args.cache = cache if cache is not None else Cache.from_environment()
     if not getattr(args, "use_cache", True):
         args.cache = args.cache.disabled()
@@ -179,7 +182,8 @@ def run() -> None:
     (tests, notebooks) use `main`, which returns normally.
     """
     signal.signal(signal.SIGTERM, _terminated)  # run `finally` blocks: decoding children and scratch folders
-    status = main()
+    kept: list[object] = []  # what the command made: never freed (the process ends first)
+    status = main(kept=kept)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed pipe (| head) or stream (None)
             stream.flush()

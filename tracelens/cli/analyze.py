@@ -6,6 +6,7 @@ Given a directory or a tar archive of rank traces, the ranks are analyzed in par
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import math
 from pathlib import Path
@@ -163,6 +164,7 @@ def _run_one(args: argparse.Namespace) -> int:
     options["capture"] = args.capture is not None  # a capture file is never taken for an execution trace
     slot = args.cache.lookup_result("analyses", inputs, options)
     load: TraceLoad | None = None
+    trace: Trace | None = None
     result = _cached(slot)
     if result is None:
         with (
@@ -185,6 +187,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
         args.cache.store_result(slot, result, CachedAnalysis)
         load.store()
+    if args.kept is not None:  # the process ends without freeing them
+        args.kept.append((load, trace, result))
     return 0
 
 
@@ -243,11 +247,20 @@ def _attach_et(trace: Trace, execution_trace: ExecutionTrace) -> tuple[str, ...]
 
 
 def _import_for(output_format: str) -> None:
-    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace)."""
-    import tracelens.analyses.record  # noqa: F401
+    """Import the analyses and the renderer of `output_format` (done while worker processes decode the trace) with
+    the garbage collector off, then out of its reach (`gc.freeze`), as the command's own imports
+    (`tracelens.__main__`)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import tracelens.analyses.record  # noqa: F401
 
-    ref = output_format_of(output_format).renderers()["analyze"][0]
-    importlib.import_module(ref.partition(":")[0])
+        ref = output_format_of(output_format).renderers()["analyze"][0]
+        importlib.import_module(ref.partition(":")[0])
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _is_archive(path: Path) -> bool:

@@ -3,11 +3,12 @@ tmpfs where there is one), not pipes.
 
 Why not `multiprocessing.Pool`: its workers hand each result through a pipe (64 kB on Linux, a fraction of a
 result) that a thread of this process must drain, and while this process works (it imports the analyses during a
-load) that thread gets the interpreter only rarely, so the workers stall; a pool is also slow to start. Here the
-jobs are dealt out once, round robin (job `i` to process `i % processes`; the callers' jobs are of equal size),
-each child writes each result to its own file and never waits for the parent, which picks the results up whenever
-it looks. `start_forked` forks and returns at once (the caller works while the children do); `Forked.finish`
-gathers the results.
+load) that thread gets the interpreter only rarely, so the workers stall; a pool is also slow to start. Here each
+process claims the next job nobody has claimed (`claims`: whoever creates its claim file first), so a process
+that starts late (this one, which imports the analyses first) or is slowed down does fewer jobs; each child writes
+each result to its own file and never waits for the parent, which picks the results up whenever it looks.
+`start_forked` forks and returns at once (the caller works while the children do); `Forked.finish` gathers the
+results.
 
 A result file is a pickle (protocol 5) whose buffers (numpy arrays) lie out of band after it (`write_result`);
 the parent maps each large one (`read_result`), so that the arrays it unpickles are views of the file's pages: no
@@ -17,6 +18,7 @@ copy, no fresh memory; the file is removed at once (an array's pages live as lon
 from __future__ import annotations
 
 import contextlib
+import gc
 import mmap
 import os
 import pickle
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from tracelens.settings import env_count
@@ -82,8 +84,8 @@ def _in_pool_worker() -> bool:
 
 class Forked(Generic[Job, Result]):
     """Jobs being computed by forked children (`start_forked`): `finish` gathers every result, `close` ends what
-    is left. Job `i` belongs to process `i % processes` (children first, then this process with `work_here`):
-    the jobs are dealt out once, so no job can run twice."""
+    is left. A job belongs to the process that claims it (`claims`; this process claims too, in `finish`, with
+    `work_here`): a claim is made once, so no job can run twice."""
 
     def __init__(
         self, jobs: Sequence[Job], workers: int, work: Callable[[Job], Result], stall_s: float, work_here: bool
@@ -100,7 +102,7 @@ class Forked(Generic[Job, Result]):
                 pid = os.fork()
                 if pid == 0:  # pragma: no cover - runs in the child, which never returns
                     os.close(self.arrivals)
-                    _child(number, jobs, self.share(number), work, self.folder, signal_fd)
+                    _child(number, jobs, work, self.folder, signal_fd)
                 self.children[pid] = number
         except BaseException:
             os.close(signal_fd)
@@ -108,22 +110,19 @@ class Forked(Generic[Job, Result]):
             raise
         os.close(signal_fd)
 
-    def share(self, number: int) -> range:
-        """The indices of the jobs of process `number` (this process is number `processes - 1` with `work_here`)."""
-        return range(number, len(self.jobs), self.processes) if self.processes else range(0)
-
     def finish(self, on_result: Callable[[int], None] | None = None) -> list[Result]:
-        """`[work(job) for job in jobs]`: this process's share computed here (with `work_here`), then the
-        children's results as they arrive; `on_result(index)` as each comes (in any order). A child's exception
-        is raised here; ChildStalled after `stall_s` seconds without a result or a child ending; ChildDied when
-        children ended short of a result. Every child is reaped and the scratch folder removed before this
-        returns or raises."""
+        """`[work(job) for job in jobs]`: the jobs this process claims computed here (with `work_here`, the garbage
+        collector off, as in the children), then the children's results as they arrive; `on_result(index)` as each
+        comes (in any order). A child's exception is raised here; ChildStalled after `stall_s` seconds without a
+        result or a child ending; ChildDied when children ended short of a result. Every child is reaped and the
+        scratch folder removed before this returns or raises."""
         try:
             if self.processes > len(self.children):
-                for index in self.share(self.processes - 1):
-                    self.results[index] = self.work(self.jobs[index])
-                    if on_result is not None:
-                        on_result(index)
+                with collector_off():
+                    for index in claims(self.folder, len(self.jobs)):
+                        self.results[index] = self.work(self.jobs[index])
+                        if on_result is not None:
+                            on_result(index)
             _wait(self.children, self.folder, self.results, on_result, self.stall_s, len(self.jobs), self.arrivals)
             _collect(self.folder, self.results, on_result)
             missing = [index for index in range(len(self.jobs)) if index not in self.results]
@@ -156,8 +155,8 @@ def start_forked(
     stall_s: float = STALL_S,
     work_here: bool = False,
 ) -> Forked[Job, Result]:
-    """Fork `workers` children (at most one per job) that start computing their share of `[work(job) for job in
-    jobs]` at once; with `work_here` this process has a share too, computed when `finish` is called. Children
+    """Fork `workers` children (at most one per job) that start claiming and computing the jobs of `[work(job) for
+    job in jobs]` at once; with `work_here` this process claims the jobs left when `finish` is called. Children
     start with default SIGTERM/SIGINT handlers and die with this process."""
     return Forked(jobs, workers, work, stall_s, work_here)
 
@@ -224,17 +223,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _child(
-    number: int, jobs: Sequence[Any], share: range, work: Callable[[Any], Any], folder: str, signal_fd: int
-) -> None:
-    """The child's whole life: its share of the jobs, a file per result (renamed into place when complete, then a
+def _child(number: int, jobs: Sequence[Any], work: Callable[[Any], Any], folder: str, signal_fd: int) -> None:
+    """The child's whole life: the jobs it claims, a file per result (renamed into place when complete, then a
     byte to `signal_fd` to wake the parent), then `_exit` (no interpreter teardown, no flushing of the parent's
-    buffers)."""
+    buffers). It runs with the garbage collector off: a job's objects are freed by reference counting (jobs make
+    no reference cycles they need freed before the child ends)."""
     status = 0
+    gc.disable()
     try:
         reset_signals()
         _die_with_parent()
-        for index in share:
+        for index in claims(folder, len(jobs)):
             result = work(jobs[index])
             partial = os.path.join(folder, f".{index}")
             write_result(partial, result)
@@ -250,6 +249,31 @@ def _child(
             handle.write(payload)
     finally:
         os._exit(status)
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The garbage collector off for the block (as it was after): the jobs' objects are freed by reference counting,
+    and collections would only walk them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def claims(folder: str, n_jobs: int) -> Iterator[int]:
+    """The jobs of `n_jobs` this process claims, in order, each as it asks for the next: a job belongs to the
+    process that creates its claim file in `folder` first. The files live as long as the folder, which is removed
+    only once every child is reaped, so a job is claimed once."""
+    for index in range(n_jobs):
+        try:
+            os.close(os.open(os.path.join(folder, f"claim-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            continue
+        yield index
 
 
 def reset_signals() -> None:

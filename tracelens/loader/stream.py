@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from tracelens.loader.columns import ChunkColumns, columnize
 from tracelens.loader.compact import drop_empty_items, empty_objects_note
@@ -198,7 +199,7 @@ class _TextBuffer(threading.local):
     """This thread's buffer for a range's text (`_text_buffer`): threads that load traces at once (a threaded
     scheduler's, which decode in-process) each have their own."""
 
-    buffer: bytearray | None = None
+    buffer: np.ndarray | None = None
 
 
 _TEXT_BUFFER = _TextBuffer()
@@ -206,12 +207,13 @@ _TEXT_BUFFER = _TextBuffer()
 
 def _text_buffer(size: int) -> memoryview:
     """A buffer of `size` bytes for the text of one range: the one the previous range of this thread used when it
-    is large enough (its pages are mapped already: a fresh buffer per range costs a page fault per page).
+    is large enough (its pages are mapped already: a fresh buffer per range costs a page fault per page), else
+    a numpy array (uninitialised, and large enough for numpy to ask for huge pages: fewer page faults).
     Nothing holds a range's text once it is decoded (raw fields are copied out by `columnize`), so it can be
     overwritten; a buffer is never resized (an object still viewing it would make that fail)."""
     if _TEXT_BUFFER.buffer is None or len(_TEXT_BUFFER.buffer) < size:
-        _TEXT_BUFFER.buffer = bytearray(size + size // 8)  # room for the next ranges, which differ a little
-    return memoryview(_TEXT_BUFFER.buffer)[:size]
+        _TEXT_BUFFER.buffer = np.empty(size + size // 8, dtype=np.uint8)  # room for the next ranges
+    return _TEXT_BUFFER.buffer.data[:size]
 
 
 def _begin_ranges(
