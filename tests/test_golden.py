@@ -1,8 +1,9 @@
-"""Golden analyze results for every corpus and recorded trace (tests/golden/, made by scripts/regen_golden.py).
+"""Golden analyze results for every corpus and recorded trace (tests/golden/, gzip-compressed JSON made by
+scripts/regen_golden.py).
 
 Every section of the analyze JSON is frozen, and only the keys present in the golden file are compared, so
 new fields and new sections do not break these tests; changed figures do. When a change of figures is
-intended: `PYTHONPATH=. python scripts/regen_golden.py`, then review `git diff tests/golden`.
+intended: `PYTHONPATH=. python scripts/regen_golden.py`, then review what it prints (every changed value).
 """
 
 from __future__ import annotations
@@ -62,6 +63,33 @@ def test_subset_comparison_ignores_new_keys_only() -> None:
     assert _subset_difference({"a": 1}, {"a": 1.0}) == ".a: golden 1, now 1.0"
 
 
+def test_golden_bytes_are_fixed_by_the_text() -> None:
+    """Same text, same bytes: no time or file name in the gzip header; the text comes back unchanged."""
+    text = regen.dumps({"a": [1, 2.5, None], "µs": "→"})
+    data = regen.encode(text)
+    assert data == regen.encode(text)
+    assert data[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # no FNAME, mtime 0, level 9, OS unknown
+    assert regen.decode(data) == text
+
+
+def test_regen_summary_lists_the_changed_values() -> None:
+    old = regen.dumps({"a": 1, "b": [{"x": 1.5}, {"x": 2}], "c": "s", "gone": True})
+    new = regen.dumps({"a": 1.0, "b": [{"x": 1.5}, {"x": 3}, {"x": 4}], "c": "s", "d": None})
+    assert regen.summary(old, new) == [
+        ".a: 1 → 1.0",
+        ".b: list of 2 → 3",
+        ".b[1].x: 2 → 3",
+        ".gone: removed (was true)",
+        ".d: added null",
+    ]
+    assert regen.summary(old, new, shown=2) == [
+        ".a: 1 → 1.0",
+        ".b: list of 2 → 3",
+        "… 5 differences in all (b 2, a 1, gone 1, d 1)",
+    ]
+    assert regen.summary(old, old.replace("\n", "\n ")) == ["same values, other text (formatting or key order)"]
+
+
 ABSENT_OPTIONAL = [
     pytest.param(f"anchor_traces/{name}", marks=pytest.mark.skip(reason=anchors.missing_reason(name)))
     for name in anchors.OPTIONAL
@@ -71,16 +99,20 @@ ABSENT_OPTIONAL = [
 
 @pytest.mark.parametrize("name", [*CORPUS, *ABSENT_OPTIONAL])
 def test_analyze_matches_golden(name: str) -> None:
-    golden_file = regen.golden_path(name)
-    assert golden_file.exists(), f"no golden result for {name}: run PYTHONPATH=. python scripts/regen_golden.py"
-    golden = json.loads(golden_file.read_text())
+    text = regen.read_golden(name)
+    assert text is not None, f"no golden result for {name}: run PYTHONPATH=. python scripts/regen_golden.py"
+    golden = json.loads(text)
     actual = json.loads(regen.dumps(regen.golden_document(CORPUS[name])))
     difference = _subset_difference(golden, actual)
     assert difference is None, f"{name}{difference} (if intended: scripts/regen_golden.py, review the diff)"
 
 
 def test_every_golden_file_has_its_trace() -> None:
-    stored = {p.relative_to(regen.GOLDEN).as_posix()[: -len(".json")] for p in regen.GOLDEN.rglob("*.json")}
+    stored = {
+        p.relative_to(regen.GOLDEN).as_posix().removesuffix(regen.SUFFIX) for p in regen.GOLDEN.rglob("*.json.gz")
+    }
+    # an uncompressed golden (from a branch of before) is converted by scripts/regen_golden.py, text unchanged
+    assert not list(regen.GOLDEN.rglob(f"*{regen.LEGACY_SUFFIX}"))
     optional = {f"anchor_traces/{name}" for name in anchors.OPTIONAL}
     assert set(CORPUS) <= stored
     assert stored - set(CORPUS) <= optional  # only a trace that may be absent (not redistributable) lacks its file
@@ -127,10 +159,10 @@ def test_regenerating_gives_the_same_bytes() -> None:
 
 
 def _golden(name: str) -> dict[str, Any]:
-    path = regen.golden_path(name)
-    if not path.exists():
+    text = regen.read_golden(name)
+    if text is None:
         pytest.skip(f"{name} not in the golden set")
-    document: dict[str, Any] = json.loads(path.read_text())
+    document: dict[str, Any] = json.loads(text)
     return document
 
 
