@@ -47,7 +47,7 @@ def corpus() -> dict[str, Path]:
         found[f"anchor_traces/{relative}"] = path
     if TRACES.exists():
         for path in TRACES.rglob("*.json*"):
-            if _is_trace(path):
+            if _is_trace(path) and not anchors.REPLICA.search(path.as_posix()):  # one golden per alternated program
                 found[f"traces/{path.relative_to(TRACES).as_posix()}"] = path
     return dict(sorted(found.items()))
 
