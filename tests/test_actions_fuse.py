@@ -1,7 +1,7 @@
 """The `fuse` action's model of the fused kernel's launch (docs/actions.md#the-fused-kernels-launch), checked on
 every eager → Liger twin the project has: the constant is the median, over the Liger traces, of the CPU work
 before the fused kernel's launch in units of the trace's median kernel-launch call (standard library, raw
-events), and the predictions are held out against each Liger twin's mean step span (raw events)."""
+events), and the predictions are compared with each Liger twin's mean step span (raw events)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def liger_traces() -> list[Path]:
 
 
 @cache
-def launch_work_calls(path: Path) -> float:
+def launch_work_calls(path: Path, fused: str = FUSED) -> float:
     """Median over the fused kernel's launches of the CPU work before each (its launch call's start − the end of
     the previous call on its thread in its step, or the step's start), ÷ the median kernel-launch call."""
     with gzip.open(path, "rt") as handle:
@@ -59,7 +59,7 @@ def launch_work_calls(path: Path) -> float:
     work = []
     for kernel in events:
         call = by_correlation.get((kernel.get("args") or {}).get("correlation"))
-        if kernel.get("cat") != "kernel" or FUSED not in kernel["name"] or call is None:
+        if kernel.get("cat") != "kernel" or fused not in kernel["name"] or call is None:
             continue
         start = float(call["ts"])
         step = step_of(start)
@@ -83,31 +83,35 @@ def test_the_fused_launch_constant_is_the_liger_traces_median() -> None:
     assert f"{min(ratios):.1f}-{max(ratios):.1f} launch calls over the {len(ratios)} Liger traces" in doc
 
 
+def test_other_liger_ops_cost_what_the_docs_say() -> None:
+    """The scope note of docs/actions.md: the same measure on the block's Liger SwiGLU and RMSNorm kernels (the H200
+    block, its two long recordings and the H100 alternated rounds)."""
+    blocks = [H200 / "block/liger_block.json.gz", *sorted(H200.glob("block_long/r*/liger_block.json.gz"))]
+    blocks += sorted(H100.glob("r*/block/liger_block_r*.json.gz"))
+    doc = " ".join(DOC.read_text().split())
+    found = []
+    for kernel in ("_swiglu_forward_kernel", "_rms_norm_forward_kernel"):
+        ratios = [launch_work_calls(path, kernel) for path in blocks]
+        found.append(f"{min(ratios):.1f}-{max(ratios):.1f}")
+    assert f"{found[0]} launch calls for SwiGLU and {found[1]} for RMSNorm on the {len(blocks)} block traces" in doc
+
+
 def twins() -> list[tuple[Path, Path]]:
-    """(eager, Liger) forward twins recorded in one run: the H200 main, i8192 and sweep ones, the long sweeps, and
-    each round of the H100 alternated sweep whose two references held still (within ±15 %)."""
+    """(eager, Liger) MLP forward twins recorded in one run: the H200 main, i8192 and sweep ones, the long sweeps,
+    and each round of the H100 alternated sweep (the block's Liger variant fuses several chains: not one action)."""
     pairs = [(H200 / "eager_mlp.json.gz", H200 / "liger_mlp.json.gz")]
     pairs.append((H200 / "extra/i8192_eager_mlp.json.gz", H200 / "extra/i8192_liger_mlp.json.gz"))
-    for folder in (H200 / "extra", H200 / "sweep_long/r1", H200 / "sweep_long/r2"):
-        pairs += [
-            (p, p.with_name(p.name.replace("eager", "liger")))
-            for p in sorted(folder.glob("sweep_eager_mlp_t*.json.gz"))
-        ]
-    for timings in sorted(H100.glob("r*/sweep/timings.json")):
-        entries = json.loads(timings.read_text())["traces"]
-        still = {n for n, t in entries.items() if abs(t["before"]["median"] / t["after"]["median"] - 1) <= 0.15}
-        pairs += [
-            (timings.parent / f"{n}.json.gz", timings.parent / f"{n.replace('eager', 'liger')}.json.gz")
-            for n in sorted(still)
-            if n.startswith("sweep_eager") and n.replace("eager", "liger") in still
-        ]
+    for folder in (H200 / "extra", H200 / "sweep_long/r1", H200 / "sweep_long/r2", *sorted(H100.glob("r*/sweep"))):
+        for eager in sorted(folder.glob("sweep_eager_mlp_t*.json.gz")):
+            pairs.append((eager, eager.with_name(eager.name.replace("eager", "liger"))))
     return [(b, a) for b, a in pairs if a.exists()]
 
 
 @pytest.mark.slow
 def test_the_fuse_prediction_on_the_liger_twins() -> None:
     """Each twin: the fuse action's prediction on the eager trace against the Liger trace's mean span (raw events);
-    the docs give, per class of changed step, how many lie within ±20 % and inside the stated range."""
+    the docs give, per class of changed step, how many lie within ±20 % and inside the stated range (the constant
+    is measured on these Liger traces: in sample for it; the spans are not fitted)."""
     counts: dict[str, list[int]] = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}  # cells, within ±20 %, inside the range
     for before, after in twins():
         results = analyze(tracelens.load(before))

@@ -101,6 +101,7 @@ def test_json_output(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
         "action": None,
         "before": None,
         "taken_action": None,
+        "took": "",
         "reason": "",
     }
     assert verdicts["compiled is faster"]["evidence"][:2] == [

@@ -15,7 +15,7 @@ from tracelens.hypotheses import TraceDocument, document_from, parse_hypotheses
 from tracelens.hypotheses.evaluate import CheckResult, Verdict, evaluate
 from tracelens.hypotheses.parse import HypothesisError
 from tracelens.renderers.check import CheckTextRenderer, check_dict
-from tracelens.variants import ACTIONS, ProgramShape, error_pct, taken_action
+from tracelens.variants import ACTIONS, ProgramShape, error_pct, possible_actions, taken_action
 
 EAGER = {"compiled_regions": 0, "graph_replays": 0}
 
@@ -96,16 +96,39 @@ def test_a_wrong_prediction_of_an_action_not_taken_does_not_count() -> None:
 
 
 @pytest.mark.parametrize(
-    ("regions", "replays", "why"),
-    [(0, 0, "no new compiled regions or CUDA-graph replays"), (1, 1, "new compiled regions and CUDA-graph replays")],
+    ("before", "after", "possible"),
+    [
+        ((0, 0, 7.0), (0, 0, 6.0), ("fuse", "gemm_epilogue")),  # fewer launches, nothing compiled or graphed: Liger
+        ((0, 0, 7.0), (0, 0, 7.0), ()),  # as many launches: no action (the trace itself)
+        ((0, 0, None), (0, 0, 7.0), ("fuse", "gemm_epilogue")),  # launches not known: either may have been taken
+        ((0, 0, 7.0), (1, 1, 1.0), ()),  # both new: reduce-overhead, no single action
+        ((0, 0, 7.0), (1, 0, 3.0), ("compile",)),
+        ((0, 0, 7.0), (0, 1, 1.0), ("cuda_graphs",)),
+    ],
 )
-def test_where_the_action_taken_is_unknown_every_prediction_is_checked(regions: int, replays: int, why: str) -> None:
-    after = document("liger_mlp", regions=regions, replays=replays, step_us=100.0)
+def test_the_possible_actions(
+    before: tuple[int, int, float | None], after: tuple[int, int, float | None], possible: tuple[str, ...]
+) -> None:
+    assert possible_actions(ProgramShape(*before), ProgramShape(*after)) == possible
+
+
+def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:
+    """A document without launches per step, nothing new: compile and cuda_graphs N/A, fuse checked."""
+    after = document("liger_mlp", regions=0, replays=0, step_us=100.0)
     found = verdicts(*PREDICTIONS, on=[after])
-    assert [v.status for v in found] == ["HELD", "HELD", "WRONG"]
-    assert all(v.applies and v.taken_action is None for v in found)
-    assert found[0].taken == f"liger_mlp: the action taken is unknown ({why}; before: neither)"
-    assert [round(v.error_pct or 0, 3) for v in found] == [10.0, -5.0, 30.0]
+    assert [v.status for v in found] == ["N/A", "N/A", "WRONG"]
+    assert found[2].taken == (
+        "liger_mlp took fuse or gemm_epilogue (no new compiled regions or CUDA-graph replays; launches per step not "
+        "known)"
+    )
+    assert found[2].error_pct == pytest.approx(30.0)
+
+
+def test_where_both_are_new_no_prediction_applies() -> None:
+    after = document("reduce_overhead", regions=1, replays=1, step_us=100.0)
+    found = verdicts(*PREDICTIONS, on=[after])
+    assert [v.status for v in found] == ["N/A"] * 3
+    assert found[0].taken.startswith("reduce_overhead took compile and cuda_graphs together (")
 
 
 def test_a_document_without_a_compiled_section_checks_every_prediction() -> None:
@@ -171,6 +194,7 @@ def test_the_error_is_none_where_it_is_no_number() -> None:
         ({"action": "compiled"}, "unknown action 'compiled'; did you mean 'compile'?"),
         ({"action": 1}, "unknown action 1"),
         ({"before": "eager"}, "before must be a table, e.g. before = { compiled_regions = 0, graph_replays = 0 }"),
+        ({"before": {**EAGER, "launches_per_step": -1}}, "before: launches_per_step must be a number ≥ 0, not -1"),
         ({"before": {"compiled_regions": 0}}, "before: graph_replays must be a whole number ≥ 0, not nothing"),
         ({"before": {**EAGER, "graph_replays": -1}}, "before: graph_replays must be a whole number ≥ 0, not -1"),
         ({"before": {**EAGER, "compiled_regions": True}}, "before: compiled_regions must be a whole number ≥ 0"),
@@ -218,7 +242,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "action": "compile",
         "taken_action": "compile",
     }
-    assert held["before"] == EAGER
+    assert held["before"] == {**EAGER, "launches_per_step": None}
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",
         "held": None,

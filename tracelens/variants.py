@@ -1,11 +1,12 @@
 """Which action a variant of a program took, and how far a prediction for it was off: one rule for `compare` and
 `check`.
 
-Contract: pure. `ProgramShape` is what a program's trace runs that the `compile` and `cuda_graphs` actions change
-(compiled regions, CUDA-graph replays); `taken_action(before, after)` names the action `after` took relative to
-`before` (None where it cannot be told); `taken_note` says so in words; `error_pct(predicted, measured)` is
-(predicted ÷ measured − 1) × 100. `compare BEFORE AFTER` reads the shapes from the analyses' `Compiled` results,
-`check AFTER --expect FILE` from a hypothesis' `before` table and AFTER's analyze document (docs/actions.md).
+Contract: pure. `ProgramShape` is what a program's trace runs that the actions change (compiled regions, CUDA-graph
+replays, launches per step); `possible_actions(before, after)` names the actions `after` may have taken relative to
+`before`, `taken_action` the one where there is one (None otherwise); `taken_note` says so in words;
+`error_pct(predicted, measured)` is (predicted ÷ measured − 1) × 100. `compare BEFORE AFTER` reads the shapes
+from the analyses' `Compiled` results, `check AFTER --expect FILE` from a hypothesis' `before` table and AFTER's
+analyze document (docs/actions.md).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ ACTIONS = ("compile", "cuda_graphs", "fuse", "gemm_epilogue")  # the actions `an
 
 class ProgramShape(msgspec.Struct, frozen=True):
     """What a trace's analyzed steps run that tells its program's variants apart: `compiled_regions`, the rows of
-    `compiled.regions` (one per compiled region: frame and recompile) and `graph_replays`, the rows of
+    `compiled.regions` (one per compiled region: frame and recompile), `graph_replays`, the rows of
     `compiled.graph_replays` (CUDA-graph launches, grouped by launch API, op and region) in `analyze --format
-    json`. `taken_action` reads only whether each is 0."""
+    json`, and `launches_per_step` (`per_step.launches`; None where not known). The rules read whether the first
+    two are 0, and whether the launches fell."""
 
     compiled_regions: int = 0
     graph_replays: int = 0
+    launches_per_step: float | None = None
 
     def describe(self) -> str:
         """Which of the two it runs, e.g. "compiled regions, no CUDA-graph replays"."""
@@ -38,31 +41,55 @@ class ProgramShape(msgspec.Struct, frozen=True):
         return "no compiled regions or CUDA-graph replays"
 
 
-def taken_action(before: ProgramShape, after: ProgramShape) -> str | None:
-    """The action `after` took relative to `before`: "cuda_graphs" when only `after` replays CUDA graphs (and runs
-    no compiled region `before` did not), "compile" when only `after` runs compiled regions (and replays no
-    graph `before` did not), else None: not a known variant (nothing new, as a hand-fused or Liger variant, or
-    both new, as torch.compile's `mode="reduce-overhead"`)."""
+def possible_actions(before: ProgramShape, after: ProgramShape) -> tuple[str, ...]:
+    """The actions `after` may have taken relative to `before`, each of which removes launches: ("cuda_graphs",)
+    when only `after` replays CUDA graphs `before` did not, ("compile",) when only `after` runs compiled regions
+    `before` did not; () when both are new (torch.compile's `mode="reduce-overhead"`: no single action); else
+    ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
+    known): a hand-fused or Liger variant, which leaves no other mark, and () where it does not (no action)."""
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
-    if new_replays and not new_regions:
-        return "cuda_graphs"
-    if new_regions and not new_replays:
-        return "compile"
-    return None
+    if new_regions and new_replays:
+        return ()
+    if new_replays:
+        return ("cuda_graphs",)
+    if new_regions:
+        return ("compile",)
+    counts = (before.launches_per_step, after.launches_per_step)
+    if counts[0] is None or counts[1] is None or counts[1] < counts[0]:
+        return ("fuse", "gemm_epilogue")
+    return ()
+
+
+def taken_action(before: ProgramShape, after: ProgramShape) -> str | None:
+    """The one action `after` took relative to `before` (`possible_actions`), or None where that is not one."""
+    possible = possible_actions(before, after)
+    return possible[0] if len(possible) == 1 else None
+
+
+def taken_words(before: ProgramShape, after: ProgramShape) -> str:
+    """What `after` took relative to `before`, in a few words: "compile", "fuse or gemm_epilogue", "compile and
+    cuda_graphs together" or "no action" (`possible_actions`)."""
+    possible = possible_actions(before, after)
+    if possible:
+        return " or ".join(possible)
+    both = after.compiled_regions > 0 and before.compiled_regions == 0
+    return "compile and cuda_graphs together" if both else "no action"
 
 
 def taken_note(label: str, before: ProgramShape, after: ProgramShape) -> str:
-    """`taken_action` in words, about the trace `label`: "compiled_mlp took compile (compiled regions, no CUDA-graph
-    replays; before: neither)", or "liger_mlp: the action taken is unknown (no new compiled regions or CUDA-graph
-    replays; before: neither)"."""
-    shown_before = "neither" if before == ProgramShape() else before.describe()
-    action = taken_action(before, after)
-    if action is not None:
-        return f"{label} took {action} ({after.describe()}; before: {shown_before})"
-    both = after.compiled_regions > 0 and before.compiled_regions == 0  # unknown: both are new, or neither is
-    new = "new compiled regions and CUDA-graph replays" if both else "no new compiled regions or CUDA-graph replays"
-    return f"{label}: the action taken is unknown ({new}; before: {shown_before})"
+    """`possible_actions` in words, about the trace `label`: "compiled_mlp took compile (compiled regions, no
+    CUDA-graph replays; before: neither)", "liger_mlp took fuse or gemm_epilogue (no new compiled regions or
+    CUDA-graph replays; launches 7 → 6 per step)"."""
+    shown_before = "neither" if before.describe() == ProgramShape().describe() else before.describe()
+    took = taken_words(before, after)
+    if took in ACTIONS:
+        return f"{label} took {took} ({after.describe()}; before: {shown_before})"
+    if took == "compile and cuda_graphs together":
+        return f"{label} took {took} ({after.describe()}; before: {shown_before}), which no single action predicts"
+    counts = (before.launches_per_step, after.launches_per_step)
+    launches = "launches per step not known" if None in counts else f"launches {counts[0]:g} → {counts[1]:g} per step"
+    return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {launches})"
 
 
 def error_pct(predicted: float, measured: float) -> float | None:

@@ -47,8 +47,8 @@ from tracelens.analyses.critical_path import (
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.profiler_overhead import (  # the same split: a step at most GPU_LIMITED_RATIO × GPU work
-    DEFAULT_LAUNCH_US,
     GPU_LIMITED_RATIO,
+    host_features,
 )
 from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Bool, Kind
@@ -68,9 +68,9 @@ LAUNCH_GAP_US = 23.7  # compiled twins: CPU work between two launches (median of
 GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay, block_graph_replay): step start → launch
 # per kernel in the graph, the replay's extra start-up and gaps (profiled): fitted on the two pure twins' spans
 GRAPH_KERNEL_US = 1.7
-# the fused kernel of `fuse`, written by hand in Triton and launched from Python (Liger's ops): the CPU work before
-# its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over the
-# Liger twins' steps, 11-17 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
+# the fused kernel of `fuse`, written by hand in Triton and launched from Python (as Liger's ops are): the CPU work
+# before its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over
+# the Liger GeGLU traces, 10.6-18.2 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
 FUSED_LAUNCH_CALLS = 13.0
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
@@ -152,12 +152,9 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     path = ctx.result(CriticalPath)
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
-    summary = ctx.result(Summary)
-    free = _profiler_free_us(summary)
-    launch_us = summary.profiler_free.launch_us if summary.profiler_free is not None else None
+    free = _profiler_free_us(ctx.result(Summary))
     done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
-    steps = _steps_with_gpu(ctx.trace, ctx.steady)
-    return actions_of(ctx.trace, steps, fusion, path.limit, free, done, launch_us)
+    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
 
 
 def _profiler_free_us(summary: Summary) -> float | None:
@@ -174,16 +171,14 @@ def actions_of(
     limit: str = "unknown",
     profiler_free_us: float | None = None,
     done: tuple[str, ...] = (),
-    launch_us: float | None = None,
 ) -> Actions:
     """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
-    runs compiled regions / CUDA-graph replays) are left out. `launch_us`: the trace's median kernel-launch call
-    (`ProfilerFree.launch_us`; DEFAULT_LAUNCH_US where unknown), the unit of the fused kernel's launch cost."""
-    fused_launch_ns = round(FUSED_LAUNCH_CALLS * (launch_us or DEFAULT_LAUNCH_US) * NS_PER_US)
+    runs compiled regions / CUDA-graph replays) are left out."""
     indices, _ = _within_budget(trace, indices)  # the critical path's steps (their graphs are built once)
     graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
     if not graphs:
         return Actions(ActionsSummary(None, profiler_free_us, limit, 0), [], "no analyzed step launched GPU work")
+    fused_launch_us = _fused_launch_us(trace, indices)
     observed = sum(_span(g) for g in graphs) / len(graphs)
     chains = [o for o in fusion.opportunities if o.kind == "chain"]
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
@@ -218,9 +213,10 @@ def actions_of(
             (
                 "fuse",
                 list(chain.ops),
-                functools.partial(_chain_plan, chain=chain, launch_ns=fused_launch_ns),
+                functools.partial(_chain_plan, chain=chain, launch_ns=round(fused_launch_us * NS_PER_US)),
                 f"{len(chain.kernels)} kernels, {chain.kernel_us_per_step:,.1f} µs/step; fused saves "
-                f"{chain.est_saving_us:,.1f} µs of traffic; launches {{before}} → {{after}}",
+                f"{chain.est_saving_us:,.1f} µs of traffic; launches {{before}} → {{after}}; "
+                f"a Triton kernel launched from Python (as Liger's): {fused_launch_us:,.1f} µs CPU",
             )
         )
     for epilogue in epilogues[:2]:
@@ -372,6 +368,14 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
             if call >= 0 and short_name(names[graph.gpu_name[k]]) != chain.kernels[0]:
                 work[call], duration[call] = 0, 0
     return _Plan(work, duration, gpu_dur)
+
+
+def _fused_launch_us(trace: Trace, indices: list[int]) -> float:
+    """The CPU work before a fused kernel's launch under `fuse`: FUSED_LAUNCH_CALLS × the median kernel-launch call
+    of the steps at `indices` (they launched GPU work, so they have one)."""
+    host = host_features(trace, indices)
+    launch_us = host.launch_us if host is not None and host.launch_us is not None else 0.0
+    return FUSED_LAUNCH_CALLS * launch_us
 
 
 def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch_ns: int) -> _Plan:

@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from tracelens.analyses.activity import step_windows
 from tracelens.model.cuda_graphs import KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.steps import REGION_CALL
@@ -37,8 +38,6 @@ FIXED = 8.0  # per step: prof.step(), the ProfilerStep range, the trace buffers'
 PER_EVENT = 0.35  # per recorded CPU op or CUDA runtime call (record_shapes=True)
 PER_REGION = 16.0  # per Torch-Compiled Region call: Dynamo's and Inductor's ranges and their bookkeeping
 LEAD_SHARE = 0.7  # the share of the step's lead to its first GPU activity that remains without the profiler
-# the launch-call median assumed where the window has no kernel-launch call (the calibration's median, µs)
-DEFAULT_LAUNCH_US = 6.6
 COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
 # The estimate's stated range: the CUDA-event step ÷ the estimate over the calibration traces, rounded outward,
 # apart for steps the GPU limits in the trace (profiled step <= GPU_LIMITED_RATIO × GPU busy: smallest to largest)
@@ -47,7 +46,7 @@ COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
 GPU_LIMITED_RATIO = 1.5
 RANGE_GPU = (0.92, 1.13)  # profiled step <= GPU_LIMITED_RATIO × GPU busy: every calibration trace
 RANGE_CPU = (0.63, 1.28)  # the others: the central 95 % (single disturbed recordings set the extremes)
-BUSY_FLOOR = 0.95  # the range's low end is at least this × the GPU's busy time (the CUDA-event step ÷ busy >= 0.99)
+BUSY_FLOOR = 0.95  # the range's low end is at least this × the GPU's busy time (the CUDA-event step ÷ busy >= 0.966)
 
 
 class HostFeatures(msgspec.Struct, frozen=True):
@@ -121,6 +120,13 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             if trace.steps.per_step
             else "no ProfilerStep in the trace: the model is per step, so there is no estimate"
         )
+    elif host is not None and host.launch_us is None and step_us is not None:
+        reason = (
+            "no kernel-launch call in the analyzed steps: the model counts the profiler's cost in the trace's own "
+            "launch calls (it is calibrated on GPU traces), so there is no estimate"
+        )
+    elif step_us is not None and host is not None:
+        reason = "the profiler's estimated cost would take the whole step and there is no GPU work to floor it"
     else:
         reason = "no analyzed step with a step time"
     if estimate is None:
@@ -145,11 +151,14 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
         )
     if meta.record_shapes is False:
         notes.append("recorded without record_shapes: the model (calibrated with shapes) may overestimate the cost")
-    if not trace.gpu_mask().any():
-        notes.append("no GPU activity: the model was calibrated on GPU traces only")
-    if host is not None and host.launch_us is None:
-        notes.append(f"no kernel-launch call to measure the host's speed by: {DEFAULT_LAUNCH_US:g} µs assumed")
+    if host is not None and host.regions > 1:
+        notes.append(
+            f"{host.regions:g} compiled-region calls per step: the calibration traces have at most one, so the "
+            "regions' cost is extrapolated"
+        )
     assert low_us is not None and high_us is not None and step_us is not None
+    if estimate >= step_us:
+        notes.append("the profiler's estimated cost does not shorten this step (its GPU work and lead fill it)")
     return ProfilerFree(
         source="estimated",
         step_us=estimate,
@@ -178,16 +187,19 @@ def verdict_without_profiler(bound: str, gpu_busy_us: float | None, free_step_us
 
 
 def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, host: HostFeatures | None) -> float | None:
-    """The model of the module docstring, never below 0; None without a step time or the host's features."""
-    if step_us is None or host is None:
+    """The model of the module docstring, never above the profiled step (removing the profiler does not lengthen
+    the program); None without a step time, without a kernel-launch call in the window (no unit to count the
+    profiler's cost in: the model is calibrated on GPU traces only), or where the profiler's cost would take the
+    whole step (no GPU floor: nothing the model can say)."""
+    if step_us is None or host is None or host.launch_us is None:
         return None
-    return round(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host), 0.0), 3)
+    estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, host.launch_us)), step_us)
+    return round(estimate, 3) if estimate > 0 else None
 
 
-def overhead_us(host: HostFeatures) -> float:
+def overhead_us(host: HostFeatures, launch_us: float) -> float:
     """What the profiler adds to a CPU-limited step: `launch_us × (FIXED + PER_EVENT × events + PER_REGION ×
-    regions)`, with DEFAULT_LAUNCH_US where the window launched nothing."""
-    launch_us = host.launch_us if host.launch_us is not None else DEFAULT_LAUNCH_US
+    regions)`."""
     return launch_us * (FIXED + PER_EVENT * host.events + PER_REGION * host.regions)
 
 
@@ -206,7 +218,7 @@ def _inputs(host: HostFeatures | None) -> dict[str, float | None]:
 def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us: float | None) -> str:
     """The estimate's formula with this trace's inputs, in words."""
     assert host is not None and low_us is not None and high_us is not None
-    launch = f"{host.launch_us:g}" if host.launch_us is not None else f"{DEFAULT_LAUNCH_US:g} (assumed)"
+    launch = f"{host.launch_us:g}"
     regions = f" + {PER_REGION:g} × {host.regions:,.1f} compiled-region calls" if host.regions else ""
     return (
         f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
@@ -221,12 +233,13 @@ def estimate_range_us(
 ) -> tuple[float | None, float | None]:
     """(low, high): the estimate × RANGE_GPU where the GPU limits the profiled step (`gpu_limited`), else ×
     RANGE_CPU, the low end never below BUSY_FLOOR × the GPU's busy time (removing the profiler barely shortens the
-    GPU's work); (None, None) without an estimate."""
+    GPU's work) nor above the profiled step; the high end may lie above the profiled step (the reference moves:
+    docs/profiler_overhead.md#the-range); (None, None) without an estimate."""
     if step_us is None or estimate_us is None:
         return None, None
     low, high = RANGE_GPU if gpu_limited(step_us, gpu_busy_us) else RANGE_CPU
     floor = BUSY_FLOOR * min(gpu_busy_us or 0.0, estimate_us)
-    return round(max(estimate_us * low, floor), 3), round(estimate_us * high, 3)
+    return round(min(max(estimate_us * low, floor), step_us), 3), round(estimate_us * high, 3)
 
 
 def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
@@ -253,7 +266,9 @@ def host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
 
 
 def _lead_us(trace: Trace, in_window: npt.NDArray[np.bool_], window: list[int]) -> float | None:
-    """Median over the window's steps that launched GPU work of (its first GPU activity's start − its start)."""
+    """Median over the window's steps that launched GPU work of (its first GPU activity's start − the start of its
+    GPU window: its CPU start, or the end of the previous step's GPU work where that ends later, so that a step
+    queued behind earlier work leads by what its own dispatch took, `activity.StepWindows`)."""
     gpu = in_window & trace.gpu_mask()
     if not gpu.any():
         return None
@@ -261,7 +276,8 @@ def _lead_us(trace: Trace, in_window: npt.NDArray[np.bool_], window: list[int]) 
     np.minimum.at(first, trace.links.step[gpu], trace.events.ts_ns[gpu])
     steps = np.asarray(window, dtype=np.int64)
     launched = steps[first[steps] != np.iinfo(np.int64).max]
-    return round(float(np.median(first[launched] - trace.steps.start_ns[launched])) / 1e3, 3)
+    start = step_windows(trace).start_ns[launched]  # after the previous step's GPU work: no queue wait counted
+    return round(float(np.median(np.maximum(first[launched] - start, 0))) / 1e3, 3)
 
 
 def _codes(trace: Trace, names: tuple[str, ...] | list[str]) -> npt.NDArray[np.int64]:

@@ -32,15 +32,18 @@ class TraceDocument(msgspec.Struct, frozen=True):
 
 
 def program_shape(document: dict[str, Any]) -> ProgramShape | None:
-    """What the analyze document's `compiled` section says the program runs that an action changes (the lengths
-    of `compiled.regions` and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts
-    them); None where the section or either list is missing."""
+    """What the analyze document says the program runs that an action changes (the lengths of `compiled.regions`
+    and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts them, and
+    `per_step.launches`); None where the compiled section or either list is missing."""
     compiled = document.get("compiled")
     regions = compiled.get("regions") if isinstance(compiled, dict) else None
     replays = compiled.get("graph_replays") if isinstance(compiled, dict) else None
     if not isinstance(regions, list) or not isinstance(replays, list):
         return None
-    return ProgramShape(compiled_regions=len(regions), graph_replays=len(replays))
+    per_step = document.get("per_step")
+    launches = per_step.get("launches") if isinstance(per_step, dict) else None
+    launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
+    return ProgramShape(compiled_regions=len(regions), graph_replays=len(replays), launches_per_step=launches)
 
 
 class CachedDocument(msgspec.Struct, frozen=True):

@@ -21,7 +21,7 @@ from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
 from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
-from tracelens.variants import error_pct, taken_action, taken_note
+from tracelens.variants import error_pct, possible_actions, taken_action, taken_note, taken_words
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
 MAX_EVIDENCE = 8
@@ -52,6 +52,7 @@ class Verdict(msgspec.Struct, frozen=True):
     # that in words (`tracelens.variants.taken_note`); "" without `action`
     taken_action: str | None = None
     taken: str = ""
+    took: str = ""  # what the trace took in a few words (`tracelens.variants.taken_words`); "" without `action`
 
     @property
     def status(self) -> str:
@@ -128,19 +129,23 @@ def find_document(hypothesis: Hypothesis, name: str, documents: Sequence[TraceDo
 
 
 def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:
-    """The verdict of `hypothesis` on `target`; with an `action`, N/A where `target` took another action relative
-    to the hypothesis' `before` (it is measured all the same: a malformed one fails either way)."""
+    """The verdict of `hypothesis` on `target`; with an `action`, N/A where `target` cannot have taken it relative
+    to the hypothesis' `before` (`possible_actions`; it is measured all the same: a malformed one fails either
+    way)."""
     verdict = _measured(hypothesis, target, documents)
     if hypothesis.action is None or hypothesis.before is None:
         return verdict
     after = program_shape(target.document)
     if after is None:
-        taken, note = None, f"{target.label}: the action taken is unknown (its document has no compiled section)"
-    else:
-        taken, note = taken_action(hypothesis.before, after), taken_note(target.label, hypothesis.before, after)
-    if taken is None or taken == hypothesis.action:
-        return replace(verdict, taken_action=taken, taken=note)
-    return replace(verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note)
+        note = f"{target.label}: the action taken is unknown (its document has no compiled section)"
+        return replace(verdict, taken=note, took="unknown")
+    before = hypothesis.before
+    taken, note, took = taken_action(before, after), taken_note(target.label, before, after), taken_words(before, after)
+    if hypothesis.action in possible_actions(before, after):
+        return replace(verdict, taken_action=taken, taken=note, took=took)
+    return replace(
+        verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note, took=took
+    )
 
 
 def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:

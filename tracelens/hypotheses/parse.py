@@ -335,15 +335,20 @@ def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
 def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
     keys = field_names(ProgramShape)
     if not isinstance(raw, dict):
-        raise where.error(f"before must be a table, e.g. before = {{ {' = 0, '.join(keys)} = 0 }}")
+        raise where.error("before must be a table, e.g. before = { compiled_regions = 0, graph_replays = 0 }")
     _check_keys(raw, keys, where, "before: ")
-    counts = {}
-    for key in keys:
+    counts: dict[str, Any] = {}
+    for key in ("compiled_regions", "graph_replays"):
         value = raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             shown = "nothing" if key not in raw else _shown(value)
             raise where.error(f"before: {key} must be a whole number ≥ 0, not {shown}")
         counts[key] = value
+    if "launches_per_step" in raw:  # optional (files written before it was)
+        value = raw["launches_per_step"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+            raise where.error(f"before: launches_per_step must be a number ≥ 0, not {_shown(value)}")
+        counts["launches_per_step"] = float(value)
     return ProgramShape(**counts)
 
 

@@ -38,6 +38,7 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
         "action": hypothesis.action,
         "before": None if hypothesis.before is None else shallow_dict(hypothesis.before),
         "taken_action": verdict.taken_action,
+        "took": verdict.took,
         "reason": verdict.reason,
     }
 
@@ -115,7 +116,7 @@ class CheckTextRenderer:
             if several:
                 line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
             if not verdict.applies:
-                taken = f"{verdict.trace} took {verdict.taken_action}"
+                taken = f"{verdict.trace} took {verdict.took}"
                 line.append(escape_controls(f": predicts {verdict.hypothesis.action}; {taken}"), style="dim")
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
@@ -136,8 +137,8 @@ class CheckTextRenderer:
 
 
 def taken_lines(verdicts: Sequence[Verdict]) -> list[str]:
-    """Per trace (and `before`), what it took: "compiled_mlp took compile (...): 1 checked, 3 not applicable", or
-    "liger_mlp: the action taken is unknown (...): every prediction checked"; none without `action`."""
+    """Per trace (and `before`), what it took: "compiled_mlp took compile (...): 1 checked, 3 not applicable",
+    "... : every prediction checked", or "...: none checked"; none without `action`."""
     groups: dict[str, list[Verdict]] = {}
     for verdict in verdicts:
         if verdict.taken:
@@ -145,8 +146,10 @@ def taken_lines(verdicts: Sequence[Verdict]) -> list[str]:
     lines = []
     for taken, group in groups.items():
         na = sum(not v.applies for v in group)
-        if group[0].taken_action is None:
+        if na == 0:
             lines.append(f"{taken}: every prediction checked")
+        elif na == len(group):
+            lines.append(f"{taken}; none checked")
         else:
             lines.append(f"{taken}: {len(group) - na} checked, {na} not applicable")
     return lines

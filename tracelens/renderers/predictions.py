@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from tracelens.analyses.actions import Actions
 from tracelens.analyses.compiled import Compiled, program_shape
 from tracelens.records import shallow_dict
@@ -46,7 +48,10 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
         lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
         return "\n".join([*lines, "hypothesis = []  # none: `check` has nothing to check"]) + "\n"
     compiled = report.get(Compiled)
-    before = "" if compiled is None else _inline_table(shallow_dict(program_shape(compiled)))
+    before = ""
+    if compiled is not None:
+        shape = msgspec.structs.replace(program_shape(compiled), launches_per_step=report.summary.per_step.launches)
+        before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
     for action in actions.actions:
         targets = ", ".join(action.targets)
         lines += [
@@ -66,6 +71,6 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _inline_table(counts: dict[str, int]) -> str:
+def _inline_table(counts: dict[str, float]) -> str:
     """`{ compiled_regions = 0, graph_replays = 0 }`."""
     return "{ " + ", ".join(f"{key} = {value}" for key, value in counts.items()) + " }"
