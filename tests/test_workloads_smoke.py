@@ -260,7 +260,7 @@ def test_record_smoke_block_and_shapes(tmp_path):
 def test_interleaved_smoke(tmp_path):
     """`workloads.interleaved` (CPU smoke): every program of each group gets one trace per round, each with the
     calls timed just before and just after it in timings.json, in the documented order (rounds outside,
-    variants inside), and the trace's metadata names its round."""
+    variants inside, their order rotated by one each round), and the trace's metadata names its round."""
     pytest.importorskip("torch")
     out = tmp_path / "il"
     proc = subprocess.run(
@@ -278,7 +278,8 @@ def test_interleaved_smoke(tmp_path):
         timings = json.loads((out / group / "timings.json").read_text())
         assert timings["rounds"] == 2 and timings["calls"] == 3
         traces = timings["traces"]
-        expected = [f"{p}_r{r}" for r in range(2) for p in programs]
+        rotated = [programs[r % len(programs) :] + programs[: r % len(programs)] for r in range(2)]
+        expected = [f"{p}_r{r}" for r in range(2) for p in rotated[r]]
         assert sorted(traces, key=lambda name: traces[name]["order"]) == expected
         for name, entry in traces.items():
             assert entry["before"]["n"] == 3 and entry["after"]["n"] == 3 and entry["cuda_event_ms"]["n"] == 6

@@ -5,7 +5,7 @@ by up to 2x within one process (``workloads.host_noise``): a trace and a CUDA-ev
 apart can disagree by more than the profiler's own cost. Here every trace has its reference beside it in time:
 
     for round r in 0..R-1:
-        for each variant V of the group (in a fixed order):
+        for each variant V of the group (the order rotated by one each round):
             CUDA-event timing of V, N calls    ("before": as workloads.timing.time_fn's cuda_event_ms)
             trace V_r: wait 1, warm-up 2, ACTIVE profiled steps (workloads.profiling.record_trace)
             CUDA-event timing of V, N calls    ("after")
@@ -61,8 +61,11 @@ def host_probe_us(reps: int = 5) -> float:
     return best * 1e6
 
 
-def event_times_ms(fn: Callable[[], object], device: torch.device, calls: int) -> list[float]:
-    """``calls`` isolated calls of ``fn`` (synchronize, event, call, event), in ms; host wall time on the CPU."""
+def event_times_ms(fn: Callable[[], object], device: torch.device, calls: int, warmup: int = 2) -> list[float]:
+    """``calls`` isolated calls of ``fn`` (synchronize, event, call, event), in ms, after ``warmup`` untimed ones;
+    host wall time on the CPU."""
+    for _ in range(warmup):
+        fn()
     out = []
     for _ in range(calls):
         if device.type == "cuda":
@@ -184,8 +187,11 @@ def run_group(group: str, progs: dict, a: argparse.Namespace, device: torch.devi
     timings: dict = {"protocol": __doc__.split("\n\n")[1].strip(), "rounds": a.rounds, "calls": a.calls,
                      "active": a.active, "command": " ".join(sys.argv), "traces": {}}
     order = 0
+    names = list(progs)
     for r in range(a.rounds):
-        for name, (fn, meta) in progs.items():
+        shift = r % len(names)  # no variant always first or last in its round (the host warms up along a round)
+        for name in names[shift:] + names[:shift]:
+            fn, meta = progs[name]
             with torch.no_grad():
                 probe_before = host_probe_us()
                 before = event_times_ms(fn, device, a.calls)
