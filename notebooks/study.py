@@ -750,15 +750,15 @@ epilogue_table
 
 # %%
 epilogue = tracelens.load(H200 / "geglu_epilogue_mlp.json.gz")
-epilogue_report = tracelens.analyze(epilogue)
+epilogue_results = tracelens.analyze(epilogue)
 run = epilogue.meta.run
 fused = tracelens.kernels_frame(epilogue)
 fused = fused[fused["name"].str.startswith("geglu_gate_up")]
 fused_us = float(fused["dur_us"].mean())
 gflop = 2 * run["tokens"] * run["hidden"] * 2 * run["intermediate"] / 1e9
-peak = epilogue_report.roofline.peaks_tflops["bf16"]
+peak = epilogue_results.roofline.peaks_tflops["bf16"]
 tflops = gflop / fused_us * 1e3  # GFLOP per µs = 1000 TFLOP/s
-down = epilogue_report.roofline.rows[0]
+down = epilogue_results.roofline.rows[0]
 position = pd.DataFrame(
     [
         {"kernel": "geglu_gate_up (Triton, gate+up+gelu·mul)", "GFLOP": gflop, "mean µs": fused_us,
