@@ -69,9 +69,9 @@ def test_the_action_the_twin_took_predicts_its_step(before: str, after: str, act
     """The predicted step span of the action the twin took lies in its stated range around the realized one (all
     steps of the after-trace, raw events); within ±20 % on every twin but the 64-token sweep (+25.9 %; its
     repeat recordings: tests/test_actions_repeats.py)."""
-    report = analyze(tracelens.load(recorded_trace(f"h200/{before}.json.gz")))
-    assert report.actions is not None
-    (prediction,) = [a for a in report.actions.actions if a.action == action][:1]
+    results = analyze(tracelens.load(recorded_trace(f"h200/{before}.json.gz")))
+    assert results.actions is not None
+    (prediction,) = [a for a in results.actions.actions if a.action == action][:1]
     realized = raw_mean_span_us(recorded_trace(f"h200/{after}.json.gz"))
     assert prediction.low <= realized <= prediction.high
     assert abs(realized / prediction.predicted_step_us - 1) <= half_width_of(action, prediction.limited_by)
@@ -87,11 +87,11 @@ def test_a_graph_model_plugs_in_as_one_function() -> None:
 
     GRAPH_MODELS["cuda_graphs"] = lambda trace, graph: _Plan(list(graph.call_work_ns), list(graph.call_dur_ns), {})
     try:
-        report = analyze(tracelens.load("traces/h200/eager_mlp.json.gz"))
+        results = analyze(tracelens.load("traces/h200/eager_mlp.json.gz"))
     finally:
         del GRAPH_MODELS["cuda_graphs"]
-    assert report.actions is not None
-    graphs = next(a for a in report.actions.actions if a.action == "cuda_graphs")
+    assert results.actions is not None
+    graphs = next(a for a in results.actions.actions if a.action == "cuda_graphs")
     assert graphs.saved_us == pytest.approx(0.0, abs=0.01)
 
 
@@ -118,10 +118,10 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
 
     folder, relative = name.split("/", 1)
     path = TRACES / "h200" / f"{relative}.json.gz" if folder == "h200" else anchor(f"{relative}.json.gz")
-    report = analyze(tracelens.load(path))
-    assert report.actions is not None
+    results = analyze(tracelens.load(path))
+    assert results.actions is not None
     console = make_console(False, 200)
-    print_parts(console, actions_parts(report.actions, report))
+    print_parts(console, actions_parts(results.actions, results))
     lines = render_to_string(console).rstrip("\n").split("\n")
     assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)
     assert lines[0].startswith("What to do next — step ")
@@ -186,13 +186,13 @@ def test_the_report_overview_shows_the_actions() -> None:
     from tracelens.renderers.page import build_report
 
     trace = tracelens.load("traces/h200/block/eager_block.json.gz")
-    report = analyze(trace)
-    document = build_report([(trace, report)])
+    results = analyze(trace)
+    document = build_report([(trace, results)])
     overview = document.sections[0]
     panel = next(p for p in overview.panels if p.id.endswith("actions"))
-    assert panel.table is not None and report.actions is not None
-    assert [row[0] for row in panel.table.rows] == [a.action for a in report.actions.actions]
-    assert panel.table.rows[0][2] == f"{report.actions.actions[0].predicted_step_us:,.1f}"
+    assert panel.table is not None and results.actions is not None
+    assert [row[0] for row in panel.table.rows] == [a.action for a in results.actions.actions]
+    assert panel.table.rows[0][2] == f"{results.actions.actions[0].predicted_step_us:,.1f}"
 
 
 def test_the_host_only_work_is_each_calls_overlap_with_the_dataloader_ranges() -> None:
@@ -261,9 +261,9 @@ def test_no_dataloader_no_figure_and_the_line_says_it() -> None:
 
     eager = analyze(tracelens.load(recorded_trace("h200/eager_mlp.json.gz"))).actions
     assert eager is not None and eager.summary.data_loading_us is None
-    report = analyze(tracelens.load(anchor("other/facebookresearch__param/resnet_kineto.json.gz")))
-    assert report.actions is not None
-    head = str(actions_parts(report.actions, report)[0])
+    results = analyze(tracelens.load(anchor("other/facebookresearch__param/resnet_kineto.json.gz")))
+    assert results.actions is not None
+    head = str(actions_parts(results.actions, results)[0])
     assert "DataLoader: next batch 263,011.6 µs/step, 45.8 % of the step (actions keep it)" in head
 
 

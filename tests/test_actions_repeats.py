@@ -37,9 +37,9 @@ def errors(tokens: int) -> tuple[list[float], list[float], list[float]]:
     twin), error."""
     realized, predicted, error = [], [], []
     for folder in recorded(tokens):
-        report = analyze(tracelens.load(H200 / folder / f"sweep_eager_mlp_t{tokens}.json.gz"))
-        assert report.actions is not None
-        (action,) = [a for a in report.actions.actions if a.action == "compile"]
+        results = analyze(tracelens.load(H200 / folder / f"sweep_eager_mlp_t{tokens}.json.gz"))
+        assert results.actions is not None
+        (action,) = [a for a in results.actions.actions if a.action == "compile"]
         span = raw_mean_span_us(H200 / folder / f"sweep_compiled_mlp_t{tokens}.json.gz")
         realized.append(span)
         predicted.append(action.predicted_step_us)

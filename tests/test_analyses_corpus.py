@@ -39,25 +39,25 @@ def test_every_anchor_trace_gets_every_analysis_in_both_formats(path: Path, caps
 
 @pytest.mark.parametrize("variant", ["eager", "compiled", "liger"])
 def test_eight_token_mlp_is_cpu_bound_with_exposed_dispatch(variant: str) -> None:
-    report = analyze(tracelens.load(recorded_trace(f"h200/extra/sweep_{variant}_mlp_t8.json.gz")))
-    assert report.bound is not None and report.bound.bound == "cpu"
+    results = analyze(tracelens.load(recorded_trace(f"h200/extra/sweep_{variant}_mlp_t8.json.gz")))
+    assert results.bound is not None and results.bound.bound == "cpu"
     # measured: launch waits eager 112.7, compiled 232.1, liger 373.2 µs per step against ~60 µs of GPU work;
     # dispatch work done while the GPU waited: 81.4, 172.2, 296.0 µs, more than the GPU's busy time
-    assert report.bound.launch_wait_us_per_step > report.bound.gpu_busy_us_per_step
-    assert report.bound.exposed_dispatch_us_per_step > report.bound.gpu_busy_us_per_step
+    assert results.bound.launch_wait_us_per_step > results.bound.gpu_busy_us_per_step
+    assert results.bound.exposed_dispatch_us_per_step > results.bound.gpu_busy_us_per_step
 
 
 @pytest.mark.parametrize("variant", ["eager", "compiled", "liger"])
 def test_16384_token_mlp_is_gpu_bound_with_dispatch_hidden(variant: str) -> None:
-    report = analyze(tracelens.load(recorded_trace(f"h200/extra/sweep_{variant}_mlp_t16384.json.gz")))
-    assert report.bound is not None and report.bound.bound == "gpu"
+    results = analyze(tracelens.load(recorded_trace(f"h200/extra/sweep_{variant}_mlp_t16384.json.gz")))
+    assert results.bound is not None and results.bound.bound == "gpu"
     # only the first op after each step's sync is exposed (measured: 127-195 µs of ~5 ms): under 5 % of GPU time
-    assert report.bound.exposed_dispatch_pct_of_gpu is not None and report.bound.exposed_dispatch_pct_of_gpu < 5
+    assert results.bound.exposed_dispatch_pct_of_gpu is not None and results.bound.exposed_dispatch_pct_of_gpu < 5
 
 
 def test_eager_geglu_mlp_reports_gelu_and_mul_fusion() -> None:
-    report = analyze(tracelens.load(recorded_trace("h200/eager_mlp.json.gz")))
-    found = [o for o in report.fusion_opportunities if {"aten::gelu", "aten::mul"} <= set(o.ops) and o.kind == "chain"]
+    results = analyze(tracelens.load(recorded_trace("h200/eager_mlp.json.gz")))
+    found = [o for o in results.fusion_opportunities if {"aten::gelu", "aten::mul"} <= set(o.ops) and o.kind == "chain"]
     assert len(found) == 1
     assert found[0].calls_per_step == 1
     # 4096x16384 bf16: gelu reads+writes 128 MiB... 2x134 MB, mul 3x134 MB; fused drops gelu's output twice
@@ -67,8 +67,8 @@ def test_eager_geglu_mlp_reports_gelu_and_mul_fusion() -> None:
 
 @pytest.mark.parametrize("name", ["compiled_mlp", "liger_mlp", "extra/train_compiled_mlp", "extra/train_liger_mlp"])
 def test_fused_mlps_report_no_gelu_mul_fusion(name: str) -> None:
-    report = analyze(tracelens.load(recorded_trace(f"h200/{name}.json.gz")))
-    assert not [o for o in report.fusion_opportunities if "aten::gelu" in o.ops]
+    results = analyze(tracelens.load(recorded_trace(f"h200/{name}.json.gz")))
+    assert not [o for o in results.fusion_opportunities if "aten::gelu" in o.ops]
 
 
 def test_linear_gemm_pct_of_peak_on_h200_matches_hand_calculation(capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,9 +98,9 @@ def test_a_result_that_would_not_come_back_identical_is_not_stored(tmp_path: Pat
     path = one_gemm_trace(tmp_path)
 
     def compute() -> CachedAnalysis:
-        report = analyze(load_trace(path))
-        odd = replace(report.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
-        return CachedAnalysis(replace(report, summary=odd), ())
+        results = analyze(load_trace(path))
+        odd = replace(results.summary, steps=1.0)  # type: ignore[arg-type]  # an int field, a float
+        return CachedAnalysis(replace(results, summary=odd), ())
 
     first = cached(Cache(cache_dir), "analyses", [path], {}, CachedAnalysis, compute)
     assert first.report.summary.steps == 1.0

@@ -180,18 +180,18 @@ def test_recorded_mlp_gets_fusion_slices_and_roofline_args(tmp_path: Path) -> No
     """eager_mlp: 5 steps of mm → gelu → mul → mm; the analysis finds gelu → mul fusable (one run per step)."""
     source = recorded_trace("h200/eager_mlp.json.gz")
     trace = load_trace(source)
-    report = analyze(trace)
-    assert report.fusion is not None
-    assert [o.kind for o in report.fusion.opportunities] == ["chain", "gemm_epilogue"]
+    results = analyze(trace)
+    assert results.fusion is not None
+    assert [o.kind for o in results.fusion.opportunities] == ["chain", "gemm_epilogue"]
     output = tmp_path / "mlp.json.gz"
     assert main(["annotate", str(source), "-o", str(output)]) == 0
     _, events = read_events(output)
     check_format_rules(added(events))
     fusion = [e for e in added(events) if e.get("ph") == "X" and e["name"].startswith("fuse #1: ")]
-    assert len(fusion) == len(report.summary.step_table) == 5
-    assert fusion[0]["name"] == "fuse #1: " + " → ".join(report.fusion.opportunities[0].kernels)
+    assert len(fusion) == len(results.summary.step_table) == 5
+    assert fusion[0]["name"] == "fuse #1: " + " → ".join(results.fusion.opportunities[0].kernels)
     gemms = [e for e in events if e.get("cat") == "kernel" and e["args"].get("tracelens category") == "gemm"]
     with_roofline = [e for e in gemms if "tracelens achieved TFLOP/s" in e["args"]]
     assert with_roofline and all(e["args"]["tracelens launched by"] == "aten::mm" for e in gemms)
-    row = next(r for r in report.roofline.rows if r.kernel == with_roofline[0]["name"])
+    row = next(r for r in results.roofline.rows if r.kernel == with_roofline[0]["name"])
     assert with_roofline[0]["args"]["tracelens achieved TFLOP/s"] == row.achieved_tflops

@@ -77,10 +77,10 @@ def _run(variant: str | None) -> dict[str, Any]:
 
 
 def test_eager_builder_gives_three_kernels_per_step(tmp_path: Path) -> None:
-    report = tracelens.analyze(tracelens.load(write_eager(tmp_path)))
-    per_step = report.summary.per_step
+    results = tracelens.analyze(tracelens.load(write_eager(tmp_path)))
+    per_step = results.summary.per_step
     assert (per_step.kernels, per_step.gpu_kernel_us) == (3, 150.0)
-    assert {k.short_name: k.op for k in report.summary.kernels} == {
+    assert {k.short_name: k.op for k in results.summary.kernels} == {
         GEMM: "aten::addmm",
         "vectorized_elementwise_kernel[gelu]": "aten::gelu",
         "vectorized_elementwise_kernel[mul]": "aten::mul",
@@ -88,6 +88,6 @@ def test_eager_builder_gives_three_kernels_per_step(tmp_path: Path) -> None:
 
 
 def test_compiled_builder_gives_two_kernels_per_step(tmp_path: Path) -> None:
-    report = tracelens.analyze(tracelens.load(write_compiled(tmp_path)))
-    assert (report.summary.per_step.kernels, report.summary.per_step.gpu_kernel_us) == (2, 125.0)
-    assert {k.name: k.op for k in report.summary.kernels} == {GEMM: "aten::mm", FUSED: "CompiledFunction"}
+    results = tracelens.analyze(tracelens.load(write_compiled(tmp_path)))
+    assert (results.summary.per_step.kernels, results.summary.per_step.gpu_kernel_us) == (2, 125.0)
+    assert {k.name: k.op for k in results.summary.kernels} == {GEMM: "aten::mm", FUSED: "CompiledFunction"}

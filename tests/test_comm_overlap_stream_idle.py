@@ -108,10 +108,10 @@ def test_stream_idle_is_over_the_summary_steps_and_says_which() -> None:
     from tracelens.analyses import analyze
 
     path = Path("traces/h200/sweep/compiled_default_block.json.gz")
-    report = analyze(tracelens.load(path))
-    idle = report.stream_idle
+    results = analyze(tracelens.load(path))
+    idle = results.stream_idle
     assert idle is not None
-    steps = report.summary.step_numbers
+    steps = results.summary.step_numbers
     assert idle.window.startswith(f"steps {min(steps)}-{max(steps)}") and "compiled left out" in idle.window
     with gzip.open(path, "rt") as handle:
         events = json.load(handle)["traceEvents"]

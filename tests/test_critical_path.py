@@ -121,10 +121,10 @@ def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
     from tracelens.renderers.page import build_report
 
     trace = tracelens.load("traces/h200/eager_mlp.json.gz")
-    report = analyze(trace)
-    path = report.get(CriticalPath)
+    results = analyze(trace)
+    path = results.get(CriticalPath)
     assert path is not None and path.step is not None and path.path_rows
-    figure = build_report([(trace, report)]).panel("timeline").figure
+    figure = build_report([(trace, results)]).panel("timeline").figure
     assert figure is not None
     (line,) = [t for t in figure.data if t.name == "critical path"]
     assert line.mode == "lines" and line.fill in (None, "none")
@@ -144,9 +144,9 @@ def test_a_step_queued_behind_earlier_steps_is_not_launch_latency() -> None:
     `queued`, the parts add up to the step, and making the CPU faster saves nothing (the verdict is gpu)."""
     path = recorded_trace("h200/audit/backlog_nosync.json.gz")
     trace = tracelens.load(path)
-    report = analyze(trace)
-    result = report.critical_path
-    assert result is not None and result.step == 4 and report.bound is not None and report.bound.bound == "gpu"
+    results = analyze(trace)
+    result = results.critical_path
+    assert result is not None and result.step == 4 and results.bound is not None and results.bound.bound == "gpu"
     parts = {p.part: p.us for p in result.composition}
     assert "launch_latency" not in parts and parts["queued"] > 0.6 * (result.step_us or 0)
     assert sum(parts.values()) == pytest.approx(result.step_us, abs=0.01)
@@ -207,8 +207,8 @@ def test_every_step_is_replayed_and_gemm_outranks_cpu_on_gpu_bound_training(name
     cases of the 72 MB training trace: a queue that grows, a training step) GEMM 2× faster saves more than all
     CPU work 2× faster in the mean and in every step's spread; the verdict says gpu, as the what-ifs do."""
     path = recorded_trace(name)
-    report = analyze(tracelens.load(path))
-    result, bound = report.critical_path, report.bound
+    results = analyze(tracelens.load(path))
+    result, bound = results.critical_path, results.bound
     assert result is not None and bound is not None
     raw = _raw_step_spans_and_gemm(path)
     assert result.steps_analyzed == len(bound.steps) == len(result.steps) > 1
@@ -229,8 +229,8 @@ def test_every_step_is_replayed_and_gemm_outranks_cpu_on_gpu_bound_training(name
 def test_no_verdict_contradicts_its_own_what_ifs(path: Path) -> None:
     """The window's and each step's verdict agree with the what-ifs printed beside them: "cpu" never where all
     GPU work 2× faster saves more than all CPU work 2× faster, "gpu" never the other way round."""
-    report = analyze(tracelens.load(path))
-    result, bound = report.critical_path, report.bound
+    results = analyze(tracelens.load(path))
+    result, bound = results.critical_path, results.bound
     if result is None or bound is None or result.step is None or bound.bound == "unknown":
         return
     rows = {w.change: w.saved_us for w in result.what_if}
@@ -248,8 +248,8 @@ def test_no_verdict_contradicts_its_own_what_ifs(path: Path) -> None:
 def test_a_step_off_the_queue_is_named_unrepresentative() -> None:
     """The backlog trace's first analyzed step starts with an empty queue (raw events: its first kernel starts right
     after its launch, the later steps' wait milliseconds behind the previous step's GEMMs); it is named, with why."""
-    report = analyze(tracelens.load(recorded_trace("h200/audit/backlog_nosync.json.gz")))
-    result = report.critical_path
+    results = analyze(tracelens.load(recorded_trace("h200/audit/backlog_nosync.json.gz")))
+    result = results.critical_path
     assert result is not None
     odd = [s for s in result.steps if s.unrepresentative]
     assert [s.number for s in odd] == [min(s.number for s in result.steps)]

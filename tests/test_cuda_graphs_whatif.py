@@ -44,9 +44,9 @@ def _pct(value: float) -> str:
 def table_row(before: str, after: str, kind: str) -> tuple[str, float, float, bool]:
     """The docs row of one twin, its profiled error, its profiler-free error and whether the realized step lies
     in the prediction's stated range."""
-    report = analyze(tracelens.load(GRAPHS / f"{before}.json.gz"))
-    assert report.actions is not None
-    (action,) = [a for a in report.actions.actions if a.action == "cuda_graphs"]
+    results = analyze(tracelens.load(GRAPHS / f"{before}.json.gz"))
+    assert results.actions is not None
+    (action,) = [a for a in results.actions.actions if a.action == "cuda_graphs"]
     realized = replay_mean_span_us(GRAPHS / f"{after}.json.gz")
     timings = json.loads((GRAPHS / "timings.json").read_text())["runs"]
     cuda_events_us = timings[after]["cuda_event_ms"]["median"] * 1000
@@ -83,9 +83,9 @@ def test_the_profiler_free_prediction_is_never_below_the_gpu_work(before: str) -
             lanes[stream] = lanes.get(stream, 0.0) + float(e.get("dur", 0))
     floor_us = sum(max(lanes.values()) for lanes in per_step.values()) / len(per_step)
     trace = tracelens.load(GRAPHS / f"{before}.json.gz")
-    report = analyze(trace)
-    assert report.actions is not None
-    (action,) = [a for a in report.actions.actions if a.action == "cuda_graphs"]
+    results = analyze(trace)
+    assert results.actions is not None
+    (action,) = [a for a in results.actions.actions if a.action == "cuda_graphs"]
     assert action.predicted_profiler_free_step_us is not None
     assert action.predicted_profiler_free_step_us >= 0.97 * floor_us
 

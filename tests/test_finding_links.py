@@ -41,12 +41,12 @@ def test_each_action_zooms_to_the_drawn_step_and_all_it_launched() -> None:
     """One link per action of "What to do next", on the drawn (median-length) step: from the raw events, its
     range is the step's ProfilerStep start to its end or the last end of the GPU activity launched in it."""
     trace = tracelens.load(EAGER_MLP)
-    report = tracelens.analyze(trace)
-    assert report.actions is not None and report.actions.actions
+    results = tracelens.analyze(trace)
+    assert results.actions is not None and results.actions.actions
     links = [
-        link for link in finding_links(trace, gpu_activity_frame(trace), report) if link.label.startswith("action")
+        link for link in finding_links(trace, gpu_activity_frame(trace), results) if link.label.startswith("action")
     ]
-    assert len(links) == len(report.actions.actions)
+    assert len(links) == len(results.actions.actions)
     number = int(re.search(r"step (\d+)$", links[0].label).group(1))  # type: ignore[union-attr]
     evs = rawtrace.events(EAGER_MLP)
     (step_start,) = [

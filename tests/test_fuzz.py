@@ -242,8 +242,8 @@ def check_invariants(trace: Trace) -> dict[str, Any]:
     assert ((links.step >= -1) & (links.step < len(trace.steps))).all()
     assert (links.step[gpu & ~has_launch] == -1).all()
 
-    report = analyze(trace)
-    summary = report.summary
+    results = analyze(trace)
+    summary = results.summary
     table = summary.step_table
     assert sum(row.kernels for row in table) <= int(kernels.sum())
     assert sum(row.kernels for row in table) == int(
@@ -264,7 +264,7 @@ def check_invariants(trace: Trace) -> dict[str, Any]:
         assert 0 <= row.gpu_busy_us <= row.gpu_window_us + 1e-6, row  # busy + idle buckets = the window
         assert row.gpu_busy_us <= min(all_gpu_us, row.gpu_window_us * n_devices) + 1e-3
         assert row.step_us is not None and row.step_us >= 0 and row.queue_backlog_us >= 0
-    document = analyze_dict(report)
+    document = analyze_dict(results)
     document["trace"].pop("path")
     json.dumps(document, allow_nan=False)  # valid JSON: no NaN or inf anywhere
     return document

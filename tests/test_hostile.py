@@ -705,13 +705,13 @@ def test_text_output_escapes_control_characters(tmp_path: Path, color: bool) -> 
     from tracelens.renderers.text import AnalyzeTextRenderer
 
     trace = load(_hostile_trace(tmp_path))
-    report = analyze(trace)
+    results = analyze(trace)
     document = check_document(trace)
     hypothesis = {"name": "k", "kernel": "*pwned*", "op": ">=", "value": 0}
     result = CheckResult("h.toml", [document], evaluate(parse_hypotheses({"hypothesis": [hypothesis]}), [document]))
     outputs = {
-        "analyze": AnalyzeTextRenderer(color=color).render(report),
-        "compare": CompareTextRenderer(color=color).render(compare_variants([(HOSTILE_NAME, trace, report)])),
+        "analyze": AnalyzeTextRenderer(color=color).render(results),
+        "compare": CompareTextRenderer(color=color).render(compare_variants([(HOSTILE_NAME, trace, results)])),
         "check": CheckTextRenderer(color=color, width=200, verbose=True).render(result),  # evidence of a HELD one
     }
     for command, text in outputs.items():

@@ -42,8 +42,8 @@ def test_the_resnet_loop_has_a_step_per_dataloader_iteration() -> None:
     periods = loop_marker_steps(events)
     assert len(periods) == 29  # 30 DataLoader iterations: 29 periods from one to the next
     trace = tracelens.load(path)
-    report = analyze(trace)
-    facts = report.summary.facts
+    results = analyze(trace)
+    facts = results.summary.facts
     assert (facts.step_source, facts.steps_inferred_from, facts.steps_are_calls) == (
         "inferred",
         "DataLoader iterations",
@@ -52,7 +52,7 @@ def test_the_resnet_loop_has_a_step_per_dataloader_iteration() -> None:
     ours = [(int(s), int(e)) for s, e in zip(trace.steps.start_ns, trace.steps.end_ns, strict=True)]
     shift = periods[0][0] - ours[0][0]  # tracelens keeps times from the trace's first event
     assert [(s + shift, e + shift) for s, e in ours] == periods
-    by_number = {row.number: row.kernels for row in report.summary.step_table}
+    by_number = {row.number: row.kernels for row in results.summary.step_table}
     assert [by_number[n] for n in range(1, 30)] == _kernels_per_period(events, periods)
 
 
@@ -141,8 +141,8 @@ def test_graphs_and_compile_keep_the_dataloader_wait() -> None:
                     gpu[i].append((start, start + round(float(e.get("dur", 0)) * 1000)))
     floor_us = sum(max(w, _union_ns(g)) for w, g in zip(waits_ns, gpu, strict=True)) / len(periods) / 1000
     assert 290_000 < floor_us < 300_000
-    report = analyze(tracelens.load(path))
-    assert report.actions is not None
-    predicted = {a.action: a.predicted_step_us for a in report.actions.actions}
+    results = analyze(tracelens.load(path))
+    assert results.actions is not None
+    predicted = {a.action: a.predicted_step_us for a in results.actions.actions}
     assert {"compile", "cuda_graphs"} <= predicted.keys()
     assert min(predicted["compile"], predicted["cuda_graphs"]) >= floor_us

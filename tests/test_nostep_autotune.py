@@ -40,11 +40,11 @@ def test_autotuning_and_inferred_steps_on_the_no_step_sweep() -> None:
     kernel = trace.events.kind == Kind.KERNEL
     per_step = [int(((trace.links.step == i) & kernel).sum()) for i in range(len(steps))]
     assert per_step == want["kernels_per_step"]  # autotuning kernels in no step
-    report = analyze(trace)
-    for row in report.summary.step_table:
+    results = analyze(trace)
+    for row in results.summary.step_table:
         assert row.kernels == want["kernels_per_step"][row.number - 1]
-    assert report.compiled is not None and report.compiled.autotune == got
-    workload_kernels = sum(k.calls_per_step for k in report.summary.kernels) * report.summary.steps
+    assert results.compiled is not None and results.compiled.autotune == got
+    workload_kernels = sum(k.calls_per_step for k in results.summary.kernels) * results.summary.steps
     assert workload_kernels < 100  # the kernel table holds no benchmark launch (47,809 kernels in the trace)
 
 

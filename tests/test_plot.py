@@ -39,10 +39,10 @@ def eager() -> tuple[tracelens.Trace, tracelens.AnalysisResults]:
 
 @pytest.mark.parametrize("panel_id", list(PANELS))
 def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tracelens.AnalysisResults]) -> None:
-    trace, report = eager
-    panel = build_report([(trace, report)]).panel(panel_id)
+    trace, results = eager
+    panel = build_report([(trace, results)]).panel(panel_id)
     assert panel.figure is not None
-    figure = PANELS[panel_id](report)
+    figure = PANELS[panel_id](results)
     assert isinstance(figure, go.Figure)
     assert figure.layout.title.text == panel.title
     assert untitled(figure) == untitled(panel.figure)
@@ -50,8 +50,8 @@ def test_figures_are_the_reports(panel_id: str, eager: tuple[tracelens.Trace, tr
 
 
 def test_timeline_is_the_reports(eager: tuple[tracelens.Trace, tracelens.AnalysisResults]) -> None:
-    trace, report = eager
-    panel = build_report([(trace, report)]).panel("timeline")
+    trace, results = eager
+    panel = build_report([(trace, results)]).panel("timeline")
     assert panel.figure is not None
     figure = tracelens.plot.timeline(trace)
     assert untitled(figure) == untitled(bake_page_hovers(panel.figure))  # the hovers the page's script shows

@@ -285,10 +285,10 @@ def test_the_verdict_flip_claims_against_the_cuda_events() -> None:
 
     claimed = right = missed = 0
     for path, measured in _runs():
-        report = analyze(load_trace(path))
-        bound, free = report.get(Bound), report.summary.profiler_free
+        results = analyze(load_trace(path))
+        bound, free = results.get(Bound), results.summary.profiler_free
         assert bound is not None and free is not None
-        says = verdict_without_profiler(bound.bound, report.summary.per_step.gpu_busy_us, free.step_us) == "gpu"
+        says = verdict_without_profiler(bound.bound, results.summary.per_step.gpu_busy_us, free.step_us) == "gpu"
         truly = bound.bound in ("cpu", "mixed") and independent(path)["busy_us"] / measured >= 0.85
         claimed += says
         right += says and truly

@@ -140,9 +140,9 @@ def test_waiting_is_the_excess_over_the_fastest_rank() -> None:
         _figures(1, [("ar", 14.0), ("ar", 20.0), ("sr", 9.0)]),
         _figures(2, [("ar", 50.0), ("ar", 26.0)], step_us=130.0),  # no "sr": only "ar" is matched
     ]
-    report = analyze_ranks(figures, "x")
+    results = analyze_ranks(figures, "x")
     # ar#1: min 10 -> waits 0, 4, 40; ar#2: min 20 -> 10, 0, 6; per step (2 steps): 5, 2, 23
-    assert [row.waiting_us for row in report.rows] == [5.0, 2.0, 23.0]
-    assert report.matched_collectives == 2
-    assert report.missing_ranks == [] and report.world_size == 3
-    assert report.step_us_median == 100.0 and report.slowest_rank == 2
+    assert [row.waiting_us for row in results.rows] == [5.0, 2.0, 23.0]
+    assert results.matched_collectives == 2
+    assert results.missing_ranks == [] and results.world_size == 3
+    assert results.step_us_median == 100.0 and results.slowest_rank == 2

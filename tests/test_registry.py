@@ -42,11 +42,11 @@ def analyze_kernel_names(ctx: AnalysisContext) -> KernelNames:
     return KernelNames(len(names), max(names, key=len, default=""))
 
 
-def kernel_names_text(result: KernelNames, report: AnalysisResults) -> list[Any]:
+def kernel_names_text(result: KernelNames, results: AnalysisResults) -> list[Any]:
     return [Text(f"Kernel names: {result.distinct} distinct, the longest has {len(result.longest)} characters")]
 
 
-def kernel_names_panels(result: KernelNames | None, report: AnalysisResults) -> AnalysisPanels:
+def kernel_names_panels(result: KernelNames | None, results: AnalysisResults) -> AnalysisPanels:
     note = "not run" if result is None else f"{result.distinct} distinct kernel names"
     return AnalysisPanels(findings=(Panel(id="kernel-names", title="Kernel names", note=note),))
 
@@ -69,34 +69,34 @@ def mlp() -> Trace:
 
 def test_a_registered_analysis_appears_in_json_text_and_report(mlp: Trace) -> None:
     plain = analyze(mlp)
-    report = analyze(mlp, analyses=(*ANALYSES, TOY))
+    results = analyze(mlp, analyses=(*ANALYSES, TOY))
     expected = KernelNames(
         distinct=len(plain.summary.kernels), longest=max((k.name for k in plain.summary.kernels), key=len)
     )
-    assert report.kernel_names == report["kernel_names"] == report.get(KernelNames) == expected
+    assert results.kernel_names == results["kernel_names"] == results.get(KernelNames) == expected
     assert expected.distinct == 5  # the eager MLP's five kernels
-    document = analyze_dict(report)
+    document = analyze_dict(results)
     assert list(document)[-1] == "kernel_names" and document["kernel_names"] == dataclasses.asdict(expected)
     assert {k: v for k, v in document.items() if k != "kernel_names"} == analyze_dict(plain)
-    text = AnalyzeTextRenderer().render(report)
+    text = AnalyzeTextRenderer().render(results)
     line = f"Kernel names: 5 distinct, the longest has {len(expected.longest)} characters"
     assert line in text
     assert text.replace(line + "\n", "") == AnalyzeTextRenderer().render(plain)
-    page = build_report([(mlp, report)])
+    page = build_report([(mlp, results)])
     assert page.panel("kernel-names").note == "5 distinct kernel names"
     assert [p.id for p in page.sections[-1].panels][-1] == "kernel-names"
 
 
 def test_the_report_keeps_its_attributes_and_lookups(mlp: Trace) -> None:
-    report = analyze(mlp)
-    assert [entry.name for entry, _ in report.results()] == [entry.name for entry in ANALYSES]
-    assert report.bound is report["bound"] is report.get(Bound)
-    assert report.fusion_opportunities == report.fusion.opportunities
-    assert report.roofline.rows and report.compiled is not None and report.dispatch is not None
+    results = analyze(mlp)
+    assert [entry.name for entry, _ in results.results()] == [entry.name for entry in ANALYSES]
+    assert results.bound is results["bound"] is results.get(Bound)
+    assert results.fusion_opportunities == results.fusion.opportunities
+    assert results.roofline.rows and results.compiled is not None and results.dispatch is not None
     with pytest.raises(KeyError):
-        report["nope"]
-    assert pickle.loads(pickle.dumps(report)) == report
-    assert AnalysisResults.__doc__ and type(report) is AnalysisResults
+        results["nope"]
+    assert pickle.loads(pickle.dumps(results)) == results
+    assert AnalysisResults.__doc__ and type(results) is AnalysisResults
 
 
 def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
@@ -124,11 +124,11 @@ def test_dependencies_run_once_and_cycles_are_errors(mlp: Trace) -> None:
 
 def test_a_subset_of_analyses_gets_its_dependencies_from_the_registry(mlp: Trace) -> None:
     summary, bound = (entry for entry in ANALYSES if entry.name in ("summary", "bound"))
-    report = analyze(mlp, analyses=(summary, bound))  # bound needs the dispatch and compiled results
-    assert [entry.name for entry, _ in report.results()] == ["summary", "bound"]
-    assert report.bound == analyze(mlp).bound
-    assert set(analyze_dict(report)) == {
-        *analyze_dict(AnalysisResults(summary=report.summary)),
+    results = analyze(mlp, analyses=(summary, bound))  # bound needs the dispatch and compiled results
+    assert [entry.name for entry, _ in results.results()] == ["summary", "bound"]
+    assert results.bound == analyze(mlp).bound
+    assert set(analyze_dict(results)) == {
+        *analyze_dict(AnalysisResults(summary=results.summary)),
         "bound",
         "bound_breakdown",
     }
@@ -166,19 +166,19 @@ ROUND_TRIP_TRACES = [
 @pytest.mark.parametrize("name", ROUND_TRIP_TRACES)
 def test_every_registered_result_round_trips_through_msgspec(name: str) -> None:
     where, _, relative = name.partition(":")
-    report = analyze(load_trace(recorded_trace(relative) if where == "recorded" else anchor(relative)))
+    results = analyze(load_trace(recorded_trace(relative) if where == "recorded" else anchor(relative)))
     for entry in ANALYSES:
         msgspec.inspect.type_info(entry.result)  # raises for a type msgspec cannot handle
-        result = report[entry.name]
+        result = results[entry.name]
         assert isinstance(result, entry.result)
         assert round_trips(entry.result, result), f"{entry.name}: {entry.result.__name__} does not round-trip"
-    assert round_trips(AnalysisResults, report)
+    assert round_trips(AnalysisResults, results)
 
 
 def test_every_registered_result_round_trips_on_a_tiny_trace(tmp_path: Path) -> None:
-    report = analyze(load_trace(one_gemm_trace(tmp_path)))
+    results = analyze(load_trace(one_gemm_trace(tmp_path)))
     for entry in ANALYSES:
-        assert round_trips(entry.result, report[entry.name]), entry.name
+        assert round_trips(entry.result, results[entry.name]), entry.name
 
 
 def test_the_round_trip_check_catches_a_result_that_does_not_survive() -> None:
@@ -193,7 +193,7 @@ def test_the_round_trip_check_catches_a_result_that_does_not_survive() -> None:
 
 
 def test_the_written_out_report_type_agrees_with_the_registry() -> None:
-    """`AnalysisResults` is written out (so strict mypy types `report.bound`); its fields are the registry's
+    """`AnalysisResults` is written out (so strict mypy types `results.bound`); its fields are the registry's
     entries, in the order `results_type` would give them, each of its entry's result type (None allowed but for
     the required ones)."""
     import typing

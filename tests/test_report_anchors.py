@@ -29,15 +29,15 @@ TRACES = anchor_traces()
 @pytest.mark.parametrize("path", TRACES, ids=[anchor_name(p) for p in TRACES])
 def test_anchor_goes_through_report_and_annotate(path: Path) -> None:
     trace = load_trace(path)
-    report = analyze(trace)
-    document = build_report([(trace, report)])
+    results = analyze(trace)
+    document = build_report([(trace, results)])
     page = HtmlReportRenderer().render(document)
     assert page.count("Plotly.newPlot(") == len(document.figures())
     timeline = document.panel("timeline").figure
     assert timeline is not None
     drawn = sum(len(t.text) for t in timeline.data if t.hoverinfo == "text" and not t.name.startswith("merged"))
     assert drawn <= MAX_SLICES
-    additions = trace_additions(trace, report)
+    additions = trace_additions(trace, results)
     events = msgspec.json.decode(rewrite_trace(trace, additions))
     events = events["traceEvents"] if isinstance(events, dict) else events
     new = [e for e in events if e.get("cat") == "tracelens"]
@@ -51,9 +51,9 @@ def test_anchor_goes_through_report_and_annotate(path: Path) -> None:
 def test_large_anchor_report_is_small_and_fast(tmp_path: Path) -> None:
     path = anchor("hta/df_index_resolver/df_index_resolver.json.gz")  # 54 MB uncompressed, 123k events
     trace = load_trace(path)
-    report = analyze(trace)
+    results = analyze(trace)
     started = time.perf_counter()
-    page = HtmlReportRenderer().render(build_report([(trace, report)]))
+    page = HtmlReportRenderer().render(build_report([(trace, results)]))
     elapsed = time.perf_counter() - started
     assert len(page.encode()) < 10_000_000
     assert elapsed < 10.0  # about 1 s on a 2-core runner; a generous bound against pathologies only

@@ -159,8 +159,8 @@ def test_breakdowns(tiny: tuple) -> None:
 
 
 def test_findings_say_not_available_without_the_analyses(tiny: tuple) -> None:
-    trace, report = tiny
-    document = build_report([(trace, AnalysisResults(summary=report.summary))])
+    trace, results = tiny
+    document = build_report([(trace, AnalysisResults(summary=results.summary))])
     for panel_id in ("bound", "fusion", "roofline", "dispatch", "gpu-idle", "compiled"):
         panel = document.panel(panel_id)
         assert panel.figure is None and panel.table is None
@@ -168,7 +168,7 @@ def test_findings_say_not_available_without_the_analyses(tiny: tuple) -> None:
 
 
 def test_findings_show_an_analysis_result_when_present(tiny: tuple) -> None:
-    trace, report = tiny
+    trace, results = tiny
 
     @dataclasses.dataclass(frozen=True)
     class Bound:
@@ -178,7 +178,7 @@ def test_findings_show_an_analysis_result_when_present(tiny: tuple) -> None:
     class WithBound(AnalysisResults, frozen=True):  # a report whose `bound` is of another version's type
         bound: object = None
 
-    extended = WithBound(summary=report.summary, bound=Bound("CPU-bound", 0.7))
+    extended = WithBound(summary=results.summary, bound=Bound("CPU-bound", 0.7))
     table = build_report([(trace, extended)]).panel("bound").table
     assert table is not None and table.rows == (("verdict", "CPU-bound"), ("gpu_idle_fraction", "0.7"))
 

@@ -17,39 +17,39 @@ from tracelens.report.document import ReportDocument
 @pytest.fixture(scope="module")
 def mlp() -> tuple[Trace, AnalysisResults, ReportDocument]:
     trace = load_trace(recorded_trace("h200/eager_mlp.json.gz"))
-    report = analyze(trace)
-    return trace, report, build_report([(trace, report)])
+    results = analyze(trace)
+    return trace, results, build_report([(trace, results)])
 
 
 def test_idle_by_cause_draws_the_bound_steps(mlp: tuple) -> None:
-    _, report, document = mlp
+    _, results, document = mlp
     data = document.panel("gpu-idle").figure.to_dict()["data"]
     assert [t["name"].split(":")[0] for t in data] == ["GPU busy", "idle", "idle", "idle", "idle", "idle"]
-    assert list(data[0]["x"]) == [str(s.number) for s in report.bound.steps] == ["3", "4", "5", "6", "7"]
-    assert array(data[0]["y"]).tolist() == [s.gpu_busy_us for s in report.bound.steps]
-    assert array(data[1]["y"]).tolist() == [s.launch_wait_us for s in report.bound.steps]
-    assert array(data[2]["y"]).tolist() == [s.sync_wait_us for s in report.bound.steps]
+    assert list(data[0]["x"]) == [str(s.number) for s in results.bound.steps] == ["3", "4", "5", "6", "7"]
+    assert array(data[0]["y"]).tolist() == [s.gpu_busy_us for s in results.bound.steps]
+    assert array(data[1]["y"]).tolist() == [s.launch_wait_us for s in results.bound.steps]
+    assert array(data[2]["y"]).tolist() == [s.sync_wait_us for s in results.bound.steps]
 
 
 def test_bound_panel_states_the_verdict(mlp: tuple) -> None:
-    _, report, document = mlp
+    _, results, document = mlp
     panel = document.panel("bound")
-    assert panel.table is not None and panel.table.rows[0] == ("verdict", report.bound.bound)
-    assert panel.note.startswith({"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}[report.bound.bound])
+    assert panel.table is not None and panel.table.rows[0] == ("verdict", results.bound.bound)
+    assert panel.note.startswith({"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}[results.bound.bound])
 
 
 def test_dispatch_layers(mlp: tuple) -> None:
-    _, report, document = mlp
+    _, results, document = mlp
     bar = document.panel("dispatch").figure.to_dict()["data"][0]
-    layers = [layer for layer in report.dispatch.layers if layer.us_per_step > 0][::-1]
+    layers = [layer for layer in results.dispatch.layers if layer.us_per_step > 0][::-1]
     assert list(bar["y"]) == [layer.name for layer in layers]
     assert array(bar["x"]).tolist() == [layer.us_per_step for layer in layers]
 
 
 def test_fusion_table(mlp: tuple) -> None:
-    _, report, document = mlp
+    _, results, document = mlp
     table = document.panel("fusion").table
-    assert table is not None and len(table.rows) == len(report.fusion.opportunities) == 2
+    assert table is not None and len(table.rows) == len(results.fusion.opportunities) == 2
     assert table.rows[0][0] == "vectorized_elementwise_kernel[gelu] → vectorized_elementwise_kernel[mul]"
     assert table.rows[0][1] == "aten::gelu → aten::mul"
     # the same kernels as a GEMM-epilogue opportunity of the gate/up GEMMs
@@ -57,14 +57,14 @@ def test_fusion_table(mlp: tuple) -> None:
 
 
 def test_roofline_points_and_roofs(mlp: tuple) -> None:
-    _, report, document = mlp
+    _, results, document = mlp
     data = document.panel("roofline").figure.to_dict()["data"]
     roofs = [t for t in data if t["name"].startswith("roof ")]
     points = [t for t in data if t["name"].endswith("-limited kernels")]
-    dtypes = {r.dtype for r in report.roofline.rows}
-    assert [t["name"].split()[1] for t in roofs] == sorted(dtypes & set(report.roofline.peaks_tflops))
+    dtypes = {r.dtype for r in results.roofline.rows}
+    assert [t["name"].split()[1] for t in roofs] == sorted(dtypes & set(results.roofline.peaks_tflops))
     plotted = sum(array(t["x"]).size for t in points)
-    modelled = [r for r in report.roofline.rows if r.intensity_flop_per_byte and r.achieved_tflops]
+    modelled = [r for r in results.roofline.rows if r.intensity_flop_per_byte and r.achieved_tflops]
     assert plotted == len(modelled) > 0
     compute = next(t for t in points if t["name"] == "compute-limited kernels")
     rows = [r for r in modelled if r.limit == "compute"]

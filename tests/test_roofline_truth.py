@@ -109,12 +109,12 @@ def test_convolution_backward_is_modelled_on_the_resnet_trace() -> None:
         dtype=bool,
     )
     assert float(models.flops[backward].sum()) == pytest.approx(flops, rel=1e-9)
-    report = analyze(trace)
-    assert report.roofline is not None
-    conv_ops = {r.op for r in report.roofline.rows if r.model == "conv"}
+    results = analyze(trace)
+    assert results.roofline is not None
+    conv_ops = {r.op for r in results.roofline.rows if r.model == "conv"}
     assert conv_ops == {"aten::cudnn_convolution", "aten::cudnn_convolution_backward"}
     # 21.1 % before: convolutions, cuDNN dgrad/wgrad kernels (then "other") and batch-norm backward
-    assert report.roofline.modelled_kernel_time_pct == 98.2
+    assert results.roofline.modelled_kernel_time_pct == 98.2
 
 
 def test_forward_convolutions_of_resnet50_add_up_to_its_published_macs() -> None:

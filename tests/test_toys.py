@@ -41,8 +41,8 @@ from tracelens.renderers.formats import RendererTable
 
 
 class KernelsCsv:
-    def render(self, report):
-        rows = [f"{step.number},{step.kernels:g}" for step in report.summary.step_table]
+    def render(self, results):
+        rows = [f"{step.number},{step.kernels:g}" for step in results.summary.step_table]
         return "step,kernels\\n" + "".join(row + "\\n" for row in rows)
 
 
@@ -183,11 +183,11 @@ if TYPE_CHECKING:
     from tracelens.report import document as page
 
 
-def event_count_parts(result: EventCount, report: AnalysisResults) -> Parts:
+def event_count_parts(result: EventCount, results: AnalysisResults) -> Parts:
     return [Text(f"Events in the trace: {result.events:,}")]
 
 
-def event_count_panels(result: EventCount | None, report: AnalysisResults) -> page.AnalysisPanels:
+def event_count_panels(result: EventCount | None, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
     note = "not run" if result is None else f"{result.events:,} events"

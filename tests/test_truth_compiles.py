@@ -31,8 +31,8 @@ def test_static_shape_sweep_compiles_five_ids_inside_the_window(capsys: pytest.C
     repeat (step 3) reuses 0/1. Before: "10 compile spans" (each compile's Dynamo span and its first-call
     autotuning counted apart) and "recompiled: Torch-Compiled Region: 0/2" (only the region of a kept step)."""
     path = recorded_trace("h200/truth/sweep_static_compiled_mlp.json.gz")
-    report = analyze(tracelens.load(path))
-    compiled = report.compiled
+    results = analyze(tracelens.load(path))
+    compiled = results.compiled
     assert compiled is not None
     expected = _expected(path)
     assert [c.id for c in compiled.compiles] == list(expected) == ["0/1", "0/2", "0/3", "0/4", "0/5"]
@@ -42,7 +42,7 @@ def test_static_shape_sweep_compiles_five_ids_inside_the_window(capsys: pytest.C
         assert dynamo_ms - 0.001 <= entry.ms < dynamo_ms + 60  # + the first call's autotuning (27-38 ms measured)
     assert [c.step for c in compiled.compiles] == [1, 2, 4, 5, 6]
     assert len(compiled.recompiles) == 5
-    assert compiled.steady_steps == [3] == report.summary.step_numbers
+    assert compiled.steady_steps == [3] == results.summary.step_numbers
     assert "steady state from step(s) 3" in compiled.note
     assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
     document = json.loads(capsys.readouterr().out)

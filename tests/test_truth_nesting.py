@@ -90,9 +90,9 @@ def busy_us_by_step(path: Path, numbers: list[int]) -> dict[int, float]:
 @pytest.mark.parametrize("name", TRACES)
 def test_cpu_time_per_step_is_the_time_the_threads_were_busy(name: str) -> None:
     path = recorded_trace(name)
-    report = analyze(tracelens.load(path))
-    assert report.dispatch is not None
-    ours = {s.number: sum(s.us.values()) for s in report.dispatch.step_layers}
+    results = analyze(tracelens.load(path))
+    assert results.dispatch is not None
+    ours = {s.number: sum(s.us.values()) for s in results.dispatch.step_layers}
     expected = busy_us_by_step(path, sorted(ours))
     assert len(expected) >= len(ours) - 1  # only the last step may hold frames running at the stop
     for number, busy_us in expected.items():

@@ -30,12 +30,12 @@ def _ids(paths: list[Path]) -> list[str]:
 @pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
 def test_step_figures_equal_the_independent_reading(path: Path) -> None:
     trace = tracelens.load(path)
-    report = analyze(trace)
+    results = analyze(trace)
     if trace.meta.format != "kineto":
         pytest.skip("the independent reading covers Kineto traces (not the 2021 legacy format)")
     expected = {row["number"]: row for row in step_figures(str(path))}
-    assert report.summary.step_table, "a trace with complete steps analyzes at least one"
-    for row in report.summary.step_table:
+    assert results.summary.step_table, "a trace with complete steps analyzes at least one"
+    for row in results.summary.step_table:
         want = expected[row.number]
         if row.gpu_busy_us is None:  # no GPU activity in the trace: GPU figures are unknown, not 0
             assert want["busy_us"] == 0 and row.gpu_window_us is None and row.queue_backlog_us is None
@@ -48,14 +48,14 @@ def test_step_figures_equal_the_independent_reading(path: Path) -> None:
 
 @pytest.mark.parametrize("path", ALL, ids=_ids(ALL))
 def test_busy_plus_idle_buckets_is_the_window_in_every_step(path: Path) -> None:
-    report = analyze(tracelens.load(path))
-    bound = report.bound
+    results = analyze(tracelens.load(path))
+    bound = results.bound
     assert bound is not None
     for step in bound.steps:
         parts = step.gpu_busy_us + step.idle_us
         assert parts == pytest.approx(step.gpu_window_us, abs=0.01), step.number
         assert 0 <= step.exposed_dispatch_us <= step.launch_wait_us + 0.001
-    by_number = {row.number: row for row in report.summary.step_table}
+    by_number = {row.number: row for row in results.summary.step_table}
     for step in bound.steps:  # the bound analysis and the per-step table read the same windows
         if step.number in by_number and by_number[step.number].gpu_window_us is not None:
             assert step.gpu_window_us == pytest.approx(by_number[step.number].gpu_window_us, abs=0.01)
@@ -65,8 +65,8 @@ def test_busy_plus_idle_buckets_is_the_window_in_every_step(path: Path) -> None:
 def test_qwen_mi300_busy_counts_work_launched_before_the_step() -> None:
     """HTA's temporal breakdown calls this rank 88 % busy; the step's window (CPU start to its last GPU end)
     holds 42,869 µs of GPU activity in 46,892 µs (91 %), of which part was launched before the step."""
-    report = analyze(tracelens.load(anchor("amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")))
-    per_step = report.summary.per_step
+    results = analyze(tracelens.load(anchor("amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")))
+    per_step = results.summary.per_step
     assert (per_step.gpu_busy_us, per_step.gpu_window_us) == (42869.234, 46892.225)
 
 
@@ -74,9 +74,9 @@ def test_cpu_ahead_training_step_time_is_the_gpu_period_not_the_backlog() -> Non
     """20 AdamW steps on an H200 without a sync per step: the CPU runs ahead, the queue grows by ~4 ms a step.
     The step time is GPU end to GPU end (~8.4 ms); the backlog is reported apart and grows. The first step's
     runs from the end of the work launched before the recording (still queued when it started)."""
-    report = analyze(tracelens.load(recorded_trace("h200/truth/train_cpu_ahead_stacks.json.gz")))
-    table = report.summary.step_table
-    assert report.summary.per_step.step_us == 8428.631
+    results = analyze(tracelens.load(recorded_trace("h200/truth/train_cpu_ahead_stacks.json.gz")))
+    table = results.summary.step_table
+    assert results.summary.per_step.step_us == 8428.631
     backlog = [row.queue_backlog_us for row in table]
     assert backlog[0] < backlog[5] < backlog[10]
     assert all(7500 < row.step_us < 8700 for row in table)  # type: ignore[operator]
@@ -94,15 +94,15 @@ def test_exposed_dispatch_is_dispatch_self_time_in_gpu_idle(path: Path) -> None:
     while the GPU idled in the step's window, as an independent stdlib reading computes it; where every idle
     microsecond is a launch wait (the CPU-bound training trace, recorded with Python stacks) they are equal.
     Before: dispatch intervals were whole ops, Python children included, then capped at the dispatch time."""
-    report = analyze(tracelens.load(path))
-    assert report.bound is not None
+    results = analyze(tracelens.load(path))
+    assert results.bound is not None
     bound_us = idle_dispatch_us(str(path))
-    for step in report.bound.steps:
+    for step in results.bound.steps:
         assert step.exposed_dispatch_us <= bound_us[step.number] + 0.002, step.number
         if path.name == "train_cpu_bound_stacks.json.gz":
             assert step.exposed_dispatch_us == pytest.approx(bound_us[step.number], abs=0.002)
     if path.name == "train_cpu_bound_stacks.json.gz":
-        assert report.bound.exposed_dispatch_pct == 97.254  # of 4,146.8 µs dispatch per step; before: 97.1
+        assert results.bound.exposed_dispatch_pct == 97.254  # of 4,146.8 µs dispatch per step; before: 97.1
 
 
 def test_first_step_behind_a_queue_from_before_the_recording() -> None:
@@ -112,11 +112,11 @@ def test_first_step_behind_a_queue_from_before_the_recording() -> None:
     GPU-limited by that queue: its period runs from when the earlier work ended. Every step then matches the
     CUDA events (2,979-2,998 µs); it read 6,967 µs for step 3 before."""
     path = recorded_trace("h200/audit/backlog_nosync.json.gz")
-    report = analyze(tracelens.load(path))
-    ours = [row.step_us for row in report.summary.step_table]
+    results = analyze(tracelens.load(path))
+    ours = [row.step_us for row in results.summary.step_table]
     assert ours == [row["step_us"] for row in step_figures(str(path))]  # the stdlib reading, to the ns
     timings = json.loads((path.parent / "timings.json").read_text())[path.name]["timings"]
     cuda_events_us = [1000 * ms for ms in timings["gpu_start_to_next_start_ms"][3:7]]  # steps 3→4 ... 6→end
     assert all(abs(a - b) < 0.01 * b for a, b in zip(ours[:3], cuda_events_us, strict=False)), (ours, cuda_events_us)
-    bound = report.bound
+    bound = results.bound
     assert bound is not None and bound.steps[0].other_idle_us < 100 and bound.steps[0].bound == "gpu"

@@ -52,11 +52,11 @@ def timeline(trace: Trace, max_slices: int | None = None, focus_step: int | None
     median-length step; `focus_step` = a ProfilerStep number), busy bands elsewhere, GPU utilization strips, the
     critical path as a red line."""
     budget = MAX_SLICES if max_slices is None else max_slices
-    report = analyze(trace, step=focus_step)
-    path = report.get(CriticalPath)
+    results = analyze(trace, step=focus_step)
+    path = results.get(CriticalPath)
     rows = path.path_rows if path is not None else None
     gpu = gpu_activity_frame(trace)
-    notes = findings_by_row(gpu, report)
+    notes = findings_by_row(gpu, results)
     return bake_page_hovers(
         _figure(timeline_panel(trace, gpu, budget, focus_step, highlight_rows=rows, row_notes=notes))
     )

@@ -40,8 +40,8 @@ def test_regions_graph_breaks_recompiles_and_compile_steps_excluded(tmp_path: Pa
     assert (region.calls_per_step, region.us_per_step, region.overhead_us_per_step) == (1.0, 40.0, 40.0)
     assert result.cache_lookup_us_per_step == 2.0
     assert "steps 1 excluded" in result.note
-    report = analyze(trace)
-    assert report.summary.step_numbers == [2, 3]
+    results = analyze(trace)
+    assert results.summary.step_numbers == [2, 3]
 
 
 def test_cuda_graph_replay_kernels_belong_to_the_launch_and_region(tmp_path: Path) -> None:
@@ -76,8 +76,8 @@ def test_compile_time_is_taken_out_of_gpu_idle_when_no_step_is_free_of_it(tmp_pa
         kernel("vectorized_elementwise_kernel", 90, 2, correlation=2),  # gap 10-90
     ]
     trace = load_events(tmp_path, events)
-    report = analyze(trace)
-    assert report.compiled is not None and report.compiled.excluded_events == 1
-    assert report.bound is not None
-    assert report.bound.launch_wait_us_per_step == 25.0  # 0-5, and the 80 µs gap less the 60 µs of compilation
-    assert report.bound.compile_idle_us_per_step == 60.0
+    results = analyze(trace)
+    assert results.compiled is not None and results.compiled.excluded_events == 1
+    assert results.bound is not None
+    assert results.bound.launch_wait_us_per_step == 25.0  # 0-5, and the 80 µs gap less the 60 µs of compilation
+    assert results.bound.compile_idle_us_per_step == 60.0

@@ -1,6 +1,6 @@
 """Variants side by side: the study's table, and which eager ops each variant fused into one kernel.
 
-Contract: `compare_variants([(name, trace, report), ...]) -> Comparison`; pure. A fused kernel (Inductor
+Contract: `compare_variants([(name, trace, results), ...]) -> Comparison`; pure. A fused kernel (Inductor
 `triton_*_fused_*`, Liger / hand-written Triton) is credited with the eager kernels it replaced in this place
 of the program, placed by dataflow and position (analyses/fused_credit.py, docs/fusion.md), never by op names;
 `fusion_balance` says how the rows add up to the realized drop.
@@ -102,16 +102,16 @@ def variant_name(trace: Trace) -> str:
 def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Comparison:
     components = block_components([trace for _, trace, _ in items])
     variants = [
-        _variant(name, trace, report, rows) for (name, trace, report), rows in zip(items, components, strict=True)
+        _variant(name, trace, results, rows) for (name, trace, results), rows in zip(items, components, strict=True)
     ]
     fusions, balance = _fusions(items)
-    removed = graph_removals([graph_side(name, trace, report) for name, trace, report in items])
+    removed = graph_removals([graph_side(name, trace, results) for name, trace, results in items])
     return Comparison(
         variants=variants,
         fusions=fusions,
         fusion_balance=balance,
         break_even=break_even([(v.name, v.shapes) for v in variants]),
-        verdicts=[*_verdicts(variants, [report for _, _, report in items]), *map(removal_sentence, removed)],
+        verdicts=[*_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
         graph_removed=removed,
     )
 
@@ -164,17 +164,17 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
         text = ", ".join(f"{name} {us:,.1f}" for us, name in sorted(dispatch))
         out.append(f"CPU dispatch µs/step: {text}")
     left = []
-    for v, report in zip(variants, reports, strict=True):
-        if report.fusion is not None and report.fusion.est_saving_us_per_step:
-            count = len(report.fusion.opportunities)
-            left.append(f"{v.name} {report.fusion.est_saving_us_per_step:,.1f} µs/step ({count})")
+    for v, results in zip(variants, reports, strict=True):
+        if results.fusion is not None and results.fusion.est_saving_us_per_step:
+            count = len(results.fusion.opportunities)
+            left.append(f"{v.name} {results.fusion.est_saving_us_per_step:,.1f} µs/step ({count})")
     if left:
         out.append("fusion left (est. saving, opportunities): " + ", ".join(left))
     return out
 
 
-def _variant(name: str, trace: Trace, report: AnalysisResults, components: list[ComponentRow]) -> Variant:
-    summary = report.summary
+def _variant(name: str, trace: Trace, results: AnalysisResults, components: list[ComponentRow]) -> Variant:
+    summary = results.summary
     n = max(summary.steps, 1)
     by_category: dict[str, float] = {}
     for row in summary.kernels:
@@ -186,13 +186,13 @@ def _variant(name: str, trace: Trace, report: AnalysisResults, components: list[
         steps=summary.steps,
         per_step=summary.per_step,
         metadata_ops_per_step=round(_metadata_ops(trace) / n, 3),
-        dispatch_us_per_step=report.dispatch.dispatch_us_per_step if report.dispatch else None,
-        exposed_dispatch_us_per_step=report.bound.exposed_dispatch_us_per_step if report.bound else None,
-        bound=report.bound.bound if report.bound else None,
+        dispatch_us_per_step=results.dispatch.dispatch_us_per_step if results.dispatch else None,
+        exposed_dispatch_us_per_step=results.bound.exposed_dispatch_us_per_step if results.bound else None,
+        bound=results.bound.bound if results.bound else None,
         kernels_by_category=dict(sorted(by_category.items())),
         kernels=summary.kernels,
         components=components,
-        shapes=sweep_shapes(trace, report.compiled.compiles if report.compiled else []),
+        shapes=sweep_shapes(trace, results.compiled.compiles if results.compiled else []),
         step_source=trace.steps.source,
     )
 
@@ -222,32 +222,32 @@ def _fusions(items: list[tuple[str, Trace, AnalysisResults]]) -> tuple[list[Fuse
     base_slots = kernel_slots(base_trace, _categories(base_report))
     fusions: list[FusedKernel] = []
     balances: list[FusionBalance] = []
-    for name, trace, report in items:
+    for name, trace, results in items:
         if name == base_name:
             continue
-        rows, balance = _variant_fusions(name, trace, report, base_name, base_report, base_slots)
+        rows, balance = _variant_fusions(name, trace, results, base_name, base_report, base_slots)
         if rows:
             fusions += rows
             balances.append(balance)
     return fusions, balances
 
 
-def _categories(report: AnalysisResults) -> dict[str, str]:
-    return {row.name: row.category for row in report.summary.kernels}
+def _categories(results: AnalysisResults) -> dict[str, str]:
+    return {row.name: row.category for row in results.summary.kernels}
 
 
 def _variant_fusions(
-    name: str, trace: Trace, report: AnalysisResults, base_name: str, base_report: AnalysisResults, base: Slots
+    name: str, trace: Trace, results: AnalysisResults, base_name: str, base_report: AnalysisResults, base: Slots
 ) -> tuple[list[FusedKernel], FusionBalance]:
-    variant = kernel_slots(trace, _categories(report))
+    variant = kernel_slots(trace, _categories(results))
     placed = credit(base, variant)
     b_steps, v_steps = base.n_steps, variant.n_steps
     groups: dict[tuple[str, str, bool], list[Unit]] = {}
     for unit in placed.units:
         groups.setdefault((unit.head.name, unit.head.key[1], unit.head.backward), []).append(unit)
-    missing = _missing_gemms(base_report.summary.kernels, report.summary.kernels)
+    missing = _missing_gemms(base_report.summary.kernels, results.summary.kernels)
     absorbed_us = 0.0
-    launcher = {row.name: row.op for row in report.summary.kernels}  # as `analyze` names it
+    launcher = {row.name: row.op for row in results.summary.kernels}  # as `analyze` names it
     fusions = []
     for (kernel, op, backward), units in groups.items():
         kernel_us = sum(u.us for u in units) / v_steps

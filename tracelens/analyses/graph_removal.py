@@ -1,6 +1,6 @@
 """What a CUDA graph removed from a step, eager against graph variant (`compare`, issue #29).
 
-Contract: `graph_side(trace, report) -> GraphSide` (pure) gives one variant's per-step counts over the steps its
+Contract: `graph_side(trace, results) -> GraphSide` (pure) gives one variant's per-step counts over the steps its
 summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides)` pairs the
 first variant with no graph launches (the eager baseline) with every variant that has some, as
 `GraphRemoval` rows (baseline − variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
@@ -69,9 +69,9 @@ def _median(values: list[float]) -> float | None:
     return round(float(np.median(values)), 3) if values else None
 
 
-def graph_side(name: str, trace: Trace, report: AnalysisResults) -> GraphSide:
+def graph_side(name: str, trace: Trace, results: AnalysisResults) -> GraphSide:
     """Per-step medians of one variant (module docstring)."""
-    summary = report.summary
+    summary = results.summary
     ev, links = trace.events, trace.links
     indices = [i for n in summary.step_numbers if (i := trace.step_index(n)) is not None]
     names = ev.names

@@ -2,8 +2,8 @@
 (`tracelens.analyses.registry.ANALYSES`).
 
 `AnalysisResults` (written out in `tracelens.analyses.registry`, beside the entries it must match: a test
-checks) has one attribute per analysis, named as its entry (`report.summary`, `report.bound`, ...; None = not
-run), plus `report["bound"]` and the typed `report.get(Bound)`. Being a frozen Struct of the result types, it
+checks) has one attribute per analysis, named as its entry (`results.summary`, `results.bound`, ...; None = not
+run), plus `results["bound"]` and the typed `results.get(Bound)`. Being a frozen Struct of the result types, it
 round-trips through msgspec (the results cache stores it).
 """
 
@@ -56,5 +56,5 @@ def analyze(
     entries = tuple(analyses)
     context = AnalysisContext(trace, step, peaks, entries)
     results = {entry.name: context.run(entry) for entry in entries}
-    report: AnalysisResults = results_type(entries)(**results)  # type: ignore[assignment]
-    return report
+    analysis_results: AnalysisResults = results_type(entries)(**results)  # type: ignore[assignment]
+    return analysis_results

@@ -7,10 +7,10 @@ Each entry (`Analysis`) names:
 - `result`: the result type, a frozen `msgspec.Struct` that round-trips through msgspec (the results cache stores it;
   tests/test_registry.py checks every entry);
 - `text`: its section of `tracelens analyze` (`"module:function"`, in `tracelens.renderers.analyses.<name>`:
-  `function(result, report) -> list of rich renderables`, None entries skipped), printed in `text_order`;
+  `function(result, results) -> list of rich renderables`, None entries skipped), printed in `text_order`;
 - `panels`: its panels of the HTML report (`"module:function"`, in the same module, `function(result | None,
-  report) -> AnalysisPanels`; None = not run: say so);
-- `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, report) -> dict`);
+  results) -> AnalysisPanels`; None = not run: say so);
+- `json`: its top-level keys of the JSON document (`"module:function"`, `function(result, results) -> dict`);
   None: `{name: result as plain data}`;
 - `doc`: what each of those keys holds (`KeyDoc` rows, Markdown), the rows of docs/json.md's table of the
   `tracelens.analyze/1` keys (a hook of the docs build, scripts/mkdocs_hooks.py, writes them there;

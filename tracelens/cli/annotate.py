@@ -96,17 +96,17 @@ def _annotate(path: Path, output: Path, args: argparse.Namespace) -> int:
 
         perfetto_module()  # missing package: one error line before any work
     trace = load_with_feedback(path, args.cache, capture=args.capture)
-    report = analyze(trace)
-    additions = trace_additions(trace, report)
+    results = analyze(trace)
+    additions = trace_additions(trace, results)
     if _format(args) == "perfetto":
         from tracelens.renderers.pftrace import pftrace_bytes
 
-        _write(output, [pftrace_bytes(trace, report, additions.slices)], args, inputs)
+        _write(output, [pftrace_bytes(trace, results, additions.slices)], args, inputs)
     else:
         from tracelens.loader.rewrite import NotStreamable, rewrite_pieces, rewrite_source, stream_pieces
 
         source = rewrite_source(trace)
-        del trace, report  # freed before the file is read again: the peak is the larger of the two, not the sum
+        del trace, results  # freed before the file is read again: the peak is the larger of the two, not the sum
         gc.collect()
         try:  # range by range as the file is read: memory is a range of text plus the additions
             _write(output, stream_pieces(source, additions), args, inputs)

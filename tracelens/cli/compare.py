@@ -72,6 +72,6 @@ class CompareCommand:
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
         from tracelens.analyses.actions import prediction_checks
 
-        checks = prediction_checks([(label, report) for label, (_, report) in zip(labels, analyzed, strict=True)])
+        checks = prediction_checks([(label, results) for label, (_, results) in zip(labels, analyzed, strict=True)])
         emit_result(args, "compare", comparison, predictions=tuple(checks))
         return 0

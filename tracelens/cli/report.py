@@ -163,11 +163,11 @@ def _build_page(
     if ranks is not None:
         from tracelens.report.ranks import ranks_section
 
-        report, rank, why = ranks
+        results, rank, why = ranks
         document = replace(
             document,
-            title=f"tracelens report: {report.source}, rank {rank} in full",
-            sections=(ranks_section(report, rank, why), *document.sections),
+            title=f"tracelens report: {results.source}, rank {rank} in full",
+            sections=(ranks_section(results, rank, why), *document.sections),
         )
     page = HtmlReportRenderer().render(document).encode("utf-8", errors="backslashreplace")  # lone surrogates
     return CachedPage(page, tuple(trace.warnings for trace, _ in inputs))

@@ -166,13 +166,13 @@ def open_run(
             raise TracelensError(f"{source}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")
         located = {names[f.path]: Path(f.path) for f in figures}
         figures = [replace(f, path=names.get(f.path, f.path)) for f in figures]
-        report = analyze_ranks(figures, str(source), failed)
-        yield Run(source, _members(report, located), report)
+        results = analyze_ranks(figures, str(source), failed)
+        yield Run(source, _members(results, located), results)
 
 
-def _members(report: RanksResults, located: dict[str, Path]) -> tuple[RunMember, ...]:
-    rows = [row for row in report.rows if row.path in located]
-    if report.one_run:
+def _members(results: RanksResults, located: dict[str, Path]) -> tuple[RunMember, ...]:
+    rows = [row for row in results.rows if row.path in located]
+    if results.one_run:
         labels = [f"rank{row.rank}" for row in rows]
     else:
         rows.sort(key=lambda row: row.path)

@@ -49,17 +49,17 @@ def per_step_dict(figures: StepFigures) -> dict[str, float | None]:
     return {key: _number(getattr(figures, key)) for key in PER_STEP_KEYS}
 
 
-def analyze_dict(report: AnalysisResults) -> dict[str, Any]:
+def analyze_dict(results: AnalysisResults) -> dict[str, Any]:
     """The `tracelens.analyze/1` document as plain Python data: each analysis' keys (the registry's `json`
     renderer, or `{name: its result as a dict}`), in registry order."""
     document: dict[str, Any] = {"schema": ANALYZE_SCHEMA, "tool": {"name": "tracelens", "version": __version__}}
-    for entry, result in report.results():
+    for entry, result in results.results():
         section = renderer_of(entry, "json")
-        document.update(section(result, report) if section is not None else {entry.name: plain(result)})
+        document.update(section(result, results) if section is not None else {entry.name: plain(result)})
     return _clean(document)
 
 
-def summary_json(summary: Summary, report: AnalysisResults) -> dict[str, Any]:
+def summary_json(summary: Summary, results: AnalysisResults) -> dict[str, Any]:
     """The document's head: trace facts, steps, per-step figures, kernels, ops, warnings."""
     return {
         "trace": plain(summary.facts),
@@ -70,20 +70,20 @@ def summary_json(summary: Summary, report: AnalysisResults) -> dict[str, Any]:
         "step_table": [
             {"number": row.number, "complete": row.complete, **per_step_dict(row)} for row in summary.step_table
         ],
-        "kernels": _kernels_with_roofline(summary, report.get(Roofline)),
+        "kernels": _kernels_with_roofline(summary, results.get(Roofline)),
         "ops": plain(summary.ops),
         "warnings": list(summary.warnings),
-        "profiler_free": _profiler_free(summary, report),
+        "profiler_free": _profiler_free(summary, results),
     }
 
 
-def _profiler_free(summary: Summary, report: AnalysisResults) -> dict[str, Any] | None:
+def _profiler_free(summary: Summary, results: AnalysisResults) -> dict[str, Any] | None:
     """The `profiler_free` object, with `verdict_without_profiler` ("gpu" where the bound verdict would flip, else
     null; `profiler_overhead.verdict_without_profiler`)."""
     free = summary.profiler_free
     if free is None:
         return None
-    bound = report.get(Bound)
+    bound = results.get(Bound)
     flip = verdict_without_profiler(bound.bound, summary.per_step.gpu_busy_us, free.step_us) if bound else None
     return {**plain(free), "verdict_without_profiler": flip}
 
@@ -113,12 +113,12 @@ def _kernels_with_roofline(summary: Summary, roofline: Roofline | None) -> list[
     return rows
 
 
-def bound_json(bound: Bound, report: AnalysisResults) -> dict[str, Any]:
+def bound_json(bound: Bound, results: AnalysisResults) -> dict[str, Any]:
     """`bound` is the verdict string ("cpu", "gpu", "mixed", "unknown"), its figures are `bound_breakdown`."""
     return {"bound": bound.bound, "bound_breakdown": plain(bound)}
 
 
-def fusion_json(fusion: Fusion, report: AnalysisResults) -> dict[str, Any]:
+def fusion_json(fusion: Fusion, results: AnalysisResults) -> dict[str, Any]:
     """`fusion_opportunities` is a list; `fusion` has the totals."""
     return {
         "fusion_opportunities": plain(fusion.opportunities),
@@ -157,11 +157,11 @@ class AnalyzeJsonRenderer:
         return dumps(analyze_dict(result))
 
 
-def critical_path_json(result: Any, report: AnalysisResults) -> dict[str, Any]:
+def critical_path_json(result: Any, results: AnalysisResults) -> dict[str, Any]:
     """`critical_path` without `path_rows` (event row numbers are internal: the report draws them)."""
     return {"critical_path": plain(result, leave_out=("path_rows",))}
 
 
-def memory_json(result: Memory, report: AnalysisResults) -> dict[str, Any]:
+def memory_json(result: Memory, results: AnalysisResults) -> dict[str, Any]:
     """`memory`: every field but the thinned `timeline` (the report draws it; the JSON has the figures)."""
     return {"memory": plain(result, leave_out=("timeline",))}

@@ -1,7 +1,7 @@
 """The report page assembled: the page data (`tracelens.report`) of a loaded `Trace` and its `AnalysisResults`,
 with each analysis' panels from its registry entry; `tracelens.renderers.html` writes it as HTML.
 
-Contract: `build_report([(trace, report), ...], max_slices=...) -> ReportDocument`; pure, deterministic (the same
+Contract: `build_report([(trace, results), ...], max_slices=...) -> ReportDocument`; pure, deterministic (the same
 input gives the same figures, panels in a fixed order with fixed ids). With several traces a comparison section
 comes first and the timeline budget `max_slices` is shared between them. Per trace: overview and timeline (from
 the summary), "Where the time goes" (the summary's charts, every analysis' `breakdowns` panels in registry
@@ -43,9 +43,9 @@ def build_report(
     if several:
         sections.append(comparison_section([(label, t, r) for label, (t, r) in zip(labels, inputs, strict=True)]))
     budget = max(0, max_slices) // len(inputs)
-    for index, ((trace, report), label) in enumerate(zip(inputs, labels, strict=True)):
+    for index, ((trace, results), label) in enumerate(zip(inputs, labels, strict=True)):
         prefix = f"t{index}-" if several else ""
-        sections += trace_sections(trace, report, prefix, label if several else "", budget, focus_step)
+        sections += trace_sections(trace, results, prefix, label if several else "", budget, focus_step)
     warnings = tuple(
         f"{label}: {w}" if several else w
         for (_, r), label in zip(inputs, labels, strict=True)
@@ -57,12 +57,12 @@ def build_report(
 
 
 def trace_sections(
-    trace: Trace, report: AnalysisResults, prefix: str, label: str, max_slices: int, focus_step: int | None = None
+    trace: Trace, results: AnalysisResults, prefix: str, label: str, max_slices: int, focus_step: int | None = None
 ) -> list[Section]:
     """Overview, timeline, breakdowns and findings of one trace; ids start with `prefix`."""
-    summary = report.summary
+    summary = results.summary
     head = f"{label}: " if label else ""
-    path = report.get(CriticalPath)
+    path = results.get(CriticalPath)
     gpu = gpu_activity_frame(trace)
     timeline = timeline_panel(
         trace,
@@ -71,11 +71,11 @@ def trace_sections(
         focus_step,
         panel_id=f"{prefix}timeline",
         highlight_rows=path.path_rows if path is not None else None,
-        row_notes=findings_by_row(gpu, report),
+        row_notes=findings_by_row(gpu, results),
     )
     if timeline.figure is not None:
-        timeline = replace(timeline, links=tuple(finding_links(trace, gpu, report, focus_step)))
-    panels = analysis_panels(report)
+        timeline = replace(timeline, links=tuple(finding_links(trace, gpu, results, focus_step)))
+    panels = analysis_panels(results)
     return [
         # the first screen: what to do next, the trace facts (folded), then the timeline (the per-step table follows it)
         Section(
@@ -105,14 +105,14 @@ def trace_sections(
     ]
 
 
-def analysis_panels(report: AnalysisResults) -> list[AnalysisPanels]:
+def analysis_panels(results: AnalysisResults) -> list[AnalysisPanels]:
     """Every registered analysis' panels, in registry order; an analysis that did not run gets its panels'
     "not available" notes (its `panels` renderer is given None)."""
     out = []
-    for entry in report.analyses:
+    for entry in results.analyses:
         render = renderer_of(entry, "panels")
         if render is not None:
-            out.append(render(getattr(report, entry.name, None), report))
+            out.append(render(getattr(results, entry.name, None), results))
     return out
 
 

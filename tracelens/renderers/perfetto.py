@@ -3,9 +3,9 @@ their cause) and fusion opportunities as slices on tracks of their own, and the 
 roofline figures in each GPU activity's args. This module decides what to add; `tracelens.loader.rewrite`
 (the only other code that touches the trace's raw JSON) writes the file back with it.
 
-Contract: `trace_additions(trace, report) -> Additions`; pure. Gaps and their causes come from
-`analyses.bound` (the same gaps `tracelens analyze` counts), fusion runs from `report.fusion`, roofline figures
-from `report.roofline` (per kernel name, over the analyzed steps).
+Contract: `trace_additions(trace, results) -> Additions`; pure. Gaps and their causes come from
+`analyses.bound` (the same gaps `tracelens analyze` counts), fusion runs from `results.fusion`, roofline figures
+from `results.roofline` (per kernel name, over the analyzed steps).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ CAUSE_TEXT = {
 }
 
 
-def trace_additions(trace: Trace, report: AnalysisResults) -> Additions:
+def trace_additions(trace: Trace, results: AnalysisResults) -> Additions:
     """Everything `tracelens annotate` adds to the trace."""
     gpu = gpu_activity_frame(trace)
-    slices = gap_slices(trace) + fusion_slices(gpu, report)
-    return Additions(slices=tuple(slices), row_args=kernel_args(gpu, report))
+    slices = gap_slices(trace) + fusion_slices(gpu, results)
+    return Additions(slices=tuple(slices), row_args=kernel_args(gpu, results))
 
 
 def exposed_gaps(trace: Trace, min_gap_ns: int = MIN_GAP_NS) -> pd.DataFrame:
@@ -87,10 +87,10 @@ def gap_slices(trace: Trace) -> list[AddedSlice]:
     return out
 
 
-def fusion_slices(gpu: pd.DataFrame, report: AnalysisResults) -> list[AddedSlice]:
+def fusion_slices(gpu: pd.DataFrame, results: AnalysisResults) -> list[AddedSlice]:
     """Each occurrence of each fusion opportunity: its kernels in stream order within one step (other kernels
     may run in between), as a slice from the first kernel's start to the last one's end."""
-    fusion = getattr(report, "fusion", None)
+    fusion = getattr(results, "fusion", None)
     opportunities = list(getattr(fusion, "opportunities", None) or [])
     kernels = gpu[gpu["step"] >= 0].sort_values(["stream", "ts_ns"], kind="stable")
     out: list[AddedSlice] = []
@@ -145,11 +145,11 @@ def occurrences(sequence: list[str], pattern: list[str], group: np.ndarray) -> t
     return first[order].astype(np.int64), current[order].astype(np.int64)
 
 
-def kernel_args(gpu: pd.DataFrame, report: AnalysisResults) -> dict[int, dict[str, Any]]:
+def kernel_args(gpu: pd.DataFrame, results: AnalysisResults) -> dict[int, dict[str, Any]]:
     """Launching op, category and (when the kernel has a model) roofline figures for every GPU activity row.
     Rows of the same name, op and category share one dict (read it, do not change it): memory grows with the
     distinct kernels, not the rows (docs/benchmarks.md#annotate)."""
-    roofline = _roofline_args(report)
+    roofline = _roofline_args(results)
     out: dict[int, dict[str, Any]] = {}
     shared: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
     columns = zip(gpu["row"].tolist(), gpu["name"].tolist(), gpu["op"].tolist(), gpu["category"].tolist(), strict=True)
@@ -165,9 +165,9 @@ def kernel_args(gpu: pd.DataFrame, report: AnalysisResults) -> dict[int, dict[st
     return out
 
 
-def _roofline_args(report: AnalysisResults) -> dict[str, dict[str, Any]]:
+def _roofline_args(results: AnalysisResults) -> dict[str, dict[str, Any]]:
     """Roofline figures per kernel name, as args (`tracelens achieved TFLOP/s`, ...)."""
-    roofline = getattr(report, "roofline", None)
+    roofline = getattr(results, "roofline", None)
     out: dict[str, dict[str, Any]] = {}
     for row in getattr(roofline, "rows", None) or []:
         figures = {

@@ -2,7 +2,7 @@
 findings in it, written with the `perfetto` package's protos (`perfetto.protos...perfetto_trace_pb2`, the
 generated code of Perfetto's own `perfetto_trace.proto`, on the `protobuf` runtime).
 
-Contract: `pftrace_bytes(trace, report) -> bytes`; pure. What the file holds (docs/report.md, "Perfetto"):
+Contract: `pftrace_bytes(trace, results) -> bytes`; pure. What the file holds (docs/report.md, "Perfetto"):
 - every complete event of the trace as a slice, on a track per CPU thread and per GPU stream, grouped under a
   track per process and per GPU. Slices of one source track that overlap go to lanes of their own so that no
   overlap is lost: GPU activity of a stream is split into lanes in which no two activities overlap (lane 1 is
@@ -10,7 +10,7 @@ Contract: `pftrace_bytes(trace, report) -> bytes`; pure. What the file holds (do
 - a flow from each launching runtime/driver call to the GPU activity it launched (`Trace.links.launch`);
 - on a `tracelens` group: steps (`ProfilerStep` CPU range, and the span of the GPU work launched in the step:
   first start to last end), the critical path of the analyzed step (its calls and GPU activities,
-  `report.critical_path`),
+  `results.critical_path`),
   fusion opportunities and exposed GPU idle gaps by main cause (the slices `annotate`'s JSON output adds,
   `renderers.perfetto`);
 - counter tracks: allocator totals per device (`[memory]` events), the trace's own counters (`ph: "C"`), and the
@@ -97,18 +97,18 @@ class _Tracks:
         return uuid
 
 
-def pftrace_bytes(trace: Trace, report: AnalysisResults, findings: Iterable[AddedSlice] = ()) -> bytes:
-    """The Perfetto protobuf trace of `trace` with `report`'s findings (see the module docstring); `findings`
+def pftrace_bytes(trace: Trace, results: AnalysisResults, findings: Iterable[AddedSlice] = ()) -> bytes:
+    """The Perfetto protobuf trace of `trace` with `results`' findings (see the module docstring); `findings`
     are the extra slices (`renderers.perfetto.trace_additions(...).slices`), each on a track of its name."""
     pb = perfetto_module()
     offset_ns = _offset_ns(trace)
     tracks, slices = _Tracks(), _Slices()
     row_slice = _source_slices(trace, tracks, slices, offset_ns)
-    _annotate_gpu(trace, report, slices, row_slice)
+    _annotate_gpu(trace, results, slices, row_slice)
     _add_flows(trace, slices, row_slice)
     root = tracks.get(("root",), ROOT_NAME)
     _step_slices(trace, tracks, slices, offset_ns, root)
-    _critical_path_slices(trace, report, tracks, slices, offset_ns, root, row_slice)
+    _critical_path_slices(trace, results, tracks, slices, offset_ns, root, row_slice)
     _finding_slices(findings, tracks, slices, offset_ns, root)
     counters = list(_counter_samples(trace, tracks, offset_ns))
     return b"".join(_serialized(pb, tracks, slices, counters))
@@ -214,12 +214,12 @@ def _nested_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
-def _annotate_gpu(trace: Trace, report: AnalysisResults, slices: _Slices, row_slice: np.ndarray) -> None:
+def _annotate_gpu(trace: Trace, results: AnalysisResults, slices: _Slices, row_slice: np.ndarray) -> None:
     """Debug annotations of GPU activity: what `annotate`'s JSON output adds, grid/block, correlation id."""
     from tracelens.renderers.perfetto import kernel_args  # pandas: only for this debug view
 
     ev = trace.events
-    extra = kernel_args(gpu_activity_frame(trace), report)
+    extra = kernel_args(gpu_activity_frame(trace), results)
     for row, args in extra.items():
         out = dict(args)
         if ev.grid_blocks[row] >= 0:
@@ -296,7 +296,7 @@ def _add_laned(
 
 def _critical_path_slices(
     trace: Trace,
-    report: AnalysisResults,
+    results: AnalysisResults,
     tracks: _Tracks,
     slices: _Slices,
     offset_ns: int,
@@ -305,7 +305,7 @@ def _critical_path_slices(
 ) -> None:
     """The calls and GPU activities on the critical path of the analyzed step, copied onto a track group of
     their own (lanes where they overlap), and marked in the original slices' annotations."""
-    path = getattr(report, "critical_path", None)
+    path = getattr(results, "critical_path", None)
     rows = sorted(set(getattr(path, "path_rows", None) or []))
     if not rows:
         return

@@ -1,7 +1,7 @@
 """`analyze TRACE --predict FILE`: each action's prediction as a `check` hypothesis about the changed program's
 trace (docs/actions.md, docs/check.md).
 
-Contract: `predictions_toml(report, source) -> str`, a hypotheses file: one `[[hypothesis]]` per action, metric
+Contract: `predictions_toml(results, source) -> str`, a hypotheses file: one `[[hypothesis]]` per action, metric
 `critical_path.step_us` (the mean step span that `predicted_step_us` predicts) == the prediction, with the
 action's stated range (`low` to `high`) as the tolerance (`below`/`above`), the `action` and the program it was
 predicted from (`before`: its compiled regions and CUDA-graph replay rows); no `trace` key, so `check AFTER
@@ -37,8 +37,8 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def predictions_toml(report: AnalysisResults, source: str) -> str:
-    actions = report.get(Actions)
+def predictions_toml(results: AnalysisResults, source: str) -> str:
+    actions = results.get(Actions)
     lines = [
         f"# predictions of `tracelens analyze {source}`: one per action, each about the trace of the program",
         "# changed by that action; check with `tracelens check AFTER --expect THIS_FILE`",
@@ -47,10 +47,10 @@ def predictions_toml(report: AnalysisResults, source: str) -> str:
     if actions is None or actions.summary.step_us is None or not actions.actions:
         lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
         return "\n".join([*lines, "hypothesis = []  # none: `check` has nothing to check"]) + "\n"
-    compiled = report.get(Compiled)
+    compiled = results.get(Compiled)
     before = ""
     if compiled is not None:
-        shape = msgspec.structs.replace(program_shape(compiled), launches_per_step=report.summary.per_step.launches)
+        shape = msgspec.structs.replace(program_shape(compiled), launches_per_step=results.summary.per_step.launches)
         before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
     for action in actions.actions:
         targets = ", ".join(action.targets)

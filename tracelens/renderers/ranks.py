@@ -17,19 +17,19 @@ from tracelens.units import ms_text
 RANKS_SCHEMA = "tracelens.ranks/1"
 
 
-def ranks_dict(report: RanksResults) -> dict[str, Any]:
+def ranks_dict(results: RanksResults) -> dict[str, Any]:
     """The `tracelens.ranks/1` document (field names are stable: add, never rename)."""
     document = {
         "schema": RANKS_SCHEMA,
         "tool": {"name": "tracelens", "version": __version__},
-        **plain(report),
+        **plain(results),
     }
     return dict(_clean(document))
 
 
-def ranks_table(report: RanksResults) -> Table:
-    heading = "Ranks of" if report.one_run else "Separate traces (not ranks of one run) in"
-    table = Table(title=f"{heading} {report.source} (medians per step)", title_justify="left")
+def ranks_table(results: RanksResults) -> Table:
+    heading = "Ranks of" if results.one_run else "Separate traces (not ranks of one run) in"
+    table = Table(title=f"{heading} {results.source} (medians per step)", title_justify="left")
     table.add_column("rank", justify="right")
     table.add_column("steps total", justify="right")
     for column in ("step", "compute", "collectives", "waiting", "transfer"):
@@ -38,11 +38,11 @@ def ranks_table(report: RanksResults) -> Table:
     table.add_column("")
     table.add_column("file")
     droppable(table, "transfer ms/step", "steps total", "file")
-    for row in report.rows:
+    for row in results.rows:
         flags = []
         if row.straggler:
             flags.append("straggler")
-        if row.rank is not None and row.rank == report.slowest_rank:
+        if row.rank is not None and row.rank == results.slowest_rank:
             flags.append("slowest")
         table.add_row(
             "?" if row.rank is None else str(row.rank),
@@ -59,41 +59,41 @@ def ranks_table(report: RanksResults) -> Table:
     return table
 
 
-def summary_lines(report: RanksResults) -> list[str]:
-    world = f" of world size {report.world_size}" if report.world_size is not None else ""
-    if report.one_run:
-        lines = [f"{len(report.ranks_found)} rank(s){world}: {_ranges(report.ranks_found) or 'none'}"]
+def summary_lines(results: RanksResults) -> list[str]:
+    world = f" of world size {results.world_size}" if results.world_size is not None else ""
+    if results.one_run:
+        lines = [f"{len(results.ranks_found)} rank(s){world}: {_ranges(results.ranks_found) or 'none'}"]
     else:
         lines = [
-            f"not ranks of one run: {report.separate_reason}; each trace is analyzed on its own "
+            f"not ranks of one run: {results.separate_reason}; each trace is analyzed on its own "
             "(no skew, waiting, straggler or slowest rank)"
         ]
-    if report.missing_ranks and report.one_run:
-        lines.append(f"missing ranks: {_ranges(report.missing_ranks)}")
-    if report.duplicate_ranks and report.one_run:
-        lines.append(f"ranks with more than one trace: {_ranges(report.duplicate_ranks)}")
-    if report.unranked_files and report.one_run:
-        lines.append(f"traces without distributedInfo.rank: {', '.join(report.unranked_files)}")
-    for failure in report.failed_files:
+    if results.missing_ranks and results.one_run:
+        lines.append(f"missing ranks: {_ranges(results.missing_ranks)}")
+    if results.duplicate_ranks and results.one_run:
+        lines.append(f"ranks with more than one trace: {_ranges(results.duplicate_ranks)}")
+    if results.unranked_files and results.one_run:
+        lines.append(f"traces without distributedInfo.rank: {', '.join(results.unranked_files)}")
+    for failure in results.failed_files:
         lines.append(f"unusable: {failure}")
-    if report.step_us_median == report.step_us_median:
+    if results.step_us_median == results.step_us_median:
         lines.append(
-            f"step time: median {ms_text(report.step_us_median)} ms, fastest {ms_text(report.step_us_min)} ms "
-            f"(rank {report.fastest_rank}), slowest {ms_text(report.step_us_max)} ms (rank {report.slowest_rank}); "
-            f"skew {report.skew_pct:.1f} % of the median"
+            f"step time: median {ms_text(results.step_us_median)} ms, fastest {ms_text(results.step_us_min)} ms "
+            f"(rank {results.fastest_rank}), slowest {ms_text(results.step_us_max)} ms (rank {results.slowest_rank}); "
+            f"skew {results.skew_pct:.1f} % of the median"
         )
-    if report.matched_collectives:
+    if results.matched_collectives:
         lines.append(
             f"waiting = time in a collective kernel beyond the fastest rank's duration of the same call "
-            f"({report.matched_collectives} calls matched per rank)"
+            f"({results.matched_collectives} calls matched per rank)"
         )
-    if report.one_run:
+    if results.one_run:
         lines.append(
-            f"stragglers (ranks the others wait for): {_ranges(report.stragglers)}"
-            if report.stragglers
+            f"stragglers (ranks the others wait for): {_ranges(results.stragglers)}"
+            if results.stragglers
             else "stragglers: none found"
         )
-    return lines + report.notes
+    return lines + results.notes
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -253,22 +253,22 @@ def op_table(summary: Summary) -> Table:
     return table
 
 
-def summary_parts(summary: Summary, report: AnalysisResults) -> list[RenderableType | None]:
+def summary_parts(summary: Summary, results: AnalysisResults) -> list[RenderableType | None]:
     """The head of `tracelens analyze`: trace facts, per-step figures, kernels (with the roofline's % of peak)
     and ops (the registry's text section of the summary)."""
-    roofline = report.get(Roofline)
+    roofline = results.get(Roofline)
     peaks = {name: r.pct_of_peak for name, r in roofline.by_kernel().items()} if roofline else None
     return [
         facts_table(summary.facts),
         Text(""),
         per_step_table(summary),
-        profiler_free_line(summary, report),
+        profiler_free_line(summary, results),
         kernel_table(summary, peaks) if summary.kernels else None,
         op_table(summary) if summary.ops else None,
     ]
 
 
-def profiler_free_line(summary: Summary, report: AnalysisResults) -> Text | None:
+def profiler_free_line(summary: Summary, results: AnalysisResults) -> Text | None:
     """The profiler-free step time beside the profiled one, with the inflation, and whether the bound verdict
     would read gpu without the profiler (docs/profiler_overhead.md); None when there is no step time."""
     free = summary.profiler_free
@@ -281,7 +281,7 @@ def profiler_free_line(summary: Summary, report: AnalysisResults) -> Text | None
         f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled "
         f"{us_text(free.profiled_step_us)} µs{inflation}."
     )
-    bound = report.get(Bound)
+    bound = results.get(Bound)
     busy = summary.per_step.gpu_busy_us
     if bound is not None and busy is not None and verdict_without_profiler(bound.bound, busy, free.step_us):
         share = min(busy / free.step_us, 1.0)
@@ -303,16 +303,16 @@ def check_sections(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def analysis_parts(report: AnalysisResults, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
+def analysis_parts(results: AnalysisResults, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
     """Every analysis' text section (the registry's `text` renderers), in `text_order`; only those named in
     `sections` when given."""
     parts: list[RenderableType | None] = []
-    for entry, result in sorted(report.results(), key=lambda pair: pair[0].text_order):
+    for entry, result in sorted(results.results(), key=lambda pair: pair[0].text_order):
         if sections is not None and entry.name not in sections:
             continue
         section = renderer_of(entry, "text")
         if section is not None:
-            parts += section(result, report)
+            parts += section(result, results)
     return [p for p in parts if p is not None]
 
 

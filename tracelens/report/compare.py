@@ -1,6 +1,6 @@
 """The comparison of several traces (variants): the study's table, the fused kernels, and side-by-side charts.
 
-Contract: `comparison_section([(name, trace, report), ...]) -> Section`; pure. The figures come from
+Contract: `comparison_section([(name, trace, results), ...]) -> Section`; pure. The figures come from
 `analyses.compare.compare_variants` (the same table `tracelens compare` prints) and the summaries.
 """
 
@@ -131,7 +131,7 @@ def break_even_table(comparison: Comparison) -> Panel:
 
 def gpu_category_chart(items: Sequence[Item]) -> Panel:
     """Stacked bars: GPU µs per step by kernel category, one bar per variant."""
-    per_variant = [category_us_per_step(report.summary) for _, _, report in items]
+    per_variant = [category_us_per_step(results.summary) for _, _, results in items]
     fig = _stacked_by_category([name for name, _, _ in items], per_variant, "GPU µs per step", ":,.1f} µs per step")
     return Panel(id="compare-gpu", title="GPU time per step by kernel category", figure=fig)
 
@@ -170,8 +170,8 @@ def step_chart(items: Sequence[Item]) -> Panel:
     """Grouped bars per variant: median step, CPU step and GPU busy time (µs)."""
     metrics = (("step_us", "step µs"), ("cpu_us", "CPU step µs"), ("gpu_busy_us", "GPU busy µs"))
     fig = go.Figure()
-    for color, (label, _, report) in zip(variant_colors(len(items)), items, strict=True):
-        figures = report.summary.per_step
+    for color, (label, _, results) in zip(variant_colors(len(items)), items, strict=True):
+        figures = results.summary.per_step
         fig.add_trace(
             go.Bar(
                 x=[name for _, name in metrics],

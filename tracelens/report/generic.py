@@ -17,9 +17,9 @@ MAX_ROWS = 30
 MISSING = "this version of tracelens does not compute it"
 
 
-def finding(report: AnalysisResults, field: str) -> Any:
-    """The optional analysis result `field` of `report`, or None."""
-    return getattr(report, field, None)
+def finding(results: AnalysisResults, field: str) -> Any:
+    """The optional analysis result `field` of `results`, or None."""
+    return getattr(results, field, None)
 
 
 def generic_panel(result: Any, panel_id: str, title: str) -> Panel:

@@ -1,7 +1,7 @@
 """The ranks page of a run's report: step time, compute, transfer and waiting per rank, and which rank the rest
 of the page shows in full.
 
-Contract: `ranks_section(report, focus_rank, why) -> Section`; pure. Every figure comes from
+Contract: `ranks_section(results, focus_rank, why) -> Section`; pure. Every figure comes from
 `analyses.ranks.RanksResults` (the view `tracelens analyze RUN` prints); no figure is computed here.
 """
 
@@ -32,20 +32,20 @@ FOCUS_COLOR = "#d62728"
 RANK_COLOR = "#4c78a8"
 
 
-def ranks_section(report: RanksResults, focus_rank: int, why: str) -> Section:
+def ranks_section(results: RanksResults, focus_rank: int, why: str) -> Section:
     """The first section of a run's report."""
-    panels = (step_chart(report, focus_rank), time_chart(report), ranks_table(report, focus_rank))
+    panels = (step_chart(results, focus_rank), time_chart(results), ranks_table(results, focus_rank))
     notes = (
         f"The rest of this page is the full report of rank {focus_rank}: {why}. "
         "Pick another with tracelens report RUN --rank N.",
-        _summary(report),
+        _summary(results),
     )
-    return Section(id="ranks", title=f"Ranks of {report.source}", panels=panels, notes=notes)
+    return Section(id="ranks", title=f"Ranks of {results.source}", panels=panels, notes=notes)
 
 
-def step_chart(report: RanksResults, focus_rank: int) -> Panel:
+def step_chart(results: RanksResults, focus_rank: int) -> Panel:
     """One bar per rank: its median step time (ms); the rank shown in full in red, the median as a line."""
-    rows = _ranked(report)
+    rows = _ranked(results)
     fig = go.Figure(
         go.Bar(
             x=[f"rank {row.rank}" for row in rows],
@@ -54,21 +54,21 @@ def step_chart(report: RanksResults, focus_rank: int) -> Panel:
             hovertemplate="%{x}<br>step: %{y:,.3f} ms (median)<extra></extra>",
         )
     )
-    if math.isfinite(report.step_us_median):
+    if math.isfinite(results.step_us_median):
         fig.add_hline(
-            y=report.step_us_median / 1000,
+            y=results.step_us_median / 1000,
             line_dash="dot",
-            annotation_text=f"median {report.step_us_median / 1000:,.3f} ms",
+            annotation_text=f"median {results.step_us_median / 1000:,.3f} ms",
         )
     fig.update_layout(template="plotly_white", height=340, yaxis_title="step time, ms (median step)", margin={"t": 30})
     return Panel(
-        id="ranks-steps", title=f"Step time per rank (skew {pct_text(report.skew_pct)} of the median)", figure=fig
+        id="ranks-steps", title=f"Step time per rank (skew {pct_text(results.skew_pct)} of the median)", figure=fig
     )
 
 
-def time_chart(report: RanksResults) -> Panel:
+def time_chart(results: RanksResults) -> Panel:
     """Stacked bars per rank: compute, collective transfer and collective waiting, ms per step."""
-    rows = _ranked(report)
+    rows = _ranked(results)
     parts = (
         ("compute", [row.compute_us for row in rows], category_color("gemm")),
         ("collective transfer", [row.transfer_us for row in rows], category_color("communication")),
@@ -89,12 +89,12 @@ def time_chart(report: RanksResults) -> Panel:
         )
     fig.update_layout(template="plotly_white", barmode="stack", height=340, yaxis_title="GPU ms per step")
     title = "GPU kernel time per rank: compute, transfer and waiting"
-    if not report.matched_collectives:
+    if not results.matched_collectives:
         return Panel(id="ranks-wait", title=title + " (no collectives matched: waiting unknown)", figure=fig)
     return Panel(id="ranks-wait", title=title, figure=fig)
 
 
-def ranks_table(report: RanksResults, focus_rank: int) -> Panel:
+def ranks_table(results: RanksResults, focus_rank: int) -> Panel:
     rows = tuple(
         (
             str(row.rank),
@@ -105,44 +105,44 @@ def ranks_table(report: RanksResults, focus_rank: int) -> Panel:
             ms_text(row.waiting_us),
             ms_text(row.transfer_us),
             f"{row.collective_calls:,.1f}".removesuffix(".0"),
-            ", ".join(_flags(report, row, focus_rank)),
+            ", ".join(_flags(results, row, focus_rank)),
             row.path,
         )
-        for row in _ranked(report)
+        for row in _ranked(results)
     )
     return Panel(id="ranks-table", title="Ranks (per step)", table=Table(RANKS_COLUMNS, rows))
 
 
-def _flags(report: RanksResults, row: RankRow, focus_rank: int) -> list[str]:
+def _flags(results: RanksResults, row: RankRow, focus_rank: int) -> list[str]:
     flags = []
     if row.straggler:
         flags.append("straggler")
-    if row.rank == report.slowest_rank:
+    if row.rank == results.slowest_rank:
         flags.append("slowest")
     if row.rank == focus_rank:
         flags.append("shown below")
     return flags
 
 
-def _summary(report: RanksResults) -> str:
-    world = f" of world size {report.world_size}" if report.world_size is not None else ""
-    parts = [f"{len(report.ranks_found)} rank(s){world}"]
-    if report.missing_ranks:
-        parts.append(f"missing ranks {', '.join(map(str, report.missing_ranks))}")
-    if math.isfinite(report.step_us_median):
+def _summary(results: RanksResults) -> str:
+    world = f" of world size {results.world_size}" if results.world_size is not None else ""
+    parts = [f"{len(results.ranks_found)} rank(s){world}"]
+    if results.missing_ranks:
+        parts.append(f"missing ranks {', '.join(map(str, results.missing_ranks))}")
+    if math.isfinite(results.step_us_median):
         parts.append(
-            f"step time median {ms_text(report.step_us_median)} ms, fastest {ms_text(report.step_us_min)} ms "
-            f"(rank {report.fastest_rank}), slowest {ms_text(report.step_us_max)} ms (rank {report.slowest_rank})"
+            f"step time median {ms_text(results.step_us_median)} ms, fastest {ms_text(results.step_us_min)} ms "
+            f"(rank {results.fastest_rank}), slowest {ms_text(results.step_us_max)} ms (rank {results.slowest_rank})"
         )
-    if report.matched_collectives:
+    if results.matched_collectives:
         parts.append(
             "waiting = time in a collective kernel beyond the fastest rank's duration of the same call "
-            f"({report.matched_collectives} calls matched per rank)"
+            f"({results.matched_collectives} calls matched per rank)"
         )
-    stragglers = ", ".join(map(str, report.stragglers)) or "none found"
+    stragglers = ", ".join(map(str, results.stragglers)) or "none found"
     parts.append(f"stragglers (ranks the others wait for): {stragglers}")
     return "; ".join(parts) + "."
 
 
-def _ranked(report: RanksResults) -> list[RankRow]:
-    return [row for row in report.rows if row.rank is not None]
+def _ranked(results: RanksResults) -> list[RankRow]:
+    return [row for row in results.rows if row.rank is not None]

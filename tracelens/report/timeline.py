@@ -783,15 +783,15 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     return " ".join(parts)
 
 
-def findings_by_row(gpu: Any, report: AnalysisResults) -> dict[int, list[str]]:
+def findings_by_row(gpu: Any, results: AnalysisResults) -> dict[int, list[str]]:
     """The findings that name each GPU activity row, for its hover: the critical path it lies on, and each
     fusion opportunity whose kernels (short names, on its stream) include it."""
     out: dict[int, list[str]] = {}
-    path = report.get(CriticalPath)
+    path = results.get(CriticalPath)
     if path is not None:
         for row in path.path_rows:
             out.setdefault(int(row), []).append(f"critical path (step {path.step})")
-    fusion = getattr(report, "fusion", None)
+    fusion = getattr(results, "fusion", None)
     opportunities = list(getattr(fusion, "opportunities", None) or [])
     if opportunities:
         names = [short_name(name) for name in gpu["name"]]
@@ -806,13 +806,13 @@ def findings_by_row(gpu: Any, report: AnalysisResults) -> dict[int, list[str]]:
     return out
 
 
-def finding_links(trace: Trace, gpu: Any, report: AnalysisResults, focus_step: int | None = None) -> list[FindingLink]:
+def finding_links(trace: Trace, gpu: Any, results: AnalysisResults, focus_step: int | None = None) -> list[FindingLink]:
     """A zoom for each finding that names kernels (`findings_by_row`): the critical path and each fusion or
     GEMM-epilogue opportunity; the range of its kernels in the timeline's drawn step (all its kernels when none
     is in that step), widened by a tenth of its width on each side (at least 2 µs), in the timeline's µs. The
     Perfetto hint names the `.pftrace` track or slice (`renderers/pftrace.py`, `renderers/perfetto.py`)."""
     by_finding: dict[str, list[int]] = {}
-    for row, notes in findings_by_row(gpu, report).items():
+    for row, notes in findings_by_row(gpu, results).items():
         for note in notes:
             by_finding.setdefault(note, []).append(row)
     focus = focus_step_index(trace, focus_step)
@@ -832,15 +832,15 @@ def finding_links(trace: Trace, gpu: Any, report: AnalysisResults, focus_step: i
             rank = note.split(":", 1)[0].split("#", 1)[-1]
             hint = f"in Perfetto: search 'fuse #{rank}:' (track 'fusion opportunities' under 'tracelens')"
         out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
-    return [*action_links(trace, report, focus), *out]
+    return [*action_links(trace, results, focus), *out]
 
 
-def action_links(trace: Trace, report: AnalysisResults, focus: int | None) -> list[FindingLink]:
-    """A zoom for each action of "What to do next" (`report.actions`): the drawn step, from its CPU start to
+def action_links(trace: Trace, results: AnalysisResults, focus: int | None) -> list[FindingLink]:
+    """A zoom for each action of "What to do next" (`results.actions`): the drawn step, from its CPU start to
     its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's saving
     is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
     step). The Perfetto hint names the step's `ProfilerStep#N` slice (or, for inferred steps, its number)."""
-    actions = report.actions.actions if report.actions is not None else []
+    actions = results.actions.actions if results.actions is not None else []
     if focus is None or not actions:
         return []
     steps, ev = trace.steps, trace.events

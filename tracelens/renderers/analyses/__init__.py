@@ -4,8 +4,8 @@ by `renderers/text.py` and `tracelens.report` instead). The registry names each 
 (`Analysis.text`, `Analysis.panels`).
 
 Contract of the module of analysis `x`:
-- `x_parts(result, report) -> Parts`: its text section, rich renderables printed in order (None: skipped);
-- `x_panels(result | None, report) -> page.AnalysisPanels`: its panels and where they go on the page (overview,
+- `x_parts(result, results) -> Parts`: its text section, rich renderables printed in order (None: skipped);
+- `x_panels(result | None, results) -> page.AnalysisPanels`: its panels and where they go on the page (overview,
   "Where the time goes", "Findings"); given None (the analysis did not run) or a result with nothing to show, a
   panel says so.
 Both are pure. Text output imports neither plotly nor `tracelens.report` (tests/test_startup.py): a module

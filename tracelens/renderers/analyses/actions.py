@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 TOP_ACTIONS = 3
 
 
-def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
+def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     """The summary at the top of `analyze` (at most 15 lines at 80 columns): what the step costs, what limits
     it, the top actions with predicted step time and saving and one line of evidence each, where to read more."""
     head = Text()
@@ -30,7 +30,7 @@ def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
     if s.step_us is None:
         head.append(f": — ({result.note})")
         return [head]
-    free = report.summary.profiler_free
+    free = results.summary.profiler_free
     source = free.source_words() if free is not None else None
     ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
     head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps})")
@@ -39,7 +39,7 @@ def actions_parts(result: Actions, report: AnalysisResults) -> Parts:
             f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
             + (")" if ranged else ", docs/profiler_overhead.md)")  # the range or the doc: 80 columns
         )
-    path = report.get(CriticalPath)
+    path = results.get(CriticalPath)
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}
         cpu, gpu = rows.get("all CPU work 2× faster"), rows.get("all GPU work 2× faster")
@@ -103,7 +103,7 @@ LIMIT_SENTENCE = {
 }
 
 
-def actions_panels(result: Actions | None, report: AnalysisResults) -> page.AnalysisPanels:
+def actions_panels(result: Actions | None, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
     panel_id, title = "actions", "What to do next"
@@ -113,7 +113,7 @@ def actions_panels(result: Actions | None, report: AnalysisResults) -> page.Anal
         )
     s = result.summary
     step_us = s.step_us or 0.0  # not None: checked above
-    free = report.summary.profiler_free
+    free = results.summary.profiler_free
     without = ""
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()

@@ -27,7 +27,7 @@ VERDICT = {
 }
 
 
-def bound_parts(bound: Bound, report: AnalysisResults) -> Parts:
+def bound_parts(bound: Bound, results: AnalysisResults) -> Parts:
     return [bound_text(bound), bound_steps_table(bound)]
 
 
@@ -106,19 +106,19 @@ IDLE_CAUSES = (
 )
 
 
-def bound_panels(bound: Any, report: AnalysisResults) -> page.AnalysisPanels:
+def bound_panels(bound: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(breakdowns=(idle_panel(report),), findings=(bound_panel(report),))
+    return page.AnalysisPanels(breakdowns=(idle_panel(results),), findings=(bound_panel(results),))
 
 
-def bound_panel(report: AnalysisResults) -> page.Panel:
+def bound_panel(results: AnalysisResults) -> page.Panel:
     """The verdict (CPU-, GPU-bound or mixed) and the figures behind it, per step."""
     from tracelens.report import document as page
     from tracelens.report.generic import MISSING, finding, format_value, generic_panel
 
     panel_id, title = "bound", "What bounds a step"
-    bound = finding(report, "bound")
+    bound = finding(results, "bound")
     if bound is None:
         return page.unavailable(panel_id, title, MISSING)
     fields = (
@@ -147,7 +147,7 @@ def bound_panel(report: AnalysisResults) -> page.Panel:
     return page.Panel(id=panel_id, title=title, table=page.Table(("", ""), rows), note=note)
 
 
-def idle_panel(report: AnalysisResults) -> page.Panel:
+def idle_panel(results: AnalysisResults) -> page.Panel:
     """Stacked bars per step: GPU busy, then idle time split by cause."""
     import plotly.graph_objects as go
 
@@ -155,7 +155,7 @@ def idle_panel(report: AnalysisResults) -> page.Panel:
     from tracelens.report.generic import MISSING, finding
 
     panel_id, title = "gpu-idle", "GPU busy and idle by cause, per step"
-    bound = finding(report, "bound")
+    bound = finding(results, "bound")
     steps = list(getattr(bound, "steps", None) or []) if bound is not None else []
     if bound is None:
         return page.unavailable(panel_id, title, MISSING)

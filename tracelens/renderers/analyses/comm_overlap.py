@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tracelens.report import document as page
 
 
-def comm_overlap_parts(result: CommOverlap, report: AnalysisResults) -> Parts:
+def comm_overlap_parts(result: CommOverlap, results: AnalysisResults) -> Parts:
     if result.comm_kernels == 0:
         return [Text(f"Communication/computation overlap: — ({result.note})")]
     text = Text()
@@ -30,7 +30,7 @@ def comm_overlap_parts(result: CommOverlap, report: AnalysisResults) -> Parts:
     return [text]
 
 
-def comm_overlap_panels(result: CommOverlap | None, report: AnalysisResults) -> page.AnalysisPanels:
+def comm_overlap_panels(result: CommOverlap | None, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
     panel_id, title = "comm-overlap", "Communication/computation overlap"

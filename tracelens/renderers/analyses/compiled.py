@@ -25,7 +25,7 @@ def _nested_lookups(compiled: Compiled) -> str:
     return f" (and {us_text(nested)} µs/step inside regions: nested compiled calls)" if nested >= 0.05 else ""
 
 
-def compiled_parts(compiled: Compiled, report: AnalysisResults) -> Parts:
+def compiled_parts(compiled: Compiled, results: AnalysisResults) -> Parts:
     parts: Parts = []
     if compiled.note:
         parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
@@ -72,19 +72,19 @@ def compiled_parts(compiled: Compiled, report: AnalysisResults) -> Parts:
     return parts
 
 
-def compiled_panels(compiled: Any, report: AnalysisResults) -> page.AnalysisPanels:
+def compiled_panels(compiled: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(findings=(compiled_panel(report),))
+    return page.AnalysisPanels(findings=(compiled_panel(results),))
 
 
-def compiled_panel(report: AnalysisResults) -> page.Panel:
+def compiled_panel(results: AnalysisResults) -> page.Panel:
     """torch.compile regions, graph breaks and recompiles."""
     from tracelens.report import document as page
     from tracelens.report.generic import MISSING, finding, format_value
 
     panel_id, title = "compiled", "torch.compile"
-    compiled = finding(report, "compiled")
+    compiled = finding(results, "compiled")
     if compiled is None:
         return page.unavailable(panel_id, title, MISSING)
     regions = list(getattr(compiled, "regions", None) or [])

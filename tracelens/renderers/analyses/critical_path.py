@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tracelens.report import document as page
 
 
-def critical_path_parts(result: CriticalPath, report: AnalysisResults) -> Parts:
+def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts:
     if result.step is None:
         return [Text(f"Critical path: — ({result.note})")]
     n = result.steps_analyzed
@@ -55,7 +55,7 @@ def critical_path_parts(result: CriticalPath, report: AnalysisResults) -> Parts:
     return [head, parts, what_if]
 
 
-def critical_path_panels(result: CriticalPath | None, report: AnalysisResults) -> page.AnalysisPanels:
+def critical_path_panels(result: CriticalPath | None, results: AnalysisResults) -> page.AnalysisPanels:
     import plotly.graph_objects as go
 
     from tracelens.report import document as page

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAX_API_ROWS = 12
 
 
-def dispatch_parts(dispatch: Dispatch, report: AnalysisResults) -> Parts:
+def dispatch_parts(dispatch: Dispatch, results: AnalysisResults) -> Parts:
     return [dispatch_table(dispatch), api_table(dispatch)]
 
 
@@ -64,13 +64,13 @@ def api_table(dispatch: Dispatch) -> Table | None:
     return table
 
 
-def dispatch_panels(dispatch: Any, report: AnalysisResults) -> page.AnalysisPanels:
+def dispatch_panels(dispatch: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(breakdowns=(dispatch_panel(report),))
+    return page.AnalysisPanels(breakdowns=(dispatch_panel(results),))
 
 
-def dispatch_panel(report: AnalysisResults) -> page.Panel:
+def dispatch_panel(results: AnalysisResults) -> page.Panel:
     """CPU time per step by dispatch layer (Python, aten ops, launches, syncs, ...)."""
     import plotly.graph_objects as go
 
@@ -78,7 +78,7 @@ def dispatch_panel(report: AnalysisResults) -> page.Panel:
     from tracelens.report.generic import MISSING, finding, format_value, generic_panel
 
     panel_id, title = "dispatch", "CPU time per step by dispatch layer"
-    dispatch = finding(report, "dispatch")
+    dispatch = finding(results, "dispatch")
     if dispatch is None:
         return page.unavailable(panel_id, title, MISSING)
     layers = [layer for layer in getattr(dispatch, "layers", None) or [] if float(layer.us_per_step) > 0]

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 MAX_FUSION_ROWS = 10
 
 
-def fusion_parts(fusion: Fusion, report: AnalysisResults) -> Parts:
-    if report.summary.empty_reason:
-        return [Text(f"Fusion opportunities: — ({report.summary.empty_reason})")]
+def fusion_parts(fusion: Fusion, results: AnalysisResults) -> Parts:
+    if results.summary.empty_reason:
+        return [Text(f"Fusion opportunities: — ({results.summary.empty_reason})")]
     return [fusion_table(fusion)]
 
 
@@ -66,19 +66,19 @@ def fusion_table(fusion: Fusion) -> Table | Text:
 MAX_PANEL_ROWS = 20
 
 
-def fusion_panels(fusion: Any, report: AnalysisResults) -> page.AnalysisPanels:
+def fusion_panels(fusion: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(findings=(fusion_panel(report),))
+    return page.AnalysisPanels(findings=(fusion_panel(results),))
 
 
-def fusion_panel(report: AnalysisResults) -> page.Panel:
+def fusion_panel(results: AnalysisResults) -> page.Panel:
     """Runs of kernels that could be one kernel, with the estimated saving per step."""
     from tracelens.report import document as page
     from tracelens.report.generic import MISSING, finding, format_value
 
     panel_id, title = "fusion", "Fusion opportunities"
-    fusion = finding(report, "fusion")
+    fusion = finding(results, "fusion")
     if fusion is None:
         return page.unavailable(panel_id, title, MISSING)
     opportunities = list(getattr(fusion, "opportunities", None) or [])

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 MAX_OPS_SHOWN = 8
 
 
-def memory_parts(result: Memory, report: AnalysisResults) -> Parts:
+def memory_parts(result: Memory, results: AnalysisResults) -> Parts:
     if result.allocations_per_step is None:
         return [Text(f"Memory: — ({result.note})")]
     head = Text(
@@ -46,7 +46,7 @@ def memory_parts(result: Memory, report: AnalysisResults) -> Parts:
     return [head, table]
 
 
-def memory_panels(result: Memory | None, report: AnalysisResults) -> page.AnalysisPanels:
+def memory_panels(result: Memory | None, results: AnalysisResults) -> page.AnalysisPanels:
     import plotly.graph_objects as go
 
     from tracelens.report import document as page

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 MAX_ROOFLINE_ROWS = 15
 
 
-def roofline_parts(roofline: Roofline, report: AnalysisResults) -> Parts:
-    if report.summary.empty_reason:
-        return [Text(f"Roofline: — ({report.summary.empty_reason})")]
+def roofline_parts(roofline: Roofline, results: AnalysisResults) -> Parts:
+    if results.summary.empty_reason:
+        return [Text(f"Roofline: — ({results.summary.empty_reason})")]
     return [roofline_table(roofline)]
 
 
@@ -89,13 +89,13 @@ def unmodelled_text(roofline: Roofline) -> str:
     return "\nnot modelled: " + "; ".join(parts) if parts else ""
 
 
-def roofline_panels(roofline: Any, report: AnalysisResults) -> page.AnalysisPanels:
+def roofline_panels(roofline: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(findings=(roofline_panel(report),))
+    return page.AnalysisPanels(findings=(roofline_panel(results),))
 
 
-def roofline_panel(report: AnalysisResults) -> page.Panel:
+def roofline_panel(results: AnalysisResults) -> page.Panel:
     """Achieved TFLOP/s against arithmetic intensity per kernel, under the device's roofs."""
     import plotly.graph_objects as go
 
@@ -103,7 +103,7 @@ def roofline_panel(report: AnalysisResults) -> page.Panel:
     from tracelens.report.generic import MISSING, finding, format_value
 
     panel_id, title = "roofline", "Roofline: achieved vs peak"
-    roofline = finding(report, "roofline")
+    roofline = finding(results, "roofline")
     if roofline is None:
         return page.unavailable(panel_id, title, MISSING)
     rows = [

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tracelens.report import document as page
 
 
-def stream_idle_parts(result: StreamIdle, report: AnalysisResults) -> Parts:
+def stream_idle_parts(result: StreamIdle, results: AnalysisResults) -> Parts:
     if not result.streams:
         return [Text(f"Idle time per stream: — ({result.note})")]
     table = Table(
@@ -45,7 +45,7 @@ def stream_idle_parts(result: StreamIdle, report: AnalysisResults) -> Parts:
     return [table]
 
 
-def stream_idle_panels(result: StreamIdle | None, report: AnalysisResults) -> page.AnalysisPanels:
+def stream_idle_panels(result: StreamIdle | None, results: AnalysisResults) -> page.AnalysisPanels:
     import plotly.graph_objects as go
 
     from tracelens.report import document as page
