@@ -92,10 +92,10 @@ def name(path: Path) -> str:
     raise ValueError(f"{path} is in none of the corpus folders {roots()}")
 
 
-# the alternated recordings (traces/h100/interleaved): rounds of the same programs, kept for the profiler-overhead
-# calibration (tests/test_profiler_overhead.py reads every round); a per-trace test covers each program once, by
-# its round 0
-REPLICA = re.compile(r"interleaved/r\d+/[^/]+/.+_r[1-9]\d*\.json\.gz$")
+# the alternated recordings (traces/h100/interleaved and the held-out run traces/h100/heldout): rounds of the same
+# programs, kept for the profiler-overhead calibration and its check (tests/test_profiler_overhead.py reads every
+# round); a per-trace test covers each program once, by its round 0
+REPLICA = re.compile(r"(interleaved/r\d+|heldout)/[^/]+/.+_r[1-9]\d*\.json\.gz$")
 
 
 def recorded(root: Path) -> list[Path]:

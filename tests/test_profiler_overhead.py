@@ -33,6 +33,10 @@ TIMINGS = ("traces/h200/timings.json", "traces/h200/block/timings.json", "traces
 INTERLEAVED = tuple(
     sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "traces/h100/interleaved").glob("r*/*/timings.json"))
 )
+# an alternated run recorded after the fit (the variants' order rotated each round): never fitted
+HELD_OUT_ALTERNATED = tuple(
+    sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "traces/h100/heldout").glob("*/timings.json"))
+)
 REFERENCE_SPREAD = 0.15  # a reference whose before and after medians differ by more (larger ÷ smaller − 1) is
 # not one number: left out
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -52,11 +56,11 @@ def _runs() -> list[tuple[Path, float]]:
     return runs
 
 
-def _interleaved_runs(stable_only: bool = True) -> list[tuple[Path, float]]:
+def _interleaved_runs(stable_only: bool = True, folders: tuple[str, ...] = INTERLEAVED) -> list[tuple[Path, float]]:
     """The alternated H100 traces with the median of the calls timed just before and after each; with
     `stable_only`, those whose before and after medians agree within REFERENCE_SPREAD."""
     runs = []
-    for folder in INTERLEAVED:
+    for folder in folders:
         for name, timing in json.loads((ROOT / folder / "timings.json").read_text())["traces"].items():
             before, after = timing["before"]["median"], timing["after"]["median"]
             if stable_only and max(before, after) / min(before, after) - 1 > REFERENCE_SPREAD:
@@ -443,3 +447,24 @@ def test_the_reproducibility_table_is_the_raw_one() -> None:
     assert f"moves up to {small_event_spread:.2f}× between the loops of one process" in prose
     assert f"up to {small_profiled_spread:.1f}× between the two processes" in prose
     assert big_spread <= 1.05  # "from 4,096 tokens (GPU-bound) both agree within 5 %"
+
+
+def test_the_held_out_alternated_run() -> None:
+    """The alternated run recorded after the fit (traces/h100/heldout): how many of its traces whose reference held
+    still lie within ±15 % and inside the stated range, with the model before 2026-12-06 beside it, as the docs say."""
+    stable = _interleaved_runs(folders=HELD_OUT_ALTERNATED)
+    every = _interleaved_runs(stable_only=False, folders=HELD_OUT_ALTERNATED)
+    rows = [(independent(path), measured) for path, measured in stable]
+    within = _within(rows, (FIXED, PER_EVENT, PER_REGION, LEAD_SHARE))
+    inside = sum(_range(row)[0] <= measured <= _range(row)[1] for row, measured in rows)
+    before = sum(
+        abs(max(row["busy_us"], row["step_us"] - 60 - 3.2 * row["events"]) / measured - 1) <= 0.15
+        for row, measured in rows
+    )
+    every_within = _within([(independent(p), m) for p, m in every], (FIXED, PER_EVENT, PER_REGION, LEAD_SHARE))
+    doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
+    assert (
+        f"**{within} of {len(rows)}** within ±15 % and {inside} inside the stated range (the model before "
+        f"2026-12-06: {before}); with the {len(every) - len(rows)} whose reference moved, "
+        f"{every_within} of {len(every)}"
+    ) in doc

@@ -54,6 +54,7 @@ from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Bool, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
+from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 from tracelens.variants import error_pct, taken_action
@@ -189,7 +190,8 @@ def actions_of(
                 "compile",
                 ["the step"],
                 lambda t, g: _compile_plan(t, g, chains),
-                f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model",
+                f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
+                + (MATH_ATTENTION_NOTE if _math_attention(trace, indices) else ""),
             )
         )
         graph_model = GRAPH_MODELS.get("cuda_graphs", _graphs_plan)
@@ -368,6 +370,23 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
             if call >= 0 and short_name(names[graph.gpu_name[k]]) != chain.kernels[0]:
                 work[call], duration[call] = 0, 0
     return _Plan(work, duration, gpu_dur)
+
+
+MATH_ATTENTION = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+SDPA = ("aten::scaled_dot_product_attention",)
+MATH_ATTENTION_NOTE = (
+    "; softmax between GEMMs: Inductor may rewrite softmax(QKᵀ)V into one attention kernel, which this model does "
+    "not (the compiled step can be far shorter: docs/actions.md#held-out-an-alternated-run)"
+)
+
+
+def _math_attention(trace: Trace, indices: list[int]) -> bool:
+    """Whether the steps at `indices` run attention written out (a softmax op and batched GEMMs, no
+    `scaled_dot_product_attention`): Inductor's pattern matcher can turn it into one fused attention kernel."""
+    names = trace.events.names
+    in_steps = np.isin(trace.links.step, np.asarray(indices, dtype=np.int64)) & (trace.events.kind == Kind.CPU_OP)
+    ops = {names[code] for code in distinct_ints(trace.events.name[in_steps]).tolist()}
+    return bool(ops & set(MATH_ATTENTION)) and "aten::bmm" in ops and not ops & set(SDPA)
 
 
 def _fused_launch_us(trace: Trace, indices: list[int]) -> float:
