@@ -166,7 +166,9 @@ def _big_traces() -> tuple[set[Path], tuple[str, ...]]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark `slow` every case of a parametrized test whose parameters include a big trace."""
+    """Mark `slow` every case of a parametrized test whose parameters include a big trace; leave out (deselect)
+    every test marked `optional_corpus(name)` whose trace no folder holds (`anchors.OPTIONAL`: no licence to copy
+    it into the repository), so that a fresh clone runs every test it can and skips none for a missing trace."""
     paths, names = _big_traces()
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -176,30 +178,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             ):
                 item.add_marker(pytest.mark.slow)
                 break
+    absent = [item for item in items if _missing_optional(item)]
+    if absent:
+        items[:] = [item for item in items if not _missing_optional(item)]
+        config.hook.pytest_deselected(items=absent)
+
+
+def optional_corpus(name: str) -> pytest.MarkDecorator:
+    """The mark of a test (or a parameter) that needs the optional corpus trace `name` (`anchors.OPTIONAL`)."""
+    assert name in anchors.OPTIONAL, name
+    return pytest.mark.optional_corpus(name)
+
+
+def _missing_optional(item: pytest.Item) -> bool:
+    return any(anchors.find(mark.args[0]) is None for mark in item.iter_markers("optional_corpus"))
 
 
 # ---------------------------------------------------------------- the run's last line: what did not run, and why
 
 SLOW_LEFT_OUT = pytest.StashKey[int]()  # slow tests deselected by -m (each pytest-xdist worker sends its count)
+OPTIONAL_LEFT_OUT = pytest.StashKey[int]()  # tests of optional traces no folder holds, deselected (the same)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
         config = items[0].config
-        slow = sum(1 for item in items if item.get_closest_marker("slow"))
+        slow = sum(1 for item in items if item.get_closest_marker("slow") and not _missing_optional(item))
+        optional = sum(1 for item in items if _missing_optional(item))
         config.stash[SLOW_LEFT_OUT] = config.stash.get(SLOW_LEFT_OUT, 0) + slow
+        config.stash[OPTIONAL_LEFT_OUT] = config.stash.get(OPTIONAL_LEFT_OUT, 0) + optional
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)  # set on a pytest-xdist worker only
     if output is not None:
         output["slow_left_out"] = session.config.stash.get(SLOW_LEFT_OUT, 0)
+        output["optional_left_out"] = session.config.stash.get(OPTIONAL_LEFT_OUT, 0)
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: every worker collects (and deselects) the same tests
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    count = getattr(node, "workeroutput", {}).get("slow_left_out", 0)
-    node.config.stash[SLOW_LEFT_OUT] = max(node.config.stash.get(SLOW_LEFT_OUT, 0), count)
+    output = getattr(node, "workeroutput", {})
+    for key, name in ((SLOW_LEFT_OUT, "slow_left_out"), (OPTIONAL_LEFT_OUT, "optional_left_out")):
+        node.config.stash[key] = max(node.config.stash.get(key, 0), output.get(name, 0))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -225,6 +246,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             f"stand-ins in tests/test_stand_ins.py ({optional})",
         )
     line = f"skipped {len(skipped)}: " + "; ".join(parts) if skipped else "skipped 0"
+    absent = config.stash.get(OPTIONAL_LEFT_OUT, 0)
+    if absent:
+        missing = sorted({source for name, source in anchors.OPTIONAL.items() if anchors.find(name) is None})
+        line += (
+            f"; {absent} test{'s' * (absent > 1)} of traces not redistributable (from {', '.join(missing)}) not run: "
+            "set TRACELENS_ANCHORS to a folder that holds them; what they check has stand-ins in "
+            "tests/test_stand_ins.py"
+        )
     slow = config.stash.get(SLOW_LEFT_OUT, 0)
     if slow and "not slow" in (config.getoption("markexpr") or ""):
         line += f"; {slow} slow test{'s' * (slow > 1)} not run (pytest -m slow runs {'them' if slow > 1 else 'it'})"

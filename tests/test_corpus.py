@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import anchor, anchor_traces
+from tests.conftest import anchor, anchor_traces, optional_corpus
 from tracelens.cli import main
 
 CORPUS = anchor_traces()
@@ -60,6 +60,7 @@ def test_legacy_2021_resnet50_six_steps_of_1462_kernels(capsys: pytest.CaptureFi
     ]
 
 
+@optional_corpus("other/deepseek-ai__profile-data/train.json.gz")
 def test_deepseek_integer_microsecond_trace(capsys: pytest.CaptureFixture[str]) -> None:
     doc = analyze_json("other/deepseek-ai__profile-data/train.json.gz", capsys)
     assert step_kernels(doc) == [(1, 963)]
@@ -91,6 +92,7 @@ def test_unknown_step_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("tracelens: error: no step 9") and "551..552" in err
 
 
+@optional_corpus("other/HazyResearch__zoology/trace.json.gz")
 def test_trace_without_gpu_activity_warns_and_analyzes_cpu_side(capsys: pytest.CaptureFixture[str]) -> None:
     doc = analyze_json("other/HazyResearch__zoology/trace.json.gz", capsys)
     assert doc["per_step"]["kernels"] == 0  # type: ignore[index]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import anchors
+from tests.conftest import optional_corpus
 
 PROVENANCE = anchors.CORPUS / "PROVENANCE.md"
 NOTES = {"PROVENANCE.md", "LICENSE", "UPSTREAM_README.md"}
@@ -51,7 +52,7 @@ def test_no_trace_without_a_redistribution_licence_is_in_the_repository() -> Non
         assert name in RECORDED, f"{name}: no checksum in PROVENANCE.md"
 
 
-@pytest.mark.parametrize("name", sorted(anchors.OPTIONAL))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=optional_corpus(name)) for name in sorted(anchors.OPTIONAL)])
 def test_an_optional_trace_found_is_the_upstream_file(name: str) -> None:
     path = anchors.find(name)
     if path is None:

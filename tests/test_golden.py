@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests import anchors
-from tests.conftest import REPO, anchor, recorded_trace
+from tests.conftest import REPO, anchor, optional_corpus, recorded_trace
 from tracelens.cli import main
 
 _SPEC = importlib.util.spec_from_file_location("regen_golden", REPO / "scripts" / "regen_golden.py")
@@ -91,7 +91,7 @@ def test_regen_summary_lists_the_changed_values() -> None:
 
 
 ABSENT_OPTIONAL = [
-    pytest.param(f"anchor_traces/{name}", marks=pytest.mark.skip(reason=anchors.missing_reason(name)))
+    pytest.param(f"anchor_traces/{name}", marks=optional_corpus(name))
     for name in anchors.OPTIONAL
     if anchors.find(name) is None
 ]

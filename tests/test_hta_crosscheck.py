@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tracelens
-from tests.conftest import anchor
+from tests.conftest import anchor, optional_corpus
 from tracelens.analyses.stream_idle import stream_idle_of
 from tracelens.model.events import Kind
 
@@ -47,6 +47,7 @@ def our_kernels(trace: tracelens.Trace, steps: set[int] | None = None) -> dict[s
     return {name: (total, int(calls)) for name, (total, calls) in totals.items()}
 
 
+@optional_corpus("other/deepseek-ai__profile-data/train.json.gz")
 def test_deepseek_kernel_totals_equal_hta_exactly(tmp_path: Path) -> None:
     path = anchor("other/deepseek-ai__profile-data/train.json.gz")  # integer µs: no rounding difference
     theirs, _ = hta_kernels(path, tmp_path)

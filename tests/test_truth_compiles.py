@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tests.conftest import anchor, recorded_trace
+from tests.conftest import anchor, optional_corpus, recorded_trace
 from tests.independent.compiles import compilations
 from tracelens.analyses.pipeline import analyze
 from tracelens.cli import main
@@ -49,6 +49,7 @@ def test_static_shape_sweep_compiles_five_ids_inside_the_window(capsys: pytest.C
     assert [sorted(c) for c in document["compiled"]["compiles"]] == [["id", "ms", "step"]] * 5
 
 
+@optional_corpus("other/Wings236__model_inference/trace_compile.json.gz")
 def test_lazy_backward_compile_belongs_to_its_forward_id() -> None:
     """Wings236 ResNet-18 training: frame 0 compiled (forward 754 ms, then its backward 105 ms on the autograd
     thread at the first backward), then frame 1 after a graph break; no ProfilerStep: the steps are the

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import anchor, recorded_trace
+from tests.conftest import anchor, optional_corpus, recorded_trace
 from tracelens import native
 from tracelens.analyses import critical_path as cp
 from tracelens.analyses.context import AnalysisContext
@@ -35,7 +35,10 @@ CASES = [
     "h200:extra/train_eager_mlp.json.gz",  # a sync that waits for GPU work
     "h200:audit/backlog_nosync.json.gz",
     "h200:audit/gpt2_train_eager.json.gz",
-    "anchor:other/deepseek-ai__profile-data/train.json.gz",  # optional (not redistributable): whole µs
+    pytest.param(  # optional (not redistributable): whole µs
+        "anchor:other/deepseek-ai__profile-data/train.json.gz",
+        marks=optional_corpus("other/deepseek-ai__profile-data/train.json.gz"),
+    ),
     "data:eager_mlp_integer_us.json.gz",  # whole µs, redistributable (scripts/derive_integer_us.py)
     "anchor:other/facebookresearch__param/resnet_kineto.json.gz",
 ]
