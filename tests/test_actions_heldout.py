@@ -21,7 +21,7 @@ def twins(after: str) -> list[tuple[Path, Path]]:
     """(eager, `after` variant) of each round of the held-out run: the compiled MLP, block and attention; the Liger
     MLP (the Liger block fuses several chains: not one `fuse` action)."""
     pairs = []
-    for eager in sorted(HELD_OUT.glob("sweep/*eager*_r*.json.gz" if after == "liger" else "*/*eager*_r*.json.gz")):
+    for eager in sorted(HELD_OUT.glob("sweep*/*eager*_r*.json.gz" if after == "liger" else "*/*eager*_r*.json.gz")):
         other = eager.with_name(eager.name.replace("eager", after))
         if other.exists():
             pairs.append((eager, other))
