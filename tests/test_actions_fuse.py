@@ -107,21 +107,27 @@ def twins() -> list[tuple[Path, Path]]:
     return [(b, a) for b, a in pairs if a.exists()]
 
 
+def cell_counts(pairs: list[tuple[Path, Path]], action: str) -> dict[str, list[int]]:
+    """Per class of changed step (`limited_by`): [cells, within ±20 %, inside the stated range] of `action`'s
+    prediction on each pair's before-trace against its after-trace's mean span (raw events)."""
+    counts: dict[str, list[int]] = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}
+    for before, after in pairs:
+        results = analyze(tracelens.load(before))
+        assert results.actions is not None
+        (prediction,) = [a for a in results.actions.actions if a.action == action][:1]
+        realized = raw_mean_span_us(after)
+        cell = counts[prediction.limited_by]
+        cell[0] += 1
+        cell[1] += abs(prediction.predicted_step_us / realized - 1) <= 0.20
+        cell[2] += prediction.low <= realized <= prediction.high
+    return counts
+
+
 @pytest.mark.slow
 def test_the_fuse_prediction_on_the_liger_twins() -> None:
     """Each twin: the fuse action's prediction on the eager trace against the Liger trace's mean span (raw events);
     the docs give, per class of changed step, how many lie within ±20 % and inside the stated range (the constant
     is measured on these Liger traces: in sample for it; the spans are not fitted)."""
-    counts: dict[str, list[int]] = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}  # cells, within ±20 %, inside the range
-    for before, after in twins():
-        results = analyze(tracelens.load(before))
-        assert results.actions is not None
-        (fuse,) = [a for a in results.actions.actions if a.action == "fuse"][:1]
-        realized = raw_mean_span_us(after)
-        cell = counts[fuse.limited_by]
-        cell[0] += 1
-        cell[1] += abs(fuse.predicted_step_us / realized - 1) <= 0.20
-        cell[2] += fuse.low <= realized <= fuse.high
     doc = " ".join(DOC.read_text().split())
-    for limited_by, (cells, within, inside) in counts.items():
+    for limited_by, (cells, within, inside) in cell_counts(twins(), "fuse").items():
         assert f"{limited_by}-limited: {within} of {cells} within ±20 %, {inside} inside the stated range" in doc

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tests.test_actions import raw_mean_span_us
+from tests.test_actions_fuse import cell_counts
 from tracelens.analyses import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,16 +32,7 @@ def twins(after: str) -> list[tuple[Path, Path]]:
 @pytest.mark.parametrize(("action", "after"), [("compile", "compiled"), ("fuse", "liger")])
 def test_the_held_out_run(action: str, after: str) -> None:
     """Per class of changed step: cells, how many within ±20 % and inside the stated range, as the docs say."""
-    counts = {"gpu": [0, 0, 0], "cpu": [0, 0, 0]}
-    for before, changed in twins(after):
-        results = analyze(tracelens.load(before))
-        assert results.actions is not None
-        (prediction,) = [a for a in results.actions.actions if a.action == action][:1]
-        realized = raw_mean_span_us(changed)
-        cell = counts[prediction.limited_by]
-        cell[0] += 1
-        cell[1] += abs(prediction.predicted_step_us / realized - 1) <= 0.20
-        cell[2] += prediction.low <= realized <= prediction.high
+    counts = cell_counts(twins(after), action)
     doc = " ".join(DOC.read_text().split())
     shown = "; ".join(
         f"{limit}-limited {within} of {cells} within ±20 %, {inside} inside"
