@@ -24,6 +24,7 @@ TWINS = [
     ("extra/i8192_eager_mlp", "extra/i8192_compiled_mlp", "compile"),
     ("extra/i8192_eager_linear", "extra/i8192_compiled_linear", "compile"),
     *((f"extra/sweep_eager_mlp_t{t}", f"extra/sweep_compiled_mlp_t{t}", "compile") for t in (8, 64, 512, 4096, 16384)),
+    ("extra/attn_eager", "extra/attn_compiled", "compile"),
     ("graphs/mlp_eager", "graphs/mlp_graph_replay", "cuda_graphs"),
     ("graphs/block_eager", "graphs/block_graph_replay", "cuda_graphs"),
     ("graphs/mlp_eager", "graphs/mlp_compiled", "compile"),

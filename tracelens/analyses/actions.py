@@ -73,6 +73,9 @@ GRAPH_KERNEL_US = 1.7
 # before its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over
 # the Liger GeGLU traces, 10.6-18.2 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
 FUSED_LAUNCH_CALLS = 13.0
+# math attention's twins (eager softmax(QKᵀ)V → Inductor's one attention kernel): that kernel's time ÷ the two
+# batched GEMM kernels it replaces, 0.49 on every H100 twin and 0.65 on the H200 one; the midpoint
+ATTENTION_GEMM_SHARE = 0.57
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
@@ -185,13 +188,14 @@ def actions_of(
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
     if any(not s for g in graphs for s in g.call_is_sync):
+        attention = _math_attention(trace, indices)
         candidates.append(
             (
                 "compile",
                 ["the step"],
-                lambda t, g: _compile_plan(t, g, chains),
+                functools.partial(_compile_plan, chains=chains, attention=attention),
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
-                + (MATH_ATTENTION_NOTE if _math_attention(trace, indices) else ""),
+                + (MATH_ATTENTION_NOTE if attention else ""),
             )
         )
         graph_model = GRAPH_MODELS.get("cuda_graphs", _graphs_plan)
@@ -375,8 +379,8 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
 MATH_ATTENTION = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 SDPA = ("aten::scaled_dot_product_attention",)
 MATH_ATTENTION_NOTE = (
-    "; softmax between GEMMs: Inductor may rewrite softmax(QKᵀ)V into one attention kernel, which this model does "
-    "not (the compiled step can be far shorter: docs/actions.md#held-out-an-alternated-run)"
+    "; softmax(QKᵀ)V written out: modelled as Inductor's one attention kernel "
+    f"({ATTENTION_GEMM_SHARE:.2f}× its two GEMMs: docs/actions.md#attention-written-out)"
 )
 
 
@@ -437,17 +441,61 @@ def _memcpy_names(trace: Trace) -> Bool:
     return np.array([name.startswith("Memcpy") for name in trace.events.names], dtype=bool)
 
 
-def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
+def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity], attention: bool = False) -> _Plan:
+    """`_fused_plan` of every chain, each run of fusible kernels one launch (`_fusible_runs`), with `attention`
+    each written-out attention one kernel (`_attention_rewrite`); Inductor's wrapper in place of the CPU work
+    before each launch that remains."""
     fused = _fused_plan(trace, graph, chains)
     work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
+    if attention:
+        for first, removed in _attention_rewrite(trace, graph):
+            fused.gpu_dur[first] = round(
+                ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]])
+            )
+            for k in removed:
+                fused.gpu_dur[k] = 0
+                call = graph.gpu_launch_call[k]
+                if call >= 0:
+                    work[call], duration[call] = 0, 0
     host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
         work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
         work[kept[0]] = host[kept[0]] + round(WRAPPER_US * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
+
+
+def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[int]]]:
+    """Each written-out attention of the step, as Inductor's pattern matcher fuses it: on one stream, a GEMM
+    kernel, then a run of fusible kernels (`FUSIBLE`) one of which is a softmax (and the GEMM's workspace
+    memsets), then a GEMM kernel. Per match
+    (activity indices, in start order): the first GEMM, which becomes the attention kernel, and the activities
+    the rewrite removes (the run and the second GEMM, last)."""
+    names = trace.events.names
+    gemm, memset = CATEGORIES.index("gemm"), CATEGORIES.index("memset")
+    columns = graph.gpu_columns
+    out: list[tuple[int, list[int]]] = []
+    for lane in distinct_ints(columns.lane).tolist():
+        first = -1
+        run: list[int] = []
+        softmax = False
+        for k in np.flatnonzero(columns.lane == lane).tolist():
+            category = int(columns.category[k])
+            if category == gemm:
+                if first >= 0 and run and softmax:
+                    out.append((first, [*run, k]))
+                    first = -1
+                else:
+                    first = k
+                run, softmax = [], False
+            elif first >= 0 and (category in FUSIBLE or category == memset):
+                run.append(k)
+                softmax = softmax or "softmax" in names[int(columns.name[k])].lower()
+            else:
+                first, run, softmax = -1, [], False
+    return out
 
 
 def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:

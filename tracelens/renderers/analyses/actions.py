@@ -53,8 +53,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     if not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
     attention = any(MATH_ATTENTION_NOTE in a.basis for a in result.actions if a.action == "compile")
-    if attention:  # the compile prediction misses what Inductor's attention rewrite buys: say so, even unshown
-        head.append("\nNote: softmax(QKᵀ)V written out; compile may make it one kernel (not modelled)")
+    if attention:  # the compile prediction assumes Inductor's attention rewrite: say so, even unshown
+        head.append("\nNote: softmax(QKᵀ)V written out; compile assumes Inductor makes it one kernel")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
         targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
