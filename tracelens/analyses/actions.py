@@ -73,8 +73,8 @@ GRAPH_KERNEL_US = 1.7
 # before its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over
 # the Liger GeGLU traces, 10.6-18.2 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
 FUSED_LAUNCH_CALLS = 13.0
-# math attention's twins (eager softmax(QKᵀ)V → Inductor's one attention kernel): that kernel's time ÷ the two
-# batched GEMM kernels it replaces, 0.49 on every H100 twin and 0.65 on the H200 one; the midpoint
+# attention twins (eager softmax(scale·QKᵀ)V → Inductor's one attention kernel): that kernel's time ÷ the two
+# batched GEMM kernels it replaces; the midpoint of the fitted H100 twins' median (0.490) and the H200 one (0.645)
 ATTENTION_GEMM_SHARE = 0.57
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
@@ -188,14 +188,16 @@ def actions_of(
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
     if any(not s for g in graphs for s in g.call_is_sync):
-        attention = _math_attention(trace, indices)
+        written_out = _math_attention(trace, indices)
+        attention = written_out and any(_attention_rewrite(trace, g) for g in graphs)
+        note = (ATTENTION_NOTE if attention else MATH_ATTENTION_NOTE) if written_out else ""
         candidates.append(
             (
                 "compile",
                 ["the step"],
                 functools.partial(_compile_plan, chains=chains, attention=attention),
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
-                + (MATH_ATTENTION_NOTE if attention else ""),
+                + note,
             )
         )
         graph_model = GRAPH_MODELS.get("cuda_graphs", _graphs_plan)
@@ -378,9 +380,15 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
 
 MATH_ATTENTION = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
 SDPA = ("aten::scaled_dot_product_attention",)
-MATH_ATTENTION_NOTE = (
+ATTENTION_GEMMS = ("aten::bmm", "aten::baddbmm")
+ATTENTION_BETWEEN = ("aten::mul", "aten::div", "aten::mul_", "aten::div_", *MATH_ATTENTION)
+ATTENTION_NOTE = (
     "; softmax(QKᵀ)V written out: modelled as Inductor's one attention kernel "
     f"({ATTENTION_GEMM_SHARE:.2f}× its two GEMMs: docs/actions.md#attention-written-out)"
+)
+MATH_ATTENTION_NOTE = (
+    "; attention written out with a mask, dropout, cast or other op: one attention kernel not modelled "
+    "(docs/actions.md#attention-written-out)"
 )
 
 
@@ -468,33 +476,34 @@ def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity
 
 
 def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[int]]]:
-    """Each written-out attention of the step, as Inductor's pattern matcher fuses it: on one stream, a GEMM
-    kernel, then a run of fusible kernels (`FUSIBLE`) one of which is a softmax (and the GEMM's workspace
-    memsets), then a GEMM kernel. Per match
-    (activity indices, in start order): the first GEMM, which becomes the attention kernel, and the activities
-    the rewrite removes (the run and the second GEMM, last)."""
+    """Each attention of the step in the form Inductor's rewrite was seen to take on the twins, softmax(scale ·
+    QKᵀ)V: on one stream, a kernel of a batched GEMM op (`ATTENTION_GEMMS`), then kernels of the scale and one
+    forward softmax op only (`ATTENTION_BETWEEN`; the GEMMs' workspace memsets aside), then a batched GEMM's
+    kernel. Per match (activity indices, in start order): the first GEMM, which becomes the attention kernel, and
+    the activities the rewrite removes (the run and the second GEMM, last). A mask, dropout, a cast or a backward
+    op between the GEMMs is no match (GPT-2's masked, dropped-out attention kept its GEMMs compiled)."""
     names = trace.events.names
-    gemm, memset = CATEGORIES.index("gemm"), CATEGORIES.index("memset")
-    columns = graph.gpu_columns
+    memset = CATEGORIES.index("memset")
+    columns = graph.activities
     out: list[tuple[int, list[int]]] = []
     for lane in distinct_ints(columns.lane).tolist():
-        first = -1
-        run: list[int] = []
-        softmax = False
+        first, run, softmaxes = -1, [], 0
         for k in np.flatnonzero(columns.lane == lane).tolist():
-            category = int(columns.category[k])
-            if category == gemm:
-                if first >= 0 and run and softmax:
+            op = names[int(columns.op[k])] if columns.op[k] >= 0 else ""
+            if int(columns.category[k]) == memset:
+                run.extend([k] if first >= 0 else [])
+            elif op in ATTENTION_GEMMS:
+                if first >= 0 and softmaxes == 1:
                     out.append((first, [*run, k]))
                     first = -1
                 else:
                     first = k
-                run, softmax = [], False
-            elif first >= 0 and (category in FUSIBLE or category == memset):
+                run, softmaxes = [], 0
+            elif first >= 0 and op in ATTENTION_BETWEEN:
                 run.append(k)
-                softmax = softmax or "softmax" in names[int(columns.name[k])].lower()
+                softmaxes += op in MATH_ATTENTION
             else:
-                first, run, softmax = -1, [], False
+                first, run, softmaxes = -1, [], 0
     return out
 
 

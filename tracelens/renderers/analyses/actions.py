@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from tracelens.analyses.actions import MATH_ATTENTION_NOTE, Action, Actions, range_notes
+from tracelens.analyses.actions import ATTENTION_NOTE, MATH_ATTENTION_NOTE, Action, Actions, range_notes
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
 from tracelens.units import pct_text, us_text
@@ -52,9 +52,11 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
     if not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
-    attention = any(MATH_ATTENTION_NOTE in a.basis for a in result.actions if a.action == "compile")
-    if attention:  # the compile prediction assumes Inductor's attention rewrite: say so, even unshown
+    bases = [a.basis for a in result.actions if a.action == "compile"]
+    if any(ATTENTION_NOTE in b for b in bases):  # what the compile prediction assumes: said, even unshown
         head.append("\nNote: softmax(QKᵀ)V written out; compile assumes Inductor makes it one kernel")
+    elif any(MATH_ATTENTION_NOTE in b for b in bases):  # what it leaves out
+        head.append("\nNote: softmax(QKᵀ)V with a mask or more; compile may fuse it (not modelled)")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
         targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
