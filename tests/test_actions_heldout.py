@@ -197,6 +197,25 @@ def test_the_share_moves_the_prediction(monkeypatch: pytest.MonkeyPatch) -> None
     )
 
 
+@pytest.mark.slow
+def test_before_the_attention_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs' figures of the model before the rewrite (no attention ever matched) on the 14 twins."""
+    from tracelens.analyses import actions
+
+    monkeypatch.setattr(actions, "_attention_rewrite", lambda trace, graph: [])
+    errors, inside = [], 0
+    for eager in ATTENTION_TWINS:
+        results = analyze(tracelens.load(eager))
+        assert results.actions is not None
+        (prediction,) = [a for a in results.actions.actions if a.action == "compile"]
+        realized = raw_mean_span_us(eager.with_name(eager.name.replace("attn_eager", "attn_compiled")))
+        errors.append(100 * (prediction.predicted_step_us / realized - 1))
+        inside += prediction.low <= realized <= prediction.high
+    within = sum(abs(e) <= 20 for e in errors)
+    shown = f"{min(errors):.0f}-{max(errors):.0f} % above the realized step on these {len(errors)} twins, {within} "
+    assert shown + f"within ±20 % and {inside} inside their ranges" in " ".join(DOC.read_text().split())
+
+
 if __name__ == "__main__":
     print(attention_table())
 
