@@ -51,6 +51,17 @@ def test_the_held_out_run(action: str, after: str) -> None:
     assert f"{action}: {shown}" in doc
 
 
+@pytest.mark.slow
+def test_the_third_held_out_run_alone() -> None:
+    """The docs' counts of the run recorded at 07:44 UTC (the `*_c` folders) alone."""
+    parts = []
+    for action, after in (("compile", "compiled"), ("fuse", "liger")):
+        counts = cell_counts([p for p in twins(after) if p[0].parent.name.endswith("_c")], action)
+        (g_cells, g_within, _), (c_cells, c_within, c_inside) = counts["gpu"], counts["cpu"]
+        parts.append(f"{action} {g_within} of {g_cells} and {c_within} of {c_cells} ({c_inside} inside)")
+    assert f"The third run alone: {', '.join(parts)}." in " ".join(DOC.read_text().split())
+
+
 NOTE_TRACES = (
     "traces/h100/heldout/attn/attn_eager_r0.json.gz",
     "traces/h100/heldout/attn/attn_sdpa_r0.json.gz",
