@@ -169,8 +169,21 @@ def test_attention_written_out() -> None:
         if _fitted(eager):
             by_gpu["/h100/" in eager.as_posix()].append(attention_share(eager))
     assert round(sum(statistics.median(v) for v in by_gpu.values()) / 2, 2) == ATTENTION_GEMM_SHARE
-    off = [ATTENTION_GEMM_SHARE / attention_share(e) - 1 for e in ATTENTION_TWINS]
+    shapes: dict[str, list[float]] = {}
+    for eager in ATTENTION_TWINS:
+        folder = eager.parent.name
+        shapes.setdefault(folder if folder in ("attn_s512", "attn_s2048", "attn_d64") else "", []).append(
+            attention_share(eager)
+        )
+    off = [ATTENTION_GEMM_SHARE / share - 1 for share in shapes.pop("")]
     assert (f"{min(off):+.0%}", f"{max(off):+.0%}") == ("-14%", "+18%")
+    prose = " ".join(doc.split())
+    (s512, s2048, d64) = (shapes["attn_s512"], shapes["attn_s2048"], shapes["attn_d64"])
+    assert f"512 tokens (batch 8) {min(s512):.3f}-{max(s512):.3f}" in prose
+    assert f"2,048 tokens (batch 4) {min(s2048):.3f}-{max(s2048):.3f}" in prose
+    too_long = [ATTENTION_GEMM_SHARE / share - 1 for share in d64]
+    assert f"head size 64 (1,024 tokens) {min(d64):.3f}-{max(d64):.3f}" in prose
+    assert f"{100 * min(too_long):.0f}-{100 * max(too_long):.0f} % too long" in prose
 
 
 def test_gpt2s_compiled_twin_kept_its_attention() -> None:
