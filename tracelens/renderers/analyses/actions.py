@@ -59,7 +59,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         head.append("\nNote: softmax(QKᵀ)V with a mask or more; compile may fuse it (not modelled)")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
-        targets = " → ".join(action.targets) if action.action == "fuse" else ", ".join(action.targets)
+        names = [t.removeprefix("aten::") for t in action.targets]  # for width; JSON and the tables keep it
+        targets = " → ".join(names) if action.action == "fuse" else ", ".join(names)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
         lines = _action_lines(rank, action, targets, s.step_us)
