@@ -72,8 +72,15 @@ def kind_table(kinds: tuple[int, ...] | list[int], dtype: npt.DTypeLike = bool) 
 
 
 def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) -> Bool:
-    """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up (several times faster)."""
-    return kind_table(kinds)[kind]
+    """`np.isin(kind, kinds)` for `EventTable.kind` columns (values of `Kind`): one or two comparisons where
+    `kinds` are consecutive values (CPU_KINDS, GPU_ACTIVITY_KINDS, API_KINDS, a single kind), else a table
+    look-up."""
+    codes = sorted({int(k) for k in kinds})
+    if not codes or codes[-1] - codes[0] != len(codes) - 1:
+        return np.take(kind_table(codes), kind)
+    if len(codes) == 1:
+        return np.asarray(kind == codes[0])
+    return (kind >= codes[0]) & (kind <= codes[-1])
 
 
 class EventTable(msgspec.Struct, frozen=True):
