@@ -28,6 +28,7 @@ import numpy.typing as npt
 from tracelens.analyses.activity import step_windows
 from tracelens.model.cuda_graphs import KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, Kind, kind_mask
+from tracelens.model.memo import per_trace
 from tracelens.model.steps import REGION_CALL
 from tracelens.model.trace import Trace
 
@@ -249,7 +250,21 @@ def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
 
 def host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
     """The model's inputs over the analyzed steps `window` (indices into `trace.steps`), each event by its step
-    (`links.step`: CPU events by their start, GPU activity by its launch); None without a step."""
+    (`links.step`: CPU events by their start, GPU activity by its launch); None without a step. Computed once per
+    trace and window (the summary's estimate and the actions' fused launch read the same steps)."""
+    known = _host_features_by_window(trace)
+    key = tuple(int(index) for index in window)
+    if key not in known:
+        known[key] = _host_features(trace, window)
+    return known[key]
+
+
+@per_trace
+def _host_features_by_window(trace: Trace) -> dict[tuple[int, ...], HostFeatures | None]:
+    return {}
+
+
+def _host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
     if not window:
         return None
     events, step = trace.events, trace.links.step
