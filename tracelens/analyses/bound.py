@@ -255,7 +255,7 @@ def self_time_pieces(trace: Trace, rows: np.ndarray, within: np.ndarray | None =
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     chosen = np.zeros(len(ev) + 1, dtype=bool)  # the extra slot answers parent -1 (no parent): False
     chosen[rows] = True
-    child = np.flatnonzero(chosen[parent])
+    child = np.flatnonzero(np.take(chosen, parent))
     if child.size < 2 or bool(np.all(ev.ts_ns[child[1:]] >= ev.ts_ns[child[:-1]])):
         child = child[np.argsort(parent[child], kind="stable")]  # rows in time order: the same as the lexsort
     else:
