@@ -51,7 +51,7 @@ from tracelens.analyses.profiler_overhead import (  # the same split: a step at 
     host_features,
 )
 from tracelens.analyses.summary import Summary
-from tracelens.model.events import I64, Bool, Kind
+from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
@@ -396,7 +396,7 @@ def _math_attention(trace: Trace, indices: list[int]) -> bool:
     """Whether the steps at `indices` run attention written out (a softmax op and batched GEMMs, no
     `scaled_dot_product_attention`): Inductor's pattern matcher can turn it into one fused attention kernel."""
     names = trace.events.names
-    in_steps = np.isin(trace.links.step, np.asarray(indices, dtype=np.int64)) & (trace.events.kind == Kind.CPU_OP)
+    in_steps = codes_mask(trace.links.step, indices) & (trace.events.kind == Kind.CPU_OP)
     ops = {names[code] for code in distinct_ints(trace.events.name[in_steps]).tolist()}
     return bool(ops & set(MATH_ATTENTION)) and "aten::bmm" in ops and not ops & set(SDPA)
 
@@ -436,7 +436,7 @@ def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     """`_fusible_runs` as an array of call indices (in activity order; a call may repeat)."""
     columns = graph.gpu_columns
     memcpy = _memcpy_names(trace)[columns.name]
-    fusible = np.isin(columns.category, sorted(FUSIBLE)) & ~memcpy
+    fusible = codes_mask(columns.category, sorted(FUSIBLE)) & ~memcpy
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]

@@ -233,8 +233,17 @@ def _overlaps(trace: Trace, rows: np.ndarray, within: np.ndarray) -> np.ndarray:
         return np.zeros(rows.size, dtype=bool)
     start = trace.events.ts_ns[rows]
     end = start + trace.events.dur_ns[rows]
-    first = np.minimum(np.searchsorted(within[:, 1], start, side="right"), within.shape[0] - 1)  # ends after start
+    first = np.minimum(ends_at_or_before(within[:, 1], start), within.shape[0] - 1)  # ends after start
     return (within[first, 1] > start) & (within[first, 0] < end)
+
+
+def ends_at_or_before(ends: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """`np.searchsorted(ends, times, side="right")` for sorted `ends`: how many of `ends` are at or before each
+    time. Many sorted `times` (events in row order) are answered by placing the fewer `ends` among them."""
+    if times.size <= 4 * ends.size or not bool(np.all(times[1:] >= times[:-1])):
+        return np.searchsorted(ends, times, side="right")
+    first_after = np.searchsorted(times, ends, side="left")  # each end counts for the times from here on
+    return np.cumsum(np.bincount(first_after, minlength=times.size + 1)[: times.size])
 
 
 def self_time_pieces(trace: Trace, rows: np.ndarray, within: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +255,7 @@ def self_time_pieces(trace: Trace, rows: np.ndarray, within: np.ndarray | None =
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     chosen = np.zeros(len(ev) + 1, dtype=bool)  # the extra slot answers parent -1 (no parent): False
     chosen[rows] = True
-    child = np.flatnonzero(chosen[parent])
+    child = np.flatnonzero(np.take(chosen, parent))
     if child.size < 2 or bool(np.all(ev.ts_ns[child[1:]] >= ev.ts_ns[child[:-1]])):
         child = child[np.argsort(parent[child], kind="stable")]  # rows in time order: the same as the lexsort
     else:

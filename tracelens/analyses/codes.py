@@ -25,7 +25,7 @@ def name_mask(trace: Trace, predicate: Callable[[str], object], kinds: Iterable[
     table[codes] = [bool(predicate(ev.names[c])) for c in codes.tolist()]
     if not table.any():
         return np.zeros(len(ev), dtype=bool)
-    mask = table[ev.name]
+    mask = np.take(table, ev.name)
     return mask if kinds is None else mask & kind_mask(ev.kind, kinds)
 
 

@@ -277,7 +277,9 @@ def host_syncs_before(trace: Trace, kernels: I64) -> I64:
     sync_name = np.asarray([bool(SYNC_API.match(n)) for n in names] + [False], dtype=bool)
     item_name = np.asarray([n in SYNC_OPS for n in names] + [False], dtype=bool)
     api = (ev.kind == Kind.RUNTIME) | (ev.kind == Kind.DRIVER)
-    syncs = np.flatnonzero((api & sync_name[ev.name]) | ((ev.kind == Kind.CPU_OP) & item_name[ev.name]))
+    syncs = np.flatnonzero(
+        (api & np.take(sync_name, ev.name)) | ((ev.kind == Kind.CPU_OP) & np.take(item_name, ev.name))
+    )
     if syncs.size == 0 or kernels.size == 0:
         return np.zeros(kernels.size, dtype=np.int64)
     span = int(max(int(ev.ts_ns.max()), 0)) + 1
@@ -636,7 +638,7 @@ def _backward_nodes(trace: Trace, op_rows: I64) -> tuple[I64, np.ndarray]:
     node = np.full(op_rows.size, -1, dtype=np.int64)
     evaluate = np.full(op_rows.size, -1, dtype=np.int64)
     # the ops still walking up (on a thread that runs backward nodes), their current ancestor and the one below
-    threads = distinct_ints(ev.track[function[ev.name] != -2].astype(np.int64))
+    threads = distinct_ints(ev.track[np.take(function, ev.name) != -2].astype(np.int64))
     at = np.flatnonzero(op_rows >= 0)
     track = ev.track[op_rows[at]].astype(np.int64)
     at = at[_in_sorted(threads, track)]

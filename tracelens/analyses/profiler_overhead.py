@@ -27,7 +27,8 @@ import numpy.typing as npt
 
 from tracelens.analyses.activity import step_windows
 from tracelens.model.cuda_graphs import KERNEL_LAUNCH_NAMES
-from tracelens.model.events import API_KINDS, Kind, kind_mask
+from tracelens.model.events import API_KINDS, Kind, codes_mask, kind_mask
+from tracelens.model.memo import per_trace
 from tracelens.model.steps import REGION_CALL
 from tracelens.model.trace import Trace
 
@@ -249,14 +250,29 @@ def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
 
 def host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
     """The model's inputs over the analyzed steps `window` (indices into `trace.steps`), each event by its step
-    (`links.step`: CPU events by their start, GPU activity by its launch); None without a step."""
+    (`links.step`: CPU events by their start, GPU activity by its launch); None without a step. Computed once per
+    trace and window (the summary's estimate and the actions' fused launch read the same steps)."""
+    known = _host_features_by_window(trace)
+    key = tuple(int(index) for index in window)
+    if key not in known:
+        known[key] = _host_features(trace, window)
+    return known[key]
+
+
+@per_trace
+def _host_features_by_window(trace: Trace) -> dict[tuple[int, ...], HostFeatures | None]:
+    return {}
+
+
+def _host_features(trace: Trace, window: list[int]) -> HostFeatures | None:
     if not window:
         return None
     events, step = trace.events, trace.links.step
-    in_window = np.isin(step, np.asarray(window, dtype=np.int64))
+    in_window = codes_mask(step, window)
     counted = in_window & kind_mask(events.kind, COUNTED_KINDS)
-    launches = in_window & kind_mask(events.kind, API_KINDS) & np.isin(events.name, _codes(trace, KERNEL_LAUNCH_NAMES))
-    regions = in_window & np.isin(events.name, _codes(trace, _region_names(trace)))
+    launch_named = codes_mask(events.name, _codes(trace, KERNEL_LAUNCH_NAMES))
+    launches = in_window & kind_mask(events.kind, API_KINDS) & launch_named
+    regions = in_window & codes_mask(events.name, _codes(trace, _region_names(trace)))
     return HostFeatures(
         events=round(float(np.count_nonzero(counted)) / len(window), 3),
         launch_us=round(float(np.median(events.dur_ns[launches])) / 1e3, 3) if launches.any() else None,

@@ -227,7 +227,7 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
     launched_something[links.launch[links.launch >= 0]] = True
     launch_name = np.zeros(len(ev.names), dtype=bool)
     launch_name[_launch_name_codes(ev)] = True
-    launch_named = launch_name[ev.name]
+    launch_named = np.take(launch_name, ev.name)
     is_launch = api & (launched_something | launch_named)
     launches = per_step_counts(np.where(is_launch, links.step, -1), window, n_all)
     cpu_ops = per_step_counts(np.where(ev.kind == Kind.CPU_OP, links.step, -1), window, n_all)

@@ -47,7 +47,7 @@ def step_mask(step_of_rows: np.ndarray, step_indices: np.ndarray) -> Bool:
         return np.zeros(0, dtype=bool)
     table = np.zeros(max(int(step_of_rows.max()), int(step_indices.max(initial=0))) + 2, dtype=bool)
     table[step_indices] = True  # -1 reads the last entry, which no step index reaches
-    return table[step_of_rows]
+    return np.take(table, step_of_rows)
 
 
 def per_step_counts(step_of_rows: np.ndarray, window: Window, n_steps_total: int) -> np.ndarray:

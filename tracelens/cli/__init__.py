@@ -75,18 +75,26 @@ class _Parser(argparse.ArgumentParser):
         raise TracelensError(f"{message} (see tracelens {self.prog.split()[-1]} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With `only`, a command's name, the sub-parser of that command alone: arguments
+    that start with that name parse as with every sub-parser (`main` passes the name it finds there)."""
     parser = _Parser(prog="tracelens", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tracelens {__version__}")
     _add_debug_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for command in COMMANDS:
+    for command in COMMANDS if only is None else [c for c in COMMANDS if c.name == only]:
         doc = (type(command).__doc__ or "").strip()
         child = sub.add_parser(command.name, help=_first_sentence(doc), description=doc)
         command.prepare_parser(child)
         _add_debug_argument(child)
         child.set_defaults(handler=command)
     return parser
+
+
+def _named_command(arguments: Sequence[str]) -> str | None:
+    """The command named by the first argument, or None when it names none (an option, a typo, nothing)."""
+    first = arguments[0] if arguments else None
+    return first if any(command.name == first for command in COMMANDS) else None
 
 
 def _first_sentence(doc: str) -> str:
@@ -114,7 +122,7 @@ def main(argv: Sequence[str] | None = None, cache: Cache | None = None, kept: li
         from tracelens.record.launcher import main as record
 
         return record(arguments[1:])
-    parser = build_parser()
+    parser = build_parser(_named_command(arguments))
     try:
         return _run(parser, arguments, cache, kept)
     except TracelensError as exc:

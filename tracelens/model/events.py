@@ -72,8 +72,39 @@ def kind_table(kinds: tuple[int, ...] | list[int], dtype: npt.DTypeLike = bool) 
 
 
 def kind_mask(kind: npt.NDArray[np.int8], kinds: tuple[int, ...] | list[int]) -> Bool:
-    """`np.isin(kind, kinds)` for `EventTable.kind` columns, by table look-up (several times faster)."""
-    return kind_table(kinds)[kind]
+    """`np.isin(kind, kinds)` for `EventTable.kind` columns (values of `Kind`): one or two comparisons where
+    `kinds` are consecutive values (CPU_KINDS, GPU_ACTIVITY_KINDS, API_KINDS, a single kind), else a table
+    look-up."""
+    codes = sorted({int(k) for k in kinds})
+    if not codes or codes[-1] - codes[0] != len(codes) - 1:
+        return np.take(kind_table(codes), kind)
+    if len(codes) == 1:
+        return np.asarray(kind == codes[0])
+    return (kind >= codes[0]) & (kind <= codes[-1])
+
+
+FEW_CODES = 8  # up to this many codes, `codes_mask` compares; beyond, it looks the values up in a table
+
+
+def codes_mask(values: npt.NDArray[np.integer], codes: npt.ArrayLike) -> Bool:
+    """`np.isin(values, codes)` for integer columns (name codes, step indices, categories; negatives allowed): one
+    comparison per code for a few codes, else a table over the codes' range (np.isin's own table costs more
+    passes), else np.isin itself when that range is very wide."""
+    wanted = sorted({int(code) for code in np.asarray(codes).ravel().tolist()})
+    if len(wanted) <= FEW_CODES:
+        mask = np.zeros(np.shape(values), dtype=bool)
+        for code in wanted:
+            mask |= values == code
+        return mask
+    low, high = wanted[0], wanted[-1]
+    if high - low > 4 * np.size(values) + 65536:
+        return np.isin(values, wanted)
+    table = np.zeros(high - low + 1, dtype=bool)
+    table[np.asarray(wanted, dtype=np.int64) - low] = True
+    inside = (values >= low) & (values <= high)
+    mask = np.zeros(np.shape(values), dtype=bool)
+    mask[inside] = table[values[inside].astype(np.int64) - low]
+    return mask
 
 
 class EventTable(msgspec.Struct, frozen=True):

@@ -25,6 +25,7 @@ from tracelens.model.events import (
     I64,
     EventTable,
     Kind,
+    codes_mask,
     kind_mask,
     kind_table,
 )
@@ -86,7 +87,7 @@ def find_steps(events: EventTable, truncated: bool) -> StepTable:
     by_code = step_numbers_by_code(events.names)
     cpu = kind_mask(events.kind, CPU_KINDS)
     codes = np.fromiter(by_code, dtype=np.int32, count=len(by_code))
-    is_step = cpu & np.isin(events.name, codes) & (events.kind != Kind.RUNTIME)
+    is_step = cpu & codes_mask(events.name, codes) & (events.kind != Kind.RUNTIME)
     rows = np.flatnonzero(is_step)
     if rows.size == 0:
         inferred = infer_steps(events, truncated)
@@ -199,7 +200,7 @@ def empty_steps(events: EventTable) -> int:
     by_code = step_numbers_by_code(events.names)
     cpu = kind_mask(events.kind, CPU_KINDS)
     codes = np.fromiter(by_code, dtype=np.int32, count=len(by_code))
-    rows = np.flatnonzero(cpu & np.isin(events.name, codes) & (events.kind != Kind.RUNTIME))
+    rows = np.flatnonzero(cpu & codes_mask(events.name, codes) & (events.kind != Kind.RUNTIME))
     if rows.size == 0:
         return 0
     numbers = np.array([by_code[int(c)] for c in events.name[rows]], dtype=np.int64)
