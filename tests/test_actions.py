@@ -336,3 +336,25 @@ def test_the_calibration_table_is_the_recomputed_one(before: str, after: str, ac
 if __name__ == "__main__":
     for twin in TWINS:
         print(calibration_row(*twin))
+
+
+def test_no_action_lengthens_the_program_without_the_profiler() -> None:
+    """In every golden document: an action predicted not to lengthen the profiled step
+    (`saved_us` ≥ 0) predicts no profiler-free step above the trace's own (`per_step.profiler_free_step_us`), and
+    none below 0."""
+    import gzip
+    import json
+
+    checked = 0
+    for golden in sorted((Path(__file__).parent / "golden").rglob("*.json.gz")):
+        with gzip.open(golden, "rt") as handle:
+            document = json.load(handle)
+        free = (document.get("per_step") or {}).get("profiler_free_step_us")
+        for action in (document.get("actions") or {}).get("actions") or []:
+            predicted = action.get("predicted_profiler_free_step_us")
+            if free is None or predicted is None:
+                continue
+            checked += 1
+            assert predicted >= 0, (golden.name, action["action"])
+            assert action["saved_us"] < 0 or predicted <= free, (golden.name, action["action"], predicted, free)
+    assert checked > 500

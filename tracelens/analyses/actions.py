@@ -307,8 +307,10 @@ def _predict(
     half_width = half_width_of(name, limited_by)
     free = None
     if profiler_free_us is not None and observed_us > 0:
-        # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work
-        free = _r(max(profiler_free_us * predicted / observed_us, busiest_us))
+        # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work; an
+        # action that shortens the profiled step does not lengthen the program without the profiler
+        free = max(profiler_free_us * predicted / observed_us, busiest_us)
+        free = _r(min(free, profiler_free_us) if predicted <= observed_us else free)
     return Action(
         action=name,
         targets=targets,
