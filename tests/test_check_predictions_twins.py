@@ -19,12 +19,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-# (before, after, the action after took: None where it cannot be told)
+# (before, after, the action after took)
 TWINS = [
     ("eager_mlp", "compiled_mlp", "compile"),
     ("block/eager_block", "block/compiled_block", "compile"),
     ("graphs/mlp_eager", "graphs/mlp_graph_replay", "cuda_graphs"),
-    ("eager_mlp", "liger_mlp", None),  # Liger's fused kernels: no new compiled region or graph replay
+    # Liger's fused kernels and a GEMM epilogue: no new compiled region or graph replay, told apart by the launches
+    ("eager_mlp", "liger_mlp", "fuse"),
+    ("eager_mlp", "geglu_epilogue_mlp", "gemm_epilogue"),
 ]
 # more pairs for the raw-event reading: a compiled graph twin, reduce-overhead (both new), the trace itself
 RAW_PAIRS = [
@@ -77,12 +79,12 @@ def test_compare_and_check_agree_on_the_prediction_of_the_action_taken(
     verdicts = document["verdicts"]
     assert {v["taken_action"] for v in verdicts} == {taken}
     rows = compare_rows(before, after, capsys)
-    if taken is None:  # a Liger variant: fuse or gemm_epilogue checked, compile and cuda_graphs N/A, none compared
+    if taken in ("fuse", "gemm_epilogue"):  # told by the launches: checked, the rest N/A; compare cannot tell
         assert rows == []
-        checked = {v["action"] for v in verdicts if v["status"] in ("held", "wrong")}
-        assert checked == {v["action"] for v in verdicts} & {"fuse", "gemm_epilogue"} and checked
-        assert all(" took fuse or gemm_epilogue (" in v["reason"] for v in verdicts)
-        assert document["not_applicable"] == len(verdicts) - len(checked)
+        checked_actions = {v["action"] for v in verdicts if v["status"] in ("held", "wrong")}
+        assert checked_actions == {taken}
+        assert all(f" took {taken} (" in v["reason"] and "nearest the launches" in v["reason"] for v in verdicts)
+        assert document["not_applicable"] == len(verdicts) - 1
         return
     (checked,) = [v for v in verdicts if v["status"] != "not_applicable"]
     assert checked["action"] == taken
@@ -120,9 +122,11 @@ def test_the_figures_are_the_same_numbers(before: str, after: str, taken: str, t
     assert compared.high == pytest.approx(checked.expected + tolerance.above, abs=1e-9)
 
 
-def raw_taken_action(before: Path, after: Path) -> str | None:
+def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, float]) -> str | None:
     """Stdlib: `compile` where after runs `Torch-Compiled Region` ranges in its steps and before none, while no
-    CUDA-graph launches are new; `cuda_graphs` where only the graph launches are new; else None."""
+    CUDA-graph launches are new; `cuda_graphs` where only the graph launches are new; where neither is new and
+    after launches fewer kernels per step, whichever of `fuse` and `gemm_epilogue` predicts the launches nearest
+    after's (`predicted_launches`, from the predictions file); else None."""
     (regions_before, launches_before), (regions_after, launches_after) = (
         rawtrace.compiled_regions_and_graph_launches(path) for path in (before, after)
     )
@@ -130,20 +134,46 @@ def raw_taken_action(before: Path, after: Path) -> str | None:
     new_launches = launches_after > 0 and launches_before == 0
     if new_regions != new_launches:
         return "compile" if new_regions else "cuda_graphs"
-    return None
+    if new_regions:
+        return None
+    counts = [_kernel_launches_per_step(path) for path in (before, after)]
+    told = {a: abs(n - counts[1]) for a, n in predicted_launches.items() if a in ("fuse", "gemm_epilogue")}
+    if counts[1] >= counts[0] or not told:
+        return None
+    nearest = sorted(a for a, d in told.items() if d <= min(told.values()) + 0.5)
+    return nearest[0] if len(nearest) == 1 else None
+
+
+def _kernel_launches_per_step(path: Path) -> float:
+    """Stdlib: runtime or driver calls inside the CPU-side ProfilerSteps that launched GPU work (a kernel, memset
+    or copy with their correlation id), per step: `per_step.launches`' definition."""
+    events = rawtrace.events(path)
+    steps = rawtrace.steps([e for e in events if not str(e.get("cat", "")).startswith("gpu_")])
+    gpu = ("kernel", "gpu_memset", "gpu_memcpy")
+    launched = {(e.get("args") or {}).get("correlation") for e in events if e.get("cat") in gpu}
+    calls = [
+        float(e["ts"])
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and (e.get("args") or {}).get("correlation") in launched
+    ]
+    return sum(1 for ts in calls if any(start <= ts < end for _, start, end in steps)) / len(steps)
 
 
 def test_the_action_taken_is_what_the_raw_events_say(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    expected = {pair: raw_taken_action(Path(trace(pair[0])), Path(trace(pair[1]))) for pair in RAW_PAIRS}
-    assert set(expected.values()) == {"compile", "cuda_graphs", None}  # every outcome is exercised
-    for (before, after), taken in expected.items():
+    found = set()
+    for before, after in RAW_PAIRS:
         document = predict_and_check(before, after, tmp_path, capsys)
+        entries = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))["hypothesis"]
+        predicted = {e["action"]: e["launches_per_step"] for e in entries if "launches_per_step" in e}
+        taken = raw_taken_action(Path(trace(before)), Path(trace(after)), predicted)
         assert {v["taken_action"] for v in document["verdicts"]} == {taken}, (before, after)
+        found.add(taken)
+    assert found == {"compile", "cuda_graphs", "fuse", "gemm_epilogue", None}  # every outcome is exercised
 
 
 def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """eager_mlp → compiled_mlp: the compile prediction checked, the three others N/A, exit status 0;
-    eager_mlp → liger_mlp: fuse or gemm_epilogue (fewer launches, nothing compiled or graphed), those two checked;
+    eager_mlp → liger_mlp: fuse (fewer launches, nothing compiled or graphed, 6 per step as fuse predicts) checked;
     eager_mlp → itself: no action, none checked."""
     from tracelens.cli import main
 
@@ -166,11 +196,11 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
     assert max(len(line) for line in lines) <= 80
     first = next(i for i, line in enumerate(lines) if line.startswith("liger_mlp"))
     assert " ".join(lines[first : first + 2]) == (
-        "liger_mlp took fuse or gemm_epilogue (no new compiled regions or CUDA-graph replays; launches 7 → 6 per "
-        "step): 2 checked, 2 not applicable"
+        "liger_mlp took fuse (no new compiled regions or CUDA-graph replays; launches 7 → 6 per step); nearest the "
+        "launches fuse predicts (6): 1 checked, 3 not applicable"
     )
-    assert sorted(line.split()[1] for line in lines if line.startswith("N/A")) == ["2.", "4."]  # graphs, compile
-    assert lines[-1] == "2 held, 0 wrong, 2 not applicable"
+    assert sorted(line.split()[1] for line in lines if line.startswith("N/A")) == ["1.", "2.", "4."]
+    assert lines[-1] == "1 held, 0 wrong, 3 not applicable"
     assert main(["check", trace("eager_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
     lines = capsys.readouterr().out.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("eager_mlp"))

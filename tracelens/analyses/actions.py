@@ -98,7 +98,8 @@ class Action(msgspec.Struct, frozen=True):
     summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: "gpu" where the
     predicted step is at most `GPU_LIMITED_RATIO` × its busiest stream's GPU work after the change, else "cpu"
     (each class has its own range: `half_width_of`); `low` and `high` are never below the changed step's busiest
-    stream's GPU work."""
+    stream's GPU work. `predicted_launches_per_step`: the kernel launch calls per step left after the change
+    (mean over the steps; what `check` tells `fuse` and `gemm_epilogue` apart by)."""
 
     action: str
     targets: list[str]
@@ -109,6 +110,7 @@ class Action(msgspec.Struct, frozen=True):
     basis: str
     predicted_profiler_free_step_us: float | None = None
     limited_by: str = "gpu"
+    predicted_launches_per_step: float | None = None  # kernel launches per step after the change (mean)
 
 
 def half_width_of(action: str, limited_by: str) -> float:
@@ -321,6 +323,7 @@ def _predict(
         basis=basis,
         predicted_profiler_free_step_us=free,
         limited_by=limited_by,
+        predicted_launches_per_step=round(after / n, 3),
     )
 
 

@@ -16,7 +16,6 @@ from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.trace import Trace
 from tracelens.naming import trace_stem
 from tracelens.units import NS_PER_US
-from tracelens.variants import ProgramShape
 
 
 class TraceDocument(msgspec.Struct, frozen=True):
@@ -29,21 +28,6 @@ class TraceDocument(msgspec.Struct, frozen=True):
 
     def answers_to(self, name: str) -> bool:
         return name == self.label or name in self.aliases
-
-
-def program_shape(document: dict[str, Any]) -> ProgramShape | None:
-    """What the analyze document says the program runs that an action changes (the lengths of `compiled.regions`
-    and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts them, and
-    `per_step.launches`); None where the compiled section or either list is missing."""
-    compiled = document.get("compiled")
-    regions = compiled.get("regions") if isinstance(compiled, dict) else None
-    replays = compiled.get("graph_replays") if isinstance(compiled, dict) else None
-    if not isinstance(regions, list) or not isinstance(replays, list):
-        return None
-    per_step = document.get("per_step")
-    launches = per_step.get("launches") if isinstance(per_step, dict) else None
-    launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
-    return ProgramShape(compiled_regions=len(regions), graph_replays=len(replays), launches_per_step=launches)
 
 
 class CachedDocument(msgspec.Struct, frozen=True):

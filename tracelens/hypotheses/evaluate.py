@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from tracelens.hypotheses.document import TraceDocument, program_shape
+from tracelens.hypotheses.document import TraceDocument
 from tracelens.hypotheses.fusion import REGEX_PREFIX, coverage_source
 from tracelens.hypotheses.parse import MEMBERSHIP_OPS, ORDERING_OPS, Hypothesis, HypothesisError, Reference, Subject
-from tracelens.hypotheses.paths import MetricPathError, close_keys, resolve
+from tracelens.hypotheses.paths import MetricPathError, close_keys, program_shape, resolve
 from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
@@ -100,18 +100,55 @@ def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument
     trace, a metric path the document lacks, an op that cannot compare the values)."""
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
-    verdicts: list[Verdict] = []
+    verdicts: list[tuple[TraceDocument, Verdict]] = []
     problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
         try:
             targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
-            verdicts.extend(evaluate_one(hypothesis, target, documents) for target in targets)
+            verdicts.extend((target, evaluate_one(hypothesis, target, documents)) for target in targets)
         except HypothesisError as exc:
             problems += exc.problems
     if problems:
         source = hypotheses[0].source
         message = problems[0] if len(problems) == 1 else f"{source}: {len(problems)} problems: " + "; ".join(problems)
         raise HypothesisError(message, problems)
+    return _nearest_launches(verdicts)
+
+
+LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but their launch counts (`possible_actions`)
+
+
+def _nearest_launches(pairs: list[tuple[TraceDocument, Verdict]]) -> list[Verdict]:
+    """Where a trace may have taken either `fuse` or `gemm_epilogue` (`possible_actions`), the predictions of
+    those two that state the launches they leave (`launches_per_step`) tell which: the action whose prediction is
+    nearest the trace's launches per step (within 0.5 of the nearest) is the one taken, and the others' verdicts
+    are N/A; every verdict of the trace then says which was taken and why."""
+    verdicts = [verdict for _, verdict in pairs]
+    for target in {id(t): t for t, _ in pairs}.values():
+        after = program_shape(target.document)
+        if after is None or after.launches_per_step is None:
+            continue
+        mine = [i for i, (t, v) in enumerate(pairs) if t is target and v.took == " or ".join(LAUNCH_TOLD)]
+        told = {
+            i: abs(after.launches_per_step - v.hypothesis.launches_per_step)
+            for i in mine
+            if (v := verdicts[i]).applies and v.hypothesis.launches_per_step is not None
+        }
+        if not told:
+            continue
+        nearest = min(told.values())
+        taken = sorted({verdicts[i].hypothesis.action or "" for i, d in told.items() if d <= nearest + 0.5})
+        if len(taken) != 1:
+            continue
+        (action,) = taken
+        predicted = [verdicts[i].hypothesis.launches_per_step for i, d in told.items() if d <= nearest + 0.5]
+        why = f"; nearest the launches {action} predicts ({predicted[0]:g})"
+        for i in mine:
+            v = verdicts[i]
+            note = v.taken.replace(f"took {v.took} (", f"took {action} (", 1) + why
+            verdicts[i] = replace(v, taken_action=action, took=action, taken=note)
+            if i in told and v.hypothesis.action != action:
+                verdicts[i] = replace(verdicts[i], held=False, evidence=(), error_pct=None, applies=False)
     return verdicts
 
 

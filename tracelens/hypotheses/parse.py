@@ -43,7 +43,11 @@ MEMBERSHIP_OPS = ("contains", "not-contains")
 SUBJECTS = ("metric", "kernel", "cpu_op", "api_call", "fuses")
 PATTERN_SUBJECTS = ("kernel", "cpu_op", "api_call")
 MEASURES = ("calls_per_step", "us_per_step", "mean_us", "calls", "total_us")
-PREDICTION_KEYS = ("action", "before")  # a prediction for one action (docs/check.md#predictions-of-actions)
+PREDICTION_KEYS = (
+    "action",
+    "before",
+    "launches_per_step",
+)  # a prediction for one action (docs/check.md#predictions-of-actions)
 HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than", "tolerance", "note", *PREDICTION_KEYS)
 THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "factor")
 
@@ -121,6 +125,9 @@ class Hypothesis(msgspec.Struct, frozen=True):
     # only on a trace that took `action` relative to `before`, or whose action cannot be told (docs/check.md)
     action: str | None = None
     before: ProgramShape | None = None
+    # with `action`: the kernel launches per step the action leaves (optional: `fuse` and `gemm_epilogue` are told
+    # apart by it where both may apply)
+    launches_per_step: float | None = None
 
     def error(self, message: str) -> HypothesisError:
         """An exit-2 error naming this entry, for problems found while evaluating it."""
@@ -318,6 +325,8 @@ def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
 def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
     """`action = "compile"` with `before = { compiled_regions = N, graph_replays = M }`: both or neither."""
     if "action" not in entry and "before" not in entry:
+        if "launches_per_step" in entry:
+            raise where.error("launches_per_step goes with action and before (the launches the action leaves)")
         return {}
     if "action" not in entry or "before" not in entry:
         raise where.error(
@@ -329,7 +338,13 @@ def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
         raise where.error(
             f"unknown action {_shown(action)}{_suggest(str(action), ACTIONS)}; use one of {', '.join(ACTIONS)}"
         )
-    return {"action": action, "before": _parse_before(entry["before"], where)}
+    parsed: dict[str, Any] = {"action": action, "before": _parse_before(entry["before"], where)}
+    if "launches_per_step" in entry:
+        value = entry["launches_per_step"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise where.error(f"launches_per_step must be a number ≥ 0, not {_shown(value)}")
+        parsed["launches_per_step"] = float(value)
+    return parsed
 
 
 def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:

@@ -2,7 +2,8 @@
 over its entries), `step_table.0.step_us` (an index), `ops[aten::addmm].kernels_per_step` (the entry named so).
 
 Contract: `resolve(document, path)` returns the value or raises `MetricPathError` naming the bad segment and
-the close valid keys.
+the close valid keys; `program_shape(document)` reads what the document says its program runs that an action
+changes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 from typing import Any
 
 import msgspec
+
+from tracelens.variants import ProgramShape
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -121,3 +124,18 @@ def close_keys(word: str, keys: list[str], limit: int = 12) -> str:
         return " (it is empty)"
     shown = ", ".join(keys[:limit]) + (", …" if len(keys) > limit else "")
     return f"; valid: {shown}"
+
+
+def program_shape(document: dict[str, Any]) -> ProgramShape | None:
+    """What the analyze document says the program runs that an action changes (the lengths of `compiled.regions`
+    and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts them, and
+    `per_step.launches`); None where the compiled section or either list is missing."""
+    compiled = document.get("compiled")
+    regions = compiled.get("regions") if isinstance(compiled, dict) else None
+    replays = compiled.get("graph_replays") if isinstance(compiled, dict) else None
+    if not isinstance(regions, list) or not isinstance(replays, list):
+        return None
+    per_step = document.get("per_step")
+    launches = per_step.get("launches") if isinstance(per_step, dict) else None
+    launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
+    return ProgramShape(compiled_regions=len(regions), graph_replays=len(replays), launches_per_step=launches)

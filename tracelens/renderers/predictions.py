@@ -68,6 +68,8 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
         ]
         if before:  # which prediction a trace checks: that of the action it took relative to this program
             lines += [f"action = {_quoted(action.action)}", f"before = {before}"]
+            if action.predicted_launches_per_step is not None:
+                lines.append(f"launches_per_step = {action.predicted_launches_per_step}")
     return "\n".join(lines) + "\n"
 
 
