@@ -39,6 +39,13 @@ def liger_traces() -> list[Path]:
 def launch_work_calls(path: Path, fused: str = FUSED) -> float:
     """Median over the fused kernel's launches of the CPU work before each (its launch call's start − the end of
     the previous call on its thread in its step, or the step's start), ÷ the median kernel-launch call."""
+    work_us, launch_us = launch_work(path, fused)
+    return work_us / launch_us
+
+
+def launch_work(path: Path, fused: str = FUSED) -> tuple[float, float]:
+    """(the median CPU work before the fused kernel's launches, the median kernel-launch call), µs (see
+    `launch_work_calls`)."""
     with gzip.open(path, "rt") as handle:
         events = [e for e in json.load(handle)["traceEvents"] if e.get("ph") == "X"]
     steps = [
@@ -71,13 +78,17 @@ def launch_work_calls(path: Path, fused: str = FUSED) -> float:
             if p["tid"] == call["tid"] and step[0] <= float(p["ts"]) < start
         ]
         work.append(start - max([step[0], *ends]))
-    return statistics.median(work) / statistics.median(launch_us)
+    return statistics.median(work), statistics.median(launch_us)
 
 
 def test_the_fused_launch_constant_is_the_liger_traces_median() -> None:
     """FUSED_LAUNCH_CALLS is the median over the Liger traces of their launch work in launch calls, to 0.5."""
-    ratios = [launch_work_calls(path) for path in liger_traces()]
+    works = [launch_work(path) for path in liger_traces()]
+    ratios = [work / launch for work, launch in works]
     assert len(ratios) >= 60
+    work_us = [work for work, _ in works]
+    doc_text = " ".join(DOC.read_text().split())
+    assert f"the CPU work before that launch took {min(work_us):.0f}-{max(work_us):.0f} µs" in doc_text
     assert round(2 * statistics.median(ratios)) / 2 == FUSED_LAUNCH_CALLS
     doc = " ".join(DOC.read_text().split())
     assert f"{min(ratios):.1f}-{max(ratios):.1f} launch calls over the {len(ratios)} Liger traces" in doc

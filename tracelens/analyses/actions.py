@@ -71,7 +71,7 @@ GRAPH_LAUNCH_US = 9.0  # pure graph replays (graphs/mlp_graph_replay, block_grap
 GRAPH_KERNEL_US = 1.7
 # the fused kernel of `fuse`, written by hand in Triton and launched from Python (as Liger's ops are): the CPU work
 # before its launch, in units of the trace's median kernel-launch call (`ProfilerFree.launch_us`): the median over
-# the Liger GeGLU traces, 10.6-18.2 launch calls on the H200 and H100 recordings, 66-231 µs (docs/actions.md)
+# the Liger GeGLU traces, 10.6-18.2 launch calls on the H200 and H100 recordings, 64-231 µs (docs/actions.md)
 FUSED_LAUNCH_CALLS = 13.0
 # attention twins (eager softmax(scale·QKᵀ)V → Inductor's one attention kernel): that kernel's time ÷ the two
 # batched GEMM kernels it replaces; the midpoint of the fitted H100 twins' median (0.490) and the H200 one (0.645)
