@@ -32,6 +32,7 @@ TWINS = [
 RAW_PAIRS = [
     *((before, after) for before, after, _ in TWINS),
     ("graphs/mlp_eager", "graphs/mlp_compiled"),
+    ("graphs/mlp_eager", "graphs/mlp_graph"),  # its first step captures: warm-up, not steady state
     ("graphs/block_eager", "graphs/block_graph_replay"),
     ("eager_mlp", "extra/cudagraph_mlp"),
     ("block/train_eager_block", "block/train_compiled_block"),

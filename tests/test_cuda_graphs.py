@@ -52,3 +52,23 @@ def test_graph_traces_with_a_capture_are_roofline_modelled(name: str, capsys: py
     """Issue #29's bar: ≥ 90 % of kernel time has a roofline model once replays have their captured ops."""
     out, _ = run_cli(capsys, "analyze", str(GRAPHS / f"{name}.json.gz"), "--format", "json")
     assert json.loads(out)["roofline"]["modelled_kernel_time_pct"] >= 90
+
+
+@pytest.mark.parametrize("name", ["mlp_graph", "block_graph", "mlp_graph_replay", "mlp_eager"])
+def test_a_capture_step_is_warm_up(name: str) -> None:
+    """The steady steps leave out every step in which a CUDA graph was captured (stdlib: the CPU-side
+    ProfilerSteps holding a cudaStreamBeginCapture) and keep the others of the window, as after compilation."""
+    import tracelens
+    from tests import rawtrace
+    from tracelens.analyses import analyze
+
+    path = Path(__file__).resolve().parent.parent / f"traces/h200/graphs/{name}.json.gz"
+    events = rawtrace.events(path)
+    steps = rawtrace.steps([e for e in events if not str(e.get("cat", "")).startswith("gpu_")])
+    begins = [float(e["ts"]) for e in events if e.get("name") == "cudaStreamBeginCapture"]
+    captured = {number for number, start, end in steps if any(start <= ts < end for ts in begins)}
+    compiled = analyze(tracelens.load(path)).compiled
+    assert compiled is not None
+    assert not set(compiled.steady_steps) & captured
+    assert captured <= set(compiled.excluded_steps)
+    assert (name in ("mlp_graph", "block_graph")) == bool(captured)

@@ -35,7 +35,7 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
+from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
@@ -123,6 +123,43 @@ def compile_intervals(trace: Trace) -> np.ndarray:
     return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
+CAPTURE_BEGIN = ("cudaStreamBeginCapture", "hipStreamBeginCapture")
+CAPTURE_END = ("cudaStreamEndCapture", "hipStreamEndCapture", "cudaGraphInstantiate", "hipGraphInstantiate")
+
+
+@per_trace
+def warmup_intervals(trace: Trace) -> np.ndarray:
+    """Merged [start, end) ns intervals of what the steady window leaves out: compile-phase spans
+    (`compile_intervals`) and CUDA-graph captures (each `cudaStreamBeginCapture` to the end of the last
+    `cudaStreamEndCapture`/`cudaGraphInstantiate` call on its thread before the next capture begins there, or to
+    its own end without one). Cached per trace: do not mutate."""
+    spans = compile_intervals(trace)
+    ev = trace.events
+    api = kind_mask(ev.kind, API_KINDS)
+    begins = np.flatnonzero(api & np.isin(ev.name, _name_codes(trace, CAPTURE_BEGIN)))
+    if begins.size == 0:
+        return spans
+    ends = np.flatnonzero(api & np.isin(ev.name, _name_codes(trace, CAPTURE_END)))
+    starts, stops = [], []
+    for b in begins.tolist():
+        track, start = ev.track[b], int(ev.ts_ns[b])
+        later_begins = begins[(ev.track[begins] == track) & (ev.ts_ns[begins] > start)]
+        until = int(ev.ts_ns[later_begins].min()) if later_begins.size else None
+        mine = ends[(ev.track[ends] == track) & (ev.ts_ns[ends] >= start)]
+        if until is not None:
+            mine = mine[ev.ts_ns[mine] < until]
+        starts.append(start)
+        stops.append(int((ev.ts_ns[mine] + ev.dur_ns[mine]).max()) if mine.size else start + int(ev.dur_ns[b]))
+    all_starts = np.concatenate([spans[:, 0], np.asarray(starts, dtype=np.int64)])
+    all_ends = np.concatenate([spans[:, 1], np.asarray(stops, dtype=np.int64)])
+    return merge_intervals(all_starts, all_ends)
+
+
+def _name_codes(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
+    wanted = set(names)
+    return np.array([i for i, n in enumerate(trace.events.names) if n in wanted], dtype=np.int64)
+
+
 def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray) -> np.ndarray:
     """Whether each [start, end] overlaps any merged interval (sorted, disjoint)."""
     if intervals.shape[0] == 0:
@@ -140,7 +177,7 @@ def analyze_compiled(ctx: AnalysisContext) -> Compiled:
 
 def compiled_of(trace: Trace, window: Window) -> Compiled:
     spans = compile_intervals(trace)
-    excluded_steps, excluded_mask = _exclusions(trace, window, spans)
+    excluded_steps, excluded_mask = _steady_exclusions(trace, window)
     steady = _apply(window, excluded_steps, excluded_mask, trace)
     n = max(steady.n_steps, 1)
     layer = classify_layers(trace)
@@ -181,12 +218,22 @@ def _outside_regions(trace: Trace, mask: np.ndarray, self_ns: np.ndarray) -> flo
 
 
 def steady_window(trace: Trace, window: Window, compiled: Compiled | None = None) -> Window:
-    """`window` without the steps (or, failing that, the events) that overlap compilation."""
-    spans = compile_intervals(trace)
-    if spans.shape[0] == 0:
+    """`window` without the steps that overlap compilation or a CUDA-graph capture (`warmup_intervals`), or,
+    failing that, the events that overlap compilation (`_steady_exclusions`)."""
+    if warmup_intervals(trace).shape[0] == 0:
         return window
-    excluded_steps, excluded_mask = _exclusions(trace, window, spans)
+    excluded_steps, excluded_mask = _steady_exclusions(trace, window)
     return _apply(window, excluded_steps, excluded_mask, trace)
+
+
+def _steady_exclusions(trace: Trace, window: Window) -> tuple[list[int], np.ndarray]:
+    """`_exclusions` of the warm-up (compilation and CUDA-graph captures) where they leave out steps; where they
+    would leave out single events instead (no step after), of compilation alone: a trace of nothing but a capture
+    keeps its capture's events."""
+    excluded_steps, excluded_mask = _exclusions(trace, window, warmup_intervals(trace))
+    if excluded_steps or not excluded_mask.any():
+        return excluded_steps, excluded_mask
+    return _exclusions(trace, window, compile_intervals(trace))
 
 
 def _exclusions(trace: Trace, window: Window, spans: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -458,6 +505,14 @@ def _graph_replays(trace: Trace, window: Window, n: int) -> list[GraphReplay]:
     ]
 
 
+def _excluded_steps_note(result: Compiled, why: str = "") -> str:
+    steady = ", ".join(map(str, result.steady_steps)) or "none"
+    return (
+        f"steps {', '.join(map(str, result.excluded_steps))} excluded from steady-state figures "
+        f"({why}steady state from step(s) {steady})"
+    )
+
+
 def _with_note(result: Compiled, trace: Trace) -> Compiled:
     parts = []
     if result.compile_in_window:
@@ -470,16 +525,14 @@ def _with_note(result: Compiled, trace: Trace) -> Compiled:
             f"{result.func_get_attributes_calls} cudaFuncGetAttributes calls)"
         )
         if result.excluded_steps:
-            steady = ", ".join(map(str, result.steady_steps)) or "none"
-            parts.append(
-                f"steps {', '.join(map(str, result.excluded_steps))} excluded from steady-state figures "
-                f"(steady state from step(s) {steady})"
-            )
+            parts.append(_excluded_steps_note(result))
         elif result.excluded_events:
             parts.append(
                 f"{result.excluded_events} events overlapping compilation excluded from dispatch, bound, fusion and "
                 "roofline figures; per-step summary figures still include them (no compile-free steps to choose)"
             )
+    elif result.excluded_steps:  # no compilation: a CUDA-graph capture ran in them
+        parts.append(_excluded_steps_note(result, "a CUDA-graph capture ran in them: "))
     if result.graph_breaks:
         parts.append(f"{len(result.frames)} compiled frames: {result.graph_breaks} graph break(s) likely")
     if result.recompiles:
