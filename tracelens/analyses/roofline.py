@@ -43,6 +43,7 @@ from tracelens.analyses.opmodels import (
 )
 from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
+from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
 from tracelens.model.events import I8, I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
@@ -176,7 +177,7 @@ def kernel_models(trace: Trace, window: Window) -> KernelModels:
         [(m.flops, m.bytes, m.out_bytes, m.bytes_if_in_place, m.bytes_if_whole) for m in models], dtype=np.float64
     ).reshape(-1, 5)
     rows, op_rows, picked = kernels[hit], chosen_op[hit], chosen_model[hit]
-    share = _time_shares(op_rows, ev.dur_ns[rows])
+    share = _time_shares(op_rows, ev.dur_ns[rows], _replay_of(trace, rows))
     copies = _copies(trace, window)
     return KernelModels(
         row=np.concatenate([rows, copies]),
@@ -272,12 +273,24 @@ def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list
     return result
 
 
-def _time_shares(op_rows: I64, dur_ns: I64) -> F64:
+def _replay_of(trace: Trace, kernels: I64) -> I64:
+    """Per kernel row: the row of the CUDA-graph launch that replayed it, -1 for a kernel launched on its own (a
+    replayed kernel's op is the captured op, the same row on every replay)."""
+    launch = trace.links.launch[kernels].astype(np.int64)
+    names = trace.events.names
+    graph = np.asarray([n in GRAPH_LAUNCH_NAMES for n in names], dtype=bool)
+    replayed = (launch >= 0) & graph[trace.events.name[np.maximum(launch, 0)]]
+    return np.where(replayed, launch, -1)
+
+
+def _time_shares(op_rows: I64, dur_ns: I64, replay: I64 | None = None) -> F64:
     """Share of each kernel in its op call's FLOPs/bytes among the kernels of that call that got its model: by
-    kernel time, or evenly when they took no time."""
+    kernel time, or evenly when they took no time. A call is an op row, and with `replay` (the graph launch of each
+    kernel, -1 for none) each replay of a captured op is a call of its own."""
     if op_rows.size == 0:
         return np.zeros(0, dtype=np.float64)
-    call = np.unique(op_rows, return_inverse=True)[1].ravel()
+    keys = np.stack([op_rows, replay if replay is not None else np.full(op_rows.size, -1, dtype=np.int64)], axis=1)
+    call = np.unique(keys, axis=0, return_inverse=True)[1].ravel()
     total = np.bincount(call, weights=dur_ns)[call]
     count = np.bincount(call).astype(np.float64)[call]
     return np.where(total > 0, dur_ns / np.maximum(total, 1), 1 / count)
