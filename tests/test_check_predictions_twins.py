@@ -210,3 +210,63 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
         "checked"
     )
     assert lines[-1] == "0 held, 0 wrong, 4 not applicable"
+
+
+def _golden_shape(name: str) -> Any:
+    """`program_shape` of a trace's golden `analyze --format json` document (tests/golden)."""
+    import gzip
+
+    from tracelens.hypotheses.paths import program_shape
+
+    golden = Path(__file__).parent / "golden" / "traces" / f"{name}.json.gz.json.gz"
+    with gzip.open(golden, "rt") as handle:
+        return program_shape(json.load(handle))
+
+
+def _golden_twins() -> list[tuple[str, str]]:
+    """Every (eager, other variant) pair among the golden documents of the project's recordings: the same name
+    with `eager` replaced by compiled, liger, geglu_epilogue, graph, cudagraph or sdpa, in one folder."""
+    root = Path(__file__).parent / "golden" / "traces"
+    names = {p.relative_to(root).as_posix()[: -len(".json.gz.json.gz")] for p in root.rglob("*.json.gz.json.gz")}
+    pairs = []
+    for name in sorted(n for n in names if "eager" in n.rsplit("/", 1)[-1]):
+        for other in ("compiled", "liger", "geglu_epilogue", "graph", "cudagraph", "sdpa", "graph_replay"):
+            twin = name[: name.rindex("/") + 1] + name.rsplit("/", 1)[-1].replace("eager", other, 1)
+            if twin in names and twin != name:
+                pairs.append((name, twin))
+    return pairs
+
+
+def test_no_twin_is_another_program() -> None:
+    """The fingerprint (GPU, GEMM and attention GFLOP per step) never tells a recorded variant from its eager twin,
+    and tells the study's programs apart from each other."""
+    from tracelens.variants import other_program
+
+    pairs = _golden_twins()
+    assert len(pairs) >= 100
+    flagged = [(a, b, other_program(_golden_shape(a), _golden_shape(b))) for a, b in pairs]
+    assert [f for f in flagged if f[2] is not None] == []
+    known = sum(_golden_shape(a).gemm_gflop_per_step is not None for a, _ in pairs)
+    assert known >= 0.8 * len(pairs)
+    others = [("h200/eager_mlp", "h200/block/compiled_block"), ("h200/eager_mlp", "h200/extra/sweep_liger_mlp_t8")]
+    others += [
+        ("h200/block/eager_block", "h200/eager_mlp"),
+        ("h200/eager_mlp", "h100/heldout/sweep_c/sweep_eager_mlp_t4096_r0"),
+    ]
+    for a, b in others:
+        assert other_program(_golden_shape(a), _golden_shape(b)) is not None, (a, b)
+
+
+def test_another_program_is_not_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """eager_mlp's predictions on the compiled block (another program: 455.3 against 824.6 GFLOP of GEMM and
+    attention work per step) are all N/A, exit status 0, and the text says why."""
+    from tracelens.cli import main
+
+    document = predict_and_check("eager_mlp", "block/compiled_block", tmp_path, capsys)
+    assert {v["status"] for v in document["verdicts"]} == {"not_applicable"}
+    assert {v["took"] for v in document["verdicts"]} == {"another program"}
+    assert main(["check", trace("block/compiled_block"), "--expect", str(tmp_path / "p.toml"), "--width", "200"]) == 0
+    assert (
+        "compiled_block is not the program the prediction is about (GEMM and attention work 455.3 GFLOP per step, "
+        "the prediction's program 824.6)" in capsys.readouterr().out
+    )

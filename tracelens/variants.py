@@ -23,11 +23,16 @@ class ProgramShape(msgspec.Struct, frozen=True):
     `compiled.regions` (one per compiled region: frame and recompile), `graph_replays`, the rows of
     `compiled.graph_replays` (CUDA-graph launches, grouped by launch API, op and region) in `analyze --format
     json`, and `launches_per_step` (`per_step.launches`; None where not known). The rules read whether the first
-    two are 0, and whether the launches fell."""
+    two are 0, and whether the launches fell; `device` and `gemm_gflop_per_step` tell another program
+    (`other_program`)."""
 
     compiled_regions: int = 0
     graph_replays: int = 0
     launches_per_step: float | None = None
+    # which program it is, where known (`program_fingerprint`): the GPU's name, and the GEMM and attention work per
+    # step (GFLOP, from the roofline's models), which no action changes
+    device: str | None = None
+    gemm_gflop_per_step: float | None = None
 
     def describe(self) -> str:
         """Which of the two it runs, e.g. "compiled regions, no CUDA-graph replays"."""
@@ -39,6 +44,32 @@ class ProgramShape(msgspec.Struct, frozen=True):
         if replays:
             return "CUDA-graph replays, no compiled regions"
         return "no compiled regions or CUDA-graph replays"
+
+
+MODELLED_PCT_FOR_FINGERPRINT = 75.0  # below it, GEMMs may be among the unmodelled kernels (a hand-written one)
+SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one program: within ±10 % (equal on twins)
+
+
+def program_fingerprint(
+    device: str | None, rows: list[tuple[str, int, float]], steps: int, modelled_pct: float | None
+) -> tuple[str | None, float | None]:
+    """(`device`, GEMM and attention GFLOP per step) from a roofline: the rows' (model, calls, GFLOP per call) over
+    `steps` steps; the GFLOP None where the models cover less than `MODELLED_PCT_FOR_FINGERPRINT` % of the kernel
+    time, no such work is modelled, or no step was analyzed."""
+    gflop = sum(calls * per_call for model, calls, per_call in rows if model in ("gemm", "attention"))
+    known = steps > 0 and gflop > 0 and modelled_pct is not None and modelled_pct >= MODELLED_PCT_FOR_FINGERPRINT
+    return (device or None), (round(gflop / steps, 3) if known else None)
+
+
+def other_program(before: ProgramShape, after: ProgramShape) -> str | None:
+    """Why `after` is not a variant of `before`'s program (another GPU, or GEMM and attention work per step more
+    than `SAME_WORK` apart: no action changes either), or None where nothing says so."""
+    if before.device and after.device and before.device != after.device:
+        return f"recorded on {after.device}, the prediction on {before.device}"
+    work = (before.gemm_gflop_per_step, after.gemm_gflop_per_step)
+    if work[0] is not None and work[1] is not None and abs(work[1] - work[0]) > SAME_WORK * work[0]:
+        return f"GEMM and attention work {work[1]:,.1f} GFLOP per step, the prediction's program {work[0]:,.1f}"
+    return None
 
 
 def possible_actions(before: ProgramShape, after: ProgramShape) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from tracelens.hypotheses.paths import MetricPathError, close_keys, program_shap
 from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
-from tracelens.variants import error_pct, possible_actions, taken_action, taken_note, taken_words
+from tracelens.variants import error_pct, other_program, possible_actions, taken_action, taken_note, taken_words
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
 MAX_EVIDENCE = 8
@@ -177,6 +177,12 @@ def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Seque
         note = f"{target.label}: the action taken is unknown (its document has no compiled section)"
         return replace(verdict, taken=note, took="unknown")
     before = hypothesis.before
+    other = other_program(before, after)
+    if other is not None:  # not a variant of the program predicted from: no action's prediction is about it
+        note = f"{target.label} is not the program the prediction is about ({other})"
+        return replace(
+            verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took="another program"
+        )
     taken, note, took = taken_action(before, after), taken_note(target.label, before, after), taken_words(before, after)
     if hypothesis.action in possible_actions(before, after):
         return replace(verdict, taken_action=taken, taken=note, took=took)

@@ -364,6 +364,15 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
             raise where.error(f"before: launches_per_step must be a number ≥ 0, not {_shown(value)}")
         counts["launches_per_step"] = float(value)
+    if "device" in raw:
+        if not isinstance(raw["device"], str):
+            raise where.error(f"before: device must be a string (the GPU's name), not {_shown(raw['device'])}")
+        counts["device"] = raw["device"]
+    if "gemm_gflop_per_step" in raw:
+        value = raw["gemm_gflop_per_step"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise where.error(f"before: gemm_gflop_per_step must be a number ≥ 0, not {_shown(value)}")
+        counts["gemm_gflop_per_step"] = float(value)
     return ProgramShape(**counts)
 
 

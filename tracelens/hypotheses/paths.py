@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tracelens.variants import ProgramShape
+from tracelens.variants import ProgramShape, program_fingerprint
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -138,4 +138,33 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
     per_step = document.get("per_step")
     launches = per_step.get("launches") if isinstance(per_step, dict) else None
     launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
-    return ProgramShape(compiled_regions=len(regions), graph_replays=len(replays), launches_per_step=launches)
+    device, gflop = _fingerprint(document)
+    return ProgramShape(
+        compiled_regions=len(regions),
+        graph_replays=len(replays),
+        launches_per_step=launches,
+        device=device,
+        gemm_gflop_per_step=gflop,
+    )
+
+
+def _fingerprint(document: dict[str, Any]) -> tuple[str | None, float | None]:
+    """`program_fingerprint` of the document's `roofline` section and `steps`; (None, None) without them."""
+    roofline, steps = document.get("roofline"), document.get("steps")
+    if not isinstance(roofline, dict) or not isinstance(steps, int) or isinstance(steps, bool):
+        return None, None
+    rows = []
+    for row in roofline.get("rows") or []:
+        model, calls, per_call = (
+            row.get(k) if isinstance(row, dict) else None for k in ("model", "calls", "gflop_per_call")
+        )
+        if isinstance(model, str) and isinstance(calls, int) and isinstance(per_call, (int, float)):
+            rows.append((model, calls, float(per_call)))
+    device = roofline.get("device")
+    pct = roofline.get("modelled_kernel_time_pct")
+    return program_fingerprint(
+        device if isinstance(device, str) else None,
+        rows,
+        steps,
+        float(pct) if isinstance(pct, (int, float)) and not isinstance(pct, bool) else None,
+    )

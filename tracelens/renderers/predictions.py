@@ -19,7 +19,9 @@ import msgspec
 
 from tracelens.analyses.actions import Actions
 from tracelens.analyses.compiled import Compiled, program_shape
+from tracelens.analyses.roofline import Roofline
 from tracelens.records import shallow_dict
+from tracelens.variants import program_fingerprint
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -50,7 +52,23 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     compiled = results.get(Compiled)
     before = ""
     if compiled is not None:
-        shape = msgspec.structs.replace(program_shape(compiled), launches_per_step=results.summary.per_step.launches)
+        roofline = results.get(Roofline)
+        device, gflop = (
+            program_fingerprint(
+                roofline.device,
+                [(r.model, r.calls, r.gflop_per_call) for r in roofline.rows],
+                results.summary.steps,
+                roofline.modelled_kernel_time_pct,
+            )
+            if roofline is not None
+            else (None, None)
+        )
+        shape = msgspec.structs.replace(
+            program_shape(compiled),
+            launches_per_step=results.summary.per_step.launches,
+            device=device,
+            gemm_gflop_per_step=gflop,
+        )
         before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
     for action in actions.actions:
         targets = ", ".join(action.targets)
@@ -73,6 +91,7 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _inline_table(counts: dict[str, float]) -> str:
-    """`{ compiled_regions = 0, graph_replays = 0 }`."""
-    return "{ " + ", ".join(f"{key} = {value}" for key, value in counts.items()) + " }"
+def _inline_table(counts: dict[str, float | str]) -> str:
+    """`{ compiled_regions = 0, graph_replays = 0, device = "NVIDIA H200" }`."""
+    shown = (f"{key} = {_quoted(value) if isinstance(value, str) else value}" for key, value in counts.items())
+    return "{ " + ", ".join(shown) + " }"
