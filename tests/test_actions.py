@@ -128,6 +128,8 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     assert lines[0].startswith("What to do next — step ")
     if lines[1].startswith("Without the profiler: "):  # where a profiler-free step time is known
         lines = lines[1:]
+    if lines[1].startswith("  (for the median step, "):  # where the mean span is not the median step
+        lines = lines[1:]
     assert lines[1].startswith("Limit: ")
     assert any(line.startswith("1. ") and "saves" in line for line in lines)
 
@@ -358,3 +360,24 @@ def test_no_action_lengthens_the_program_without_the_profiler() -> None:
             assert predicted >= 0, (golden.name, action["action"])
             assert action["saved_us"] < 0 or predicted <= free, (golden.name, action["action"], predicted, free)
     assert checked > 500
+
+
+@pytest.mark.parametrize(
+    ("name", "named"), [("h200/truth/gemm_gpu_ahead.json.gz", True), ("h200/eager_mlp.json.gz", False)]
+)
+def test_the_summary_names_the_step_its_profiler_free_time_is_for(
+    name: str, named: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The summary's step is the mean span, the profiler-free time the median step's: where they are more than 5 %
+    apart (stdlib: the mean span from the raw events against the median ProfilerStep duration), the summary names
+    the median step beside it."""
+    import statistics
+
+    from tests.conftest import run_cli
+
+    path = Path(__file__).parent.parent / "traces" / name
+    spans = rawtrace.steps([e for e in rawtrace.events(path) if not str(e.get("cat", "")).startswith("gpu_")])
+    median = statistics.median(end - start for _, start, end in spans)
+    apart = abs(raw_mean_span_us(path) / median - 1) > 0.05
+    out, _ = run_cli(capsys, "analyze", str(path), "--summary")
+    assert apart == named == ("(for the median step, " in out)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 
 TOP_ACTIONS = 3
+MEAN_AND_MEDIAN_APART = 0.05  # the profiler-free step is the median step's: named where the mean span is not it
 
 
 def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
@@ -39,6 +40,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
             + (")" if ranged else ", docs/profiler_overhead.md)")  # the range or the doc: 80 columns
         )
+        median = free.profiled_step_us if free is not None else None
+        if median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: say which is which
+            head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     path = results.get(CriticalPath)
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}
@@ -124,6 +128,9 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()
         without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
+        median = free.profiled_step_us
+        if median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
+            without += f", for the median step of {us_text(median)} µs profiled"
     note = (
         f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps){without}. "
         f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
