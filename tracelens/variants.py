@@ -12,6 +12,7 @@ analyze document (docs/actions.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import msgspec
 
@@ -72,12 +73,17 @@ def other_program(before: ProgramShape, after: ProgramShape) -> str | None:
     return None
 
 
-def possible_actions(before: ProgramShape, after: ProgramShape) -> tuple[str, ...]:
+LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but the launches they leave
+Launches = Mapping[str, float]  # per action, the kernel launches per step its prediction leaves
+
+
+def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> tuple[str, ...]:
     """The actions `after` may have taken relative to `before`, each of which removes launches: ("cuda_graphs",)
     when only `after` replays CUDA graphs `before` did not, ("compile",) when only `after` runs compiled regions
     `before` did not; () when both are new (torch.compile's `mode="reduce-overhead"`: no single action); else
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
-    known): a hand-fused or Liger variant, which leaves no other mark, and () where it does not (no action)."""
+    known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
+    predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action)."""
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
     if new_regions and new_replays:
@@ -88,39 +94,52 @@ def possible_actions(before: ProgramShape, after: ProgramShape) -> tuple[str, ..
         return ("compile",)
     counts = (before.launches_per_step, after.launches_per_step)
     if counts[0] is None or counts[1] is None or counts[1] < counts[0]:
-        return ("fuse", "gemm_epilogue")
+        return _nearest(after.launches_per_step, launches)
     return ()
 
 
-def taken_action(before: ProgramShape, after: ProgramShape) -> str | None:
+def _nearest(after_launches: float | None, launches: Launches | None) -> tuple[str, ...]:
+    """Of `LAUNCH_TOLD`, the one action whose predicted launches per step (`launches`) lie nearest
+    `after_launches` (within 0.5 of the nearest); both where that is not one action or nothing is known."""
+    if after_launches is None:
+        return LAUNCH_TOLD
+    told = {a: abs(after_launches - n) for a, n in (launches or {}).items() if a in LAUNCH_TOLD}
+    if not told:
+        return LAUNCH_TOLD
+    chosen = tuple(sorted(a for a, d in told.items() if d <= min(told.values()) + 0.5))
+    return chosen if len(chosen) == 1 else LAUNCH_TOLD
+
+
+def taken_action(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> str | None:
     """The one action `after` took relative to `before` (`possible_actions`), or None where that is not one."""
-    possible = possible_actions(before, after)
+    possible = possible_actions(before, after, launches)
     return possible[0] if len(possible) == 1 else None
 
 
-def taken_words(before: ProgramShape, after: ProgramShape) -> str:
+def taken_words(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> str:
     """What `after` took relative to `before`, in a few words: "compile", "fuse or gemm_epilogue", "compile and
     cuda_graphs together" or "no action" (`possible_actions`)."""
-    possible = possible_actions(before, after)
+    possible = possible_actions(before, after, launches)
     if possible:
         return " or ".join(possible)
     both = after.compiled_regions > 0 and before.compiled_regions == 0
     return "compile and cuda_graphs together" if both else "no action"
 
 
-def taken_note(label: str, before: ProgramShape, after: ProgramShape) -> str:
+def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> str:
     """`possible_actions` in words, about the trace `label`: "compiled_mlp took compile (compiled regions, no
-    CUDA-graph replays; before: neither)", "liger_mlp took fuse or gemm_epilogue (no new compiled regions or
-    CUDA-graph replays; launches 7 → 6 per step)"."""
+    CUDA-graph replays; before: neither)", "liger_mlp took fuse (no new compiled regions or CUDA-graph replays;
+    launches 7 → 6 per step); nearest the launches fuse predicts (6)"."""
     shown_before = "neither" if before.describe() == ProgramShape().describe() else before.describe()
-    took = taken_words(before, after)
-    if took in ACTIONS:
+    took = taken_words(before, after, launches)
+    if took in ACTIONS and took not in LAUNCH_TOLD:
         return f"{label} took {took} ({after.describe()}; before: {shown_before})"
     if took == "compile and cuda_graphs together":
         return f"{label} took {took} ({after.describe()}; before: {shown_before}), which no single action predicts"
     counts = (before.launches_per_step, after.launches_per_step)
-    launches = "launches per step not known" if None in counts else f"launches {counts[0]:g} → {counts[1]:g} per step"
-    return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {launches})"
+    fell = "launches per step not known" if None in counts else f"launches {counts[0]:g} → {counts[1]:g} per step"
+    why = f"; nearest the launches {took} predicts ({(launches or {})[took]:g})" if took in LAUNCH_TOLD else ""
+    return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {fell}){why}"
 
 
 def error_pct(predicted: float, measured: float) -> float | None:

@@ -21,7 +21,16 @@ from tracelens.hypotheses.paths import MetricPathError, close_keys, program_shap
 from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
-from tracelens.variants import error_pct, other_program, possible_actions, taken_action, taken_note, taken_words
+from tracelens.variants import (
+    LAUNCH_TOLD,
+    Launches,
+    error_pct,
+    other_program,
+    possible_actions,
+    taken_action,
+    taken_note,
+    taken_words,
+)
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
 MAX_EVIDENCE = 8
@@ -100,55 +109,21 @@ def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument
     trace, a metric path the document lacks, an op that cannot compare the values)."""
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
-    verdicts: list[tuple[TraceDocument, Verdict]] = []
+    verdicts: list[Verdict] = []
+    launches = {  # what each fuse / gemm_epilogue prediction leaves: tells which of the two a trace took
+        h.action: h.launches_per_step for h in hypotheses if h.action in LAUNCH_TOLD and h.launches_per_step is not None
+    }
     problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
         try:
             targets = [find_document(hypothesis, hypothesis.trace, documents)] if hypothesis.trace else documents
-            verdicts.extend((target, evaluate_one(hypothesis, target, documents)) for target in targets)
+            verdicts.extend(evaluate_one(hypothesis, target, documents, launches) for target in targets)
         except HypothesisError as exc:
             problems += exc.problems
     if problems:
         source = hypotheses[0].source
         message = problems[0] if len(problems) == 1 else f"{source}: {len(problems)} problems: " + "; ".join(problems)
         raise HypothesisError(message, problems)
-    return _nearest_launches(verdicts)
-
-
-LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but their launch counts (`possible_actions`)
-
-
-def _nearest_launches(pairs: list[tuple[TraceDocument, Verdict]]) -> list[Verdict]:
-    """Where a trace may have taken either `fuse` or `gemm_epilogue` (`possible_actions`), the predictions of
-    those two that state the launches they leave (`launches_per_step`) tell which: the action whose prediction is
-    nearest the trace's launches per step (within 0.5 of the nearest) is the one taken, and the others' verdicts
-    are N/A; every verdict of the trace then says which was taken and why."""
-    verdicts = [verdict for _, verdict in pairs]
-    for target in {id(t): t for t, _ in pairs}.values():
-        after = program_shape(target.document)
-        if after is None or after.launches_per_step is None:
-            continue
-        mine = [i for i, (t, v) in enumerate(pairs) if t is target and v.took == " or ".join(LAUNCH_TOLD)]
-        told = {
-            i: abs(after.launches_per_step - v.hypothesis.launches_per_step)
-            for i in mine
-            if (v := verdicts[i]).applies and v.hypothesis.launches_per_step is not None
-        }
-        if not told:
-            continue
-        nearest = min(told.values())
-        taken = sorted({verdicts[i].hypothesis.action or "" for i, d in told.items() if d <= nearest + 0.5})
-        if len(taken) != 1:
-            continue
-        (action,) = taken
-        predicted = [verdicts[i].hypothesis.launches_per_step for i, d in told.items() if d <= nearest + 0.5]
-        why = f"; nearest the launches {action} predicts ({predicted[0]:g})"
-        for i in mine:
-            v = verdicts[i]
-            note = v.taken.replace(f"took {v.took} (", f"took {action} (", 1) + why
-            verdicts[i] = replace(v, taken_action=action, took=action, taken=note)
-            if i in told and v.hypothesis.action != action:
-                verdicts[i] = replace(verdicts[i], held=False, evidence=(), error_pct=None, applies=False)
     return verdicts
 
 
@@ -165,10 +140,12 @@ def find_document(hypothesis: Hypothesis, name: str, documents: Sequence[TraceDo
     raise hypothesis.error(f'no trace named "{name}" among the traces given ({", ".join(labels)})')
 
 
-def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:
-    """The verdict of `hypothesis` on `target`; with an `action`, N/A where `target` cannot have taken it relative
-    to the hypothesis' `before` (`possible_actions`; it is measured all the same: a malformed one fails either
-    way)."""
+def evaluate_one(
+    hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument], launches: Launches | None = None
+) -> Verdict:
+    """The verdict of `hypothesis` on `target`; with an `action`, N/A where `target` is another program or cannot
+    have taken it relative to the hypothesis' `before` (`possible_actions`, `fuse` and `gemm_epilogue` told apart
+    by the predictions' `launches`; it is measured all the same: a malformed one fails either way)."""
     verdict = _measured(hypothesis, target, documents)
     if hypothesis.action is None or hypothesis.before is None:
         return verdict
@@ -183,8 +160,9 @@ def evaluate_one(hypothesis: Hypothesis, target: TraceDocument, documents: Seque
         return replace(
             verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took="another program"
         )
-    taken, note, took = taken_action(before, after), taken_note(target.label, before, after), taken_words(before, after)
-    if hypothesis.action in possible_actions(before, after):
+    taken, note = taken_action(before, after, launches), taken_note(target.label, before, after, launches)
+    took = taken_words(before, after, launches)
+    if hypothesis.action in possible_actions(before, after, launches):
         return replace(verdict, taken_action=taken, taken=note, took=took)
     return replace(
         verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note, took=took
