@@ -35,7 +35,8 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.dispatch import GRAPH_LAUNCH_APIS, LAYERS, classify_layers, self_times
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window, merge_intervals
-from tracelens.model.events import API_KINDS, CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
+from tracelens.model.cuda_graphs import capture_spans
+from tracelens.model.events import CPU_KINDS, GPU_ACTIVITY_KINDS, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
@@ -123,41 +124,16 @@ def compile_intervals(trace: Trace) -> np.ndarray:
     return merge_intervals(ev.ts_ns[rows], ev.ts_ns[rows] + ev.dur_ns[rows])
 
 
-CAPTURE_BEGIN = ("cudaStreamBeginCapture", "hipStreamBeginCapture")
-CAPTURE_END = ("cudaStreamEndCapture", "hipStreamEndCapture", "cudaGraphInstantiate", "hipGraphInstantiate")
-
-
 @per_trace
 def warmup_intervals(trace: Trace) -> np.ndarray:
     """Merged [start, end) ns intervals of what the steady window leaves out: compile-phase spans
-    (`compile_intervals`) and CUDA-graph captures (each `cudaStreamBeginCapture` to the end of the last
-    `cudaStreamEndCapture`/`cudaGraphInstantiate` call on its thread before the next capture begins there, or to
-    its own end without one). Cached per trace: do not mutate."""
+    (`compile_intervals`) and CUDA-graph captures (`cuda_graphs.capture_spans`). Cached per trace: do not
+    mutate."""
     spans = compile_intervals(trace)
-    ev = trace.events
-    api = kind_mask(ev.kind, API_KINDS)
-    begins = np.flatnonzero(api & np.isin(ev.name, _name_codes(trace, CAPTURE_BEGIN)))
-    if begins.size == 0:
+    captures = np.asarray(capture_spans(trace.events), dtype=np.int64).reshape(-1, 2)
+    if captures.size == 0:
         return spans
-    ends = np.flatnonzero(api & np.isin(ev.name, _name_codes(trace, CAPTURE_END)))
-    starts, stops = [], []
-    for b in begins.tolist():
-        track, start = ev.track[b], int(ev.ts_ns[b])
-        later_begins = begins[(ev.track[begins] == track) & (ev.ts_ns[begins] > start)]
-        until = int(ev.ts_ns[later_begins].min()) if later_begins.size else None
-        mine = ends[(ev.track[ends] == track) & (ev.ts_ns[ends] >= start)]
-        if until is not None:
-            mine = mine[ev.ts_ns[mine] < until]
-        starts.append(start)
-        stops.append(int((ev.ts_ns[mine] + ev.dur_ns[mine]).max()) if mine.size else start + int(ev.dur_ns[b]))
-    all_starts = np.concatenate([spans[:, 0], np.asarray(starts, dtype=np.int64)])
-    all_ends = np.concatenate([spans[:, 1], np.asarray(stops, dtype=np.int64)])
-    return merge_intervals(all_starts, all_ends)
-
-
-def _name_codes(trace: Trace, names: tuple[str, ...]) -> np.ndarray:
-    wanted = set(names)
-    return np.array([i for i, n in enumerate(trace.events.names) if n in wanted], dtype=np.int64)
+    return merge_intervals(np.concatenate([spans[:, 0], captures[:, 0]]), np.concatenate([spans[:, 1], captures[:, 1]]))
 
 
 def overlaps_intervals(start: np.ndarray, end: np.ndarray, intervals: np.ndarray) -> np.ndarray:

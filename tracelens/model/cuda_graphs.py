@@ -37,13 +37,35 @@ def _codes(events: EventTable, names: tuple[str, ...]) -> np.ndarray:
     return np.array([i for i, n in enumerate(events.names) if n in wanted], dtype=np.int64)
 
 
+CAPTURE_BEGIN = ("cudaStreamBeginCapture", "hipStreamBeginCapture")
+CAPTURE_END = ("cudaStreamEndCapture", "hipStreamEndCapture")
+INSTANTIATE = ("cudaGraphInstantiate", "hipGraphInstantiate")
+
+
+def capture_spans(events: EventTable) -> list[tuple[int, int]]:
+    """(start ns, end ns) of each capture with what completes it: from its `cudaStreamBeginCapture` to the end of
+    the last `cudaStreamEndCapture` / `cudaGraphInstantiate` call on its thread before the next capture begins
+    there (the begin call's own end without one)."""
+    api = kind_mask(events.kind, API_KINDS)
+    begins = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_BEGIN)))
+    ends = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_END + INSTANTIATE)))
+    spans = []
+    for b in begins.tolist():
+        track, start = events.track[b], int(events.ts_ns[b])
+        later = begins[(events.track[begins] == track) & (events.ts_ns[begins] > start)]
+        mine = ends[(events.track[ends] == track) & (events.ts_ns[ends] >= start)]
+        if later.size:
+            mine = mine[events.ts_ns[mine] < events.ts_ns[later].min()]
+        end = int((events.ts_ns[mine] + events.dur_ns[mine]).max()) if mine.size else start + int(events.dur_ns[b])
+        spans.append((start, end))
+    return spans
+
+
 def _captures(events: EventTable, launch: I32) -> list[tuple[int, np.ndarray]]:
     """(end ns, captured launch rows in time order) of each capture, ordered by end."""
     api = kind_mask(events.kind, API_KINDS)
-    begin = np.flatnonzero(
-        api & np.isin(events.name, _codes(events, ("cudaStreamBeginCapture", "hipStreamBeginCapture")))
-    )
-    end = np.flatnonzero(api & np.isin(events.name, _codes(events, ("cudaStreamEndCapture", "hipStreamEndCapture"))))
+    begin = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_BEGIN)))
+    end = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_END)))
     launches = np.flatnonzero(api & np.isin(events.name, _codes(events, KERNEL_LAUNCH_NAMES)))
     owners = np.zeros(len(events), dtype=bool)
     owners[launch[launch >= 0]] = True
