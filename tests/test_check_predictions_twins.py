@@ -80,13 +80,8 @@ def test_compare_and_check_agree_on_the_prediction_of_the_action_taken(
     verdicts = document["verdicts"]
     assert {v["taken_action"] for v in verdicts} == {taken}
     rows = compare_rows(before, after, capsys)
-    if taken in ("fuse", "gemm_epilogue"):  # told by the launches: checked, the rest N/A; compare cannot tell
-        assert rows == []
-        checked_actions = {v["action"] for v in verdicts if v["status"] in ("held", "wrong")}
-        assert checked_actions == {taken}
+    if taken in ("fuse", "gemm_epilogue"):  # told by the launches each prediction leaves, by check and compare
         assert all(f" took {taken} (" in v["reason"] and "nearest the launches" in v["reason"] for v in verdicts)
-        assert document["not_applicable"] == len(verdicts) - 1
-        return
     (checked,) = [v for v in verdicts if v["status"] != "not_applicable"]
     assert checked["action"] == taken
     assert document["not_applicable"] == len(verdicts) - 1
@@ -270,3 +265,31 @@ def test_another_program_is_not_checked(tmp_path: Path, capsys: pytest.CaptureFi
         "compiled_block is not the program the prediction is about (GEMM and attention work 455.3 GFLOP per step, "
         "the prediction's program 824.6)" in capsys.readouterr().out
     )
+
+
+def test_compare_checks_no_prediction_on_another_program(capsys: pytest.CaptureFixture[str]) -> None:
+    """The compiled block took "compile" by its regions, but it is not a variant of the eager MLP (another
+    program: its GEMM work per step is not the MLP's): compare checks no prediction there, as check answers N/A;
+    the MLP's own compiled twin is checked."""
+    assert compare_rows("eager_mlp", "block/compiled_block", capsys) == []
+    assert compare_rows("eager_mlp", "compiled_mlp", capsys) != []
+
+
+@pytest.mark.parametrize(("before", "after", "taken"), TWINS, ids=lambda v: str(v).split("/")[-1])
+def test_compare_json_carries_the_checked_prediction(
+    before: str, after: str, taken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compare --format json`'s `predictions_checked`: the row the text table prints, with check's figures."""
+    from tracelens.cli import main
+
+    document = predict_and_check(before, after, tmp_path, capsys)
+    (checked,) = [v for v in document["verdicts"] if v["status"] != "not_applicable"]
+    assert main(["compare", "--format", "json", trace(before), trace(after)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["predictions_checked"]
+    assert (row["action"], row["after"]) == (taken, Path(trace(after)).name.split(".")[0])
+    assert (row["predicted_step_us"], row["error_pct"], row["held"]) == (
+        checked["expected"],
+        checked["error_pct"],
+        checked["held"],
+    )
+    assert row["measured_step_us"] == pytest.approx(checked["measured"], abs=5e-4)

@@ -50,6 +50,7 @@ from tracelens.analyses.profiler_overhead import (  # the same split: a step at 
     GPU_LIMITED_RATIO,
     host_features,
 )
+from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
 from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
@@ -57,7 +58,14 @@ from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
-from tracelens.variants import error_pct, taken_action
+from tracelens.variants import (
+    LAUNCH_TOLD,
+    ProgramShape,
+    error_pct,
+    other_program,
+    program_fingerprint,
+    taken_action,
+)
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -628,22 +636,57 @@ def check_prediction(
     )
 
 
+def program_of(results: AnalysisResults) -> ProgramShape | None:
+    """What the analyzed trace's program runs that an action changes, and which program it is
+    (`tracelens.variants.ProgramShape`): the compiled regions and CUDA-graph replay rows, the launches per step
+    (`per_step.launches`), the GPU and the GEMM and attention GFLOP per step (`program_fingerprint` of the
+    roofline); None without the compiled analysis. The one place these are gathered from results (`analyze
+    --predict` writes it as `before`; `compare` reads both sides with it)."""
+    compiled = results.get(Compiled)
+    if compiled is None:
+        return None
+    roofline = results.get(Roofline)
+    device: str | None = None
+    gflop: float | None = None
+    if roofline is not None:
+        rows = [(r.model, r.calls, r.gflop_per_call) for r in roofline.rows]
+        pct = roofline.modelled_kernel_time_pct
+        device, gflop = program_fingerprint(roofline.device, rows, results.summary.steps, pct)
+    return msgspec.structs.replace(
+        program_shape(compiled),
+        launches_per_step=results.summary.per_step.launches,
+        device=device,
+        gemm_gflop_per_step=gflop,
+    )
+
+
+def predicted_launches(actions: Actions) -> dict[str, float]:
+    """Per action that only its launches tell apart (`variants.LAUNCH_TOLD`), the launches per step it leaves."""
+    return {
+        a.action: a.predicted_launches_per_step
+        for a in actions.actions
+        if a.action in LAUNCH_TOLD and a.predicted_launches_per_step is not None
+    }
+
+
 def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck]:
-    """For `compare`: the first item is the before-trace; each later one that is a known variant of it
-    (`tracelens.variants.taken_action` of their `program_shape`s) gets the before-trace's prediction for the action
-    it took checked against its span."""
+    """For `compare`: the first item is the before-trace; each later one that is a variant of its program (not
+    `other_program`) and took one action (`taken_action`: compile or CUDA graphs by new regions or replays, fuse or
+    gemm_epilogue by the launches each prediction leaves, as `check` tells them) gets the before-trace's prediction
+    for that action checked against its span."""
     if len(items) < 2:
         return []
     before_label, before = items[0]
-    actions, before_compiled = before.get(Actions), before.get(Compiled)
-    if actions is None or before_compiled is None:
+    actions, before_shape = before.get(Actions), program_of(before)
+    if actions is None or before_shape is None:
         return []
+    launches = predicted_launches(actions)
     out = []
     for label, after in items[1:]:
-        after_compiled, path = after.get(Compiled), after.get(CriticalPath)
-        if after_compiled is None or path is None:
+        after_shape, path = program_of(after), after.get(CriticalPath)
+        if after_shape is None or path is None or other_program(before_shape, after_shape) is not None:
             continue
-        action = taken_action(program_shape(before_compiled), program_shape(after_compiled))
+        action = taken_action(before_shape, after_shape, launches)
         if action is None:
             continue
         checked = check_prediction(before_label, label, actions, action, path.step_us)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
@@ -19,7 +20,7 @@ from tracelens.units import us_text
 COMPARE_SCHEMA = "tracelens.compare/1"
 
 
-def compare_dict(comparison: Comparison) -> dict[str, Any]:
+def compare_dict(comparison: Comparison, predictions: Sequence[PredictionCheck] = ()) -> dict[str, Any]:
     variants = [
         {
             "name": v.name,
@@ -53,13 +54,17 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             {"baseline": plain(r.baseline), "variant": plain(r.variant), "removed": dict(r.removed)}
             for r in comparison.graph_removed
         ],
+        "predictions_checked": [plain(check) for check in predictions],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
 
 class CompareJsonRenderer:
+    def __init__(self, predictions: Any = None) -> None:
+        self.predictions = predictions or []  # actions.PredictionCheck rows (`predictions_checked`)
+
     def render(self, result: Comparison) -> str:
-        return dumps(compare_dict(result))
+        return dumps(compare_dict(result, self.predictions))
 
 
 class CompareTextRenderer:

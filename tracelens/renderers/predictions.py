@@ -15,13 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import msgspec
-
-from tracelens.analyses.actions import Actions
-from tracelens.analyses.compiled import Compiled, program_shape
-from tracelens.analyses.roofline import Roofline
+from tracelens.analyses.actions import Actions, program_of
 from tracelens.records import shallow_dict
-from tracelens.variants import program_fingerprint
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -49,29 +44,12 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     if actions is None or actions.summary.step_us is None or not actions.actions:
         lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
         return "\n".join([*lines, "hypothesis = []  # none: `check` has nothing to check"]) + "\n"
-    compiled = results.get(Compiled)
+    shape = program_of(results)
     before = ""
-    if compiled is not None:
-        roofline = results.get(Roofline)
-        device, gflop = (
-            program_fingerprint(
-                roofline.device,
-                [(r.model, r.calls, r.gflop_per_call) for r in roofline.rows],
-                results.summary.steps,
-                roofline.modelled_kernel_time_pct,
-            )
-            if roofline is not None
-            else (None, None)
-        )
-        shape = msgspec.structs.replace(
-            program_shape(compiled),
-            launches_per_step=results.summary.per_step.launches,
-            device=device,
-            gemm_gflop_per_step=gflop,
-        )
+    if shape is not None:
         before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
     for action in actions.actions:
-        targets = ", ".join(action.targets)
+        targets = ", ".join(t.removeprefix("aten::") for t in action.targets)  # as the summary names them
         lines += [
             "",
             "[[hypothesis]]",
