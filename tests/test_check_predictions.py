@@ -227,8 +227,8 @@ def test_text_and_json_say_what_was_taken() -> None:
     ]
     assert lines[3].startswith("HELD 1. compile: step 110.0: measured 100, error +10.0 %")
     assert lines[-3:] == [
-        "N/A  2. cuda_graphs: step 95.0: predicts cuda_graphs; compiled_mlp took compile",
-        "N/A  3. fuse: step 130.0: predicts fuse; compiled_mlp took compile",
+        "N/A  2. cuda_graphs: step 95.0: compiled_mlp took compile",  # the name says what it predicts
+        "N/A  3. fuse: step 130.0: compiled_mlp took compile",
         "1 held, 0 wrong, 2 not applicable",
     ]
     assert max(len(line) for line in lines) <= 80
@@ -303,3 +303,15 @@ def test_a_trace_without_predictions_gives_a_file_with_nothing_to_check(
     predictions.write_text("# nothing\n", encoding="utf-8")
     assert main(["check", str(trace), "--expect", str(predictions)]) == 2
     assert capsys.readouterr().err == f"tracelens: error: {predictions}: no [[hypothesis]] entries\n"
+
+
+def test_a_name_that_does_not_say_the_action_gets_it_said() -> None:
+    """N/A lines name the action only where the hypothesis' own name does not start with it; an asymmetric
+    range is printed as the range (110 −20/+20: 90.0–130)."""
+    after = document("compiled_mlp", regions=1, replays=0, step_us=100.0)
+    graphs = {**prediction("cuda_graphs", 95.0), "name": "my guess"}
+    result = CheckResult("p.toml", [after], verdicts(prediction("compile", 110.0), graphs, on=[after]))
+    lines = CheckTextRenderer(width=200).render(result).splitlines()
+    assert "N/A  2. my guess: predicts cuda_graphs; compiled_mlp took compile" in lines
+    (held,) = [line for line in lines if line.startswith("HELD")]
+    assert held.endswith("(critical_path.step_us == 110.0 (range 90.0–130.0))")

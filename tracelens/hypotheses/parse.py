@@ -141,7 +141,22 @@ class Hypothesis(msgspec.Struct, frozen=True):
             return f"{self.subject.kind} {self.subject.target!r} exists"
         right = _describe_reference(self.than) if self.than is not None else repr(self.value)
         tolerance = f" ({self.tolerance.describe()})" if self.tolerance else ""
+        below = self.tolerance.below if self.tolerance else None
+        above = self.tolerance.above if self.tolerance else None
+        value = self.value
+        if self.than is None and isinstance(value, int | float) and below is not None and above is not None:
+            # an asymmetric range (as `analyze --predict` writes): the range itself, not its offsets
+            right, low, high = _numbers(value, value - below, value + above)
+            tolerance = f" (range {low}–{high})"
         return f"{self.subject.describe()} {self.op} {right}{tolerance}"
+
+
+def _numbers(*values: float) -> list[str]:
+    """Values of a statement for people, in one format: 1,548.5 where any is 100 or more, else four significant
+    digits."""
+    if max(abs(v) for v in values) >= 100:
+        return [f"{v:,.1f}" for v in values]
+    return [f"{v:.4g}" for v in values]
 
 
 def _describe_reference(reference: Reference) -> str:

@@ -116,8 +116,7 @@ class CheckTextRenderer:
             if several:
                 line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
             if not verdict.applies:
-                taken = f"{verdict.trace} took {verdict.took}"
-                line.append(escape_controls(f": predicts {verdict.hypothesis.action}; {taken}"), style="dim")
+                line.append(escape_controls(_not_applicable(verdict)), style="dim")
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
             line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
@@ -134,6 +133,15 @@ class CheckTextRenderer:
             for item in evidence:
                 grid.add_row("", "", Text(escape_controls(f"  {item}"), style="dim"))
         return grid
+
+
+def _not_applicable(verdict: Verdict) -> str:
+    """Why a prediction does not apply, after its name: ": compiled_block is another program", ": liger_mlp took
+    fuse" (": predicts compile; …" first where the name does not start with the action)."""
+    action = verdict.hypothesis.action or ""
+    predicts = "" if verdict.hypothesis.name.startswith(action) else f" predicts {action};"
+    taken = "is another program" if verdict.took == "another program" else f"took {verdict.took}"
+    return f":{predicts} {verdict.trace} {taken}"
 
 
 def taken_lines(verdicts: Sequence[Verdict]) -> list[str]:
