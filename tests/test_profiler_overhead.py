@@ -292,7 +292,10 @@ def test_the_verdict_flip_claims_against_the_cuda_events() -> None:
         results = analyze(load_trace(path))
         bound, free = results.get(Bound), results.summary.profiler_free
         assert bound is not None and free is not None
-        says = verdict_without_profiler(bound.bound, results.summary.per_step.gpu_busy_us, free.step_us) == "gpu"
+        says = bound.verdict_without_profiler == "gpu"  # what the bound section, summary and JSON print
+        assert says == (
+            verdict_without_profiler(bound.bound, results.summary.per_step.gpu_busy_us, free.step_us) == "gpu"
+        )
         truly = bound.bound in ("cpu", "mixed") and independent(path)["busy_us"] / measured >= 0.85
         claimed += says
         right += says and truly
@@ -489,3 +492,24 @@ def test_the_third_held_out_run_alone() -> None:
     )
     doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split()).replace("−", "-")
     assert text in doc.replace("six misses", "6 misses")
+
+
+@pytest.mark.parametrize(
+    ("name", "flips"), [("block/eager_math_block", True), ("block/eager_block", False), ("compiled_mlp", False)]
+)
+def test_the_flip_is_said_wherever_the_verdict_is(name: str, flips: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bound section, the summary's limit line and the JSON say the one flip or none: on the masked eager
+    block (GPU busy over 85 % of its profiler-free step, `mixed` profiled) all three; elsewhere none."""
+    from tracelens.cli import main
+
+    path = str(ROOT / f"traces/h200/{name}.json.gz")
+    assert main(["analyze", path, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["bound_breakdown"]["verdict_without_profiler"] == "gpu") is flips
+    assert (
+        document["profiler_free"]["verdict_without_profiler"] == document["bound_breakdown"]["verdict_without_profiler"]
+    )
+    assert main(["analyze", path, "--section", "bound", "--width", "200"]) == 0
+    assert ("would likely read gpu" in capsys.readouterr().out) is flips
+    assert main(["analyze", path, "--summary", "--width", "200"]) == 0
+    assert ("without the profiler likely gpu" in capsys.readouterr().out) is flips

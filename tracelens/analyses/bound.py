@@ -38,6 +38,8 @@ from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.dispatch import LAYERS, Dispatch, classify_layers
 from tracelens.analyses.intervals import previous_running_max
+from tracelens.analyses.profiler_overhead import verdict_without_profiler
+from tracelens.analyses.summary import Summary
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
@@ -99,6 +101,10 @@ class Bound(msgspec.Struct, frozen=True):
     idle_verdict: str | None = None  # the verdict of the idle thresholds alone (`thresholds`)
     verdict_basis: str = "idle"  # "what-if": the critical path's what-ifs over the same steps decided `bound`
     verdict_note: str | None = None  # why the verdict is what it is when the bases differ
+    # "gpu" where `bound` (cpu or mixed) would likely read gpu without the profiler: the GPU busy at least 85 % of
+    # the profiler-free step (`profiler_overhead.verdict_without_profiler`); None otherwise or where not known
+    verdict_without_profiler: str | None = None
+    busy_pct_without_profiler: float | None = None  # the GPU's busy share of that step, % (with the verdict)
 
 
 class Gaps(msgspec.Struct, frozen=True):
@@ -320,7 +326,19 @@ def analyze_bound(ctx: AnalysisContext) -> Bound:
     events (not whole steps) were left out of the window."""
     excluded = ctx.compile_intervals if ctx.result(Compiled).excluded_events else None
     idle = bound_of(ctx.trace, ctx.steady, ctx.result(Dispatch).dispatch_us_per_step, excluded)
-    return agreed_with(idle, ctx.result(CriticalPath))
+    return without_profiler(agreed_with(idle, ctx.result(CriticalPath)), ctx.result(Summary))
+
+
+def without_profiler(bound: Bound, summary: Summary) -> Bound:
+    """`bound` with the verdict it would likely have without the profiler where that differs
+    (`profiler_overhead.verdict_without_profiler` of the summary's GPU busy time and profiler-free step)."""
+    free, busy = summary.profiler_free, summary.per_step.gpu_busy_us
+    free_us = free.step_us if free is not None else None
+    flip = verdict_without_profiler(bound.bound, busy, free_us)
+    if flip is None or busy is None or not free_us:
+        return bound
+    share = round(min(100.0 * busy / free_us, 100.0), 1)
+    return msgspec.structs.replace(bound, verdict_without_profiler=flip, busy_pct_without_profiler=share)
 
 
 def agreed_with(idle: Bound, path: CriticalPath) -> Bound:

@@ -177,7 +177,10 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "bound",
                 'the verdict: `"cpu"`, `"gpu"`, `"mixed"` or `"unknown"`; decided by the critical '
                 "path's what-ifs over the same steps where they replay (`bound_breakdown.verdict_basis: "
-                '"what-if"`, `idle_verdict`: the idle thresholds\' verdict, `verdict_note`: why they differ)',
+                '"what-if"`, `idle_verdict`: the idle thresholds\' verdict, `verdict_note`: why they differ; '
+                '`verdict_without_profiler`: `"gpu"` where a cpu or mixed verdict would likely read gpu without '
+                "the profiler, with `busy_pct_without_profiler`, the GPU's busy share of the profiler-free step; "
+                "else both `null`)",
             ),
             KeyDoc(
                 "bound_breakdown",

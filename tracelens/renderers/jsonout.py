@@ -14,7 +14,6 @@ from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.fusion import Fusion
 from tracelens.analyses.memory import Memory
-from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, StepFigures, Summary
 from tracelens.records import field_names, is_record
@@ -79,13 +78,12 @@ def summary_json(summary: Summary, results: AnalysisResults) -> dict[str, Any]:
 
 def _profiler_free(summary: Summary, results: AnalysisResults) -> dict[str, Any] | None:
     """The `profiler_free` object, with `verdict_without_profiler` ("gpu" where the bound verdict would flip, else
-    null; `profiler_overhead.verdict_without_profiler`)."""
+    null; `Bound.verdict_without_profiler`)."""
     free = summary.profiler_free
     if free is None:
         return None
     bound = results.get(Bound)
-    flip = verdict_without_profiler(bound.bound, summary.per_step.gpu_busy_us, free.step_us) if bound else None
-    return {**plain(free), "verdict_without_profiler": flip}
+    return {**plain(free), "verdict_without_profiler": bound.verdict_without_profiler if bound else None}
 
 
 def profiler_free_keys(summary: Summary) -> dict[str, Any]:

@@ -13,11 +13,11 @@ from rich.text import Text
 
 from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import Bound
-from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.errors import TracelensError
+from tracelens.renderers.analyses.bound import flip_sentence
 from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
@@ -282,13 +282,8 @@ def profiler_free_line(summary: Summary, results: AnalysisResults) -> Text | Non
         f"{us_text(free.profiled_step_us)} µs{inflation}."
     )
     bound = results.get(Bound)
-    busy = summary.per_step.gpu_busy_us
-    if bound is not None and busy is not None and verdict_without_profiler(bound.bound, busy, free.step_us):
-        share = min(busy / free.step_us, 1.0)
-        line += (
-            f" Without the profiler the GPU would be busy {100 * share:.0f} % of the step: the verdict "
-            f"({bound.bound}) would likely read gpu."
-        )
+    if bound is not None and bound.verdict_without_profiler is not None:
+        line += f" {flip_sentence(bound)}"
     if free.note:
         line += f" Note: {free.note}."
     return Text(line)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from tracelens.analyses.actions import ATTENTION_NOTE, MATH_ATTENTION_NOTE, Action, Actions, range_notes
+from tracelens.analyses.bound import Bound
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
 from tracelens.units import pct_text, us_text
@@ -50,6 +51,12 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         head.append(f"\nLimit: {s.limit} — CPU 2× faster saves {us_text(cpu)} µs, GPU 2× faster {us_text(gpu)} µs")
     else:
         head.append(f"\nLimit: {s.limit}")
+    bound = results.get(Bound)
+    if bound is not None and bound.verdict_without_profiler is not None and bound.bound == s.limit:
+        head.append(
+            f"\n  (without the profiler likely {bound.verdict_without_profiler}: the GPU busy "
+            f"{bound.busy_pct_without_profiler:.0f} % of the step)"
+        )
     if s.data_loading_us is not None and s.data_loading_us > 0:
         share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")

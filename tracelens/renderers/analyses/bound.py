@@ -31,6 +31,14 @@ def bound_parts(bound: Bound, results: AnalysisResults) -> Parts:
     return [bound_text(bound), bound_steps_table(bound)]
 
 
+def flip_sentence(bound: Bound) -> str:
+    """The verdict without the profiler, where it differs (`Bound.verdict_without_profiler`): one sentence."""
+    return (
+        f"Without the profiler the GPU would be busy {bound.busy_pct_without_profiler:.0f} % of the step: the "
+        f"verdict ({bound.bound}) would likely read {bound.verdict_without_profiler}."
+    )
+
+
 def bound_text(bound: Bound) -> Text:
     text = Text()
     text.append(f"Bound: {bound.bound}", style="bold")
@@ -49,6 +57,8 @@ def bound_text(bound: Bound) -> Text:
         text.append("(by the critical path's what-ifs over the same steps: CPU vs GPU work 2× faster)\n", style="dim")
     if bound.verdict_note:
         text.append(f"Note: {bound.verdict_note}.\n")
+    if bound.verdict_without_profiler is not None:
+        text.append(f"{flip_sentence(bound)} (docs/profiler_overhead.md)\n")
     text.append(f"(idle thresholds: {bound.thresholds})\n", style="dim")
     pct = f" ({bound.exposed_dispatch_pct:.0f} %)" if bound.exposed_dispatch_pct is not None else ""
     of_gpu = (
@@ -144,6 +154,8 @@ def bound_panel(results: AnalysisResults) -> page.Panel:
         "gpu": "GPU-bound: the GPU is busy most of each step.",
         "mixed": "Mixed: neither launch waits nor GPU work clearly dominate.",
     }.get(verdict, "")
+    if isinstance(bound, Bound) and bound.verdict_without_profiler is not None:
+        note += f" {flip_sentence(bound)}"
     return page.Panel(id=panel_id, title=title, table=page.Table(("", ""), rows), note=note)
 
 
