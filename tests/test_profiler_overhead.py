@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.independent.step_windows import step_figures
 from tracelens.analyses.profiler_overhead import (
     FIXED,
     LEAD_SHARE,
@@ -325,7 +326,17 @@ def test_the_held_out_table_lists_every_recorded_trace() -> None:
     for path, measured in recorded:
         cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
         assert float(cells[7].replace(",", "")) == pytest.approx(measured, abs=0.1)
-        assert float(cells[3].replace(",", "")) == pytest.approx(independent(path)["events"], rel=0.02, abs=1)
+        raw = independent(path)
+        assert float(cells[3].replace(",", "")) == pytest.approx(raw["events"], rel=0.02, abs=1)
+        # the step and busy columns by the step definition (tests/independent/step_windows.py: GPU end to GPU end
+        # on GPU-limited steps), the estimate of the model on those and the raw launch calls, events and lead
+        figures = step_figures(str(path))
+        step = statistics.median(f["step_us"] for f in figures)
+        busy = statistics.median(f["busy_us"] for f in figures)
+        estimate = min(_estimate({**raw, "step_us": step, "busy_us": busy}), step)
+        assert float(cells[5].replace(",", "")) == pytest.approx(step, abs=0.1)
+        assert float(cells[6].replace(",", "")) == pytest.approx(busy, abs=0.1)
+        assert float(cells[8].replace(",", "")) == pytest.approx(estimate, rel=0.005)
 
 
 HELD_OUT_TIMINGS = (
