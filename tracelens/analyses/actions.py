@@ -199,13 +199,14 @@ def actions_of(
     candidates: list[tuple[str, list[str], Model, str]] = []
     if any(not s for g in graphs for s in g.call_is_sync):
         written_out = _math_attention(trace, indices)
-        attention = written_out and any(_attention_rewrite(trace, g) for g in graphs)
+        rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
+        attention = any(rewrites.values())
         note = (ATTENTION_NOTE if attention else MATH_ATTENTION_NOTE) if written_out else ""
         candidates.append(
             (
                 "compile",
                 ["the step"],
-                functools.partial(_compile_plan, chains=chains, attention=attention),
+                functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {}),
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
                 + note,
             )
@@ -462,24 +463,26 @@ def _memcpy_names(trace: Trace) -> Bool:
     return np.array([name.startswith("Memcpy") for name in trace.events.names], dtype=bool)
 
 
-def _compile_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity], attention: bool = False) -> _Plan:
-    """`_fused_plan` of every chain, each run of fusible kernels one launch (`_fusible_runs`), with `attention`
-    each written-out attention one kernel (`_attention_rewrite`); Inductor's wrapper in place of the CPU work
-    before each launch that remains."""
+def _compile_plan(
+    trace: Trace,
+    graph: StepGraph,
+    chains: list[FusionOpportunity],
+    rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
+) -> _Plan:
+    """`_fused_plan` of every chain, each run of fusible kernels one launch (`_fusible_runs`), each written-out
+    attention in `rewrites` (per step index, `_attention_rewrite` of its graph, found once) one kernel; Inductor's
+    wrapper in place of the CPU work before each launch that remains."""
     fused = _fused_plan(trace, graph, chains)
     work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
-    if attention:
-        for first, removed in _attention_rewrite(trace, graph):
-            fused.gpu_dur[first] = round(
-                ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]])
-            )
-            for k in removed:
-                fused.gpu_dur[k] = 0
-                call = graph.gpu_launch_call[k]
-                if call >= 0:
-                    work[call], duration[call] = 0, 0
+    for first, removed in (rewrites or {}).get(graph.step_index, []):
+        fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
+        for k in removed:
+            fused.gpu_dur[k] = 0
+            call = graph.gpu_launch_call[k]
+            if call >= 0:
+                work[call], duration[call] = 0, 0
     host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other

@@ -43,7 +43,7 @@ from tracelens.analyses.opmodels import (
 )
 from tracelens.analyses.shapes import op_shapes, signature_codes
 from tracelens.analyses.window import Window
-from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
+from tracelens.model.cuda_graphs import replaying_launch
 from tracelens.model.events import I8, I64, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.nesting import nearest_ancestor_of_kind
@@ -276,11 +276,7 @@ def _models_for(trace: Trace, ops: I64, category: I8, kernels: I64, models: list
 def _replay_of(trace: Trace, kernels: I64) -> I64:
     """Per kernel row: the row of the CUDA-graph launch that replayed it, -1 for a kernel launched on its own (a
     replayed kernel's op is the captured op, the same row on every replay)."""
-    launch = trace.links.launch[kernels].astype(np.int64)
-    names = trace.events.names
-    graph = np.asarray([n in GRAPH_LAUNCH_NAMES for n in names], dtype=bool)
-    replayed = (launch >= 0) & graph[trace.events.name[np.maximum(launch, 0)]]
-    return np.where(replayed, launch, -1)
+    return replaying_launch(trace.events, trace.links.launch, kernels)
 
 
 def _time_shares(op_rows: I64, dur_ns: I64, replay: I64 | None = None) -> F64:

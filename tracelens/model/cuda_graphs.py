@@ -85,6 +85,17 @@ def _captures(events: EventTable, launch: I32) -> list[tuple[int, np.ndarray]]:
     return result
 
 
+def replaying_launch(events: EventTable, launch: I32, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows` (GPU activity): the row of the CUDA-graph launch that replayed it (`GRAPH_LAUNCH_NAMES`),
+    -1 for activity launched on its own or not linked to a launch (int64)."""
+    launched = launch[rows].astype(np.int64)
+    graph_codes = _codes(events, GRAPH_LAUNCH_NAMES)
+    if graph_codes.size == 0:
+        return np.full(launched.size, -1, dtype=np.int64)
+    replayed = (launched >= 0) & np.isin(events.name[np.maximum(launched, 0)], graph_codes)
+    return np.where(replayed, launched, -1)
+
+
 def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, list[str]]:
     """`op` with each replayed kernel given its captured launch's op, and the warnings/notes (see the module)."""
     gpu = np.flatnonzero(kind_mask(events.kind, GPU_ACTIVITY_KINDS) & (events.kind == Kind.KERNEL) & (launch >= 0))
