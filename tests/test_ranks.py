@@ -146,3 +146,29 @@ def test_waiting_is_the_excess_over_the_fastest_rank() -> None:
     assert results.matched_collectives == 2
     assert results.missing_ranks == [] and results.world_size == 3
     assert results.step_us_median == 100.0 and results.slowest_rank == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["sweep/compiled_static_geglu", "graphs/mlp_graph", "truth3/nostep_autotune_mlp", "eager_mlp"]
+)
+def test_a_ranks_figures_are_over_the_steps_analyze_reads(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rank's step time is over the steps `analyze` of that trace is over (compiling and capturing steps left
+    out): the same median step as `analyze --format json`, and as the raw events' step periods
+    (tests/independent/step_windows.py) over those steps. Before, a compiled rank's median took in its compiling
+    steps (compiled_static_geglu: 758,139.9 µs for a 1,233.3 µs step)."""
+    import statistics
+
+    import tracelens
+    from tests.conftest import recorded_trace
+    from tests.independent.step_windows import step_figures
+    from tracelens.analyses.ranks import rank_figures
+
+    path = recorded_trace(f"h200/{name}.json.gz")
+    assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    figures = rank_figures(tracelens.load(path))
+    assert figures.step_us == pytest.approx(document["per_step"]["step_us"], abs=1e-3)
+    assert figures.steps == document["steps"]
+    raw = {f["number"]: f["step_us"] for f in step_figures(str(path))}
+    numbers = figures.step_numbers
+    assert figures.step_us == pytest.approx(statistics.median(raw[n] for n in numbers), abs=0.01)

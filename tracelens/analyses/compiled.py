@@ -202,6 +202,13 @@ def steady_window(trace: Trace, window: Window, compiled: Compiled | None = None
     return _apply(window, excluded_steps, excluded_mask, trace)
 
 
+def steady_steps(trace: Trace, window: Window) -> Window:
+    """The steps the per-step figures are over: `steady_window` where it leaves steps out, else `window` itself
+    (events that overlap compilation stay in the per-step figures; the analyses that leave them out say so)."""
+    steady = steady_window(trace, window)
+    return steady if steady.n_steps != window.n_steps else window
+
+
 def _steady_exclusions(trace: Trace, window: Window) -> tuple[list[int], np.ndarray]:
     """`_exclusions` of the warm-up (compilation and CUDA-graph captures) where they leave out steps; where they
     would leave out single events instead (no step after), of compilation alone: a trace of nothing but a capture

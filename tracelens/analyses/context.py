@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tracelens.analyses.compiled import compile_intervals, steady_window
+from tracelens.analyses.compiled import compile_intervals, steady_steps, steady_window
 from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import kernel_models
 from tracelens.analyses.window import select_window
@@ -55,9 +55,9 @@ class AnalysisContext:
     def steady(self) -> Window:
         return steady_window(self.trace, self.window)
 
-    @property
+    @cached_property
     def steady_steps(self) -> Window:
-        return self.steady if self.steady.n_steps != self.window.n_steps else self.window
+        return steady_steps(self.trace, self.window)
 
     @cached_property
     def kernel_models(self) -> KernelModels:

@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses.activity import gpu_activity, step_windows
+from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.summary import summary_of
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -102,8 +103,8 @@ class RanksResults(msgspec.Struct, frozen=True):
 
 def rank_figures(trace: Trace) -> RankFigures:
     """Per-rank figures of one loaded trace."""
-    summary = summary_of(trace)
-    window = select_window(trace)
+    window = steady_steps(trace, select_window(trace))  # the steps `analyze` of this trace is over
+    summary = summary_of(trace, window=window)
     gpu = gpu_activity(trace).in_steps(window.step_indices)
     kernels = gpu.subset(gpu.kind == Kind.KERNEL)
     order = np.lexsort((kernels.row, kernels.ts_ns))
