@@ -112,3 +112,22 @@ def test_steps_frame(eager: tracelens.Trace) -> None:
     assert frame["gpu_kernel_us"].tolist() == [150.0, 150.0]
     assert frame["cpu_us"].tolist() == [500.0, 500.0]
     assert frame["complete"].tolist() == [True, True]
+    assert frame["analyzed"].tolist() == [True, True]
+
+
+@pytest.mark.parametrize("name", ["sweep/compiled_static_geglu", "graphs/mlp_graph", "eager_mlp"])
+def test_the_analyzed_rows_give_analyzes_medians(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`analyzed` marks the rows `analyze`'s per-step medians are over (compiling and capturing steps not): their
+    medians are the JSON's `per_step` figures, where the median of every row is not (compiled_static_geglu)."""
+    import json
+
+    from tracelens.cli import main
+
+    path = recorded_trace(f"h200/{name}.json.gz")
+    frame = tracelens.steps_frame(tracelens.load(path))
+    assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
+    per_step = json.loads(capsys.readouterr().out)["per_step"]
+    rows = frame[frame["analyzed"]]
+    assert len(rows) >= 1
+    for key in ("step_us", "gpu_busy_us", "cpu_us"):
+        assert float(rows[key].astype("float64").median()) == pytest.approx(per_step[key], abs=1e-3), key

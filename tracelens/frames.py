@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.summary import STEP_FIGURE_KEYS, gpu_activity_frame, summary_of
+from tracelens.analyses.window import select_window
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.kernel_names import short_name
 from tracelens.model.trace import Trace
@@ -199,9 +201,12 @@ def steps_frame(trace: Trace) -> pd.DataFrame:
     """One row per complete step, with the per-step figures of `tracelens analyze`.
 
     Columns: step, start_us, kernels, memcpy, memset, launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us,
-    step_us (step start → its last GPU end), complete.
+    step_us (step start → its last GPU end), complete, analyzed (the step is among those `analyze`'s per-step
+    medians are over: complete, not compiling or capturing a CUDA graph; the medians of the analyzed rows are
+    `analyze`'s `per_step`).
     """
     summary = summary_of(trace)
+    analyzed = set(steady_steps(trace, select_window(trace)).step_numbers)
     index = {int(n): i for i, n in enumerate(trace.steps.number)}
     table = summary.step_table
     starts = [_us(trace.steps.start_ns[index[row.number]]) if row.number in index else np.nan for row in table]
@@ -211,6 +216,7 @@ def steps_frame(trace: Trace) -> pd.DataFrame:
             "start_us": _floats(np.asarray(starts, dtype=np.float64)),
             **{key: _figure_column(key, [getattr(row, key) for row in table]) for key in STEP_FIGURE_KEYS},
             "complete": np.asarray([row.complete for row in table], dtype=bool),
+            "analyzed": np.asarray([row.number in analyzed for row in table], dtype=bool),
         }
     )
 
