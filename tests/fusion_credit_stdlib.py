@@ -7,8 +7,10 @@ the CPU events enclosing it on its thread (the innermost `cpu_op` is its op; any
 order, are cut into regions at GEMM/attention kernels; the two twins' cuts are paired greedily by kernel name.
 In a region, eager kernels whose (kernel, op) the variant still runs there are kept; the rest are credited to the
 variant's fused kernel in the same region, else one or two regions away, whose launching op shares a tensor
-size (element count of an `Input Dims` entry, equal or within a factor of 4) with the eager op; an eager op
-without recorded sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
+size (element count of an `Input Dims` entry, equal or within a factor of 4) with the eager op and, where both
+steps have as many host syncs between their kernels (`.item()`, a stream/device/event/context sync, a blocking
+`cudaMemcpy` on the launching thread), that has as many of them before its launch; an eager op without recorded
+sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
 its op launched.
 
     python tests/fusion_credit_stdlib.py EAGER VARIANT   # prints the credit per fused kernel
@@ -25,6 +27,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from tests.independent.nostep_autotune import inferred_steps, loop_marker_steps
+
+SYNC_CALL = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)Memcpy(2D)?$|^cuMemcpy")
+SYNC_OP = {"aten::item", "aten::_local_scalar_dense"}
 ANCHOR = re.compile(r"gemm|nvjet|cutlass|xmma|cublas|splitkreduce|cudnn|flash|fmha|sdpa|attention", re.IGNORECASE)
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -54,6 +60,9 @@ def step_kernels(path: Path, numbers: list[int] | None = None) -> list[dict[bool
         for e in events
         if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
     )
+    if not steps:  # no ProfilerStep: a training loop's marker periods, else outermost compiled calls (1, 2, ...)
+        spans = loop_marker_steps(events) or inferred_steps(events)
+        steps = [(start / 1000, end / 1000, i + 1) for i, (start, end) in enumerate(spans)]
     if numbers is not None:
         steps = [s for s in steps if s[2] in numbers]
     launches = {
@@ -66,6 +75,11 @@ def step_kernels(path: Path, numbers: list[int] | None = None) -> list[dict[bool
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"):
             cpu[(e["pid"], e["tid"])].append(e)
     stacks = _stacks(cpu, list(launches.values()))
+    syncs: dict[tuple[Any, Any], list[float]] = defaultdict(list)  # per thread, the start of each host sync
+    for e in events:
+        is_call = e.get("cat") in ("cuda_runtime", "cuda_driver") and SYNC_CALL.match(str(e.get("name", "")))
+        if e.get("ph") == "X" and (is_call or (e.get("cat") == "cpu_op" and e.get("name") in SYNC_OP)):
+            syncs[(e["pid"], e["tid"])].append(float(e["ts"]))
     kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
     fused_ops = set()
     for k in kernels:
@@ -97,8 +111,14 @@ def step_kernels(path: Path, numbers: list[int] | None = None) -> list[dict[bool
                 "numels": _numels(op["args"]) if op else set(),
                 "anchor": bool(ANCHOR.search(k["name"])) and not fused(k["name"]),
                 "scopes": [a["name"] for a in stack if a.get("cat") == "user_annotation"],
+                "syncs": sum(t < float(launch["ts"]) for t in syncs[(launch["pid"], launch["tid"])]),
             }
         )
+    for step in out:  # host syncs before each kernel, counted from the step's first kernel
+        first = min((k["syncs"] for d in (False, True) for k in step[d]), default=0)
+        for d in (False, True):
+            for k in step[d]:
+                k["syncs"] -= first
     return out
 
 
@@ -162,11 +182,15 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
         [k["name"] for k in eager if k["anchor"]], [k["name"] for k in variant if k["anchor"]]
     )
     e_region, v_region = _regions(eager, e_cuts), _regions(variant, v_cuts)
+    e_syncs, v_syncs = (max((k["syncs"] for k in ks), default=0) for ks in (eager, variant))
+    by_syncs = e_syncs > 0 and e_syncs == v_syncs  # the same syncs cut both steps: nothing is credited across one
     heads: dict[Any, tuple[str, int, set[int]]] = {}  # op id → (fused kernel name, region, sizes)
+    head_syncs: dict[str, int] = {}
     fused_us: Counter[str] = Counter()
     for k, r in zip(variant, v_region, strict=True):
         if fused(k["name"]) and not k["anchor"]:
             heads.setdefault(k["op_id"], (k["name"], r, set()))
+            head_syncs.setdefault(k["name"], k["syncs"])
             heads[k["op_id"]][2].update(k["numels"])
     plain: dict[int, Counter[tuple[str, str]]] = defaultdict(Counter)
     by_op: dict[int, Counter[str]] = defaultdict(Counter)
@@ -202,7 +226,9 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
             ranked = [
                 (-_shares(k["numels"], sizes), abs(region - r), name)
                 for name, region, sizes in heads.values()
-                if abs(region - r) <= 2 and _shares(k["numels"], sizes)
+                if abs(region - r) <= 2
+                and _shares(k["numels"], sizes)
+                and (not by_syncs or head_syncs[name] == k["syncs"])
             ]
             choice = min(ranked)[2] if ranked else None
         else:

@@ -81,6 +81,52 @@ def test_balance_is_the_realized_drop(eager: Path, variant: Path) -> None:
     assert parts - balance.unmatched_variant_us_per_step == pytest.approx(realized, abs=1.0 + 0.01 * abs(realized))
 
 
+def every_twin() -> list[tuple[Path, Path]]:
+    """Every eager/compiled and eager/Liger pair under traces/ (H100 alternated and held-out recordings, repeats,
+    block sizes, data-loader and sync twins), beyond the `twins()` the fast tests run."""
+    fast = set(twins())
+    pairs = []
+    for eager in sorted(Path("traces").rglob("*eager*.json.gz")):
+        for other in ("compiled", "liger"):
+            variant = eager.with_name(eager.name.replace("eager", other))
+            if variant.exists() and (eager, variant) not in fast:
+                pairs.append((eager, variant))
+    return pairs
+
+
+# Inductor splits GPT's LayerNorm backward into several kernels across a moved GEMM; the two placements credit the
+# eager LayerNorm-backward kernels to different kernels of that split (this row: 64.6 µs against the per-op
+# computation's 103.6; docs/fusion.md). Asserted to still differ, so that a change of either is looked at again.
+SPLIT_ROWS = {
+    (
+        "traces/h200/block_sizes/gpt_h2048/train_eager_block.json.gz",
+        "triton_per_fused_add_native_layer_norm_native_layer_norm_backward_sum_view_1",
+    )
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("eager", "variant"), every_twin(), ids=lambda p: "/".join(p.parts[-3:]))
+def test_every_twin_the_project_has(eager: Path, variant: Path) -> None:
+    """The two tests above on every other twin of the repository (320 pairs in all)."""
+    try:
+        test_rows_match_the_per_op_computation(eager, variant)
+    except AssertionError as error:
+        split = [row for path, row in SPLIT_ROWS if path == str(eager)]
+        assert split and split[0] in str(error), error
+    test_balance_is_the_realized_drop(eager, variant)
+    _analyzed.cache_clear()
+
+
+def test_the_split_rows_still_differ() -> None:
+    """The known disagreement of `SPLIT_ROWS` is still there (else the exception above is to be removed)."""
+    ((eager_name, kernel),) = SPLIT_ROWS
+    eager = Path(eager_name)
+    variant = eager.with_name(eager.name.replace("eager", "compiled"))
+    with pytest.raises(AssertionError, match=kernel):
+        test_rows_match_the_per_op_computation(eager, variant)
+
+
 @pytest.mark.parametrize("prefix", ["", "train_"])
 def test_liger_block_rows_are_their_module_scopes(prefix: str) -> None:
     """A second, position-free check where the eager block has `record_function` scopes: each Liger forward

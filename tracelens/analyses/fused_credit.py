@@ -14,8 +14,10 @@ ran before it in its step (median over the steps). A fused kernel (Triton: Induc
    failing that, the same op in the same direction within one anchor: not replaced, credited to no one;
 2. *replaced*: else credited to the variant's unit of the same direction that shares a tensor size (element
    count of an input of the launching op) with the baseline op, has the same `record_function` scope where
-   both have one, and is nearest in position, at most `MAX_ANCHORS` anchors away; without recorded shapes,
-   only a unit between the same anchors qualifies;
+   both have one, lies between the same host syncs where both steps have as many between their kernels
+   (`.item()`, stream/device/event syncs, blocking copies: nothing fuses across one), and is nearest in
+   position, at most `MAX_ANCHORS` anchors away; without recorded shapes, only a unit between the same anchors
+   qualifies;
 3. *not placed*: none of these: said so, never guessed.
 
 Each baseline µs is credited once. The rows' savings plus the kept kernels' change plus the unplaced baseline
@@ -34,6 +36,7 @@ import numpy as np
 
 from tracelens.analyses.compiled import steady_window
 from tracelens.analyses.components import nearest_marked
+from tracelens.analyses.fusion import host_syncs_before
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.op_names import is_backward
@@ -59,6 +62,7 @@ class Slot:
     numels: set[int] = field(default_factory=set)
     scope: str = ""
     order: int = 0  # index among its first step's kernels
+    segments: list[int] = field(default_factory=list)  # per step: host syncs in the step before its launch
     head: SlotKey | None = None  # the fused kernel whose unit it belongs to (itself for a head)
 
     @property
@@ -73,12 +77,18 @@ class Slot:
     def position(self) -> float:
         return float(median(self.positions)) if self.positions else 0.0
 
+    @property
+    def segment(self) -> int:
+        """Its place between the step's host syncs: how many ran before its launch (median over the steps)."""
+        return round(median(self.segments)) if self.segments else 0
+
 
 @dataclass
 class Slots:
     slots: dict[SlotKey, Slot]
     n_steps: int
     has_shapes: bool
+    segments: int = 0  # host syncs between the kernels of a step (the largest `Slot.segment`)
 
 
 @dataclass
@@ -137,6 +147,8 @@ def kernel_slots(trace: Trace, categories: dict[str, str]) -> Slots:
     head_op = _fused_ops(trace, rows, op, categories)
     owner = _owners(trace, op, head_op)
     numel_cache: dict[int, set[int]] = {}
+    barrier = host_syncs_before(trace, rows)  # per kernel, the syncs on its launching thread before its launch
+    first_barrier: dict[int, int] = {}  # per step, that count at its first kernel
     slots: dict[SlotKey, Slot] = {}
     head_of_op: dict[int, SlotKey] = {}
     members: list[tuple[SlotKey, int]] = []
@@ -162,6 +174,7 @@ def kernel_slots(trace: Trace, categories: dict[str, str]) -> Slots:
         order[step] = order.get(step, 0) + 1
         slot.us += float(ev.dur_ns[row]) / 1000.0
         slot.positions.append(anchors.get((step, backward), 0))
+        slot.segments.append(int(barrier[i]) - first_barrier.setdefault(step, int(barrier[i])))
         if o >= 0:
             slot.numels |= _numels(trace, o, numel_cache)
         if category in ANCHORS:
@@ -176,7 +189,8 @@ def kernel_slots(trace: Trace, categories: dict[str, str]) -> Slots:
         if head is not None and slots[key].head is None:
             slots[key].head = head
     has_shapes = any(slot.numels for slot in slots.values())
-    return Slots(slots, max(window.n_steps, 1), has_shapes)
+    segments = max((slot.segment for slot in slots.values()), default=0)
+    return Slots(slots, max(window.n_steps, 1), has_shapes, segments)
 
 
 def _fused_ops(trace: Trace, rows: np.ndarray, op: np.ndarray, categories: dict[str, str]) -> np.ndarray:
@@ -235,9 +249,10 @@ def credit(baseline: Slots, variant: Slots) -> Credit:
             plain.append(s)
     kept, unmatched, left = _keep(b_slots, plain, base_place, var_place)
     shapes = baseline.has_shapes and variant.has_shapes
+    syncs = baseline.segments > 0 and baseline.segments == variant.segments  # the same syncs cut both steps
     owner: dict[SlotKey, Unit] = {}
     for slot in left:
-        unit = _place(slot, base_place(slot), list(units.values()), shapes)
+        unit = _place(slot, base_place(slot), list(units.values()), shapes, syncs)
         if unit is not None:
             owner[slot.key] = unit
     _by_neighbours(baseline, owner, {slot.key for slot in left})
@@ -353,13 +368,16 @@ def _keep(
     return pairs, unmatched, free
 
 
-def _place(slot: Slot, position: float, units: list[Unit], shapes: bool) -> Unit | None:
-    """The unit a replaced baseline slot is credited to (rule 2 of the module docstring), or None."""
+def _place(slot: Slot, position: float, units: list[Unit], shapes: bool, syncs: bool = False) -> Unit | None:
+    """The unit a replaced baseline slot is credited to (rule 2 of the module docstring), or None; with `syncs`,
+    only a unit between the same host syncs."""
     best: tuple[int, int, float, int, int] | None = None
     chosen = None
     for index, unit in enumerate(units):
         if unit.head.backward != slot.backward:
             continue
+        if syncs and unit.head.segment != slot.segment:
+            continue  # a host sync between them: torch.compile breaks the graph there, nothing fuses across
         distance = abs(unit.place - position)
         if unit.head.scope and slot.scope and unit.head.scope != slot.scope:
             continue
