@@ -45,6 +45,8 @@ def _directory(with_trace: bool) -> Callable[[Path], Path]:
     return make
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
 CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "missing file": (lambda folder: folder / "nope.json", "nope.json: no such file"),
     "empty file": (_write("empty.json", b""), "empty.json: empty file"),
@@ -67,6 +69,14 @@ CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     ),
     "JSON cut before any event": (_write("t.json", b'{"schemaVersion": 1, "traceE'), "t.json: cut off before the"),
     "binary garbage": (_write("t.json", bytes(range(256)) * 4), "t.json: not JSON"),
+    # a gzip cut short under a name that is not a trace's (the archive check reads it first)
+    "cut gzip named .gz": (_write("a.gz", gzip.compress(b'{"traceEvents": []}')[:2]), "a.gz: corrupt or truncated"),
+    "cut gzip named .trace": (_write("a.trace", gzip.compress(b"{}")[:2]), "a.trace: corrupt or truncated"),
+    # a gzip cut after its first bytes of white space: truncated, not an empty trace
+    "gzip cut after white space": (
+        _write("t.json.gz", (ROOT / "traces/h200/eager_mlp.json.gz").read_bytes()[:100]),
+        "t.json.gz: corrupt or truncated gzip data: nothing but white space",
+    ),
 }
 
 

@@ -27,7 +27,14 @@ if TYPE_CHECKING:
 
 
 def is_archive(path: Path) -> bool:
-    return path.is_file() and not is_trace_name(path.name) and tarfile.is_tarfile(path)
+    """Whether `path` is a tar archive of traces (plain or compressed); a file that cannot be read as one (a
+    truncated gzip, say) is not, and is left to the loader, which says what is wrong with it."""
+    if not path.is_file() or is_trace_name(path.name):
+        return False
+    try:
+        return tarfile.is_tarfile(path)
+    except (EOFError, OSError, tarfile.TarError):
+        return False
 
 
 MAX_RANKS = 2048  # traces of one run folder or archive analysed; beyond this the first MAX_RANKS, with a warning

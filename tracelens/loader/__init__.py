@@ -173,6 +173,9 @@ def _decode_whole(path: Path, text: TraceText, report: Progress) -> tuple[Decode
                 lambda done, total: report("reading", done / total if total else 0.0),
             )[0]
     refuse_tar(path, data)
+    if text.gzip_truncated and not data.strip():  # a cut-off gzip, not an empty trace
+        what = "nothing" if not data else "nothing but white space"
+        raise UnusableTraceError(f"{path}: corrupt or truncated gzip data: {what} could be decompressed")
     report("decoding JSON", 0.0)
     decoded = decode_trace(data, str(path))
     if text.gzip_truncated and not decoded.truncated:

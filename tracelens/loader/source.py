@@ -275,8 +275,9 @@ def read_trace_bytes(path: Path, progress: ProgressCallback | None = None) -> Ra
             data, truncated = read_text(handle, size, str(path), gz, progress)
     except OSError as exc:
         raise UnusableTraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if gz and truncated and not data:
-        raise UnusableTraceError(f"{path}: corrupt or truncated gzip data: nothing could be decompressed")
+    if gz and truncated and not data.strip():
+        what = "nothing" if not data else "nothing but white space"
+        raise UnusableTraceError(f"{path}: corrupt or truncated gzip data: {what} could be decompressed")
     refuse_tar(path, data)
     return RawTrace(path, data, size if gz else None, truncated)
 
