@@ -3,6 +3,7 @@ spans read from the raw events by a stdlib script; the summary's size; the CUDA-
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,11 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
         lines = lines[1:]
     assert lines[1].startswith("Limit: ")
     assert any(line.startswith("1. ") and "saves" in line for line in lines)
+    # every action that shortens the step is either listed or counted: none is dropped without a word
+    helpful = [a for a in results.actions.actions if a.saved_us > 0]
+    listed = sum(bool(re.match(r"\d+\. ", line)) for line in lines)
+    more = next((int(m.group(1)) for line in lines if (m := re.match(r"\((\d+) more: ", line))), 0)
+    assert listed + more == len(helpful), (listed, more, len(helpful))
 
 
 def test_section_and_summary_print_only_those(capsys: pytest.CaptureFixture[str]) -> None:

@@ -69,6 +69,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     elif any(MATH_ATTENTION_NOTE in b for b in bases):  # what it leaves out
         head.append("\nNote: softmax(QKᵀ)V with a mask or more; compile may fuse it (not modelled)")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
+    reserved = len(helpful) > TOP_ACTIONS
+    used += reserved  # and a line that says how many more there are
+    shown = 0
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
         names = [t.removeprefix("aten::") for t in action.targets]  # for width; JSON and the tables keep it
         targets = " → ".join(names) if action.action == "fuse" else ", ".join(names)
@@ -76,14 +79,15 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
         lines = _action_lines(rank, action, targets, s.step_us)
         if used + len(lines) > SUMMARY_LINES:
-            if used < SUMMARY_LINES:
-                head.append(f"\n({len(helpful) - rank + 1} more: --format json)", style="dim")
             break
         used += len(lines)
+        shown += 1
         head.append("\n" + lines[0])
         head.append("\n" + lines[1])
         for line in lines[2:]:
             head.append("\n" + line, style="dim")
+    if shown < len(helpful) and used + (not reserved) <= SUMMARY_LINES:
+        head.append(f"\n({len(helpful) - shown} more: --section actions or --format json)", style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     return [head]
 
