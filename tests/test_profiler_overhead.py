@@ -524,3 +524,12 @@ def test_the_flip_is_said_wherever_the_verdict_is(name: str, flips: bool, capsys
     assert ("would likely read gpu" in capsys.readouterr().out) is flips
     assert main(["analyze", path, "--summary", "--width", "200"]) == 0
     assert ("without the profiler likely gpu" in capsys.readouterr().out) is flips
+
+
+def test_the_pages_write_the_model_with_its_constants() -> None:
+    """docs/definitions.md and docs/profiler_overhead.md write the estimate with the constants the code uses."""
+    lead = f"max(GPU busy + {LEAD_SHARE:g} × lead,"
+    for page, regions in (("docs/definitions.md", "regions"), ("docs/profiler_overhead.md", "compiled-region calls")):
+        formula = f"step − launch call × ({FIXED:g} + {PER_EVENT:g} × events + {PER_REGION:g} × {regions}))"
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert formula in text and lead in text, page
