@@ -228,7 +228,7 @@ def test_benchmark_table_is_the_measured_one() -> None:
     assert "\n".join(measured) in page, "docs/benchmarks.md's table differs from benchmarks/results.md"
 
 
-@pytest.mark.parametrize("command", ["", "analyze", "compare", "check", "report", "annotate", "cache"])
+@pytest.mark.parametrize("command", ["", "analyze", "compare", "check", "report", "annotate", "cache", "record"])
 def test_every_help_text_fits_80_columns(command: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "tracelens", *([command] if command else []), "--help"],

@@ -447,7 +447,8 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         f"{n} of {window.n_steps} analyzed steps replayed"
         + (f" (every {sampled}th: the steps' graphs exceed {MAX_TOTAL_NODES:,} nodes in all)" if sampled > 1 else "")
         + (f", {too_big} above {MAX_NODES:,} nodes left out" if too_big else "")
-        + f"; figures are means per step; the path drawn is step {median_step.number}'s (median length)"
+        + "; figures are means per step; the path drawn is "
+        + (f"step {median_step.number}'s (median length)" if median_step.number >= 0 else "the whole trace's")
         + (f"; {odd} unrepresentative (see steps)" if odd else "")
     )
     return CriticalPath(

@@ -8,8 +8,9 @@ import argparse
 DEFAULT_SKIP = 3
 DEFAULT_STEPS = 5
 DESCRIPTION = """\
-Run a PyTorch program unmodified under torch.profiler and write a trace of `--steps` steps, with the same
-number of steps timed without the profiler just before the window (docs/record.md).
+Run a PyTorch program unmodified under torch.profiler and write a trace of
+`--steps` steps, with the same number of steps timed without the profiler just
+before the window (docs/record.md).
 
 Examples:
   tracelens record -- python examples/train_tiny.py
