@@ -293,3 +293,31 @@ def test_compare_json_carries_the_checked_prediction(
         checked["held"],
     )
     assert row["measured_step_us"] == pytest.approx(checked["measured"], abs=5e-4)
+
+
+def _predict_files() -> list[str]:
+    return sorted(
+        str(p.relative_to(recorded_trace("h200/eager_mlp.json.gz").parent))
+        for p in recorded_trace("h200/eager_mlp.json.gz").parent.rglob("*.json.gz")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _predict_files())
+def test_every_predictions_file_is_one_check_reads(name: str, tmp_path: Path) -> None:
+    """`analyze --predict` on every H200 trace writes a file `check` accepts: valid TOML, unique names, one
+    hypothesis per action (sweep/eager_geglu had two identical `gemm_epilogue` entries, and check refused it)."""
+    import tracelens
+    from tracelens.analyses import analyze
+    from tracelens.hypotheses.parse import load_hypotheses
+    from tracelens.renderers.predictions import predictions_toml
+
+    path = recorded_trace(f"h200/{name}")
+    results = analyze(tracelens.load(path))
+    (tmp_path / "p.toml").write_text(predictions_toml(results, path.name), encoding="utf-8")
+    hypotheses = load_hypotheses(tmp_path / "p.toml")
+    actions = results.actions.actions if results.actions is not None else []
+    assert len(hypotheses) == len(actions)
+    assert len({h.name for h in hypotheses}) == len(hypotheses)
+    targets = [(a.action, tuple(a.targets)) for a in actions]
+    assert len(set(targets)) == len(targets), targets  # one action per change: none predicted twice

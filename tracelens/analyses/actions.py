@@ -220,31 +220,24 @@ def actions_of(
                 "launches {before} → 1 graph launch/step; GPU work unchanged",
             )
         )
-    seen: set[tuple[str, ...]] = set()
-    distinct = []
-    for chain in chains:  # chains over the same kernels are one action (kernels are matched by name)
-        key = tuple(sorted(set(chain.kernels)))
-        if key not in seen:
-            seen.add(key)
-            distinct.append(chain)
-    for chain in distinct[:3]:
+    for chain, total in _by_kernels(chains)[:3]:
         candidates.append(
             (
                 "fuse",
                 list(chain.ops),
                 functools.partial(_chain_plan, chain=chain, launch_ns=round(fused_launch_us * NS_PER_US)),
-                f"{len(chain.kernels)} kernels, {chain.kernel_us_per_step:,.1f} µs/step; fused saves "
-                f"{chain.est_saving_us:,.1f} µs of traffic; launches {{before}} → {{after}}; "
-                f"a Triton kernel launched from Python (as Liger's): {fused_launch_us:,.1f} µs CPU",
+                f"{total.kernels} kernels, {total.kernel_us:,.1f} µs/step; one kernel's memory traffic saves "
+                f"{total.saving_us:,.1f} µs; launches {{before}} → {{after}}; "
+                f"a Triton kernel launched from Python (as Liger's), modelled at {fused_launch_us:,.1f} µs CPU",
             )
         )
-    for epilogue in epilogues[:2]:
+    for epilogue, total in _by_kernels(epilogues)[:2]:
         candidates.append(
             (
                 "gemm_epilogue",
                 list(epilogue.ops),
                 functools.partial(_epilogue_plan, epilogue=epilogue),
-                f"{epilogue.kernel_us_per_step:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
+                f"{total.kernel_us:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
                 "launches {before} → {after}",
             )
         )
@@ -461,6 +454,34 @@ def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
 def _memcpy_names(trace: Trace) -> Bool:
     """Per name code: whether the name is a copy's (`Memcpy...`)."""
     return np.array([name.startswith("Memcpy") for name in trace.events.names], dtype=bool)
+
+
+def _by_kernels(opportunities: list[FusionOpportunity]) -> list[tuple[FusionOpportunity, _Merged]]:
+    """One per distinct set of kernel names, in order, with the totals of all that share it: the plans match
+    kernels by name, so opportunities over the same kernels (one per layer or per shape of a sweep, say) are one
+    action, which removes them all."""
+    merged: dict[tuple[str, ...], tuple[FusionOpportunity, _Merged]] = {}
+    for opportunity in opportunities:
+        key = tuple(sorted(set(opportunity.kernels)))
+        first, total = merged.get(key, (opportunity, _Merged()))
+        merged[key] = (
+            first,
+            _Merged(
+                total.kernels + len(opportunity.kernels),
+                total.kernel_us + opportunity.kernel_us_per_step,
+                total.saving_us + opportunity.est_saving_us,
+            ),
+        )
+    return list(merged.values())
+
+
+class _Merged(msgspec.Struct, frozen=True):
+    """Totals over the opportunities one action covers: kernels per instance summed, kernel µs per step, the
+    estimated saving of fusing them (µs per step)."""
+
+    kernels: int = 0
+    kernel_us: float = 0.0
+    saving_us: float = 0.0
 
 
 def _compile_plan(

@@ -48,12 +48,20 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     before = ""
     if shape is not None:
         before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
+    names: set[str] = set()
     for action in actions.actions:
         targets = ", ".join(t.removeprefix("aten::") for t in action.targets)  # as the summary names them
+        name = f"{action.action} ({targets}): step {action.predicted_step_us:,.1f} µs"
+        name = (
+            next(f"{name} #{n}" for n in range(2, len(names) + 3) if f"{name} #{n}" not in names)
+            if name in names
+            else name
+        )
+        names.add(name)  # names are unique in a hypotheses file
         lines += [
             "",
             "[[hypothesis]]",
-            f"name = {_quoted(f'{action.action} ({targets}): step {action.predicted_step_us:,.1f} µs')}",
+            f"name = {_quoted(name)}",
             f"metric = {_quoted(METRIC)}",
             'op = "=="',
             f"value = {action.predicted_step_us}",
