@@ -180,12 +180,12 @@ def test_compare_checks_the_prediction_of_the_action_the_variant_took(capsys: py
     from tracelens.cli import main
 
     traces = ["graphs/mlp_eager", "graphs/mlp_compiled", "graphs/mlp_graph_replay", "extra/cudagraph_mlp"]
-    assert main(["compare", "--width", "120", *(f"traces/h200/{t}.json.gz" for t in traces)]) == 0
+    assert main(["compare", "--width", "160", *(f"traces/h200/{t}.json.gz" for t in traces)]) == 0
     out = capsys.readouterr().out
     table = out[out.index("Predictions checked") :]
     rows = [line for line in table.splitlines() if line.startswith("│")]
-    assert [r.split("│")[2].strip() for r in rows] == ["compile", "cuda_graphs"]
-    measured = float(rows[0].split("│")[5].replace(",", ""))
+    assert [r.split("│")[2].strip() for r in rows] == ["compile (the step)", "cuda_graphs (the step's launches)"]
+    measured = float(rows[0].split("│")[6].replace(",", ""))
     assert measured == pytest.approx(raw_mean_span_us(recorded_trace("h200/graphs/mlp_compiled.json.gz")), abs=0.1)
 
 

@@ -104,6 +104,8 @@ def test_a_wrong_prediction_of_an_action_not_taken_does_not_count() -> None:
         ((0, 0, 7.0), (1, 1, 1.0), ()),  # both new: reduce-overhead, no single action
         ((0, 0, 7.0), (1, 0, 3.0), ("compile",)),
         ((0, 0, 7.0), (0, 1, 1.0), ("cuda_graphs",)),
+        ((1, 0, 7.0), (0, 0, 5.0), ()),  # compiled regions lost: undoing compile is no action
+        ((0, 1, 1.0), (0, 0, 7.0), ()),  # graph replays lost
     ],
 )
 def test_the_possible_actions(

@@ -28,6 +28,16 @@ TWINS = [
     ("eager_mlp", "liger_mlp", "fuse"),
     ("eager_mlp", "geglu_epilogue_mlp", "gemm_epilogue"),
 ]
+# pairs where the taken action has several predictions (one per fusion chain), and the reverse of an action
+MULTI = [
+    ("block/eager_block", "block/liger_block", "fuse"),
+    ("block/train_eager_block", "block/train_liger_block", "fuse"),
+    ("block/eager_math_block", "block/eager_block", "fuse"),
+    ("compiled_mlp", "geglu_epilogue_mlp", None),  # compiled regions lost: undoing compile is no action
+    ("graphs/block_graph_replay", "graphs/block_eager", None),  # graph replays lost
+]
+
+
 # more pairs for the raw-event reading: a compiled graph twin, reduce-overhead (both new), the trace itself
 RAW_PAIRS = [
     *((before, after) for before, after, _ in TWINS),
@@ -37,6 +47,7 @@ RAW_PAIRS = [
     ("eager_mlp", "extra/cudagraph_mlp"),
     ("block/train_eager_block", "block/train_compiled_block"),
     ("compiled_mlp", "compiled_mlp"),
+    *((before, after) for before, after, _ in MULTI),
 ]
 
 
@@ -88,8 +99,8 @@ def test_compare_and_check_agree_on_the_prediction_of_the_action_taken(
     value, below, above = bounds[taken]
     assert checked["expected"] == value
     (row,) = rows
-    _, action, predicted, span, measured, error, held = row
-    assert (action, predicted) == (taken, f"{value:,.1f}")
+    _, action, held, error, predicted, measured, span = row
+    assert action.startswith(f"{taken} (") and predicted == f"{value:,.1f}"
     assert span == f"{value - below:,.0f}–{value + above:,.0f}"
     assert measured == f"{checked['measured']:,.1f}"
     assert error == f"{checked['error_pct']:+.1f} %"
@@ -118,14 +129,17 @@ def test_the_figures_are_the_same_numbers(before: str, after: str, taken: str, t
     assert compared.high == pytest.approx(checked.expected + tolerance.above, abs=1e-9)
 
 
-def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, float]) -> str | None:
-    """Stdlib: `compile` where after runs `Torch-Compiled Region` ranges in its steps and before none, while no
-    CUDA-graph launches are new; `cuda_graphs` where only the graph launches are new; where neither is new and
-    after launches fewer kernels per step, whichever of `fuse` and `gemm_epilogue` predicts the launches nearest
-    after's (`predicted_launches`, from the predictions file); else None."""
+def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, list[float]]) -> str | None:
+    """Stdlib: None where after lost the compiled regions or graph launches before had; `compile` where after
+    runs `Torch-Compiled Region` ranges in its steps and before none, while no CUDA-graph launches are new;
+    `cuda_graphs` where only the graph launches are new; where neither is new and after launches fewer kernels per
+    step, whichever of `fuse` and `gemm_epilogue` has a prediction whose launches lie nearest after's
+    (`predicted_launches`: every prediction's, from the predictions file); else None."""
     (regions_before, launches_before), (regions_after, launches_after) = (
         rawtrace.compiled_regions_and_graph_launches(path) for path in (before, after)
     )
+    if (regions_before and not regions_after) or (launches_before and not launches_after):
+        return None
     new_regions = regions_after > 0 and regions_before == 0
     new_launches = launches_after > 0 and launches_before == 0
     if new_regions != new_launches:
@@ -133,7 +147,9 @@ def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, fl
     if new_regions:
         return None
     counts = [_kernel_launches_per_step(path) for path in (before, after)]
-    told = {a: abs(n - counts[1]) for a, n in predicted_launches.items() if a in ("fuse", "gemm_epilogue")}
+    told = {
+        a: min(abs(n - counts[1]) for n in ns) for a, ns in predicted_launches.items() if a in ("fuse", "gemm_epilogue")
+    }
     if counts[1] >= counts[0] or not told:
         return None
     nearest = sorted(a for a, d in told.items() if d <= min(told.values()) + 0.5)
@@ -160,7 +176,10 @@ def test_the_action_taken_is_what_the_raw_events_say(tmp_path: Path, capsys: pyt
     for before, after in RAW_PAIRS:
         document = predict_and_check(before, after, tmp_path, capsys)
         entries = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))["hypothesis"]
-        predicted = {e["action"]: e["launches_per_step"] for e in entries if "launches_per_step" in e}
+        predicted: dict[str, list[float]] = {}
+        for e in entries:
+            if "launches_per_step" in e:
+                predicted.setdefault(e["action"], []).append(e["launches_per_step"])
         taken = raw_taken_action(Path(trace(before)), Path(trace(after)), predicted)
         assert {v["taken_action"] for v in document["verdicts"]} == {taken}, (before, after)
         found.add(taken)
@@ -321,3 +340,25 @@ def test_every_predictions_file_is_one_check_reads(name: str, tmp_path: Path) ->
     assert len({h.name for h in hypotheses}) == len(hypotheses)
     targets = [(a.action, tuple(a.targets)) for a in actions]
     assert len(set(targets)) == len(targets), targets  # one action per change: none predicted twice
+
+
+@pytest.mark.parametrize(("before", "after", "taken"), MULTI, ids=lambda v: str(v).split("/")[-1])
+def test_compare_checks_what_check_checks(
+    before: str, after: str, taken: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compare`'s rows are `check`'s applicable verdicts, one per prediction of the action taken (Liger's block
+    took fuse: its 18 launches per step lie nearest a fuse prediction, 34, not gemm_epilogue's 38; compare used to
+    check only the first fuse prediction, check every one); a trace that lost the regions or replays of BEFORE
+    took no action (compiled_mlp → the GEMM-epilogue MLP was read as gemm_epilogue, held)."""
+    from tracelens.cli import main
+
+    document = predict_and_check(before, after, tmp_path, capsys)
+    applicable = [v for v in document["verdicts"] if v["status"] != "not_applicable"]
+    assert {v["taken_action"] for v in document["verdicts"]} == {taken}
+    assert main(["compare", "--format", "json", trace(before), trace(after)]) == 0
+    rows = json.loads(capsys.readouterr().out)["predictions_checked"]
+    assert len(rows) == len(applicable) == (0 if taken is None else len(rows))
+    assert sorted((r["action"], r["predicted_step_us"], r["held"]) for r in rows) == sorted(
+        (v["action"], v["expected"], v["held"]) for v in applicable
+    )
+    assert all(r["action"] == taken for r in rows)

@@ -12,7 +12,7 @@ analyze document (docs/actions.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -74,7 +74,17 @@ def other_program(before: ProgramShape, after: ProgramShape) -> str | None:
 
 
 LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but the launches they leave
-Launches = Mapping[str, float]  # per action, the kernel launches per step its prediction leaves
+Launches = Mapping[str, tuple[float, ...]]  # per action, the kernel launches per step each of its predictions leaves
+
+
+def launch_table(predictions: Iterable[tuple[str | None, float | None]]) -> dict[str, tuple[float, ...]]:
+    """`Launches` from (action, launches per step) pairs, one per prediction: every prediction of `fuse` and
+    `gemm_epilogue` (`LAUNCH_TOLD`) kept, those without a count left out."""
+    table: dict[str, tuple[float, ...]] = {}
+    for action, launches in predictions:
+        if action in LAUNCH_TOLD and launches is not None:
+            table[action] = (*table.get(action, ()), launches)
+    return table
 
 
 def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> tuple[str, ...]:
@@ -83,7 +93,12 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
     `before` did not; () when both are new (torch.compile's `mode="reduce-overhead"`: no single action); else
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
-    predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action)."""
+    predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action), or where `after`
+    lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them)."""
+    if (before.compiled_regions > 0 and after.compiled_regions == 0) or (
+        before.graph_replays > 0 and after.graph_replays == 0
+    ):
+        return ()
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
     if new_regions and new_replays:
@@ -99,11 +114,15 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
 
 
 def _nearest(after_launches: float | None, launches: Launches | None) -> tuple[str, ...]:
-    """Of `LAUNCH_TOLD`, the one action whose predicted launches per step (`launches`) lie nearest
+    """Of `LAUNCH_TOLD`, the one action with a prediction whose launches per step (`launches`) lie nearest
     `after_launches` (within 0.5 of the nearest); both where that is not one action or nothing is known."""
     if after_launches is None:
         return LAUNCH_TOLD
-    told = {a: abs(after_launches - n) for a, n in (launches or {}).items() if a in LAUNCH_TOLD}
+    told = {
+        action: min(abs(after_launches - n) for n in counts)
+        for action, counts in (launches or {}).items()
+        if action in LAUNCH_TOLD and counts
+    }
     if not told:
         return LAUNCH_TOLD
     chosen = tuple(sorted(a for a, d in told.items() if d <= min(told.values()) + 0.5))
@@ -138,7 +157,10 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
         return f"{label} took {took} ({after.describe()}; before: {shown_before}), which no single action predicts"
     counts = (before.launches_per_step, after.launches_per_step)
     fell = "launches per step not known" if None in counts else f"launches {counts[0]:g} → {counts[1]:g} per step"
-    why = f"; nearest the launches {took} predicts ({(launches or {})[took]:g})" if took in LAUNCH_TOLD else ""
+    why = ""
+    if took in LAUNCH_TOLD and after.launches_per_step is not None:
+        nearest = min((launches or {})[took], key=lambda n: abs(n - (after.launches_per_step or 0.0)))
+        why = f"; nearest the launches {took} predicts ({nearest:g})"
     return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {fell}){why}"
 
 

@@ -59,9 +59,9 @@ from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 from tracelens.variants import (
-    LAUNCH_TOLD,
     ProgramShape,
     error_pct,
+    launch_table,
     other_program,
     program_fingerprint,
     taken_action,
@@ -629,6 +629,7 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     before: str
     after: str
     action: str
+    targets: list[str]  # what the prediction changes (the action's targets): an action may have several
     predicted_step_us: float
     low: float
     high: float
@@ -639,25 +640,31 @@ class PredictionCheck(msgspec.Struct, frozen=True):
 
 def check_prediction(
     before: str, after: str, actions: Actions, action: str, measured_step_us: float | None
-) -> PredictionCheck | None:
-    """`action`'s prediction in `actions` checked against `measured_step_us`; None when either is missing."""
-    found = next((a for a in actions.actions if a.action == action), None)
-    if found is None or measured_step_us is None or measured_step_us <= 0:
-        return None
-    error = error_pct(found.predicted_step_us, measured_step_us)
-    if error is None:
-        return None
-    return PredictionCheck(
-        before=before,
-        after=after,
-        action=action,
-        predicted_step_us=found.predicted_step_us,
-        low=found.low,
-        high=found.high,
-        measured_step_us=measured_step_us,
-        error_pct=error,
-        held=found.low <= measured_step_us <= found.high,
-    )
+) -> list[PredictionCheck]:
+    """Every prediction of `action` in `actions` checked against `measured_step_us` (as `check` checks each
+    hypothesis of that action); none when either is missing."""
+    if measured_step_us is None or measured_step_us <= 0:
+        return []
+    out = []
+    for found in (a for a in actions.actions if a.action == action):
+        error = error_pct(found.predicted_step_us, measured_step_us)
+        if error is None:
+            continue
+        out.append(
+            PredictionCheck(
+                before=before,
+                after=after,
+                action=action,
+                targets=list(found.targets),
+                predicted_step_us=found.predicted_step_us,
+                low=found.low,
+                high=found.high,
+                measured_step_us=measured_step_us,
+                error_pct=error,
+                held=found.low <= measured_step_us <= found.high,
+            )
+        )
+    return out
 
 
 def program_of(results: AnalysisResults) -> ProgramShape | None:
@@ -684,15 +691,6 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
     )
 
 
-def predicted_launches(actions: Actions) -> dict[str, float]:
-    """Per action that only its launches tell apart (`variants.LAUNCH_TOLD`), the launches per step it leaves."""
-    return {
-        a.action: a.predicted_launches_per_step
-        for a in actions.actions
-        if a.action in LAUNCH_TOLD and a.predicted_launches_per_step is not None
-    }
-
-
 def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck]:
     """For `compare`: the first item is the before-trace; each later one that is a variant of its program (not
     `other_program`) and took one action (`taken_action`: compile or CUDA graphs by new regions or replays, fuse or
@@ -704,7 +702,7 @@ def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[Predicti
     actions, before_shape = before.get(Actions), program_of(before)
     if actions is None or before_shape is None:
         return []
-    launches = predicted_launches(actions)
+    launches = launch_table((a.action, a.predicted_launches_per_step) for a in actions.actions)
     out = []
     for label, after in items[1:]:
         after_shape, path = program_of(after), after.get(CriticalPath)
@@ -713,7 +711,5 @@ def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[Predicti
         action = taken_action(before_shape, after_shape, launches)
         if action is None:
             continue
-        checked = check_prediction(before_label, label, actions, action, path.step_us)
-        if checked is not None:
-            out.append(checked)
+        out.extend(check_prediction(before_label, label, actions, action, path.step_us))
     return out

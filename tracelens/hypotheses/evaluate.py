@@ -22,9 +22,9 @@ from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
 from tracelens.variants import (
-    LAUNCH_TOLD,
     Launches,
     error_pct,
+    launch_table,
     other_program,
     possible_actions,
     taken_action,
@@ -110,9 +110,7 @@ def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
     verdicts: list[Verdict] = []
-    launches = {  # what each fuse / gemm_epilogue prediction leaves: tells which of the two a trace took
-        h.action: h.launches_per_step for h in hypotheses if h.action in LAUNCH_TOLD and h.launches_per_step is not None
-    }
+    launches = launch_table((h.action, h.launches_per_step) for h in hypotheses)  # tells fuse from gemm_epilogue
     problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
         try:

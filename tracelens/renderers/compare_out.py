@@ -302,16 +302,17 @@ def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
     if not checks:
         return None
     table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
-    for column in ("after", "action", "predicted µs", "range µs", "measured µs", "error", "held"):
+    for column in ("after", "action", "held", "error", "predicted µs", "measured µs (mean span)", "range µs"):
         table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
     for c in checks:
+        targets = ", ".join(t.removeprefix("aten::") for t in c.targets)
         table.add_row(
             c.after,
-            c.action,
-            us_text(c.predicted_step_us),
-            f"{c.low:,.0f}–{c.high:,.0f}",
-            us_text(c.measured_step_us),
-            f"{c.error_pct:+.1f} %",
+            f"{c.action} ({targets})" if targets else c.action,
             "yes" if c.held else "no",
+            f"{c.error_pct:+.1f} %",
+            us_text(c.predicted_step_us),
+            us_text(c.measured_step_us),
+            f"{c.low:,.0f}–{c.high:,.0f}",
         )
-    return table
+    return droppable(table, "range µs")
