@@ -308,8 +308,9 @@ def test_a_trace_without_predictions_gives_a_file_with_nothing_to_check(
 
 
 def test_a_name_that_does_not_say_the_action_gets_it_said() -> None:
-    """N/A lines name the action only where the hypothesis' own name does not start with it; an asymmetric
-    range is printed as the range (110 −20/+20: 90.0–130)."""
+    """N/A lines name the action only where the hypothesis' own name does not start with it; a range given as
+    `below`/`above` (as `--predict` writes it: 110 −20/+20) is printed as the range, 90.0–130.0, in the text; JSON's
+    `statement` keeps the offsets as written; a narrow range gets the digits that tell its ends apart."""
     after = document("compiled_mlp", regions=1, replays=0, step_us=100.0)
     graphs = {**prediction("cuda_graphs", 95.0), "name": "my guess"}
     result = CheckResult("p.toml", [after], verdicts(prediction("compile", 110.0), graphs, on=[after]))
@@ -317,3 +318,8 @@ def test_a_name_that_does_not_say_the_action_gets_it_said() -> None:
     assert "N/A  2. my guess: predicts cuda_graphs; compiled_mlp took compile" in lines
     (held,) = [line for line in lines if line.startswith("HELD")]
     assert held.endswith("(critical_path.step_us == 110.0 (range 90.0–130.0))")
+    (statement,) = [v["statement"] for v in check_dict(result)["verdicts"] if v["status"] == "held"]
+    assert statement == "critical_path.step_us == 110.0 (−20/+20)"
+    narrow = {**prediction("compile", 1620.6), "tolerance": {"below": 0.02, "above": 0.02}}
+    (hypothesis,) = parse_hypotheses({"hypothesis": [narrow]}, "p.toml")
+    assert hypothesis.readable_statement() == "critical_path.step_us == 1,620.600 (range 1,620.580–1,620.620)"

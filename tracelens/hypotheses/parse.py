@@ -141,22 +141,22 @@ class Hypothesis(msgspec.Struct, frozen=True):
             return f"{self.subject.kind} {self.subject.target!r} exists"
         right = _describe_reference(self.than) if self.than is not None else repr(self.value)
         tolerance = f" ({self.tolerance.describe()})" if self.tolerance else ""
-        below = self.tolerance.below if self.tolerance else None
-        above = self.tolerance.above if self.tolerance else None
-        value = self.value
-        if self.than is None and isinstance(value, int | float) and below is not None and above is not None:
-            # an asymmetric range (as `analyze --predict` writes): the range itself, not its offsets
-            right, low, high = _numbers(value, value - below, value + above)
-            tolerance = f" (range {low}–{high})"
         return f"{self.subject.describe()} {self.op} {right}{tolerance}"
 
-
-def _numbers(*values: float) -> list[str]:
-    """Values of a statement for people, in one format: 1,548.5 where any is 100 or more, else four significant
-    digits."""
-    if max(abs(v) for v in values) >= 100:
-        return [f"{v:,.1f}" for v in values]
-    return [f"{v:.4g}" for v in values]
+    def readable_statement(self) -> str:
+        """`statement()` for people: an asymmetric range (as `analyze --predict` writes) as the range itself,
+        `critical_path.step_us == 1,613.3 (range 1,387.4–1,839.2)`, with the digits that tell its ends apart
+        from the value; otherwise `statement()`."""
+        tolerance, value = self.tolerance, self.value
+        if self.subject is None or self.than is not None or tolerance is None or not isinstance(value, int | float):
+            return self.statement()
+        if isinstance(value, bool) or tolerance.below is None or tolerance.above is None:
+            return self.statement()
+        low, high = value - tolerance.below, value + tolerance.above
+        step = min((d for d in (tolerance.below, tolerance.above) if d > 0), default=0.0)
+        decimals = 1 if step >= 1 or step == 0 else min(9, 1 - math.floor(math.log10(step)))
+        shown = [f"{v:,.{decimals}f}" for v in (value, low, high)]
+        return f"{self.subject.describe()} {self.op} {shown[0]} (range {shown[1]}–{shown[2]})"
 
 
 def _describe_reference(reference: Reference) -> str:

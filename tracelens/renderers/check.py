@@ -122,7 +122,7 @@ class CheckTextRenderer:
             line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
             if verdict.error_pct is not None and verdict.measured != verdict.hypothesis.value:  # not on exact hits
                 line.append(f", error {verdict.error_pct:+.1f} %", style="bold")
-            line.append(escape_controls(f" ({verdict.hypothesis.statement()})"))
+            line.append(escape_controls(f" ({verdict.hypothesis.readable_statement()})"))
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
             grid.add_row(status, f"{verdict.hypothesis.index}.", line)
             if verdict.held and not self.verbose:
