@@ -533,3 +533,18 @@ def test_the_pages_write_the_model_with_its_constants() -> None:
         formula = f"step − launch call × ({FIXED:g} + {PER_EVENT:g} × events + {PER_REGION:g} × {regions}))"
         text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
         assert formula in text and lead in text, page
+
+
+def test_the_verdict_sentence_says_what_decided_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """eager_linear: the what-ifs say gpu while the GPU is busy 67.6 % of its window (raw events: 360.5 of
+    533.2 µs, tests/independent/step_windows.py); the sentence beside the verdict speaks of the what-ifs, never of a
+    GPU "busy nearly all of each step"."""
+    from tracelens.cli import main
+
+    path = ROOT / "traces/h200/eager_linear.json.gz"
+    figures = step_figures(str(path))
+    busy = sum(f["busy_us"] for f in figures) / sum(f["window_end_ns"] - f["window_start_ns"] for f in figures) * 1e3
+    assert busy < 0.85
+    assert main(["analyze", str(path), "--section", "bound", "--width", "200"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "Bound: gpu — GPU work limits the step: faster kernels shorten it, faster CPU work does not"

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from tracelens.analyses.bound import Bound
 from tracelens.renderers.analyses import Parts
+from tracelens.renderers.analyses.actions import LIMIT_SENTENCE
 from tracelens.units import us_text
 
 if TYPE_CHECKING:
@@ -25,6 +26,15 @@ VERDICT = {
     "mixed": "mixed: neither side dominates (the GPU works most of the step but also waits)",
     "unknown": "unknown: no GPU activity in the window",
 }
+
+
+def verdict_sentence(bound: Bound) -> str:
+    """What the verdict means, by what decided it: the what-ifs (faster CPU or GPU work, `LIMIT_SENTENCE`) or the
+    idle thresholds (`VERDICT`), so that the sentence never states what the figures beside it contradict (a
+    what-if gpu verdict beside 67 % busy said "busy nearly all of each step")."""
+    if bound.verdict_basis == "what-if" and bound.bound in LIMIT_SENTENCE:
+        return LIMIT_SENTENCE[bound.bound]
+    return VERDICT.get(bound.bound, bound.bound)
 
 
 def bound_parts(bound: Bound, results: AnalysisResults) -> Parts:
@@ -45,7 +55,7 @@ def bound_text(bound: Bound) -> Text:
     if bound.bound == "unknown" and bound.reason:
         text.append(f" — cannot be judged: {bound.reason}\n")
     else:
-        text.append(f" — {VERDICT.get(bound.bound, bound.bound)}\n")
+        text.append(f" — {verdict_sentence(bound)}\n")
     if bound.bound == "unknown" or bound.exposed_dispatch_us_per_step is None:
         reason = bound.reason or "no GPU activity in the window"
         text.append(
@@ -154,6 +164,9 @@ def bound_panel(results: AnalysisResults) -> page.Panel:
         "gpu": "GPU-bound: the GPU is busy most of each step.",
         "mixed": "Mixed: neither launch waits nor GPU work clearly dominate.",
     }.get(verdict, "")
+    if isinstance(bound, Bound) and bound.verdict_basis == "what-if" and verdict in LIMIT_SENTENCE:
+        sentence = verdict_sentence(bound)
+        note = f"{sentence[:1].upper()}{sentence[1:]}."
     if isinstance(bound, Bound) and bound.verdict_without_profiler is not None:
         note += f" {flip_sentence(bound)}"
     return page.Panel(id=panel_id, title=title, table=page.Table(("", ""), rows), note=note)
