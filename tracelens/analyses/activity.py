@@ -90,8 +90,8 @@ class StepWindows(msgspec.Struct, frozen=True):
     step, and for its last when it is not GPU-limited). `backlog_ns`: how far GPU work trails the CPU at the
     step's CPU end. When GPU work launched before the recording (the queue of earlier steps) still runs after the
     first step's CPU start and the step's GPU work trails its CPU end, that step is GPU-limited by it: its period
-    runs from when that work ended to its own GPU end, and is never shorter than its CPU span; when the first recorded GPU activity is such work, its
-    window starts there (what the GPU did before is not in the trace).
+    runs from when that work ended to its own GPU end, and is never shorter than its CPU span; when the first
+    recorded GPU activity is such work, its window starts there (what the GPU did before is not in the trace).
     """
 
     start_ns: I64
