@@ -52,6 +52,7 @@ from tracelens.analyses.profiler_overhead import (  # the same split: a step at 
 )
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
+from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
 from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
@@ -225,10 +226,9 @@ def actions_of(
             (
                 "fuse",
                 list(chain.ops),
-                functools.partial(_chain_plan, chain=chain, launch_ns=round(fused_launch_us * NS_PER_US)),
+                functools.partial(_chain_plan, chain=chain, launch_ns=round((fused_launch_us or 0.0) * NS_PER_US)),
                 f"{total.kernels} kernels, {total.kernel_us:,.1f} µs/step; one kernel's memory traffic saves "
-                f"{total.saving_us:,.1f} µs; launches {{before}} → {{after}}; "
-                f"a Triton kernel launched from Python (as Liger's), modelled at {fused_launch_us:,.1f} µs CPU",
+                f"{total.saving_us:,.1f} µs; launches {{before}} → {{after}}; " + _launch_words(fused_launch_us),
             )
         )
     for epilogue, total in _by_kernels(epilogues)[:2]:
@@ -379,7 +379,7 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity])
             if not hit:
                 continue
             gpu_dur[k] = round(graph.gpu_dur_ns[k] * factor)
-            call = graph.gpu_launch_call[k]
+            call = _own_launch(trace, graph, k)
             if call >= 0 and short_name(names[graph.gpu_name[k]]) != chain.kernels[0]:
                 work[call], duration[call] = 0, 0
     return _Plan(work, duration, gpu_dur)
@@ -408,12 +408,21 @@ def _math_attention(trace: Trace, indices: list[int]) -> bool:
     return bool(ops & set(MATH_ATTENTION)) and "aten::bmm" in ops and not ops & set(SDPA)
 
 
-def _fused_launch_us(trace: Trace, indices: list[int]) -> float:
+def _fused_launch_us(trace: Trace, indices: list[int]) -> float | None:
     """The CPU work before a fused kernel's launch under `fuse`: FUSED_LAUNCH_CALLS × the median kernel-launch call
-    of the steps at `indices` (they launched GPU work, so they have one)."""
+    of the steps at `indices`; None where they launch no kernel of their own (CUDA-graph replays only: a fused
+    kernel captured into the graph has no launch of its own)."""
     host = host_features(trace, indices)
-    launch_us = host.launch_us if host is not None and host.launch_us is not None else 0.0
-    return FUSED_LAUNCH_CALLS * launch_us
+    if host is None or host.launch_us is None:
+        return None
+    return FUSED_LAUNCH_CALLS * host.launch_us
+
+
+def _launch_words(fused_launch_us: float | None) -> str:
+    """How `fuse` models the fused kernel's launch, for its evidence line."""
+    if fused_launch_us is None:
+        return "the fused kernel inside the CUDA graph, no launch of its own"
+    return f"a Triton kernel launched from Python (as Liger's), modelled at {fused_launch_us:,.1f} µs CPU"
 
 
 def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch_ns: int) -> _Plan:
@@ -423,10 +432,25 @@ def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch
     names = trace.events.names
     first = chain.kernels[0]
     for k, hit in enumerate(_matches(trace, graph, chain.kernels, chain.calls_per_step)):
-        call = graph.gpu_launch_call[k]
+        call = _own_launch(trace, graph, k)
         if hit and call >= 0 and short_name(names[graph.gpu_name[k]]) == first:
             plan.work[call] = launch_ns
     return plan
+
+
+def _own_launch(trace: Trace, graph: StepGraph, k: int) -> int:
+    """The call that launched activity `k` alone, or -1: none, or a CUDA-graph launch, which replays more
+    kernels than the one a fusion removes and stays (the fused kernel runs inside the graph)."""
+    call = int(graph.gpu_launch_call[k])
+    if call < 0 or _graph_launch_names(trace)[trace.events.name[graph.calls.row[call]]]:
+        return -1
+    return call
+
+
+@per_trace
+def _graph_launch_names(trace: Trace) -> Bool:
+    """Per name code: whether it names a CUDA-graph launch (`model.cuda_graphs.GRAPH_LAUNCH_NAMES`)."""
+    return np.array([name in GRAPH_LAUNCH_NAMES for name in trace.events.names], dtype=bool)
 
 
 FUSIBLE = frozenset(CATEGORIES.index(c) for c in ("elementwise", "reduction", "norm", "copy", "fused"))
@@ -611,7 +635,7 @@ def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) 
     for k, hit in enumerate(_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step)):
         if hit:
             gpu_dur[k] = 0
-            call = graph.gpu_launch_call[k]
+            call = _own_launch(trace, graph, k)
             if call >= 0:
                 work[call], duration[call] = 0, 0
     return _Plan(work, duration, gpu_dur)

@@ -67,6 +67,7 @@ from tracelens.analyses.shapes import DTYPES, OpShapes, Tensor, named_signatures
 from tracelens.analyses.views import VIEW_LIKE, Views, view_ops
 from tracelens.analyses.window import Window
 from tracelens.loader.et import OpTensors, TensorRef, op_tensors
+from tracelens.model.cuda_graphs import replaying_launch
 from tracelens.model.events import I64, EventTable, Kind
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints
@@ -230,7 +231,9 @@ def _kernel_info(
     node, sink = _backward_nodes(trace, np.where(op_row >= 0, op_row, launching))
     lane = ev.device[kernels] * 1_000_003 + ev.stream[kernels]
     source = np.where(op_row >= 0, op_row, np.where(gemm_op >= 0, gemm_op, launching))
-    call = _calls(source, lane)
+    # each replay of a captured op is a call of its own (its kernels share the capture's op row)
+    replay = replaying_launch(ev, links.launch, kernels)
+    call = _calls(source, lane if not (replay >= 0).any() else _pair_ids(lane, replay))
     io.one_per_call(np.where(candidate, call, -1), now)
     return _Info(
         candidate=candidate,
@@ -303,6 +306,11 @@ def _name_is(ev: EventTable, codes: I64, predicate: Callable[[str], bool]) -> np
     table = np.zeros(len(ev.names), dtype=bool)
     table[distinct] = [predicate(ev.names[c]) for c in distinct.tolist()]
     return table[codes]
+
+
+def _pair_ids(a: I64, b: I64) -> I64:
+    """One small integer per distinct (a, b) pair."""
+    return np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
 
 def _calls(source: I64, lane: I64) -> I64:
