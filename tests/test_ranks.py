@@ -161,6 +161,7 @@ def test_a_ranks_figures_are_over_the_steps_analyze_reads(name: str, capsys: pyt
     import tracelens
     from tests.conftest import recorded_trace
     from tests.independent.step_windows import step_figures
+    from tests.independent.warmup_steps import steady_steps
     from tracelens.analyses.ranks import rank_figures
 
     path = recorded_trace(f"h200/{name}.json.gz")
@@ -171,4 +172,5 @@ def test_a_ranks_figures_are_over_the_steps_analyze_reads(name: str, capsys: pyt
     assert figures.steps == document["steps"]
     raw = {f["number"]: f["step_us"] for f in step_figures(str(path))}
     numbers = figures.step_numbers
+    assert numbers == steady_steps(str(path))  # the warm-up steps, read from the raw events, left out
     assert figures.step_us == pytest.approx(statistics.median(raw[n] for n in numbers), abs=0.01)
