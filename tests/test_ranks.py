@@ -174,3 +174,14 @@ def test_a_ranks_figures_are_over_the_steps_analyze_reads(name: str, capsys: pyt
     numbers = figures.step_numbers
     assert numbers == steady_steps(str(path))  # the warm-up steps, read from the raw events, left out
     assert figures.step_us == pytest.approx(statistics.median(raw[n] for n in numbers), abs=0.01)
+
+
+def test_ranks_with_other_analyzed_steps_are_noted() -> None:
+    """A rank that left out other steps (it recompiled elsewhere) gets a note: its collectives are matched by
+    order within different steps."""
+    import msgspec
+
+    same = [_figures(r, [("ncclKernel_AllReduce", 10.0)]) for r in range(3)]
+    assert not any("analyzed steps differ" in n for n in analyze_ranks(same, "run").notes)
+    other = [*same[:2], msgspec.structs.replace(same[2], step_numbers=[2, 3])]
+    assert any("analyzed steps differ" in n for n in analyze_ranks(other, "run").notes)

@@ -189,6 +189,12 @@ def analyze_ranks(
     expected = range(world_size) if world_size is not None else range(max(found) + 1 if found else 0)
     missing = [r for r in expected if r not in counts]
     everyone = ranked + [f for f in figures if f.rank is None]
+    step_lists = {tuple(f.step_numbers) for f in everyone if f.steps > 0}
+    if len(step_lists) > 1 and reason is None:  # a rank compiled or captured in other steps than the rest
+        notes.append(
+            "the ranks' analyzed steps differ (each leaves out its own compiling or graph-capturing steps): "
+            "collectives are matched by their order within those steps, which may pair calls of different steps"
+        )
     waits = _waiting_us(everyone) if reason is None else {}
     matched = waits.pop(-1, 0.0)
     step_times = np.array([f.step_us for f in everyone if f.steps > 0 and reason is None], dtype=float)
