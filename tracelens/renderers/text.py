@@ -278,7 +278,7 @@ def profiler_free_line(summary: Summary, results: AnalysisResults) -> Text | Non
         return Text(f"Profiler-free step: — ({free.note or 'no step time'})")
     inflation = f": the profiler added {free.inflation_pct:+.1f} %" if free.inflation_pct is not None else ""
     line = (
-        f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled "
+        f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled median step "
         f"{us_text(free.profiled_step_us)} µs{inflation}."
     )
     bound = results.get(Bound)

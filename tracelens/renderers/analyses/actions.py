@@ -44,6 +44,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         median = free.profiled_step_us if free is not None else None
         if median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: say which is which
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
+    elif free is not None and free.note:  # unknown, and why, in one line: never silent
+        reason = free.note.split(":")[0]
+        head.append(f"\nWithout the profiler: — ({reason})"[: SUMMARY_COLUMNS + 1])
     path = results.get(CriticalPath)
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses.fusion import Fusion
+from tracelens.analyses.roofline import Roofline
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import droppable
@@ -21,17 +22,27 @@ if TYPE_CHECKING:
 
 
 MAX_FUSION_ROWS = 10
+UNSEEN_PCT = 75.0  # below this share of modelled kernel time, "none found" says how much fusion could see
 
 
 def fusion_parts(fusion: Fusion, results: AnalysisResults) -> Parts:
     if results.summary.empty_reason:
         return [Text(f"Fusion opportunities: — ({results.summary.empty_reason})")]
-    return [fusion_table(fusion)]
+    roofline = results.get(Roofline)
+    modelled = roofline.modelled_kernel_time_pct if roofline is not None else None
+    return [fusion_table(fusion, modelled)]
 
 
-def fusion_table(fusion: Fusion) -> Table | Text:
+def fusion_table(fusion: Fusion, modelled_pct: float | None = None) -> Table | Text:
+    """The opportunities; where there are none, why that may be (`modelled_pct`: the share of kernel time the
+    roofline models, the kernels fusion can link)."""
     if not fusion.opportunities:
         reason = "" if fusion.shapes_recorded else " (the trace has no Input Dims: record with record_shapes=True)"
+        if fusion.shapes_recorded and modelled_pct is not None and modelled_pct < UNSEEN_PCT:
+            reason = (
+                f" among the kernels with a model ({modelled_pct:.1f} % of kernel time; the others, without "
+                "recorded shapes, cannot be linked: docs/roofline.md)"
+            )
         return Text(f"Fusion opportunities: none found{reason}")
     epilogue = (
         f"; GEMM epilogues {us_text(fusion.gemm_epilogue_saving_us_per_step)} µs"
@@ -39,7 +50,11 @@ def fusion_table(fusion: Fusion) -> Table | Text:
         else ""
     )
     table = Table(
-        title=f"Fusion opportunities (est. saving {us_text(fusion.est_saving_us_per_step)} µs per step{epilogue})",
+        title=(
+            f"Fusion opportunities (est. saving {us_text(fusion.est_saving_us_per_step)} µs per step{epilogue})"
+            if any(o.kind == "chain" for o in fusion.opportunities)
+            else f"Fusion opportunities (no chain{epilogue})"
+        ),
         title_justify="left",
     )
     table.caption = (
