@@ -43,3 +43,8 @@ def bytes_text(value: float | None) -> str:
     if abs(value) >= KIB:
         return f"{value / KIB:,.1f} KiB"
     return f"{value:,.0f} B"
+
+
+def count_text(n: int, noun: str) -> str:
+    """`n` and `noun` in the number `n` takes: "1 step", "3 steps" (nouns that add "s")."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -58,7 +58,7 @@ from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
-from tracelens.units import NS_PER_US
+from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
     ProgramShape,
     error_pct,
@@ -247,7 +247,10 @@ def actions_of(
         if name not in done
     ]
     actions.sort(key=lambda a: -a.saved_us)
-    note = f"each action replayed over {len(graphs)} steps; ranges from the calibration on twins (docs/actions.md)"
+    note = (
+        f"each action replayed over {count_text(len(graphs), 'step')}; ranges from the calibration on twins "
+        "(docs/actions.md)"
+    )
     if not chains:
         note += "; no fusion chain found (fuse: none)"
     if done:

@@ -58,7 +58,7 @@ from tracelens.model.stats import distinct_ints, median
 from tracelens.model.trace import Trace
 from tracelens.native import extension as _native
 from tracelens.records import field_names
-from tracelens.units import NS_PER_US
+from tracelens.units import NS_PER_US, count_text
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
@@ -597,7 +597,7 @@ def _limit_note(limit: str, cpu_us: float, gpu_us: float, steps: list[StepPath])
     }[limit]
     return (
         f"{head}: all CPU work 2× faster saves {cpu_us:,.1f} µs per step, all GPU work 2× faster {gpu_us:,.1f} µs "
-        f"(mean of {len(steps)}; {agree} of {len(steps)} steps alone say {limit})"
+        f"(mean of {len(steps)}; {agree} of {count_text(len(steps), 'step')} alone say {limit})"
     )
 
 

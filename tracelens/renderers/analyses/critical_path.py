@@ -11,7 +11,7 @@ from rich.text import Text
 
 from tracelens.analyses.critical_path import CriticalPath, part_label
 from tracelens.renderers.analyses import Parts
-from tracelens.units import us_text
+from tracelens.units import count_text, us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -41,7 +41,7 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
     for part in result.composition:
         parts.add_row(part_label(part.part), us_text(part.us), f"{part.pct:.1f}")
     what_if = Table(show_edge=False)
-    what_if.add_column(f"what if (mean of {n} steps)")
+    what_if.add_column(f"what if (mean of {count_text(n, 'step')})")
     what_if.add_column("step µs", justify="right")
     what_if.add_column("saves µs", justify="right")
     what_if.add_column("min–max µs", justify="right")
