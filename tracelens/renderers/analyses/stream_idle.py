@@ -31,6 +31,10 @@ def stream_idle_parts(result: StreamIdle, results: AnalysisResults) -> Parts:
             column if column in ("stream", "busy %") else f"{column} µs/step",
             justify="left" if column == "stream" else "right",
         )
+    table.caption = (
+        "over each stream's own activity: gaps between its consecutive kernels (HTA's idle breakdown), not the "
+        "step's GPU window of the bound section, whose busy share and launch waits differ (docs/critical_path.md)"
+    )
     droppable(table, "other µs/step", "kernel wait µs/step")
     for row in result.streams[:STREAMS_SHOWN]:
         table.add_row(
