@@ -35,7 +35,10 @@ def test_bound_panel_states_the_verdict(mlp: tuple) -> None:
     _, results, document = mlp
     panel = document.panel("bound")
     assert panel.table is not None and panel.table.rows[0] == ("verdict", results.bound.bound)
-    assert panel.note.startswith({"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}[results.bound.bound])
+    by_what_if = {"gpu": "GPU work limits", "cpu": "CPU work limits", "mixed": "Both CPU and GPU work limit"}
+    by_idle = {"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}
+    said = (by_what_if if results.bound.verdict_basis == "what-if" else by_idle)[results.bound.bound]
+    assert panel.note.startswith(said)  # the meaning of what decided the verdict
 
 
 def test_dispatch_layers(mlp: tuple) -> None:

@@ -729,7 +729,7 @@ def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[Predicti
     actions, before_shape = before.get(Actions), program_of(before)
     if actions is None or before_shape is None:
         return []
-    launches = launch_table((a.action, a.predicted_launches_per_step) for a in actions.actions)
+    launches = launch_table([(a.action, a.predicted_launches_per_step) for a in actions.actions])
     out = []
     for label, after in items[1:]:
         after_shape, path = program_of(after), after.get(CriticalPath)

@@ -110,7 +110,7 @@ def evaluate(hypotheses: Sequence[Hypothesis], documents: Sequence[TraceDocument
     if not documents:
         raise ValueError("evaluate needs at least one trace document")
     verdicts: list[Verdict] = []
-    launches = launch_table((h.action, h.launches_per_step) for h in hypotheses)  # tells fuse from gemm_epilogue
+    launches = launch_table([(h.action, h.launches_per_step) for h in hypotheses])  # tells fuse from gemm_epilogue
     problems: list[str] = []  # every hypothesis that cannot be evaluated, reported together
     for hypothesis in hypotheses:
         try:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracelens.records import field_names, is_record, shallow_dict
 from tracelens.report.document import Panel, Table, unavailable
+from tracelens.units import MISSING as UNKNOWN
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -56,9 +57,9 @@ def _scalar(value: Any) -> bool:
 
 
 def format_value(value: Any) -> str:
-    """Numbers with thousands separators and at most 3 decimals; None as an empty cell."""
+    """Numbers with thousands separators and at most 3 decimals; None (unknown) as "—"."""
     if value is None:
-        return ""
+        return UNKNOWN
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):

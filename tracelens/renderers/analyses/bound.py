@@ -13,7 +13,7 @@ from rich.text import Text
 from tracelens.analyses.bound import Bound
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.analyses.actions import LIMIT_SENTENCE
-from tracelens.units import us_text
+from tracelens.units import pct_text, us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -30,8 +30,7 @@ VERDICT = {
 
 def verdict_sentence(bound: Bound) -> str:
     """What the verdict means, by what decided it: the what-ifs (faster CPU or GPU work, `LIMIT_SENTENCE`) or the
-    idle thresholds (`VERDICT`), so that the sentence never states what the figures beside it contradict (a
-    what-if gpu verdict beside 67 % busy said "busy nearly all of each step")."""
+    idle thresholds (`VERDICT`), so that the sentence never states what the figures beside it contradict."""
     if bound.verdict_basis == "what-if" and bound.bound in LIMIT_SENTENCE:
         return LIMIT_SENTENCE[bound.bound]
     return VERDICT.get(bound.bound, bound.bound)
@@ -155,7 +154,11 @@ def bound_panel(results: AnalysisResults) -> page.Panel:
         ("exposed dispatch, % of GPU time", "exposed_dispatch_pct_of_gpu"),
         ("idle gaps per step", "gaps_per_step"),
     )
-    rows = tuple((label, format_value(getattr(bound, name, None))) for label, name in fields if hasattr(bound, name))
+    rows = tuple(
+        (label, pct_text(getattr(bound, name)) if "%" in label else format_value(getattr(bound, name, None)))
+        for label, name in fields
+        if hasattr(bound, name)
+    )
     if not rows:
         return generic_panel(bound, panel_id, title)
     verdict = str(getattr(bound, "bound", ""))
