@@ -198,7 +198,7 @@ def launches_frame(trace: Trace) -> pd.DataFrame:
 
 
 def steps_frame(trace: Trace) -> pd.DataFrame:
-    """One row per complete step, with the per-step figures of `tracelens analyze`.
+    """One row per step (`complete` says which are whole), with the per-step figures of `tracelens analyze`.
 
     Columns: step, start_us, kernels, memcpy, memset, launches, cpu_ops, cpu_us, gpu_busy_us, gpu_kernel_us,
     step_us (step start → its last GPU end), complete, analyzed (the step is among those `analyze`'s per-step

@@ -60,7 +60,7 @@ def compare_dict(comparison: Comparison, predictions: Sequence[PredictionCheck] 
 
 
 class CompareJsonRenderer:
-    def __init__(self, predictions: Any = None) -> None:
+    def __init__(self, predictions: Sequence[PredictionCheck] | None = None) -> None:
         self.predictions = predictions or []  # actions.PredictionCheck rows (`predictions_checked`)
 
     def render(self, result: Comparison) -> str:
@@ -68,7 +68,9 @@ class CompareJsonRenderer:
 
 
 class CompareTextRenderer:
-    def __init__(self, color: bool = False, width: int | None = None, predictions: Any = None) -> None:
+    def __init__(
+        self, color: bool = False, width: int | None = None, predictions: Sequence[PredictionCheck] | None = None
+    ) -> None:
         self.color = color
         self.width = width
         self.predictions = predictions or []  # actions.PredictionCheck rows, printed last (docs/actions.md)
@@ -293,7 +295,7 @@ def _break_even_tables(result: Comparison) -> list[Table]:
     return tables
 
 
-def _predictions(checks: Any) -> Any:
+def _predictions(checks: Sequence[PredictionCheck]) -> Table | None:
     return prediction_checks_table(list(checks))
 
 
