@@ -244,7 +244,13 @@ def test_text_and_json_say_what_was_taken() -> None:
         "action": "compile",
         "taken_action": "compile",
     }
-    assert held["before"] == {**EAGER, "launches_per_step": None, "device": None, "gemm_gflop_per_step": None}
+    assert held["before"] == {
+        **EAGER,
+        "launches_per_step": None,
+        "device": None,
+        "gemm_gflop_per_step": None,
+        "gemm_gflop_per_call": None,
+    }
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",
         "held": None,

@@ -34,6 +34,9 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # step (GFLOP, from the roofline's models), which no action changes
     device: str | None = None
     gemm_gflop_per_step: float | None = None
+    # the distinct GFLOP per call of its GEMMs (batched attention GEMMs aside), which no action changes either: two
+    # programs of like GEMM work per step (a block and an MLP) differ here
+    gemm_gflop_per_call: tuple[float, ...] | None = None
 
     def describe(self) -> str:
         """Which of the two it runs, e.g. "compiled regions, no CUDA-graph replays"."""
@@ -51,15 +54,24 @@ MODELLED_PCT_FOR_FINGERPRINT = 75.0  # below it, GEMMs may be among the unmodell
 SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one program: within ±10 % (equal on twins)
 
 
+BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile may make them one kernel
+
+
 def program_fingerprint(
-    device: str | None, rows: list[tuple[str, int, float]], steps: int, modelled_pct: float | None
-) -> tuple[str | None, float | None]:
-    """(`device`, GEMM and attention GFLOP per step) from a roofline: the rows' (model, calls, GFLOP per call) over
-    `steps` steps; the GFLOP None where the models cover less than `MODELLED_PCT_FOR_FINGERPRINT` % of the kernel
-    time, no such work is modelled, or no step was analyzed."""
-    gflop = sum(calls * per_call for model, calls, per_call in rows if model in ("gemm", "attention"))
+    device: str | None, rows: list[tuple[str, str, int, float]], steps: int, modelled_pct: float | None
+) -> tuple[str | None, float | None, tuple[float, ...] | None]:
+    """(`device`, GEMM and attention GFLOP per step, the distinct GFLOP per call of its GEMMs) from a roofline:
+    the rows' (model, op, calls, GFLOP per call) over `steps` steps; the figures None where the models cover less
+    than `MODELLED_PCT_FOR_FINGERPRINT` % of the kernel time, no such work is modelled, or no step was analyzed.
+    Batched GEMMs (`BATCHED_GEMMS`) are left out of the per-call figures: compile may replace them."""
+    gflop = sum(calls * per_call for model, _, calls, per_call in rows if model in ("gemm", "attention"))
     known = steps > 0 and gflop > 0 and modelled_pct is not None and modelled_pct >= MODELLED_PCT_FOR_FINGERPRINT
-    return (device or None), (round(gflop / steps, 3) if known else None)
+    per_call = sorted({round(g, 3) for model, op, _, g in rows if model == "gemm" and op not in BATCHED_GEMMS})
+    return (
+        (device or None),
+        (round(gflop / steps, 3) if known else None),
+        (tuple(per_call) if known and per_call else None),
+    )
 
 
 def other_program(before: ProgramShape, after: ProgramShape) -> str | None:
@@ -70,7 +82,17 @@ def other_program(before: ProgramShape, after: ProgramShape) -> str | None:
     work = (before.gemm_gflop_per_step, after.gemm_gflop_per_step)
     if work[0] is not None and work[1] is not None and abs(work[1] - work[0]) > SAME_WORK * work[0]:
         return f"GEMM and attention work {work[1]:,.1f} GFLOP per step, the prediction's program {work[0]:,.1f}"
+    mine, theirs = before.gemm_gflop_per_call, after.gemm_gflop_per_call
+    if mine and theirs and not (_covers(mine, theirs) and _covers(theirs, mine)):
+        shown = [", ".join(f"{g:,.1f}" for g in c) for c in (theirs, mine)]
+        return f"GEMMs of {shown[0]} GFLOP per call, the prediction's program {shown[1]}"
     return None
+
+
+def _covers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether every value of `a` has one in `b` within `SAME_WORK` (a GEMM's GFLOP per call moves a little with
+    how its op's work is shared among its kernels)."""
+    return all(any(abs(x - y) <= SAME_WORK * max(x, y) for y in b) for x in a)
 
 
 LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but the launches they leave

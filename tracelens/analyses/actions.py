@@ -706,15 +706,17 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
     roofline = results.get(Roofline)
     device: str | None = None
     gflop: float | None = None
+    per_call: tuple[float, ...] | None = None
     if roofline is not None:
-        rows = [(r.model, r.calls, r.gflop_per_call) for r in roofline.rows]
+        rows = [(r.model, r.op, r.calls, r.gflop_per_call) for r in roofline.rows]
         pct = roofline.modelled_kernel_time_pct
-        device, gflop = program_fingerprint(roofline.device, rows, results.summary.steps, pct)
+        device, gflop, per_call = program_fingerprint(roofline.device, rows, results.summary.steps, pct)
     return msgspec.structs.replace(
         program_shape(compiled),
         launches_per_step=results.summary.per_step.launches,
         device=device,
         gemm_gflop_per_step=gflop,
+        gemm_gflop_per_call=per_call,
     )
 
 

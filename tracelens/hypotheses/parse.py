@@ -388,6 +388,14 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise where.error(f"before: gemm_gflop_per_step must be a number ≥ 0, not {_shown(value)}")
         counts["gemm_gflop_per_step"] = float(value)
+    if "gemm_gflop_per_call" in raw:
+        value = raw["gemm_gflop_per_call"]
+        numbers = isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf") for v in value
+        )
+        if not numbers or not value:
+            raise where.error(f"before: gemm_gflop_per_call must be a list of numbers ≥ 0, not {_shown(value)}")
+        counts["gemm_gflop_per_call"] = tuple(float(v) for v in value)
     return ProgramShape(**counts)
 
 

@@ -138,28 +138,29 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
     per_step = document.get("per_step")
     launches = per_step.get("launches") if isinstance(per_step, dict) else None
     launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
-    device, gflop = _fingerprint(document)
+    device, gflop, per_call = _fingerprint(document)
     return ProgramShape(
         compiled_regions=len(regions),
         graph_replays=len(replays),
         launches_per_step=launches,
         device=device,
         gemm_gflop_per_step=gflop,
+        gemm_gflop_per_call=per_call,
     )
 
 
-def _fingerprint(document: dict[str, Any]) -> tuple[str | None, float | None]:
-    """`program_fingerprint` of the document's `roofline` section and `steps`; (None, None) without them."""
+def _fingerprint(document: dict[str, Any]) -> tuple[str | None, float | None, tuple[float, ...] | None]:
+    """`program_fingerprint` of the document's `roofline` section and `steps`; Nones without them."""
     roofline, steps = document.get("roofline"), document.get("steps")
     if not isinstance(roofline, dict) or not isinstance(steps, int) or isinstance(steps, bool):
-        return None, None
+        return None, None, None
     rows = []
     for row in roofline.get("rows") or []:
-        model, calls, per_call = (
-            row.get(k) if isinstance(row, dict) else None for k in ("model", "calls", "gflop_per_call")
+        model, op, calls, per_call = (
+            row.get(k) if isinstance(row, dict) else None for k in ("model", "op", "calls", "gflop_per_call")
         )
         if isinstance(model, str) and isinstance(calls, int) and isinstance(per_call, (int, float)):
-            rows.append((model, calls, float(per_call)))
+            rows.append((model, op if isinstance(op, str) else "", calls, float(per_call)))
     device = roofline.get("device")
     pct = roofline.get("modelled_kernel_time_pct")
     return program_fingerprint(
