@@ -190,6 +190,8 @@ def test_recorded_mlp_gets_fusion_slices_and_roofline_args(tmp_path: Path) -> No
     fusion = [e for e in added(events) if e.get("ph") == "X" and e["name"].startswith("fuse #1: ")]
     assert len(fusion) == len(results.summary.step_table) == 5
     assert fusion[0]["name"] == "fuse #1: " + " → ".join(results.fusion.opportunities[0].kernels)
+    epilogue = [e for e in added(events) if e.get("ph") == "X" and e["name"].startswith("epilogue #2: ")]
+    assert len(epilogue) == 5  # the GEMM-epilogue opportunity, named as one (it was "fuse #2")
     gemms = [e for e in events if e.get("cat") == "kernel" and e["args"].get("tracelens category") == "gemm"]
     with_roofline = [e for e in gemms if "tracelens achieved TFLOP/s" in e["args"]]
     assert with_roofline and all(e["args"]["tracelens launched by"] == "aten::mm" for e in gemms)

@@ -87,6 +87,11 @@ def gap_slices(trace: Trace) -> list[AddedSlice]:
     return out
 
 
+def slice_prefix(opportunity: object) -> str:
+    """A fusion opportunity's slice name before its rank: `fuse` for a chain, `epilogue` for a GEMM epilogue."""
+    return "fuse" if getattr(opportunity, "kind", "chain") == "chain" else "epilogue"
+
+
 def fusion_slices(gpu: pd.DataFrame, results: AnalysisResults) -> list[AddedSlice]:
     """Each occurrence of each fusion opportunity: its kernels in stream order within one step (other kernels
     may run in between), as a slice from the first kernel's start to the last one's end."""
@@ -105,7 +110,7 @@ def fusion_slices(gpu: pd.DataFrame, results: AnalysisResults) -> list[AddedSlic
             out.append(
                 AddedSlice(
                     track="fusion opportunities",
-                    name=f"fuse #{rank}: " + " → ".join(pattern),
+                    name=f"{slice_prefix(opportunity)} #{rank}: " + " → ".join(pattern),
                     ts_ns=int(start_ns[a]),
                     dur_ns=max(int(end_ns[b] - start_ns[a]), 0),
                     args={

@@ -830,7 +830,8 @@ def finding_links(trace: Trace, gpu: Any, results: AnalysisResults, focus_step: 
             hint = "in Perfetto: the 'critical path' track under 'tracelens'"
         else:
             rank = note.split(":", 1)[0].split("#", 1)[-1]
-            hint = f"in Perfetto: search 'fuse #{rank}:' (track 'fusion opportunities' under 'tracelens')"
+            prefix = "epilogue" if note.startswith("GEMM-epilogue") else "fuse"
+            hint = f"in Perfetto: search '{prefix} #{rank}:' (track 'fusion opportunities' under 'tracelens')"
         out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
     return [*action_links(trace, results, focus), *out]
 
