@@ -20,8 +20,8 @@ independent readings of the same definitions (docs/definitions.md):
   window length;
 - the first step, when GPU work that has no launch in the trace (launched before the recording) ends after its
   CPU start and starts before the first GPU activity the step launched (the queue of earlier steps): when its
-  GPU end trails its CPU end, its step time runs from when that work ended to its GPU end (no shorter than its
-  CPU span: the CPU took that long to issue it); and when the
+  GPU end trails its CPU end, its step time runs from when that work ended to its GPU end (its CPU span may
+  be longer: a first step that begins with a sync waits there for that work); and when the
   earliest GPU activity ending after the step's start is such work, its window starts at that activity's start;
 - queue backlog = gpu_end(k) - CPU end of k.
 
@@ -131,7 +131,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
         elif previous_end is not None and i + 1 < len(ordered) and not inferred:
             step_ns = ordered[i + 1][1][0] - cpu_start
         elif earlier_end is not None and gpu_end > cpu_end:  # GPU-limited by the earlier work
-            step_ns = max(gpu_end - max(window_start, earlier_end), cpu_end - cpu_start)  # no shorter than its CPU
+            step_ns = gpu_end - max(window_start, earlier_end)
         else:
             step_ns = gpu_end - cpu_start
         rows.append(

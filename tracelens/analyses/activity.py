@@ -90,8 +90,8 @@ class StepWindows(msgspec.Struct, frozen=True):
     step, and for its last when it is not GPU-limited). `backlog_ns`: how far GPU work trails the CPU at the
     step's CPU end. When GPU work launched before the recording (the queue of earlier steps) still runs after the
     first step's CPU start and the step's GPU work trails its CPU end, that step is GPU-limited by it: its period
-    runs from when that work ended to its own GPU end, and is never shorter than its CPU span; when the first
-    recorded GPU activity is such work, its window starts there (what the GPU did before is not in the trace).
+    runs from when that work ended to its own GPU end; when the first recorded GPU activity is such work, its
+    window starts there (what the GPU did before is not in the trace).
     """
 
     start_ns: I64
@@ -157,8 +157,6 @@ def step_windows(trace: Trace) -> StepWindows:
         # no previous step: its window; GPU-limited by the earlier work when that ran into it and the GPU trails
         gpu_limited[0] = earlier_end > int(steps.start_ns[0]) and int(gpu_end[0]) > int(steps.end_ns[0])
         period[0] = gpu_end[0] - (max(int(start[0]), earlier_end) if gpu_limited[0] else first_start)
-        if gpu_limited[0]:  # never shorter than the CPU took to issue the step: no period is
-            period[0] = max(int(period[0]), int(steps.end_ns[0] - steps.start_ns[0]))
         if not gpu_limited[-1] and n > 1:  # a last step without a next one (a single step is the first)
             period[-1] = gpu_end[-1] - start[-1]
     return StepWindows(
