@@ -116,3 +116,21 @@ def test_fusion_on_a_graph_trace_is_per_replay(eager: str, graph: str) -> None:
                     assert action.predicted_launches_per_step == launches, action.basis
                     assert "inside the CUDA graph" in action.basis or action.action == "gemm_epilogue"
     assert chains[0] == chains[1] and chains[0]
+
+
+@pytest.mark.parametrize(("graph", "compiled"), [("mlp_graph", "mlp_ro"), ("block_graph", "block_ro")])
+def test_compile_on_a_graph_trace_keeps_the_graph_launch(graph: str, compiled: str) -> None:
+    """`compile` on a program that replays CUDA graphs keeps the graph launch (its kernels fused inside it) and
+    puts Inductor's wrapper before it: block_graph read "launches 1 → 0". Its twin compiled with
+    mode="reduce-overhead" (compiled regions new, graphs kept: the compile action) is within the stated range."""
+    import tracelens
+    from tracelens.analyses import analyze
+
+    root = Path(__file__).resolve().parent.parent / "traces/h200/graphs"
+    results = analyze(tracelens.load(root / f"{graph}.json.gz"))
+    assert results.actions is not None
+    (action,) = [a for a in results.actions.actions if a.action == "compile"]
+    assert action.predicted_launches_per_step == results.summary.per_step.launches == 1
+    measured = analyze(tracelens.load(root / f"{compiled}.json.gz")).critical_path
+    assert measured is not None and measured.step_us is not None
+    assert action.low <= measured.step_us <= action.high

@@ -221,23 +221,24 @@ def actions_of(
                 "launches {before} → 1 graph launch/step; GPU work unchanged",
             )
         )
-    for chain, total in _by_kernels(chains)[:3]:
+    for chain in _by_kernels(chains)[:3]:
         candidates.append(
             (
                 "fuse",
                 list(chain.ops),
                 functools.partial(_chain_plan, chain=chain, launch_ns=round((fused_launch_us or 0.0) * NS_PER_US)),
-                f"{total.kernels} kernels, {total.kernel_us:,.1f} µs/step; one kernel's memory traffic saves "
-                f"{total.saving_us:,.1f} µs; launches {{before}} → {{after}}; " + _launch_words(fused_launch_us),
+                f"{len(chain.kernels)} kernels × {chain.calls_per_step:g}/step, {chain.kernel_us_per_step:,.1f} "
+                f"µs/step; one kernel's memory traffic saves {chain.est_saving_us:,.1f} µs; "
+                "launches {before} → {after}; " + _launch_words(fused_launch_us),
             )
         )
-    for epilogue, total in _by_kernels(epilogues)[:2]:
+    for epilogue in _by_kernels(epilogues)[:2]:
         candidates.append(
             (
                 "gemm_epilogue",
                 list(epilogue.ops),
                 functools.partial(_epilogue_plan, epilogue=epilogue),
-                f"{total.kernel_us:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
+                f"{epilogue.kernel_us_per_step:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
                 "launches {before} → {after}",
             )
         )
@@ -474,7 +475,10 @@ def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
-    return call[fusible & after_fusible & (call >= 0)]
+    graph_launch = np.zeros(call.size, dtype=bool)  # a CUDA-graph launch replays the others too: it stays
+    own = call >= 0
+    graph_launch[own] = _graph_launch_names(trace)[trace.events.name[graph.calls.row[call[own]]]]
+    return call[fusible & after_fusible & own & ~graph_launch]
 
 
 @per_trace
@@ -483,32 +487,25 @@ def _memcpy_names(trace: Trace) -> Bool:
     return np.array([name.startswith("Memcpy") for name in trace.events.names], dtype=bool)
 
 
-def _by_kernels(opportunities: list[FusionOpportunity]) -> list[tuple[FusionOpportunity, _Merged]]:
-    """One per distinct set of kernel names, in order, with the totals of all that share it: the plans match
-    kernels by name, so opportunities over the same kernels (one per layer or per shape of a sweep, say) are one
-    action, which removes them all."""
-    merged: dict[tuple[str, ...], tuple[FusionOpportunity, _Merged]] = {}
+def _by_kernels(opportunities: list[FusionOpportunity]) -> list[FusionOpportunity]:
+    """One per distinct kernel sequence (the short names in stream order), in order: opportunities over the same
+    sequence (one per layer, or per shape of a sweep) are one action, whose figures are their totals and whose
+    plan matches as many instances per step as they run together (`_matches` takes `calls_per_step`)."""
+    merged: dict[tuple[str, ...], FusionOpportunity] = {}
     for opportunity in opportunities:
-        key = tuple(sorted(set(opportunity.kernels)))
-        first, total = merged.get(key, (opportunity, _Merged()))
+        key = tuple(opportunity.kernels)
+        first = merged.get(key)
         merged[key] = (
-            first,
-            _Merged(
-                total.kernels + len(opportunity.kernels),
-                total.kernel_us + opportunity.kernel_us_per_step,
-                total.saving_us + opportunity.est_saving_us,
-            ),
+            opportunity
+            if first is None
+            else msgspec.structs.replace(
+                first,
+                calls_per_step=first.calls_per_step + opportunity.calls_per_step,
+                kernel_us_per_step=first.kernel_us_per_step + opportunity.kernel_us_per_step,
+                est_saving_us=first.est_saving_us + opportunity.est_saving_us,
+            )
         )
     return list(merged.values())
-
-
-class _Merged(msgspec.Struct, frozen=True):
-    """Totals over the opportunities one action covers: kernels per instance summed, kernel µs per step, the
-    estimated saving of fusing them (µs per step)."""
-
-    kernels: int = 0
-    kernel_us: float = 0.0
-    saving_us: float = 0.0
 
 
 def _compile_plan(
