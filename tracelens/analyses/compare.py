@@ -291,10 +291,11 @@ def _balance(
     name: str, base_name: str, placed: Credit, b_steps: int, v_steps: int, absorbed_us: float
 ) -> FusionBalance:
     credited = sum(s.us for u in placed.units for s in u.credited) / b_steps + absorbed_us
-    fused = sum(u.us for u in placed.units) / v_steps
+    fused = sum(u.us for u in placed.units if u.credited) / v_steps  # the rows that show a saving
     kept_delta = sum(b.us for b, _ in placed.kept) / b_steps - sum(v.us for _, v in placed.kept) / v_steps
     unplaced = sum(s.us for s in placed.unplaced) / b_steps
-    unmatched = sum(s.us for s in placed.unmatched) / v_steps
+    # the variant's time that replaced nothing placed: its unmatched plain kernels and fused rows without an eager side
+    unmatched = (sum(s.us for s in placed.unmatched) + sum(u.us for u in placed.units if not u.credited)) / v_steps
     return FusionBalance(
         variant=name,
         baseline_variant=base_name,
