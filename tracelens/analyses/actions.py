@@ -370,23 +370,45 @@ def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step:
     return out
 
 
-def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity]) -> _Plan:
+def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity], per_instance: bool = False) -> _Plan:
     """The chains' kernels (matched by short name) shortened by their fused saving; the launches of all but the
-    kernels named first in each chain removed (no CPU work, no call time): one launch per fused kernel."""
+    kernels named like each chain's first removed (no CPU work, no call time); with `per_instance` (`fuse`), of
+    all but one per chain instance (`_heads`: a chain of one kernel name keeps one launch, not all). `compile`
+    keeps the first rule: its wrapper constants were measured with it (docs/actions.md)."""
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
-    names = trace.events.names
     for chain in chains:
         match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
         factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
+        heads = _heads(trace, graph, chain, match) if per_instance else _named_first(trace, graph, chain, match)
         for k, hit in enumerate(match):
             if not hit:
                 continue
             gpu_dur[k] = round(graph.gpu_dur_ns[k] * factor)
             call = _own_launch(trace, graph, k)
-            if call >= 0 and short_name(names[graph.gpu_name[k]]) != chain.kernels[0]:
+            if call >= 0 and k not in heads:
                 work[call], duration[call] = 0, 0
     return _Plan(work, duration, gpu_dur)
+
+
+def _named_first(trace: Trace, graph: StepGraph, chain: FusionOpportunity, match: list[bool]) -> set[int]:
+    """The matched activities named like the chain's first kernel."""
+    names = trace.events.names
+    first = chain.kernels[0]
+    return {k for k, hit in enumerate(match) if hit and short_name(names[graph.gpu_name[k]]) == first}
+
+
+def _heads(trace: Trace, graph: StepGraph, chain: FusionOpportunity, match: list[bool]) -> set[int]:
+    """The matched activities whose launch becomes the fused kernel's: the first ones (in stream order) named like
+    the chain's first kernel, one per instance of the chain in the step (its calls per step, at least one), so a
+    chain of one kernel name (copy_ → copy_) keeps one launch per instance, not all."""
+    names = trace.events.names
+    budget = max(1, round(chain.calls_per_step))
+    heads: set[int] = set()
+    for k, hit in enumerate(match):
+        if hit and len(heads) < budget and short_name(names[graph.gpu_name[k]]) == chain.kernels[0]:
+            heads.add(k)
+    return heads
 
 
 MATH_ATTENTION = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
@@ -432,12 +454,10 @@ def _launch_words(fused_launch_us: float | None) -> str:
 def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch_ns: int) -> _Plan:
     """`_fused_plan` of one chain, each fused kernel's launch preceded by `launch_ns` of CPU work (a Triton kernel
     launched from Python: `FUSED_LAUNCH_CALLS`) in place of the first op's observed dispatch."""
-    plan = _fused_plan(trace, graph, [chain])
-    names = trace.events.names
-    first = chain.kernels[0]
-    for k, hit in enumerate(_matches(trace, graph, chain.kernels, chain.calls_per_step)):
+    plan = _fused_plan(trace, graph, [chain], per_instance=True)
+    for k in _heads(trace, graph, chain, _matches(trace, graph, chain.kernels, chain.calls_per_step)):
         call = _own_launch(trace, graph, k)
-        if hit and call >= 0 and short_name(names[graph.gpu_name[k]]) == first:
+        if call >= 0:
             plan.work[call] = launch_ns
     return plan
 
