@@ -380,7 +380,7 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity],
     for chain in chains:
         match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
         factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
-        heads = _heads(trace, graph, chain, match) if per_instance else _named_first(trace, graph, chain, match)
+        heads = _heads(trace, graph, chain, match, per_instance)
         for k, hit in enumerate(match):
             if not hit:
                 continue
@@ -391,19 +391,14 @@ def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity],
     return _Plan(work, duration, gpu_dur)
 
 
-def _named_first(trace: Trace, graph: StepGraph, chain: FusionOpportunity, match: list[bool]) -> set[int]:
-    """The matched activities named like the chain's first kernel."""
+def _heads(
+    trace: Trace, graph: StepGraph, chain: FusionOpportunity, match: list[bool], per_instance: bool = True
+) -> set[int]:
+    """The matched activities whose launch becomes the fused kernel's: those named like the chain's first kernel;
+    with `per_instance`, only the first ones (in stream order), one per instance of the chain in the step (its
+    calls per step, at least one), so a chain of one kernel name (copy_ → copy_) keeps one launch per instance."""
     names = trace.events.names
-    first = chain.kernels[0]
-    return {k for k, hit in enumerate(match) if hit and short_name(names[graph.gpu_name[k]]) == first}
-
-
-def _heads(trace: Trace, graph: StepGraph, chain: FusionOpportunity, match: list[bool]) -> set[int]:
-    """The matched activities whose launch becomes the fused kernel's: the first ones (in stream order) named like
-    the chain's first kernel, one per instance of the chain in the step (its calls per step, at least one), so a
-    chain of one kernel name (copy_ → copy_) keeps one launch per instance, not all."""
-    names = trace.events.names
-    budget = max(1, round(chain.calls_per_step))
+    budget = max(1, round(chain.calls_per_step)) if per_instance else len(match)
     heads: set[int] = set()
     for k, hit in enumerate(match):
         if hit and len(heads) < budget and short_name(names[graph.gpu_name[k]]) == chain.kernels[0]:
@@ -466,9 +461,12 @@ def _own_launch(trace: Trace, graph: StepGraph, k: int) -> int:
     """The call that launched activity `k` alone, or -1: none, or a CUDA-graph launch, which replays more
     kernels than the one a fusion removes and stays (the fused kernel runs inside the graph)."""
     call = int(graph.gpu_launch_call[k])
-    if call < 0 or _graph_launch_names(trace)[trace.events.name[graph.calls.row[call]]]:
-        return -1
-    return call
+    return -1 if call < 0 or _graph_launch_calls(trace, graph)[call] else call
+
+
+def _graph_launch_calls(trace: Trace, graph: StepGraph) -> Bool:
+    """Per call of the step: whether it is a CUDA-graph launch (`model.cuda_graphs.GRAPH_LAUNCH_NAMES`)."""
+    return _graph_launch_names(trace)[trace.events.name[graph.calls.row]]
 
 
 @per_trace
@@ -495,9 +493,8 @@ def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
-    graph_launch = np.zeros(call.size, dtype=bool)  # a CUDA-graph launch replays the others too: it stays
     own = call >= 0
-    graph_launch[own] = _graph_launch_names(trace)[trace.events.name[graph.calls.row[call[own]]]]
+    graph_launch = own & _graph_launch_calls(trace, graph)[np.maximum(call, 0)]  # it replays the others too: stays
     return call[fusible & after_fusible & own & ~graph_launch]
 
 
