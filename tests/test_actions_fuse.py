@@ -127,7 +127,7 @@ def cell_counts(pairs: list[tuple[Path, Path]], action: str) -> dict[str, list[i
         assert results.actions is not None
         (prediction,) = [a for a in results.actions.actions if a.action == action][:1]
         realized = raw_mean_span_us(after)
-        cell = counts[prediction.limited_by]
+        cell = counts["gpu" if prediction.limited_by == "gpu" else "cpu"]  # the class of its range
         cell[0] += 1
         cell[1] += abs(prediction.predicted_step_us / realized - 1) <= 0.20
         cell[2] += prediction.low <= realized <= prediction.high

@@ -142,7 +142,7 @@ def _half_widths(cells: list[tuple[str, str, str, float, float, float, float]]) 
     found: dict[str, float] = {}
     for _, name, limited_by, predicted, _, _, realized in cells:
         need = math.ceil(round(100 * abs(realized / predicted - 1), 6)) / 100
-        key = "cpu" if limited_by == "cpu" else name
+        key = name if limited_by == "gpu" else "cpu"
         found[key] = max(found.get(key, MIN_HALF_WIDTH), need)
     return found
 
@@ -156,11 +156,11 @@ def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     from tracelens.analyses.actions import CPU_LIMITED_HALF_WIDTH, HALF_WIDTH
 
     cells = _cells(RECORDINGS)
-    assert len(cells) == 38 and sum(c[2] == "cpu" for c in cells) == 22
+    assert len(cells) == 38 and sum(c[2] != "gpu" for c in cells) == 21
     assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
     assert all(low <= realized <= high for *_, low, high, realized in cells)
-    fitted = [c for c in _cells(RECORDINGS[:3]) if c[1:3] == ("compile", "cpu")]
-    held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1:3] == ("compile", "cpu")]
+    fitted = [c for c in _cells(RECORDINGS[:3]) if c[1] == "compile" and c[2] != "gpu"]
+    held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1] == "compile" and c[2] != "gpu"]
     assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (13, 6, 0.51)
     ratios = [realized / predicted for *_, predicted, _, _, realized in held_out]
     assert sum(abs(r - 1) <= 0.51 for r in ratios) == 5

@@ -42,14 +42,13 @@ from tracelens.analyses.critical_path import (
     _previous_on_lane,
     _steps_with_gpu,
     _within_budget,
+    limit_of,
     replay_calls,
+    savings_of_calls,
     step_graph,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
-from tracelens.analyses.profiler_overhead import (  # the same split: a step at most GPU_LIMITED_RATIO × GPU work
-    GPU_LIMITED_RATIO,
-    host_features,
-)
+from tracelens.analyses.profiler_overhead import host_features
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
 from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
@@ -98,17 +97,20 @@ HALF_WIDTH: dict[str, float] = {"compile": 0.14, "cuda_graphs": 0.11, "fuse": 0.
 CPU_LIMITED_HALF_WIDTH = 0.60
 MIN_HALF_WIDTH = 0.10
 MAX_ACTIONS = 8
+LIMIT_WORDS = {"cpu": "cpu-limited", "mixed": "cpu+gpu-limited", "unknown": "limit unknown"}  # not "gpu"
 
 
 class Action(msgspec.Struct, frozen=True):
     """One action: `action` (compile, cuda_graphs, fuse, gemm_epilogue), what it changes (`targets`: kernels or
     ops), the predicted mean step span (µs) and saving over the analyzed steps, the range from the model's
     calibration error, `basis` (the model and its evidence in one line), and the profiler-free prediction when the
-    summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: "gpu" where the
-    predicted step is at most `GPU_LIMITED_RATIO` × its busiest stream's GPU work after the change, else "cpu"
-    (each class has its own range: `half_width_of`); `low` and `high` are never below the changed step's busiest
-    stream's GPU work. `predicted_launches_per_step`: the kernel launch calls per step left after the change
-    (mean over the steps; what `check` tells `fuse` and `gemm_epilogue` apart by)."""
+    summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: what limits the
+    changed step, by the rule that decides the observed step's limit (`critical_path.limit_of` of the mean
+    savings of the what-ifs that halve its CPU work and its GPU work, replayed on the changed steps): "gpu",
+    "cpu", "mixed" or "unknown"; a "gpu" step's range is the action's own, the others' the CPU-limited one
+    (`half_width_of`); `low` and `high` are never below the changed step's busiest stream's GPU work.
+    `predicted_launches_per_step`: the kernel launch calls per step left after the change (mean over the steps;
+    what `check` tells `fuse` and `gemm_epilogue` apart by)."""
 
     action: str
     targets: list[str]
@@ -123,15 +125,16 @@ class Action(msgspec.Struct, frozen=True):
 
 
 def half_width_of(action: str, limited_by: str) -> float:
-    """The relative half-width of the range of `action`'s prediction for a changed step limited by `limited_by`
-    ("gpu" or "cpu"): `HALF_WIDTH[action]`, or `CPU_LIMITED_HALF_WIDTH` for a CPU-limited one."""
-    return CPU_LIMITED_HALF_WIDTH if limited_by == "cpu" else HALF_WIDTH[action]
+    """The relative half-width of the range of `action`'s prediction for a changed step limited by `limited_by`:
+    `HALF_WIDTH[action]` where the GPU limits it, else (the host's speed counts) `CPU_LIMITED_HALF_WIDTH`."""
+    return HALF_WIDTH[action] if limited_by == "gpu" else CPU_LIMITED_HALF_WIDTH
 
 
 def range_notes(action: Action, step_us: float) -> list[str]:
-    """What the text and the page say beside an action's range: `cpu-limited` where the host limits the changed
-    step (its range is the wider CPU-limited one), `may not help` where the range reaches the current step."""
-    notes = ["cpu-limited"] if action.limited_by == "cpu" else []
+    """What the text and the page say beside an action's range: what limits the changed step where the GPU
+    alone does not (its range is the wider CPU-limited one: `LIMIT_WORDS`), `may not help` where the range
+    reaches the current step."""
+    notes = [LIMIT_WORDS[action.limited_by]] if action.limited_by in LIMIT_WORDS else []
     return notes + (["may not help"] if action.high >= step_us else [])
 
 
@@ -299,9 +302,14 @@ def _predict(
     spans = []
     busiest_lane_us = []
     before = after = 0
+    cpu_saved_ns = gpu_saved_ns = 0
     for graph in graphs:
         plan = model(trace, graph)
-        spans.append(replay_calls(graph, plan.work, plan.duration, plan.gpu_dur).step_ns / NS_PER_US)
+        step_ns = replay_calls(graph, plan.work, plan.duration, plan.gpu_dur).step_ns
+        spans.append(step_ns / NS_PER_US)
+        cpu_ns, gpu_ns = savings_of_calls(graph, plan.work, plan.duration, plan.gpu_dur, step_ns)
+        cpu_saved_ns += cpu_ns
+        gpu_saved_ns += gpu_ns
         busiest_lane_us.append(_busiest_lane_ns(graph, plan.gpu_dur) / NS_PER_US)
         launches = ~graph.cpu_columns[2]
         before += int(launches.sum())
@@ -311,7 +319,7 @@ def _predict(
     n = len(graphs)
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
     busiest_us = sum(busiest_lane_us) / n
-    limited_by = "gpu" if predicted <= GPU_LIMITED_RATIO * busiest_us else "cpu"
+    limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
     half_width = half_width_of(name, limited_by)
     free = None
     if profiler_free_us is not None and observed_us > 0:

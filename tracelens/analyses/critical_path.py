@@ -980,6 +980,35 @@ def replay_calls(graph: StepGraph, work: list[int] | I64, duration: list[int] | 
     return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
 
 
+def savings_of_calls(
+    graph: StepGraph, work: list[int] | I64, duration: list[int] | I64, gpu_dur: dict[int, int], step_ns: int
+) -> tuple[int, int]:
+    """(all CPU work 2× faster, all GPU work 2× faster): what each saves (ns) on the step re-timed by
+    `replay_calls(graph, work, duration, gpu_dur)` (whose span is `step_ns`), changed as the standard what-ifs
+    change the observed step (`critical_path_of`: syncs keep their length, the CPU tail is scaled too), so that
+    `limit_of` says of a changed step what it says of an observed one."""
+    work_ns, duration_ns = np.asarray(work, np.int64), np.asarray(duration, np.int64)
+    is_sync = graph.cpu_columns[2]
+    fast_work = np.rint(work_ns / 2.0).astype(np.int64)
+    fast_duration = np.where(is_sync, duration_ns, np.rint(duration_ns / 2.0).astype(np.int64))
+    length = graph.native_arrays[2][1].copy()
+    if gpu_dur:
+        length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
+    halved = np.rint(length / 2.0).astype(np.int64)
+    timed_cpu = _replay_native(graph, fast_work, fast_duration, gpu_dur, walk=False) if native.ENABLED else None
+    if timed_cpu is None:
+        timed_cpu = _replay_python(graph, fast_work.tolist(), fast_duration.tolist(), gpu_dur)
+    timed_gpu = (
+        _replay_native(graph, work_ns, duration_ns, {}, walk=False, gpu_length=halved) if native.ENABLED else None
+    )
+    if timed_gpu is None:
+        every = dict(enumerate(halved.tolist()))
+        timed_gpu = _replay_python(graph, work_ns.tolist(), duration_ns.tolist(), every)
+    cpu_ns = _finish(graph, 2.0, *timed_cpu, walk=False).step_ns
+    gpu_ns = _finish(graph, 1.0, *timed_gpu, walk=False).step_ns
+    return step_ns - cpu_ns, step_ns - gpu_ns
+
+
 def _as_list(values: list[int] | I64) -> list[int]:
     return values.tolist() if isinstance(values, np.ndarray) else values
 

@@ -285,7 +285,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "what to do next: `summary` (`step_us`, `profiler_free_step_us`, `limit`, `steps`) and "
                 "`actions` (`action`: `compile`, `cuda_graphs`, `fuse` or `gemm_epilogue`; `targets`, "
                 "`predicted_step_us`, `saved_us`, `low`, `high`, `basis`, `predicted_profiler_free_step_us`, "
-                "`limited_by`: `gpu` or `cpu`), `note` ([actions](actions.md))",
+                "`limited_by`: `gpu`, `cpu`, `mixed` or `unknown`, by the what-ifs of the changed step), `note` "
+                "([actions](actions.md))",
             ),
         ),
     ),

@@ -1,0 +1,85 @@
+"""One rule for what limits a step: an action's `limited_by` (the changed step) is read as the `Limit:` line reads
+the observed step, from the savings of all CPU work and all GPU work 2× faster. With a plan that changes nothing,
+`savings_of_calls` gives the critical path's own what-ifs; its C and Python replays agree; on CUDA-graph traces,
+whose graphs leave gaps between kernels, no action calls a GPU-limited step CPU-limited (docs/actions.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracelens
+from tracelens import native
+from tracelens.analyses import analyze
+from tracelens.analyses.critical_path import (
+    _steps_with_gpu,
+    _within_budget,
+    critical_path_of,
+    replay_calls,
+    savings_of_calls,
+    step_graph,
+)
+from tracelens.analyses.window import select_window
+from tracelens.units import NS_PER_US
+
+H200 = Path("traces/h200")
+TRACES = ("eager_mlp", "block/eager_block", "extra/sweep_eager_mlp_t64", "graphs/block_graph", "graphs/mlp_graph")
+
+
+def _identity_savings_us(trace: tracelens.Trace) -> tuple[float, float]:
+    """Mean (CPU 2×, GPU 2×) savings of `savings_of_calls` with the observed calls and activities, over the
+    critical path's steps."""
+    indices, _ = _within_budget(trace, _steps_with_gpu(trace, select_window(trace)))
+    cpu = gpu = 0
+    graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None]
+    for graph in graphs:
+        work, duration, _ = graph.cpu_columns
+        step_ns = replay_calls(graph, work, duration, {}).step_ns
+        cpu_ns, gpu_ns = savings_of_calls(graph, work, duration, {}, step_ns)
+        cpu, gpu = cpu + cpu_ns, gpu + gpu_ns
+    return cpu / len(graphs) / NS_PER_US, gpu / len(graphs) / NS_PER_US
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_no_change_gives_the_critical_paths_what_ifs(name: str) -> None:
+    trace = tracelens.load(H200 / f"{name}.json.gz")
+    path = critical_path_of(trace, select_window(trace))
+    rows = {row.change: row.saved_us for row in path.what_if}
+    cpu_us, gpu_us = _identity_savings_us(trace)
+    assert cpu_us == pytest.approx(rows["all CPU work 2× faster"], abs=0.06)
+    assert gpu_us == pytest.approx(rows["all GPU work 2× faster"], abs=0.06)
+
+
+@pytest.mark.parametrize("name", TRACES[:3])
+def test_the_python_replay_gives_the_same_savings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tracelens.load(H200 / f"{name}.json.gz")
+    indices, _ = _within_budget(trace, _steps_with_gpu(trace, select_window(trace)))
+    graph = step_graph(trace, indices[0])
+    assert graph is not None
+    work, duration, _ = graph.cpu_columns
+    removed = np.flatnonzero(~graph.cpu_columns[2])[:3]  # a changed plan: some calls' work and length set to 0
+    work, duration = work.copy(), duration.copy()
+    work[removed], duration[removed] = 0, 0
+    gpu_dur = {0: 1_000}
+    step_ns = replay_calls(graph, work, duration, gpu_dur).step_ns
+    fast = savings_of_calls(graph, work, duration, gpu_dur, step_ns)
+    monkeypatch.setattr(native, "ENABLED", False)
+    assert replay_calls(graph, work.tolist(), duration.tolist(), gpu_dur).step_ns == step_ns
+    assert savings_of_calls(graph, work, duration, gpu_dur, step_ns) == fast
+
+
+@pytest.mark.parametrize("name", ["graphs/block_graph", "graphs/mlp_graph"])
+def test_graph_traces_fusions_agree_with_the_limit_line(name: str) -> None:
+    """A fusion inside the graph leaves the step GPU-limited, as the `Limit:` line says of it; before, every
+    action of these traces was `cpu-limited` (step > 1.5 × GPU busy: the graph's own gaps between kernels).
+    compile is CPU-limited or mixed there: its model puts Inductor's wrapper (170.9 µs) on the host, and predicts
+    a longer step than the graph replay (docs/actions.md)."""
+    results = analyze(tracelens.load(H200 / f"{name}.json.gz"))
+    assert results.actions is not None and results.critical_path is not None
+    assert results.critical_path.limit == "gpu"
+    fusions = [a for a in results.actions.actions if a.action in ("fuse", "gemm_epilogue")]
+    assert fusions and all(action.limited_by == "gpu" for action in fusions)
+    (compile_,) = [a for a in results.actions.actions if a.action == "compile"]
+    assert compile_.limited_by in ("cpu", "mixed") and compile_.predicted_step_us > results.actions.summary.step_us
