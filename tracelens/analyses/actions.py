@@ -51,7 +51,7 @@ from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.profiler_overhead import host_features
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
-from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
+from tracelens.model.cuda_graphs import graph_launch_name_mask
 from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
@@ -479,8 +479,8 @@ def _graph_launch_calls(trace: Trace, graph: StepGraph) -> Bool:
 
 @per_trace
 def _graph_launch_names(trace: Trace) -> Bool:
-    """Per name code: whether it names a CUDA-graph launch (`model.cuda_graphs.GRAPH_LAUNCH_NAMES`)."""
-    return np.array([name in GRAPH_LAUNCH_NAMES for name in trace.events.names], dtype=bool)
+    """Per name code: whether it names a CUDA-graph launch (`model.cuda_graphs.graph_launch_name_mask`)."""
+    return graph_launch_name_mask(trace.events)
 
 
 FUSIBLE = frozenset(CATEGORIES.index(c) for c in ("elementwise", "reduction", "norm", "copy", "fused"))
@@ -550,7 +550,7 @@ def _compile_plan(
         fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
         for k in removed:
             fused.gpu_dur[k] = 0
-            call = graph.gpu_launch_call[k]
+            call = _own_launch(trace, graph, k)  # a CUDA-graph launch stays: it replays the rest of the graph
             if call >= 0:
                 work[call], duration[call] = 0, 0
     host = _host_only_work_ns(trace, graph)
