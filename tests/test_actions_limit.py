@@ -1,7 +1,10 @@
-"""One rule for what limits a step: an action's `limited_by` (the changed step) is read as the `Limit:` line reads
-the observed step, from the savings of all CPU work and all GPU work 2× faster. With a plan that changes nothing,
-`savings_of_calls` gives the critical path's own what-ifs; its C and Python replays agree; on CUDA-graph traces,
-whose graphs leave gaps between kernels, no action calls a GPU-limited step CPU-limited (docs/actions.md)."""
+"""CUDA-graph traces and one rule for what limits a step.
+
+An action's `limited_by` (the changed step) is read as the `Limit:` line reads the observed step, from the
+savings of all CPU work and all GPU work 2× faster. With a plan that changes nothing, `savings_of_calls` gives
+the critical path's own what-ifs; its C and Python replays agree; on CUDA-graph traces, whose graphs leave gaps
+between kernels, no fusion calls a GPU-limited step CPU-limited (docs/actions.md); the op table counts the
+kernels a graph replayed, by a stdlib reading of the raw events."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 import tracelens
+from tests import rawtrace
 from tracelens import native
 from tracelens.analyses import analyze
 from tracelens.analyses.critical_path import (
@@ -22,6 +26,7 @@ from tracelens.analyses.critical_path import (
     step_graph,
 )
 from tracelens.analyses.window import select_window
+from tracelens.renderers.text import op_table
 from tracelens.units import NS_PER_US
 
 H200 = Path("traces/h200")
@@ -83,3 +88,35 @@ def test_graph_traces_fusions_agree_with_the_limit_line(name: str) -> None:
     assert fusions and all(action.limited_by == "gpu" for action in fusions)
     (compile_,) = [a for a in results.actions.actions if a.action == "compile"]
     assert compile_.limited_by in ("cpu", "mixed") and compile_.predicted_step_us > results.actions.summary.step_us
+
+
+def _replayed_kernels_per_step_stdlib(path: Path, numbers: list[int]) -> float:
+    """Stdlib: kernels whose launch call (by correlation id) is a CUDA-graph launch and lies in one of the
+    ProfilerSteps `numbers`, per step."""
+    evs = rawtrace.events(path)
+    graph_launch = {
+        int(e["args"]["correlation"])
+        for e in evs
+        if "GraphLaunch" in str(e.get("name")) and (e.get("args") or {}).get("correlation") is not None
+    }
+    count = sum(
+        1
+        for e, step in rawtrace.kernel_steps(evs)
+        if step in numbers and int((e.get("args") or {}).get("correlation", -1)) in graph_launch
+    )
+    return count / len(numbers)
+
+
+@pytest.mark.parametrize("name", ["graphs/mlp_graph", "graphs/block_graph", "graphs/mlp_ro", "eager_mlp"])
+def test_the_op_table_counts_replayed_kernels(name: str) -> None:
+    """The ops' replayed kernels per step add up to the stdlib count; the text says why such an op shows 0
+    calls per step (it ran when the graph was captured)."""
+    path = H200 / f"{name}.json.gz"
+    results = analyze(tracelens.load(path))
+    summary = results.summary
+    replayed = sum(row.replayed_kernels_per_step for row in summary.ops)
+    assert replayed == pytest.approx(_replayed_kernels_per_step_stdlib(path, summary.step_numbers), abs=0.01)
+    captured = [row for row in summary.ops if row.replayed_kernels_per_step and not row.calls_per_step]
+    assert bool(captured) == name.startswith("graphs/")
+    text = op_table(summary).caption
+    assert (text is not None) == bool(captured)

@@ -23,6 +23,7 @@ from tracelens.analyses.codes import (
 )
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
+from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import percentiles
@@ -45,36 +46,36 @@ LAYER_HELP = {
     "other_api": "other runtime calls: allocation, events, stream waits …",
 }
 
-LAUNCH_APIS = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cudaLaunchKernelEx",
-        "cudaLaunchCooperativeKernel",
-        "cudaLaunchCooperativeKernelMultiDevice",
-        "cuLaunchKernel",
-        "cuLaunchKernelEx",
-        "cuLaunchCooperativeKernel",
-        "cudaGraphLaunch",
-        "cuGraphLaunch",
-        "hipLaunchKernel",
-        "hipExtLaunchKernel",
-        "hipModuleLaunchKernel",
-        "hipExtModuleLaunchKernel",
-        "hipLaunchCooperativeKernel",
-        "hipGraphLaunch",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-        "cudaMemcpy2DAsync",
-        "cuMemcpyAsync",
-        "cuMemsetD8Async",
-        "cuMemsetD32Async",
-        "hipMemcpyAsync",
-        "hipMemsetAsync",
-        "hipMemcpyWithStream",
-    }
+GRAPH_LAUNCH_APIS = frozenset(GRAPH_LAUNCH_NAMES)  # one set: model.cuda_graphs
+LAUNCH_APIS = (
+    frozenset(
+        {
+            "cudaLaunchKernel",
+            "cudaLaunchKernelExC",
+            "cudaLaunchKernelEx",
+            "cudaLaunchCooperativeKernel",
+            "cudaLaunchCooperativeKernelMultiDevice",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cuLaunchCooperativeKernel",
+            "hipLaunchKernel",
+            "hipExtLaunchKernel",
+            "hipModuleLaunchKernel",
+            "hipExtModuleLaunchKernel",
+            "hipLaunchCooperativeKernel",
+            "cudaMemcpyAsync",
+            "cudaMemsetAsync",
+            "cudaMemcpy2DAsync",
+            "cuMemcpyAsync",
+            "cuMemsetD8Async",
+            "cuMemsetD32Async",
+            "hipMemcpyAsync",
+            "hipMemsetAsync",
+            "hipMemcpyWithStream",
+        }
+    )
+    | GRAPH_LAUNCH_APIS
 )
-GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 SYNC_API = re.compile(
     r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)Memcpy(2D)?$|^cuMemcpy(DtoH|HtoD)?$"
 )

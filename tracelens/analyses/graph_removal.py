@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisResults
-from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
+from tracelens.model.cuda_graphs import KERNEL_LAUNCH_NAMES, graph_launch_name_mask
 from tracelens.model.events import API_KINDS, Kind, kind_mask
 from tracelens.model.nesting import nearest_ancestor_of_kind
 from tracelens.model.trace import Trace
@@ -76,12 +76,11 @@ def graph_side(name: str, trace: Trace, results: AnalysisResults) -> GraphSide:
     indices = [i for n in summary.step_numbers if (i := trace.step_index(n)) is not None]
     names = ev.names
     launch_codes = {i for i, n in enumerate(names) if n in KERNEL_LAUNCH_NAMES}
-    graph_codes = {i for i, n in enumerate(names) if n in GRAPH_LAUNCH_NAMES}
     sync_codes = {i for i, n in enumerate(names) if "Synchronize" in n}
     copy_codes = {i for i, n in enumerate(names) if "HtoD" in n or "DtoH" in n}
     api = kind_mask(ev.kind, API_KINDS)
     is_launch = api & np.isin(ev.name, list(launch_codes))
-    is_graph = api & np.isin(ev.name, list(graph_codes))
+    is_graph = api & graph_launch_name_mask(ev)[ev.name]
     is_sync = api & np.isin(ev.name, list(sync_codes))
     is_copy = (ev.kind == Kind.MEMCPY) & np.isin(ev.name, list(copy_codes))
     ops = np.flatnonzero(ev.kind == Kind.CPU_OP)

@@ -141,7 +141,7 @@ ANALYSES: tuple[Analysis[Any], ...] = (
             KeyDoc(
                 "ops",
                 "op → kernels: `name`, `calls_per_step`, `kernels_per_step`, `gpu_us_per_step`, the kernels it "
-                "launched",
+                "launched, `replayed_kernels_per_step` (of them, replayed by a CUDA graph)",
             ),
             KeyDoc(
                 "warnings",

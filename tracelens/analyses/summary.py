@@ -21,6 +21,7 @@ from tracelens.analyses.window import (
     per_step_sums,
     select_window,
 )
+from tracelens.model.cuda_graphs import graph_launch_name_mask
 from tracelens.model.events import API_KINDS, I64, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints, median
@@ -118,13 +119,16 @@ class OpKernel(msgspec.Struct, frozen=True):
 
 
 class OpRow(msgspec.Struct, frozen=True):
-    """An op (aten op, compiled region, autograd Function) and the kernels it launched, per step."""
+    """An op (aten op, compiled region, autograd Function) and the kernels it launched, per step;
+    `replayed_kernels_per_step`: those of them a CUDA graph replayed (the op ran when the graph was captured, not
+    in the step: its `calls_per_step` can be 0 beside kernels)."""
 
     name: str
     calls_per_step: float
     kernels_per_step: float
     gpu_us_per_step: float
     kernels: list[OpKernel]
+    replayed_kernels_per_step: float = 0.0
 
 
 class Summary(msgspec.Struct, frozen=True):
@@ -357,15 +361,17 @@ def _op_rows(trace: Trace, window: Window, gpu: GpuActivity, n_steps: int) -> li
     group = group.reshape(-1)
     calls = np.bincount(group)
     total_ns = np.bincount(group, weights=kernels.dur_ns).astype(np.int64)
+    replayed_of_pair = np.bincount(group, weights=_replayed(ev, kernels), minlength=len(pairs))
     op_of_pair, name_of_pair = np.divmod(pairs, len(name_text))
     order = np.lexsort((first, -total_ns, op_of_pair))
     launched: dict[str, list[OpKernel]] = {}
     totals: dict[str, list[float]] = {}
-    for op, kernel, n_calls, total in zip(
+    for op, kernel, n_calls, total, replayed in zip(
         op_of_pair[order].tolist(),
         name_of_pair[order].tolist(),
         calls[order].tolist(),
         total_ns[order].tolist(),
+        replayed_of_pair[order].tolist(),
         strict=True,
     ):
         op_name, kernel_name = op_text[op], name_text[kernel]
@@ -377,9 +383,10 @@ def _op_rows(trace: Trace, window: Window, gpu: GpuActivity, n_steps: int) -> li
                 us_per_step=round(float(total) / NS_PER_US / n_steps, 3),
             )
         )
-        sums = totals.setdefault(op_name, [0.0, 0.0])
+        sums = totals.setdefault(op_name, [0.0, 0.0, 0.0])
         sums[0] += float(n_calls)
         sums[1] += float(total)
+        sums[2] += float(replayed)
     rows = [
         OpRow(
             name=op_name or "(no op)",
@@ -387,11 +394,19 @@ def _op_rows(trace: Trace, window: Window, gpu: GpuActivity, n_steps: int) -> li
             kernels_per_step=round(totals[op_name][0] / n_steps, 3),
             gpu_us_per_step=round(totals[op_name][1] / NS_PER_US / n_steps, 3),
             kernels=op_kernels,
+            replayed_kernels_per_step=round(totals[op_name][2] / n_steps, 3),
         )
         for op_name, op_kernels in launched.items()
     ]
     rows.sort(key=lambda r: (-r.gpu_us_per_step, r.name))
     return rows
+
+
+def _replayed(ev: EventTable, kernels: GpuActivity) -> np.ndarray:
+    """Per kernel of `kernels`: 1.0 where a CUDA-graph launch replayed it, else 0.0."""
+    graph_launch = graph_launch_name_mask(ev)
+    code = kernels.launch_name
+    return ((code >= 0) & graph_launch[np.maximum(code, 0)]).astype(np.float64)
 
 
 def _calls_by_name(ev: EventTable, mask: np.ndarray) -> dict[str, int]:

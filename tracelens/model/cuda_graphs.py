@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, EventTable, Kind, kind_mask
+from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, Bool, EventTable, Kind, kind_mask
 from tracelens.model.steps import step_numbers_by_code
 from tracelens.model.trace import Trace, TrackTable
 from tracelens.records import replace
@@ -30,6 +30,13 @@ KERNEL_LAUNCH_NAMES = (
     "hipExtLaunchKernel",
     "hipModuleLaunchKernel",
 )
+
+
+def graph_launch_name_mask(events: EventTable) -> Bool:
+    """Per name code of `events`: whether it names a CUDA-graph launch (`GRAPH_LAUNCH_NAMES`). The one reading
+    of that set (replays here, the actions' kept launches, the op table's replayed kernels, graph removal)."""
+    wanted = set(GRAPH_LAUNCH_NAMES)
+    return np.fromiter((name in wanted for name in events.names), dtype=bool, count=len(events.names))
 
 
 def _codes(events: EventTable, names: tuple[str, ...]) -> np.ndarray:
@@ -89,7 +96,7 @@ def replaying_launch(events: EventTable, launch: I32, rows: np.ndarray) -> np.nd
     """Per row of `rows` (GPU activity): the row of the CUDA-graph launch that replayed it (`GRAPH_LAUNCH_NAMES`),
     -1 for activity launched on its own or not linked to a launch (int64)."""
     launched = launch[rows].astype(np.int64)
-    graph_codes = _codes(events, GRAPH_LAUNCH_NAMES)
+    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
     if graph_codes.size == 0:
         return np.full(launched.size, -1, dtype=np.int64)
     replayed = (launched >= 0) & np.isin(events.name[np.maximum(launched, 0)], graph_codes)
@@ -99,7 +106,7 @@ def replaying_launch(events: EventTable, launch: I32, rows: np.ndarray) -> np.nd
 def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, list[str]]:
     """`op` with each replayed kernel given its captured launch's op, and the warnings/notes (see the module)."""
     gpu = np.flatnonzero(kind_mask(events.kind, GPU_ACTIVITY_KINDS) & (events.kind == Kind.KERNEL) & (launch >= 0))
-    graph_codes = _codes(events, GRAPH_LAUNCH_NAMES)
+    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
     if gpu.size == 0 or graph_codes.size == 0:
         return op, []
     replayed = gpu[np.isin(events.name[launch[gpu]], graph_codes)]
@@ -140,7 +147,7 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
 
 def _graph_replays(events: EventTable, launch: I32) -> dict[int, np.ndarray]:
     """{cudaGraphLaunch row: its replayed kernel rows in start order}."""
-    graph_codes = _codes(events, GRAPH_LAUNCH_NAMES)
+    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
     gpu = np.flatnonzero((events.kind == Kind.KERNEL) & (launch >= 0))
     if gpu.size == 0 or graph_codes.size == 0:
         return {}

@@ -250,6 +250,14 @@ def op_table(summary: Summary) -> Table:
             us_text(row.gpu_us_per_step),
             launched,
         )
+    captured = [
+        row.name for row in summary.ops[:MAX_OP_ROWS] if row.replayed_kernels_per_step and not row.calls_per_step
+    ]
+    if captured:
+        table.caption = (
+            f"calls/step 0 ({', '.join(captured[:3])}{', …' if len(captured) > 3 else ''}): the op ran when its "
+            "CUDA graph was captured; its kernels replay in the graph each step"
+        )
     return table
 
 
