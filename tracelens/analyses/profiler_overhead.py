@@ -41,7 +41,7 @@ PER_REGION = 16.0  # per Torch-Compiled Region call: Dynamo's and Inductor's ran
 LEAD_SHARE = 0.7  # the share of the step's lead to its first GPU activity that remains without the profiler
 COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
 # The estimate's stated range: the CUDA-event step ÷ the estimate over the calibration traces, rounded outward,
-# apart for steps the GPU limits in the trace (profiled step <= GPU_LIMITED_RATIO × GPU busy: smallest to largest)
+# apart for steps whose GPU is busy >= 1 / GPU_LIMITED_RATIO of the profiled step (smallest to largest)
 # and those the CPU limits, whose length follows the host's speed, which moves up to 2× within seconds (the
 # central 95 %: docs/profiler_overhead.md#the-range; the test refits them).
 GPU_LIMITED_RATIO = 1.5
@@ -224,8 +224,8 @@ def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us:
     return (
         f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
         f"({FIXED:g} + {PER_EVENT:g} × {host.events:,.1f} CPU ops and runtime calls{regions})); likely "
-        f"{low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps the {'GPU' if gpu else 'CPU'} limits "
-        "(docs/profiler_overhead.md)"
+        f"{low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps whose GPU is busy "
+        f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.0f} % of the step (docs/profiler_overhead.md)"
     )
 
 
@@ -244,7 +244,8 @@ def estimate_range_us(
 
 
 def gpu_limited(step_us: float, gpu_busy_us: float | None) -> bool:
-    """Whether the GPU limits the profiled step: its busy time is at least 1 / GPU_LIMITED_RATIO of the step."""
+    """The range's class of the profiled step: its GPU busy time is at least 1 / GPU_LIMITED_RATIO of the step.
+    Not the verdict on what limits it (`critical_path.limit_of`, the `Limit:` line), which the what-ifs decide."""
     return gpu_busy_us is not None and step_us <= GPU_LIMITED_RATIO * gpu_busy_us
 
 
