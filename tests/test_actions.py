@@ -123,7 +123,7 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     results = analyze(tracelens.load(path))
     assert results.actions is not None
     console = make_console(False, 200)
-    print_parts(console, actions_parts(results.actions, results))
+    print_parts(console, actions_parts(results.actions, results)[:1])  # the summary (the table follows it)
     lines = render_to_string(console).rstrip("\n").split("\n")
     assert len(lines) <= 15 and all(len(line) <= 80 for line in lines)
     assert lines[0].startswith("What to do next — step ")
@@ -387,3 +387,28 @@ def test_the_summary_names_the_step_its_profiler_free_time_is_for(
     apart = abs(raw_mean_span_us(path) / median - 1) > 0.05
     out, _ = run_cli(capsys, "analyze", str(path), "--summary")
     assert apart == named == ("(for the median step, " in out)
+
+
+def test_section_actions_lists_every_action_and_summary_only_the_summary() -> None:
+    """`--section actions` ends with a table of every action (those the summary leaves out and those predicted
+    to lengthen the step included); `--summary` prints the summary alone, whose "(N more: --section actions"
+    hint points at that table."""
+    import subprocess
+    import sys
+
+    path = str(TRACES / "h200" / "eager_mlp.json.gz")
+    results = analyze(tracelens.load(path))
+    assert results.actions is not None
+    env = {"COLUMNS": "80", "PATH": "/usr/bin:/bin"}
+
+    def run(*flags: str) -> str:
+        command = [sys.executable, "-m", "tracelens", "analyze", path, "--no-cache", *flags]
+        return subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+
+    section, summary = run("--section", "actions"), run("--summary")
+    assert "more: --section actions" in summary and "Every action" not in summary
+    assert len(summary.splitlines()) <= 15
+    table = section.split("Every action", 1)[1]
+    for rank, action in enumerate(results.actions.actions, 1):
+        assert re.search(rf"│ {rank} │ {action.action} ", table), action.action
+    assert section.startswith(summary)

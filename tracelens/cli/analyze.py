@@ -26,6 +26,7 @@ from tracelens.errors import TracelensError
 from tracelens.loader.source import is_trace_name
 from tracelens.progress import LoadProgress
 from tracelens.records import shallow_dict
+from tracelens.renderers.formats import SUMMARY_SECTION
 from tracelens.renderers.formats import output_format as output_format_of
 
 if TYPE_CHECKING:  # the analyses are imported when a command runs them: `check` or `report` served from the
@@ -194,7 +195,7 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:
     """The text sections `--section`/`--summary` ask for (None: all); an unknown name is an error."""
-    names = (*(args.section or ()), *(("actions",) if args.summary else ()))
+    names = (*(args.section or ()), *((SUMMARY_SECTION,) if args.summary else ()))
     if not names:
         return None
     from tracelens.renderers.text import check_sections  # rich: only when sections are asked for

@@ -19,6 +19,7 @@ import msgspec
 from tracelens.renderers.base import Renderer
 
 KINDS = ("analyze", "ranks", "compare", "check", "cache")
+SUMMARY_SECTION = "@summary"  # `analyze --summary` among the sections: the first part of the `actions` section only
 
 
 class RenderOptions(msgspec.Struct, frozen=True):
@@ -28,7 +29,7 @@ class RenderOptions(msgspec.Struct, frozen=True):
     color: bool = False
     width: int | None = None
     verbose: bool = False
-    sections: tuple[str, ...] | None = None  # `analyze --section/--summary`: only these text sections
+    sections: tuple[str, ...] | None = None  # `analyze --section/--summary`: only these (`SUMMARY_SECTION`)
     predictions: tuple[Any, ...] = ()  # `compare`: the predictions an after-trace checks (docs/actions.md)
 
 

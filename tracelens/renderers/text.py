@@ -18,6 +18,7 @@ from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts
 from tracelens.errors import TracelensError
 from tracelens.renderers.analyses.bound import flip_sentence
+from tracelens.renderers.formats import SUMMARY_SECTION
 from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
@@ -300,7 +301,7 @@ def profiler_free_line(summary: Summary, results: AnalysisResults) -> Text | Non
 def check_sections(names: Iterable[str]) -> tuple[str, ...]:
     """`names` if each names a registered analysis with a text section, else a TracelensError listing them."""
     known = [entry.name for entry in ANALYSES if entry.text is not None]
-    unknown = [name for name in names if name not in known]
+    unknown = [name for name in names if name not in known and name != SUMMARY_SECTION]
     if unknown:
         raise TracelensError(f"unknown section {unknown[0]!r}: one of {', '.join(known)}")
     return tuple(dict.fromkeys(names))
@@ -308,14 +309,18 @@ def check_sections(names: Iterable[str]) -> tuple[str, ...]:
 
 def analysis_parts(results: AnalysisResults, sections: tuple[str, ...] | None = None) -> list[RenderableType]:
     """Every analysis' text section (the registry's `text` renderers), in `text_order`; only those named in
-    `sections` when given."""
+    `sections` when given, where `SUMMARY_SECTION` names the summary: the first part of the `actions` section
+    (the ranked table of every action follows it there)."""
     parts: list[RenderableType | None] = []
     for entry, result in sorted(results.results(), key=lambda pair: pair[0].text_order):
-        if sections is not None and entry.name not in sections:
+        wanted = sections is None or entry.name in sections
+        summary_only = not wanted and entry.name == "actions" and SUMMARY_SECTION in (sections or ())
+        if not wanted and not summary_only:
             continue
         section = renderer_of(entry, "text")
         if section is not None:
-            parts += section(result, results)
+            shown = section(result, results)
+            parts += shown[:1] if summary_only else shown
     return [p for p in parts if p is not None]
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
+from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses.actions import ATTENTION_NOTE, MATH_ATTENTION_NOTE, Action, Actions, range_notes
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
+from tracelens.renderers.tables import droppable
 from tracelens.units import pct_text, us_text
 
 if TYPE_CHECKING:
@@ -92,7 +94,34 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     if shown < len(helpful) and used + (not reserved) <= SUMMARY_LINES:
         head.append(f"\n({len(helpful) - shown} more: --section actions or --format json)", style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
-    return [head]
+    return [head, every_action_table(result) if len(result.actions) > shown else None]
+
+
+def every_action_table(result: Actions) -> Table:
+    """Every action of `result` (the summary shows the first few that shorten the step), ranked as there: the
+    predicted step, its stated range and class, the saving (negative: predicted to lengthen the step)."""
+    step_us = result.summary.step_us or 0.0
+    table = Table(title=f"Every action (step {us_text(step_us)} µs now; docs/actions.md)", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("action")
+    table.add_column("targets")
+    table.add_column("predicted\nstep µs", justify="right")
+    table.add_column("range µs", justify="right")
+    table.add_column("saves\nµs", justify="right")
+    table.add_column("limited\nby")
+    droppable(table, "limited\nby", "range µs")
+    for rank, action in enumerate(result.actions, 1):
+        names = [t.removeprefix("aten::") for t in action.targets]
+        table.add_row(
+            str(rank),
+            action.action,
+            (" → " if action.action == "fuse" else ", ").join(names),
+            us_text(action.predicted_step_us),
+            f"{action.low:,.0f}–{action.high:,.0f}",
+            us_text(action.saved_us),
+            action.limited_by,
+        )
+    return table
 
 
 SUMMARY_COLUMNS = 80
