@@ -103,6 +103,8 @@ def test_json_output(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
         "taken_action": None,
         "took": "",
         "reason": "",
+        "before_value": None,
+        "no_change_holds": None,
     }
     assert verdicts["compiled is faster"]["evidence"][:2] == [
         "per_step.gpu_kernel_us = 125",

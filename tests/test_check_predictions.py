@@ -227,7 +227,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before:",
         "neither): 1 checked, 2 not applicable",
     ]
-    assert lines[3].startswith("HELD 1. compile: step 110.0: measured 100, error +10.0 %")
+    assert lines[3].startswith("HELD 1. compile: step 110.0: measured 100.0 µs, error +10.0 %")
     assert lines[-3:] == [
         "N/A  2. cuda_graphs: step 95.0: compiled_mlp took compile",  # the name says what it predicts
         "N/A  3. fuse: step 130.0: compiled_mlp took compile",
@@ -329,3 +329,39 @@ def test_a_name_that_does_not_say_the_action_gets_it_said() -> None:
     narrow = {**prediction("compile", 1620.6), "tolerance": {"below": 0.02, "above": 0.02}}
     (hypothesis,) = parse_hypotheses({"hypothesis": [narrow]}, "p.toml")
     assert hypothesis.readable_statement() == "critical_path.step_us == 1,620.600 (range 1,620.580–1,620.620)"
+
+
+@pytest.mark.parametrize(
+    ("before_value", "measured", "status", "weak"),
+    [(115.0, 100.0, "HELD", True), (140.0, 100.0, "HELD", False), (115.0, 150.0, "WRONG", False)],
+)
+def test_a_held_verdict_is_weak_where_no_change_would_hold(
+    before_value: float, measured: float, status: str, weak: bool
+) -> None:
+    """`before_value` inside the range (110 ± 20): HELD but weak; outside it, an ordinary HELD; WRONG is never
+    weak. The counts, the text and JSON say so."""
+    entry = {**prediction("compile", 110.0), "before_value": before_value}
+    (verdict,) = verdicts(entry, on=[document("compiled_mlp", regions=1, replays=0, step_us=measured)])
+    assert (verdict.status, verdict.weak, verdict.no_change_holds) == (status, weak, 90 <= before_value <= 130)
+    result = CheckResult("p.toml", [], [verdict])
+    assert result.weak == int(weak) and check_dict(result)["weak"] == int(weak)
+    assert check_dict(result)["verdicts"][0]["no_change_holds"] == (90 <= before_value <= 130)
+    text = " ".join(CheckTextRenderer(width=200).render(result).split())
+    assert ("weak: the value before, 115.0 µs, lies in the range too" in text) == weak
+    if weak:
+        assert f"(change predicted -5.0 µs, measured {measured - before_value:+,.1f} µs)" in text
+        assert "1 held (1 weak: no change would have held too)" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"before_value": "fast"}, "before_value must be a number"),
+        ({"before_value": True}, "before_value must be a number"),
+        ({"action": None, "before": None, "before_value": 1.0}, "before_value goes with action and before"),
+    ],
+)
+def test_a_malformed_before_value_is_refused(change: dict[str, Any], message: str) -> None:
+    entry = {k: v for k, v in {**prediction("compile", 110.0), **change}.items() if v is not None}
+    with pytest.raises(HypothesisError, match=message):
+        parse_hypotheses({"hypothesis": [entry]}, "p.toml")

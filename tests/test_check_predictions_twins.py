@@ -364,3 +364,30 @@ def test_compare_checks_what_check_checks(
         (v["action"], v["expected"], v["held"]) for v in applicable
     )
     assert all(r["action"] == taken for r in rows)
+
+
+@pytest.mark.parametrize(("before", "after", "taken"), [*TWINS, *MULTI[:2]], ids=lambda v: str(v).split("/")[-1])
+def test_weak_is_where_the_step_before_lies_in_the_range(
+    before: str, after: str, taken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A held prediction is weak where the before-trace's mean span (stdlib, raw events) lies in its range; check
+    and compare say the same, and the measured change is the stdlib spans' difference."""
+    from tests.test_actions import raw_mean_span_us
+    from tracelens.cli import main
+
+    before_us = raw_mean_span_us(Path(trace(before)))
+    after_us = raw_mean_span_us(Path(trace(after)))
+    document = predict_and_check(before, after, tmp_path, capsys)
+    checked = [v for v in document["verdicts"] if v["status"] != "not_applicable"]
+    assert checked
+    assert main(["compare", "--format", "json", trace(before), trace(after)]) == 0
+    rows = json.loads(capsys.readouterr().out)["predictions_checked"]
+    assert len(rows) == len(checked)
+    for verdict, row in zip(checked, rows, strict=True):
+        assert verdict["before_value"] == pytest.approx(before_us, abs=0.01)
+        assert row["before_step_us"] == pytest.approx(before_us, abs=0.01)
+        inside = row["low"] <= before_us <= row["high"]
+        assert verdict["no_change_holds"] == row["no_change_holds"] == inside
+        assert row["measured_step_us"] - row["before_step_us"] == pytest.approx(after_us - before_us, abs=0.01)
+    weak = sum(v["held"] and v["no_change_holds"] for v in checked)
+    assert document["weak"] == weak

@@ -74,4 +74,4 @@ def test_study_hypotheses_text_output_prints_the_measured_values(capsys: pytest.
     out = capsys.readouterr().out
     assert out.rstrip().splitlines()[-1] == "16 held, 9 wrong"
     row = next(line for line in out.splitlines() if " 16. " in line)
-    assert "measured 144.747" in row and row.startswith("WRONG")
+    assert "measured 144.7 µs" in row and row.startswith("WRONG")

@@ -673,7 +673,8 @@ def _r(value: float) -> float:
 class PredictionCheck(msgspec.Struct, frozen=True):
     """One action's prediction from `before` against the trace `after` of a program that took it: the measured
     mean step span (`critical_path.step_us`), the error (predicted / measured − 1, %) and whether the measured
-    span lies in the prediction's range."""
+    span lies in the prediction's range; `before_step_us`, the step before the change, and `no_change_holds`,
+    whether it lies in the range too (then `held` cannot tell the action's effect from none: "weak")."""
 
     before: str
     after: str
@@ -685,6 +686,13 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     measured_step_us: float
     error_pct: float
     held: bool
+    before_step_us: float | None = None
+    no_change_holds: bool | None = None
+
+    @property
+    def weak(self) -> bool:
+        """Held, but no change would have held too."""
+        return self.held and bool(self.no_change_holds)
 
 
 def check_prediction(
@@ -695,6 +703,7 @@ def check_prediction(
     if measured_step_us is None or measured_step_us <= 0:
         return []
     out = []
+    before_us = actions.summary.step_us
     for found in (a for a in actions.actions if a.action == action):
         error = error_pct(found.predicted_step_us, measured_step_us)
         if error is None:
@@ -711,6 +720,8 @@ def check_prediction(
                 measured_step_us=measured_step_us,
                 error_pct=error,
                 held=found.low <= measured_step_us <= found.high,
+                before_step_us=actions.summary.step_us,
+                no_change_holds=None if before_us is None else found.low <= before_us <= found.high,
             )
         )
     return out

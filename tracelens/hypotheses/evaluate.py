@@ -62,6 +62,13 @@ class Verdict(msgspec.Struct, frozen=True):
     taken_action: str | None = None
     taken: str = ""
     took: str = ""  # what the trace took in a few words (`tracelens.variants.taken_words`); "" without `action`
+    # with the hypothesis' `before_value`: whether that value (no change at all) would have held too; else None
+    no_change_holds: bool | None = None
+
+    @property
+    def weak(self) -> bool:
+        """HELD, but no change would have held too: the check cannot tell the action's effect from none."""
+        return self.applies and self.held and bool(self.no_change_holds)
 
     @property
     def status(self) -> str:
@@ -91,6 +98,11 @@ class CheckResult(msgspec.Struct, frozen=True):
     @property
     def held(self) -> int:
         return sum(v.applies and v.held for v in self.verdicts)
+
+    @property
+    def weak(self) -> int:
+        """Of the held: those no change would have held too (`Verdict.weak`)."""
+        return sum(v.weak for v in self.verdicts)
 
     @property
     def not_applicable(self) -> int:
@@ -177,7 +189,9 @@ def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
     evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
     error = _error(hypothesis, measured.value)
-    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence, error)
+    unchanged = hypothesis.before_value
+    no_change = None if unchanged is None else compare(hypothesis, unchanged, hypothesis.op, expected)
+    return Verdict(hypothesis, target.label, held, measured.value, expected, evidence, error, no_change_holds=no_change)
 
 
 def _error(hypothesis: Hypothesis, measured: Any) -> float | None:

@@ -47,6 +47,7 @@ PREDICTION_KEYS = (
     "action",
     "before",
     "launches_per_step",
+    "before_value",
 )  # a prediction for one action (docs/check.md#predictions-of-actions)
 HYPOTHESIS_KEYS = ("name", "trace", *SUBJECTS, "measure", "op", "value", "than", "tolerance", "note", *PREDICTION_KEYS)
 THAN_KEYS = ("trace", "metric", "kernel", "cpu_op", "api_call", "measure", "factor")
@@ -128,6 +129,9 @@ class Hypothesis(msgspec.Struct, frozen=True):
     # with `action`: the kernel launches per step the action leaves (optional: `fuse` and `gemm_epilogue` are told
     # apart by it where both may apply)
     launches_per_step: float | None = None
+    # with `action`: the metric's value on the program before the change (optional): where it lies in the range
+    # too, no change would have held as well (`Verdict.no_change_holds`), and the change is measured against it
+    before_value: float | None = None
 
     def error(self, message: str) -> HypothesisError:
         """An exit-2 error naming this entry, for problems found while evaluating it."""
@@ -340,8 +344,9 @@ def _parse_entry(entry: Any, index: int, source: str) -> Hypothesis:
 def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
     """`action = "compile"` with `before = { compiled_regions = N, graph_replays = M }`: both or neither."""
     if "action" not in entry and "before" not in entry:
-        if "launches_per_step" in entry:
-            raise where.error("launches_per_step goes with action and before (the launches the action leaves)")
+        for key in ("launches_per_step", "before_value"):
+            if key in entry:
+                raise where.error(f"{key} goes with action and before (the program the prediction starts from)")
         return {}
     if "action" not in entry or "before" not in entry:
         raise where.error(
@@ -359,6 +364,11 @@ def _parse_action(entry: dict[str, Any], where: _EntryError) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise where.error(f"launches_per_step must be a number ≥ 0, not {_shown(value)}")
         parsed["launches_per_step"] = float(value)
+    if "before_value" in entry:
+        value = entry["before_value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise where.error(f"before_value must be a number, not {_shown(value)}")
+        parsed["before_value"] = float(value)
     return parsed
 
 

@@ -11,6 +11,7 @@ from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
 from tracelens.records import shallow_dict
 from tracelens.renderers.textsafe import escape_controls
+from tracelens.units import us_text
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
@@ -40,6 +41,8 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
         "taken_action": verdict.taken_action,
         "took": verdict.took,
         "reason": verdict.reason,
+        "before_value": hypothesis.before_value,
+        "no_change_holds": verdict.no_change_holds,
     }
 
 
@@ -51,6 +54,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "hypotheses": result.source,
         "traces": [{"label": d.label, "aliases": list(d.aliases), "path": d.path} for d in result.traces],
         "held": result.held,
+        "weak": result.weak,
         "wrong": result.wrong,
         "not_applicable": result.not_applicable,
         "verdicts": [verdict_dict(v) for v in result.verdicts],
@@ -97,7 +101,8 @@ class CheckTextRenderer:
             console.print(Text(escape_controls(line)))
         console.print(self.table(result))
         held, wrong, na = result.held, result.wrong, result.not_applicable
-        counts = f"{held} held, {wrong} wrong" + (f", {na} not applicable" if na else "")
+        weak = f" ({result.weak} weak: no change would have held too)" if result.weak else ""
+        counts = f"{held} held{weak}, {wrong} wrong" + (f", {na} not applicable" if na else "")
         console.print(Text(counts, style="bold green" if not wrong else "bold red"))
         return render_to_string(console)
 
@@ -119,10 +124,13 @@ class CheckTextRenderer:
                 line.append(escape_controls(_not_applicable(verdict)), style="dim")
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
-            line.append(escape_controls(f": measured {format_value(verdict.measured)}"), style="bold")
+            shown = f"{us_text(verdict.measured)} µs" if _in_us(verdict) else format_value(verdict.measured)
+            line.append(escape_controls(f": measured {shown}"), style="bold")
             if verdict.error_pct is not None and verdict.measured != verdict.hypothesis.value:  # not on exact hits
                 line.append(f", error {verdict.error_pct:+.1f} %", style="bold")
             line.append(escape_controls(f" ({verdict.hypothesis.readable_statement()})"))
+            if verdict.weak:
+                line.append(escape_controls(_weak_words(verdict)), style="yellow")
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
             grid.add_row(status, f"{verdict.hypothesis.index}.", line)
             if verdict.held and not self.verbose:
@@ -133,6 +141,27 @@ class CheckTextRenderer:
             for item in evidence:
                 grid.add_row("", "", Text(escape_controls(f"  {item}"), style="dim"))
         return grid
+
+
+def _in_us(verdict: Verdict) -> bool:
+    """Whether the measured value is a number of µs: a metric whose path ends in `_us`, or a time measure."""
+    subject = verdict.hypothesis.subject
+    if subject is None or isinstance(verdict.measured, bool) or not isinstance(verdict.measured, int | float):
+        return False
+    return subject.target.endswith("_us") if subject.kind == "metric" else subject.measure.endswith("_us")
+
+
+def _weak_words(verdict: Verdict) -> str:
+    """What a weak HELD means, and the change predicted against the change measured."""
+    before = verdict.hypothesis.before_value
+    value = verdict.hypothesis.value
+    assert before is not None
+    unit = " µs" if _in_us(verdict) else ""
+    words = f"; weak: the value before, {before:,.1f}{unit}, lies in the range too"
+    if isinstance(value, int | float) and isinstance(verdict.measured, int | float):
+        predicted, measured = float(value) - before, float(verdict.measured) - before
+        words += f" (change predicted {predicted:+,.1f}{unit}, measured {measured:+,.1f}{unit})"
+    return words
 
 
 def _not_applicable(verdict: Verdict) -> str:

@@ -303,18 +303,35 @@ def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
     """`compare`'s table of the before-trace's predictions against the variants that took the action."""
     if not checks:
         return None
-    table = Table(title="Predictions checked (the first trace's actions, docs/actions.md)", title_justify="left")
-    for column in ("after", "action", "held", "error", "predicted µs", "measured µs (mean span)", "range µs"):
+    table = Table(
+        title="Predictions checked (the first trace's actions; step: mean span; docs/actions.md)", title_justify="left"
+    )
+    columns = ("after", "action", "held", "error", "predicted µs", "measured µs", "change µs", "range µs")
+    for column in columns:
         table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
     for c in checks:
         targets = ", ".join(t.removeprefix("aten::") for t in c.targets)
         table.add_row(
             c.after,
             f"{c.action} ({targets})" if targets else c.action,
-            "yes" if c.held else "no",
+            "weak" if c.weak else "yes" if c.held else "no",
             f"{c.error_pct:+.1f} %",
             us_text(c.predicted_step_us),
             us_text(c.measured_step_us),
+            _change(c),
             f"{c.low:,.0f}–{c.high:,.0f}",
         )
-    return droppable(table, "range µs")
+    if any(c.weak for c in checks):
+        table.caption = (
+            "weak: held, but the step before lies in the range too, so no change would have held; change µs: "
+            "predicted / measured, against the step before"
+        )
+    return droppable(table, "range µs", "change µs")
+
+
+def _change(check: PredictionCheck) -> str:
+    """The change of the step, predicted / measured, against the step before ("—" where it is not known)."""
+    if check.before_step_us is None:
+        return "—"
+    predicted = check.predicted_step_us - check.before_step_us
+    return f"{predicted:+,.0f} / {check.measured_step_us - check.before_step_us:+,.0f}"

@@ -74,6 +74,7 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
             lines += [f"action = {_quoted(action.action)}", f"before = {before}"]
             if action.predicted_launches_per_step is not None:
                 lines.append(f"launches_per_step = {action.predicted_launches_per_step}")
+            lines.append(f"before_value = {actions.summary.step_us}  # the step before: no change")
     return "\n".join(lines) + "\n"
 
 
