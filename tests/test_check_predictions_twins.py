@@ -99,12 +99,15 @@ def test_compare_and_check_agree_on_the_prediction_of_the_action_taken(
     value, below, above = bounds[taken]
     assert checked["expected"] == value
     (row,) = rows
-    _, action, held, error, predicted, measured, span = row
+    _, action, held, error, predicted, measured, change, span = row
     assert action.startswith(f"{taken} (") and predicted == f"{value:,.1f}"
     assert span == f"{value - below:,.0f}–{value + above:,.0f}"
     assert measured == f"{checked['measured']:,.1f}"
     assert error == f"{checked['error_pct']:+.1f} %"
-    assert held == ("yes" if checked["held"] else "no")
+    weak = checked["held"] and checked["no_change_holds"]
+    assert held == ("weak" if weak else "yes" if checked["held"] else "no")
+    before_us = checked["before_value"]
+    assert change == f"{value - before_us:+,.0f} / {checked['measured'] - before_us:+,.0f}"
 
 
 @pytest.mark.parametrize(("before", "after", "taken"), TWINS[:3], ids=lambda v: str(v).split("/")[-1])
@@ -203,9 +206,9 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
         "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before: neither): 1 checked, "
         "3 not applicable"
     )
-    assert lines[first + 2].startswith("HELD 4. compile (the step): step 1,613.3 µs: measured 1,490.941, error +8.2 %")
+    assert lines[first + 2].startswith("HELD 4. compile (the step): step 1,613.3 µs: measured 1,490.9 µs, error +8.2 %")
     assert [line.split()[0] for line in lines if line.startswith("N/A")] == ["N/A"] * 3
-    assert lines[-1] == "1 held, 0 wrong, 3 not applicable"
+    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 3 not applicable"
     assert main(["check", trace("liger_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 80
@@ -215,7 +218,7 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
         "launches fuse predicts (6): 1 checked, 3 not applicable"
     )
     assert sorted(line.split()[1] for line in lines if line.startswith("N/A")) == ["1.", "2.", "4."]
-    assert lines[-1] == "1 held, 0 wrong, 3 not applicable"
+    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 3 not applicable"
     assert main(["check", trace("eager_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
     lines = capsys.readouterr().out.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("eager_mlp"))
