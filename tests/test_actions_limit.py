@@ -107,16 +107,77 @@ def _replayed_kernels_per_step_stdlib(path: Path, numbers: list[int]) -> float:
     return count / len(numbers)
 
 
-@pytest.mark.parametrize("name", ["graphs/mlp_graph", "graphs/block_graph", "graphs/mlp_ro", "eager_mlp"])
+@pytest.mark.parametrize(
+    "name", ["graphs/mlp_graph", "graphs/block_graph", "graphs/mlp_ro", "graphs/mlp_graph_replay", "eager_mlp"]
+)
 def test_the_op_table_counts_replayed_kernels(name: str) -> None:
     """The ops' replayed kernels per step add up to the stdlib count; the text says why such an op shows 0
-    calls per step (it ran when the graph was captured)."""
+    calls per step (it ran when the graph was captured), and says nothing of "(no op)": a replay whose capture is
+    not in the trace (mlp_graph_replay) has no op that ran at capture."""
     path = H200 / f"{name}.json.gz"
     results = analyze(tracelens.load(path))
     summary = results.summary
     replayed = sum(row.replayed_kernels_per_step for row in summary.ops)
     assert replayed == pytest.approx(_replayed_kernels_per_step_stdlib(path, summary.step_numbers), abs=0.01)
     captured = [row for row in summary.ops if row.replayed_kernels_per_step and not row.calls_per_step]
-    assert bool(captured) == name.startswith("graphs/")
+    captured = [row for row in captured if row.name != "(no op)"]
+    assert bool(captured) == (name.startswith("graphs/") and not name.endswith("_replay"))
     text = op_table(summary).caption
     assert (text is not None) == bool(captured)
+
+
+def test_compiles_attention_rewrite_keeps_a_graph_launch() -> None:
+    """An attention rewrite whose removed kernels a CUDA graph replays removes no launch call: the graph launch
+    replays the rest of the graph (no trace of the repository has written-out attention inside a graph, so the
+    rewrite is given by hand on block_graph's kernels)."""
+    from tracelens.analyses import actions
+
+    trace = tracelens.load(H200 / "graphs/block_graph.json.gz")
+    indices, _ = _within_budget(trace, _steps_with_gpu(trace, select_window(trace)))
+    graph = step_graph(trace, indices[0])
+    assert graph is not None
+    launch = np.asarray(graph.gpu_launch_call)
+    names = trace.events.names
+    replayed = [
+        k
+        for k in range(launch.size)
+        if launch[k] >= 0 and "GraphLaunch" in names[trace.events.name[graph.calls.row[launch[k]]]]
+    ]
+    assert len(replayed) >= 4
+    call = int(launch[replayed[0]])
+    duration = graph.cpu_columns[1]
+    plan = actions._compile_plan(trace, graph, [], {graph.step_index: [(replayed[0], replayed[1:4])]})
+    assert plan.duration[call] == duration[call] > 0  # kept, at its observed length
+    assert plan.work[call] > 0  # Inductor's wrapper before it (the call stays a launch)
+    assert all(plan.gpu_dur[k] == 0 for k in replayed[1:4])  # the rewrite's kernels are gone from the GPU
+
+
+def _gpu_busy_share_stdlib(path: Path) -> float:
+    """Stdlib: the mean over ProfilerSteps of the union of the kernel intervals launched in each step, divided by
+    the mean step span (tests/test_actions.py's reading)."""
+    from tests.test_actions import raw_mean_span_us
+
+    per_step: dict[int, list[tuple[float, float]]] = {}
+    for event, step in rawtrace.kernel_steps(rawtrace.events(path)):
+        if step is not None:
+            start = float(event["ts"])
+            per_step.setdefault(step, []).append((start, start + float(event.get("dur", 0))))
+    busy = [sum(end - start for start, end in rawtrace.merge(spans)) for spans in per_step.values()]
+    return sum(busy) / len(busy) / raw_mean_span_us(path)
+
+
+@pytest.mark.parametrize("name", ["truth/gemm_gpu_ahead", "audit/backlog_nosync"])
+def test_a_step_the_gpu_fills_less_than_half_gets_no_narrow_range(name: str) -> None:
+    """Where the GPU is busy under half of the step (stdlib) and an action leaves the GPU's work as it is, the
+    GPU-limited class (its narrow range) does not apply even though halving the GPU's work saves more than halving
+    the CPU's: `limited_by` is "unknown" and the range the CPU-limited one (docs/actions.md#cpu-limited-steps)."""
+    from tracelens.analyses.actions import CPU_LIMITED_HALF_WIDTH
+
+    path = H200 / f"{name}.json.gz"
+    assert _gpu_busy_share_stdlib(path) < 0.5
+    results = analyze(tracelens.load(path))
+    assert results.actions is not None and results.critical_path is not None
+    assert results.critical_path.limit == "gpu"
+    for action in results.actions.actions:
+        assert action.limited_by == "unknown"
+        assert action.high == pytest.approx(action.predicted_step_us * (1 + CPU_LIMITED_HALF_WIDTH), abs=0.01)

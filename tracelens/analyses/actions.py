@@ -97,6 +97,7 @@ HALF_WIDTH: dict[str, float] = {"compile": 0.14, "cuda_graphs": 0.11, "fuse": 0.
 CPU_LIMITED_HALF_WIDTH = 0.60
 MIN_HALF_WIDTH = 0.10
 MAX_ACTIONS = 8
+GPU_SHARE = 0.5  # "gpu" only where the changed step's GPU work (2 × its GPU-2× saving) is at least this share of it
 LIMIT_WORDS = {"cpu": "cpu-limited", "mixed": "cpu+gpu-limited", "unknown": "limit unknown"}  # not "gpu"
 
 
@@ -107,8 +108,9 @@ class Action(msgspec.Struct, frozen=True):
     summary knows a profiler-free step time (the same ratio applied), else None. `limited_by`: what limits the
     changed step, by the rule that decides the observed step's limit (`critical_path.limit_of` of the mean
     savings of the what-ifs that halve its CPU work and its GPU work, replayed on the changed steps): "gpu",
-    "cpu", "mixed" or "unknown"; a "gpu" step's range is the action's own, the others' the CPU-limited one
-    (`half_width_of`); `low` and `high` are never below the changed step's busiest stream's GPU work.
+    "cpu", "mixed" or "unknown" (also where the GPU's work is under `GPU_SHARE` of the step); a "gpu" step's
+    range is the action's own, the others' the CPU-limited one (`half_width_of`); `low` and `high` are never
+    below the changed step's busiest stream's GPU work.
     `predicted_launches_per_step`: the kernel launch calls per step left after the change (mean over the steps;
     what `check` tells `fuse` and `gemm_epilogue` apart by)."""
 
@@ -320,6 +322,8 @@ def _predict(
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
     busiest_us = sum(busiest_lane_us) / n
     limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
+    if limited_by == "gpu" and 2 * gpu_saved_ns / n / NS_PER_US < GPU_SHARE * predicted:
+        limited_by = "unknown"  # the GPU's work is a small part of the step: neither side sets most of it
     half_width = half_width_of(name, limited_by)
     free = None
     if profiler_free_us is not None and observed_us > 0:

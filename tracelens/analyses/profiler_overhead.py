@@ -225,7 +225,7 @@ def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us:
         f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
         f"({FIXED:g} + {PER_EVENT:g} × {host.events:,.1f} CPU ops and runtime calls{regions})); likely "
         f"{low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps whose GPU is busy "
-        f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.0f} % of the step (docs/profiler_overhead.md)"
+        f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.1f} % of the step (docs/profiler_overhead.md)"
     )
 
 

@@ -118,6 +118,9 @@ class OpKernel(msgspec.Struct, frozen=True):
     us_per_step: float
 
 
+NO_OP = "(no op)"  # an op row of kernels that no op launched (or whose op is not in the trace)
+
+
 class OpRow(msgspec.Struct, frozen=True):
     """An op (aten op, compiled region, autograd Function) and the kernels it launched, per step;
     `replayed_kernels_per_step`: those of them a CUDA graph replayed (the op ran when the graph was captured, not
@@ -389,7 +392,7 @@ def _op_rows(trace: Trace, window: Window, gpu: GpuActivity, n_steps: int) -> li
         sums[2] += float(replayed)
     rows = [
         OpRow(
-            name=op_name or "(no op)",
+            name=op_name or NO_OP,
             calls_per_step=round(float(op_calls.get(op_name, 0)) / n_steps, 3),
             kernels_per_step=round(totals[op_name][0] / n_steps, 3),
             gpu_us_per_step=round(totals[op_name][1] / NS_PER_US / n_steps, 3),
