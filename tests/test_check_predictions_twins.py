@@ -299,6 +299,37 @@ def test_compare_checks_no_prediction_on_another_program(capsys: pytest.CaptureF
     assert compare_rows("eager_mlp", "compiled_mlp", capsys) != []
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "reason"),
+    [
+        ("eager_mlp", "block/compiled_block", "another program (GEMM and attention work"),
+        ("graphs/mlp_eager", "graphs/block_graph", "another program (GEMMs of"),
+        ("eager_mlp", "extra/cudagraph_mlp", "took compile and cuda_graphs together"),
+        ("eager_mlp", "eager_mlp", "took no action"),
+        ("compiled_mlp", "geglu_epilogue_mlp", "took no action"),
+    ],
+)
+def test_compare_says_why_a_trace_checks_no_prediction(
+    before: str, after: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later trace that checks none of the first trace's predictions is named with the reason, in text and
+    JSON (`predictions_skipped`), as check's N/A lines give it."""
+    from tracelens.cli import main
+
+    assert main(["compare", "--format", "json", trace(before), trace(after)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["predictions_checked"] == []
+    (skipped,) = document["predictions_skipped"]
+    assert skipped["reason"].startswith(reason)
+    assert main(["compare", "--width", "300", trace(before), trace(after)]) == 0
+    out = capsys.readouterr().out
+    assert f"Predictions not checked: {skipped['after']}: {skipped['reason']}" in " ".join(out.split())
+    if reason.startswith("took"):  # check answers the same
+        document = predict_and_check(before, after, tmp_path, capsys)
+        assert all(v["status"] == "not_applicable" for v in document["verdicts"])
+        assert all(v["reason"].startswith(f"{skipped['after'].split(' #')[0]} {reason}") for v in document["verdicts"])
+
+
 @pytest.mark.parametrize(("before", "after", "taken"), TWINS, ids=lambda v: str(v).split("/")[-1])
 def test_compare_json_carries_the_checked_prediction(
     before: str, after: str, taken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -65,6 +65,7 @@ from tracelens.variants import (
     other_program,
     program_fingerprint,
     taken_action,
+    taken_note,
 )
 
 if TYPE_CHECKING:
@@ -757,11 +758,20 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
     )
 
 
-def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck]:
+class PredictionSkip(msgspec.Struct, frozen=True):
+    """A later trace of `compare` whose span checks none of the first trace's predictions, and why: another
+    program, or no single action taken (`tracelens.variants.taken_note`)."""
+
+    after: str
+    reason: str
+
+
+def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck | PredictionSkip]:
     """For `compare`: the first item is the before-trace; each later one that is a variant of its program (not
     `other_program`) and took one action (`taken_action`: compile or CUDA graphs by new regions or replays, fuse or
     gemm_epilogue by the launches each prediction leaves, as `check` tells them) gets the before-trace's prediction
-    for that action checked against its span."""
+    for that action checked against its span; each other later one a `PredictionSkip` saying why not (none where
+    the first trace has no actions)."""
     if len(items) < 2:
         return []
     before_label, before = items[0]
@@ -769,13 +779,18 @@ def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[Predicti
     if actions is None or before_shape is None:
         return []
     launches = launch_table([(a.action, a.predicted_launches_per_step) for a in actions.actions])
-    out = []
+    out: list[PredictionCheck | PredictionSkip] = []
     for label, after in items[1:]:
         after_shape, path = program_of(after), after.get(CriticalPath)
-        if after_shape is None or path is None or other_program(before_shape, after_shape) is not None:
+        if after_shape is None or path is None:
+            out.append(PredictionSkip(label, "what it runs or its step span is not known"))
+            continue
+        other = other_program(before_shape, after_shape)
+        if other is not None:
+            out.append(PredictionSkip(label, f"another program ({other})"))
             continue
         action = taken_action(before_shape, after_shape, launches)
-        if action is None:
-            continue
-        out.extend(check_prediction(before_label, label, actions, action, path.step_us))
+        checked = [] if action is None else check_prediction(before_label, label, actions, action, path.step_us)
+        note = taken_note(label, before_shape, after_shape, launches).removeprefix(f"{label} ")  # "took …"
+        out.extend(checked or [PredictionSkip(label, note)])
     return out

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens import __version__
-from tracelens.analyses.actions import PredictionCheck
+from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
@@ -20,7 +20,9 @@ from tracelens.units import us_text
 COMPARE_SCHEMA = "tracelens.compare/1"
 
 
-def compare_dict(comparison: Comparison, predictions: Sequence[PredictionCheck] = ()) -> dict[str, Any]:
+def compare_dict(
+    comparison: Comparison, predictions: Sequence[PredictionCheck | PredictionSkip] = ()
+) -> dict[str, Any]:
     variants = [
         {
             "name": v.name,
@@ -54,13 +56,14 @@ def compare_dict(comparison: Comparison, predictions: Sequence[PredictionCheck] 
             {"baseline": plain(r.baseline), "variant": plain(r.variant), "removed": dict(r.removed)}
             for r in comparison.graph_removed
         ],
-        "predictions_checked": [plain(check) for check in predictions],
+        "predictions_checked": [plain(check) for check in predictions if isinstance(check, PredictionCheck)],
+        "predictions_skipped": [plain(skip) for skip in predictions if isinstance(skip, PredictionSkip)],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
 
 class CompareJsonRenderer:
-    def __init__(self, predictions: Sequence[PredictionCheck] | None = None) -> None:
+    def __init__(self, predictions: Sequence[PredictionCheck | PredictionSkip] | None = None) -> None:
         self.predictions = predictions or []  # actions.PredictionCheck rows (`predictions_checked`)
 
     def render(self, result: Comparison) -> str:
@@ -69,7 +72,10 @@ class CompareJsonRenderer:
 
 class CompareTextRenderer:
     def __init__(
-        self, color: bool = False, width: int | None = None, predictions: Sequence[PredictionCheck] | None = None
+        self,
+        color: bool = False,
+        width: int | None = None,
+        predictions: Sequence[PredictionCheck | PredictionSkip] | None = None,
     ) -> None:
         self.color = color
         self.width = width
@@ -94,6 +100,7 @@ class CompareTextRenderer:
                 *_break_even_tables(result),
                 verdicts,
                 _predictions(self.predictions),
+                _skipped(self.predictions),
             ],
         )
         return render_to_string(console)
@@ -295,8 +302,16 @@ def _break_even_tables(result: Comparison) -> list[Table]:
     return tables
 
 
-def _predictions(checks: Sequence[PredictionCheck]) -> Table | None:
-    return prediction_checks_table(list(checks))
+def _predictions(rows: Sequence[PredictionCheck | PredictionSkip]) -> Table | None:
+    return prediction_checks_table([row for row in rows if isinstance(row, PredictionCheck)])
+
+
+def _skipped(rows: Sequence[PredictionCheck | PredictionSkip]) -> Text | None:
+    """The later traces that check none of the first trace's predictions, each with why."""
+    skipped = [row for row in rows if isinstance(row, PredictionSkip)]
+    if not skipped:
+        return None
+    return Text("Predictions not checked: " + "; ".join(f"{s.after}: {s.reason}" for s in skipped))
 
 
 def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
