@@ -425,3 +425,22 @@ def test_weak_is_where_the_step_before_lies_in_the_range(
         assert row["measured_step_us"] - row["before_step_us"] == pytest.approx(after_us - before_us, abs=0.01)
     weak = sum(v["held"] and v["no_change_holds"] for v in checked)
     assert document["weak"] == weak
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "several"),
+    [("block/eager_block", "block/liger_block", True), ("eager_mlp", "liger_mlp", False)],
+)
+def test_a_trace_below_every_fuse_prediction_made_several_changes(
+    before: str, after: str, several: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Liger's block launches 18 kernels a step where each fuse prediction leaves 31 or more (stdlib launch counts
+    of both traces, `_kernel_launches_per_step`): the reason says it made several such changes; Liger's MLP (7 → 6,
+    one fusion) does not."""
+    document = predict_and_check(before, after, tmp_path, capsys)
+    hypotheses = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))["hypothesis"]
+    fuse = [h["launches_per_step"] for h in hypotheses if h["action"] == "fuse"]
+    below = _kernel_launches_per_step(Path(trace(after))) < min(fuse) - 0.5
+    assert below == several
+    checked = [v for v in document["verdicts"] if v["status"] != "not_applicable"]
+    assert checked and all(("it made several such changes" in v["reason"]) == several for v in checked)

@@ -57,6 +57,9 @@ SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one pro
 BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile may make them one kernel
 
 
+LAUNCH_MATCH = 0.5  # launches per step within which two counts are the same (an action's is a mean)
+
+
 def program_fingerprint(
     device: str | None, rows: list[tuple[str, str, int, float]], steps: int, modelled_pct: float | None
 ) -> tuple[str | None, float | None, tuple[float, ...] | None]:
@@ -147,7 +150,7 @@ def _nearest(after_launches: float | None, launches: Launches | None) -> tuple[s
     }
     if not told:
         return LAUNCH_TOLD
-    chosen = tuple(sorted(a for a, d in told.items() if d <= min(told.values()) + 0.5))
+    chosen = tuple(sorted(a for a, d in told.items() if d <= min(told.values()) + LAUNCH_MATCH))
     return chosen if len(chosen) == 1 else LAUNCH_TOLD
 
 
@@ -183,6 +186,8 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
     if took in LAUNCH_TOLD and after.launches_per_step is not None:
         nearest = min((launches or {})[took], key=lambda n: abs(n - (after.launches_per_step or 0.0)))
         why = f"; nearest the launches {took} predicts ({nearest:g})"
+        if after.launches_per_step < min((launches or {})[took]) - LAUNCH_MATCH:  # below every one prediction's
+            why += ", more than any one prediction removes: it made several such changes"
     return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {fell}){why}"
 
 

@@ -321,7 +321,8 @@ def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
     table = Table(
         title="Predictions checked (the first trace's actions; step: mean span; docs/actions.md)", title_justify="left"
     )
-    columns = ("after", "action", "held", "error", "predicted µs", "measured µs", "change µs", "range µs")
+    change = "change µs\npred / meas"
+    columns = ("after", "action", "held", "error", "predicted µs", "measured µs", change, "range µs")
     for column in columns:
         table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
     for c in checks:
@@ -336,12 +337,12 @@ def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
             _change(c),
             f"{c.low:,.0f}–{c.high:,.0f}",
         )
-    if any(c.weak for c in checks):
+    before = next((c.before_step_us for c in checks if c.weak and c.before_step_us is not None), None)
+    if before is not None:
         table.caption = (
-            "weak: held, but the step before lies in the range too, so no change would have held; change µs: "
-            "predicted / measured, against the step before"
+            f"weak: held, but the step before, {us_text(before)} µs, lies in the range too (no change would have held)"
         )
-    return droppable(table, "range µs", "change µs")
+    return droppable(table, "range µs", change)
 
 
 def _change(check: PredictionCheck) -> str:

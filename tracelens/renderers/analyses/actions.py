@@ -65,7 +65,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     if s.data_loading_us is not None and s.data_loading_us > 0:
         share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
-    helpful = [a for a in result.actions if a.saved_us > 0]  # an action predicted to slow the step: JSON only
+    helpful = [a for a in result.actions if a.saved_us > 0]  # one predicted to slow the step: the table only
     if not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
     bases = [a.basis for a in result.actions if a.action == "compile"]
@@ -74,7 +74,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     elif any(MATH_ATTENTION_NOTE in b for b in bases):  # what it leaves out
         head.append("\nNote: softmax(QKᵀ)V with a mask or more; compile may fuse it (not modelled)")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
-    reserved = len(helpful) > TOP_ACTIONS
+    reserved = len(result.actions) > min(TOP_ACTIONS, len(helpful))
     used += reserved  # and a line that says how many more there are
     shown = 0
     for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
@@ -91,15 +91,16 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         head.append("\n" + lines[1])
         for line in lines[2:]:
             head.append("\n" + line, style="dim")
-    if shown < len(helpful) and used + (not reserved) <= SUMMARY_LINES:
-        head.append(f"\n({len(helpful) - shown} more: --section actions or --format json)", style="dim")
+    if shown < len(result.actions) and used + (not reserved) <= SUMMARY_LINES:
+        head.append(f"\n({len(result.actions) - shown} more in “Every action”: --section actions)", style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     return [head, every_action_table(result) if len(result.actions) > shown else None]
 
 
 def every_action_table(result: Actions) -> Table:
     """Every action of `result` (the summary shows the first few that shorten the step), ranked as there: the
-    predicted step, its stated range and class, the saving (negative: predicted to lengthen the step)."""
+    predicted step, its stated range, the saving (negative: predicted to lengthen the step) and the summary's
+    notes on the range (`range_notes`: what limits the changed step where not the GPU; `may not help`)."""
     step_us = result.summary.step_us or 0.0
     table = Table(title=f"Every action (step {us_text(step_us)} µs now; docs/actions.md)", title_justify="left")
     table.add_column("#", justify="right")
@@ -108,8 +109,8 @@ def every_action_table(result: Actions) -> Table:
     table.add_column("predicted\nstep µs", justify="right")
     table.add_column("range µs", justify="right")
     table.add_column("saves\nµs", justify="right")
-    table.add_column("limited\nby")
-    droppable(table, "limited\nby", "range µs")
+    table.add_column("notes")
+    droppable(table, "notes", "range µs")
     for rank, action in enumerate(result.actions, 1):
         names = [t.removeprefix("aten::") for t in action.targets]
         table.add_row(
@@ -119,7 +120,7 @@ def every_action_table(result: Actions) -> Table:
             us_text(action.predicted_step_us),
             f"{action.low:,.0f}–{action.high:,.0f}",
             us_text(action.saved_us),
-            action.limited_by,
+            ", ".join(range_notes(action, step_us)) or "—",
         )
     return table
 
