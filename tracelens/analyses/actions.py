@@ -42,6 +42,7 @@ from tracelens.analyses.critical_path import (
     _previous_on_lane,
     _steps_with_gpu,
     _within_budget,
+    gpu_lengths,
     limit_of,
     replay_calls,
     savings_of_calls,
@@ -351,10 +352,7 @@ def _busiest_lane_ns(graph: StepGraph, gpu_dur: dict[int, int]) -> int:
     after another, so the changed step lasts at least this long whatever the host does."""
     if not graph.activities.lane.size:
         return 0
-    duration = graph.native_arrays[2][1]
-    if gpu_dur:
-        duration = duration.copy()
-        duration[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
+    duration = gpu_lengths(graph, gpu_dur)
     lane = graph.gpu_columns.lane
     per_lane = np.zeros(int(lane.max()) + 1, dtype=np.int64)
     np.add.at(per_lane, lane, duration)
@@ -725,7 +723,7 @@ def check_prediction(
                 measured_step_us=measured_step_us,
                 error_pct=error,
                 held=found.low <= measured_step_us <= found.high,
-                before_step_us=actions.summary.step_us,
+                before_step_us=before_us,
                 no_change_holds=None if before_us is None else found.low <= before_us <= found.high,
             )
         )

@@ -988,13 +988,8 @@ def savings_of_calls(
     change the observed step (`critical_path_of`: syncs keep their length, the CPU tail is scaled too), so that
     `limit_of` says of a changed step what it says of an observed one."""
     work_ns, duration_ns = np.asarray(work, np.int64), np.asarray(duration, np.int64)
-    is_sync = graph.cpu_columns[2]
-    fast_work = np.rint(work_ns / 2.0).astype(np.int64)
-    fast_duration = np.where(is_sync, duration_ns, np.rint(duration_ns / 2.0).astype(np.int64))
-    length = graph.native_arrays[2][1].copy()
-    if gpu_dur:
-        length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
-    halved = np.rint(length / 2.0).astype(np.int64)
+    fast_work, fast_duration = _scaled(work_ns, duration_ns, graph.cpu_columns[2], 2.0)
+    halved = np.rint(gpu_lengths(graph, gpu_dur) / 2.0).astype(np.int64)
     timed_cpu = _replay_native(graph, fast_work, fast_duration, gpu_dur, walk=False) if native.ENABLED else None
     if timed_cpu is None:
         timed_cpu = _replay_python(graph, fast_work.tolist(), fast_duration.tolist(), gpu_dur)
@@ -1092,8 +1087,8 @@ def _native_columns(
     order, fixed_calls, fixed_gpu = graph.native_arrays
     prev, call_start, call_dur, awaited = fixed_calls
     try:
-        length = fixed_gpu[1] if gpu_length is None else gpu_length
-        if gpu_dur:
+        length = gpu_lengths(graph, gpu_dur) if gpu_length is None else gpu_length
+        if gpu_dur and gpu_length is not None:
             length = length.copy()
             length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64)
         changing = (np.asarray(work, np.int64), np.asarray(duration, np.int64))
@@ -1194,8 +1189,24 @@ def _scaled_cpu_columns(graph: StepGraph, cpu_factor: float) -> tuple[I64, I64]:
     work, length, is_sync = graph.cpu_columns
     if cpu_factor == 1.0:
         return work, length
+    return _scaled(work, length, is_sync, cpu_factor)
+
+
+def _scaled(work: I64, length: I64, is_sync: Bool, cpu_factor: float) -> tuple[I64, I64]:
+    """Each call's CPU work before it and its length divided by `cpu_factor` (rounded half to even), a sync's
+    length kept (it waits for the GPU)."""
     scaled = np.rint(length / cpu_factor).astype(np.int64)
     return np.rint(work.astype(np.float64) / cpu_factor).astype(np.int64), np.where(is_sync, length, scaled)
+
+
+def gpu_lengths(graph: StepGraph, gpu_dur: dict[int, int]) -> I64:
+    """Every activity's length (ns) with those in `gpu_dur` set to theirs (the observed column where it is
+    empty: not a copy)."""
+    length = graph.native_arrays[2][1]
+    if gpu_dur:
+        length = length.copy()
+        length[np.fromiter(gpu_dur, np.int64, len(gpu_dur))] = np.fromiter(gpu_dur.values(), np.int64, len(gpu_dur))
+    return length
 
 
 def _gpu_starter(
