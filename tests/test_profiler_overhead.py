@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.anchors import CORPUS
 from tests.independent.step_windows import step_figures
 from tracelens.analyses.profiler_overhead import (
     FIXED,
@@ -42,7 +43,9 @@ REFERENCE_SPREAD = 0.15  # a reference whose before and after medians differ by 
 # not one number: left out
 GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 COUNTED = {"cpu_op", "cuda_runtime"}
-LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"}
+# A kernel-launch call, by the CUDA and HIP API names (runtime and driver, cooperative and module launches, their
+# versioned exports such as cudaLaunchKernelExC_v11060); memcpy/memset and graph launches are not kernel launches
+LAUNCH = re.compile(r"(cuda|cu|hip)(Ext)?(Module)?Launch(Cooperative)?Kernel(Ex|ExC)?(MultiDevice)?(_v\d+)?")
 REGION = re.compile(r"Torch-Compiled Region: \d+/\d+")
 Constants = tuple[float, float, float, float]  # FIXED, PER_EVENT, PER_REGION, LEAD_SHARE
 
@@ -115,7 +118,7 @@ def independent(path: Path) -> dict[str, float]:
             continue
         if category in COUNTED or category == "cuda_driver":  # a launch is a runtime or a driver call
             counts[i] += category in COUNTED
-            if event.get("name") in LAUNCHES:
+            if LAUNCH.fullmatch(str(event.get("name", ""))):
                 launch_us.append(float(event["dur"]))
             if "correlation" in event.get("args", {}):
                 launch_step[event["args"]["correlation"]] = i
@@ -195,6 +198,22 @@ def test_the_independent_figures_agree_with_the_analyzer() -> None:
         assert free.regions_per_step == pytest.approx(mine["regions"], abs=0.01), path
         assert free.lead_us == pytest.approx(mine["lead_us"], rel=0.02, abs=0.5), path
         assert free.estimated_step_us == pytest.approx(_estimate(mine), rel=0.02), path
+
+
+AMD_TRACES = (
+    "amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "amd_tracelens/inference/xdit_flux.1_aiter_sage/profile_trace_rank_0.json.gz",
+)
+
+
+@pytest.mark.parametrize("name", AMD_TRACES)
+def test_the_launch_call_median_counts_every_hip_launch_api(name: str) -> None:
+    """On ROCm traces the model's unit is the median of every HIP kernel-launch call in the steps
+    (`hipLaunchKernel`, `hipModuleLaunchKernel` for Triton, `hipExtModuleLaunchKernel` for hipBLASLt/MIOpen: the
+    Qwen trace has 169 of these per step), as the raw events give it."""
+    path = CORPUS / name
+    free = summary_of(load_trace(path)).profiler_free
+    assert free is not None and free.launch_us == pytest.approx(independent(path)["launch_us"], rel=1e-3)
 
 
 @pytest.mark.slow

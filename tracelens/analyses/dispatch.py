@@ -23,7 +23,7 @@ from tracelens.analyses.codes import (
 )
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
-from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES
+from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import percentiles
@@ -48,21 +48,9 @@ LAYER_HELP = {
 
 GRAPH_LAUNCH_APIS = frozenset(GRAPH_LAUNCH_NAMES)  # one set: model.cuda_graphs
 LAUNCH_APIS = (
-    frozenset(
+    frozenset(KERNEL_LAUNCH_NAMES)
+    | frozenset(
         {
-            "cudaLaunchKernel",
-            "cudaLaunchKernelExC",
-            "cudaLaunchKernelEx",
-            "cudaLaunchCooperativeKernel",
-            "cudaLaunchCooperativeKernelMultiDevice",
-            "cuLaunchKernel",
-            "cuLaunchKernelEx",
-            "cuLaunchCooperativeKernel",
-            "hipLaunchKernel",
-            "hipExtLaunchKernel",
-            "hipModuleLaunchKernel",
-            "hipExtModuleLaunchKernel",
-            "hipLaunchCooperativeKernel",
             "cudaMemcpyAsync",
             "cudaMemsetAsync",
             "cudaMemcpy2DAsync",

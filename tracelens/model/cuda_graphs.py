@@ -19,16 +19,23 @@ from tracelens.model.trace import Trace, TrackTable
 from tracelens.records import replace
 
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "cudaGraphLaunch_v10000", "hipGraphLaunch", "cuGraphLaunch")
+# Every runtime/driver call that launches one kernel: the one list (dispatch's launch layer, graph removal, the
+# profiler-overhead model, replays here)
 KERNEL_LAUNCH_NAMES = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
     "cudaLaunchKernelExC_v11060",
+    "cudaLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
     "cuLaunchKernel",
     "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel",
     "hipLaunchKernel",
     "hipExtLaunchKernel",
     "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipLaunchCooperativeKernel",
 )
 
 
