@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisResults
+from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
 from tracelens.analyses.graph_removal import GraphRemoval, graph_removals, graph_side, removal_sentence
@@ -175,7 +176,6 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
 
 def _variant(name: str, trace: Trace, results: AnalysisResults, components: list[ComponentRow]) -> Variant:
     summary = results.summary
-    n = max(summary.steps, 1)
     by_category: dict[str, float] = {}
     for row in summary.kernels:
         by_category[row.category] = round(by_category.get(row.category, 0.0) + row.calls_per_step, 3)
@@ -185,7 +185,7 @@ def _variant(name: str, trace: Trace, results: AnalysisResults, components: list
         run=summary.facts.run,
         steps=summary.steps,
         per_step=summary.per_step,
-        metadata_ops_per_step=round(_metadata_ops(trace) / n, 3),
+        metadata_ops_per_step=_metadata_ops_per_step(trace),
         dispatch_us_per_step=results.dispatch.dispatch_us_per_step if results.dispatch else None,
         exposed_dispatch_us_per_step=results.bound.exposed_dispatch_us_per_step if results.bound else None,
         bound=results.bound.bound if results.bound else None,
@@ -197,14 +197,21 @@ def _variant(name: str, trace: Trace, results: AnalysisResults, components: list
     )
 
 
-def _metadata_ops(trace: Trace) -> int:
+def _metadata_ops_per_step(trace: Trace) -> float:
+    """The median over the summary's steps (complete, less warm-up: `compiled.steady_steps`) of the metadata ops
+    (`METADATA_OPS`, a nest such as aten::t → transpose → as_strided counted once) by the step they belong to:
+    the same steps and statistic as the variants table's other per-step columns."""
     ev = trace.events
-    window = select_window(trace)
+    window = steady_steps(trace, select_window(trace))
+    if not window.n_steps:
+        return 0.0
     codes = np.array([c for c, name in enumerate(ev.names) if name in METADATA_OPS], dtype=np.int32)
     metadata = (ev.kind == Kind.CPU_OP) & np.isin(ev.name, codes)
     parent = trace.links.parent
     nested = metadata & (parent >= 0) & metadata[np.maximum(parent, 0)]  # aten::t → transpose → as_strided is one
-    return int(np.count_nonzero(window.in_window & metadata & ~nested))
+    counted = trace.links.step[window.in_window & metadata & ~nested]
+    per_step = np.bincount(counted, minlength=len(trace.steps.number))[window.step_indices]
+    return round(float(np.median(per_step)), 3)
 
 
 def _fusions(items: list[tuple[str, Trace, AnalysisResults]]) -> tuple[list[FusedKernel], list[FusionBalance]]:

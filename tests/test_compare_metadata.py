@@ -1,0 +1,61 @@
+"""`compare`'s metadata ops per step: the median over the summary's steps of the metadata ops (aten::t, view,
+expand …; a nest such as aten::t → transpose → as_strided once), against the raw events: each such cpu_op not
+directly inside another one, by the ProfilerStep its start lies in, the steps that capture a CUDA graph left out
+(as the summary leaves them out: warm-up)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests import rawtrace
+from tracelens.cli import main
+from tracelens.model.op_names import METADATA_OPS
+
+ROOT = Path(__file__).resolve().parent.parent
+# a CUDA-graph trace whose first step captures the graph (32 metadata ops in it, none in a replay), its eager twin,
+# and the study's MLPs
+TRACES = ("graphs/block_eager", "graphs/block_graph", "graphs/mlp_graph", "eager_mlp", "compiled_mlp")
+
+
+def _median_metadata_ops(path: Path) -> float:
+    events = rawtrace.events(path)
+    steps = rawtrace.steps([e for e in events if e.get("cat") == "user_annotation"])  # not the GPU's copy
+    capturing = {
+        i
+        for i, (_, start, end) in enumerate(steps)
+        for e in events
+        if "Capture" in str(e.get("name", "")) and start <= float(e["ts"]) <= end
+    }
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (float(e["ts"]), -float(e.get("dur", 0)))
+    )
+    counts = [0] * len(steps)
+    open_ops: dict[object, list[dict[str, object]]] = {}
+    for op in ops:
+        start = float(op["ts"])
+        stack = open_ops.setdefault(op.get("tid"), [])
+        while stack and float(stack[-1]["ts"]) + float(stack[-1].get("dur", 0)) < start:  # type: ignore[arg-type]
+            stack.pop()
+        parent = stack[-1] if stack else None
+        stack.append(op)
+        if op["name"] not in METADATA_OPS or (parent is not None and parent["name"] in METADATA_OPS):
+            continue
+        for i, (_, step_start, step_end) in enumerate(steps):
+            if step_start <= start <= step_end:
+                counts[i] += 1
+    kept = [c for i, c in enumerate(counts) if i not in capturing]
+    return float(statistics.median(kept))
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_metadata_ops_per_step_is_the_median_over_the_summary_steps(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = ROOT / "traces" / "h200" / f"{name}.json.gz"
+    assert main(["compare", str(path), str(path), "--format", "json"]) == 0
+    variant = json.loads(capsys.readouterr().out)["variants"][0]
+    assert variant["per_step"]["metadata_ops"] == _median_metadata_ops(path)
