@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -37,6 +38,16 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # the distinct GFLOP per call of its GEMMs (batched attention GEMMs aside), which no action changes either: two
     # programs of like GEMM work per step (a block and an MLP) differ here
     gemm_gflop_per_call: tuple[float, ...] | None = None
+    # every analyzed step compiles or captures a CUDA graph (`compiled.warmup_only`): its span is warm-up, not the
+    # program's steady step
+    warmup_only: bool = False
+
+    def as_before(self) -> dict[str, Any]:
+        """The fields a prediction records of the program it was predicted from (`before` in `--predict` files
+        and `check`'s JSON): all but `warmup_only`, which `check` reads of the trace checked."""
+        fields = {name: getattr(self, name) for name in self.__struct_fields__}
+        del fields["warmup_only"]
+        return fields
 
     def describe(self) -> str:
         """Which of the two it runs, e.g. "compiled regions, no CUDA-graph replays"."""
@@ -75,6 +86,14 @@ def program_fingerprint(
         (round(gflop / steps, 3) if known else None),
         (tuple(per_call) if known and per_call else None),
     )
+
+
+def warmup_only(after: ProgramShape) -> str | None:
+    """Why no prediction is checked on `after`'s span: every step it analyzes is warm-up (compiling or capturing
+    a CUDA graph, `ProgramShape.warmup_only`); None otherwise."""
+    if after.warmup_only:
+        return "every step it analyzes is warm-up (compiling or capturing a CUDA graph), not a steady step"
+    return None
 
 
 def other_program(before: ProgramShape, after: ProgramShape) -> str | None:

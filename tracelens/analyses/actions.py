@@ -67,6 +67,7 @@ from tracelens.variants import (
     program_fingerprint,
     taken_action,
     taken_note,
+    warmup_only,
 )
 
 if TYPE_CHECKING:
@@ -782,6 +783,10 @@ def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[Predicti
         after_shape, path = program_of(after), after.get(CriticalPath)
         if after_shape is None or path is None:
             out.append(PredictionSkip(label, "what it runs or its step span is not known"))
+            continue
+        warmup = warmup_only(after_shape)
+        if warmup is not None:
+            out.append(PredictionSkip(label, warmup))
             continue
         other = other_program(before_shape, after_shape)
         if other is not None:

@@ -107,13 +107,20 @@ class Compiled(msgspec.Struct, frozen=True):
     cache_lookup_outside_us_per_step: float = 0.0
     # Inductor's autotuning in the whole trace (compile cost, in no step: analyses/autotune.py); None: none
     autotune: Autotune | None = None
+    # every analyzed step overlaps warm-up (`warmup_intervals`: compilation or a CUDA-graph capture), so none could
+    # be left out of the steady-state figures: they are the warm-up's (False without ProfilerSteps)
+    warmup_only: bool = False
 
 
 def program_shape(compiled: Compiled) -> ProgramShape:
     """What `compiled` says its program runs that an action changes: its compiled regions and CUDA-graph replay
     rows (the lengths of the lists `analyze --format json` writes as `compiled.regions` and
     `compiled.graph_replays`)."""
-    return ProgramShape(compiled_regions=len(compiled.regions), graph_replays=len(compiled.graph_replays))
+    return ProgramShape(
+        compiled_regions=len(compiled.regions),
+        graph_replays=len(compiled.graph_replays),
+        warmup_only=compiled.warmup_only,
+    )
 
 
 @per_trace
@@ -183,8 +190,17 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
         steady_steps=list(steady.step_numbers) if trace.steps.per_step else [],
         cache_lookup_outside_us_per_step=_r(_outside_regions(trace, lookup, self_ns) / NS_PER_US / n),
         autotune=autotune_of(trace),
+        warmup_only=_warmup_only(trace, window),
     )
     return _with_note(result, trace)
+
+
+def _warmup_only(trace: Trace, window: Window) -> bool:
+    """Whether `window` has ProfilerSteps and every one of them overlaps warm-up (`warmup_intervals`)."""
+    chosen, steps, spans = window.step_indices, trace.steps, warmup_intervals(trace)
+    if not steps.per_step or chosen.size == 0 or spans.shape[0] == 0:
+        return False
+    return bool(overlaps_intervals(steps.start_ns[chosen], steps.end_ns[chosen], spans).all())
 
 
 def _outside_regions(trace: Trace, mask: np.ndarray, self_ns: np.ndarray) -> float:

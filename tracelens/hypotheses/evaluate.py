@@ -30,6 +30,7 @@ from tracelens.variants import (
     taken_action,
     taken_note,
     taken_words,
+    warmup_only,
 )
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
@@ -164,6 +165,10 @@ def evaluate_one(
         note = f"{target.label}: the action taken is unknown (its document has no compiled section)"
         return replace(verdict, taken=note, took="unknown")
     before = hypothesis.before
+    warmup = warmup_only(after)
+    if warmup is not None:  # its span is not the changed program's step
+        note = f"{target.label}: {warmup}"
+        return replace(verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took="warm-up only")
     other = other_program(before, after)
     if other is not None:  # not a variant of the program predicted from: no action's prediction is about it
         note = f"{target.label} is not the program the prediction is about ({other})"

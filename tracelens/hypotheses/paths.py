@@ -146,6 +146,7 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
+        warmup_only=isinstance(compiled, dict) and compiled.get("warmup_only") is True,
     )
 
 

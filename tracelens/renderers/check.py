@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
-from tracelens.records import shallow_dict
 from tracelens.renderers.textsafe import escape_controls
 from tracelens.units import us_text
 
@@ -37,7 +36,7 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
         "evidence": list(verdict.evidence),
         "note": hypothesis.note,
         "action": hypothesis.action,
-        "before": None if hypothesis.before is None else shallow_dict(hypothesis.before),
+        "before": None if hypothesis.before is None else hypothesis.before.as_before(),
         "taken_action": verdict.taken_action,
         "took": verdict.took,
         "reason": verdict.reason,
@@ -164,12 +163,15 @@ def _weak_words(verdict: Verdict) -> str:
     return words
 
 
+_IS = {"another program": "is another program", "warm-up only": "is warm-up only"}  # `took` that is no action
+
+
 def _not_applicable(verdict: Verdict) -> str:
     """Why a prediction does not apply, after its name: ": compiled_block is another program", ": liger_mlp took
     fuse" (": predicts compile; …" first where the name does not start with the action)."""
     action = verdict.hypothesis.action or ""
     predicts = "" if verdict.hypothesis.name.startswith(action) else f" predicts {action};"
-    taken = "is another program" if verdict.took == "another program" else f"took {verdict.took}"
+    taken = _IS.get(verdict.took, f"took {verdict.took}")
     return f":{predicts} {verdict.trace} {taken}"
 
 

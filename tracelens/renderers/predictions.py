@@ -16,7 +16,6 @@ import json
 from typing import TYPE_CHECKING
 
 from tracelens.analyses.actions import Actions, program_of
-from tracelens.records import shallow_dict
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -47,7 +46,7 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     shape = program_of(results)
     before = ""
     if shape is not None:
-        before = _inline_table({k: v for k, v in shallow_dict(shape).items() if v is not None})
+        before = _inline_table({k: v for k, v in shape.as_before().items() if v is not None})
     names: set[str] = set()
     for action in actions.actions:
         targets = ", ".join(t.removeprefix("aten::") for t in action.targets)  # as the summary names them
