@@ -56,3 +56,22 @@ def test_a_capture_trace_checks_no_prediction(tmp_path: Path, capsys: pytest.Cap
     assert [s["after"] for s in document["predictions_skipped"]] == ["mlp_graph_capture"]
     assert "warm-up" in document["predictions_skipped"][0]["reason"]
     assert {c["after"] for c in document["predictions_checked"]} == {"mlp_graph"}
+
+
+@pytest.mark.parametrize("name", ["mlp_graph_capture", "block_graph_capture"])
+def test_no_action_is_predicted_from_warmup_steps(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`analyze` of a capture-only trace: no action (they would be predictions about a capture step), the reason
+    in JSON, in the summary and in the predictions file."""
+    path = GRAPHS / f"{name}.json.gz"
+    assert _every_step_is_warmup(path)
+    assert main(["analyze", str(path), "--format", "json"]) == 0
+    actions = json.loads(capsys.readouterr().out)["actions"]
+    assert actions["actions"] == [] and "warm-up" in actions["note"]
+    assert main(["analyze", str(path), "--summary"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "warm-up step)" in text and "No action predicted: every analyzed step is warm-up" in text
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", str(path), "--predict", str(predictions)]) == 0
+    assert "# no prediction: every analyzed step is warm-up" in predictions.read_text()

@@ -177,7 +177,16 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     compiled = ctx.result(Compiled)
     free = _profiler_free_us(ctx.result(Summary))
     done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
-    return actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
+    found = actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
+    if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
+        return msgspec.structs.replace(found, actions=[], note=WARMUP_NOTE)
+    return found
+
+
+WARMUP_NOTE = (
+    "every analyzed step is warm-up (compiling or capturing a CUDA graph), so no action is predicted from it: "
+    "profile steps after the warm-up"
+)
 
 
 def _profiler_free_us(summary: Summary) -> float | None:

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from tracelens.analyses.actions import ATTENTION_NOTE, MATH_ATTENTION_NOTE, Action, Actions, range_notes
 from tracelens.analyses.bound import Bound
+from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import droppable
@@ -37,7 +38,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     free = results.summary.profiler_free
     source = free.source_words() if free is not None else None
     ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
-    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps})")
+    compiled = results.get(Compiled)
+    warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
+    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
     if s.profiler_free_step_us is not None:
         head.append(
             f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
@@ -66,7 +69,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
     helpful = [a for a in result.actions if a.saved_us > 0]  # one predicted to slow the step: the table only
-    if not helpful:
+    if not result.actions and result.note:  # none predicted, and why
+        head.append(f"\nNo action predicted: {result.note}")
+    elif not helpful:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
     bases = [a.basis for a in result.actions if a.action == "compile"]
     if any(ATTENTION_NOTE in b for b in bases):  # what the compile prediction assumes: said, even unshown
