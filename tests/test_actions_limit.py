@@ -27,6 +27,7 @@ from tracelens.analyses.critical_path import (
 )
 from tracelens.analyses.window import select_window
 from tracelens.renderers.text import op_table
+from tracelens.report.breakdowns import gpu_time_by_op
 from tracelens.units import NS_PER_US
 
 H200 = Path("traces/h200")
@@ -124,6 +125,8 @@ def test_the_op_table_counts_replayed_kernels(name: str) -> None:
     assert bool(captured) == (name.startswith("graphs/") and not name.endswith("_replay"))
     text = op_table(summary).caption
     assert (text is not None) == bool(captured)
+    panel = gpu_time_by_op(summary)  # the report's op chart says the same, in the same words
+    assert panel.note == (text or "")
 
 
 def test_compiles_attention_rewrite_keeps_a_graph_launch() -> None:

@@ -121,6 +121,22 @@ class OpKernel(msgspec.Struct, frozen=True):
 NO_OP = "(no op)"  # an op row of kernels that no op launched (or whose op is not in the trace)
 
 
+def replayed_ops_note(ops: list[OpRow]) -> str:
+    """Why an op row of `ops` reads 0 calls per step beside kernels (it ran once, when its CUDA graph was
+    captured; its kernels replay each step): the one sentence of every op table, "" where no row is such."""
+    captured = [
+        row.name for row in ops if row.replayed_kernels_per_step and not row.calls_per_step and row.name != NO_OP
+    ]
+    if not captured:
+        return ""
+    shown = ", ".join(captured[:3]) + (", …" if len(captured) > 3 else "")
+    subject = "each op" if len(captured) > 1 else "the op"
+    return (
+        f"calls/step 0 ({shown}): {subject} ran when its CUDA graph was captured; its kernels replay in the graph "
+        "each step"
+    )
+
+
 class OpRow(msgspec.Struct, frozen=True):
     """An op (aten op, compiled region, autograd Function) and the kernels it launched, per step;
     `replayed_kernels_per_step`: those of them a CUDA graph replayed (the op ran when the graph was captured, not

@@ -15,7 +15,7 @@ from tracelens.analyses import AnalysisResults
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
-from tracelens.analyses.summary import NO_OP, StepFigures, Summary, TraceFacts
+from tracelens.analyses.summary import StepFigures, Summary, TraceFacts, replayed_ops_note
 from tracelens.errors import TracelensError
 from tracelens.renderers.analyses.bound import flip_sentence
 from tracelens.renderers.formats import SUMMARY_SECTION
@@ -251,14 +251,7 @@ def op_table(summary: Summary) -> Table:
             us_text(row.gpu_us_per_step),
             launched,
         )
-    replayed = [row for row in summary.ops[:MAX_OP_ROWS] if row.replayed_kernels_per_step and not row.calls_per_step]
-    captured = [row.name for row in replayed if row.name != NO_OP]  # "(no op)": the capture is not in the trace
-    if captured:
-        table.caption = (
-            f"calls/step 0 ({', '.join(captured[:3])}{', …' if len(captured) > 3 else ''}): "
-            f"{'each op' if len(captured) > 1 else 'the op'} ran when its CUDA graph was captured; its kernels "
-            "replay in the graph each step"
-        )
+    table.caption = replayed_ops_note(summary.ops[:MAX_OP_ROWS]) or None
     return table
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from tracelens.analyses.summary import Summary
+from tracelens.analyses.summary import Summary, replayed_ops_note
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.report.document import Panel, Table, chart_text, unavailable
 from tracelens.report.palette import category_color
@@ -69,7 +69,7 @@ def gpu_time_by_op(summary: Summary, panel_id: str = "gpu-by-op") -> Panel:
         margin={"t": 30, "b": 40, "l": 10},
         yaxis={"automargin": True},
     )
-    return Panel(id=panel_id, title=title, figure=fig)
+    return Panel(id=panel_id, title=title, figure=fig, note=replayed_ops_note(ops[::-1]))
 
 
 def step_times(summary: Summary, panel_id: str = "step-times") -> Panel:
