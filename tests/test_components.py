@@ -118,3 +118,19 @@ def test_plain_mlp_gemms_are_their_own_component_and_unplaced_ones_are_dashes(
     text = _compare(paths, capsys)
     norm_line = next(line for line in text.splitlines() if line.startswith("│ norm"))
     assert "—" in norm_line and "0.0" not in norm_line
+
+
+def test_a_gemm_row_of_0_beside_gemm_kernels_says_where_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """Where every GEMM of a variant sits in a scope (the stdlib computation puts none in `gemm` while the trace
+    has GEMM kernels), the caption names that variant: its `gemm 0.0 (0)` is not "no GEMMs"."""
+    paths = [recorded_trace(f"h200/graphs/{n}.json.gz") for n in ("block_eager", "block_compiled", "mlp_eager")]
+    expected = components_stdlib.components(paths)
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    scoped = [
+        v["name"]
+        for v, path in zip(doc["variants"], paths, strict=True)
+        if expected[path]["gemm"][0] == 0 and v["kernels_by_category"].get("gemm", 0) > 0
+    ]
+    assert scoped == ["block_eager", "block_compiled"]
+    text = " ".join(_compare(paths, capsys, "--width", "200").split())
+    assert "gemm 0 in block_eager, block_compiled: their GEMMs are in the rows above" in text

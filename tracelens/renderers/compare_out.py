@@ -217,13 +217,29 @@ def _has_components(result: Comparison) -> bool:
     )
 
 
+def _scoped_gemms(result: Comparison) -> str:
+    """Where a variant's GEMMs all sit in scopes (its `gemm` row 0 beside GEMM kernels): what that row holds."""
+    scoped = [
+        v.name
+        for v in result.variants
+        if v.kernels_by_category.get("gemm", 0) > 0
+        and any(c.name == "gemm" and c.attributed_kernels == 0 for c in v.components)
+    ]
+    if not scoped:
+        return ""
+    names = ", ".join(scoped[:3]) + (", …" if len(scoped) > 3 else "")
+    return f"; gemm 0 in {names}: their GEMMs are in the rows above"
+
+
 def _components_table(result: Comparison) -> Table:
     table = Table(
         title="Kernel µs per step by block component (kernels per step)",
         title_justify="left",
         caption=(
             "from record_function scopes, backward nodes, kernel names or GEMM shapes; —: not placed (mostly by "
-            "kernel names, or no scope of that name), its kernels counted in the total (docs/components.md)"
+            "kernel names, or no scope of that name), its kernels counted in the total"
+            + _scoped_gemms(result)
+            + " (docs/components.md)"
         ),
     )
     table.add_column("component")
