@@ -133,11 +133,15 @@ class AnalyzeCommand:
             "--section",
             action="append",
             metavar="NAME",
-            help="text output: print only this section (repeatable): an analysis' name, e.g. actions, summary, "
-            "bound, critical_path, fusion, roofline, dispatch, compiled, stream_idle, memory",
+            help="text output: print only this section (repeatable): an analysis' name, e.g. actions (what to do "
+            "next and every action), summary (the trace, per-step figures, kernels and ops), bound, critical_path, "
+            "fusion, roofline, dispatch, compiled, stream_idle, memory",
         )
         parser.add_argument(
-            "--summary", action="store_true", help="text output: print only the summary (what to do next)"
+            "--summary",
+            action="store_true",
+            help="text output: print only the summary at the top (what to do next: the step, its limit, the top "
+            "actions); not --section summary",
         )
         parser.add_argument(
             "--predict",
