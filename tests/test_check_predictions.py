@@ -58,7 +58,7 @@ def test_the_actions_are_those_analyze_predicts() -> None:
         ((1, 0), (1, 1), "cuda_graphs"),  # a compiled program whose graphs are new: reduce-overhead over default
         ((0, 1), (2, 1), "compile"),
         ((0, 0), (0, 0), None),  # nothing new: Liger, a hand-fused variant, the trace itself
-        ((0, 0), (1, 1), None),  # both new: mode="reduce-overhead"
+        ((0, 0), (1, 1), "compile_reduce_overhead"),  # both new: mode="reduce-overhead"
         ((1, 1), (1, 1), None),
     ],
 )
@@ -101,7 +101,7 @@ def test_a_wrong_prediction_of_an_action_not_taken_does_not_count() -> None:
         ((0, 0, 7.0), (0, 0, 6.0), ("fuse", "gemm_epilogue")),  # fewer launches, nothing compiled or graphed: Liger
         ((0, 0, 7.0), (0, 0, 7.0), ()),  # as many launches: no action (the trace itself)
         ((0, 0, None), (0, 0, 7.0), ("fuse", "gemm_epilogue")),  # launches not known: either may have been taken
-        ((0, 0, 7.0), (1, 1, 1.0), ()),  # both new: reduce-overhead, no single action
+        ((0, 0, 7.0), (1, 1, 1.0), ("compile_reduce_overhead",)),  # both new: mode="reduce-overhead"
         ((0, 0, 7.0), (1, 0, 3.0), ("compile",)),
         ((0, 0, 7.0), (0, 1, 1.0), ("cuda_graphs",)),
         ((1, 0, 7.0), (0, 0, 5.0), ()),  # compiled regions lost: undoing compile is no action
@@ -126,11 +126,13 @@ def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:
     assert found[2].error_pct == pytest.approx(30.0)
 
 
-def test_where_both_are_new_no_prediction_applies() -> None:
+def test_where_both_are_new_the_reduce_overhead_prediction_applies() -> None:
+    """Compiled regions and graph replays both new: `compile_reduce_overhead` is the action taken (it was "compile
+    and cuda_graphs together", checked by nothing); compile's and cuda_graphs' predictions are N/A."""
     after = document("reduce_overhead", regions=1, replays=1, step_us=100.0)
-    found = verdicts(*PREDICTIONS, on=[after])
-    assert [v.status for v in found] == ["N/A"] * 3
-    assert found[0].taken.startswith("reduce_overhead took compile and cuda_graphs together (")
+    found = verdicts(*PREDICTIONS, prediction("compile_reduce_overhead", 105.0), on=[after])
+    assert [v.status for v in found] == ["N/A", "N/A", "N/A", "HELD"]
+    assert found[0].taken.startswith("reduce_overhead took compile_reduce_overhead (compiled regions and CUDA-graph")
 
 
 def test_a_document_without_a_compiled_section_checks_every_prediction() -> None:
@@ -250,6 +252,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "device": None,
         "gemm_gflop_per_step": None,
         "gemm_gflop_per_call": None,
+        "gemm_us_per_step": None,
     }
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",

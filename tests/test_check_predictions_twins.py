@@ -135,9 +135,10 @@ def test_the_figures_are_the_same_numbers(before: str, after: str, taken: str, t
 def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, list[float]]) -> str | None:
     """Stdlib: None where after lost the compiled regions or graph launches before had; `compile` where after
     runs `Torch-Compiled Region` ranges in its steps and before none, while no CUDA-graph launches are new;
-    `cuda_graphs` where only the graph launches are new; where neither is new and after launches fewer kernels per
-    step, whichever of `fuse` and `gemm_epilogue` has a prediction whose launches lie nearest after's
-    (`predicted_launches`: every prediction's, from the predictions file); else None."""
+    `cuda_graphs` where only the graph launches are new; `compile_reduce_overhead` where both are; where neither
+    is new and after launches fewer kernels per step, whichever of `fuse` and `gemm_epilogue` has a prediction
+    whose launches lie nearest after's (`predicted_launches`: every prediction's, from the predictions file); else
+    None."""
     (regions_before, launches_before), (regions_after, launches_after) = (
         rawtrace.compiled_regions_and_graph_launches(path) for path in (before, after)
     )
@@ -147,8 +148,8 @@ def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, li
     new_launches = launches_after > 0 and launches_before == 0
     if new_regions != new_launches:
         return "compile" if new_regions else "cuda_graphs"
-    if new_regions:
-        return None
+    if new_regions:  # both new: torch.compile(mode="reduce-overhead")
+        return "compile_reduce_overhead"
     counts = [_kernel_launches_per_step(path) for path in (before, after)]
     told = {
         a: min(abs(n - counts[1]) for n in ns) for a, ns in predicted_launches.items() if a in ("fuse", "gemm_epilogue")
@@ -186,11 +187,11 @@ def test_the_action_taken_is_what_the_raw_events_say(tmp_path: Path, capsys: pyt
         taken = raw_taken_action(Path(trace(before)), Path(trace(after)), predicted)
         assert {v["taken_action"] for v in document["verdicts"]} == {taken}, (before, after)
         found.add(taken)
-    assert found == {"compile", "cuda_graphs", "fuse", "gemm_epilogue", None}  # every outcome is exercised
+    assert found == {"compile", "cuda_graphs", "compile_reduce_overhead", "fuse", "gemm_epilogue", None}  # all
 
 
 def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """eager_mlp → compiled_mlp: the compile prediction checked, the three others N/A, exit status 0;
+    """eager_mlp → compiled_mlp: the compile prediction checked, the four others N/A, exit status 0;
     eager_mlp → liger_mlp: fuse (fewer launches, nothing compiled or graphed, 6 per step as fuse predicts) checked;
     eager_mlp → itself: no action, none checked."""
     from tracelens.cli import main
@@ -204,21 +205,21 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
     first = next(i for i, line in enumerate(lines) if line.startswith("compiled_mlp"))  # after the file's name
     assert " ".join(lines[first : first + 2]) == (
         "compiled_mlp took compile (compiled regions, no CUDA-graph replays; before: neither): 1 checked, "
-        "3 not applicable"
+        "4 not applicable"
     )
-    assert lines[first + 2].startswith("HELD 4. compile (the step): step 1,613.3 µs: measured 1,490.9 µs, error +8.2 %")
-    assert [line.split()[0] for line in lines if line.startswith("N/A")] == ["N/A"] * 3
-    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 3 not applicable"
+    assert lines[first + 2].startswith("HELD 5. compile (the step): step 1,613.3 µs: measured 1,490.9 µs, error +8.2 %")
+    assert [line.split()[0] for line in lines if line.startswith("N/A")] == ["N/A"] * 4
+    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 4 not applicable"
     assert main(["check", trace("liger_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 80
     first = next(i for i, line in enumerate(lines) if line.startswith("liger_mlp"))
     assert " ".join(lines[first : first + 2]) == (
         "liger_mlp took fuse (no new compiled regions or CUDA-graph replays; launches 7 → 6 per step); nearest the "
-        "launches fuse predicts (6): 1 checked, 3 not applicable"
+        "launches fuse predicts (6): 1 checked, 4 not applicable"
     )
-    assert sorted(line.split()[1] for line in lines if line.startswith("N/A")) == ["1.", "2.", "4."]
-    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 3 not applicable"
+    assert sorted(line.split()[1] for line in lines if line.startswith("N/A")) == ["1.", "2.", "4.", "5."]
+    assert lines[-1] == "1 held (1 weak: no change would have held too), 0 wrong, 4 not applicable"
     assert main(["check", trace("eager_mlp"), "--expect", str(predictions), "--width", "80"]) == 0
     lines = capsys.readouterr().out.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("eager_mlp"))
@@ -226,7 +227,7 @@ def test_the_text_says_which_action_was_taken(tmp_path: Path, capsys: pytest.Cap
         "eager_mlp took no action (no new compiled regions or CUDA-graph replays; launches 7 → 7 per step); none "
         "checked"
     )
-    assert lines[-1] == "0 held, 0 wrong, 4 not applicable"
+    assert lines[-1] == "0 held, 0 wrong, 5 not applicable"
 
 
 def _golden_shape(name: str) -> Any:
@@ -304,7 +305,7 @@ def test_compare_checks_no_prediction_on_another_program(capsys: pytest.CaptureF
     [
         ("eager_mlp", "block/compiled_block", "another program (GEMM and attention work"),
         ("graphs/mlp_eager", "graphs/block_graph", "another program (GEMMs of"),
-        ("eager_mlp", "extra/cudagraph_mlp", "took compile and cuda_graphs together"),
+        ("graphs/mlp_eager", "graphs/mlp_graph_capture", "every step it analyzes is warm-up"),
         ("eager_mlp", "eager_mlp", "took no action"),
         ("compiled_mlp", "geglu_epilogue_mlp", "took no action"),
     ],

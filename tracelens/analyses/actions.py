@@ -17,12 +17,17 @@ repository's before/after twins and repeat recordings: docs/actions.md). Models
   work becomes the graph launch, `GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per captured activity (its start-up and
   the replay's per-kernel gaps), every other launch call and the CPU work before it removed. A graph what-if of
   another analysis can replace this model: `GRAPH_MODELS`.
+- `compile_reduce_overhead` (`torch.compile(mode="reduce-overhead")`: compiled, then replayed as one CUDA
+  graph): `compile`'s kernels and launches; before the first launch that remains, Inductor's wrapper
+  (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains; every other launch and its CPU work removed. No
+  constant of its own.
 - `fuse` (one fusion chain, by its ops): that chain's kernels and launches as in `compile`, CPU work otherwise
   as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
   and dispatch removed.
 Actions the trace does not support (nothing to fuse, no launches) or already takes (`compile` where compiled
-regions run, `cuda_graphs` where graphs replay) are left out; `note` says which and why.
+regions run, `cuda_graphs` where graphs replay, `compile_reduce_overhead` where either does) are left out; `note`
+says which and why.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
     ProgramShape,
     error_pct,
+    gemm_kernel_us,
     launch_table,
     other_program,
     program_fingerprint,
@@ -96,7 +102,13 @@ HOST_ONLY = ("enumerate(DataLoader)#",)
 # 0.01 and never below `MIN_HALF_WIDTH` (about twice what the GPU-bound twins' realized step moves between
 # recordings: a check compares two). Where it is CPU-limited, one h for every action, over every action's
 # CPU-limited cells: there the host's speed, which moves between recordings whatever the action, dominates.
-HALF_WIDTH: dict[str, float] = {"compile": 0.14, "cuda_graphs": 0.11, "fuse": 0.12, "gemm_epilogue": 0.15}
+HALF_WIDTH: dict[str, float] = {
+    "compile": 0.14,
+    "compile_reduce_overhead": 0.19,
+    "cuda_graphs": 0.11,
+    "fuse": 0.12,
+    "gemm_epilogue": 0.15,
+}
 CPU_LIMITED_HALF_WIDTH = 0.60
 MIN_HALF_WIDTH = 0.10
 MAX_ACTIONS = 8
@@ -176,7 +188,11 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
     free = _profiler_free_us(ctx.result(Summary))
-    done = (*(("compile",) if compiled.regions else ()), *(("cuda_graphs",) if compiled.graph_replays else ()))
+    done = (
+        *(("compile",) if compiled.regions else ()),
+        *(("cuda_graphs",) if compiled.graph_replays else ()),
+        *(("compile_reduce_overhead",) if compiled.regions or compiled.graph_replays else ()),
+    )
     found = actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
     if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
         return msgspec.structs.replace(found, actions=[], note=WARMUP_NOTE)
@@ -226,6 +242,15 @@ def actions_of(
                 ["the step"],
                 functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {}),
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
+                + note,
+            )
+        )
+        candidates.append(
+            (
+                "compile_reduce_overhead",
+                ["the step"],
+                functools.partial(_reduce_overhead_plan, chains=chains, rewrites=rewrites if attention else {}),
+                f"{len(chains)} chain(s) fused; launches {{before}} → 1 graph launch/step; CPU: compile's wrapper"
                 + note,
             )
         )
@@ -574,6 +599,27 @@ def _compile_plan(
     return _Plan(work, duration, fused.gpu_dur)
 
 
+def _reduce_overhead_plan(
+    trace: Trace,
+    graph: StepGraph,
+    chains: list[FusionOpportunity],
+    rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
+) -> _Plan:
+    """`torch.compile(mode="reduce-overhead")`: `_compile_plan`'s kernels, replayed as one CUDA graph: Inductor's
+    wrapper (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains, before the first of them; every other
+    launch and its wrapper gap removed (the CPU work a graph cannot hold, `HOST_ONLY`, stays). No constant of its
+    own: both come from the compile and CUDA-graph fits."""
+    compiled = _compile_plan(trace, graph, chains, rewrites)
+    work, duration = np.asarray(compiled.work, dtype=np.int64), np.asarray(compiled.duration, dtype=np.int64)
+    host = _host_only_work_ns(trace, graph)
+    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
+    if kept.size:
+        work[kept] = host[kept]
+        duration[kept[1:]] = 0
+        work[kept[0]] += round((WRAPPER_US + GRAPH_KERNEL_US * kept.size) * NS_PER_US)
+    return _Plan(work, duration, compiled.gpu_dur)
+
+
 def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[int]]]:
     """Each attention of the step in the form Inductor's rewrite was seen to take on the twins, softmax(scale ·
     QKᵀ)V: on one stream, a kernel of a batched GEMM op (`ATTENTION_GEMMS`), then kernels of the scale and one
@@ -750,19 +796,21 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
     if compiled is None:
         return None
     roofline = results.get(Roofline)
+    steps = results.summary.steps
     device: str | None = None
     gflop: float | None = None
     per_call: tuple[float, ...] | None = None
     if roofline is not None:
         rows = [(r.model, r.op, r.calls, r.gflop_per_call) for r in roofline.rows]
         pct = roofline.modelled_kernel_time_pct
-        device, gflop, per_call = program_fingerprint(roofline.device, rows, results.summary.steps, pct)
+        device, gflop, per_call = program_fingerprint(roofline.device, rows, steps, pct)
     return msgspec.structs.replace(
         program_shape(compiled),
         launches_per_step=results.summary.per_step.launches,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
+        gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
     )
 
 

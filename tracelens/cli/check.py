@@ -52,9 +52,10 @@ then op = "==" | "!=" | "<" | "<=" | ">" | ">=" | "contains" |
 tolerance = 0.5 (absolute) | "5%" | { rel = 0.05, abs = 0.5 } |
 { below = 10, above = 20 } (from value - 10 to value + 20).
 A prediction (analyze --predict writes them) adds action = "compile" |
-"cuda_graphs" | "fuse" | "gemm_epilogue" and before = { compiled_regions =
-0, graph_replays = 0 } (the program it was made from): N/A (neither held
-nor wrong) on a trace that took another action relative to that program.
+"cuda_graphs" | "compile_reduce_overhead" | "fuse" | "gemm_epilogue" and
+before = { compiled_regions = 0, graph_replays = 0 } (the program it was
+made from): N/A (neither held nor wrong) on a trace that took another
+action relative to that program.
 
   tracelens check traces/h200/*.json.gz \\
       --expect notebooks/study_hypotheses.toml

@@ -398,6 +398,11 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise where.error(f"before: gemm_gflop_per_step must be a number ≥ 0, not {_shown(value)}")
         counts["gemm_gflop_per_step"] = float(value)
+    if "gemm_us_per_step" in raw:
+        value = raw["gemm_us_per_step"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+            raise where.error(f"before: gemm_us_per_step must be a number ≥ 0, not {_shown(value)}")
+        counts["gemm_us_per_step"] = float(value)
     if "gemm_gflop_per_call" in raw:
         value = raw["gemm_gflop_per_call"]
         numbers = isinstance(value, list) and all(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tracelens.variants import ProgramShape, program_fingerprint
+from tracelens.variants import ProgramShape, gemm_kernel_us, program_fingerprint
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -147,7 +147,24 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
         warmup_only=isinstance(compiled, dict) and compiled.get("warmup_only") is True,
+        gemm_us_per_step=_gemm_us(document),
     )
+
+
+def _gemm_us(document: dict[str, Any]) -> float | None:
+    """`gemm_kernel_us` of the document's `kernels` rows and `steps`; None without them."""
+    kernels, steps = document.get("kernels"), document.get("steps")
+    if not isinstance(kernels, list) or not isinstance(steps, int) or isinstance(steps, bool):
+        return None
+    rows = [
+        (row["category"], float(row["total_us"]))
+        for row in kernels
+        if isinstance(row, dict)
+        and isinstance(row.get("category"), str)
+        and isinstance(row.get("total_us"), (int, float))
+        and not isinstance(row.get("total_us"), bool)
+    ]
+    return gemm_kernel_us(rows, steps)
 
 
 def _fingerprint(document: dict[str, Any]) -> tuple[str | None, float | None, tuple[float, ...] | None]:
