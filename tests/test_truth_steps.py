@@ -62,12 +62,15 @@ def test_busy_plus_idle_buckets_is_the_window_in_every_step(path: Path) -> None:
             assert step.gpu_busy_us == pytest.approx(by_number[step.number].gpu_busy_us, abs=0.01)
 
 
-def test_qwen_mi300_busy_counts_work_launched_before_the_step() -> None:
-    """HTA's temporal breakdown calls this rank 88 % busy; the step's window (CPU start to its last GPU end)
-    holds 42,869 µs of GPU activity in 46,892 µs (91 %), of which part was launched before the step."""
+def test_qwen_mi300_window_starts_after_the_work_launched_before_the_step() -> None:
+    """The step's window starts where the work launched before the recording (the queue of earlier steps) ends,
+    as a later step's starts where the previous step's ends: 29,743.9 µs of its own GPU activity in a 33,755.4 µs
+    window, equal to its period (88 % busy, as HTA's temporal breakdown calls the rank); it held 42,869 µs of
+    busy in 46,892 µs before, most of it the earlier work."""
     results = analyze(tracelens.load(anchor("amd_tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")))
     per_step = results.summary.per_step
-    assert (per_step.gpu_busy_us, per_step.gpu_window_us) == (42869.234, 46892.225)
+    assert (per_step.gpu_busy_us, per_step.gpu_window_us) == (29743.938, 33755.369)
+    assert per_step.gpu_window_us == per_step.step_us
 
 
 def test_cpu_ahead_training_step_time_is_the_gpu_period_not_the_backlog() -> None:
@@ -107,14 +110,18 @@ def test_exposed_dispatch_is_dispatch_self_time_in_gpu_idle(path: Path) -> None:
 
 def test_first_step_behind_a_queue_from_before_the_recording() -> None:
     """The audit's GPU-bound trace without a sync per step: GEMMs launched before the recording still run when
-    its first step (3) starts, and the first recorded GPU activity is one of them, 949.7 µs into the step: what
-    the GPU did before is not in the trace, so the window starts there (no "other idle" for it), and the step is
-    GPU-limited by that queue: its period runs from when the earlier work ended. Every step then matches the
-    CUDA events (2,979-2,998 µs); it read 6,967 µs for step 3 before."""
+    its first step (3) starts, and the first recorded GPU activity is one of them, 949.7 µs into the step: the
+    window starts where that work ends, as a later step's starts where the previous step's does (no "other idle"
+    for it), and the step is GPU-limited by that queue: its period runs from when the earlier work ended and
+    equals its window. Every step then matches the CUDA events (2,979-2,998 µs); it read 6,967 µs for step 3
+    before."""
     path = recorded_trace("h200/audit/backlog_nosync.json.gz")
     results = analyze(tracelens.load(path))
     ours = [row.step_us for row in results.summary.step_table]
     assert ours == [row["step_us"] for row in step_figures(str(path))]  # the stdlib reading, to the ns
+    first = results.summary.step_table[0]
+    assert first.gpu_window_us == first.step_us and first.gpu_busy_us is not None
+    assert first.gpu_busy_us <= first.gpu_window_us
     timings = json.loads((path.parent / "timings.json").read_text())[path.name]["timings"]
     cuda_events_us = [1000 * ms for ms in timings["gpu_start_to_next_start_ms"][3:7]]  # steps 3→4 ... 6→end
     assert all(abs(a - b) < 0.01 * b for a, b in zip(ours[:3], cuda_events_us, strict=False)), (ours, cuda_events_us)

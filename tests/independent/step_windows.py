@@ -117,11 +117,9 @@ def step_figures(path: str) -> list[dict[str, float]]:
                 for _, s, t, launched in gpu
                 if launched is None and t > cpu_start and (first_own is None or s < first_own)
             ]
-            if earlier:
+            if earlier:  # the queue of earlier steps: the window starts where it ends (or the step's own work starts)
                 earlier_end = max(earlier)
-                live = sorted(((s, launched) for _, s, t, launched in gpu if t > cpu_start), key=lambda x: x[0])
-                if live[0][1] is None:
-                    window_start = max(window_start, live[0][0])
+                window_start = max(window_start, earlier_end if first_own is None else min(earlier_end, first_own))
         window_start = min(window_start, gpu_end)
         busy_ns = sum(_clipped(busy_by_device[d], window_start, gpu_end) for d in devices)
         window_ns = (gpu_end - window_start) * len(devices)

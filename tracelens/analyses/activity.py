@@ -174,17 +174,16 @@ def step_windows(trace: Trace) -> StepWindows:
 def _earlier_work(gpu: GpuActivity, end: I64, step_start: int, start: int) -> tuple[int, int]:
     """(window start, end of earlier work) of the trace's first step (index 0). Earlier work is the queue of
     earlier steps: GPU activity launched before the recording (no launch in the trace) that ends after the step's
-    CPU start and starts before the first activity the step launched (-1: none). When the first GPU activity
-    after the step starts is such work, the window starts there."""
+    CPU start and starts before the first activity the step launched (-1: none). As a later step's window starts
+    where the previous step's GPU work ends, the first one's starts where that work ends (or where the step's own
+    first activity starts, if that is sooner: another stream)."""
     own = gpu.ts_ns[gpu.step == 0]
     first_own = int(own.min()) if own.size else np.iinfo(np.int64).max
     earlier = np.flatnonzero((gpu.launch < 0) & (end > step_start) & (gpu.ts_ns < first_own))
     if earlier.size == 0:
         return start, -1
-    live = np.flatnonzero(end > step_start)
-    if gpu.launch[live[np.argmin(gpu.ts_ns[live])]] < 0:
-        start = max(start, int(gpu.ts_ns[live].min()))
-    return start, int(end[earlier].max())
+    earlier_end = int(end[earlier].max())
+    return max(start, min(earlier_end, first_own)), earlier_end
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
