@@ -105,7 +105,7 @@ HOST_ONLY = ("enumerate(DataLoader)#",)
 HALF_WIDTH: dict[str, float] = {
     "compile": 0.14,
     "compile_reduce_overhead": 0.19,
-    "cuda_graphs": 0.11,
+    "cuda_graphs": 0.16,
     "fuse": 0.12,
     "gemm_epilogue": 0.15,
 }
@@ -254,7 +254,7 @@ def actions_of(
                 + note,
             )
         )
-        graph_model = GRAPH_MODELS.get("cuda_graphs", _graphs_plan)
+        graph_model = GRAPH_MODELS.get("cuda_graphs", functools.partial(_graphs_plan, compiled="compile" in done))
         candidates.append(
             (
                 "cuda_graphs",
@@ -652,17 +652,20 @@ def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[i
     return out
 
 
-def _graphs_plan(trace: Trace, graph: StepGraph) -> _Plan:
+def _graphs_plan(trace: Trace, graph: StepGraph, compiled: bool = False) -> _Plan:
     """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
     the step's launches ran); every other launch and its CPU work removed, except the CPU work a graph cannot
-    hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it)."""
+    hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it). In a `compiled`
+    program the graphs are torch.compile's (`mode="reduce-overhead"`), replayed by its wrapper: the CPU work
+    before the first launch stays as observed, and the graph's `GRAPH_KERNEL_US` per activity is added to it."""
     work, duration = graph.cpu_columns[0].copy(), graph.cpu_columns[1].copy()
     kept = _host_only_work_ns(trace, graph)
     captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
     launches = np.flatnonzero(~graph.cpu_columns[2])
     if launches.size:
         first, others = launches[0], launches[1:]
-        work[first] = kept[first] + round((GRAPH_LAUNCH_US + GRAPH_KERNEL_US * captured) * NS_PER_US)
+        before_ns = int(work[first]) if compiled else int(kept[first]) + round(GRAPH_LAUNCH_US * NS_PER_US)
+        work[first] = before_ns + round(GRAPH_KERNEL_US * captured * NS_PER_US)
         work[others], duration[others] = kept[others], 0
     return _Plan(work, duration, {})
 
