@@ -566,4 +566,4 @@ def test_the_verdict_sentence_says_what_decided_it(capsys: pytest.CaptureFixture
     assert busy < 0.85
     assert main(["analyze", str(path), "--section", "bound", "--width", "200"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "Bound: gpu — GPU work limits the step: faster kernels shorten it, faster CPU work does not"
+    assert first == "Bound: gpu — GPU work limits the step: faster kernels shorten it more than faster CPU work"

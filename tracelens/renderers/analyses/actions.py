@@ -155,8 +155,8 @@ def _action_lines(rank: int, action: Action, targets: str, step_us: float) -> li
 
 
 LIMIT_SENTENCE = {
-    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it, faster kernels do not",
-    "gpu": "GPU work limits the step: faster kernels shorten it, faster CPU work does not",
+    "cpu": "CPU work limits the step (launches and dispatch): faster CPU work shortens it more than faster kernels",
+    "gpu": "GPU work limits the step: faster kernels shorten it more than faster CPU work",
     "mixed": "both CPU and GPU work limit the step: neither alone shortens it much",
     "unknown": "neither faster CPU nor faster GPU work shortens the step (it waits on something else)",
 }
