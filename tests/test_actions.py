@@ -39,6 +39,8 @@ TWINS = [
     ("graphs/mlp_eager", "graphs/mlp_ro", "compile_reduce_overhead"),
     ("graphs/block_eager", "graphs/block_ro", "compile_reduce_overhead"),
     ("extra/sweep_eager_mlp_t4096", "extra/cudagraph_mlp", "compile_reduce_overhead"),
+    # Hugging Face generate(): eager decode against static cache + mode="reduce-overhead" (issue #28's twin)
+    ("graphs/decode_eager", "graphs/decode_static_graph", "compile_reduce_overhead"),
     # CUDA graphs on a compiled program: the same reduce-overhead recordings against the default-mode compiled twin
     ("graphs/mlp_compiled", "graphs/mlp_ro_replay", "cuda_graphs"),
     ("graphs/block_compiled", "graphs/block_ro_replay", "cuda_graphs"),

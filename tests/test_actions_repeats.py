@@ -156,7 +156,7 @@ def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     from tracelens.analyses.actions import CPU_LIMITED_HALF_WIDTH, HALF_WIDTH
 
     cells = _cells(RECORDINGS)
-    assert len(cells) == 48 and sum(c[2] != "gpu" for c in cells) == 29
+    assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 30
     assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
     assert all(low <= realized <= high for *_, low, high, realized in cells)
     fitted = [c for c in _cells(RECORDINGS[:3]) if c[1] == "compile" and c[2] != "gpu"]

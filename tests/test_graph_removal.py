@@ -3,6 +3,7 @@ tests/independent/graph_removal_stdlib.py."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -68,3 +69,34 @@ def test_the_generate_pair_states_launches_and_dispatch_removed(capsys: pytest.C
 def test_no_graph_no_section(capsys: pytest.CaptureFixture[str]) -> None:
     document = _compare(capsys, "mlp_eager", "mlp_compiled")
     assert document["graph_removed"] == []
+
+
+def test_a_removal_that_added_says_added(capsys: pytest.CaptureFixture[str]) -> None:
+    """A figure the graph raised reads "added N", not "removed -N": reduce-overhead's wrapper on the MLP added CPU
+    op time (the JSON keeps the signed value, eager − graph)."""
+    document = _compare(capsys, "mlp_eager", "mlp_ro")
+    (row,) = document["graph_removed"]
+    cpu = row["removed"]["cpu_op_us"]
+    assert cpu < 0
+    sentence = next(v for v in document["verdicts"] if v.startswith("mlp_ro against mlp_eager"))
+    assert f"added {abs(cpu):,.1f} CPU op µs" in sentence and " -" not in sentence
+
+
+def test_another_program_gets_no_removal_and_is_named_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """HTA's trace_diff pair ran on an A100 and a V100: `compare` says first that the second is another program
+    (as the GPU names in the raw metadata say) and shows no "what the graph removed" between them."""
+    from tests import rawtrace
+    from tests.anchors import CORPUS
+
+    paths = [CORPUS / "hta/trace_diff" / f"{n}/{n}.json.gz" for n in ("control", "test")]
+    names = []
+    for path in paths:
+        assert any(e.get("cat") == "kernel" for e in rawtrace.events(path))
+        with gzip.open(path, "rt") as handle:
+            devices = json.load(handle).get("deviceProperties") or []
+        names.append({d.get("name") for d in devices})
+    assert names[0] != names[1]
+    out, _ = run_cli(capsys, "compare", *map(str, paths), "--format", "json")
+    document = json.loads(out)
+    assert document["graph_removed"] == []
+    assert document["verdicts"][0].startswith("test is another program than control (recorded on Tesla V100")

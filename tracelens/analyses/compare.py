@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisResults
+from tracelens.analyses.actions import program_of
 from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
@@ -26,6 +27,7 @@ from tracelens.model.events import Kind
 from tracelens.model.op_names import METADATA_OPS
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
+from tracelens.variants import ProgramShape, other_program
 
 MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
@@ -106,15 +108,31 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         _variant(name, trace, results, rows) for (name, trace, results), rows in zip(items, components, strict=True)
     ]
     fusions, balance = _fusions(items)
-    removed = graph_removals([graph_side(name, trace, results) for name, trace, results in items])
+    shapes = {name: program_of(results) for name, _, results in items}
+    removed = [
+        row
+        for row in graph_removals([graph_side(name, trace, results) for name, trace, results in items])
+        if _other_program(shapes, row.baseline.variant, row.variant.variant) is None
+    ]
+    others = [
+        f"{name} is another program than {items[0][0]} ({why}): not a variant of it"
+        for name, _, _ in items[1:]
+        if (why := _other_program(shapes, items[0][0], name)) is not None
+    ]
     return Comparison(
         variants=variants,
         fusions=fusions,
         fusion_balance=balance,
         break_even=break_even([(v.name, v.shapes) for v in variants]),
-        verdicts=[*_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
+        verdicts=[*others, *_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
         graph_removed=removed,
     )
+
+
+def _other_program(shapes: dict[str, ProgramShape | None], before: str, after: str) -> str | None:
+    """`other_program` of two variants by name; None where either is not known."""
+    first, second = shapes.get(before), shapes.get(after)
+    return None if first is None or second is None else other_program(first, second, before)
 
 
 def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[str]:

@@ -136,12 +136,19 @@ def removal_sentence(row: GraphRemoval) -> str:
     """One line of `compare`'s verdicts: launches and dispatch the graph removed per step."""
     r = row.removed
 
-    def us(value: float | None) -> str:
-        return "—" if value is None else f"{value:,.1f}"
+    def change(value: float | None, what: str) -> str:
+        if value is None:
+            return f"— {what}"
+        return f"{'removed' if value >= 0 else 'added'} {abs(value):,.1f} {what}"
 
-    launches = "—" if r["launch_calls"] is None else f"{r['launch_calls']:,.0f}"
+    launches = r["launch_calls"]
+    launch_words = "— kernel-launch calls" if launches is None else f"{launches:,.0f} kernel-launch calls"
+    idle = r["gpu_idle_us"]
+    idle_words = (
+        "— GPU idle" if idle is None else f"{abs(idle):,.1f} µs/step {'less' if idle >= 0 else 'more'} GPU idle"
+    )
     return (
-        f"{row.variant.variant} against {row.baseline.variant}: the graph removed {launches} kernel-launch calls, "
-        f"{us(r['cpu_op_us'])} CPU op µs and {us(r['runtime_call_us'])} runtime µs per step; "
-        f"{us(r['gpu_idle_us'])} µs/step less GPU idle"
+        f"{row.variant.variant} against {row.baseline.variant}: the graph removed {launch_words}, "
+        f"{change(r['cpu_op_us'], 'CPU op µs')} and {change(r['runtime_call_us'], 'runtime µs')} per step; "
+        f"{idle_words}"
     )
