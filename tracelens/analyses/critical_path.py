@@ -78,7 +78,7 @@ _SYNC = LAYERS.index("sync")
 CPU, LAUNCH_LATENCY, SYNC, GPU_GAP, OTHER_WAIT = "cpu_dispatch", "launch_latency", "sync", "gpu_gap", "other_wait"
 QUEUED = "queued"  # waiting behind GPU work of earlier steps still running on the stream (not in the step's graph)
 PART_LABELS = {  # how every output names a part of the path (GPU parts: `part_label`)
-    CPU: "CPU dispatch",
+    CPU: "CPU work",  # all host time between calls: not the dispatch section's self time (no Python there)
     LAUNCH_LATENCY: "launch latency",
     SYNC: "sync return",
     GPU_GAP: "GPU gap on a stream",
