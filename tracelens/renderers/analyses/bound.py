@@ -99,7 +99,16 @@ def bound_steps_table(bound: Bound) -> Table | None:
     if not 1 < len(bound.steps) <= 12:
         return None
     table = Table(title="GPU window by bucket, one row per step (µs in the step)", title_justify="left")
-    for column in ("step", "window µs", "busy µs", "launch wait µs", "sync wait µs", "queued µs", "other µs", "bound"):
+    for column in (
+        "step",
+        "window µs",
+        "busy µs",
+        "launch wait µs",
+        "sync wait µs",
+        "idle, queued µs",
+        "other µs",
+        "bound",
+    ):
         table.add_column(column, justify="right" if column != "bound" else "left")
     for s in bound.steps:
         table.add_row(
