@@ -100,7 +100,7 @@ def test_stream_idle_parts_add_up() -> None:
 
 def test_stream_idle_is_over_the_summary_steps_and_says_which() -> None:
     """Issue #27 item 8: one busy figure per stream per window. The compiled sweep compiles in its first steps;
-    the idle table is over the summary's steps (those that compiled left out) and names them. Busy is the union
+    the idle table is over the summary's steps (warm-up steps left out) and names them. Busy is the union
     of the stream's activity launched in those steps, recomputed here from the raw events."""
     import gzip
     import json
@@ -112,7 +112,7 @@ def test_stream_idle_is_over_the_summary_steps_and_says_which() -> None:
     idle = results.stream_idle
     assert idle is not None
     steps = results.summary.step_numbers
-    assert idle.window.startswith(f"steps {min(steps)}-{max(steps)}") and "compiled left out" in idle.window
+    assert idle.window.startswith(f"steps {min(steps)}-{max(steps)}") and "warm-up step" in idle.window
     with gzip.open(path, "rt") as handle:
         events = json.load(handle)["traceEvents"]
     spans = [

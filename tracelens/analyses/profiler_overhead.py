@@ -123,7 +123,8 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
         )
     elif host is not None and host.launch_us is None and step_us is not None:
         reason = (
-            "no kernel-launch call in the analyzed steps: the model counts the profiler's cost in the trace's own "
+            "no kernel launch besides graph launches in the steps: the model counts the profiler's cost in the "
+            "trace's own "
             "launch calls (it is calibrated on GPU traces), so there is no estimate"
         )
     elif step_us is not None and host is not None:

@@ -314,8 +314,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
             KeyDoc(
                 "stream_idle",
                 "idle time per GPU stream per step, with the kernel-wait threshold, a note and `window` (the "
-                "steps the figures are over: the summary's, those that compiled left out, e.g. `\"steps 3-6 (2 "
-                'steps that compiled left out)"`)',
+                "steps the figures are over: the summary's, warm-up steps left out, e.g. `\"steps 3-6 (2 warm-up "
+                'steps left out: compiling or capturing)"`)',
             ),
         ),
     ),

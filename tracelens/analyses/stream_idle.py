@@ -55,14 +55,18 @@ class StreamIdle(msgspec.Struct, frozen=True):
     streams: list[StreamIdleRow]  # busiest first
     kernel_wait_threshold_us: float
     note: str
-    window: str = ""  # the steps the figures are over, e.g. "steps 3-5 (steps that compiled left out)"
+    window: str = (
+        ""  # the steps the figures are over, e.g. "steps 3-5 (2 warm-up steps left out: compiling or capturing)"
+    )
 
 
 def analyze_stream_idle(ctx: AnalysisContext) -> StreamIdle:
     """Idle time per stream over the analyzed steps (see the module docstring)."""
     result = stream_idle_of(ctx.trace, ctx.steady_steps)
     dropped = len(ctx.window.step_numbers) - len(ctx.steady_steps.step_numbers)
-    suffix = f" ({dropped} step{'s' if dropped != 1 else ''} that compiled left out)" if dropped > 0 else ""
+    suffix = (
+        f" ({dropped} warm-up step{'s' if dropped != 1 else ''} left out: compiling or capturing)" if dropped else ""
+    )
     return msgspec.structs.replace(result, window=result.window + suffix)
 
 

@@ -28,7 +28,8 @@ def _nested_lookups(compiled: Compiled) -> str:
 def compiled_parts(compiled: Compiled, results: AnalysisResults) -> Parts:
     parts: Parts = []
     if compiled.note:
-        parts.append(safe_text(f"torch.compile: {compiled.note}", style="yellow"))
+        head = "torch.compile" if compiled.regions or compiled.compile_in_window else "Warm-up"  # a capture alone
+        parts.append(safe_text(f"{head}: {compiled.note}", style="yellow"))
     if compiled.autotune is not None:
         a = compiled.autotune
         parts.append(
