@@ -128,7 +128,7 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             "launch calls (it is calibrated on GPU traces), so there is no estimate"
         )
     elif step_us is not None and host is not None:
-        reason = "the profiler's estimated cost would take the whole step and there is no GPU work to floor it"
+        reason = "the profiler's estimated cost would take the whole step: there is no GPU work to floor it"
     else:
         reason = "no analyzed step with a step time"
     if estimate is None:
