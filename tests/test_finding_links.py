@@ -70,3 +70,21 @@ def test_each_action_zooms_to_the_drawn_step_and_all_it_launched() -> None:
         pad = (link.x1_us - link.x0_us) / 52  # the link's margin: a fiftieth of the step's range on each side
         assert link.x0_us + pad == pytest.approx(at_us, abs=0.01)
         assert (link.x1_us - pad) - (link.x0_us + pad) == pytest.approx(max(cpu_end, *ends) - step_start, abs=0.01)
+
+
+def test_the_critical_path_link_counts_its_kernels_apart(tmp_path: Path) -> None:
+    """The critical path's link names how many of its events are kernels, against the path's rows in the
+    `.pftrace` (its 'critical path' track): kernels by name as the raw trace's `kernel` events, the rest apart (a
+    memset, runtime calls, the closing sync the track leaves out); it read '8 kernels' for 5 kernels, 1 memset
+    and 2 runtime calls."""
+    trace = tracelens.load(EAGER_MLP)
+    links = finding_links(trace, gpu_activity_frame(trace), tracelens.analyze(trace))
+    (link,) = [link for link in links if link.label.startswith("critical path")]
+    found = re.search(r": (\d+) kernels?(?: and (\d+) other events)?$", link.label)
+    assert found, link.label
+    kernel_names = {str(e["name"]) for e in rawtrace.events(EAGER_MLP) if e.get("cat") == "kernel"}
+    decoded = decode(annotate(EAGER_MLP, tmp_path))
+    path = [s for s in decoded.slices if decoded.names[s.track] == "critical path"]
+    kernels = sum(1 for s in path if s.name in kernel_names)
+    assert path and int(found.group(1)) == kernels
+    assert int(found.group(2) or 0) >= len(path) - kernels  # the link also spans the step's closing sync

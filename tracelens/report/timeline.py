@@ -832,7 +832,10 @@ def finding_links(trace: Trace, gpu: Any, results: AnalysisResults, focus_step: 
             rank = note.split(":", 1)[0].split("#", 1)[-1]
             prefix = "epilogue" if note.startswith("GEMM-epilogue") else "fuse"
             hint = f"in Perfetto: search '{prefix} #{rank}:' (track 'fusion opportunities' under 'tracelens')"
-        out.append(FindingLink(f"{note}: {len(picked):,} kernels", start_us - pad, end_us + pad, hint))
+        kernels = int(np.count_nonzero(ev.kind[picked] == Kind.KERNEL))
+        rest = len(picked) - kernels  # memsets, copies, the path's runtime calls
+        what = f"{kernels:,} kernel{'s' if kernels != 1 else ''}" + (f" and {rest:,} other events" if rest else "")
+        out.append(FindingLink(f"{note}: {what}", start_us - pad, end_us + pad, hint))
     return [*action_links(trace, results, focus), *out]
 
 

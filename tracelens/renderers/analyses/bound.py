@@ -160,7 +160,7 @@ def bound_panel(results: AnalysisResults) -> page.Panel:
         ("CPU dispatch µs/step", "dispatch_us_per_step"),
         ("exposed dispatch µs/step", "exposed_dispatch_us_per_step"),
         ("exposed dispatch, % of dispatch", "exposed_dispatch_pct"),
-        ("exposed dispatch, % of GPU time", "exposed_dispatch_pct_of_gpu"),
+        ("exposed dispatch, % of the GPU window", "exposed_dispatch_pct_of_gpu"),
         ("idle gaps per step", "gaps_per_step"),
     )
     rows = tuple(
