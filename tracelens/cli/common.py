@@ -6,7 +6,9 @@ import argparse
 import errno
 import importlib
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -107,9 +109,14 @@ def load_with_feedback(
 
 
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
-    """One `tracelens: warning:` line per warning on stderr."""
+    """One `tracelens: warning:` line per warning on stderr; on a terminal, wrapped to its width (continuation
+    lines indented), so that a log or a pipe still gets one line per warning."""
+    width = shutil.get_terminal_size().columns if sys.stderr is not None and sys.stderr.isatty() else 0
     for warning in warnings:
-        print(f"tracelens: warning: {escape_controls(f'{path.name}: {warning}')}", file=sys.stderr)
+        line = f"tracelens: warning: {escape_controls(f'{path.name}: {warning}')}"
+        if width >= 40:
+            line = textwrap.fill(line, width=width, subsequent_indent="  ", break_on_hyphens=False)
+        print(line, file=sys.stderr)
 
 
 def use_color() -> bool:
