@@ -3,6 +3,9 @@ the profiled window and, separately, in a trace of its own. Run on the H200 from
 
     python3 workloads/graph_traces.py OUTDIR        (needs CUDA; its traces are traces/h200/graphs/)
 
+GRAPHS_TOKENS / GRAPHS_SEQ set the MLP's tokens and the block's sequence (default 256 each); GRAPHS_ONLY=mlp_block
+records those two parts alone.
+
 Per variant it writes OUTDIR/NAME.json.gz (torch.profiler, activities CPU+CUDA, record_shapes, a
 synchronize after every step, one ProfilerStep per step) and an entry in OUTDIR/timings.json in the format of
 traces/h200/extra/timings.json: `runs[NAME].cuda_event_ms` are CUDA events around each step timed WITHOUT the
@@ -203,19 +206,23 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
     guarded(compiled_default)()
 
 
+TOKENS = int(os.environ.get("GRAPHS_TOKENS", "256"))  # the MLP's tokens (held-out shapes: another value)
+SEQ = int(os.environ.get("GRAPHS_SEQ", "256"))  # the block's sequence length
+
+
 def mlp_part() -> None:
     torch.manual_seed(0)
     model = GeGLUMLP(2048, 8192).to(DEV, DTYPE).eval()
-    x = torch.randn(256, 2048, device=DEV, dtype=DTYPE)
-    graph_family("mlp", model, x, {"model": "GeGLU MLP", "tokens": 256, "hidden": 2048, "intermediate": 8192,
+    x = torch.randn(TOKENS, 2048, device=DEV, dtype=DTYPE)
+    graph_family("mlp", model, x, {"model": "GeGLU MLP", "tokens": TOKENS, "hidden": 2048, "intermediate": 8192,
                                     "dtype": "bf16"})
 
 
 def block_part() -> None:
-    cfg = {"hidden": 2048, "heads": 16, "intermediate": 5632, "max_seq": 256}
+    cfg = {"hidden": 2048, "heads": 16, "intermediate": 5632, "max_seq": SEQ}
     model = make_block(cfg, "eager", "sdpa", DEV, DTYPE).eval()
-    x = torch.randn(1, 256, 2048, device=DEV, dtype=DTYPE)
-    graph_family("block", model, x, dict(cfg, model="Llama block", batch=1, seq=256, dtype="bf16"))
+    x = torch.randn(1, SEQ, 2048, device=DEV, dtype=DTYPE)
+    graph_family("block", model, x, dict(cfg, model="Llama block", batch=1, seq=SEQ, dtype="bf16"))
 
 
 def decode_part() -> None:
@@ -287,6 +294,8 @@ def decode_part() -> None:
 def main() -> None:
     log("env", ENV)
     parts = (decode_part,) if os.environ.get("GRAPHS_ONLY") == "decode_flash" else (mlp_part, block_part, decode_part)
+    if os.environ.get("GRAPHS_ONLY") == "mlp_block":  # held-out shapes: the MLP and the block alone
+        parts = (mlp_part, block_part)
     for part in parts:
         guarded(part)()
     with open(os.path.join(OUT, "timings.json"), "w") as f:
