@@ -72,3 +72,29 @@ def test_the_docs_table_is_the_recomputed_one() -> None:
 if __name__ == "__main__":
     for cell in cells():
         print(table_row(cell))
+
+
+SYNC_CHAIN = Path(__file__).resolve().parent.parent / "traces" / "h100" / "sync_chain_graphs"
+
+
+def test_a_host_sync_splits_the_graphs() -> None:
+    """`.item()` inside the step: reduce-overhead runs one graph per side of the graph break (two
+    `cudaGraphLaunch` per step in the raw events), and `cuda_graphs` on the compiled program predicts as many,
+    its range holding the realized step on both recordings (it predicted one graph, 188.4 and 181.1 µs against
+    356.8 and 349.6, -47 %, before the split)."""
+    from tests import rawtrace
+
+    for repeat in ("r0", "r1"):
+        after = SYNC_CHAIN / f"sync_chain_ro_{repeat}.json.gz"
+        events = rawtrace.events(after)
+        steps = rawtrace.steps([e for e in events if e.get("cat") == "user_annotation"])
+        launches = [
+            sum(1 for e in events if e.get("name") == "cudaGraphLaunch" and s <= e["ts"] <= t) for _, s, t in steps
+        ]
+        assert set(launches[1:]) == {2}  # the first may hold the capture
+        results = analyze(tracelens.load(SYNC_CHAIN / f"sync_chain_compiled_{repeat}.json.gz"))
+        assert results.actions is not None
+        (graphs,) = [a for a in results.actions.actions if a.action == "cuda_graphs"]
+        assert graphs.predicted_launches_per_step == 2 and "2 graph launches/step (host syncs split it)" in graphs.basis
+        realized = raw_mean_span_us(after, without_capture=True)
+        assert graphs.low <= realized <= graphs.high

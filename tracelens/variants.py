@@ -71,9 +71,9 @@ class ProgramShape(msgspec.Struct, frozen=True):
 
 MODELLED_PCT_FOR_FINGERPRINT = 75.0  # below it, GEMMs may be among the unmodelled kernels (a hand-written one)
 GFLOP_ROUNDING = 0.001  # per-call GFLOP are rounded to this: two values one step apart may be one GEMM (decode's)
-# a GEMM's GFLOP per call of two variants: within ±25 % (its op's work is shared among its kernels differently
-# when graph-replayed: 0.261 and 0.296 GFLOP at 64 tokens, the same 6.442 GFLOP per step); a block's GEMMs against an
-# MLP's of like work per step are 34 % apart (6.4 against 8.6)
+# a GEMM's GFLOP per call of two variants of one program: its op's work is shared among its kernels differently
+# when graph-replayed, so looser than per step; a block's GEMMs and an MLP's of like work per step stay apart
+# (docs/check.md#another-program)
 SAME_CALL = 0.25
 SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one program: within ±10 % (equal on twins)
 

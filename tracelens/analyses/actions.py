@@ -250,8 +250,7 @@ def actions_of(
                 "compile_reduce_overhead",
                 ["the step"],
                 functools.partial(_reduce_overhead_plan, chains=chains, rewrites=rewrites if attention else {}),
-                f"{len(chains)} chain(s) fused; launches {{before}} → 1 graph launch/step; CPU: compile's wrapper"
-                + note,
+                f"{len(chains)} chain(s) fused; launches {{before}} → {{graphs}}; CPU: compile's wrapper" + note,
             )
         )
         graph_model = GRAPH_MODELS.get("cuda_graphs", functools.partial(_graphs_plan, compiled="compile" in done))
@@ -260,7 +259,7 @@ def actions_of(
                 "cuda_graphs",
                 ["the step's launches"],
                 graph_model,
-                "launches {before} → 1 graph launch/step; GPU work unchanged",
+                "launches {before} → {graphs}; GPU work unchanged",
             )
         )
     for chain in _by_kernels(chains)[:3]:
@@ -356,7 +355,10 @@ def _predict(
         after += int((launches & kept).sum())
     predicted = sum(spans) / len(spans)
     n = len(graphs)
-    basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}")
+    graphs_words = "1 graph launch/step"  # a graph per run between host syncs (`_graph_segments`)
+    if round(after / n) > 1:
+        graphs_words = f"{after / n:.0f} graph launches/step (host syncs split it)"
+    basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}", graphs=graphs_words)
     busiest_us = sum(busiest_lane_us) / n
     limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
     if limited_by == "gpu" and 2 * gpu_saved_ns / n / NS_PER_US < GPU_SHARE * predicted:
@@ -605,18 +607,19 @@ def _reduce_overhead_plan(
     chains: list[FusionOpportunity],
     rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
 ) -> _Plan:
-    """`torch.compile(mode="reduce-overhead")`: `_compile_plan`'s kernels, replayed as one CUDA graph: Inductor's
-    wrapper (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains, before the first of them; every other
-    launch and its wrapper gap removed (the CPU work a graph cannot hold, `HOST_ONLY`, stays). No constant of its
-    own: both come from the compile and CUDA-graph fits."""
+    """`torch.compile(mode="reduce-overhead")`: `_compile_plan`'s kernels, replayed as one CUDA graph per run of
+    launches between host syncs (a graph break: `_graph_segments`): Inductor's wrapper (`WRAPPER_US`) and
+    `GRAPH_KERNEL_US` per launch that remains in it, before its first launch; every other launch and its wrapper
+    gap removed (the CPU work a graph cannot hold, `HOST_ONLY`, stays). No constant of its own: both come from the
+    compile and CUDA-graph fits."""
     compiled = _compile_plan(trace, graph, chains, rewrites)
     work, duration = np.asarray(compiled.work, dtype=np.int64), np.asarray(compiled.duration, dtype=np.int64)
     host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
-    if kept.size:
-        work[kept] = host[kept]
-        duration[kept[1:]] = 0
-        work[kept[0]] += round((WRAPPER_US + GRAPH_KERNEL_US * kept.size) * NS_PER_US)
+    work[kept] = host[kept]
+    for segment in _graph_segments(graph, kept):  # a graph per run between host syncs (a graph break)
+        duration[segment[1:]] = 0
+        work[segment[0]] += round((WRAPPER_US + GRAPH_KERNEL_US * segment.size) * NS_PER_US)
     return _Plan(work, duration, compiled.gpu_dur)
 
 
@@ -653,21 +656,34 @@ def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[i
 
 
 def _graphs_plan(trace: Trace, graph: StepGraph, compiled: bool = False) -> _Plan:
-    """The first launch's CPU work becomes the graph launch (`GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per activity
-    the step's launches ran); every other launch and its CPU work removed, except the CPU work a graph cannot
-    hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it). In a `compiled`
-    program the graphs are torch.compile's (`mode="reduce-overhead"`), replayed by its wrapper: the CPU work
-    before the first launch stays as observed, and the graph's `GRAPH_KERNEL_US` per activity is added to it."""
+    """One graph per run of launches between host syncs (`_graph_segments`: a capture cannot hold a sync; a
+    compiled region breaks there): the first launch of each becomes its graph launch (`GRAPH_LAUNCH_US` +
+    `GRAPH_KERNEL_US` per activity its launches ran), every other launch and its CPU work removed, except the CPU
+    work a graph cannot hold (`HOST_ONLY`: the time inside those ranges before each launch stays before it). In a
+    `compiled` program the graphs are torch.compile's (`mode="reduce-overhead"`), replayed by its wrapper: the CPU
+    work before each graph's first launch stays as observed, and the graph's `GRAPH_KERNEL_US` per activity is
+    added to it."""
     work, duration = graph.cpu_columns[0].copy(), graph.cpu_columns[1].copy()
     kept = _host_only_work_ns(trace, graph)
-    captured = int(np.count_nonzero(graph.gpu_columns.launch_call >= 0))
-    launches = np.flatnonzero(~graph.cpu_columns[2])
-    if launches.size:
-        first, others = launches[0], launches[1:]
+    launch_call = graph.gpu_columns.launch_call
+    for segment in _graph_segments(graph):
+        first, others = segment[0], segment[1:]
+        captured = int(np.count_nonzero(np.isin(launch_call, segment)))
         before_ns = int(work[first]) if compiled else int(kept[first]) + round(GRAPH_LAUNCH_US * NS_PER_US)
         work[first] = before_ns + round(GRAPH_KERNEL_US * captured * NS_PER_US)
         work[others], duration[others] = kept[others], 0
     return _Plan(work, duration, {})
+
+
+def _graph_segments(graph: StepGraph, calls: I64 | None = None) -> list[I64]:
+    """The step's launch calls (or those of `calls`, call indices in order) split where a host sync lies between
+    two of them: each run is what one CUDA graph can capture."""
+    is_sync = graph.cpu_columns[2]
+    launches = np.flatnonzero(~is_sync) if calls is None else np.asarray(calls, dtype=np.int64)
+    if launches.size == 0:
+        return []
+    group = np.searchsorted(np.flatnonzero(is_sync), launches)
+    return np.split(launches, np.flatnonzero(np.diff(group)) + 1)
 
 
 @per_trace
