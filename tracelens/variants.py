@@ -101,7 +101,7 @@ def program_fingerprint(
     )
 
 
-GEMM_TIME_APART = 2.0  # GEMM kernel µs per step this many times apart: another program (no action does that)
+GEMM_TIME_APART = 1.25  # GEMM kernel µs per step this many times apart: another program (twins: docs/check.md)
 
 
 def gemm_kernel_us(rows: Iterable[tuple[str, float]], steps: int) -> float | None:
