@@ -167,7 +167,9 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
         if len(rows) < 2 or max(row.attributed_us_per_step for row in rows) <= 0:
             continue
         placed = [
-            (row.us_per_step, v.name) for row, v in zip(rows, variants, strict=False) if row.us_per_step is not None
+            (row.us_per_step, v.name)
+            for row, v in zip(rows, variants, strict=False)
+            if row.us_per_step is not None and not _gemms_elsewhere(component, row, v)
         ]
         unplaced = sorted(v.name for row, v in zip(rows, variants, strict=False) if row.us_per_step is None)
         caveat = f" ({', '.join(unplaced)}: not placed, not compared)" if unplaced else ""
@@ -190,6 +192,12 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
     if left:
         out.append("fusion left (est. saving, opportunities): " + ", ".join(left))
     return out
+
+
+def _gemms_elsewhere(component: str, row: ComponentRow, variant: Variant) -> bool:
+    """Whether `row` is a `gemm` row of 0 while the variant runs GEMM kernels: its scopes hold them (the rows
+    above it), so it ranks nothing."""
+    return component == "gemm" and row.attributed_kernels == 0 and variant.kernels_by_category.get("gemm", 0) > 0
 
 
 def _variant(name: str, trace: Trace, results: AnalysisResults, components: list[ComponentRow]) -> Variant:
