@@ -293,10 +293,15 @@ def actions_of(
         f"each action replayed over {count_text(len(graphs), 'step')}; ranges from the calibration on twins "
         "(docs/actions.md)"
     )
-    if not chains:
-        note += "; no fusion chain found (fuse: none)"
-    if done:
-        note += f"; left out, the program already does it: {', '.join(done)}"
+    if not actions:  # said first: why there is nothing to rank
+        note = "no modelled action is left: " + "; ".join(
+            [*(["the program already does " + ", ".join(done)] if done else []), "no fusion chain or epilogue found"]
+        )
+    else:
+        if not chains:
+            note += "; no fusion chain found (fuse: none)"
+        if done:
+            note += f"; left out, the program already does it: {', '.join(done)}"
     loading = _data_loading_us(trace, graphs)
     summary = ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs), loading)
     return Actions(summary, actions[:MAX_ACTIONS], note)
