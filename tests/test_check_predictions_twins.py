@@ -447,3 +447,24 @@ def test_a_trace_below_every_fuse_prediction_made_several_changes(
     assert below == several
     checked = [v for v in document["verdicts"] if v["status"] != "not_applicable"]
     assert checked and all(("it made several such changes" in v["reason"]) == several for v in checked)
+
+
+def test_a_weak_verdict_says_when_the_step_moved_the_other_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """reduce-overhead on the graphs folder's MLP: predicted slower than eager, measured faster (the raw mean
+    spans), yet inside the range: the weak HELD says the change went the other way."""
+    from tests.test_actions import raw_mean_span_us
+    from tracelens.cli import main
+
+    before, after = "graphs/mlp_eager", "graphs/mlp_ro_replay"
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", trace(before), "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    assert main(["check", trace(after), "--expect", str(predictions), "--width", "200"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    entries = tomllib.loads(predictions.read_text(encoding="utf-8"))["hypothesis"]
+    (entry,) = [e for e in entries if e["action"] == "compile_reduce_overhead"]
+    measured = raw_mean_span_us(Path(trace(after)), without_capture=True) - raw_mean_span_us(Path(trace(before)))
+    assert (entry["value"] - entry["before_value"]) * measured < 0
+    assert "HELD" in out and ": the other way)" in out

@@ -151,7 +151,8 @@ def _in_us(verdict: Verdict) -> bool:
 
 
 def _weak_words(verdict: Verdict) -> str:
-    """What a weak HELD means, and the change predicted against the change measured."""
+    """What a weak HELD means, and the change predicted against the change measured (said when they differ in
+    sign: the range held while the step moved the other way)."""
     before = verdict.hypothesis.before_value
     value = verdict.hypothesis.value
     assert before is not None
@@ -159,7 +160,9 @@ def _weak_words(verdict: Verdict) -> str:
     words = f"; weak: the value before, {before:,.1f}{unit}, lies in the range too"
     if isinstance(value, int | float) and isinstance(verdict.measured, int | float):
         predicted, measured = float(value) - before, float(verdict.measured) - before
-        words += f" (change predicted {predicted:+,.1f}{unit}, measured {measured:+,.1f}{unit})"
+        opposite = predicted * measured < 0  # the range held, but the step moved the other way
+        words += f" (change predicted {predicted:+,.1f}{unit}, measured {measured:+,.1f}{unit}"
+        words += ": the other way)" if opposite else ")"
     return words
 
 
