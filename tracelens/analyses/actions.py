@@ -193,10 +193,11 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
         *(("cuda_graphs",) if compiled.graph_replays else ()),
         *(("compile_reduce_overhead",) if compiled.regions or compiled.graph_replays else ()),
     )
-    found = actions_of(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), fusion, path.limit, free, done)
+    steps = _steps_with_gpu(ctx.trace, ctx.steady)
     if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
-        return msgspec.structs.replace(found, actions=[], note=WARMUP_NOTE)
-    return found
+        found = actions_of(ctx.trace, steps, fusion, path.limit, free, done, predict=False)
+        return msgspec.structs.replace(found, note=WARMUP_NOTE)
+    return actions_of(ctx.trace, steps, fusion, path.limit, free, done)
 
 
 WARMUP_NOTE = (
@@ -219,9 +220,11 @@ def actions_of(
     limit: str = "unknown",
     profiler_free_us: float | None = None,
     done: tuple[str, ...] = (),
+    predict: bool = True,
 ) -> Actions:
     """The actions over the steps at `indices` (see the module docstring); those in `done` (the program already
-    runs compiled regions / CUDA-graph replays) are left out."""
+    runs compiled regions / CUDA-graph replays) are left out; with `predict` False, none is replayed (the summary
+    only: the caller says why)."""
     indices, _ = _within_budget(trace, indices)  # the critical path's steps (their graphs are built once)
     graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None and g.gpu_start_ns]
     if not graphs:
@@ -231,16 +234,19 @@ def actions_of(
     chains = [o for o in fusion.opportunities if o.kind == "chain"]
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
-    if any(not s for g in graphs for s in g.call_is_sync):
+    if predict and any(not s for g in graphs for s in g.call_is_sync):
         written_out = _math_attention(trace, indices)
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
         attention = any(rewrites.values())
         note = (ATTENTION_NOTE if attention else MATH_ATTENTION_NOTE) if written_out else ""
+        compile_model = _per_step(
+            functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {})
+        )
         candidates.append(
             (
                 "compile",
                 ["the step"],
-                functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {}),
+                compile_model,
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
                 + note,
             )
@@ -249,7 +255,7 @@ def actions_of(
             (
                 "compile_reduce_overhead",
                 ["the step"],
-                functools.partial(_reduce_overhead_plan, chains=chains, rewrites=rewrites if attention else {}),
+                functools.partial(_reduce_overhead_plan, compile_model=compile_model),
                 f"{len(chains)} chain(s) fused; launches {{before}} → {{graphs}}; CPU: compile's wrapper" + note,
             )
         )
@@ -262,7 +268,7 @@ def actions_of(
                 "launches {before} → {graphs}; GPU work unchanged",
             )
         )
-    for chain in _by_kernels(chains)[:3]:
+    for chain in _by_kernels(chains)[:3] if predict else []:
         candidates.append(
             (
                 "fuse",
@@ -273,7 +279,7 @@ def actions_of(
                 "launches {before} → {after}; " + _launch_words(fused_launch_us),
             )
         )
-    for epilogue in _by_kernels(epilogues)[:2]:
+    for epilogue in _by_kernels(epilogues)[:2] if predict else []:
         candidates.append(
             (
                 "gemm_epilogue",
@@ -606,19 +612,26 @@ def _compile_plan(
     return _Plan(work, duration, fused.gpu_dur)
 
 
-def _reduce_overhead_plan(
-    trace: Trace,
-    graph: StepGraph,
-    chains: list[FusionOpportunity],
-    rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
-) -> _Plan:
-    """`torch.compile(mode="reduce-overhead")`: `_compile_plan`'s kernels, replayed as one CUDA graph per run of
-    launches between host syncs (a graph break: `_graph_segments`): Inductor's wrapper (`WRAPPER_US`) and
-    `GRAPH_KERNEL_US` per launch that remains in it, before its first launch; every other launch and its wrapper
-    gap removed (the CPU work a graph cannot hold, `HOST_ONLY`, stays). No constant of its own: both come from the
-    compile and CUDA-graph fits."""
-    compiled = _compile_plan(trace, graph, chains, rewrites)
-    work, duration = np.asarray(compiled.work, dtype=np.int64), np.asarray(compiled.duration, dtype=np.int64)
+def _per_step(model: Model) -> Model:
+    """`model`, each step graph's plan made once (by its step index; a plan is never changed by its users)."""
+    plans: dict[int, _Plan] = {}
+
+    def planned(trace: Trace, graph: StepGraph) -> _Plan:
+        if graph.step_index not in plans:
+            plans[graph.step_index] = model(trace, graph)
+        return plans[graph.step_index]
+
+    return planned
+
+
+def _reduce_overhead_plan(trace: Trace, graph: StepGraph, compile_model: Model) -> _Plan:
+    """`torch.compile(mode="reduce-overhead")`: the compile plan's kernels (`compile_model`, `_compile_plan`),
+    replayed as one CUDA graph per run of launches between host syncs (a graph break: `_graph_segments`): Inductor's
+    wrapper (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains in it, before its first launch; every other
+    launch and its wrapper gap removed (the CPU work a graph cannot hold, `HOST_ONLY`, stays). No constant of its
+    own: both come from the compile and CUDA-graph fits."""
+    compiled = compile_model(trace, graph)
+    work, duration = np.array(compiled.work, dtype=np.int64), np.array(compiled.duration, dtype=np.int64)  # copies
     host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
     work[kept] = host[kept]
