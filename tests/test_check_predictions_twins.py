@@ -287,7 +287,7 @@ def test_another_program_is_not_checked(tmp_path: Path, capsys: pytest.CaptureFi
     assert {v["took"] for v in document["verdicts"]} == {"another program"}
     assert main(["check", trace("block/compiled_block"), "--expect", str(tmp_path / "p.toml"), "--width", "200"]) == 0
     assert (
-        "compiled_block is not the program the prediction is about (GEMM and attention work 455.3 GFLOP per step, "
+        "compiled_block: another program than the prediction's (GEMM and attention work 455.3 GFLOP per step, "
         "the prediction's program 824.6)" in capsys.readouterr().out
     )
 
@@ -303,11 +303,15 @@ def test_compare_checks_no_prediction_on_another_program(capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     ("before", "after", "reason"),
     [
-        ("eager_mlp", "block/compiled_block", "another program (GEMM and attention work"),
-        ("graphs/mlp_eager", "graphs/block_graph", "another program (GEMMs of"),
+        ("eager_mlp", "block/compiled_block", "another program than the prediction's (GEMM and attention work"),
+        ("graphs/mlp_eager", "graphs/block_graph", "another program than the prediction's (GEMMs of"),
         ("graphs/mlp_eager", "graphs/mlp_graph_capture", "every step it analyzes is warm-up"),
         # graph replays without their capture: told apart by GEMM kernel time (47.1 against 61.2 µs per step)
-        ("graphs/mlp_eager", "graphs/graph_eager_mlp_t64", "another program (GEMM kernels 61.2 µs per step"),
+        (
+            "graphs/mlp_eager",
+            "graphs/graph_eager_mlp_t64",
+            "another program than the prediction's (GEMM kernels 61.2 µs per step",
+        ),
         ("eager_mlp", "eager_mlp", "took no action"),
         ("compiled_mlp", "geglu_epilogue_mlp", "took no action"),
     ],

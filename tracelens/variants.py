@@ -113,6 +113,24 @@ def gemm_kernel_us(rows: Iterable[tuple[str, float]], steps: int) -> float | Non
     return round(sum(total for category, total in rows if category == "gemm") / steps, 3)
 
 
+WARMUP_ONLY = "warm-up only"
+ANOTHER_PROGRAM = "another program"
+
+
+def not_checked(before: ProgramShape, after: ProgramShape) -> tuple[str, str] | None:
+    """Why no prediction about `before`'s program is checked on `after`, the first that applies, as (what `after`
+    took, why): `WARMUP_ONLY` (`warmup_only`: its span is not the changed program's step), then `ANOTHER_PROGRAM`
+    (`other_program`: no action's prediction is about it); None where neither does (which action it took is
+    `taken_action`'s to say). The one order `check` and `compare` follow."""
+    warmup = warmup_only(after)
+    if warmup is not None:
+        return WARMUP_ONLY, warmup
+    other = other_program(before, after)
+    if other is not None:
+        return ANOTHER_PROGRAM, f"another program than the prediction's ({other})"
+    return None
+
+
 def warmup_only(after: ProgramShape) -> str | None:
     """Why no prediction is checked on `after`'s span: every step it analyzes is warm-up (compiling or capturing
     a CUDA graph, `ProgramShape.warmup_only`); None otherwise."""

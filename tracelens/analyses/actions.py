@@ -33,7 +33,7 @@ says which and why.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -69,11 +69,10 @@ from tracelens.variants import (
     error_pct,
     gemm_kernel_us,
     launch_table,
-    other_program,
+    not_checked,
     program_fingerprint,
     taken_action,
     taken_note,
-    warmup_only,
 )
 
 if TYPE_CHECKING:
@@ -859,32 +858,32 @@ class PredictionSkip(msgspec.Struct, frozen=True):
     reason: str
 
 
-def prediction_checks(items: list[tuple[str, AnalysisResults]]) -> list[PredictionCheck | PredictionSkip]:
+def prediction_checks(
+    items: list[tuple[str, AnalysisResults]], shapes: Mapping[str, ProgramShape | None] | None = None
+) -> list[PredictionCheck | PredictionSkip]:
     """For `compare`: the first item is the before-trace; each later one that is a variant of its program (not
     `other_program`) and took one action (`taken_action`: compile or CUDA graphs by new regions or replays, fuse or
     gemm_epilogue by the launches each prediction leaves, as `check` tells them) gets the before-trace's prediction
     for that action checked against its span; each other later one a `PredictionSkip` saying why not (none where
-    the first trace has no actions)."""
+    the first trace has no actions). `shapes`: `program_of` of each item by label, where the caller has them."""
     if len(items) < 2:
         return []
+    known = dict(shapes) if shapes is not None else {}
+    shape_of = {label: known[label] if label in known else program_of(results) for label, results in items}
     before_label, before = items[0]
-    actions, before_shape = before.get(Actions), program_of(before)
+    actions, before_shape = before.get(Actions), shape_of[before_label]
     if actions is None or before_shape is None:
         return []
     launches = launch_table([(a.action, a.predicted_launches_per_step) for a in actions.actions])
     out: list[PredictionCheck | PredictionSkip] = []
     for label, after in items[1:]:
-        after_shape, path = program_of(after), after.get(CriticalPath)
+        after_shape, path = shape_of[label], after.get(CriticalPath)
         if after_shape is None or path is None:
             out.append(PredictionSkip(label, "what it runs or its step span is not known"))
             continue
-        warmup = warmup_only(after_shape)
-        if warmup is not None:
-            out.append(PredictionSkip(label, warmup))
-            continue
-        other = other_program(before_shape, after_shape)
-        if other is not None:
-            out.append(PredictionSkip(label, f"another program ({other})"))
+        skipped = not_checked(before_shape, after_shape)
+        if skipped is not None:
+            out.append(PredictionSkip(label, skipped[1]))
             continue
         action = taken_action(before_shape, after_shape, launches)
         checked = [] if action is None else check_prediction(before_label, label, actions, action, path.step_us)

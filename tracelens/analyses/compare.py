@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses import AnalysisResults
-from tracelens.analyses.actions import program_of
+from tracelens.analyses.actions import PredictionCheck, PredictionSkip, prediction_checks, program_of
 from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
@@ -92,6 +92,8 @@ class Comparison(msgspec.Struct, frozen=True):
     verdicts: list[str] = msgspec.field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
     # eager baseline against each CUDA-graph variant (analyses/graph_removal.py)
     graph_removed: list[GraphRemoval] = msgspec.field(default_factory=list)
+    # the first variant's predictions each later one checks or why not (`actions.prediction_checks`)
+    predictions: list[PredictionCheck | PredictionSkip] = msgspec.field(default_factory=list)
 
 
 def variant_name(trace: Trace) -> str:
@@ -126,6 +128,7 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         break_even=break_even([(v.name, v.shapes) for v in variants]),
         verdicts=[*others, *_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
         graph_removed=removed,
+        predictions=prediction_checks([(name, results) for name, _, results in items], shapes),
     )
 
 

@@ -11,7 +11,6 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tracelens._cache import Cache
 from tracelens.cli.output import describe_os_error, emit, is_stdout
@@ -154,12 +153,11 @@ def emit_result(
     result: object,
     verbose: bool = False,
     sections: tuple[str, ...] | None = None,
-    predictions: tuple[Any, ...] = (),
 ) -> None:
     """Render `result` (a result of `kind`) in the `--format` chosen (colour only on a terminal, `--width`
     columns; the other options go to the renderers that take them) and write it to stdout or `-o`."""
     output: Path | None = args.output
     color = use_color() and is_stdout(output)
-    options = RenderOptions(color, getattr(args, "width", None), verbose, sections, predictions)
+    options = RenderOptions(color, getattr(args, "width", None), verbose, sections)
     renderer = renderer_for(args.format, kind, options)
     emit(renderer.render(result), output, args.force, command_inputs(args))

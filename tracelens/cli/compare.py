@@ -70,8 +70,5 @@ class CompareCommand:
                 analyzed.append((trace, analyze(trace)))
         labels = unique_labels(names)
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
-        from tracelens.analyses.actions import prediction_checks
-
-        checks = prediction_checks([(label, results) for label, (_, results) in zip(labels, analyzed, strict=True)])
-        emit_result(args, "compare", comparison, predictions=tuple(checks))
+        emit_result(args, "compare", comparison)
         return 0

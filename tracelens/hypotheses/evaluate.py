@@ -25,12 +25,11 @@ from tracelens.variants import (
     Launches,
     error_pct,
     launch_table,
-    other_program,
+    not_checked,
     possible_actions,
     taken_action,
     taken_note,
     taken_words,
-    warmup_only,
 )
 
 SECTIONS = {"kernel": "kernels", "cpu_op": "cpu_ops", "api_call": "api_calls"}
@@ -165,16 +164,11 @@ def evaluate_one(
         note = f"{target.label}: the action taken is unknown (its document has no compiled section)"
         return replace(verdict, taken=note, took="unknown")
     before = hypothesis.before
-    warmup = warmup_only(after)
-    if warmup is not None:  # its span is not the changed program's step
-        note = f"{target.label}: {warmup}"
-        return replace(verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took="warm-up only")
-    other = other_program(before, after)
-    if other is not None:  # not a variant of the program predicted from: no action's prediction is about it
-        note = f"{target.label} is not the program the prediction is about ({other})"
-        return replace(
-            verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took="another program"
-        )
+    skipped = not_checked(before, after)
+    if skipped is not None:
+        took, why = skipped
+        note = f"{target.label}: {why}"
+        return replace(verdict, held=False, evidence=(), error_pct=None, applies=False, taken=note, took=took)
     taken, note = taken_action(before, after, launches), taken_note(target.label, before, after, launches)
     took = taken_words(before, after, launches)
     if hypothesis.action in possible_actions(before, after, launches):

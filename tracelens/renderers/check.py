@@ -11,6 +11,7 @@ from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
 from tracelens.renderers.textsafe import escape_controls
 from tracelens.units import us_text
+from tracelens.variants import ANOTHER_PROGRAM, WARMUP_ONLY
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
@@ -166,7 +167,7 @@ def _weak_words(verdict: Verdict) -> str:
     return words
 
 
-_IS = {"another program": "is another program", "warm-up only": "is warm-up only"}  # `took` that is no action
+_IS = {ANOTHER_PROGRAM: "is another program", WARMUP_ONLY: "is warm-up only"}  # `took` that is no action
 
 
 def _not_applicable(verdict: Verdict) -> str:

@@ -20,9 +20,7 @@ from tracelens.units import us_text
 COMPARE_SCHEMA = "tracelens.compare/1"
 
 
-def compare_dict(
-    comparison: Comparison, predictions: Sequence[PredictionCheck | PredictionSkip] = ()
-) -> dict[str, Any]:
+def compare_dict(comparison: Comparison) -> dict[str, Any]:
     variants = [
         {
             "name": v.name,
@@ -56,30 +54,21 @@ def compare_dict(
             {"baseline": plain(r.baseline), "variant": plain(r.variant), "removed": dict(r.removed)}
             for r in comparison.graph_removed
         ],
-        "predictions_checked": [plain(check) for check in predictions if isinstance(check, PredictionCheck)],
-        "predictions_skipped": [plain(skip) for skip in predictions if isinstance(skip, PredictionSkip)],
+        "predictions_checked": [plain(check) for check in comparison.predictions if isinstance(check, PredictionCheck)],
+        "predictions_skipped": [plain(skip) for skip in comparison.predictions if isinstance(skip, PredictionSkip)],
     }
     return _clean(document)  # type: ignore[no-any-return]
 
 
 class CompareJsonRenderer:
-    def __init__(self, predictions: Sequence[PredictionCheck | PredictionSkip] | None = None) -> None:
-        self.predictions = predictions or []  # actions.PredictionCheck rows (`predictions_checked`)
-
     def render(self, result: Comparison) -> str:
-        return dumps(compare_dict(result, self.predictions))
+        return dumps(compare_dict(result))
 
 
 class CompareTextRenderer:
-    def __init__(
-        self,
-        color: bool = False,
-        width: int | None = None,
-        predictions: Sequence[PredictionCheck | PredictionSkip] | None = None,
-    ) -> None:
+    def __init__(self, color: bool = False, width: int | None = None) -> None:
         self.color = color
         self.width = width
-        self.predictions = predictions or []  # actions.PredictionCheck rows, printed last (docs/actions.md)
 
     def render(self, result: Comparison) -> str:
         console = make_console(self.color, self.width)
@@ -99,8 +88,8 @@ class CompareTextRenderer:
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
-                _predictions(self.predictions),
-                _skipped(self.predictions),
+                _predictions(result.predictions),  # printed last (docs/actions.md)
+                _skipped(result.predictions),
             ],
         )
         return render_to_string(console)

@@ -30,7 +30,6 @@ class RenderOptions(msgspec.Struct, frozen=True):
     width: int | None = None
     verbose: bool = False
     sections: tuple[str, ...] | None = None  # `analyze --section/--summary`: only these (`SUMMARY_SECTION`)
-    predictions: tuple[Any, ...] = ()  # `compare`: the predictions an after-trace checks (docs/actions.md)
 
 
 # a format module's RENDERERS: kind of result -> ("module:Class", the RenderOptions fields the class takes)

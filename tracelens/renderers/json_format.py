@@ -8,7 +8,7 @@ from tracelens.renderers.formats import RendererTable
 RENDERERS: RendererTable = {
     "analyze": ("tracelens.renderers.jsonout:AnalyzeJsonRenderer", ()),
     "ranks": ("tracelens.renderers.ranks:RanksJsonRenderer", ()),
-    "compare": ("tracelens.renderers.compare_out:CompareJsonRenderer", ("predictions",)),
+    "compare": ("tracelens.renderers.compare_out:CompareJsonRenderer", ()),
     "check": ("tracelens.renderers.check:CheckJsonRenderer", ()),
     "cache": ("tracelens.renderers.cache_info:CacheInfoJsonRenderer", ()),
 }

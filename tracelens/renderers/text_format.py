@@ -8,7 +8,7 @@ from tracelens.renderers.formats import RendererTable
 RENDERERS: RendererTable = {
     "analyze": ("tracelens.renderers.text:AnalyzeTextRenderer", ("color", "width", "sections")),
     "ranks": ("tracelens.renderers.ranks:RanksTextRenderer", ("color", "width")),
-    "compare": ("tracelens.renderers.compare_out:CompareTextRenderer", ("color", "width", "predictions")),
+    "compare": ("tracelens.renderers.compare_out:CompareTextRenderer", ("color", "width")),
     "check": ("tracelens.renderers.check:CheckTextRenderer", ("color", "width", "verbose")),
     "cache": ("tracelens.renderers.cache_info:CacheInfoTextRenderer", ()),
 }
