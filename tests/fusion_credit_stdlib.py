@@ -11,7 +11,8 @@ size (element count of an `Input Dims` entry, equal or within a factor of 4) wit
 steps have as many host syncs between their kernels (`.item()`, a stream/device/event/context sync, a blocking
 `cudaMemcpy` on the launching thread), that has as many of them before its launch; an eager op without recorded
 sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
-its op launched.
+its op launched, unless that op is a compiled region (a CUDA-graph replay's kernels keep only the region around
+the graph launch): there each fused kernel stands alone.
 
     python tests/fusion_credit_stdlib.py EAGER VARIANT   # prints the credit per fused kernel
 """
@@ -176,6 +177,16 @@ def _shares(a: set[int], b: set[int]) -> int:
     return 1 if any(max(x, y) % min(x, y) == 0 and max(x, y) // min(x, y) <= 4 for x in a for y in b) else 0
 
 
+REGION_CALL = re.compile(r"Torch-Compiled Region: \d+/\d+")
+
+
+def _head_key(k: dict[str, Any]) -> Any:
+    """A fused kernel's unit: its op, which also owns the other kernels that op launched; where the op is a
+    compiled region (a CUDA-graph replay keeps only the op around its graph launch) each fused kernel is a unit
+    of its own, and the region's other kernels (reduce-overhead's input copy) belong to none."""
+    return (k["op_id"], k["name"]) if REGION_CALL.fullmatch(k["op"]) else k["op_id"]
+
+
 def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> dict[str, Any]:
     """One step, one direction: eager µs credited per fused kernel name, fused µs per name, kept and left."""
     e_cuts, v_cuts = _pair_anchors(
@@ -184,20 +195,21 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
     e_region, v_region = _regions(eager, e_cuts), _regions(variant, v_cuts)
     e_syncs, v_syncs = (max((k["syncs"] for k in ks), default=0) for ks in (eager, variant))
     by_syncs = e_syncs > 0 and e_syncs == v_syncs  # the same syncs cut both steps: nothing is credited across one
-    heads: dict[Any, tuple[str, int, set[int]]] = {}  # op id → (fused kernel name, region, sizes)
+    heads: dict[Any, tuple[str, int, set[int]]] = {}  # head key (`_head_key`) → (fused kernel name, region, sizes)
     head_syncs: dict[str, int] = {}
     fused_us: Counter[str] = Counter()
     for k, r in zip(variant, v_region, strict=True):
         if fused(k["name"]) and not k["anchor"]:
-            heads.setdefault(k["op_id"], (k["name"], r, set()))
+            heads.setdefault(_head_key(k), (k["name"], r, set()))
             head_syncs.setdefault(k["name"], k["syncs"])
-            heads[k["op_id"]][2].update(k["numels"])
+            heads[_head_key(k)][2].update(k["numels"])
     plain: dict[int, Counter[tuple[str, str]]] = defaultdict(Counter)
     by_op: dict[int, Counter[str]] = defaultdict(Counter)
     for k, r in zip(variant, v_region, strict=True):
         if k["anchor"]:
             continue
-        owner = k["op_id"] if k["op_id"] in heads else k["owner"]
+        own = _head_key(k) if fused(k["name"]) else k["op_id"]
+        owner = own if own in heads else k["owner"]
         if owner in heads:
             fused_us[heads[owner][0]] += k["dur"]
             heads[owner][2].update(k["numels"])

@@ -40,6 +40,7 @@ from tracelens.analyses.fusion import host_syncs_before
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.op_names import is_backward
+from tracelens.model.steps import REGION_CALL
 from tracelens.model.trace import Trace
 
 ANCHORS = ("gemm", "attention")
@@ -194,13 +195,15 @@ def kernel_slots(trace: Trace, categories: dict[str, str]) -> Slots:
 
 
 def _fused_ops(trace: Trace, rows: np.ndarray, op: np.ndarray, categories: dict[str, str]) -> np.ndarray:
-    """A mask over events: the ops that launched a fused kernel."""
+    """A mask over events: the ops that launched a fused kernel, but for a compiled region's call: a fused
+    kernel whose op is the region (a CUDA-graph replay keeps only the op around its graph launch) is a unit of
+    its own; the region's other kernels (reduce-overhead's copy of its inputs into the graph) are not part of it."""
     ev = trace.events
     marked = np.zeros(len(ev), dtype=bool)
     for i, row in enumerate(rows.tolist()):
         name = ev.names[ev.name[row]]
         if op[i] >= 0 and is_fused_kernel(name, categories.get(name, "other")):
-            marked[op[i]] = True
+            marked[op[i]] = not REGION_CALL.match(ev.names[ev.name[op[i]]])
     return marked
 
 
