@@ -7,6 +7,7 @@ the analyzer's, the realized step the stdlib mean span of tests/test_actions.py:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -153,11 +154,13 @@ def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     the CPU-limited compile range would be ±51 %, and 5 of sweep_long's 6 CPU-limited cells fall inside it (the
     512-token r1 needs ±60 %); an asymmetric range (the cells' smallest to largest ratio) fitted the same way
     holds 3 of the 6; docs/actions.md#stated-ranges."""
-    from tracelens.analyses.actions import CPU_LIMITED_HALF_WIDTH, HALF_WIDTH
+    from tracelens.analyses.actions import CPU_LIMITED_CELLS, CPU_LIMITED_HALF_WIDTH, HALF_WIDTH, RANGE_CELLS
 
     cells = _cells(RECORDINGS)
     assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 30
     assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
+    counted = Counter(name if limited_by == "gpu" else "cpu" for _, name, limited_by, *_ in cells)
+    assert counted == {**RANGE_CELLS, "cpu": CPU_LIMITED_CELLS}  # what `range_cells` says of each range
     assert all(low <= realized <= high for *_, low, high, realized in cells)
     fitted = [c for c in _cells(RECORDINGS[:3]) if c[1] == "compile" and c[2] != "gpu"]
     held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1] == "compile" and c[2] != "gpu"]

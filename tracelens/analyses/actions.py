@@ -110,6 +110,17 @@ HALF_WIDTH: dict[str, float] = {
 }
 CPU_LIMITED_HALF_WIDTH = 0.60
 MIN_HALF_WIDTH = 0.10
+# How many calibration cells each half-width rests on (the same cells; tests/test_actions_repeats.py counts them):
+# a range from fewer than `FEW_CELLS` says so beside it
+RANGE_CELLS: dict[str, int] = {
+    "compile": 13,
+    "compile_reduce_overhead": 1,
+    "cuda_graphs": 3,
+    "fuse": 1,
+    "gemm_epilogue": 1,
+}
+CPU_LIMITED_CELLS = 30
+FEW_CELLS = 3
 MAX_ACTIONS = 8
 GPU_SHARE = 0.5  # "gpu" only where the changed step's GPU work (2 × its GPU-2× saving) is at least this share of it
 LIMIT_WORDS = {"cpu": "cpu-limited", "mixed": "cpu+gpu-limited", "unknown": "limit unknown"}  # not "gpu"
@@ -126,7 +137,8 @@ class Action(msgspec.Struct, frozen=True):
     range is the action's own, the others' the CPU-limited one (`half_width_of`); `low` and `high` are never
     below the changed step's busiest stream's GPU work.
     `predicted_launches_per_step`: the kernel launch calls per step left after the change (mean over the steps;
-    what `check` tells `fuse` and `gemm_epilogue` apart by)."""
+    what `check` tells `fuse` and `gemm_epilogue` apart by); `range_cells`: how many calibration cells the range's
+    half-width rests on."""
 
     action: str
     targets: list[str]
@@ -138,6 +150,7 @@ class Action(msgspec.Struct, frozen=True):
     predicted_profiler_free_step_us: float | None = None
     limited_by: str = "gpu"
     predicted_launches_per_step: float | None = None  # kernel launches per step after the change (mean)
+    range_cells: int | None = None  # the calibration cells its range's half-width rests on (`range_cells_of`)
 
 
 def half_width_of(action: str, limited_by: str) -> float:
@@ -146,11 +159,18 @@ def half_width_of(action: str, limited_by: str) -> float:
     return HALF_WIDTH[action] if limited_by == "gpu" else CPU_LIMITED_HALF_WIDTH
 
 
+def range_cells_of(action: str, limited_by: str) -> int:
+    """How many calibration cells the half-width of `half_width_of(action, limited_by)` rests on."""
+    return RANGE_CELLS[action] if limited_by == "gpu" else CPU_LIMITED_CELLS
+
+
 def range_notes(action: Action, step_us: float) -> list[str]:
     """What the text and the page say beside an action's range: what limits the changed step where the GPU
     alone does not (its range is the wider CPU-limited one: `LIMIT_WORDS`), `may not help` where the range
-    reaches the current step."""
+    reaches the current step, and how many twins it rests on where they are fewer than `FEW_CELLS`."""
     notes = [LIMIT_WORDS[action.limited_by]] if action.limited_by in LIMIT_WORDS else []
+    if action.range_cells is not None and action.range_cells < FEW_CELLS:
+        notes.append(f"from {count_text(action.range_cells, 'twin')}")
     return notes + (["may not help"] if action.high >= step_us else [])
 
 
@@ -391,6 +411,7 @@ def _predict(
         predicted_profiler_free_step_us=free,
         limited_by=limited_by,
         predicted_launches_per_step=round(after / n, 3),
+        range_cells=range_cells_of(name, limited_by),
     )
 
 
