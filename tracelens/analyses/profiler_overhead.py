@@ -190,12 +190,17 @@ def verdict_without_profiler(bound: str, gpu_busy_us: float | None, free_step_us
 
 def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, host: HostFeatures | None) -> float | None:
     """The model of the module docstring, never above the profiled step (removing the profiler does not lengthen
-    the program); None without a step time, without a kernel-launch call in the window (no unit to count the
-    profiler's cost in: the model is calibrated on GPU traces only), or where the profiler's cost would take the
-    whole step (no GPU floor: nothing the model can say)."""
-    if step_us is None or host is None or host.launch_us is None:
+    the program); where the window launched GPU work but no kernel-launch call (CUDA-graph replays: no unit to
+    count the profiler's cost in), the floor alone (`_floor_us`); None without a step time, without GPU work, or
+    where the profiler's cost would take the whole step (no GPU floor: nothing the model can say)."""
+    if step_us is None or host is None:
         return None
-    estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, host.launch_us)), step_us)
+    if host.launch_us is None:  # CUDA-graph replays: no launch call to count the cost in; the floor alone
+        if host.lead_us is None:
+            return None
+        estimate = min(_floor_us(gpu_busy_us, host), step_us)
+    else:
+        estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, host.launch_us)), step_us)
     return round(estimate, 3) if estimate > 0 else None
 
 
@@ -220,13 +225,20 @@ def _inputs(host: HostFeatures | None) -> dict[str, float | None]:
 def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us: float | None) -> str:
     """The estimate's formula with this trace's inputs, in words."""
     assert host is not None and low_us is not None and high_us is not None
+    likely = (
+        f"likely {low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps whose GPU is busy "
+        f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.1f} % of the step (docs/profiler_overhead.md)"
+    )
+    if host.launch_us is None:
+        return (
+            f"GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs: no kernel-launch call in the steps "
+            f"(CUDA-graph replays), so the profiler's cost is not counted, the floor alone; {likely}"
+        )
     launch = f"{host.launch_us:g}"
     regions = f" + {PER_REGION:g} × {host.regions:,.1f} compiled-region calls" if host.regions else ""
     return (
         f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
-        f"({FIXED:g} + {PER_EVENT:g} × {host.events:,.1f} CPU ops and runtime calls{regions})); likely "
-        f"{low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps whose GPU is busy "
-        f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.1f} % of the step (docs/profiler_overhead.md)"
+        f"({FIXED:g} + {PER_EVENT:g} × {host.events:,.1f} CPU ops and runtime calls{regions})); {likely}"
     )
 
 
