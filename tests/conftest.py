@@ -154,11 +154,19 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> 
 # those cases are marked `slow` here, so the default run covers every test on the smaller traces and
 # `pytest -m slow` (.ci/run) the same tests on the big ones. Tests slow on any input carry @pytest.mark.slow.
 BIG_TRACE_BYTES = 400_000  # gzip size; 17 traces today, 0.44 to 3.9 MB
+# Held-out recordings whose figures their own tests check in the default run (tests/test_actions_heldout_graphs.py,
+# tests/test_profiler_overhead_graphs.py): their cases of the once-per-trace tests run with the slow ones
+SLOW_FOLDERS = (TRACES / "h100" / "graphs_heldout",)
+
+
+def _slow_trace(path: Path) -> bool:
+    return path.stat().st_size > BIG_TRACE_BYTES or any(path.is_relative_to(folder) for folder in SLOW_FOLDERS)
 
 
 def _big_traces() -> tuple[set[Path], tuple[str, ...]]:
-    """The big traces' paths, and the names a test may give them (corpus-relative, or under traces/)."""
-    paths = {p for p in [*anchors.traces().values(), *TRACES.rglob("*.json.gz")] if p.stat().st_size > BIG_TRACE_BYTES}
+    """The big traces' paths (and the held-out folders' `SLOW_FOLDERS`), and the names a test may give them
+    (corpus-relative, or under traces/)."""
+    paths = {p for p in [*anchors.traces().values(), *TRACES.rglob("*.json.gz")] if _slow_trace(p)}
     names = {anchors.name(p) if not p.is_relative_to(TRACES) else p.relative_to(TRACES).as_posix() for p in paths}
     names |= {name.removeprefix("h200/") for name in names}
     return {p.resolve() for p in paths}, tuple(sorted(names))
