@@ -14,7 +14,16 @@ from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
-from tracelens.report.cells import FUSION_COLUMNS, balance_line, fusion_cells
+from tracelens.report.cells import (
+    FUSION_COLUMNS,
+    PREDICTION_COLUMNS,
+    PREDICTIONS_TITLE,
+    balance_line,
+    fusion_cells,
+    prediction_cells,
+    skipped_line,
+    weak_caption,
+)
 from tracelens.units import us_text
 
 COMPARE_SCHEMA = "tracelens.compare/1"
@@ -316,43 +325,19 @@ def _skipped(rows: Sequence[PredictionCheck | PredictionSkip]) -> Text | None:
     skipped = [row for row in rows if isinstance(row, PredictionSkip)]
     if not skipped:
         return None
-    return Text("Predictions not checked: " + "; ".join(f"{s.after}: {s.reason}" for s in skipped))
+    return Text("Predictions not checked: " + skipped_line(skipped))
 
 
 def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
-    """`compare`'s table of the before-trace's predictions against the variants that took the action."""
+    """`compare`'s table of the before-trace's predictions against the variants that took the action (the cells
+    the report shows too: `report.cells.prediction_cells`)."""
     if not checks:
         return None
-    table = Table(
-        title="Predictions checked (the first trace's actions; step: mean span; docs/actions.md)", title_justify="left"
-    )
-    change = "change µs\npred / meas"
-    columns = ("after", "action", "held", "error", "predicted µs", "measured µs", change, "range µs")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("after", "action", "held") else "right")
-    for c in checks:
-        targets = ", ".join(t.removeprefix("aten::") for t in c.targets)
-        table.add_row(
-            c.after,
-            f"{c.action} ({targets})" if targets else c.action,
-            "weak" if c.weak else "yes" if c.held else "no",
-            f"{c.error_pct:+.1f} %",
-            us_text(c.predicted_step_us),
-            us_text(c.measured_step_us),
-            _change(c),
-            f"{c.low:,.0f}–{c.high:,.0f}",
-        )
-    before = next((c.before_step_us for c in checks if c.weak and c.before_step_us is not None), None)
-    if before is not None:
-        table.caption = (
-            f"weak: held, but the step before, {us_text(before)} µs, lies in the range too (no change would have held)"
-        )
-    return droppable(table, "range µs", change)
-
-
-def _change(check: PredictionCheck) -> str:
-    """The change of the step, predicted / measured, against the step before ("—" where it is not known)."""
-    if check.before_step_us is None:
-        return "—"
-    predicted = check.predicted_step_us - check.before_step_us
-    return f"{predicted:+,.0f} / {check.measured_step_us - check.before_step_us:+,.0f}"
+    table = Table(title=PREDICTIONS_TITLE, title_justify="left")
+    headers = [column.replace("µs pred", "µs\npred") for column in PREDICTION_COLUMNS]
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("after", "action", "held") else "right")
+    for check in checks:
+        table.add_row(*prediction_cells(check))
+    table.caption = weak_caption(checks) or None
+    return droppable(table, "range µs", headers[-2])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import FusedKernel, FusionBalance
 from tracelens.model.kernel_names import short_name
+from tracelens.units import us_text
 
 FUSION_COLUMNS = (
     "variant",
@@ -36,6 +38,51 @@ def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
         "—" if baseline is None else f"{baseline:,.1f}",
         "—" if baseline is None else f"{baseline - fusion.kernel_us_per_step:,.1f}",
     )
+
+
+PREDICTION_COLUMNS = (
+    "after",
+    "action",
+    "held",
+    "error",
+    "predicted µs",
+    "measured µs",
+    "change µs pred / meas",
+    "range µs",
+)
+PREDICTIONS_TITLE = "Predictions checked (the first trace's actions; step: mean span; docs/actions.md)"
+
+
+def prediction_cells(check: PredictionCheck) -> tuple[str, ...]:
+    """One row of the predictions-checked table (`PREDICTION_COLUMNS`), as text."""
+    targets = ", ".join(t.removeprefix("aten::") for t in check.targets)
+    change = "—"  # the step's change, predicted / measured, against the step before, where it is known
+    if check.before_step_us is not None:
+        predicted, measured = (v - check.before_step_us for v in (check.predicted_step_us, check.measured_step_us))
+        change = f"{predicted:+,.0f} / {measured:+,.0f}"
+    return (
+        check.after,
+        f"{check.action} ({targets})" if targets else check.action,
+        "weak" if check.weak else "yes" if check.held else "no",
+        f"{check.error_pct:+.1f} %",
+        us_text(check.predicted_step_us),
+        us_text(check.measured_step_us),
+        change,
+        f"{check.low:,.0f}–{check.high:,.0f}",
+    )
+
+
+def weak_caption(checks: list[PredictionCheck]) -> str:
+    """What "weak" means, with the step before, where a row is weak; "" otherwise."""
+    before = next((c.before_step_us for c in checks if c.weak and c.before_step_us is not None), None)
+    if before is None:
+        return ""
+    return f"weak: held, but the step before, {us_text(before)} µs, lies in the range too (no change would have held)"
+
+
+def skipped_line(skips: list[PredictionSkip]) -> str:
+    """The later traces that check none of the predictions, and why ("" where there are none)."""
+    return "; ".join(f"{s.after}: {s.reason}" for s in skips)
 
 
 def balance_line(balance: FusionBalance) -> str:

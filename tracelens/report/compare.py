@@ -11,11 +11,21 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisResults
+from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
 from tracelens.report.breakdowns import category_us_per_step
-from tracelens.report.cells import FUSION_COLUMNS, balance_line, fusion_cells
+from tracelens.report.cells import (
+    FUSION_COLUMNS,
+    PREDICTION_COLUMNS,
+    PREDICTIONS_TITLE,
+    balance_line,
+    fusion_cells,
+    prediction_cells,
+    skipped_line,
+    weak_caption,
+)
 from tracelens.report.document import Panel, Section, Table, chart_text
 from tracelens.report.generic import format_value
 from tracelens.report.palette import category_color, variant_colors
@@ -48,6 +58,8 @@ def comparison_section(items: Sequence[Item]) -> Section:
         panels.append(shapes_table(comparison))
     if comparison.break_even:
         panels.append(break_even_table(comparison))
+    if comparison.predictions:
+        panels.append(predictions_table(comparison))
     panels += [gpu_category_chart(items), kernel_count_chart(comparison), step_chart(items)]
     return Section(id="compare", title="Comparison", panels=tuple(panels))
 
@@ -86,6 +98,19 @@ def fusion_table(comparison: Comparison) -> Panel:
         table=Table(columns, rows),
         note=note,
     )
+
+
+def predictions_table(comparison: Comparison) -> Panel:
+    """The first trace's predictions against each later trace that took the action, and the traces that check
+    none and why: the table `tracelens compare` prints (docs/actions.md#in-compare)."""
+    checks = [c for c in comparison.predictions if isinstance(c, PredictionCheck)]
+    skips = [c for c in comparison.predictions if isinstance(c, PredictionSkip)]
+    notes = [weak_caption(checks), *([f"Predictions not checked: {skipped_line(skips)}"] if skips else [])]
+    note = "; ".join(n for n in notes if n)
+    if not checks:
+        return Panel(id="compare-predictions", title=PREDICTIONS_TITLE, note=note)
+    rows = tuple(prediction_cells(c) for c in checks)
+    return Panel(id="compare-predictions", title=PREDICTIONS_TITLE, table=Table(PREDICTION_COLUMNS, rows), note=note)
 
 
 SHAPE_COLUMNS = ("variant", "shape", "steps", "kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles")
