@@ -24,6 +24,7 @@ from tracelens.analyses.profiler_overhead import (
     LEAD_SHARE,
     PER_EVENT,
     PER_REGION,
+    STAND_IN_LAUNCH_US,
     verdict_without_profiler,
 )
 from tracelens.analyses.summary import summary_of
@@ -263,7 +264,7 @@ def test_the_docs_table_is_the_independent_one() -> None:
 
 def test_the_model_formula() -> None:
     """The formula on made-up figures: the overhead in launch-call units, the floor, the cap at the profiled step,
-    None without a step time, the host's features or GPU work; the floor alone without a launch call."""
+    None without a step time, the host's features or GPU work; the stand-in unit without a launch call."""
     from tracelens.analyses.profiler_overhead import HostFeatures, estimate_step_us
 
     host = HostFeatures(events=100.0, launch_us=5.0, regions=1.0, lead_us=40.0)
@@ -273,8 +274,10 @@ def test_the_model_formula() -> None:
     assert estimate_step_us(None, 900.0, host) is None
     assert estimate_step_us(1000.0, 900.0, None) is None
     assert estimate_step_us(50.0, None, HostFeatures(events=100.0, launch_us=None, regions=0.0, lead_us=None)) is None
-    replays = HostFeatures(events=3.0, launch_us=None, regions=0.0, lead_us=20.0)  # CUDA-graph replays: the floor
-    assert estimate_step_us(100.0, 50.0, replays) == pytest.approx(50.0 + LEAD_SHARE * 20)
+    replays = HostFeatures(events=3.0, launch_us=None, regions=0.0, lead_us=20.0)  # CUDA-graph replays
+    assert estimate_step_us(100.0, 50.0, replays) == pytest.approx(50.0 + LEAD_SHARE * 20)  # the floor
+    stand_in = STAND_IN_LAUNCH_US * (FIXED + 3 * PER_EVENT)  # a typical host's unit: host work between replays
+    assert estimate_step_us(600.0, 50.0, replays) == pytest.approx(600.0 - stand_in)
     assert estimate_step_us(55.0, 50.0, replays) == 55.0  # never above the profiled step
     bare = HostFeatures(events=100.0, launch_us=5.0, regions=1.0, lead_us=None)
     assert estimate_step_us(50.0, None, bare) is None  # the whole step would be the profiler's: no estimate, not 0

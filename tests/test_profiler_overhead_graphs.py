@@ -1,13 +1,14 @@
 """The profiler-free estimate on the CUDA-graph recordings (docs/profiler_overhead.md#held-out-the-cuda-graph-
 recordings), none of which the model was fitted on: every steady trace of `traces/h200/graphs` and
 `traces/h100/graphs_heldout` against the CUDA-event step of its `timings.json` (stdlib). Steps with no
-kernel-launch call (pure CUDA-graph replays) get the floor alone, recomputed here from the raw events.
-`python tests/test_profiler_overhead_graphs.py` prints the docs' table."""
+kernel-launch call (pure CUDA-graph replays) take a stand-in unit; their estimate is recomputed here from the raw
+events. `PYTHONPATH=. python tests/test_profiler_overhead_graphs.py` prints the docs' table."""
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections import defaultdict
 from functools import cache
 from pathlib import Path
@@ -15,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import tracelens
-from tests.test_profiler_overhead import independent
+from tests.test_profiler_overhead import _calibration, _estimate, independent
 from tracelens.analyses import analyze
-from tracelens.analyses.profiler_overhead import LEAD_SHARE, ProfilerFree
+from tracelens.analyses.profiler_overhead import STAND_IN_LAUNCH_US, ProfilerFree
 
 ROOT = Path(__file__).resolve().parent.parent / "traces"
 DOC = ROOT.parent / "docs" / "profiler_overhead.md"
@@ -81,16 +82,24 @@ def test_the_table_is_the_recomputed_one() -> None:
         assert row in doc, row
 
 
-@pytest.mark.parametrize("path", [p for p, _ in steady_traces() if p.name.endswith("_graph_replay.json.gz")], ids=str)
-def test_a_replay_is_the_stdlib_floor(path: Path) -> None:
-    """On the replay-only traces (every step a replay, no capture: the steps tracelens analyzes are all of them)
-    the estimate is the raw events' median GPU busy + LEAD_SHARE × median lead (tests/test_profiler_overhead.py),
-    there being no kernel-launch call in any step."""
+REPLAY_ONLY = re.compile(r"^((mlp|block)_graph_replay|graph_eager_mlp_t\d+)\.json\.gz$")  # no capture in the trace
+
+
+@pytest.mark.parametrize("path", [p for p, _ in steady_traces() if REPLAY_ONLY.match(p.name)], ids=str)
+def test_a_replay_is_the_stdlib_model_with_the_stand_in_unit(path: Path) -> None:
+    """On the replay-only traces (every step a replay: the steps tracelens analyzes are all of them) there is no
+    kernel-launch call in any step, and the estimate is the stdlib model (tests/test_profiler_overhead.py) with
+    `STAND_IN_LAUNCH_US` as the unit."""
     row = independent(path)
     assert row["launch_us"] != row["launch_us"]  # NaN: no kernel-launch call in any step
-    assert _free(path).step_us == pytest.approx(
-        min(row["busy_us"] + LEAD_SHARE * row["lead_us"], row["step_us"]), rel=0.01
-    )
+    expected = min(_estimate({**row, "launch_us": STAND_IN_LAUNCH_US}), row["step_us"])
+    assert _free(path).step_us == pytest.approx(expected, rel=0.01)
+
+
+def test_the_stand_in_unit_is_the_calibrations_median() -> None:
+    """`STAND_IN_LAUNCH_US`: the median over the calibration traces of their median kernel-launch call (stdlib)."""
+    units = [independent(path)["launch_us"] for path, _ in _calibration()]
+    assert pytest.approx(statistics.median(units), abs=5e-4) == STAND_IN_LAUNCH_US
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ FIXED = 8.0  # per step: prof.step(), the ProfilerStep range, the trace buffers'
 PER_EVENT = 0.35  # per recorded CPU op or CUDA runtime call (record_shapes=True)
 PER_REGION = 16.0  # per Torch-Compiled Region call: Dynamo's and Inductor's ranges and their bookkeeping
 LEAD_SHARE = 0.7  # the share of the step's lead to its first GPU activity that remains without the profiler
+# The unit where the steps launch GPU work but make no kernel-launch call (CUDA-graph replays): the median of the
+# calibration traces' launch units (tests/test_profiler_overhead.py recomputes it), a typical host's
+STAND_IN_LAUNCH_US = 7.127
 COUNTED_KINDS = (Kind.CPU_OP, Kind.RUNTIME)
 # The estimate's stated range: the CUDA-event step ÷ the estimate over the calibration traces, rounded outward,
 # apart for steps whose GPU is busy >= 1 / GPU_LIMITED_RATIO of the profiled step (smallest to largest)
@@ -121,11 +124,10 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
             if trace.steps.per_step
             else "no ProfilerStep in the trace: the model is per step, so there is no estimate"
         )
-    elif host is not None and host.launch_us is None and step_us is not None:
+    elif host is not None and host.lead_us is None and step_us is not None:
         reason = (
-            "no kernel launch besides graph launches in the steps: the model counts the profiler's cost in the "
-            "trace's own "
-            "launch calls (it is calibrated on GPU traces), so there is no estimate"
+            "the steps launch no GPU work: the model's floor and unit are the GPU's work and the trace's launch "
+            "calls (it is calibrated on GPU traces), so there is no estimate"
         )
     elif step_us is not None and host is not None:
         reason = "the profiler's estimated cost would take the whole step: there is no GPU work to floor it"
@@ -190,17 +192,17 @@ def verdict_without_profiler(bound: str, gpu_busy_us: float | None, free_step_us
 
 def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, host: HostFeatures | None) -> float | None:
     """The model of the module docstring, never above the profiled step (removing the profiler does not lengthen
-    the program); where the window launched GPU work but no kernel-launch call (CUDA-graph replays: no unit to
-    count the profiler's cost in), the floor alone (`_floor_us`); None without a step time, without GPU work, or
-    where the profiler's cost would take the whole step (no GPU floor: nothing the model can say)."""
+    the program); where the window launched GPU work but no kernel-launch call (CUDA-graph replays: no unit of
+    its own to count the profiler's cost in), `STAND_IN_LAUNCH_US`; None without a step time, without GPU work,
+    or where the profiler's cost would take the whole step (no GPU floor: nothing the model can say)."""
     if step_us is None or host is None:
         return None
-    if host.launch_us is None:  # CUDA-graph replays: no launch call to count the cost in; the floor alone
+    unit = host.launch_us
+    if unit is None:  # no kernel-launch call: CUDA-graph replays (GPU work launched) take a typical host's unit
         if host.lead_us is None:
             return None
-        estimate = min(_floor_us(gpu_busy_us, host), step_us)
-    else:
-        estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, host.launch_us)), step_us)
+        unit = STAND_IN_LAUNCH_US
+    estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, unit)), step_us)
     return round(estimate, 3) if estimate > 0 else None
 
 
@@ -229,12 +231,11 @@ def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us:
         f"likely {low_us:,.0f}-{high_us:,.0f} µs, the calibration's spread for steps whose GPU is busy "
         f"{'at least' if gpu else 'under'} {100 / GPU_LIMITED_RATIO:.1f} % of the step (docs/profiler_overhead.md)"
     )
-    if host.launch_us is None:
-        return (
-            f"GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs: no kernel-launch call in the steps "
-            f"(CUDA-graph replays), so the profiler's cost is not counted, the floor alone; {likely}"
-        )
-    launch = f"{host.launch_us:g}"
+    launch = (
+        f"{host.launch_us:g}"
+        if host.launch_us is not None
+        else f"{STAND_IN_LAUNCH_US:g} (none in the steps, CUDA-graph replays: the calibration's median)"
+    )
     regions = f" + {PER_REGION:g} × {host.regions:,.1f} compiled-region calls" if host.regions else ""
     return (
         f"max(GPU busy + {LEAD_SHARE:g} × lead {host.lead_us or 0:,.1f} µs, step − launch call {launch} µs × "
