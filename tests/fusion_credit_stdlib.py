@@ -12,7 +12,8 @@ steps have as many host syncs between their kernels (`.item()`, a stream/device/
 `cudaMemcpy` on the launching thread), that has as many of them before its launch; an eager op without recorded
 sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
 its op launched, unless that op is a compiled region (a CUDA-graph replay's kernels keep only the region around
-the graph launch): there each fused kernel stands alone.
+the graph launch): there each fused kernel stands alone, and, having no sizes, takes an eager op that shares a size
+with no fused kernel when it runs in the op's region or the next one.
 
     python tests/fusion_credit_stdlib.py EAGER VARIANT   # prints the credit per fused kernel
 """
@@ -242,6 +243,15 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
                 and _shares(k["numels"], sizes)
                 and (not by_syncs or head_syncs[name] == k["syncs"])
             ]
+            if not ranked:  # a graph replay's fused kernel (its op the compiled region, no sizes): at or after
+                ranked = [
+                    (0, region - r, name)
+                    for key, (name, region, sizes) in heads.items()
+                    if isinstance(key, tuple)
+                    and not sizes
+                    and 0 <= region - r <= 1
+                    and (not by_syncs or head_syncs[name] == k["syncs"])
+                ]
             choice = min(ranked)[2] if ranked else None
         else:
             choice = previous

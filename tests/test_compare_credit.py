@@ -158,7 +158,7 @@ GRAPH_REPLAY_TWINS = [
 def test_a_replayed_fused_kernel_is_its_own_time(eager: Path, variant: Path) -> None:
     """Each fused row's kernel time is the fused kernel's own (the per-op computation's): the input copy the
     region also launched is not part of it (`mlp_ro_replay`'s row read 19.8 µs/step, 5.3 of them the fused
-    kernel's), and the balance still adds up to the realized drop."""
+    kernel's); the eager side is the per-op computation's, and the balance still adds up to the realized drop."""
     comparison = _compare(eager, variant)
     steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
     truth = credits(eager, variant, *steps)
@@ -166,4 +166,31 @@ def test_a_replayed_fused_kernel_is_its_own_time(eager: Path, variant: Path) -> 
     for row in comparison.fusions:
         _, fused_us = truth[(row.kernel, row.direction == "backward")]
         assert row.kernel_us_per_step == pytest.approx(fused_us, rel=0.02, abs=0.5), row.kernel
+    test_rows_match_the_per_op_computation(eager, variant)  # the eager side too, and no loss where faster
     test_balance_is_the_realized_drop(eager, variant)
+
+
+REPLAY_FOLDERS = [Path("traces/h200/graphs"), *(Path(f"traces/h100/graphs_heldout/r{i}") for i in range(1, 7))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("folder", "model"), [(f, m) for f in REPLAY_FOLDERS for m in ("mlp", "block")], ids=lambda v: str(v)
+)
+def test_a_replay_credits_what_its_recorded_capture_credits(folder: Path, model: str) -> None:
+    """The same reduce-overhead program recorded twice in one process: with its capture in the window (`_ro`: the
+    fused kernels' ops recorded their sizes) and as replays alone (`_ro_replay`: their op is the compiled region,
+    no sizes). Placed by position where no size is recorded, the replay's rows credit the same eager ops with the
+    same µs (`mlp_ro_replay`'s GeGLU kernel read "replaces aten::mul, saved −1.7" beside `mlp_ro`'s gelu + mul)."""
+    eager = folder / f"{model}_eager.json.gz"
+    rows = [
+        {
+            (f.kernel, f.direction): (tuple(f.ops), f.baseline_us_per_step)
+            for f in _compare(eager, folder / f"{model}_{v}.json.gz").fusions
+        }
+        for v in ("ro", "ro_replay")
+    ]
+    assert rows[0].keys() == rows[1].keys()
+    for key, (ops, eager_us) in rows[0].items():
+        assert rows[1][key][0] == ops, key
+        assert rows[1][key][1] == pytest.approx(eager_us, abs=0.5), key

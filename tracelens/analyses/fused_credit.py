@@ -16,8 +16,11 @@ ran before it in its step (median over the steps). A fused kernel (Triton: Induc
    count of an input of the launching op) with the baseline op, has the same `record_function` scope where
    both have one, lies between the same host syncs where both steps have as many between their kernels
    (`.item()`, stream/device/event syncs, blocking copies: nothing fuses across one), and is nearest in
-   position, at most `MAX_ANCHORS` anchors away; without recorded shapes, only a unit between the same anchors
-   qualifies;
+   position, at most `MAX_ANCHORS` anchors away; a unit launched by a compiled region that recorded no sizes (a
+   CUDA-graph replay keeps only the region around its launch) qualifies for a sized op at its place or up to
+   `SIZELESS_ANCHORS` anchor after it (a kernel before the anchor the op follows cannot compute it), after any
+   unit that shares a size; otherwise, without recorded shapes, only a unit between the same
+   anchors qualifies;
 3. *not placed*: none of these: said so, never guessed.
 
 Each baseline µs is credited once. The rows' savings plus the kept kernels' change plus the unplaced baseline
@@ -45,6 +48,7 @@ from tracelens.model.trace import Trace
 
 ANCHORS = ("gemm", "attention")
 MAX_ANCHORS = 2  # a replaced op is at most this many GEMM/attention kernels away from its fused kernel
+SIZELESS_ANCHORS = 1  # ... and at most this many from a unit whose op recorded no sizes (a graph replay's region)
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NOT_SCOPES = ("ProfilerStep#", "## ", "Torch-Compiled Region", "CompiledFunction", "Optimizer.", "autograd::")
 _EVALUATE = "autograd::engine::evaluate_function: "
@@ -392,6 +396,10 @@ def _place(slot: Slot, position: float, units: list[Unit], shapes: bool, syncs: 
             inexact = 0 if shared else 1
         elif shapes and not slot.numels:
             continue  # no recorded shapes: placed by its neighbours (`_by_neighbours`)
+        elif slot.numels and not unit.numels and REGION_CALL.match(unit.head.key[1]):  # a graph replay's region
+            if not 0 <= unit.place - position <= SIZELESS_ANCHORS:
+                continue  # a kernel before the anchor the op follows cannot compute it: only at or after it
+            inexact = 1
         elif distance > 0.5:
             continue
         rank = (inexact, -shared, distance, 0 if unit.head.scope and unit.head.scope == slot.scope else 1, index)
