@@ -2,7 +2,8 @@
 eager → compiled twin the project has, the compiled wrapper (a step's start to its first kernel-launch call, median
 over the compiled trace's steps after the first) counted in the eager twin's median kernel-launch call varies as
 much as in µs, and the H200 twins' median in those units predicts the H100 twins' wrappers no better than the µs
-constant does. Stdlib only (tests/rawtrace.py); `python tests/test_actions_wrapper_units.py` prints the figures."""
+constant does. Stdlib only (tests/rawtrace.py); `PYTHONPATH=. python tests/test_actions_wrapper_units.py` prints the
+figures."""
 
 from __future__ import annotations
 
@@ -95,6 +96,15 @@ def test_launch_call_units_do_not_carry_the_wrapper_across_hosts() -> None:
     assert found["cv_units"] >= 0.85 * found["cv_us"]  # no steadier in launch calls than in µs
     assert found["within_units"] <= found["within_us"]  # and no better held out
     assert abs(found["median_error_units"]) > abs(found["median_error_us"])
+    doc = " ".join((ROOT.parent / "docs" / "actions.md").read_text(encoding="utf-8").split())
+    stated = (
+        f"over the {found['twins']} eager → compiled twins (14 H200, {found['h100']} H100:",
+        f"(coefficient of variation {found['cv_units']:.2f} against {found['cv_us']:.2f})",
+        f"(within ±20 %: {found['within_units']} of {found['h100']} against {found['within_us']}; median error "
+        f"{100 * found['median_error_units']:+.1f} % against {100 * found['median_error_us']:+.1f} %;",
+    )
+    for words in stated:
+        assert words in doc, words
 
 
 if __name__ == "__main__":

@@ -658,7 +658,7 @@ def _reduce_overhead_plan(trace: Trace, graph: StepGraph, compile_model: Model) 
     for segment in _graph_segments(graph, kept):  # a graph per run between host syncs (a graph break)
         duration[segment[1:]] = 0
         work[segment[0]] += round((WRAPPER_US + GRAPH_KERNEL_US * segment.size) * NS_PER_US)
-    return _Plan(work, duration, compiled.gpu_dur)
+    return _Plan(work, duration, dict(compiled.gpu_dur))
 
 
 def _attention_rewrite(trace: Trace, graph: StepGraph) -> list[tuple[int, list[int]]]:

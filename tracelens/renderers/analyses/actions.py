@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
-from tracelens.analyses.actions import ATTENTION_NOTE, MATH_ATTENTION_NOTE, Action, Actions, range_notes
+from tracelens.analyses.actions import (
+    ATTENTION_NOTE,
+    FEW_CELLS,
+    MATH_ATTENTION_NOTE,
+    Action,
+    Actions,
+    range_notes,
+)
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import droppable
-from tracelens.units import pct_text, us_text
+from tracelens.units import count_text, pct_text, us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -123,11 +130,18 @@ def every_action_table(result: Actions) -> Table:
             action.action,
             (" → " if action.action == "fuse" else ", ").join(names),
             us_text(action.predicted_step_us),
-            f"{action.low:,.0f}–{action.high:,.0f}",
+            f"{action.low:,.0f}–{action.high:,.0f}" + _few_cells(action),
             us_text(action.saved_us),
-            ", ".join(range_notes(action, step_us)) or "—",
+            ", ".join(n for n in range_notes(action, step_us) if not n.startswith("from ")) or "—",
         )
     return table
+
+
+def _few_cells(action: Action) -> str:
+    """` (1 twin)` after a range that rests on fewer than `FEW_CELLS` calibration cells (kept with the range: the
+    notes column is the first to go at 80 columns)."""
+    cells = action.range_cells
+    return f" ({count_text(cells, 'twin')})" if cells is not None and cells < FEW_CELLS else ""
 
 
 SUMMARY_COLUMNS = 80
