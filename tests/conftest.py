@@ -182,8 +182,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = getattr(getattr(item, "callspec", None), "params", {})
         for value in params.values():
             if (isinstance(value, Path) and value.resolve() in paths) or (
-                isinstance(value, str) and value.endswith(names)
-            ):
+                isinstance(value, str) and (value.endswith(names) or f"{value}.json.gz".endswith(names))
+            ):  # a name given with or without its .json.gz
                 item.add_marker(pytest.mark.slow)
                 break
     absent = [item for item in items if _missing_optional(item)]
