@@ -75,3 +75,14 @@ def test_no_action_is_predicted_from_warmup_steps(
     predictions = tmp_path / "p.toml"
     assert main(["analyze", str(path), "--predict", str(predictions)]) == 0
     assert "# no prediction: every analyzed step is warm-up" in predictions.read_text()
+
+
+@pytest.mark.parametrize("name", ["mlp_graph_capture", "block_graph_capture", "mlp_eager"])
+def test_the_profiler_free_line_says_warm_up(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary's profiler-free line of a trace whose every step is warm-up (raw events) says it is of the
+    warm-up ("Warm-up without the profiler: …"), within 80 columns; a steady trace's does not."""
+    path = GRAPHS / f"{name}.json.gz"
+    assert main(["analyze", str(path), "--summary", "--no-cache", "--width", "80"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("Warm-up without the profiler: ") == _every_step_is_warmup(path), line
+    assert len(line) <= 80

@@ -49,10 +49,12 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
     head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
     if s.profiler_free_step_us is not None:
-        head.append(
-            f"\nWithout the profiler: {us_text(s.profiler_free_step_us)} µs ({source}"
-            + (")" if ranged else ", docs/profiler_overhead.md)")  # the range or the doc: 80 columns
+        line = f"Without the profiler: {us_text(s.profiler_free_step_us)} µs ({source}" + (
+            ")" if ranged else ", docs/profiler_overhead.md)"  # the range or the doc: 80 columns
         )
+        if warmup and len(line) + len("Warm-up w") - 1 <= SUMMARY_COLUMNS:  # not a steady step's: say so
+            line = "Warm-up w" + line[1:]
+        head.append("\n" + line)
         median = free.profiled_step_us if free is not None else None
         if median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: say which is which
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
