@@ -92,8 +92,10 @@ class Comparison(msgspec.Struct, frozen=True):
     verdicts: list[str] = msgspec.field(default_factory=list)  # what the figures say, in sentences (`_verdicts`)
     # eager baseline against each CUDA-graph variant (analyses/graph_removal.py)
     graph_removed: list[GraphRemoval] = msgspec.field(default_factory=list)
-    # the first variant's predictions each later one checks or why not (`actions.prediction_checks`)
-    predictions: list[PredictionCheck | PredictionSkip] = msgspec.field(default_factory=list)
+    # the first variant's predictions each later one checks, and the later ones that check none, with why
+    # (`actions.prediction_checks`)
+    predictions_checked: list[PredictionCheck] = msgspec.field(default_factory=list)
+    predictions_skipped: list[PredictionSkip] = msgspec.field(default_factory=list)
 
 
 def variant_name(trace: Trace) -> str:
@@ -116,6 +118,7 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         for row in graph_removals([graph_side(name, trace, results) for name, trace, results in items])
         if _other_program(shapes, row.baseline.variant, row.variant.variant) is None
     ]
+    checks = prediction_checks([(name, results) for name, _, results in items], shapes)
     others = [
         f"{name} is another program than {items[0][0]} ({why}): not a variant of it"
         for name, _, _ in items[1:]
@@ -128,7 +131,8 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         break_even=break_even([(v.name, v.shapes) for v in variants]),
         verdicts=[*others, *_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
         graph_removed=removed,
-        predictions=prediction_checks([(name, results) for name, _, results in items], shapes),
+        predictions_checked=[c for c in checks if isinstance(c, PredictionCheck)],
+        predictions_skipped=[c for c in checks if isinstance(c, PredictionSkip)],
     )
 
 

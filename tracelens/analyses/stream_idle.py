@@ -55,9 +55,8 @@ class StreamIdle(msgspec.Struct, frozen=True):
     streams: list[StreamIdleRow]  # busiest first
     kernel_wait_threshold_us: float
     note: str
-    window: str = (
-        ""  # the steps the figures are over, e.g. "steps 3-5 (2 warm-up steps left out: compiling or capturing)"
-    )
+    # the steps the figures are over, e.g. "steps 3-5 (2 warm-up steps left out: compiling or capturing)"
+    window: str = ""
 
 
 def analyze_stream_idle(ctx: AnalysisContext) -> StreamIdle:

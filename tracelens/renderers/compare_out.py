@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from tracelens import __version__
-from tracelens.analyses.actions import PredictionCheck, PredictionSkip
+from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
@@ -63,8 +62,8 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             {"baseline": plain(r.baseline), "variant": plain(r.variant), "removed": dict(r.removed)}
             for r in comparison.graph_removed
         ],
-        "predictions_checked": [plain(check) for check in comparison.predictions if isinstance(check, PredictionCheck)],
-        "predictions_skipped": [plain(skip) for skip in comparison.predictions if isinstance(skip, PredictionSkip)],
+        "predictions_checked": plain(comparison.predictions_checked),
+        "predictions_skipped": plain(comparison.predictions_skipped),
     }
     return _clean(document)  # type: ignore[no-any-return]
 
@@ -97,8 +96,8 @@ class CompareTextRenderer:
                 *_shapes_tables(result),
                 *_break_even_tables(result),
                 verdicts,
-                _predictions(result.predictions),  # printed last (docs/actions.md)
-                _skipped(result.predictions),
+                prediction_checks_table(result.predictions_checked),  # printed last (docs/actions.md)
+                Text(skipped_line(result.predictions_skipped)) if result.predictions_skipped else None,
             ],
         )
         return render_to_string(console)
@@ -314,18 +313,6 @@ def _break_even_tables(result: Comparison) -> list[Table]:
             "baseline saves more per step than its kernels show (docs/shapes.md)"
         )
     return tables
-
-
-def _predictions(rows: Sequence[PredictionCheck | PredictionSkip]) -> Table | None:
-    return prediction_checks_table([row for row in rows if isinstance(row, PredictionCheck)])
-
-
-def _skipped(rows: Sequence[PredictionCheck | PredictionSkip]) -> Text | None:
-    """The later traces that check none of the first trace's predictions, each with why."""
-    skipped = [row for row in rows if isinstance(row, PredictionSkip)]
-    if not skipped:
-        return None
-    return Text("Predictions not checked: " + skipped_line(skipped))
 
 
 def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:

@@ -82,7 +82,7 @@ def weak_caption(checks: list[PredictionCheck]) -> str:
 
 def skipped_line(skips: list[PredictionSkip]) -> str:
     """The later traces that check none of the predictions, and why ("" where there are none)."""
-    return "; ".join(f"{s.after}: {s.reason}" for s in skips)
+    return "Predictions not checked: " + "; ".join(f"{s.after}: {s.reason}" for s in skips) if skips else ""
 
 
 def balance_line(balance: FusionBalance) -> str:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisResults
-from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
@@ -58,7 +57,7 @@ def comparison_section(items: Sequence[Item]) -> Section:
         panels.append(shapes_table(comparison))
     if comparison.break_even:
         panels.append(break_even_table(comparison))
-    if comparison.predictions:
+    if comparison.predictions_checked or comparison.predictions_skipped:
         panels.append(predictions_table(comparison))
     panels += [gpu_category_chart(items), kernel_count_chart(comparison), step_chart(items)]
     return Section(id="compare", title="Comparison", panels=tuple(panels))
@@ -103,10 +102,8 @@ def fusion_table(comparison: Comparison) -> Panel:
 def predictions_table(comparison: Comparison) -> Panel:
     """The first trace's predictions against each later trace that took the action, and the traces that check
     none and why: the table `tracelens compare` prints (docs/actions.md#in-compare)."""
-    checks = [c for c in comparison.predictions if isinstance(c, PredictionCheck)]
-    skips = [c for c in comparison.predictions if isinstance(c, PredictionSkip)]
-    notes = [weak_caption(checks), *([f"Predictions not checked: {skipped_line(skips)}"] if skips else [])]
-    note = "; ".join(n for n in notes if n)
+    checks = comparison.predictions_checked
+    note = "; ".join(n for n in (weak_caption(checks), skipped_line(comparison.predictions_skipped)) if n)
     if not checks:
         return Panel(id="compare-predictions", title=PREDICTIONS_TITLE, note=note)
     rows = tuple(prediction_cells(c) for c in checks)
