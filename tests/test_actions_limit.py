@@ -9,6 +9,7 @@ kernels a graph replayed, by a stdlib reading of the raw events."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,15 +81,49 @@ def test_the_python_replay_gives_the_same_savings(name: str, monkeypatch: pytest
 def test_graph_traces_fusions_agree_with_the_limit_line(name: str) -> None:
     """A fusion inside the graph leaves the step GPU-limited, as the `Limit:` line says of it; before, every
     action of these traces was `cpu-limited` (step > 1.5 × GPU busy: the graph's own gaps between kernels).
-    compile is CPU-limited or mixed there: its model puts Inductor's wrapper (170.9 µs) on the host, and predicts
-    a longer step than the graph replay (docs/actions.md)."""
+    compile too, on a program that replays its own graphs: the compiled code is captured, so no wrapper runs and
+    the step's launches stay its graph launches (before 2026-12-06 its model put Inductor's 170.9 µs wrapper on
+    the host and predicted a longer step than the replay)."""
     results = analyze(tracelens.load(H200 / f"{name}.json.gz"))
     assert results.actions is not None and results.critical_path is not None
     assert results.critical_path.limit == "gpu"
     fusions = [a for a in results.actions.actions if a.action in ("fuse", "gemm_epilogue")]
     assert fusions and all(action.limited_by == "gpu" for action in fusions)
     (compile_,) = [a for a in results.actions.actions if a.action == "compile"]
-    assert compile_.limited_by in ("cpu", "mixed") and compile_.predicted_step_us > results.actions.summary.step_us
+    assert compile_.limited_by == "gpu" and 0 < compile_.saved_us < results.actions.summary.step_us
+    assert compile_.predicted_launches_per_step == _graph_launches_per_step_stdlib(
+        H200 / f"{name}.json.gz", results.compiled.steady_steps if results.compiled else []
+    )
+
+
+@pytest.mark.parametrize("name", ["graphs/block_graph_replay", "graphs/mlp_graph_replay"])
+def test_replays_without_their_capture_say_why_compile_is_left_out(name: str) -> None:
+    """The replayed kernels' ops are not in a replay-only trace: what compiling would fuse is unknown, so no
+    compile prediction (before: 0 chains fused and Inductor's wrapper added, a negative saving)."""
+    results = analyze(tracelens.load(H200 / f"{name}.json.gz"))
+    assert results.actions is not None
+    assert "compile" not in [a.action for a in results.actions.actions]
+    assert "compile, compile_reduce_overhead: the CUDA graphs' kernels have no capture" in results.actions.note
+    assert "compile_reduce_overhead" not in [a.action for a in results.actions.actions]
+    assert not _captures_stdlib(H200 / f"{name}.json.gz")
+
+
+def _captures_stdlib(path: Path) -> list[dict[str, Any]]:
+    """Stdlib: the trace's stream-capture begin calls."""
+    return [e for e in rawtrace.events(path) if e.get("name") in ("cudaStreamBeginCapture", "hipStreamBeginCapture")]
+
+
+def _graph_launches_per_step_stdlib(path: Path, numbers: list[int]) -> float:
+    """Stdlib: cudaGraphLaunch calls inside the ProfilerSteps `numbers`, per step (each step's span on the
+    launching thread: the profiler's ProfilerStep ranges)."""
+    evs = rawtrace.events(path)
+    steps = [
+        e for e in evs if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation"
+    ]
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in steps if int(e["name"].split("#")[1]) in numbers]
+    launches = [e for e in evs if e.get("name") == "cudaGraphLaunch"]
+    inside = sum(1 for e in launches for a, b in spans if a <= e["ts"] < b)
+    return inside / len(spans)
 
 
 def _replayed_kernels_per_step_stdlib(path: Path, numbers: list[int]) -> float:

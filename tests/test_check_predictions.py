@@ -56,7 +56,7 @@ def test_the_actions_are_those_analyze_predicts() -> None:
         ((0, 0), (1, 0), "compile"),
         ((0, 0), (0, 2), "cuda_graphs"),
         ((1, 0), (1, 1), "cuda_graphs"),  # a compiled program whose graphs are new: reduce-overhead over default
-        ((0, 1), (2, 1), "compile"),
+        ((0, 1), (2, 1), "compile_reduce_overhead"),  # the program's own graphs replaced by torch.compile's
         ((0, 0), (0, 0), None),  # nothing new: Liger, a hand-fused variant, the trace itself
         ((0, 0), (1, 1), "compile_reduce_overhead"),  # both new: mode="reduce-overhead"
         ((1, 1), (1, 1), None),

@@ -34,7 +34,7 @@ MULTI = [
     ("block/train_eager_block", "block/train_liger_block", "fuse"),
     ("block/eager_math_block", "block/eager_block", "fuse"),
     ("compiled_mlp", "geglu_epilogue_mlp", None),  # compiled regions lost: undoing compile is no action
-    ("graphs/block_graph_replay", "graphs/block_eager", None),  # graph replays lost
+    ("graphs/block_graph", "graphs/block_eager", None),  # graph replays lost (the replay-only trace predicts none)
 ]
 
 
@@ -134,8 +134,9 @@ def test_the_figures_are_the_same_numbers(before: str, after: str, taken: str, t
 
 def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, list[float]]) -> str | None:
     """Stdlib: None where after lost the compiled regions or graph launches before had; `compile` where after
-    runs `Torch-Compiled Region` ranges in its steps and before none, while no CUDA-graph launches are new;
-    `cuda_graphs` where only the graph launches are new; `compile_reduce_overhead` where both are; where neither
+    runs `Torch-Compiled Region` ranges in its steps and before none, and no CUDA-graph launches;
+    `cuda_graphs` where only the graph launches are new; `compile_reduce_overhead` where the regions are new and
+    after launches graphs (new or not: torch.compile's graphs in place of the program's own); where neither
     is new and after launches fewer kernels per step, whichever of `fuse` and `gemm_epilogue` has a prediction
     whose launches lie nearest after's (`predicted_launches`: every prediction's, from the predictions file); else
     None."""
@@ -146,10 +147,10 @@ def raw_taken_action(before: Path, after: Path, predicted_launches: dict[str, li
         return None
     new_regions = regions_after > 0 and regions_before == 0
     new_launches = launches_after > 0 and launches_before == 0
-    if new_regions != new_launches:
-        return "compile" if new_regions else "cuda_graphs"
-    if new_regions:  # both new: torch.compile(mode="reduce-overhead")
+    if new_regions and launches_after:  # torch.compile(mode="reduce-overhead"), its graphs new or in place of own
         return "compile_reduce_overhead"
+    if new_regions or new_launches:
+        return "compile" if new_regions else "cuda_graphs"
     counts = [_kernel_launches_per_step(path) for path in (before, after)]
     told = {
         a: min(abs(n - counts[1]) for n in ns) for a, ns in predicted_launches.items() if a in ("fuse", "gemm_epilogue")
@@ -179,13 +180,14 @@ def test_the_action_taken_is_what_the_raw_events_say(tmp_path: Path, capsys: pyt
     found = set()
     for before, after in RAW_PAIRS:
         document = predict_and_check(before, after, tmp_path, capsys)
-        entries = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8"))["hypothesis"]
+        entries = tomllib.loads((tmp_path / "p.toml").read_text(encoding="utf-8")).get("hypothesis", [])
         predicted: dict[str, list[float]] = {}
         for e in entries:
             if "launches_per_step" in e:
                 predicted.setdefault(e["action"], []).append(e["launches_per_step"])
         taken = raw_taken_action(Path(trace(before)), Path(trace(after)), predicted)
-        assert {v["taken_action"] for v in document["verdicts"]} == {taken}, (before, after)
+        verdicts = {v["taken_action"] for v in document["verdicts"]}
+        assert verdicts == ({taken} if entries else set()), (before, after)
         found.add(taken)
     assert found == {"compile", "cuda_graphs", "compile_reduce_overhead", "fuse", "gemm_epilogue", None}  # all
 

@@ -188,7 +188,8 @@ def launch_table(predictions: Iterable[tuple[str | None, float | None]]) -> dict
 def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> tuple[str, ...]:
     """The actions `after` may have taken relative to `before`, each of which removes launches: ("cuda_graphs",)
     when only `after` replays CUDA graphs `before` did not, ("compile",) when only `after` runs compiled regions
-    `before` did not, ("compile_reduce_overhead",) when both are new (torch.compile's `mode="reduce-overhead"`);
+    `before` did not, ("compile_reduce_overhead",) when `after` runs new compiled regions and replays CUDA graphs,
+    new or not (torch.compile's `mode="reduce-overhead"`, in place of no graphs or of the program's own);
     else
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
@@ -200,7 +201,7 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
         return ()
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
-    if new_regions and new_replays:
+    if new_regions and after.graph_replays > 0:  # graphs new, or the program's own replaced by torch.compile's
         return ("compile_reduce_overhead",)
     if new_replays:
         return ("cuda_graphs",)

@@ -4,7 +4,8 @@ the profiled window and, separately, in a trace of its own. Run on the H200 from
     python3 workloads/graph_traces.py OUTDIR        (needs CUDA; its traces are traces/h200/graphs/)
 
 GRAPHS_TOKENS / GRAPHS_SEQ set the MLP's tokens and the block's sequence (default 256 each); GRAPHS_ONLY=mlp_block
-records those two parts alone.
+records those two parts alone. GRAPHS_VARIANTS (comma-separated: eager, graph, graph_apart, ro, ro_apart,
+compiled, graph_compiled) records only those variants of the MLP and the block.
 
 Per variant it writes OUTDIR/NAME.json.gz (torch.profiler, activities CPU+CUDA, record_shapes, a
 synchronize after every step, one ProfilerStep per step) and an entry in OUTDIR/timings.json in the format of
@@ -18,7 +19,9 @@ Variants (bf16, inference, torch.no_grad):
   `mlp_graph_replay` (the same, the capture in one trace and the replays in another); `mlp_ro`
   (torch.compile(mode="reduce-overhead"): compiled before the window, the cudagraph tree's recording inside
   it); `mlp_ro_capture` + `mlp_ro_replay` (a fresh compile; its recording alone in one trace, replays in the
-  other); `mlp_compiled` (torch.compile default, no graphs: the compile-only twin).
+  other); `mlp_compiled` (torch.compile default, no graphs: the compile-only twin); `mlp_graph_compiled`
+  (torch.compile default, compiled and warmed up, then captured by torch.cuda.graph as `mlp_graph`: the twin of
+  `compile` on a program that runs its own graphs).
 - block_*: a Llama decoder block (hidden 2048, 16 heads, intermediate 5632, batch 1, seq 256, SDPA): the same
   set as the MLP.
 - decode_*: a small Llama-architecture causal LM (transformers' LlamaForCausalLM from a config, random
@@ -149,7 +152,8 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
     with torch.no_grad():
         for _ in range(5):
             eager()
-    guarded(record)(prefix + "_eager", [eager] * ACTIVE, meta=dict(meta, variant="eager"))
+    if VARIANTS is None or "eager" in VARIANTS:
+        guarded(record)(prefix + "_eager", [eager] * ACTIVE, meta=dict(meta, variant="eager"))
 
     def manual(apart: bool) -> None:
         graph = torch.cuda.CUDAGraph()
@@ -174,8 +178,10 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
         else:
             record(prefix + "_graph", [capture] + [replay] * ACTIVE, timed_step=replay, meta=m)
 
-    guarded(manual)(False)
-    guarded(manual)(True)
+    if VARIANTS is None or "graph" in VARIANTS:
+        guarded(manual)(False)
+    if VARIANTS is None or "graph_apart" in VARIANTS:
+        guarded(manual)(True)
 
     def reduce_overhead(apart: bool) -> None:
         torch._dynamo.reset()
@@ -191,8 +197,10 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
         else:
             record(prefix + "_ro", [step] * (ACTIVE + 1), meta=m)
 
-    guarded(reduce_overhead)(False)
-    guarded(reduce_overhead)(True)
+    if VARIANTS is None or "ro" in VARIANTS:
+        guarded(reduce_overhead)(False)
+    if VARIANTS is None or "ro_apart" in VARIANTS:
+        guarded(reduce_overhead)(True)
 
     def compiled_default() -> None:
         torch._dynamo.reset()
@@ -203,9 +211,34 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
                 step()
         record(prefix + "_compiled", [step] * ACTIVE, meta=dict(meta, variant="compile_default"))
 
-    guarded(compiled_default)()
+    if VARIANTS is None or "compiled" in VARIANTS:
+        guarded(compiled_default)()
+
+    def graph_compiled() -> None:
+        torch._dynamo.reset()
+        fn = torch.compile(model, dynamic=False)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(3):  # compile and warm up on a side stream, as torch.cuda.graph's docs ask
+                fn(x)
+        torch.cuda.current_stream().wait_stream(side)
+        holder = {}
+
+        def capture() -> None:
+            with torch.cuda.graph(graph):
+                holder["out"] = fn(x)
+            graph.replay()
+
+        record(prefix + "_graph_compiled", [capture] + [graph.replay] * ACTIVE, timed_step=graph.replay,
+               meta=dict(meta, variant="compile_default_in_cuda_graph", capture="first step"))
+
+    if VARIANTS is None or "graph_compiled" in VARIANTS:
+        guarded(graph_compiled)()
 
 
+VARIANTS = set(os.environ["GRAPHS_VARIANTS"].split(",")) if os.environ.get("GRAPHS_VARIANTS") else None
 TOKENS = int(os.environ.get("GRAPHS_TOKENS", "256"))  # the MLP's tokens (held-out shapes: another value)
 SEQ = int(os.environ.get("GRAPHS_SEQ", "256"))  # the block's sequence length
 

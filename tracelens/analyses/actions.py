@@ -25,9 +25,15 @@ repository's before/after twins and repeat recordings: docs/actions.md). Models
   as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
   and dispatch removed.
+Where the program's own CUDA graphs replay most of the steps' GPU work (`GRAPHED_SHARE`) and it runs no compiled
+region, `compile` is torch.compile's code captured by those graphs: every chain fused and each written-out
+attention one kernel, inside the graphs, the CPU work as observed (a replay runs no wrapper);
+`compile_reduce_overhead` is those graphs replaced by torch.compile's (its model above: Inductor's wrapper before
+the graph launch). Both are left out there where the graphs' capture is not in the trace (their ops, and what a
+compile would fuse, unknown).
 Actions the trace does not support (nothing to fuse, no launches) or already takes (`compile` where compiled
-regions run, `cuda_graphs` where graphs replay, `compile_reduce_overhead` where either does) are left out; `note`
-says which and why.
+regions run, `cuda_graphs` where graphs replay, `compile_reduce_overhead` where compiled regions run) are left
+out; `note` says which and why.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.profiler_overhead import host_features
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
-from tracelens.model.cuda_graphs import graph_launch_name_mask
+from tracelens.model.cuda_graphs import graph_launch_name_mask, uncaptured_replays
 from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
@@ -210,7 +216,7 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     done = (
         *(("compile",) if compiled.regions else ()),
         *(("cuda_graphs",) if compiled.graph_replays else ()),
-        *(("compile_reduce_overhead",) if compiled.regions or compiled.graph_replays else ()),
+        *(("compile_reduce_overhead",) if compiled.regions else ()),  # not where graphs alone run: see below
     )
     steps = _steps_with_gpu(ctx.trace, ctx.steady)
     if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
@@ -253,6 +259,7 @@ def actions_of(
     chains = [o for o in fusion.opportunities if o.kind == "chain"]
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
+    left_out: list[str] = []  # actions not modelled on this trace, each with why
     if predict and any(not s for g in graphs for s in g.call_is_sync):
         written_out = _math_attention(trace, indices)
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
@@ -261,23 +268,32 @@ def actions_of(
         compile_model = _per_step(
             functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {})
         )
-        candidates.append(
-            (
-                "compile",
-                ["the step"],
-                compile_model,
-                f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
-                + note,
+        graphed = "compile" not in done and _replayed_share(trace, graphs) > GRAPHED_SHARE  # its own graphs
+        uncaptured = graphed and _uncaptured_in(trace, indices)
+        if uncaptured:
+            left_out.append(UNCAPTURED_NOTE)
+        elif graphed:
+            in_graphs = functools.partial(_graphed_compile_plan, chains=chains, rewrites=rewrites if attention else {})
+            candidates.append(("compile", ["the step"], in_graphs, f"{len(chains)} chain(s) fused" + GRAPHED_BASIS))
+        else:
+            candidates.append(
+                (
+                    "compile",
+                    ["the step"],
+                    compile_model,
+                    f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
+                    + note,
+                )
             )
-        )
-        candidates.append(
-            (
-                "compile_reduce_overhead",
-                ["the step"],
-                functools.partial(_reduce_overhead_plan, compile_model=compile_model),
-                f"{len(chains)} chain(s) fused; launches {{before}} → {{graphs}}; CPU: compile's wrapper" + note,
+        if not uncaptured:
+            candidates.append(
+                (
+                    "compile_reduce_overhead",
+                    ["the step"],
+                    functools.partial(_reduce_overhead_plan, compile_model=compile_model),
+                    f"{len(chains)} chain(s) fused; launches {{before}} → {{graphs}}; CPU: compile's wrapper" + note,
+                )
             )
-        )
         graph_model = GRAPH_MODELS.get("cuda_graphs", functools.partial(_graphs_plan, compiled="compile" in done))
         candidates.append(
             (
@@ -320,13 +336,18 @@ def actions_of(
     )
     if not actions:  # said first: why there is nothing to rank
         note = "no modelled action is left: " + "; ".join(
-            [*(["the program already does " + ", ".join(done)] if done else []), "no fusion chain or epilogue found"]
+            [
+                *(["the program already does " + ", ".join(done)] if done else []),
+                *left_out,
+                "no fusion chain or epilogue found",
+            ]
         )
     else:
         if not chains:
             note += "; no fusion chain found (fuse: none)"
         if done:
             note += f"; left out, the program already does it: {', '.join(done)}"
+        note += "".join("; " + why for why in left_out)
     loading = _data_loading_us(trace, graphs)
     summary = ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs), loading)
     return Actions(summary, actions[:MAX_ACTIONS], note)
@@ -630,6 +651,60 @@ def _compile_plan(
         work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
         work[kept[0]] = host[kept[0]] + round(WRAPPER_US * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
+
+
+GRAPHED_SHARE = 0.5  # a program whose CUDA graphs replay more of the steps' GPU activities than this is "graphed"
+GRAPHED_BASIS = (
+    " inside the program's CUDA graphs (the compiled code captured: a replay runs no wrapper); CPU as observed"
+)
+UNCAPTURED_NOTE = (
+    "compile, compile_reduce_overhead: the CUDA graphs' kernels have no capture in the trace, so their ops and "
+    "what compiling would fuse are unknown (record the capture: `tracelens record --skip 0`)"
+)
+
+
+def _graphed_compile_plan(
+    trace: Trace,
+    graph: StepGraph,
+    chains: list[FusionOpportunity],
+    rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
+) -> _Plan:
+    """`compile` of a program whose kernels its own CUDA graphs replay (torch.cuda.graph around the compiled
+    code): every chain's kernels shortened as in `_compile_plan` and each written-out attention in `rewrites` one
+    kernel, inside the graphs; the CPU work as observed (a replay runs none of the compiled code's Python, and
+    the graph launch stays); launches of their own (outside the graphs) follow `_fused_plan`."""
+    fused = _fused_plan(trace, graph, chains)
+    for first, removed in (rewrites or {}).get(graph.step_index, []):
+        fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
+        for k in removed:
+            fused.gpu_dur[k] = 0
+            call = _own_launch(trace, graph, k)  # a CUDA-graph launch stays: it replays the rest of the graph
+            if call >= 0:
+                fused.work[call], fused.duration[call] = 0, 0
+    return fused
+
+
+def _replayed_share(trace: Trace, graphs: list[StepGraph]) -> float:
+    """Of the GPU activities the steps' calls launched, the share that CUDA-graph launches replayed."""
+    launched = replayed = 0
+    for graph in graphs:
+        call = graph.gpu_columns.launch_call
+        own = call >= 0
+        launched += int(own.sum())
+        replayed += int(_graph_launch_calls(trace, graph)[call[own]].sum())
+    return replayed / launched if launched else 0.0
+
+
+@per_trace
+def _uncaptured_rows(trace: Trace) -> np.ndarray:
+    """The replayed kernels of the trace that no capture in it matches (`model.cuda_graphs.uncaptured_replays`)."""
+    return uncaptured_replays(trace.events, trace.links.launch)
+
+
+def _uncaptured_in(trace: Trace, indices: list[int]) -> bool:
+    """Whether a kernel of the steps at `indices` is replayed by a CUDA graph whose capture is not in the trace."""
+    rows = _uncaptured_rows(trace)
+    return bool(rows.size) and bool(codes_mask(trace.links.step[rows], indices).any())
 
 
 def _per_step(model: Model) -> Model:

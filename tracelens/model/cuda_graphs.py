@@ -112,15 +112,11 @@ def replaying_launch(events: EventTable, launch: I32, rows: np.ndarray) -> np.nd
 
 def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, list[str]]:
     """`op` with each replayed kernel given its captured launch's op, and the warnings/notes (see the module)."""
-    gpu = np.flatnonzero(kind_mask(events.kind, GPU_ACTIVITY_KINDS) & (events.kind == Kind.KERNEL) & (launch >= 0))
-    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
-    if gpu.size == 0 or graph_codes.size == 0:
+    matched = _matched_replays(events, launch)
+    if matched is None:
         return op, []
-    replayed = gpu[np.isin(events.name[launch[gpu]], graph_codes)]
-    if replayed.size == 0:
-        return op, []
-    captures = _captures(events, launch)
-    if not captures:
+    replayed, sources = matched
+    if not sources:
         return op, [
             f"{replayed.size:,} kernels replayed by CUDA graphs have no capture in the trace, so they keep "
             "only the op enclosing their cudaGraphLaunch: start the profiler before the graph is captured "
@@ -129,6 +125,48 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
         ]
     out = op.copy()
     unmatched = 0
+    for kernels, chosen in sources:
+        if chosen is None:
+            unmatched += 1
+        else:
+            out[kernels] = op[chosen]
+    notes = []
+    if unmatched:
+        notes.append(
+            f"{unmatched:,} CUDA-graph launches match no capture in the trace (no earlier capture with as many "
+            "launches as the replay ran kernels): their kernels keep only the op enclosing their graph launch"
+        )
+    return out, notes
+
+
+def uncaptured_replays(events: EventTable, launch: I32) -> np.ndarray:
+    """The rows of the replayed kernels that no capture in the trace matches (the module's rule), in no order:
+    what they ran as ops is not in the trace."""
+    matched = _matched_replays(events, launch)
+    if matched is None:
+        return np.zeros(0, dtype=np.int64)
+    replayed, sources = matched
+    if not sources:
+        return replayed.astype(np.int64)
+    missing = [kernels for kernels, chosen in sources if chosen is None]
+    return np.concatenate(missing).astype(np.int64) if missing else np.zeros(0, dtype=np.int64)
+
+
+def _matched_replays(events: EventTable, launch: I32) -> tuple[np.ndarray, list[tuple[np.ndarray, I32 | None]]] | None:
+    """None where no kernel is replayed by a CUDA graph; else the replayed kernel rows and, per graph launch, its
+    replayed kernels in start order with the captured launches they take the ops of (None: no capture matches);
+    an empty list where the trace has no capture at all."""
+    gpu = np.flatnonzero(kind_mask(events.kind, GPU_ACTIVITY_KINDS) & (events.kind == Kind.KERNEL) & (launch >= 0))
+    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
+    if gpu.size == 0 or graph_codes.size == 0:
+        return None
+    replayed = gpu[np.isin(events.name[launch[gpu]], graph_codes)]
+    if replayed.size == 0:
+        return None
+    captures = _captures(events, launch)
+    if not captures:
+        return replayed, []
+    sources: list[tuple[np.ndarray, I32 | None]] = []
     graph_of = launch[replayed]
     for g in np.unique(graph_of):
         kernels = replayed[graph_of == g]
@@ -139,17 +177,8 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
             if stop <= when and captured.size == kernels.size:
                 chosen = captured
                 break
-        if chosen is None:
-            unmatched += 1
-            continue
-        out[kernels] = op[chosen]
-    notes = []
-    if unmatched:
-        notes.append(
-            f"{unmatched:,} CUDA-graph launches match no capture in the trace (no earlier capture with as many "
-            "launches as the replay ran kernels): their kernels keep only the op enclosing their graph launch"
-        )
-    return out, notes
+        sources.append((kernels, chosen))
+    return replayed, sources
 
 
 def _graph_replays(events: EventTable, launch: I32) -> dict[int, np.ndarray]:

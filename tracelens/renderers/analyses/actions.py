@@ -114,7 +114,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
 def every_action_table(result: Actions) -> Table:
     """Every action of `result` (the summary shows the first few that shorten the step), ranked as there: the
     predicted step, its stated range, the saving (negative: predicted to lengthen the step) and the summary's
-    notes on the range (`range_notes`: what limits the changed step where not the GPU; `may not help`)."""
+    notes on the range (`range_notes`: what limits the changed step where not the GPU; `may not help`); under
+    it, `result.note` (the steps replayed, the actions left out and why)."""
     step_us = result.summary.step_us or 0.0
     table = Table(title=f"Every action (step {us_text(step_us)} µs now; docs/actions.md)", title_justify="left")
     table.add_column("#", justify="right")
@@ -136,6 +137,8 @@ def every_action_table(result: Actions) -> Table:
             us_text(action.saved_us),
             ", ".join(n for n in range_notes(action, step_us) if not n.startswith("from ")) or "—",
         )
+    if result.note:  # how they were replayed, and the actions left out with why (never silent)
+        table.caption, table.caption_justify = result.note[:1].upper() + result.note[1:] + ".", "left"
     return table
 
 
