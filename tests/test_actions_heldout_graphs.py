@@ -74,6 +74,21 @@ def test_the_held_out_counts() -> None:
     }
 
 
+def test_the_own_graph_cells_that_a_no_change_prediction_would_pass_too() -> None:
+    """Most reduce-overhead cells on the programs' own graphs are weak: the before-trace's own step lies inside
+    the stated range too (the ±60 % of a CPU-limited step), so the range says little there; the ±20 % count is
+    the claim. Before-step inside the range on 20 of the 24 cells (both leases)."""
+    weak = 0
+    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir()):
+        for before in ("mlp_graph", "block_graph"):
+            results = analyze(tracelens.load(folder / f"{before}.json.gz"))
+            assert results.actions is not None
+            (found,) = [a for a in results.actions.actions if a.action == "compile_reduce_overhead"]
+            observed = raw_mean_span_us(folder / f"{before}.json.gz", without_capture=True)
+            weak += 2 * (found.low <= observed <= found.high)  # the two after-recordings of each
+    assert weak == 20
+
+
 def table_row(cell: tuple[str, str, str, str, float, float, float, float]) -> str:
     """The docs row of one cell."""
     folder, before, after, action, predicted, low, high, realized = cell

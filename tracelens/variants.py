@@ -195,9 +195,7 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
     predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action), or where `after`
     lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them)."""
-    if (before.compiled_regions > 0 and after.compiled_regions == 0) or (
-        before.graph_replays > 0 and after.graph_replays == 0
-    ):
+    if _lost(before, after):
         return ()
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
@@ -247,6 +245,9 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
     CUDA-graph replays; before: neither)", "liger_mlp took fuse (no new compiled regions or CUDA-graph replays;
     launches 7 → 6 per step); nearest the launches fuse predicts (6)"."""
     shown_before = "neither" if before.describe() == ProgramShape().describe() else before.describe()
+    lost = _lost(before, after)
+    if lost:  # undoing an action is none of them
+        return f"{label} took no action (it lost the {lost} of the prediction's program)"
     took = taken_words(before, after, launches)
     if took in ACTIONS and took not in LAUNCH_TOLD:
         return f"{label} took {took} ({after.describe()}; before: {shown_before})"
@@ -259,6 +260,19 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
         if after.launches_per_step < min((launches or {})[took]) - LAUNCH_MATCH:  # below every one prediction's
             why += ", more than any one prediction removes: it made several such changes"
     return f"{label} took {took} (no new compiled regions or CUDA-graph replays; {fell}){why}"
+
+
+def _lost(before: ProgramShape, after: ProgramShape) -> str:
+    """What `after` no longer runs of `before`'s: "compiled regions", "CUDA-graph replays", both, or ""."""
+    lost = [
+        what
+        for what, was, now in (
+            ("compiled regions", before.compiled_regions, after.compiled_regions),
+            ("CUDA-graph replays", before.graph_replays, after.graph_replays),
+        )
+        if was > 0 and now == 0
+    ]
+    return " and ".join(lost)
 
 
 def error_pct(predicted: float, measured: float) -> float | None:

@@ -176,8 +176,14 @@ def range_notes(action: Action, step_us: float) -> list[str]:
     reaches the current step, and how many twins it rests on where they are fewer than `FEW_CELLS`."""
     notes = [LIMIT_WORDS[action.limited_by]] if action.limited_by in LIMIT_WORDS else []
     if action.range_cells is not None and action.range_cells < FEW_CELLS:
-        notes.append(f"from {count_text(action.range_cells, 'twin')}")
+        notes.append(f"from {twins_text(action.range_cells)}")
     return notes + (["may not help"] if action.high >= step_us else [])
+
+
+def twins_text(cells: int) -> str:
+    """How many calibration twins a range rests on, in words: "no twin" (a range borrowed from another model),
+    "1 twin", "2 twins"."""
+    return "no twin" if cells == 0 else count_text(cells, "twin")
 
 
 class ActionsSummary(msgspec.Struct, frozen=True):
@@ -260,6 +266,7 @@ def actions_of(
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
     left_out: list[str] = []  # actions not modelled on this trace, each with why
+    graphed_compile = False  # `compile` is `_graphed_compile_plan`
     if predict and any(not s for g in graphs for s in g.call_is_sync):
         written_out = _math_attention(trace, indices)
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
@@ -270,6 +277,7 @@ def actions_of(
         )
         graphed = "compile" not in done and _replayed_share(trace, graphs) > GRAPHED_SHARE  # its own graphs
         uncaptured = graphed and _uncaptured_in(trace, indices)
+        graphed_compile = graphed and not uncaptured
         if uncaptured:
             left_out.append(UNCAPTURED_NOTE)
         elif graphed:
@@ -329,6 +337,8 @@ def actions_of(
         for name, targets, model, basis in candidates
         if name not in done
     ]
+    if graphed_compile:  # its GPU-limited range is compile's, borrowed: no twin of this model is calibrated
+        actions = [_borrowed(a) if a.action == "compile" else a for a in actions]
     actions.sort(key=lambda a: -a.saved_us)
     note = (
         f"each action replayed over {count_text(len(graphs), 'step')}; ranges from the calibration on twins "
@@ -658,7 +668,7 @@ GRAPHED_BASIS = (
     " inside the program's CUDA graphs (the compiled code captured: a replay runs no wrapper); CPU as observed"
 )
 UNCAPTURED_NOTE = (
-    "compile, compile_reduce_overhead: the CUDA graphs' kernels have no capture in the trace, so their ops and "
+    "compile, compile_reduce_overhead: no capture in the trace matches the CUDA graphs' kernels, so their ops and "
     "what compiling would fuse are unknown (record the capture: `tracelens record --skip 0`)"
 )
 
@@ -672,7 +682,9 @@ def _graphed_compile_plan(
     """`compile` of a program whose kernels its own CUDA graphs replay (torch.cuda.graph around the compiled
     code): every chain's kernels shortened as in `_compile_plan` and each written-out attention in `rewrites` one
     kernel, inside the graphs; the CPU work as observed (a replay runs none of the compiled code's Python, and
-    the graph launch stays); launches of their own (outside the graphs) follow `_fused_plan`."""
+    the graph launch stays); launches of their own (outside the graphs) follow `_fused_plan`. A fused chain keeps
+    its kernels (shortened) inside the graph: the replay's gaps between them are not removed, so the saving
+    leans low."""
     fused = _fused_plan(trace, graph, chains)
     for first, removed in (rewrites or {}).get(graph.step_index, []):
         fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
@@ -682,6 +694,11 @@ def _graphed_compile_plan(
             if call >= 0:
                 fused.work[call], fused.duration[call] = 0, 0
     return fused
+
+
+def _borrowed(action: Action) -> Action:
+    """`action` with no calibration cell under its GPU-limited range (the range of another model's twins)."""
+    return msgspec.structs.replace(action, range_cells=0) if action.limited_by == "gpu" else action
 
 
 def _replayed_share(trace: Trace, graphs: list[StepGraph]) -> float:

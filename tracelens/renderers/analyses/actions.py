@@ -16,13 +16,14 @@ from tracelens.analyses.actions import (
     Action,
     Actions,
     range_notes,
+    twins_text,
 )
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import droppable
-from tracelens.units import count_text, pct_text, us_text
+from tracelens.units import pct_text, us_text
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -146,7 +147,7 @@ def _few_cells(action: Action) -> str:
     """` (1 twin)` after a range that rests on fewer than `FEW_CELLS` calibration cells (kept with the range: the
     notes column is the first to go at 80 columns)."""
     cells = action.range_cells
-    return f" ({count_text(cells, 'twin')})" if cells is not None and cells < FEW_CELLS else ""
+    return f" ({twins_text(cells)})" if cells is not None and cells < FEW_CELLS else ""
 
 
 SUMMARY_COLUMNS = 80
