@@ -32,8 +32,8 @@ attention one kernel, inside the graphs, the CPU work as observed (a replay runs
 the graph launch). Both are left out there where the graphs' capture is not in the trace (their ops, and what a
 compile would fuse, unknown).
 Actions the trace does not support (nothing to fuse, no launches) or already takes (`compile` where compiled
-regions run, `cuda_graphs` where graphs replay, `compile_reduce_overhead` where compiled regions run) are left
-out; `note` says which and why.
+regions run or compilation is in the trace, `cuda_graphs` where graphs replay, `compile_reduce_overhead` where
+`compile` is left out) are left out; `note` says which and why.
 """
 
 from __future__ import annotations
@@ -219,10 +219,11 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
     free = _profiler_free_us(ctx.result(Summary))
+    uses_compile = bool(compiled.regions) or compiled.compile_in_window  # its regions may all overlap compiling
     done = (
-        *(("compile",) if compiled.regions else ()),
+        *(("compile",) if uses_compile else ()),
         *(("cuda_graphs",) if compiled.graph_replays else ()),
-        *(("compile_reduce_overhead",) if compiled.regions else ()),  # not where graphs alone run: see below
+        *(("compile_reduce_overhead",) if uses_compile else ()),  # not where graphs alone run: see below
     )
     steps = _steps_with_gpu(ctx.trace, ctx.steady)
     if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
