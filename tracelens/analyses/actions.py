@@ -649,13 +649,7 @@ def _compile_plan(
     work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
-    for first, removed in (rewrites or {}).get(graph.step_index, []):
-        fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
-        for k in removed:
-            fused.gpu_dur[k] = 0
-            call = _own_launch(trace, graph, k)  # a CUDA-graph launch stays: it replays the rest of the graph
-            if call >= 0:
-                work[call], duration[call] = 0, 0
+    _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), _Plan(work, duration, fused.gpu_dur))
     host = _host_only_work_ns(trace, graph)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
@@ -687,14 +681,21 @@ def _graphed_compile_plan(
     its kernels (shortened) inside the graph: the replay's gaps between them are not removed, so the saving
     leans low."""
     fused = _fused_plan(trace, graph, chains)
-    for first, removed in (rewrites or {}).get(graph.step_index, []):
-        fused.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
-        for k in removed:
-            fused.gpu_dur[k] = 0
-            call = _own_launch(trace, graph, k)  # a CUDA-graph launch stays: it replays the rest of the graph
-            if call >= 0:
-                fused.work[call], fused.duration[call] = 0, 0
+    _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), fused)
     return fused
+
+
+def _rewrite_attention(trace: Trace, graph: StepGraph, matches: list[tuple[int, list[int]]], plan: _Plan) -> None:
+    """Change `plan` in place: each written-out attention of `matches` (`_attention_rewrite` of `graph`) one
+    kernel, its first GEMM's activity taking `ATTENTION_GEMM_SHARE` of the two GEMMs' time, the rest removed with
+    the launches of their own (a CUDA-graph launch stays: it replays the rest of the graph)."""
+    for first, removed in matches:
+        plan.gpu_dur[first] = round(ATTENTION_GEMM_SHARE * (graph.gpu_dur_ns[first] + graph.gpu_dur_ns[removed[-1]]))
+        for k in removed:
+            plan.gpu_dur[k] = 0
+            call = _own_launch(trace, graph, k)
+            if call >= 0:
+                plan.work[call], plan.duration[call] = 0, 0
 
 
 def _borrowed(action: Action) -> Action:
