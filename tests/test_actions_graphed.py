@@ -115,6 +115,7 @@ def test_the_compile_model_follows_the_raw_events(path: Path) -> None:
     assert _found(path) == _expected(path)
 
 
+@pytest.mark.slow  # reads the corpus traces' raw events (the per-trace cases of the big ones are slow too)
 def test_the_cases_are_all_there() -> None:
     """The traces above hold each case (the AMD one at 0.501 of its activities replayed, one replay unmatched)."""
     assert {_expected(p) for p in TRACES} == {"eager", "in graphs", "left out", "compiled"}
