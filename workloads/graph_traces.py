@@ -145,6 +145,31 @@ def guarded(part):
     return run
 
 
+def captured(fn, x: torch.Tensor):
+    """(capture, replay) of `fn(x)` in one torch.cuda.graph: `fn` warmed up three times on a side stream first, as
+    torch.cuda.graph's docs ask; `capture` captures it and replays once, `replay` replays."""
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    holder = {}
+
+    def capture() -> None:
+        with torch.cuda.graph(graph):
+            holder["out"] = fn(x)
+        graph.replay()
+
+    return capture, graph.replay
+
+
+def wanted(variant: str) -> bool:
+    """Whether GRAPHS_VARIANTS asks for `variant` (all when it is not set)."""
+    return VARIANTS is None or variant in VARIANTS
+
+
 def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> None:
     """Eager, manual torch.cuda.graph (in window / capture apart), compile reduce-overhead (in window /
     capture apart) and compile default, all of `model` on `x`."""
@@ -152,25 +177,11 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
     with torch.no_grad():
         for _ in range(5):
             eager()
-    if VARIANTS is None or "eager" in VARIANTS:
+    if wanted("eager"):
         guarded(record)(prefix + "_eager", [eager] * ACTIVE, meta=dict(meta, variant="eager"))
 
     def manual(apart: bool) -> None:
-        graph = torch.cuda.CUDAGraph()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.no_grad(), torch.cuda.stream(side):
-            for _ in range(3):  # warm-up on a side stream, as torch.cuda.graph's docs ask
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        holder = {}
-
-        def capture() -> None:
-            with torch.cuda.graph(graph):
-                holder["out"] = model(x)
-            graph.replay()
-
-        replay = graph.replay
+        capture, replay = captured(model, x)
         m = dict(meta, variant="cuda_graph_manual", capture="first step" if not apart else "own trace")
         if apart:
             record(prefix + "_graph_capture", [capture], timed_step=replay, meta=dict(m, part="capture"))
@@ -178,9 +189,9 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
         else:
             record(prefix + "_graph", [capture] + [replay] * ACTIVE, timed_step=replay, meta=m)
 
-    if VARIANTS is None or "graph" in VARIANTS:
+    if wanted("graph"):
         guarded(manual)(False)
-    if VARIANTS is None or "graph_apart" in VARIANTS:
+    if wanted("graph_apart"):
         guarded(manual)(True)
 
     def reduce_overhead(apart: bool) -> None:
@@ -197,9 +208,9 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
         else:
             record(prefix + "_ro", [step] * (ACTIVE + 1), meta=m)
 
-    if VARIANTS is None or "ro" in VARIANTS:
+    if wanted("ro"):
         guarded(reduce_overhead)(False)
-    if VARIANTS is None or "ro_apart" in VARIANTS:
+    if wanted("ro_apart"):
         guarded(reduce_overhead)(True)
 
     def compiled_default() -> None:
@@ -211,30 +222,16 @@ def graph_family(prefix: str, model: nn.Module, x: torch.Tensor, meta: dict) -> 
                 step()
         record(prefix + "_compiled", [step] * ACTIVE, meta=dict(meta, variant="compile_default"))
 
-    if VARIANTS is None or "compiled" in VARIANTS:
+    if wanted("compiled"):
         guarded(compiled_default)()
 
     def graph_compiled() -> None:
         torch._dynamo.reset()
-        fn = torch.compile(model, dynamic=False)
-        graph = torch.cuda.CUDAGraph()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.no_grad(), torch.cuda.stream(side):
-            for _ in range(3):  # compile and warm up on a side stream, as torch.cuda.graph's docs ask
-                fn(x)
-        torch.cuda.current_stream().wait_stream(side)
-        holder = {}
-
-        def capture() -> None:
-            with torch.cuda.graph(graph):
-                holder["out"] = fn(x)
-            graph.replay()
-
-        record(prefix + "_graph_compiled", [capture] + [graph.replay] * ACTIVE, timed_step=graph.replay,
+        capture, replay = captured(torch.compile(model, dynamic=False), x)  # compiled during the warm-up
+        record(prefix + "_graph_compiled", [capture] + [replay] * ACTIVE, timed_step=replay,
                meta=dict(meta, variant="compile_default_in_cuda_graph", capture="first step"))
 
-    if VARIANTS is None or "graph_compiled" in VARIANTS:
+    if wanted("graph_compiled"):
         guarded(graph_compiled)()
 
 
