@@ -58,6 +58,7 @@ from tracelens.analyses.critical_path import (
     replay_calls,
     savings_of_calls,
     step_graph,
+    with_offsets,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
 from tracelens.analyses.profiler_overhead import host_features
@@ -126,6 +127,10 @@ RANGE_CELLS: dict[str, int] = {
     "gemm_epilogue": 1,
 }
 CPU_LIMITED_CELLS = 30
+# `compile` of a program that replays its own CUDA graphs (`_graphed_compile_plan`): the same rule over its 14
+# twins (traces/h100/graphs_compiled: `*_graph` → `*_graph_compiled`, all GPU-limited; tests/test_actions_graphed.py)
+GRAPHED_COMPILE_HALF_WIDTH = 0.16
+GRAPHED_COMPILE_CELLS = 14
 FEW_CELLS = 3
 MAX_ACTIONS = 8
 GPU_SHARE = 0.5  # "gpu" only where the changed step's GPU work (2 × its GPU-2× saving) is at least this share of it
@@ -159,15 +164,20 @@ class Action(msgspec.Struct, frozen=True):
     range_cells: int | None = None  # the calibration cells its range's half-width rests on (`range_cells_of`)
 
 
-def half_width_of(action: str, limited_by: str) -> float:
+def half_width_of(action: str, limited_by: str, graphed: bool = False) -> float:
     """The relative half-width of the range of `action`'s prediction for a changed step limited by `limited_by`:
-    `HALF_WIDTH[action]` where the GPU limits it, else (the host's speed counts) `CPU_LIMITED_HALF_WIDTH`."""
-    return HALF_WIDTH[action] if limited_by == "gpu" else CPU_LIMITED_HALF_WIDTH
+    `HALF_WIDTH[action]` where the GPU limits it (`GRAPHED_COMPILE_HALF_WIDTH` for `compile` of a `graphed`
+    program, `_graphed_compile_plan`), else (the host's speed counts) `CPU_LIMITED_HALF_WIDTH`."""
+    if limited_by != "gpu":
+        return CPU_LIMITED_HALF_WIDTH
+    return GRAPHED_COMPILE_HALF_WIDTH if graphed and action == "compile" else HALF_WIDTH[action]
 
 
-def range_cells_of(action: str, limited_by: str) -> int:
-    """How many calibration cells the half-width of `half_width_of(action, limited_by)` rests on."""
-    return RANGE_CELLS[action] if limited_by == "gpu" else CPU_LIMITED_CELLS
+def range_cells_of(action: str, limited_by: str, graphed: bool = False) -> int:
+    """How many calibration cells the half-width of `half_width_of(action, limited_by, graphed)` rests on."""
+    if limited_by != "gpu":
+        return CPU_LIMITED_CELLS
+    return GRAPHED_COMPILE_CELLS if graphed and action == "compile" else RANGE_CELLS[action]
 
 
 def range_notes(action: Action, step_us: float) -> list[str]:
@@ -203,11 +213,14 @@ class Actions(msgspec.Struct, frozen=True):
 
 
 class _Plan(msgspec.Struct, frozen=True):
-    """Per step graph: CPU work and length per call (lists or int64 arrays), new GPU durations."""
+    """Per step graph: CPU work and length per call (lists or int64 arrays), new GPU durations, and the step
+    replayed (`graph`: the observed one where None; `with_offsets` of it where activities start after their
+    constraints differently)."""
 
     work: list[int] | I64
     duration: list[int] | I64
     gpu_dur: dict[int, int]
+    graph: StepGraph | None = None
 
 
 Model = Callable[[Trace, StepGraph], _Plan]
@@ -267,7 +280,7 @@ def actions_of(
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
     candidates: list[tuple[str, list[str], Model, str]] = []
     left_out: list[str] = []  # actions not modelled on this trace, each with why
-    graphed_compile = False  # `compile` is `_graphed_compile_plan`
+    graphed = False  # the program replays its own CUDA graphs: `compile` is `_graphed_compile_plan`
     if predict and any(not s for g in graphs for s in g.call_is_sync):
         written_out = _math_attention(trace, indices)
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
@@ -278,7 +291,6 @@ def actions_of(
         )
         graphed = "compile" not in done and _replayed_share(trace, graphs) > GRAPHED_SHARE  # its own graphs
         uncaptured = graphed and _uncaptured_in(trace, indices)
-        graphed_compile = graphed and not uncaptured
         if uncaptured:
             left_out.append(UNCAPTURED_NOTE)
         elif graphed:
@@ -334,12 +346,10 @@ def actions_of(
             )
         )
     actions = [
-        _predict(trace, graphs, observed, name, targets, model, basis, profiler_free_us)
+        _predict(trace, graphs, observed, name, targets, model, basis, profiler_free_us, graphed)
         for name, targets, model, basis in candidates
         if name not in done
     ]
-    if graphed_compile:  # its GPU-limited range is compile's, borrowed: no twin of this model is calibrated
-        actions = [_borrowed(a) if a.action == "compile" else a for a in actions]
     actions.sort(key=lambda a: -a.saved_us)
     note = (
         f"each action replayed over {count_text(len(graphs), 'step')}; ranges from the calibration on twins "
@@ -398,13 +408,16 @@ def _predict(
     model: Model,
     basis: str,
     profiler_free_us: float | None,
+    graphed: bool = False,
 ) -> Action:
+    """Action `name` replayed by `model` over `graphs` (its range: `half_width_of(name, limit, graphed)`)."""
     spans = []
     busiest_lane_us = []
     before = after = 0
     cpu_saved_ns = gpu_saved_ns = 0
-    for graph in graphs:
-        plan = model(trace, graph)
+    for observed_graph in graphs:
+        plan = model(trace, observed_graph)
+        graph = plan.graph or observed_graph
         step_ns = replay_calls(graph, plan.work, plan.duration, plan.gpu_dur).step_ns
         spans.append(step_ns / NS_PER_US)
         cpu_ns, gpu_ns = savings_of_calls(graph, plan.work, plan.duration, plan.gpu_dur, step_ns)
@@ -425,7 +438,7 @@ def _predict(
     limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
     if limited_by == "gpu" and 2 * gpu_saved_ns / n / NS_PER_US < GPU_SHARE * predicted:
         limited_by = "unknown"  # the GPU's work is a small part of the step: neither side sets most of it
-    half_width = half_width_of(name, limited_by)
+    half_width = half_width_of(name, limited_by, graphed)
     free = None
     if profiler_free_us is not None and observed_us > 0:
         # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work; an
@@ -443,7 +456,7 @@ def _predict(
         predicted_profiler_free_step_us=free,
         limited_by=limited_by,
         predicted_launches_per_step=round(after / n, 3),
-        range_cells=range_cells_of(name, limited_by),
+        range_cells=range_cells_of(name, limited_by, graphed),
     )
 
 
@@ -466,7 +479,9 @@ def _span(graph: StepGraph) -> float:
 def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0) -> list[bool]:
     """Which activities of the step run one of `kernels` (by short name). With `calls_per_step`, each name
     matches at most (its count in `kernels`) × round(calls_per_step) activities, the first in stream order: a
-    chain of one `mul` does not take every `mul` of the step."""
+    chain of one `mul` does not take every `mul` of the step. (Two chains that share names may take each
+    other's kernels: `_sequence_matches` does not; the calibrated models keep this rule, their constants were
+    measured with it.)"""
     names = trace.events.names
     wanted = set(kernels)
     left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
@@ -481,15 +496,66 @@ def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step:
     return out
 
 
-def _fused_plan(trace: Trace, graph: StepGraph, chains: list[FusionOpportunity], per_instance: bool = False) -> _Plan:
-    """The chains' kernels (matched by short name) shortened by their fused saving; the launches of all but the
-    kernels named like each chain's first removed (no CPU work, no call time); with `per_instance` (`fuse`), of
-    all but one per chain instance (`_heads`: a chain of one kernel name keeps one launch, not all). `compile`
-    keeps the first rule: its wrapper constants were measured with it (docs/actions.md)."""
+def _sequence_matches(
+    trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float, claimed: Bool
+) -> list[bool]:
+    """Which activities of the step run the chain `kernels`: its occurrences as consecutive activities of one
+    stream (by short name, in stream order), none of them `claimed` (by another chain of the same plan), at most
+    round(`calls_per_step`) of them (all where 0); `_matches` where the sequence occurs nowhere."""
+    names = _short_names(trace)[graph.gpu_columns.name]
+    found = _occurrences(names, graph.gpu_columns.lane, tuple(kernels), calls_per_step, claimed)
+    return found.tolist() if found.any() else _matches(trace, graph, kernels, calls_per_step)  # type: ignore[no-any-return]
+
+
+def _occurrences(names: np.ndarray, lane: I64, kernels: tuple[str, ...], calls_per_step: float, claimed: Bool) -> Bool:
+    """The activities (in start order, their short `names` and stream `lane`) of the first occurrences of the
+    sequence `kernels` as consecutive activities of one lane, none `claimed`, at most round(`calls_per_step`)
+    (all where 0)."""
+    out = np.zeros(names.size, dtype=bool)
+    budget = max(1, round(calls_per_step)) if calls_per_step else names.size
+    size = len(kernels)
+    per_lane = [np.flatnonzero(lane == one) for one in np.unique(lane).tolist()]
+    for on_lane in sorted(per_lane, key=lambda rows: int(rows[0])):
+        seq = names[on_lane].tolist()
+        i = 0
+        while i + size <= len(seq) and budget > 0:
+            rows = on_lane[i : i + size]
+            if tuple(seq[i : i + size]) == kernels and not claimed[rows].any():
+                out[rows] = True
+                budget -= 1
+                i += size
+            else:
+                i += 1
+    return out
+
+
+@per_trace
+def _short_names(trace: Trace) -> np.ndarray:
+    """Per name code: its kernel's short name (`model.kernel_names.short_name`), as an object array."""
+    return np.array([short_name(name) for name in trace.events.names], dtype=object)
+
+
+def _fused_plan(
+    trace: Trace,
+    graph: StepGraph,
+    chains: list[FusionOpportunity],
+    per_instance: bool = False,
+    by_sequence: bool = False,
+) -> _Plan:
+    """The chains' kernels (matched by short name: `_matches`, or with `by_sequence` `_sequence_matches`, each
+    activity in one chain at most) shortened by their fused saving; the launches of all but the kernels named
+    like each chain's first removed (no CPU work, no call time); with `per_instance` (`fuse`), of all but one per
+    chain instance (`_heads`: a chain of one kernel name keeps one launch, not all). `compile` keeps the first
+    rule: its wrapper constants were measured with it (docs/actions.md)."""
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
+    claimed = np.zeros(len(graph.gpu_columns.name), dtype=bool)
     for chain in chains:
-        match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
+        if by_sequence:
+            match = _sequence_matches(trace, graph, chain.kernels, chain.calls_per_step, claimed)
+            claimed |= np.asarray(match, dtype=bool)
+        else:
+            match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
         factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
         heads = _heads(trace, graph, chain, match, per_instance)
         for k, hit in enumerate(match):
@@ -675,14 +741,56 @@ def _graphed_compile_plan(
     rewrites: dict[int, list[tuple[int, list[int]]]] | None = None,
 ) -> _Plan:
     """`compile` of a program whose kernels its own CUDA graphs replay (torch.cuda.graph around the compiled
-    code): every chain's kernels shortened as in `_compile_plan` and each written-out attention in `rewrites` one
-    kernel, inside the graphs; the CPU work as observed (a replay runs none of the compiled code's Python, and
-    the graph launch stays); launches of their own (outside the graphs) follow `_fused_plan`. A fused chain keeps
-    its kernels (shortened) inside the graph: the replay's gaps between them are not removed, so the saving
-    leans low."""
-    fused = _fused_plan(trace, graph, chains)
+    code): every chain's kernels shortened as in `_compile_plan` (matched as sequences: `_sequence_matches`) and
+    each written-out attention in `rewrites` one kernel, inside the graphs; the CPU work as observed (a replay
+    runs none of the compiled code's Python, and the graph launch stays); launches of their own (outside the
+    graphs) follow `_fused_plan`. A fused chain keeps its kernels (shortened) and the written-out attention's
+    removed kernels take no time; each run of fusible
+    kernels in a graph (as `_fusible_runs`) and each removed kernel is taken out of the graph: it starts as its
+    stream predecessor ends (its gap gone), and each graph's start-up (its launch to its first kernel) shrinks
+    in proportion to the kernels it keeps (`_graph_start_ups`)."""
+    fused = _fused_plan(trace, graph, chains, by_sequence=True)
     _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), fused)
-    return fused
+    changed = _graph_start_ups(graph, _taken_out_of_graphs(trace, graph, fused.gpu_dur))
+    return _Plan(fused.work, fused.duration, fused.gpu_dur, changed)
+
+
+def _taken_out_of_graphs(trace: Trace, graph: StepGraph, gpu_dur: dict[int, int]) -> Bool:
+    """Per activity of the step: whether compiling takes it out of the CUDA graph that replays it, merged into
+    the kernel before it: a fusible kernel (`FUSIBLE`, not a copy) after a fusible one on its stream in the same
+    replay, or one whose new length in `gpu_dur` is 0 (a written-out attention's removed GEMM or softmax)."""
+    columns = graph.gpu_columns
+    call = columns.launch_call
+    in_graph = (call >= 0) & _graph_launch_calls(trace, graph)[np.maximum(call, 0)]
+    fusible = codes_mask(columns.category, sorted(FUSIBLE)) & ~_memcpy_names(trace)[columns.name]
+    previous = _previous_on_lane(columns.lane)
+    before = np.maximum(previous, 0)
+    run = (previous >= 0) & fusible & fusible[before] & (call[before] == call)
+    gone = np.zeros(call.size, dtype=bool)
+    gone[[k for k, ns in gpu_dur.items() if ns == 0]] = True
+    return in_graph & (run | gone)  # type: ignore[no-any-return]
+
+
+STREAM_BOUND = 1  # `GpuConstraints.binding`: the activity starts after its stream predecessor
+LAUNCH_BOUND = 0  # ... after its launch call
+
+
+def _graph_start_ups(graph: StepGraph, taken: Bool) -> StepGraph:
+    """`graph` (`with_offsets`) with the activities `taken` out of their CUDA graphs: each that starts after its
+    stream predecessor starts as that one ends (0 ns); the first activity of each graph launch that starts after
+    the launch (its start-up, which grows with the graph's kernels) after that start-up × the share of the
+    launch's activities kept, and no activity of that launch held later by the old start-up."""
+    binding, offset = graph.constraints.binding, graph.constraints.offset
+    offsets = {k: 0 for k in np.flatnonzero(taken).tolist() if binding[k] == STREAM_BOUND}
+    floors: dict[int, int] = {}
+    call = graph.gpu_columns.launch_call
+    for launch in np.unique(call[taken]).tolist():
+        replayed = np.flatnonzero(call == launch).tolist()
+        kept_share = 1.0 - float(taken[replayed].sum()) / len(replayed)
+        for k in [k for k in replayed if binding[k] == LAUNCH_BOUND][:1]:
+            offsets[k] = round(offset[k] * kept_share)
+            floors.update(dict.fromkeys(replayed, offsets[k]))
+    return with_offsets(graph, offsets, floors)
 
 
 def _rewrite_attention(trace: Trace, graph: StepGraph, matches: list[tuple[int, list[int]]], plan: _Plan) -> None:
@@ -696,11 +804,6 @@ def _rewrite_attention(trace: Trace, graph: StepGraph, matches: list[tuple[int, 
             call = _own_launch(trace, graph, k)
             if call >= 0:
                 plan.work[call], plan.duration[call] = 0, 0
-
-
-def _borrowed(action: Action) -> Action:
-    """`action` with no calibration cell under its GPU-limited range (the range of another model's twins)."""
-    return msgspec.structs.replace(action, range_cells=0) if action.limited_by == "gpu" else action
 
 
 def _replayed_share(trace: Trace, graphs: list[StepGraph]) -> float:

@@ -980,6 +980,27 @@ def replay_calls(graph: StepGraph, work: list[int] | I64, duration: list[int] | 
     return _finish(graph, 1.0, c_end, c_from, g_end, g_from, g_start, walk=False)
 
 
+# rows of `native_arrays[2]` (after start and length)
+_OFFSET_ROW, _LAUNCH_MIN_ROW = (_NATIVE_CONSTRAINTS.index(name) + 2 for name in ("offset", "launch_min"))
+
+
+def with_offsets(graph: StepGraph, offsets: dict[int, int], launch_min: dict[int, int] | None = None) -> StepGraph:
+    """`graph` with each activity in `offsets` starting that many ns after its binding constraint (in place of its
+    observed offset: its gap behind its stream predecessor, or its start-up after its launch; the launch edge's
+    minimum offset lowered to it where above), and each in `launch_min` allowed to start that soon after its
+    launch (its minimum lowered to it where above); every replay of the result reads them. `graph` is
+    unchanged."""
+    if not offsets and not launch_min:
+        return graph
+    order, calls, gpu = graph.native_arrays
+    gpu = gpu.copy()
+    for row, values in ((_OFFSET_ROW, offsets), (_LAUNCH_MIN_ROW, offsets), (_LAUNCH_MIN_ROW, launch_min or {})):
+        if values:
+            at, ns = np.fromiter(values, np.int64, len(values)), np.fromiter(values.values(), np.int64, len(values))
+            gpu[row, at] = ns if row == _OFFSET_ROW else np.minimum(gpu[row, at], ns)
+    return msgspec.structs.replace(graph, native_arrays=(order, calls, gpu))
+
+
 def savings_of_calls(
     graph: StepGraph, work: list[int] | I64, duration: list[int] | I64, gpu_dur: dict[int, int], step_ns: int
 ) -> tuple[int, int]:

@@ -1,0 +1,137 @@
+"""`compile` of a program that replays its own CUDA graphs, against its twins (traces/h100/graphs_compiled: one
+H100 lease, seven shapes of the MLP and the Llama block): `*_graph` → `*_graph_compiled` is that model's
+calibration (in-sample: the model changed after its first predictions on them, docs/actions.md); `*_eager` →
+`*_graph` (`cuda_graphs`) and `*_eager` → `*_compiled` (`compile`) are held out for their models. The realized
+step is the after-trace's mean span from the raw events (the steps that capture no graph)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import tracelens
+from tests.test_actions import raw_mean_span_us
+from tracelens.analyses import analyze
+from tracelens.analyses.actions import (
+    GRAPHED_BASIS,
+    GRAPHED_COMPILE_CELLS,
+    GRAPHED_COMPILE_HALF_WIDTH,
+    MIN_HALF_WIDTH,
+)
+
+ROOT = Path(__file__).resolve().parent.parent / "traces" / "h100" / "graphs_compiled"
+PAIRS = [
+    ("mlp_graph", "mlp_graph_compiled", "compile"),
+    ("block_graph", "block_graph_compiled", "compile"),
+    ("mlp_eager", "mlp_graph", "cuda_graphs"),
+    ("block_eager", "block_graph", "cuda_graphs"),
+    ("mlp_eager", "mlp_compiled", "compile"),
+    ("block_eager", "block_compiled", "compile"),
+]
+Cell = tuple[str, str, str, str, float, float, float, float, str, str]
+
+
+@functools.cache
+def cells() -> list[Cell]:
+    """(folder, before, after, action, predicted, low, high, realized, limited_by, basis) of every pair."""
+    out = []
+    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir()):
+        for before, after, action in PAIRS:
+            results = analyze(tracelens.load(folder / f"{before}.json.gz"))
+            assert results.actions is not None
+            (found,) = [a for a in results.actions.actions if a.action == action]
+            realized = raw_mean_span_us(folder / f"{after}.json.gz", without_capture=True)
+            out.append(
+                (
+                    folder.name,
+                    before,
+                    after,
+                    action,
+                    found.predicted_step_us,
+                    found.low,
+                    found.high,
+                    realized,
+                    found.limited_by,
+                    found.basis,
+                )
+            )
+    return out
+
+
+def _in_graphs(cell: Cell) -> bool:
+    return cell[1].endswith("_graph")
+
+
+def test_the_graphed_compile_range_is_the_rule_over_its_twins() -> None:
+    """The 14 graph → compiled-then-captured twins are GPU-limited and predicted by the compile-inside-graphs
+    model; `GRAPHED_COMPILE_HALF_WIDTH` is the ranges' rule over them (the largest |realized ÷ predicted − 1|,
+    rounded up to 0.01, at least `MIN_HALF_WIDTH`): 0.16, from the MLP at 256 tokens (g1: predicted 93.9 µs,
+    realized 108.4); every realized step lies in its range."""
+    twins = [c for c in cells() if _in_graphs(c)]
+    assert len(twins) == GRAPHED_COMPILE_CELLS == 14
+    assert all(c[8] == "gpu" and c[9].endswith(GRAPHED_BASIS) for c in twins)
+    need = max(abs(realized / predicted - 1) for *_, predicted, _, _, realized, _, _ in twins)
+    assert max(MIN_HALF_WIDTH, math.ceil(need * 100 - 1e-9) / 100) == GRAPHED_COMPILE_HALF_WIDTH
+    assert all(low <= realized <= high for *_, low, high, realized, _, _ in twins)
+
+
+def test_the_held_out_counts() -> None:
+    """Per action, (within ±20 %, inside the range, cells): the compile-inside-graphs twins 14 of 14 within ±20 %
+    (the block 6.8-13.8 % long: Inductor's fused kernels are shorter than the fusion analysis' memory-traffic
+    estimate; the MLP −13.4 to +1.9 %); held out, `cuda_graphs` on the eager programs 14 of 14 in both, and
+    `compile` on them 12 of 14 in both (outside: the compiled MLP at 256 and 64 tokens, whose five steps hold one
+    of 865 µs and one of 4,333 µs among steps of 412-478 and 232-246)."""
+    counts: dict[str, list[int]] = {}
+    for cell in cells():
+        predicted, low, high, realized = cell[4:8]
+        key = cell[3] + (" in graphs" if _in_graphs(cell) else "")
+        row = counts.setdefault(key, [0, 0, 0])
+        row[0] += abs(predicted / realized - 1) <= 0.20
+        row[1] += low <= realized <= high
+        row[2] += 1
+    assert counts == {"compile in graphs": [14, 14, 14], "cuda_graphs": [14, 14, 14], "compile": [12, 12, 14]}
+
+
+def table_row(cell: Cell) -> str:
+    """The docs row of one cell."""
+    folder, before, after, action, predicted, low, high, realized, limited_by, _ = cell
+    error = f"{100 * (predicted / realized - 1):+.1f} %".replace("-", "−")
+    inside = "yes" if low <= realized <= high else "**no**"
+    stated = f"{predicted:,.1f} ({low:,.0f}–{high:,.0f})"
+    pair = f"`{before}` → `{after}`"
+    return f"| {folder} | {pair} | {action} | {limited_by} | {stated} | {realized:,.1f} | {error} | {inside} |"
+
+
+def test_the_docs_table_is_the_recomputed_one() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "actions.md").read_text(encoding="utf-8")
+    for cell in cells():
+        assert table_row(cell) in docs, table_row(cell)
+
+
+if __name__ == "__main__":
+    for cell in cells():
+        print(table_row(cell))
+
+
+def test_a_graph_that_starts_sooner_ends_its_gpu_bound_step_sooner() -> None:
+    """`with_offsets`: the block's graph (37 kernels, each after the one before it; the step waits for the last)
+    started 5 µs sooner after its launch, none of its kernels held by the old start-up, ends the step 5 µs sooner;
+    with the first alone moved, its second kernel waits 0.3 µs for the old start-up (the trace's launch latency
+    floor); the observed graph is unchanged."""
+    from tracelens.analyses.critical_path import replay_calls, step_graph, with_offsets
+
+    trace = tracelens.load(ROOT / "g1" / "block_graph.json.gz")
+    graph = step_graph(trace, 2)
+    assert graph is not None
+    first = graph.constraints.binding.index(0)  # the one activity that starts after its launch
+    assert graph.constraints.binding.count(0) == 1 and graph.constraints.binding.count(1) == 36
+    offset = graph.constraints.offset[first]
+    floors = dict.fromkeys(range(len(graph.constraints.binding)), offset - 5_000)
+    moved = with_offsets(graph, {first: offset - 5_000}, floors)
+    work, length = graph.cpu_columns[0], graph.cpu_columns[1]
+    step_ns = replay_calls(graph, work, length, {}).step_ns
+    assert step_ns - replay_calls(moved, work, length, {}).step_ns == 5_000
+    alone = with_offsets(graph, {first: offset - 5_000})
+    assert step_ns - replay_calls(alone, work, length, {}).step_ns == 4_736
+    assert graph.constraints.offset[first] == offset and moved.constraints.offset[first] == offset - 5_000
