@@ -12,6 +12,7 @@ from pathlib import Path
 
 import tracelens
 from tests.test_actions import raw_mean_span_us
+from tests.test_actions_heldout_graphs import table_row as heldout_row
 from tracelens.analyses import analyze
 from tracelens.analyses.actions import (
     GRAPHED_BASIS,
@@ -94,13 +95,9 @@ def test_the_held_out_counts() -> None:
 
 
 def table_row(cell: Cell) -> str:
-    """The docs row of one cell."""
+    """The docs row of one cell: the held-out CUDA-graph table's, with the changed step's limit."""
     folder, before, after, action, predicted, low, high, realized, limited_by, _ = cell
-    error = f"{100 * (predicted / realized - 1):+.1f} %".replace("-", "−")
-    inside = "yes" if low <= realized <= high else "**no**"
-    stated = f"{predicted:,.1f} ({low:,.0f}–{high:,.0f})"
-    pair = f"`{before}` → `{after}`"
-    return f"| {folder} | {pair} | {action} | {limited_by} | {stated} | {realized:,.1f} | {error} | {inside} |"
+    return heldout_row((folder, before, after, action, predicted, low, high, realized), limited_by)
 
 
 def test_the_docs_table_is_the_recomputed_one() -> None:

@@ -89,12 +89,13 @@ def test_the_own_graph_cells_that_a_no_change_prediction_would_pass_too() -> Non
     assert weak == 20
 
 
-def table_row(cell: tuple[str, str, str, str, float, float, float, float]) -> str:
-    """The docs row of one cell."""
+def table_row(cell: tuple[str, str, str, str, float, float, float, float], limited_by: str | None = None) -> str:
+    """The docs row of one cell (with a limit column after the action where `limited_by` is given)."""
     folder, before, after, action, predicted, low, high, realized = cell
     error = f"{100 * (predicted / realized - 1):+.1f} %".replace("-", "−")
     inside = "yes" if low <= realized <= high else "**no**"
     stated = f"{predicted:,.1f} ({low:,.0f}–{high:,.0f})"
+    action = action if limited_by is None else f"{action} | {limited_by}"
     return f"| {folder} | `{before}` → `{after}` | {action} | {stated} | {realized:,.1f} | {error} | {inside} |"
 
 
