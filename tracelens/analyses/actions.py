@@ -128,7 +128,8 @@ RANGE_CELLS: dict[str, int] = {
 }
 CPU_LIMITED_CELLS = 30
 # `compile` of a program that replays its own CUDA graphs (`_graphed_compile_plan`): the same rule over its 14
-# twins (traces/h100/graphs_compiled: `*_graph` → `*_graph_compiled`, all GPU-limited; tests/test_actions_graphed.py)
+# twins (traces/h100/graphs_compiled: `*_graph` → `*_graph_compiled`, all GPU-limited;
+# tests/test_actions_graphed_compile.py)
 GRAPHED_COMPILE_HALF_WIDTH = 0.16
 GRAPHED_COMPILE_CELLS = 14
 FEW_CELLS = 3
@@ -476,19 +477,21 @@ def _span(graph: StepGraph) -> float:
     return _observed_step_ns(graph) / NS_PER_US
 
 
-def _matches(trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0) -> list[bool]:
-    """Which activities of the step run one of `kernels` (by short name). With `calls_per_step`, each name
-    matches at most (its count in `kernels`) × round(calls_per_step) activities, the first in stream order: a
-    chain of one `mul` does not take every `mul` of the step. (Two chains that share names may take each
-    other's kernels: `_sequence_matches` does not; the calibrated models keep this rule, their constants were
-    measured with it.)"""
+def _matches(
+    trace: Trace, graph: StepGraph, kernels: list[str], calls_per_step: float = 0.0, claimed: Bool | None = None
+) -> list[bool]:
+    """Which activities of the step run one of `kernels` (by short name), none of them `claimed`. With
+    `calls_per_step`, each name matches at most (its count in `kernels`) × round(calls_per_step) activities, the
+    first in stream order: a chain of one `mul` does not take every `mul` of the step. (Without `claimed`, two
+    chains that share names may take each other's kernels: `_sequence_matches` passes it; the calibrated models
+    do not, their constants were measured without it.)"""
     names = trace.events.names
     wanted = set(kernels)
     left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
     out = []
-    for code in graph.gpu_name:
+    for k, code in enumerate(graph.gpu_name):
         name = short_name(names[code])
-        hit = name in wanted
+        hit = name in wanted and not (claimed is not None and bool(claimed[k]))
         if hit and left is not None:
             hit = left[name] > 0
             left[name] -= 1
@@ -501,10 +504,18 @@ def _sequence_matches(
 ) -> list[bool]:
     """Which activities of the step run the chain `kernels`: its occurrences as consecutive activities of one
     stream (by short name, in stream order), none of them `claimed` (by another chain of the same plan), at most
-    round(`calls_per_step`) of them (all where 0); `_matches` where the sequence occurs nowhere."""
+    round(`calls_per_step`) of them (all where 0); where it occurs nowhere, its occurrences among the stream's
+    fusible kernels alone (`_fusible_mask`: a GEMM between silu and mul); where it occurs nowhere either,
+    `_matches` among the kernels not claimed."""
     names = _short_names(trace)[graph.gpu_columns.name]
-    found = _occurrences(names, graph.gpu_columns.lane, tuple(kernels), calls_per_step, claimed)
-    return found.tolist() if found.any() else _matches(trace, graph, kernels, calls_per_step)  # type: ignore[no-any-return]
+    lane, chain = graph.gpu_columns.lane, tuple(kernels)
+    found = _occurrences(names, lane, chain, calls_per_step, claimed)
+    if not found.any():
+        fusible = np.flatnonzero(_fusible_mask(trace, graph))
+        found[fusible[_occurrences(names[fusible], lane[fusible], chain, calls_per_step, claimed[fusible])]] = True
+    if found.any():
+        return found.tolist()  # type: ignore[no-any-return]
+    return _matches(trace, graph, kernels, calls_per_step, claimed)
 
 
 def _occurrences(names: np.ndarray, lane: I64, kernels: tuple[str, ...], calls_per_step: float, claimed: Bool) -> Bool:
@@ -665,14 +676,19 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
 def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
     """`_fusible_runs` as an array of call indices (in activity order; a call may repeat)."""
     columns = graph.gpu_columns
-    memcpy = _memcpy_names(trace)[columns.name]
-    fusible = codes_mask(columns.category, sorted(FUSIBLE)) & ~memcpy
+    fusible = _fusible_mask(trace, graph)
     previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
     own = call >= 0
     graph_launch = own & _graph_launch_calls(trace, graph)[np.maximum(call, 0)]  # it replays the others too: stays
     return call[fusible & after_fusible & own & ~graph_launch]
+
+
+def _fusible_mask(trace: Trace, graph: StepGraph) -> Bool:
+    """Per activity of the step: whether its kernel is fusible (`FUSIBLE` categories; not a copy)."""
+    columns = graph.gpu_columns
+    return codes_mask(columns.category, sorted(FUSIBLE)) & ~_memcpy_names(trace)[columns.name]  # type: ignore[no-any-return]
 
 
 @per_trace
@@ -762,7 +778,7 @@ def _taken_out_of_graphs(trace: Trace, graph: StepGraph, gpu_dur: dict[int, int]
     columns = graph.gpu_columns
     call = columns.launch_call
     in_graph = (call >= 0) & _graph_launch_calls(trace, graph)[np.maximum(call, 0)]
-    fusible = codes_mask(columns.category, sorted(FUSIBLE)) & ~_memcpy_names(trace)[columns.name]
+    fusible = _fusible_mask(trace, graph)
     previous = _previous_on_lane(columns.lane)
     before = np.maximum(previous, 0)
     run = (previous >= 0) & fusible & fusible[before] & (call[before] == call)
@@ -777,9 +793,10 @@ LAUNCH_BOUND = 0  # ... after its launch call
 
 def _graph_start_ups(graph: StepGraph, taken: Bool) -> StepGraph:
     """`graph` (`with_offsets`) with the activities `taken` out of their CUDA graphs: each that starts after its
-    stream predecessor starts as that one ends (0 ns); the first activity of each graph launch that starts after
-    the launch (its start-up, which grows with the graph's kernels) after that start-up × the share of the
-    launch's activities kept, and no activity of that launch held later by the old start-up."""
+    stream predecessor starts as that one ends (0 ns); for each graph launch whose first activity (in start
+    order) starts after the launch (its start-up, which grows with the graph's kernels on the block's twins),
+    that activity after the start-up × the share of the launch's activities kept, and no activity of that launch
+    held later by the old start-up; a launch whose first activity waits for something else keeps its start."""
     binding, offset = graph.constraints.binding, graph.constraints.offset
     offsets = {k: 0 for k in np.flatnonzero(taken).tolist() if binding[k] == STREAM_BOUND}
     floors: dict[int, int] = {}
@@ -787,7 +804,7 @@ def _graph_start_ups(graph: StepGraph, taken: Bool) -> StepGraph:
     for launch in np.unique(call[taken]).tolist():
         replayed = np.flatnonzero(call == launch).tolist()
         kept_share = 1.0 - float(taken[replayed].sum()) / len(replayed)
-        for k in [k for k in replayed if binding[k] == LAUNCH_BOUND][:1]:
+        for k in replayed[:1] if binding[replayed[0]] == LAUNCH_BOUND else []:
             offsets[k] = round(offset[k] * kept_share)
             floors.update(dict.fromkeys(replayed, offsets[k]))
     return with_offsets(graph, offsets, floors)
