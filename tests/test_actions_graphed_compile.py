@@ -7,8 +7,12 @@ step is the after-trace's mean span from the raw events (the steps that capture 
 from __future__ import annotations
 
 import functools
+import json
 import math
+import re
 from pathlib import Path
+
+import pytest
 
 import tracelens
 from tests.test_actions import raw_mean_span_us
@@ -30,6 +34,7 @@ PAIRS = [
     ("mlp_eager", "mlp_compiled", "compile"),
     ("block_eager", "block_compiled", "compile"),
 ]
+INDUCTOR = re.compile(r"^triton_[a-z]+_fused_")  # the names Inductor gives its kernels
 Cell = tuple[str, str, str, str, float, float, float, float, str, str]
 
 
@@ -64,6 +69,7 @@ def _in_graphs(cell: Cell) -> bool:
     return cell[1].endswith("_graph")
 
 
+@pytest.mark.slow  # reads and analyzes the 56 traces (4 s on 2 cores)
 def test_the_graphed_compile_range_is_the_rule_over_its_twins() -> None:
     """The 14 graph → compiled-then-captured twins are GPU-limited and predicted by the compile-inside-graphs
     model; `GRAPHED_COMPILE_HALF_WIDTH` is the ranges' rule over them (the largest |realized ÷ predicted − 1|,
@@ -77,6 +83,7 @@ def test_the_graphed_compile_range_is_the_rule_over_its_twins() -> None:
     assert all(low <= realized <= high for *_, low, high, realized, _, _ in twins)
 
 
+@pytest.mark.slow  # reads and analyzes the 56 traces (4 s on 2 cores)
 def test_the_held_out_counts() -> None:
     """Per action, (within ±20 %, inside the range, cells): the compile-inside-graphs twins 14 of 14 within ±20 %
     (the block 5.1-12.3 % long: Inductor's fused kernels are shorter than the fusion analysis' memory-traffic
@@ -99,6 +106,7 @@ def table_row(cell: Cell) -> str:
     return heldout_row((folder, before, after, action, predicted, low, high, realized), limited_by)
 
 
+@pytest.mark.slow  # reads and analyzes the 56 traces (4 s on 2 cores)
 def test_the_docs_table_is_the_recomputed_one() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "actions.md").read_text(encoding="utf-8")
     for cell in cells():
@@ -151,6 +159,52 @@ def test_each_kernel_fuses_into_one_chain_at_most() -> None:
         taken.append(np.flatnonzero(match).tolist())
     assert sum(len(t) for t in taken) == int(claimed.sum()) == 29
     assert [32, 34] in taken and all(1 not in t for t in taken[3:])
+
+
+@pytest.mark.slow  # reads and analyzes the 56 traces (4 s on 2 cores)
+def test_check_and_compare_take_compile_on_every_twin(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`check AFTER --expect` (of `analyze BEFORE --predict`) on the 14 graph → compiled-then-captured twins:
+    AFTER took `compile` (its graphs replay kernels named as Inductor names them, BEFORE's none: counted in the
+    raw events), its prediction checked, held, against the step measured from the raw events; `compare` takes
+    the same action on the block at 256 tokens."""
+    from tests import rawtrace
+    from tracelens.cli import main
+
+    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir()):
+        for program in ("mlp", "block"):
+            before, after = folder / f"{program}_graph.json.gz", folder / f"{program}_graph_compiled.json.gz"
+            inductor = [
+                sum(bool(INDUCTOR.match(e["name"])) for e in rawtrace.events(p) if e.get("cat") == "kernel")
+                for p in (before, after)
+            ]
+            assert inductor[0] == 0 and inductor[1] > 0
+            predictions = tmp_path / f"{folder.name}_{program}.toml"
+            assert main(["analyze", str(before), "--summary", "--predict", str(predictions)]) == 0
+            capsys.readouterr()
+            assert main(["check", str(after), "--expect", str(predictions), "--format", "json"]) == 0
+            verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+            assert {v["taken_action"] for v in verdicts} == {"compile"}
+            (checked,) = [v for v in verdicts if v["status"] != "not_applicable"]
+            assert checked["action"] == "compile" and checked["held"]
+            assert abs(checked["measured"] - raw_mean_span_us(after, without_capture=True)) < 0.05
+    block = ROOT / "g1"
+    assert (
+        main(
+            [
+                "compare",
+                "--width",
+                "200",
+                str(block / "block_graph.json.gz"),
+                str(block / "block_graph_compiled.json.gz"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    rows = [line for line in out[out.index("Predictions checked") :].splitlines() if line.startswith("│")]
+    assert [[cell.strip() for cell in row.split("│")[1:4]] for row in rows] == [
+        ["block_graph_compiled", "compile (the step)", "yes"]
+    ]
 
 
 if __name__ == "__main__":

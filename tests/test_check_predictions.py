@@ -114,6 +114,24 @@ def test_the_possible_actions(
     assert possible_actions(ProgramShape(*before), ProgramShape(*after)) == possible
 
 
+@pytest.mark.parametrize(
+    ("before_inductor", "after_inductor", "after_regions", "possible"),
+    [
+        (0.0, 5.0, 0, ("compile",)),  # the program's own graphs now replay Inductor's kernels
+        (None, 5.0, 0, ()),  # a prediction file written before the field: as before (one graph launch either way)
+        (5.0, 5.0, 0, ()),  # the graphs replayed compiled code already
+        (0.0, 0.0, 0, ()),  # no Inductor kernel: a hand-fused graph is told by nothing here
+        (0.0, 5.0, 1, ("compile_reduce_overhead",)),  # compiled regions and graph replays: reduce-overhead
+    ],
+)
+def test_compile_inside_the_programs_own_graphs(
+    before_inductor: float | None, after_inductor: float, after_regions: int, possible: tuple[str, ...]
+) -> None:
+    before = ProgramShape(0, 1, 1.0, inductor_calls_per_step=before_inductor)
+    after = ProgramShape(after_regions, 1, 1.0, inductor_calls_per_step=after_inductor)
+    assert possible_actions(before, after) == possible
+
+
 def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:
     """A document without launches per step, nothing new: compile and cuda_graphs N/A, fuse checked."""
     after = document("liger_mlp", regions=0, replays=0, step_us=100.0)
@@ -199,6 +217,7 @@ def test_the_error_is_none_where_it_is_no_number() -> None:
         ({"action": 1}, "unknown action 1"),
         ({"before": "eager"}, "before must be a table, e.g. before = { compiled_regions = 0, graph_replays = 0 }"),
         ({"before": {**EAGER, "launches_per_step": -1}}, "before: launches_per_step must be a number ≥ 0, not -1"),
+        ({"before": {**EAGER, "inductor_calls_per_step": "x"}}, "before: inductor_calls_per_step must be a number ≥ 0"),
         ({"before": {"compiled_regions": 0}}, "before: graph_replays must be a whole number ≥ 0, not nothing"),
         ({"before": {**EAGER, "graph_replays": -1}}, "before: graph_replays must be a whole number ≥ 0, not -1"),
         ({"before": {**EAGER, "compiled_regions": True}}, "before: compiled_regions must be a whole number ≥ 0"),
@@ -253,6 +272,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "gemm_gflop_per_step": None,
         "gemm_gflop_per_call": None,
         "gemm_us_per_step": None,
+        "inductor_calls_per_step": None,
     }
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",

@@ -49,6 +49,9 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # every analyzed step compiles or captures a CUDA graph (`compiled.warmup_only`): its span is warm-up, not the
     # program's steady step
     warmup_only: bool = False
+    # calls per step of kernels Inductor generated (`model.kernel_names.is_inductor_kernel`; None where not
+    # known): compiled code inside a program's own CUDA graphs runs no compiled region, only these
+    inductor_calls_per_step: float | None = None
 
     def as_before(self) -> dict[str, Any]:
         """The fields a prediction records of the program it was predicted from (`before` in `--predict` files
@@ -64,9 +67,25 @@ class ProgramShape(msgspec.Struct, frozen=True):
             return "compiled regions and CUDA-graph replays"
         if regions:
             return "compiled regions, no CUDA-graph replays"
+        if replays and self.replays_inductor():
+            return "CUDA-graph replays of Inductor's kernels, no compiled regions"
         if replays:
             return "CUDA-graph replays, no compiled regions"
         return "no compiled regions or CUDA-graph replays"
+
+    def replays_inductor(self) -> bool:
+        """Whether its CUDA graphs replay compiled code: it replays graphs, runs no compiled region, and runs
+        Inductor's kernels (torch.compile's code captured by the program's own `torch.cuda.graph`)."""
+        inductor = self.inductor_calls_per_step
+        return self.graph_replays > 0 and self.compiled_regions == 0 and inductor is not None and inductor > 0
+
+
+def inductor_calls(rows: Iterable[tuple[bool, int]], steps: int) -> float | None:
+    """`ProgramShape.inductor_calls_per_step` from kernel rows' (Inductor-generated, calls) over `steps` steps;
+    None without a step."""
+    if steps <= 0:
+        return None
+    return round(sum(calls for inductor, calls in rows if inductor) / steps, 3)
 
 
 MODELLED_PCT_FOR_FINGERPRINT = 75.0  # below it, GEMMs may be among the unmodelled kernels (a hand-written one)
@@ -188,15 +207,19 @@ def launch_table(predictions: Iterable[tuple[str | None, float | None]]) -> dict
 def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> tuple[str, ...]:
     """The actions `after` may have taken relative to `before`, each of which removes launches: ("cuda_graphs",)
     when only `after` replays CUDA graphs `before` did not, ("compile",) when only `after` runs compiled regions
-    `before` did not, ("compile_reduce_overhead",) when `after` runs new compiled regions and replays CUDA graphs,
-    new or not (torch.compile's `mode="reduce-overhead"`, in place of no graphs or of the program's own);
-    else
+    `before` did not, or when both replay CUDA graphs and no compiled region and only `after`'s graphs replay
+    Inductor's kernels (`ProgramShape.replays_inductor`: the compiled code captured by the program's own graphs),
+    ("compile_reduce_overhead",) when `after` runs new compiled regions and replays CUDA graphs, new or not
+    (torch.compile's `mode="reduce-overhead"`, in place of no graphs or of the program's own); else
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
     predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action), or where `after`
     lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them)."""
     if _lost(before, after):
         return ()
+    graphed_before = before.graph_replays > 0 and before.compiled_regions == 0 and before.inductor_calls_per_step == 0
+    if graphed_before and after.replays_inductor():  # the program's own graphs now capture compiled code
+        return ("compile",)
     new_regions = after.compiled_regions > 0 and before.compiled_regions == 0
     new_replays = after.graph_replays > 0 and before.graph_replays == 0
     if new_regions and after.graph_replays > 0:  # graphs new, or the program's own replaced by torch.compile's

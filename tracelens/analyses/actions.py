@@ -66,7 +66,7 @@ from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
 from tracelens.model.cuda_graphs import graph_launch_name_mask, uncaptured_replays
 from tracelens.model.events import I64, Bool, Kind, codes_mask
-from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.kernel_names import CATEGORIES, is_inductor_kernel, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
@@ -75,6 +75,7 @@ from tracelens.variants import (
     ProgramShape,
     error_pct,
     gemm_kernel_us,
+    inductor_calls,
     launch_table,
     not_checked,
     program_fingerprint,
@@ -233,7 +234,8 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
     fusion = ctx.result(Fusion)
     compiled = ctx.result(Compiled)
     free = _profiler_free_us(ctx.result(Summary))
-    uses_compile = bool(compiled.regions) or compiled.compile_in_window  # its regions may all overlap compiling
+    # its regions may all overlap compiling; its own CUDA graphs may replay compiled code (no region)
+    uses_compile = bool(compiled.regions) or compiled.compile_in_window or _replays_inductor(ctx)
     done = (
         *(("compile",) if uses_compile else ()),
         *(("cuda_graphs",) if compiled.graph_replays else ()),
@@ -244,6 +246,15 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
         found = actions_of(ctx.trace, steps, fusion, path.limit, free, done, predict=False)
         return msgspec.structs.replace(found, note=WARMUP_NOTE)
     return actions_of(ctx.trace, steps, fusion, path.limit, free, done)
+
+
+def _replays_inductor(ctx: AnalysisContext) -> bool:
+    """`ProgramShape.replays_inductor` of the analyzed steps: CUDA-graph replays, no compiled region, and kernels
+    Inductor generated."""
+    compiled, summary = ctx.result(Compiled), ctx.result(Summary)
+    rows = [(is_inductor_kernel(k.name), k.calls) for k in summary.kernels]
+    inductor = inductor_calls(rows, summary.steps)
+    return msgspec.structs.replace(program_shape(compiled), inductor_calls_per_step=inductor).replays_inductor()
 
 
 WARMUP_NOTE = (
@@ -1075,13 +1086,15 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         rows = [(r.model, r.op, r.calls, r.gflop_per_call) for r in roofline.rows]
         pct = roofline.modelled_kernel_time_pct
         device, gflop, per_call = program_fingerprint(roofline.device, rows, steps, pct)
+    kernels = results.summary.kernels
     return msgspec.structs.replace(
         program_shape(compiled),
         launches_per_step=results.summary.per_step.launches,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
-        gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
+        gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in kernels], steps),
+        inductor_calls_per_step=inductor_calls([(is_inductor_kernel(k.name), k.calls) for k in kernels], steps),
     )
 
 

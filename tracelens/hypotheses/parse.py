@@ -393,16 +393,12 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
         if not isinstance(raw["device"], str):
             raise where.error(f"before: device must be a string (the GPU's name), not {_shown(raw['device'])}")
         counts["device"] = raw["device"]
-    if "gemm_gflop_per_step" in raw:
-        value = raw["gemm_gflop_per_step"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-            raise where.error(f"before: gemm_gflop_per_step must be a number ≥ 0, not {_shown(value)}")
-        counts["gemm_gflop_per_step"] = float(value)
-    if "gemm_us_per_step" in raw:
-        value = raw["gemm_us_per_step"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-            raise where.error(f"before: gemm_us_per_step must be a number ≥ 0, not {_shown(value)}")
-        counts["gemm_us_per_step"] = float(value)
+    for key in ("gemm_gflop_per_step", "gemm_us_per_step", "inductor_calls_per_step"):  # optional, finite ≥ 0
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise where.error(f"before: {key} must be a number ≥ 0, not {_shown(value)}")
+            counts[key] = float(value)
     if "gemm_gflop_per_call" in raw:
         value = raw["gemm_gflop_per_call"]
         numbers = isinstance(value, list) and all(

@@ -92,6 +92,16 @@ _TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# the kernels Inductor generates (`triton_poi_fused_gelu_mul_0`, `triton_red_fused_…`, `triton_tem_fused_mm_…`):
+# a hand-written Triton kernel (Liger's `_geglu_tanh_forward_kernel`) is named by its author
+INDUCTOR_KERNEL = re.compile(r"^triton_[a-z]+_fused_")
+
+
+def is_inductor_kernel(name: str) -> bool:
+    """Whether `name` is a kernel Inductor (torch.compile) generated (`INDUCTOR_KERNEL`)."""
+    return INDUCTOR_KERNEL.match(name) is not None
+
+
 @lru_cache(maxsize=65536)
 def categorize(name: str, launch_api: str = "") -> str:
     """Category of a kernel. Library kernels (cuBLAS, cuDNN, NCCL, flash, normalization) are named by what they
