@@ -193,9 +193,8 @@ def range_notes(action: Action, step_us: float) -> list[str]:
 
 
 def twins_text(cells: int) -> str:
-    """How many calibration twins a range rests on, in words: "no twin" (a range borrowed from another model),
-    "1 twin", "2 twins"."""
-    return "no twin" if cells == 0 else count_text(cells, "twin")
+    """How many calibration twins a range rests on, in words: "1 twin", "2 twins"."""
+    return count_text(cells, "twin")
 
 
 class ActionsSummary(msgspec.Struct, frozen=True):
