@@ -15,7 +15,7 @@ from tracelens.hypotheses import TraceDocument, document_from, parse_hypotheses
 from tracelens.hypotheses.evaluate import CheckResult, Verdict, evaluate
 from tracelens.hypotheses.parse import HypothesisError
 from tracelens.renderers.check import CheckTextRenderer, check_dict
-from tracelens.variants import ACTIONS, ProgramShape, error_pct, possible_actions, taken_action
+from tracelens.variants import ACTIONS, ProgramShape, error_pct, possible_actions, taken_action, taken_note, taken_words
 
 EAGER = {"compiled_regions": 0, "graph_replays": 0}
 
@@ -130,6 +130,29 @@ def test_compile_inside_the_programs_own_graphs(
     before = ProgramShape(0, 1, 1.0, inductor_calls_per_step=before_inductor)
     after = ProgramShape(after_regions, 1, 1.0, inductor_calls_per_step=after_inductor)
     assert possible_actions(before, after) == possible
+
+
+@pytest.mark.parametrize(
+    ("before", "took", "note"),
+    [
+        (
+            ProgramShape(0, 0, 7.0, inductor_calls_per_step=0.0),
+            "compile and cuda_graphs",
+            "took compile and cuda_graphs",
+        ),
+        (ProgramShape(1, 0, 3.0, inductor_calls_per_step=3.0), "captured compiled code", "captured its compiled code"),
+    ],
+)
+def test_compiled_code_in_the_programs_own_graphs_from_no_graph_is_no_one_action(
+    before: ProgramShape, took: str, note: str
+) -> None:
+    """From an eager program, own graphs that replay compiled code are compile and cuda_graphs at once; from a
+    compiled one, its code captured by hand (not torch.compile's graphs, which cuda_graphs predicts there): no
+    prediction applies, and the words say which (not "lost the compiled regions")."""
+    after = ProgramShape(0, 1, 1.0, inductor_calls_per_step=5.0)
+    assert possible_actions(before, after) == ()
+    assert taken_words(before, after) == took
+    assert taken_note("x", before, after).startswith(f"x {note}") and "lost" not in taken_note("x", before, after)
 
 
 def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:

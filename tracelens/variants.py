@@ -80,14 +80,6 @@ class ProgramShape(msgspec.Struct, frozen=True):
         return self.graph_replays > 0 and self.compiled_regions == 0 and inductor is not None and inductor > 0
 
 
-def inductor_calls(rows: Iterable[tuple[bool, int]], steps: int) -> float | None:
-    """`ProgramShape.inductor_calls_per_step` from kernel rows' (Inductor-generated, calls) over `steps` steps;
-    None without a step."""
-    if steps <= 0:
-        return None
-    return round(sum(calls for inductor, calls in rows if inductor) / steps, 3)
-
-
 MODELLED_PCT_FOR_FINGERPRINT = 75.0  # below it, GEMMs may be among the unmodelled kernels (a hand-written one)
 GFLOP_ROUNDING = 0.001  # per-call GFLOP are rounded to this: two values one step apart may be one GEMM (decode's)
 # a GEMM's GFLOP per call of two variants of one program: its op's work is shared among its kernels differently
@@ -214,8 +206,9 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
     predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action), or where `after`
-    lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them)."""
-    if _lost(before, after):
+    lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them), or its own
+    graphs replay compiled code where `before` replayed none (`_compiled_and_captured`)."""
+    if _lost(before, after) or _compiled_and_captured(before, after):
         return ()
     graphed_before = before.graph_replays > 0 and before.compiled_regions == 0 and before.inductor_calls_per_step == 0
     if graphed_before and after.replays_inductor():  # the program's own graphs now capture compiled code
@@ -257,10 +250,16 @@ def taken_action(before: ProgramShape, after: ProgramShape, launches: Launches |
 
 
 def taken_words(before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> str:
-    """What `after` took relative to `before`, in a few words: "compile", "fuse or gemm_epilogue" or "no action"
-    (`possible_actions`)."""
+    """What `after` took relative to `before`, in a few words: "compile", "fuse or gemm_epilogue", "no action"
+    (`possible_actions`), or where its own graphs now replay compiled code "compile and cuda_graphs" (from an
+    eager program) or "captured compiled code" (from a compiled one: `_compiled_and_captured`)."""
     possible = possible_actions(before, after, launches)
-    return " or ".join(possible) if possible else "no action"
+    if possible:
+        return " or ".join(possible)
+    captured = _compiled_and_captured(before, after)
+    if captured:
+        return "compile and cuda_graphs" if before.compiled_regions == 0 else "captured compiled code"
+    return "no action"
 
 
 def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: Launches | None = None) -> str:
@@ -271,6 +270,9 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
     lost = _lost(before, after)
     if lost:  # undoing an action is none of them
         return f"{label} took no action (it lost the {lost} of the prediction's program)"
+    captured = _compiled_and_captured(before, after)
+    if captured:
+        return f"{label} {captured} ({after.describe()}; before: {shown_before}): no action predicts it"
     took = taken_words(before, after, launches)
     if took in ACTIONS and took not in LAUNCH_TOLD:
         return f"{label} took {took} ({after.describe()}; before: {shown_before})"
@@ -286,16 +288,32 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
 
 
 def _lost(before: ProgramShape, after: ProgramShape) -> str:
-    """What `after` no longer runs of `before`'s: "compiled regions", "CUDA-graph replays", both, or ""."""
+    """What `after` no longer runs of `before`'s: "compiled regions", "CUDA-graph replays", both, or "" (compiled
+    regions are not lost where `after`'s own graphs replay the compiled code: `replays_inductor`)."""
     lost = [
         what
         for what, was, now in (
-            ("compiled regions", before.compiled_regions, after.compiled_regions),
+            ("compiled regions", before.compiled_regions, 1 if after.replays_inductor() else after.compiled_regions),
             ("CUDA-graph replays", before.graph_replays, after.graph_replays),
         )
         if was > 0 and now == 0
     ]
     return " and ".join(lost)
+
+
+def _compiled_and_captured(before: ProgramShape, after: ProgramShape) -> str:
+    """What `after` did where its own CUDA graphs replay compiled code (`replays_inductor`) and `before` replayed
+    no graph, in words ("" otherwise): from an eager `before` (no compiled region, no Inductor kernel) it "took
+    compile and cuda_graphs at once"; from a compiled one, it captured its compiled code, not torch.compile's graphs
+    (which `cuda_graphs` on a compiled program predicts: the compiled wrapper before each launch). No action's
+    prediction is about either."""
+    if before.graph_replays > 0 or not after.replays_inductor():
+        return ""
+    if before.compiled_regions > 0:
+        return "captured its compiled code in its own CUDA graphs, not torch.compile's"
+    if before.inductor_calls_per_step == 0:
+        return "took compile and cuda_graphs at once"
+    return ""
 
 
 def error_pct(predicted: float, measured: float) -> float | None:

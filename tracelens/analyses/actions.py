@@ -66,7 +66,7 @@ from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import Summary
 from tracelens.model.cuda_graphs import graph_launch_name_mask, uncaptured_replays
 from tracelens.model.events import I64, Bool, Kind, codes_mask
-from tracelens.model.kernel_names import CATEGORIES, is_inductor_kernel, short_name
+from tracelens.model.kernel_names import CATEGORIES, inductor_calls_per_step, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.trace import Trace
@@ -75,7 +75,6 @@ from tracelens.variants import (
     ProgramShape,
     error_pct,
     gemm_kernel_us,
-    inductor_calls,
     launch_table,
     not_checked,
     program_fingerprint,
@@ -250,10 +249,15 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
 def _replays_inductor(ctx: AnalysisContext) -> bool:
     """`ProgramShape.replays_inductor` of the analyzed steps: CUDA-graph replays, no compiled region, and kernels
     Inductor generated."""
-    compiled, summary = ctx.result(Compiled), ctx.result(Summary)
-    rows = [(is_inductor_kernel(k.name), k.calls) for k in summary.kernels]
-    inductor = inductor_calls(rows, summary.steps)
-    return msgspec.structs.replace(program_shape(compiled), inductor_calls_per_step=inductor).replays_inductor()
+    inductor = _inductor_calls(ctx.result(Summary))
+    return msgspec.structs.replace(
+        program_shape(ctx.result(Compiled)), inductor_calls_per_step=inductor
+    ).replays_inductor()
+
+
+def _inductor_calls(summary: Summary) -> float | None:
+    """`ProgramShape.inductor_calls_per_step` of the summary's kernel rows."""
+    return inductor_calls_per_step([(k.name, k.calls) for k in summary.kernels], summary.steps)
 
 
 WARMUP_NOTE = (
@@ -1085,15 +1089,14 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         rows = [(r.model, r.op, r.calls, r.gflop_per_call) for r in roofline.rows]
         pct = roofline.modelled_kernel_time_pct
         device, gflop, per_call = program_fingerprint(roofline.device, rows, steps, pct)
-    kernels = results.summary.kernels
     return msgspec.structs.replace(
         program_shape(compiled),
         launches_per_step=results.summary.per_step.launches,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
-        gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in kernels], steps),
-        inductor_calls_per_step=inductor_calls([(is_inductor_kernel(k.name), k.calls) for k in kernels], steps),
+        gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
+        inductor_calls_per_step=_inductor_calls(results.summary),
     )
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from tracelens.model.kernel_names import is_inductor_kernel
-from tracelens.variants import ProgramShape, gemm_kernel_us, inductor_calls, program_fingerprint
+from tracelens.model.kernel_names import inductor_calls_per_step
+from tracelens.variants import ProgramShape, gemm_kernel_us, program_fingerprint
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -154,19 +154,19 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
 
 
 def _inductor_calls(document: dict[str, Any]) -> float | None:
-    """`inductor_calls` of the document's `kernels` rows (name, calls) and `steps`; None without them."""
+    """`inductor_calls_per_step` of the document's `kernels` rows (name, calls) and `steps`; None without them."""
     kernels, steps = document.get("kernels"), document.get("steps")
     if not isinstance(kernels, list) or not isinstance(steps, int) or isinstance(steps, bool):
         return None
     rows = [
-        (is_inductor_kernel(row["name"]), int(row["calls"]))
+        (row["name"], int(row["calls"]))
         for row in kernels
         if isinstance(row, dict)
         and isinstance(row.get("name"), str)
         and isinstance(row.get("calls"), int)
         and not isinstance(row.get("calls"), bool)
     ]
-    return inductor_calls(rows, steps)
+    return inductor_calls_per_step(rows, steps)
 
 
 def _gemm_us(document: dict[str, Any]) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 CATEGORIES = (
@@ -100,6 +101,14 @@ INDUCTOR_KERNEL = re.compile(r"^triton_[a-z]+_fused_")
 def is_inductor_kernel(name: str) -> bool:
     """Whether `name` is a kernel Inductor (torch.compile) generated (`INDUCTOR_KERNEL`)."""
     return INDUCTOR_KERNEL.match(name) is not None
+
+
+def inductor_calls_per_step(rows: Iterable[tuple[str, int]], steps: int) -> float | None:
+    """Calls per step of the kernels Inductor generated, from kernel rows' (name, calls) over `steps` steps
+    (rounded to 3 decimals); None without a step."""
+    if steps <= 0:
+        return None
+    return round(sum(calls for name, calls in rows if is_inductor_kernel(name)) / steps, 3)
 
 
 @lru_cache(maxsize=65536)
