@@ -156,11 +156,18 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> 
 BIG_TRACE_BYTES = 400_000  # gzip size; 17 traces today, 0.44 to 3.9 MB
 # Recordings whose cases of the once-per-trace tests run with the slow ones: held-out and calibration folders whose
 # figures their own tests check (tests/test_actions_heldout_graphs.py, tests/test_profiler_overhead_graphs.py,
-# tests/test_actions_graphed_compile.py), and repeat rounds of programs the default run covers once (the sweep's
-# rows in h200/extra and sweep_long/r1)
+# tests/test_actions_graphed_compile.py, tests/test_profiler_overhead.py: the alternated H100 rounds), and repeat
+# rounds of programs the default run covers once (the sweep's rows in h200/extra and sweep_long/r1)
 SLOW_FOLDERS = tuple(
     TRACES / folder
-    for folder in ("h100/graphs_heldout", "h100/graphs_compiled", "h200/sweep_repeats", "h200/sweep_long/r2")
+    for folder in (
+        "h100/graphs_heldout",
+        "h100/graphs_compiled",
+        "h100/heldout",
+        "h100/interleaved",
+        "h200/sweep_repeats",
+        "h200/sweep_long/r2",
+    )
 )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import tracelens
 from tests.test_actions import raw_mean_span_us
 from tracelens.analyses import analyze
@@ -51,6 +53,7 @@ def cells() -> list[tuple[str, str, str, str, float, float, float, float]]:
 LEASES = {"r1": "17:38", "r2": "17:38", "r3": "17:38", "r4": "19:48", "r5": "19:48", "r6": "19:48"}  # UTC
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_the_held_out_counts() -> None:
     """Per device lease (two H100 machines, three recordings each) and action: (within ±20 %, inside the range, cells).
     cuda_graphs (hand-captured and on the compiled programs): 17 and 16 of 18 within ±20 %, all inside their
@@ -99,6 +102,7 @@ def table_row(cell: tuple[str, str, str, str, float, float, float, float], limit
     return f"| {folder} | `{before}` → `{after}` | {action} | {stated} | {realized:,.1f} | {error} | {inside} |"
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_the_docs_table_is_the_recomputed_one() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "actions.md").read_text(encoding="utf-8")
     for cell in cells():

@@ -148,6 +148,7 @@ def _half_widths(cells: list[tuple[str, str, str, float, float, float, float]]) 
     return found
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     """`HALF_WIDTH` is the rule applied to the cells read from raw events (38: the 20 twins and the 18 repeat
     cells; in-sample), and every realized step lies in its stated range. Held out: fitted without sweep_long,

@@ -82,6 +82,7 @@ def test_a_removal_that_added_says_added(capsys: pytest.CaptureFixture[str]) -> 
     assert f"added {abs(cpu):,.1f} CPU op µs" in sentence and " -" not in sentence
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_another_program_gets_no_removal_and_is_named_first(capsys: pytest.CaptureFixture[str]) -> None:
     """HTA's trace_diff pair ran on an A100 and a V100: `compare` says first that the second is another program
     (as the GPU names in the raw metadata say) and shows no "what the graph removed" between them."""

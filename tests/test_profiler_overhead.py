@@ -184,6 +184,7 @@ def _within(rows: list[tuple[dict[str, float], float]], constants: Constants) ->
     return sum(abs(_estimate(row, constants) / measured - 1) <= 0.15 for row, measured in rows)
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_the_independent_figures_agree_with_the_analyzer() -> None:
     """Steps, GPU busy, event and region counts, the launch-call median and the lead from the raw events match
     tracelens' summary within 2 % (the step period of a CPU-limited, synchronized step is CPU start to CPU start in

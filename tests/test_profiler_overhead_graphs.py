@@ -76,6 +76,7 @@ def table() -> list[str]:
     return rows
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_the_table_is_the_recomputed_one() -> None:
     doc = DOC.read_text(encoding="utf-8")
     rows = table()

@@ -77,6 +77,7 @@ def test_a_trace_without_gpu_activity_warns_and_analyzes_the_cpu_side(capsys: py
     assert main(["analyze", str(path), "--no-cache"]) == 0 and "Per step" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_a_graph_break_and_lazy_backward_compiles_belong_to_their_frames() -> None:
     """`nostep_compile_train.json.gz` (workloads/stand_ins.py; the stand-in for Wings236's `trace_compile`): a
     compiled MLP with a graph break trained 3 iterations, no ProfilerStep. Frame 1 compiles inside frame 0's

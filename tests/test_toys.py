@@ -253,6 +253,7 @@ def toy_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _checkout_with_the_toy_analysis(tmp_path_factory.mktemp("toy_analysis"))
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_an_analysis_is_three_files(toy_checkout: Path, tmp_path: Path) -> None:
     """With only its two modules and its registry entry, the toy runs in `analyze`, its result the last key of the
     JSON, its text section the last one printed (text_order 99), and its panel one of the report's findings."""

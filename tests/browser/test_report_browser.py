@@ -80,6 +80,7 @@ def draw_every_chart(page: Any) -> dict[str, float]:
     return took
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_tiny_report_renders_and_hovers(tmp_path: Path) -> None:
     report = tmp_path / "tiny.html"
     n_charts = write_report([tiny_trace(tmp_path)], report)

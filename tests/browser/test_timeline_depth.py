@@ -277,6 +277,7 @@ COUNTER_AND_GPU = """() => {
 }"""
 
 
+@pytest.mark.slow  # over 3 s on a 2-core machine
 def test_folding_moves_the_gpu_and_counter_lanes_up(tmp_path: Path) -> None:
     """The tiny two-step trace (a thread three levels deep: step › op › launch; one GPU stream) with a counter
     series (`ph: C`, 4 samples): a click on the thread's label folds it to one lane, and the GPU stream's lane and
