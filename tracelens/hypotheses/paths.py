@@ -155,34 +155,33 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
 
 def _inductor_calls(document: dict[str, Any]) -> float | None:
     """`inductor_calls_per_step` of the document's `kernels` rows (name, calls) and `steps`; None without them."""
-    kernels, steps = document.get("kernels"), document.get("steps")
-    if not isinstance(kernels, list) or not isinstance(steps, int) or isinstance(steps, bool):
-        return None
-    rows = [
-        (row["name"], int(row["calls"]))
-        for row in kernels
-        if isinstance(row, dict)
-        and isinstance(row.get("name"), str)
-        and isinstance(row.get("calls"), int)
-        and not isinstance(row.get("calls"), bool)
-    ]
-    return inductor_calls_per_step(rows, steps)
+    found = _kernel_pairs(document, "name", str, "calls", (int,))
+    return None if found is None else inductor_calls_per_step([(n, int(c)) for n, c in found[0]], found[1])
 
 
 def _gemm_us(document: dict[str, Any]) -> float | None:
     """`gemm_kernel_us` of the document's `kernels` rows and `steps`; None without them."""
+    found = _kernel_pairs(document, "category", str, "total_us", (int, float))
+    return None if found is None else gemm_kernel_us([(c, float(t)) for c, t in found[0]], found[1])
+
+
+def _kernel_pairs(
+    document: dict[str, Any], key: str, key_type: type, number: str, number_types: tuple[type, ...]
+) -> tuple[list[tuple[Any, Any]], int] | None:
+    """The (row[key], row[number]) pairs of the document's `kernels` rows whose values have those types (a bool
+    is no number), and its `steps`; None without either."""
     kernels, steps = document.get("kernels"), document.get("steps")
     if not isinstance(kernels, list) or not isinstance(steps, int) or isinstance(steps, bool):
         return None
-    rows = [
-        (row["category"], float(row["total_us"]))
+    pairs = [
+        (row[key], row[number])
         for row in kernels
         if isinstance(row, dict)
-        and isinstance(row.get("category"), str)
-        and isinstance(row.get("total_us"), (int, float))
-        and not isinstance(row.get("total_us"), bool)
+        and isinstance(row.get(key), key_type)
+        and isinstance(row.get(number), number_types)
+        and not isinstance(row.get(number), bool)
     ]
-    return gemm_kernel_us(rows, steps)
+    return pairs, steps
 
 
 def _fingerprint(document: dict[str, Any]) -> tuple[str | None, float | None, tuple[float, ...] | None]:
