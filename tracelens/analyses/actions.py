@@ -47,6 +47,8 @@ import numpy as np
 
 from tracelens.analyses.compiled import Compiled, program_shape
 from tracelens.analyses.critical_path import (
+    BOUND_LAUNCH,
+    BOUND_STREAM,
     CriticalPath,
     StepGraph,
     _observed_step_ns,
@@ -801,10 +803,6 @@ def _taken_out_of_graphs(trace: Trace, graph: StepGraph, gpu_dur: dict[int, int]
     return in_graph & (run | gone)  # type: ignore[no-any-return]
 
 
-STREAM_BOUND = 1  # `GpuConstraints.binding`: the activity starts after its stream predecessor
-LAUNCH_BOUND = 0  # ... after its launch call
-
-
 def _graph_start_ups(graph: StepGraph, taken: Bool) -> StepGraph:
     """`graph` (`with_offsets`) with the activities `taken` out of their CUDA graphs: each that starts after its
     stream predecessor starts as that one ends (0 ns); for each graph launch whose first activity (in start
@@ -812,13 +810,13 @@ def _graph_start_ups(graph: StepGraph, taken: Bool) -> StepGraph:
     that activity after the start-up × the share of the launch's activities kept, and no activity of that launch
     held later by the old start-up; a launch whose first activity waits for something else keeps its start."""
     binding, offset = graph.constraints.binding, graph.constraints.offset
-    offsets = {k: 0 for k in np.flatnonzero(taken).tolist() if binding[k] == STREAM_BOUND}
+    offsets = {k: 0 for k in np.flatnonzero(taken).tolist() if binding[k] == BOUND_STREAM}
     floors: dict[int, int] = {}
     call = graph.gpu_columns.launch_call
     for launch in np.unique(call[taken]).tolist():
         replayed = np.flatnonzero(call == launch).tolist()
         kept_share = 1.0 - float(taken[replayed].sum()) / len(replayed)
-        for k in replayed[:1] if binding[replayed[0]] == LAUNCH_BOUND else []:
+        for k in replayed[:1] if binding[replayed[0]] == BOUND_LAUNCH else []:
             offsets[k] = round(offset[k] * kept_share)
             floors.update(dict.fromkeys(replayed, offsets[k]))
     return with_offsets(graph, offsets, floors)

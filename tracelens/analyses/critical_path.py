@@ -95,6 +95,14 @@ def part_label(part: str) -> str:
 # Path nodes: a call index (>= 0) or ~k for GPU activity k (<= -1); END marks where a walk stops (never a node)
 END = -(2**62)
 
+# `GpuConstraints.binding`: which constraint an activity's observed start followed (the C replay, `_native.c`,
+# reads the same codes)
+BOUND_NONE = -1  # none: launched outside the step's calls and first on its lane (its observed start is kept)
+BOUND_LAUNCH = 0  # its launch call
+BOUND_STREAM = 1  # its predecessor on the stream
+BOUND_CROSS = 2  # an activity of another stream
+BOUND_QUEUED = 3  # earlier steps' work still running on its stream
+
 
 class Change(msgspec.Struct, frozen=True):
     """One what-if change. `target`: "cpu" (all CPU work and launch calls), "gpu" (all GPU activity),
@@ -114,8 +122,8 @@ class GpuConstraints(msgspec.Struct, frozen=True):
     activity's start (clock skew, overlapping records) back to the start (a cross-stream edge needs none);
     `launch_min` is the launch edge's minimum offset; `queued`: for the first activity of a lane, when the lane's
     previous activity belongs to no analyzed node (earlier steps' work), its end (fixed: no change in this step
-    moves it), else -1; `binding`: 0 launch, 1 stream, 2 cross-stream, 3 queued, -1 none (the observed start is
-    kept); `offset`: the observed start minus the binding constraint's time."""
+    moves it), else -1; `binding`: the `BOUND_*` code of the constraint the observed start followed;
+    `offset`: the observed start minus the binding constraint's time."""
 
     launch: list[int]
     launch_shift: list[int]
@@ -760,17 +768,17 @@ def _constraint_arrays(
     waiting = np.flatnonzero(start - explained > CROSS_STREAM_NS)
     cross, cross_obs = _cross_stream(start, end, lane, np.asarray(device, dtype=np.int64), waiting)
     keys = (
-        (called, launch_obs + launch_min, launch_obs),
-        (streamed, stream_obs, stream_obs),
-        (cross >= 0, cross_obs, cross_obs),
-        (waits, queue_obs, queue_obs),
+        (BOUND_LAUNCH, called, launch_obs + launch_min, launch_obs),
+        (BOUND_STREAM, streamed, stream_obs, stream_obs),
+        (BOUND_CROSS, cross >= 0, cross_obs, cross_obs),
+        (BOUND_QUEUED, waits, queue_obs, queue_obs),
     )
-    binding = np.full(n, -1, dtype=np.int64)
+    binding = np.full(n, BOUND_NONE, dtype=np.int64)
     best_key = np.full(n, never, dtype=np.int64)
     best_obs = np.full(n, never, dtype=np.int64)
-    for index, (present, key, observed) in enumerate(keys):  # max of (key, observed); the first wins a tie
+    for code, present, key, observed in keys:  # max of (key, observed); the first wins a tie
         better = present & ((binding < 0) | (key > best_key) | ((key == best_key) & (observed > best_obs)))
-        binding[better], best_key[better], best_obs[better] = index, key[better], observed[better]
+        binding[better], best_key[better], best_obs[better] = code, key[better], observed[better]
     return {
         "launch": call,
         "launch_shift": launch_shift,
@@ -1254,10 +1262,10 @@ def _gpu_starter(
 
     def start_gpu(k: int) -> None:
         binding = binding_of[k]
-        if binding < 0:  # launched outside the step's calls and first on its lane: keep its observed start
+        if binding == BOUND_NONE:  # launched outside the step's calls and first on its lane: its observed start
             start = observed[k]
             g_from[k] = (OTHER_WAIT, END, start - step_start)
-        elif binding == 3:  # behind earlier steps' work on its stream: it ends when it ended (fixed)
+        elif binding == BOUND_QUEUED:  # behind earlier steps' work on its stream: it ends when it ended (fixed)
             start = queued_at[k] + offset[k]
             g_from[k] = (QUEUED, END, start - step_start)
         else:
@@ -1265,9 +1273,9 @@ def _gpu_starter(
             launch = c_start[launch_pred] - launch_shift[k] if launch_pred >= 0 else 0
             stream = g_end[stream_pred] - stream_shift[k] if stream_pred >= 0 else 0
             cross = g_end[cross_pred] if cross_pred >= 0 else 0
-            if binding == 0:
+            if binding == BOUND_LAUNCH:
                 base, part, pred = launch, LAUNCH_LATENCY, launch_pred
-            elif binding == 1:
+            elif binding == BOUND_STREAM:
                 base, part, pred = stream, GPU_GAP, ~stream_pred
             else:
                 base, part, pred = cross, GPU_GAP, ~cross_pred
