@@ -251,10 +251,13 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
 def _replays_inductor(ctx: AnalysisContext) -> bool:
     """`ProgramShape.replays_inductor` of the analyzed steps: CUDA-graph replays, no compiled region, and kernels
     Inductor generated."""
-    inductor = _inductor_calls(ctx.result(Summary))
-    return msgspec.structs.replace(
-        program_shape(ctx.result(Compiled)), inductor_calls_per_step=inductor
-    ).replays_inductor()
+    return _compiled_shape(ctx.result(Compiled), ctx.result(Summary)).replays_inductor()
+
+
+def _compiled_shape(compiled: Compiled, summary: Summary) -> ProgramShape:
+    """The part of `program_of` that the actions' own choice reads: `program_shape` of the compiled analysis and
+    the summary's Inductor calls per step."""
+    return msgspec.structs.replace(program_shape(compiled), inductor_calls_per_step=_inductor_calls(summary))
 
 
 def _inductor_calls(summary: Summary) -> float | None:
@@ -1088,13 +1091,12 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         pct = roofline.modelled_kernel_time_pct
         device, gflop, per_call = program_fingerprint(roofline.device, rows, steps, pct)
     return msgspec.structs.replace(
-        program_shape(compiled),
+        _compiled_shape(compiled, results.summary),
         launches_per_step=results.summary.per_step.launches,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
         gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
-        inductor_calls_per_step=_inductor_calls(results.summary),
     )
 
 
