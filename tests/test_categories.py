@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracelens.model.kernel_names import CATEGORIES, categorize
+from tracelens.model.kernel_names import CATEGORIES, categorize, is_inductor_kernel
 
 TABLE = Path(__file__).resolve().parent / "golden" / "kernel_categories.tsv"
 
@@ -100,3 +100,24 @@ def test_every_kernel_of_the_corpus_has_its_reviewed_category() -> None:
 )
 def test_issue_cases(name: str, api: str, category: str) -> None:
     assert categorize(name, api) == category
+
+
+@pytest.mark.parametrize(
+    ("name", "inductor"),
+    [
+        ("triton_poi_fused_gelu_mul_0", True),
+        ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1", True),
+        ("triton_tem_fused_mm_4", True),
+        ("triton_poi__3", True),  # `descriptive_names` off: the fused name is empty
+        ("triton_per__12", True),
+        ("_geglu_tanh_forward_kernel", False),  # Liger's: named by its author
+        ("triton_poi_", False),
+        ("triton_helper_kernel", False),
+        ("triton_poi__x", False),
+    ],
+)
+def test_inductor_names(name: str, inductor: bool) -> None:
+    """Inductor names its kernels `triton_<kind>_<fused name>_<n>`, the fused name `fused_…` or, with
+    `torch._inductor.config.triton.descriptive_names` off, empty (torch/_inductor/codegen/triton.py,
+    `define_kernel`)."""
+    assert is_inductor_kernel(name) is inductor

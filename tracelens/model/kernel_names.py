@@ -93,9 +93,10 @@ _TRITON_LAUNCHES = ("cuLaunchKernel", "cuLaunchKernelEx", "hipModuleLaunchKernel
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-# the kernels Inductor generates (`triton_poi_fused_gelu_mul_0`, `triton_red_fused_…`, `triton_tem_fused_mm_…`):
-# a hand-written Triton kernel (Liger's `_geglu_tanh_forward_kernel`) is named by its author
-INDUCTOR_KERNEL = re.compile(r"^triton_[a-z]+_fused_")
+# the kernels Inductor generates: `triton_<kind>_<fused name>_<n>` (`triton_poi_fused_gelu_mul_0`,
+# `triton_red_fused_…`, `triton_tem_fused_mm_…`), the fused name empty where `config.triton.descriptive_names` is
+# off (`triton_poi__3`); a hand-written Triton kernel (Liger's `_geglu_tanh_forward_kernel`) is named by its author
+INDUCTOR_KERNEL = re.compile(r"^triton_[a-z]+_(?:fused_|_\d+$)")
 
 
 def is_inductor_kernel(name: str) -> bool:
