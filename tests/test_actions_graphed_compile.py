@@ -211,6 +211,10 @@ def test_check_and_compare_take_compile_on_the_block(tmp_path: Path, capsys: pyt
     for other, took in (("block_eager", "compile and cuda_graphs"), ("block_compiled", "captured compiled code")):
         verdicts = _checked(folder / f"{other}.json.gz", after, tmp_path, capsys)
         assert {(v["status"], v["took"]) for v in verdicts} == {("not_applicable", took)}
+    predictions = tmp_path / f"g1_block_compiled.json_{after.stem}.toml"  # written by `_checked` above
+    assert main(["check", str(after), "--expect", str(predictions)]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "block_graph_compiled captured its compiled code" in out and "took captured" not in out
 
 
 @pytest.mark.slow  # checks the 14 twins (about 4 s on 2 cores)

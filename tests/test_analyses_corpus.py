@@ -197,3 +197,14 @@ def test_gpu_busy_and_idle_equal_hta_temporal_breakdown(tmp_path: Path) -> None:
     # measured 4,864 µs: the first step's CPU start → its first kernel, its last kernel → the last step's end
     assert 0 <= lead_trail_us < 5_000
     assert bound.gpu_window_us_per_step * n == pytest.approx(spans_ns / 1000, abs=0.01)  # 1,401,392 µs
+
+
+@pytest.mark.parametrize("name", ["mlp_graph", "mlp_graph_replay", "block_graph", "mlp_ro"])
+def test_exposed_dispatch_is_a_share_of_dispatch(name: str) -> None:
+    """Exposed dispatch is part of the dispatch time: at most 100 % of it, also where all of it is exposed (the
+    CUDA-graph MLP: 8.181 µs of 8.181, once 100.005 % from a rounded denominator)."""
+    bound = analyze(tracelens.load(recorded_trace(f"h200/graphs/{name}.json.gz"))).bound
+    assert bound is not None and bound.exposed_dispatch_pct is not None
+    assert bound.exposed_dispatch_us_per_step is not None and bound.dispatch_us_per_step is not None
+    assert bound.exposed_dispatch_us_per_step <= bound.dispatch_us_per_step
+    assert 0.0 <= bound.exposed_dispatch_pct <= 100.0

@@ -59,3 +59,18 @@ def test_metadata_ops_per_step_is_the_median_over_the_summary_steps(
     assert main(["compare", str(path), str(path), "--format", "json"]) == 0
     variant = json.loads(capsys.readouterr().out)["variants"][0]
     assert variant["per_step"]["metadata_ops"] == _median_metadata_ops(path)
+
+
+def test_a_component_equal_in_every_variant_has_no_fastest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare` of a trace and its copy: each component the same in both, said so, never "X fastest (61.7),
+    Y slowest (61.7)"."""
+    import shutil
+
+    source = Path(__file__).resolve().parent.parent / "traces" / "h200" / "graphs" / "block_eager.json.gz"
+    copy = tmp_path / "block_eager_copy.json.gz"
+    shutil.copyfile(source, copy)
+    assert main(["compare", "--width", "200", str(source), str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert "slowest" not in out and "fastest" not in out
+    assert "step: the same in every variant (1,180.6 µs/step)" in out
+    assert "norm: the same in every variant placed (41.5 µs/step)" in out

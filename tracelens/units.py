@@ -13,8 +13,20 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
 def us_text(value_us: float | None) -> str:
-    """Microseconds with thousands separators and one decimal (`1,403.7`); `MISSING` when unknown."""
-    return MISSING if value_us is None or value_us != value_us else f"{value_us:,.1f}"
+    """Microseconds with thousands separators and one decimal (`1,403.7`; `0.0`, never `-0.0`); `MISSING` when
+    unknown."""
+    return MISSING if value_us is None or value_us != value_us else f"{_no_negative_zero(value_us, 1):,.1f}"
+
+
+def change_text(value: float, digits: int = 1) -> str:
+    """A change with its sign, thousands separators and `digits` decimals (`+20.5`, `-129.7`; `+0.0` where it
+    rounds to zero, never `-0.0`)."""
+    return f"{_no_negative_zero(value, digits):+,.{digits}f}"
+
+
+def _no_negative_zero(value: float, digits: int) -> float:
+    """`value` rounded to `digits` decimals, a negative zero made 0.0 (adding 0.0 to -0.0 gives 0.0)."""
+    return round(value, digits) + 0.0
 
 
 def ms_text(value_us: float | None) -> str:

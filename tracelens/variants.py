@@ -126,6 +126,7 @@ def gemm_kernel_us(rows: Iterable[tuple[str, float]], steps: int) -> float | Non
 
 WARMUP_ONLY = "warm-up only"
 ANOTHER_PROGRAM = "another program"
+CAPTURED_COMPILED = "captured compiled code"  # `took`: its own CUDA graphs replay the compiled code it ran
 
 
 def not_checked(before: ProgramShape, after: ProgramShape) -> tuple[str, str] | None:
@@ -258,7 +259,7 @@ def taken_words(before: ProgramShape, after: ProgramShape, launches: Launches | 
         return " or ".join(possible)
     captured = _compiled_and_captured(before, after)
     if captured:
-        return "compile and cuda_graphs" if before.compiled_regions == 0 else "captured compiled code"
+        return "compile and cuda_graphs" if before.compiled_regions == 0 else CAPTURED_COMPILED
     return "no action"
 
 

@@ -10,7 +10,9 @@ from tracelens import units
 
 
 def test_each_formatter_shows_its_unit_and_unknown_as_a_dash() -> None:
-    assert units.us_text(1403.694) == "1,403.7" and units.us_text(0.04) == "0.0"
+    assert units.us_text(1403.694) == "1,403.7" and units.us_text(0.04) == "0.0" and units.us_text(-0.04) == "0.0"
+    assert units.change_text(20.46) == "+20.5" and units.change_text(-1129.74) == "-1,129.7"
+    assert units.change_text(-0.04) == units.change_text(0.0) == "+0.0" and units.change_text(-0.4, 0) == "+0"
     assert units.ms_text(1_403_694.0) == "1,403.694" and units.ms_text(250.0) == "0.250"
     assert units.pct_text(12.345) == "12.3 %"
     assert units.whole_text(1203.6) == "1,204"

@@ -419,7 +419,8 @@ def bound_of(
         other_idle_us_per_step=_r(total[col["other"]]),
         dispatch_us_per_step=dispatch,
         exposed_dispatch_us_per_step=_r(exposed_us),
-        exposed_dispatch_pct=_r(100 * exposed_us / dispatch) if dispatch else None,
+        # exposed ≤ dispatch by construction; `dispatch` is rounded to 3 decimals, so cap the unrounded share
+        exposed_dispatch_pct=_r(100 * min(exposed_us, dispatch) / dispatch) if dispatch else None,
         exposed_dispatch_pct_of_gpu=_r(100 * exposed_us / window_us) if window_us > 0 else None,
         gaps_per_step=_r(gaps_count / n),
         steps=steps,

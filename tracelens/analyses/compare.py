@@ -163,7 +163,10 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
     if timed:
         best_us, best = min(timed)
         others = ", ".join(f"{name} {us:,.1f}" for us, name in sorted(timed) if name != best)
-        out.append(f"fastest step: {best} ({best_us:,.1f} µs/step; {others})")
+        if len({f"{us:,.1f}" for us, _ in timed}) == 1:  # no fastest where the shown figures are equal
+            out.append(f"step: the same in every variant ({best_us:,.1f} µs/step)")
+        else:
+            out.append(f"fastest step: {best} ({best_us:,.1f} µs/step; {others})")
     kernel = [(v.per_step.gpu_kernel_us, v.name) for v in variants if v.per_step.gpu_kernel_us is not None]
     if kernel:
         best_us, best = min(kernel)
@@ -186,6 +189,9 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
             continue
         best_us, best = min(placed)
         worst_us, worst = max(placed)
+        if f"{best_us:,.1f}" == f"{worst_us:,.1f}":  # no fastest where the shown figures are equal
+            out.append(f"{component}: the same in every variant placed ({best_us:,.1f} µs/step){caveat}")
+            continue
         out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f}){caveat}")
     dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
     if dispatch:

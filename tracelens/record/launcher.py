@@ -23,6 +23,7 @@ from typing import Any
 from tracelens import __version__
 from tracelens.errors import TracelensError
 from tracelens.record.options import build_parser
+from tracelens.units import change_text
 
 INJECT_DIR = Path(__file__).resolve().parent / "_inject"
 STATUS_SUFFIX = ".record-status"  # bootstrap.STATUS_SUFFIX
@@ -330,7 +331,7 @@ def _print_timings(statuses: list[dict[str, Any]]) -> None:
             inflation = 100.0 * (profiled / free["median_step_us"] - 1.0) if free["median_step_us"] > 0 else None
             line += f"; profiled {profiled:,.1f} µs (wall clock)"
             if inflation is not None:
-                line += f": the profiler added {inflation:+.0f} %"
+                line += f": the profiler added {change_text(inflation, 0)} %"
         print(f"tracelens: {line}", file=sys.stderr)
 
 

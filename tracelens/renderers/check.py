@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
 from tracelens.renderers.textsafe import escape_controls
-from tracelens.units import us_text
-from tracelens.variants import ANOTHER_PROGRAM, WARMUP_ONLY
+from tracelens.units import change_text, us_text
+from tracelens.variants import ANOTHER_PROGRAM, CAPTURED_COMPILED, WARMUP_ONLY
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
@@ -127,7 +127,7 @@ class CheckTextRenderer:
             shown = f"{us_text(verdict.measured)} µs" if _in_us(verdict) else format_value(verdict.measured)
             line.append(escape_controls(f": measured {shown}"), style="bold")
             if verdict.error_pct is not None and verdict.measured != verdict.hypothesis.value:  # not on exact hits
-                line.append(f", error {verdict.error_pct:+.1f} %", style="bold")
+                line.append(f", error {change_text(verdict.error_pct)} %", style="bold")
             line.append(escape_controls(f" ({verdict.hypothesis.readable_statement()})"))
             if verdict.weak:
                 line.append(escape_controls(_weak_words(verdict)), style="yellow")
@@ -162,12 +162,16 @@ def _weak_words(verdict: Verdict) -> str:
     if isinstance(value, int | float) and isinstance(verdict.measured, int | float):
         predicted, measured = float(value) - before, float(verdict.measured) - before
         opposite = predicted * measured < 0  # the range held, but the step moved the other way
-        words += f" (change predicted {predicted:+,.1f}{unit}, measured {measured:+,.1f}{unit}"
+        words += f" (change predicted {change_text(predicted)}{unit}, measured {change_text(measured)}{unit}"
         words += ": the other way)" if opposite else ")"
     return words
 
 
-_IS = {ANOTHER_PROGRAM: "is another program", WARMUP_ONLY: "is warm-up only"}  # `took` that is no action
+_IS = {  # `took` that is no action, after the trace's name
+    ANOTHER_PROGRAM: "is another program",
+    WARMUP_ONLY: "is warm-up only",
+    CAPTURED_COMPILED: "captured its compiled code",
+}
 
 
 def _not_applicable(verdict: Verdict) -> str:

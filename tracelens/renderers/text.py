@@ -24,7 +24,7 @@ from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
 from tracelens.settings import TERMINAL_MAX, env_count
-from tracelens.units import us_text
+from tracelens.units import change_text, us_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -278,7 +278,7 @@ def profiler_free_line(summary: Summary, results: AnalysisResults) -> Text | Non
         return None
     if free.source is None or free.step_us is None:
         return Text(f"Profiler-free step: — ({free.note or 'no step time'})")
-    inflation = f": the profiler added {free.inflation_pct:+.1f} %" if free.inflation_pct is not None else ""
+    inflation = f": the profiler added {change_text(free.inflation_pct)} %" if free.inflation_pct is not None else ""
     line = (
         f"Profiler-free step: {us_text(free.step_us)} µs ({free.source}: {free.method}); profiled median step "
         f"{us_text(free.profiled_step_us)} µs{inflation}."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import FusedKernel, FusionBalance
 from tracelens.model.kernel_names import short_name
-from tracelens.units import us_text
+from tracelens.units import change_text, us_text
 
 FUSION_COLUMNS = (
     "variant",
@@ -59,12 +59,12 @@ def prediction_cells(check: PredictionCheck) -> tuple[str, ...]:
     change = "—"  # the step's change, predicted / measured, against the step before, where it is known
     if check.before_step_us is not None:
         predicted, measured = (v - check.before_step_us for v in (check.predicted_step_us, check.measured_step_us))
-        change = f"{predicted:+,.0f} / {measured:+,.0f}"
+        change = f"{change_text(predicted, 0)} / {change_text(measured, 0)}"
     return (
         check.after,
         f"{check.action} ({targets})" if targets else check.action,
         "weak" if check.weak else "yes" if check.held else "no",
-        f"{check.error_pct:+.1f} %",
+        f"{change_text(check.error_pct)} %",
         us_text(check.predicted_step_us),
         us_text(check.measured_step_us),
         change,
