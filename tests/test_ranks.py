@@ -185,3 +185,19 @@ def test_ranks_with_other_analyzed_steps_are_noted() -> None:
     assert not any("analyzed steps differ" in n for n in analyze_ranks(same, "run").notes)
     other = [*same[:2], msgspec.structs.replace(same[2], step_numbers=[2, 3])]
     assert any("analyzed steps differ" in n for n in analyze_ranks(other, "run").notes)
+
+
+def test_separate_traces_are_listed_by_file_at_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of separate traces (no rank in any: a recording's variants beside its timings.json) lists each
+    by file, first, at 80 columns (the rank column, "?" for every row, is left out), and the JSON that is no
+    trace as unusable."""
+    folder = Path(__file__).resolve().parent.parent / "traces" / "h100" / "graphs_compiled" / "g1"
+    assert main(["analyze", str(folder), "--width", "80", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if line.startswith("│")]
+    names = sorted(p.name for p in folder.glob("*.json.gz"))
+    assert [row.split("│")[1].strip() for row in rows] == names
+    assert "rank" not in next(line for line in lines if line.startswith("┃") and "file" in line)
+    assert "unusable: timings.json" in out

@@ -28,8 +28,11 @@ def ranks_dict(results: RanksResults) -> dict[str, Any]:
 
 
 def ranks_table(results: RanksResults) -> Table:
-    heading = "Ranks of" if results.one_run else "Separate traces (not ranks of one run) in"
-    table = Table(title=f"{heading} {results.source} (medians per step)", title_justify="left")
+    """One row per trace: for ranks of one run, the rank first and its skew figures; for separate traces (no rank,
+    no waiting), the file first, never dropped at any width."""
+    if not results.one_run:
+        return _separate_table(results)
+    table = Table(title=f"Ranks of {results.source} (medians per step)", title_justify="left")
     table.add_column("rank", justify="right")
     table.add_column("steps total", justify="right")
     for column in ("step", "compute", "collectives", "waiting", "transfer"):
@@ -55,6 +58,28 @@ def ranks_table(results: RanksResults) -> Table:
             f"{row.collective_calls:,.1f}".removesuffix(".0"),
             ", ".join(flags),
             row.path,
+        )
+    return table
+
+
+def _separate_table(results: RanksResults) -> Table:
+    """Separate traces: the file, its steps and per-step medians (no rank, no waiting: they are not one run)."""
+    table = Table(
+        title=f"Separate traces (not ranks of one run) in {results.source} (medians per step)", title_justify="left"
+    )
+    table.add_column("file")
+    table.add_column("steps total", justify="right")
+    for column in ("step", "compute", "collectives", "transfer"):
+        table.add_column(f"{column} ms/step", justify="right")
+    droppable(table, "transfer ms/step", "collectives ms/step", "steps total")
+    for row in results.rows:
+        table.add_row(
+            row.path,
+            str(row.steps),
+            ms_text(row.step_us),
+            ms_text(row.compute_us),
+            ms_text(row.collective_us),
+            ms_text(row.transfer_us),
         )
     return table
 
