@@ -122,3 +122,47 @@ def compiled_regions_and_graph_launches(path: Path) -> tuple[int, int]:
     regions = sum(1 for name, e in names if name.startswith("Torch-Compiled Region") and counted(e))
     launches = sum(1 for name, e in names if name in GRAPH_LAUNCHES and counted(e))
     return regions, launches
+
+
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
+KERNEL_LAUNCH_CALL = re.compile(r"^(cuda|cu|hip)(Ext)?(Module)?Launch(Cooperative)?Kernel")
+
+
+def launches_per_step(path: Path) -> dict[int, int]:
+    """Per ProfilerStep number (-1: the whole trace, where it has none): its runtime calls that launched GPU work
+    (a kernel, copy or set with the call's correlation), and those named like a launch that launched nothing
+    (their GPU work unrecorded) unless they are kernel launches captured into a CUDA graph (between a thread's
+    BeginCapture and EndCapture)."""
+    evs = events(path)
+    gpu_correlations = {
+        int((e.get("args") or {}).get("correlation", -1))
+        for e in evs
+        if str(e.get("cat", "")).lower() in ("kernel", "gpu_memcpy", "gpu_memset")
+    }
+    calls = [e for e in evs if str(e.get("cat", "")).lower() in RUNTIME_CATEGORIES]
+    captures: dict[Any, list[tuple[float, float]]] = {}
+    for begin in (e for e in calls if str(e["name"]).endswith("StreamBeginCapture")):
+        ends = [
+            float(e["ts"])
+            for e in calls
+            if e.get("tid") == begin.get("tid")
+            and str(e["name"]).endswith("StreamEndCapture")
+            and e["ts"] >= begin["ts"]
+        ]
+        if ends:
+            captures.setdefault(begin.get("tid"), []).append((float(begin["ts"]), min(ends)))
+    spans = steps([e for e in evs if str(e.get("cat", "")).lower() != "gpu_user_annotation"])  # the CPU's
+    spans = spans or [(-1, float("-inf"), float("inf"))]  # no ProfilerStep: the whole trace, step -1
+    counts = {number: 0 for number, _, _ in spans}
+    for call in calls:
+        name, ts = str(call["name"]), float(call["ts"])
+        launched = int((call.get("args") or {}).get("correlation", -1)) in gpu_correlations
+        named = re.search(r"launch|memcpy|memset", name, re.I) is not None
+        captured = KERNEL_LAUNCH_CALL.match(name) is not None and any(
+            start <= ts <= end for start, end in captures.get(call.get("tid"), [])
+        )
+        if launched or (named and not captured):
+            for number, start, end in spans:
+                if start <= ts < end:
+                    counts[number] += 1
+    return counts

@@ -142,3 +142,32 @@ def test_reduce_overhead_on_a_graph_trace_keeps_the_graph_launch(graph: str, com
     before_shape, after_shape = program_of(results), program_of(after)
     assert before_shape is not None and after_shape is not None
     assert taken_action(before_shape, after_shape) == "compile_reduce_overhead"
+
+
+XDIT_CAPTURE = "amd_tracelens/inference/xdit_flux.1_aiter_sage/capture_traces/capture_trace_rank_0.json.gz"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *(GRAPHS / f"{name}.json.gz" for name in ("mlp_graph_capture", "block_graph_capture", "mlp_graph", "mlp_ro")),
+        Path(__file__).parent / "corpus" / XDIT_CAPTURE,
+    ],
+    ids=lambda p: p.name,
+)
+def test_captured_launches_are_not_launches(path: Path) -> None:
+    """`per_step.launches` counts the calls that launched GPU work: a kernel launch recorded while a CUDA graph
+    is captured launches nothing (its kernels run when the graph is replayed), so the capture step of the MLP
+    launches 3 (two kernels and the graph), not 8, and AMD's xDiT capture trace (HIP, no ProfilerStep) 1,563,
+    not 3,130 (tests/rawtrace.py `launches_per_step`, raw events)."""
+    from tests import rawtrace
+    from tracelens.analyses import analyze
+
+    results = analyze(load_trace(path, workers=1))
+    expected = rawtrace.launches_per_step(path)
+    measured = {row.number: row.launches for row in results.summary.step_table}
+    assert measured == {number: expected[number] for number in measured}
+    if path.name == "mlp_graph_capture.json.gz":
+        assert measured == {1: 3}
+    if path.name == "capture_trace_rank_0.json.gz":
+        assert measured == {-1: 1563}

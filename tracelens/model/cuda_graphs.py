@@ -99,6 +99,16 @@ def _captures(events: EventTable, launch: I32) -> list[tuple[int, np.ndarray]]:
     return result
 
 
+def captured_launch_mask(events: EventTable, launch: I32) -> np.ndarray:
+    """Per event: whether it is a captured launch (`_captures`: a kernel-launch call on a capturing thread that
+    launched nothing; its kernels run when the graph is replayed), bool."""
+    out = np.zeros(len(events), dtype=bool)
+    if _codes(events, CAPTURE_BEGIN).size:
+        for _, rows in _captures(events, launch):
+            out[rows] = True
+    return out
+
+
 def replaying_launch(events: EventTable, launch: I32, rows: np.ndarray) -> np.ndarray:
     """Per row of `rows` (GPU activity): the row of the CUDA-graph launch that replayed it (`GRAPH_LAUNCH_NAMES`),
     -1 for activity launched on its own or not linked to a launch (int64)."""
