@@ -163,6 +163,7 @@ SLOW_FOLDERS = tuple(
     for folder in (
         "h100/graphs_heldout",
         "h100/graphs_compiled",
+        "h100/graphs_compiled_heldout",
         "h100/heldout",
         "h100/interleaved",
         "h200/sweep_repeats",
