@@ -4,7 +4,8 @@ Reads the raw gzip JSON itself and applies docs/components.md's rules with plain
 kernel → runtime/driver launch by `correlation`; the analysis window = kernels whose launch starts inside the
 time span of a `ProfilerStep#N` annotation (of any thread: the autograd engine launches backward kernels from
 its own); scopes and backward nodes by time containment on the launch's thread; the launching op = innermost
-`cpu_op` containing the launch. Shares no code with tracelens.
+`cpu_op` containing the launch, for a kernel a CUDA graph replayed the captured launch's op (matched by
+tests/independent/graphs_stdlib.py), whose scopes it takes. Shares no code with tracelens.
 
     python tests/components_stdlib.py TRACE [TRACE ...]
 """
@@ -15,6 +16,8 @@ import gzip
 import json
 import re
 import sys
+
+from tests.independent import graphs_stdlib
 
 COMPONENTS = ("norm", "rope", "attention", "mlp", "gemm", "other")
 GEMM = re.compile(r"gemm|nvjet|cutlass|xmma|cublas", re.IGNORECASE)
@@ -93,14 +96,17 @@ def attribute(path, step_numbers=None):
             forward_by_seq.setdefault(seq, component)
     rows = []
     present = {SCOPES[e["name"].split(".", 1)[0]] for e in scopes}
+    graphed = any("GraphLaunch" in e["name"] for e in launches.values())
+    captured = graphs_stdlib.match_detail(str(path))[0] if graphed else {}
     for k in ev:
         if k.get("cat") != "kernel":
             continue
         launch = launches.get(k["args"].get("correlation"))
         if launch is None or not any(s["ts"] <= launch["ts"] <= s["ts"] + s["dur"] for s in steps):
             continue
-        op = _innermost(ops, launch)
-        component, rule = _scope_component(scopes, launch), "scope"
+        op = captured.get((round(k["ts"] * 1000), k["name"])) if "GraphLaunch" in launch["name"] else None
+        component, rule = _scope_component(scopes, op if op is not None else launch), "scope"
+        op = op if op is not None else _innermost(ops, launch)
         if component is None:
             node = _innermost(nodes, launch)
             component, rule = (forward_by_seq.get(node["args"]["Sequence number"]) if node else None), "backward"

@@ -136,3 +136,24 @@ def test_a_gemm_row_of_0_beside_gemm_kernels_says_where_they_are(capsys: pytest.
     assert not any(name in v for v in gemm_sentences for name in scoped), gemm_sentences
     text = " ".join(_compare(paths, capsys, "--width", "200").split())
     assert "gemm 0 in block_eager, block_compiled: their GEMMs are in the rows above" in text
+
+
+@pytest.mark.parametrize("folder", ["h200/graphs", "h100/graphs_compiled/g1"], ids=["h200", "h100"])
+def test_kernels_a_graph_replayed_take_the_captured_scopes(folder: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The eager block and its CUDA graph (captured in the trace, replayed after): every replayed kernel takes the
+    `record_function` scope of its captured launch, so each component has the eager block's kernels (rope 10,
+    not 8 of them with 2 in `other`), against the stdlib computation (which matches replays to captures itself)."""
+    paths = [recorded_trace(f"{folder}/block_{variant}.json.gz") for variant in ("eager", "graph")]
+    windows = {}  # the steps the components are over: the analyzed ones (the graph's capture step left out)
+    for path in paths:
+        assert main(["analyze", str(path), "--format", "json"]) == 0
+        windows[path] = set(json.loads(capsys.readouterr().out)["step_numbers"])
+    doc = json.loads(_compare(paths, capsys, "--format", "json"))
+    expected = components_stdlib.components(paths, windows)
+    for variant, path in zip(doc["variants"], paths, strict=True):
+        got = {c["name"]: (c["attributed_kernels"], c["attributed_us_per_step"]) for c in variant["components"]}
+        for name, (kernels, us) in expected[path].items():
+            assert got[name][0] == pytest.approx(kernels, abs=1e-3), (path.name, name)
+            assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
+    eager, graph = ({c["name"]: c["kernels"] for c in v["components"]} for v in doc["variants"])
+    assert eager == graph and graph["rope"] == 10

@@ -9,7 +9,8 @@ placed mostly by kernel names (rule 3), or empty in a trace with no scope of tha
 A kernel's component is decided by the first rule that applies (docs/components.md):
 
 1. scope: the innermost enclosing `record_function` annotation of its launch named `norm`, `rope`,
-   `attention`, `mlp` (or `residual` → other); a dotted name counts by its first part (`mlp.up` → mlp);
+   `attention`, `mlp` (or `residual` → other); a dotted name counts by its first part (`mlp.up` → mlp); for a
+   kernel a CUDA graph replayed, of the captured launch's op (`model.cuda_graphs`) where a capture matches;
 2. backward: a launch inside `autograd::engine::evaluate_function: …` takes the scope (rule 1) of the forward
    op with the same `Sequence number`;
 3. name: words of the kernel's and its launching op's names (`NAME_RULES`), for code without scopes
@@ -31,6 +32,7 @@ import numpy as np
 
 from tracelens.analyses.compiled import steady_window
 from tracelens.analyses.window import select_window
+from tracelens.model.cuda_graphs import graph_launch_name_mask
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import categorize
 from tracelens.model.trace import Trace
@@ -102,8 +104,14 @@ def _attribute(trace: Trace) -> _Attributed:
     scope_of_name = _scope_codes(ev.names)
     is_scope = (ev.kind == Kind.USER_ANNOTATION) & (scope_of_name[ev.name] >= 0)
     has_launch = launch >= 0
+    op = links.op[rows]
+    # a kernel a CUDA graph replayed: its op is the captured launch's (`model.cuda_graphs`), inside the capture's
+    # scopes; the graph launch itself sits outside them
+    start = launch.astype(np.int64)
+    replayed = has_launch & (op >= 0) & graph_launch_name_mask(ev)[ev.name[np.maximum(launch, 0)]]
+    start[replayed] = op[replayed]
     scope = np.full(rows.size, -1, dtype=np.int64)
-    scope[has_launch] = nearest_marked(links.parent, is_scope, launch[has_launch])
+    scope[has_launch] = nearest_marked(links.parent, is_scope, start[has_launch])
     hit = scope >= 0
     component[hit] = scope_of_name[ev.name[scope[hit]]]
     rule[hit] = RULES.index("scope")
@@ -121,7 +129,6 @@ def _attribute(trace: Trace) -> _Attributed:
     component[hit] = from_forward[hit]
     rule[hit] = RULES.index("backward")
 
-    op = links.op[rows]
     op_names = [ev.names[ev.name[o]] if o >= 0 else "" for o in op]
     for i in np.flatnonzero(component < 0):
         code = _by_name(ev.names[ev.name[rows[i]]], op_names[i])
