@@ -103,7 +103,7 @@ def _found(path: Path) -> str:
     if "compile" in by_name:
         inside = "inside the program's CUDA graphs" in by_name["compile"].basis
         return "in graphs" if inside else "eager"
-    if "no capture in the trace matches the CUDA graphs' kernels" in results.actions.note:
+    if "no capture in the trace (or given with --capture) matches the CUDA graphs'" in results.actions.note:
         return "left out"
     return "compiled"
 

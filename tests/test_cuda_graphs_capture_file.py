@@ -55,6 +55,26 @@ def test_capture_file_gives_roofline_models(name: str, capsys: pytest.CaptureFix
     assert "tracelens: warning" not in err
 
 
+@pytest.mark.parametrize("name", ["mlp_graph", "block_graph"])
+def test_capture_file_gives_the_compile_prediction(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the capture in a second trace, `compile` on the program's own graphs is predicted as on the recording
+    that captured in the trace (`<name>`: the same program, its capture in its first step), within 5 %; without
+    it, left out with the note that names --capture."""
+    replay, capture = _pair(name)
+
+    def compile_of(*args: str) -> dict:
+        out, _ = run_cli(capsys, "analyze", *args, "--format", "json")
+        actions = json.loads(out)["actions"]
+        found = [a for a in actions["actions"] if a["action"] == "compile"]
+        return found[0] if found else {"note": actions["note"]}
+
+    grafted = compile_of(str(replay), "--capture", str(capture))
+    in_trace = compile_of(str(GRAPHS / f"{name}.json.gz"))
+    assert abs(grafted["predicted_step_us"] / in_trace["predicted_step_us"] - 1) < 0.05
+    assert abs(grafted["saved_us"] / in_trace["saved_us"] - 1) < 0.05
+    assert "given with --capture" in compile_of(str(replay))["note"]
+
+
 def test_every_command_takes_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     replay, capture = _pair("mlp_ro")
     hypotheses = tmp_path / "h.toml"

@@ -764,8 +764,9 @@ GRAPHED_BASIS = (
     " inside the program's CUDA graphs (the compiled code captured: a replay runs no wrapper); CPU as observed"
 )
 UNCAPTURED_NOTE = (
-    "compile, compile_reduce_overhead: no capture in the trace matches the CUDA graphs' kernels, so their ops and "
-    "what compiling would fuse are unknown (record the capture: `tracelens record --skip 0`)"
+    "compile, compile_reduce_overhead: no capture in the trace (or given with --capture) matches the CUDA graphs' "
+    "kernels, so their ops and what compiling would fuse are unknown (record the capture: `tracelens record "
+    "--skip 0`, or pass its trace with --capture)"
 )
 
 
@@ -851,8 +852,9 @@ def _replayed_share(trace: Trace, graphs: list[StepGraph]) -> float:
 
 @per_trace
 def _uncaptured_rows(trace: Trace) -> np.ndarray:
-    """The replayed kernels of the trace that no capture in it matches (`model.cuda_graphs.uncaptured_replays`)."""
-    return uncaptured_replays(trace.events, trace.links.launch)
+    """The replayed kernels of the trace that no capture matched, in it or grafted from `--capture`
+    (`model.cuda_graphs.uncaptured_replays`)."""
+    return uncaptured_replays(trace.events, trace.links.launch, trace.links.op)
 
 
 def _uncaptured_in(trace: Trace, indices: list[int]) -> bool:

@@ -149,17 +149,16 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
     return out, notes
 
 
-def uncaptured_replays(events: EventTable, launch: I32) -> np.ndarray:
-    """The rows of the replayed kernels that no capture in the trace matches (the module's rule), in no order:
-    what they ran as ops is not in the trace."""
-    matched = _matched_replays(events, launch)
-    if matched is None:
+def uncaptured_replays(events: EventTable, launch: I32, op: I32) -> np.ndarray:
+    """The rows of the replayed kernels whose op (`op`, after `attribute_replays` and any `graft_capture`) is
+    still the op enclosing their graph launch: no capture, in the trace or grafted from `--capture`, matched
+    them, so what they ran as ops is not known; in no order."""
+    graph_codes = np.flatnonzero(graph_launch_name_mask(events))
+    gpu = np.flatnonzero((events.kind == Kind.KERNEL) & (launch >= 0))
+    if gpu.size == 0 or graph_codes.size == 0:
         return np.zeros(0, dtype=np.int64)
-    replayed, sources = matched
-    if not sources:
-        return replayed.astype(np.int64)
-    missing = [kernels for kernels, chosen in sources if chosen is None]
-    return np.concatenate(missing).astype(np.int64) if missing else np.zeros(0, dtype=np.int64)
+    replayed = gpu[np.isin(events.name[launch[gpu]], graph_codes)]
+    return replayed[op[replayed] == op[launch[replayed]]].astype(np.int64)
 
 
 def _matched_replays(events: EventTable, launch: I32) -> tuple[np.ndarray, list[tuple[np.ndarray, I32 | None]]] | None:
