@@ -155,6 +155,27 @@ def test_compiled_code_in_the_programs_own_graphs_from_no_graph_is_no_one_action
     assert taken_note("x", before, after).startswith(f"x {note}") and "lost" not in taken_note("x", before, after)
 
 
+@pytest.mark.parametrize(
+    ("before_kernels", "after_kernels", "possible", "fell"),
+    [
+        (36.0, 27.0, ("fuse", "gemm_epilogue"), "kernels 36 → 27 per step inside its CUDA graphs"),
+        (36.0, 36.0, (), "kernels 36 → 36 per step inside its CUDA graphs"),
+        (None, 27.0, (), "launches 1 → 1 per step"),  # a prediction file written before the field: as before
+    ],
+)
+def test_a_kernel_fused_inside_the_programs_own_graphs(
+    before_kernels: float | None, after_kernels: float, possible: tuple[str, ...], fell: str
+) -> None:
+    """Both replay CUDA graphs, no compiled code: one graph launch a step on either side, so the launches do not
+    fall when a kernel is fused inside the graph; the kernels per step do (fuse or gemm_epilogue, no prediction
+    says how many kernels: both checked)."""
+    before = ProgramShape(0, 1, 1.0, inductor_calls_per_step=0.0, kernels_per_step=before_kernels)
+    after = ProgramShape(0, 1, 1.0, inductor_calls_per_step=0.0, kernels_per_step=after_kernels)
+    launches = {"fuse": (1.0,), "gemm_epilogue": (1.0,)}
+    assert possible_actions(before, after, launches) == possible
+    assert f"({'no new compiled regions or CUDA-graph replays'}; {fell})" in taken_note("x", before, after, launches)
+
+
 def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:
     """A document without launches per step, nothing new: compile and cuda_graphs N/A, fuse checked."""
     after = document("liger_mlp", regions=0, replays=0, step_us=100.0)
@@ -296,6 +317,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "gemm_gflop_per_call": None,
         "gemm_us_per_step": None,
         "inductor_calls_per_step": None,
+        "kernels_per_step": None,
     }
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",

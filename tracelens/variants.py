@@ -52,6 +52,9 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # calls per step of kernels Inductor generated (`model.kernel_names.is_inductor_kernel`; None where not
     # known): compiled code inside a program's own CUDA graphs runs no compiled region, only these
     inductor_calls_per_step: float | None = None
+    # kernels per step (`per_step.kernels`; None where not known): where both sides replay CUDA graphs, a kernel
+    # fused inside a graph leaves the launches (one graph launch) as they were, not the kernels
+    kernels_per_step: float | None = None
 
     def as_before(self) -> dict[str, Any]:
         """The fields a prediction records of the program it was predicted from (`before` in `--predict` files
@@ -206,7 +209,9 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
     (torch.compile's `mode="reduce-overhead"`, in place of no graphs or of the program's own); else
     ("fuse", "gemm_epilogue") where `after` launches fewer kernels per step than `before` (or either count is not
     known): a hand-fused or Liger variant, which leaves no other mark, narrowed by `launches` to the one whose
-    predicted launches are nearest `after`'s (`_nearest`); and () where it does not (no action), or where `after`
+    predicted launches are nearest `after`'s (`_nearest`), or, where both replay CUDA graphs (one launch runs
+    many kernels), where `after` runs fewer kernels per step (`kernels_per_step`, where both are known: no
+    prediction says how many, so both); and () where it does not (no action), or where `after`
     lost the compiled regions or CUDA-graph replays `before` ran (undoing an action is none of them), or its own
     graphs replay compiled code where `before` replayed none (`_compiled_and_captured`)."""
     if _lost(before, after) or _compiled_and_captured(before, after):
@@ -222,10 +227,22 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
         return ("cuda_graphs",)
     if new_regions:
         return ("compile",)
+    kernels = _graph_run_kernels(before, after)
+    if kernels is not None:
+        return LAUNCH_TOLD if kernels[1] < kernels[0] else ()
     counts = (before.launches_per_step, after.launches_per_step)
     if counts[0] is None or counts[1] is None or counts[1] < counts[0]:
         return _nearest(after.launches_per_step, launches)
     return ()
+
+
+def _graph_run_kernels(before: ProgramShape, after: ProgramShape) -> tuple[float, float] | None:
+    """(before's, after's) kernels per step where both replay CUDA graphs and both counts are known (a kernel
+    fused inside a graph changes them, not the launches); None otherwise."""
+    counts = (before.kernels_per_step, after.kernels_per_step)
+    if before.graph_replays == 0 or after.graph_replays == 0 or counts[0] is None or counts[1] is None:
+        return None
+    return counts[0], counts[1]
 
 
 def _nearest(after_launches: float | None, launches: Launches | None) -> tuple[str, ...]:
@@ -279,8 +296,11 @@ def taken_note(label: str, before: ProgramShape, after: ProgramShape, launches: 
         return f"{label} took {took} ({after.describe()}; before: {shown_before})"
     counts = (before.launches_per_step, after.launches_per_step)
     fell = "launches per step not known" if None in counts else f"launches {counts[0]:g} → {counts[1]:g} per step"
+    kernels = _graph_run_kernels(before, after)
+    if kernels is not None:  # the launches are the graphs'
+        fell = f"kernels {kernels[0]:g} → {kernels[1]:g} per step inside its CUDA graphs"
     why = ""
-    if took in LAUNCH_TOLD and after.launches_per_step is not None:
+    if took in LAUNCH_TOLD and after.launches_per_step is not None and kernels is None:
         nearest = min((launches or {})[took], key=lambda n: abs(n - (after.launches_per_step or 0.0)))
         why = f"; nearest the launches {took} predicts ({nearest:g})"
         if after.launches_per_step < min((launches or {})[took]) - LAUNCH_MATCH:  # below every one prediction's

@@ -1095,6 +1095,7 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
     return msgspec.structs.replace(
         _compiled_shape(compiled, results.summary),
         launches_per_step=results.summary.per_step.launches,
+        kernels_per_step=results.summary.per_step.kernels,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,

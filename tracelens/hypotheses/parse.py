@@ -393,7 +393,8 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
         if not isinstance(raw["device"], str):
             raise where.error(f"before: device must be a string (the GPU's name), not {_shown(raw['device'])}")
         counts["device"] = raw["device"]
-    for key in ("gemm_gflop_per_step", "gemm_us_per_step", "inductor_calls_per_step"):  # optional, finite ≥ 0
+    optional = ("gemm_gflop_per_step", "gemm_us_per_step", "inductor_calls_per_step", "kernels_per_step")
+    for key in optional:  # finite ≥ 0 where given (files written before a field have none)
         if key in raw:
             value = raw[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):

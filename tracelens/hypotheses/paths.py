@@ -129,8 +129,8 @@ def close_keys(word: str, keys: list[str], limit: int = 12) -> str:
 
 def program_shape(document: dict[str, Any]) -> ProgramShape | None:
     """What the analyze document says the program runs that an action changes (the lengths of `compiled.regions`
-    and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts them, and
-    `per_step.launches`); None where the compiled section or either list is missing."""
+    and `compiled.graph_replays`, as `tracelens.analyses.compiled.program_shape` counts them, `per_step.launches`
+    and `per_step.kernels`); None where the compiled section or either list is missing."""
     compiled = document.get("compiled")
     regions = compiled.get("regions") if isinstance(compiled, dict) else None
     replays = compiled.get("graph_replays") if isinstance(compiled, dict) else None
@@ -139,11 +139,14 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
     per_step = document.get("per_step")
     launches = per_step.get("launches") if isinstance(per_step, dict) else None
     launches = float(launches) if isinstance(launches, (int, float)) and not isinstance(launches, bool) else None
+    kernels = per_step.get("kernels") if isinstance(per_step, dict) else None
+    kernels = float(kernels) if isinstance(kernels, (int, float)) and not isinstance(kernels, bool) else None
     device, gflop, per_call = _fingerprint(document)
     return ProgramShape(
         compiled_regions=len(regions),
         graph_replays=len(replays),
         launches_per_step=launches,
+        kernels_per_step=kernels,
         device=device,
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
