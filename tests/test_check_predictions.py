@@ -262,6 +262,8 @@ def test_the_error_is_none_where_it_is_no_number() -> None:
         ({"before": "eager"}, "before must be a table, e.g. before = { compiled_regions = 0, graph_replays = 0 }"),
         ({"before": {**EAGER, "launches_per_step": -1}}, "before: launches_per_step must be a number ≥ 0, not -1"),
         ({"before": {**EAGER, "inductor_calls_per_step": "x"}}, "before: inductor_calls_per_step must be a number ≥ 0"),
+        ({"before": {**EAGER, "kernels_per_step": -1}}, "before: kernels_per_step must be a number ≥ 0"),
+        ({"before": {**EAGER, "gemm_kernels": [1]}}, "before: gemm_kernels must be a list of kernel names"),
         ({"before": {"compiled_regions": 0}}, "before: graph_replays must be a whole number ≥ 0, not nothing"),
         ({"before": {**EAGER, "graph_replays": -1}}, "before: graph_replays must be a whole number ≥ 0, not -1"),
         ({"before": {**EAGER, "compiled_regions": True}}, "before: compiled_regions must be a whole number ≥ 0"),
@@ -318,6 +320,7 @@ def test_text_and_json_say_what_was_taken() -> None:
         "gemm_us_per_step": None,
         "inductor_calls_per_step": None,
         "kernels_per_step": None,
+        "gemm_kernels": None,
     }
     assert {k: na[k] for k in ("status", "held", "error_pct", "action", "taken_action")} == {
         "status": "not_applicable",

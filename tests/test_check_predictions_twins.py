@@ -295,6 +295,36 @@ def test_another_program_is_not_checked(tmp_path: Path, capsys: pytest.CaptureFi
     )
 
 
+def _gemm_kernel_names(path: Path) -> set[str]:
+    """Stdlib: the names of the trace's cuBLAS/nvjet/CUTLASS GEMM kernels."""
+    gemm = ("nvjet", "gemm", "cutlass", "cublas")
+    return {e["name"] for e in rawtrace.events(path) if e.get("cat") == "kernel" and any(g in e["name"] for g in gemm)}
+
+
+def test_a_replay_of_another_shape_is_another_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A graph replay without its capture has no known GEMM work; its GEMM kernels tell the program (the library
+    picks them by shape; raw events): the 256-token MLP's predictions are N/A on the 64-token MLP's replay (its
+    GEMM time only 1.22× apart), and checked on the 256-token replay of the same recording round."""
+    from tracelens.cli import main
+
+    root = recorded_trace("h100/graphs_heldout/r1/mlp_eager.json.gz").parent.parent
+    before, same, other = (
+        root / "r1/mlp_eager.json.gz",
+        root / "r1/mlp_graph_replay.json.gz",
+        root / "r3/mlp_graph_replay.json.gz",
+    )
+    assert _gemm_kernel_names(before) == _gemm_kernel_names(same) != _gemm_kernel_names(other)
+    predictions = tmp_path / "p.toml"
+    assert main(["analyze", str(before), "--summary", "--predict", str(predictions)]) == 0
+    capsys.readouterr()
+    for after, took in ((other, {"another program"}), (same, {"cuda_graphs"})):
+        assert main(["check", str(after), "--expect", str(predictions), "--format", "json"]) in (0, 1)
+        verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+        assert {v["took"] for v in verdicts} == took
+    assert main(["check", str(other), "--expect", str(predictions), "--width", "200"]) == 0
+    assert "another program than the prediction's (other GEMM kernels than" in capsys.readouterr().out
+
+
 def test_compare_checks_no_prediction_on_another_program(capsys: pytest.CaptureFixture[str]) -> None:
     """The compiled block took "compile" by its regions, but it is not a variant of the eager MLP (another
     program: its GEMM work per step is not the MLP's): compare checks no prediction there, as check answers N/A;

@@ -55,6 +55,9 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # kernels per step (`per_step.kernels`; None where not known): where both sides replay CUDA graphs, a kernel
     # fused inside a graph leaves the launches (one graph launch) as they were, not the kernels
     kernels_per_step: float | None = None
+    # the distinct names of its GEMM kernels (`gemm_kernel_names`; None where it runs none): the library picks
+    # them by shape, so they tell another program where the GFLOP are not known (a replay without its capture)
+    gemm_kernels: tuple[str, ...] | None = None
 
     def as_before(self) -> dict[str, Any]:
         """The fields a prediction records of the program it was predicted from (`before` in `--predict` files
@@ -157,7 +160,8 @@ def warmup_only(after: ProgramShape) -> str | None:
 def other_program(before: ProgramShape, after: ProgramShape, before_name: str = "the prediction") -> str | None:
     """Why `after` is not a variant of `before`'s program (another GPU, or GEMM and attention work per step more
     than `SAME_WORK` apart: no action changes either; where a side that replays CUDA graphs has no known work, GEMM
-    kernel time per step more than `GEMM_TIME_APART` times apart), or None where nothing says so; `before_name`
+    kernel time per step more than `GEMM_TIME_APART` times apart, or other GEMM kernels: the library picks them by
+    shape, and no action changes the shapes), or None where nothing says so; `before_name`
     names `before` in the reason."""
     if before.device and after.device and before.device != after.device:
         return f"recorded on {after.device}, {before_name} on {before.device}"
@@ -176,7 +180,23 @@ def other_program(before: ProgramShape, after: ProgramShape, before_name: str = 
         known = mine_us is not None and theirs_us is not None
         if known and max(mine_us or 0.0, theirs_us or 0.0) > GEMM_TIME_APART * min(mine_us or 0.0, theirs_us or 0.0):
             return f"GEMM kernels {theirs_us:,.1f} µs per step, {before_name}'s program {mine_us:,.1f}"
+        kernels = (before.gemm_kernels, after.gemm_kernels)
+        if kernels[0] and kernels[1] and set(kernels[0]) != set(kernels[1]):
+            return f"other GEMM kernels than {before_name}'s program ({_first_different(kernels[1], kernels[0])})"
     return None
+
+
+def _first_different(mine: tuple[str, ...], theirs: tuple[str, ...]) -> str:
+    """The first of `mine` not in `theirs` (else of `theirs` not in `mine`), cut to 40 characters."""
+    name = next((n for n in mine if n not in theirs), None) or next(n for n in theirs if n not in mine)
+    return name if len(name) <= 40 else name[:39] + "…"
+
+
+def gemm_kernel_names(rows: Iterable[tuple[str, str]]) -> tuple[str, ...] | None:
+    """`ProgramShape.gemm_kernels` from kernel rows' (category, name): the distinct names of the GEMM ones,
+    sorted; None where there is none."""
+    names = sorted({name for category, name in rows if category == "gemm"})
+    return tuple(names) if names else None
 
 
 def _covers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

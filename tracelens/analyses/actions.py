@@ -76,6 +76,7 @@ from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
     ProgramShape,
     error_pct,
+    gemm_kernel_names,
     gemm_kernel_us,
     launch_table,
     not_checked,
@@ -1100,6 +1101,7 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         gemm_gflop_per_step=gflop,
         gemm_gflop_per_call=per_call,
         gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
+        gemm_kernels=gemm_kernel_names([(k.category, k.name) for k in results.summary.kernels]),
     )
 
 

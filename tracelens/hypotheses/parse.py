@@ -400,6 +400,11 @@ def _parse_before(raw: Any, where: _EntryError) -> ProgramShape:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
                 raise where.error(f"before: {key} must be a number ≥ 0, not {_shown(value)}")
             counts[key] = float(value)
+    if "gemm_kernels" in raw:
+        value = raw["gemm_kernels"]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise where.error(f"before: gemm_kernels must be a list of kernel names, not {_shown(value)}")
+        counts["gemm_kernels"] = tuple(value)
     if "gemm_gflop_per_call" in raw:
         value = raw["gemm_gflop_per_call"]
         numbers = isinstance(value, list) and all(

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from tracelens.model.kernel_names import inductor_calls_per_step
-from tracelens.variants import ProgramShape, gemm_kernel_us, program_fingerprint
+from tracelens.variants import ProgramShape, gemm_kernel_names, gemm_kernel_us, program_fingerprint
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 _INDEX = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only ("²".isdigit() is true, int("²") fails)
@@ -153,6 +153,22 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
         warmup_only=isinstance(compiled, dict) and compiled.get("warmup_only") is True,
         gemm_us_per_step=_gemm_us(document),
         inductor_calls_per_step=_inductor_calls(document),
+        gemm_kernels=_gemm_kernels(document),
+    )
+
+
+def _gemm_kernels(document: dict[str, Any]) -> tuple[str, ...] | None:
+    """`gemm_kernel_names` of the document's `kernels` rows (category, name); None without them."""
+    kernels = document.get("kernels")
+    if not isinstance(kernels, list):
+        return None
+    rows = [r for r in kernels if isinstance(r, dict)]
+    return gemm_kernel_names(
+        [
+            (r["category"], r["name"])
+            for r in rows
+            if isinstance(r.get("category"), str) and isinstance(r.get("name"), str)
+        ]
     )
 
 

@@ -77,15 +77,15 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _inline_table(counts: dict[str, float | str | tuple[float, ...]]) -> str:
+def _inline_table(counts: dict[str, float | str | tuple[float, ...] | tuple[str, ...]]) -> str:
     """`{ compiled_regions = 0, graph_replays = 0, device = "NVIDIA H200", gemm_gflop_per_call = [8.59] }`."""
     shown = (f"{key} = {_toml_value(value)}" for key, value in counts.items())
     return "{ " + ", ".join(shown) + " }"
 
 
-def _toml_value(value: float | str | tuple[float, ...]) -> str:
+def _toml_value(value: float | str | tuple[float, ...] | tuple[str, ...]) -> str:
     if isinstance(value, str):
         return _quoted(value)
     if isinstance(value, tuple):
-        return "[" + ", ".join(str(v) for v in value) + "]"
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return str(value)
