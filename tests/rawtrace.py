@@ -125,14 +125,13 @@ def compiled_regions_and_graph_launches(path: Path) -> tuple[int, int]:
 
 
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "hip_runtime", "runtime")
-KERNEL_LAUNCH_CALL = re.compile(r"^(cuda|cu|hip)(Ext)?(Module)?Launch(Cooperative)?Kernel")
 
 
 def launches_per_step(path: Path) -> dict[int, int]:
     """Per ProfilerStep number (-1: the whole trace, where it has none): its runtime calls that launched GPU work
     (a kernel, copy or set with the call's correlation), and those named like a launch that launched nothing
-    (their GPU work unrecorded) unless they are kernel launches captured into a CUDA graph (between a thread's
-    BeginCapture and EndCapture)."""
+    (their GPU work unrecorded) unless they were captured into a CUDA graph (between their thread's BeginCapture
+    and EndCapture)."""
     evs = events(path)
     gpu_correlations = {
         int((e.get("args") or {}).get("correlation", -1))
@@ -158,9 +157,7 @@ def launches_per_step(path: Path) -> dict[int, int]:
         name, ts = str(call["name"]), float(call["ts"])
         launched = int((call.get("args") or {}).get("correlation", -1)) in gpu_correlations
         named = re.search(r"launch|memcpy|memset", name, re.I) is not None
-        captured = KERNEL_LAUNCH_CALL.match(name) is not None and any(
-            start <= ts <= end for start, end in captures.get(call.get("tid"), [])
-        )
+        captured = any(start <= ts <= end for start, end in captures.get(call.get("tid"), []))
         if launched or (named and not captured):
             for number, start, end in spans:
                 if start <= ts < end:

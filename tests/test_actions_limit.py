@@ -222,3 +222,21 @@ def test_a_step_the_gpu_fills_less_than_half_gets_no_narrow_range(name: str) -> 
     for action in results.actions.actions:
         assert action.limited_by == "unknown"
         assert action.high == pytest.approx(action.predicted_step_us * (1 + CPU_LIMITED_HALF_WIDTH), abs=0.01)
+
+
+def test_a_capture_matches_in_a_trace_without_cpu_ops(tmp_path: Path) -> None:
+    """Without CPU ops (a trace recorded with them filtered out) a replayed kernel's op and its graph launch's are
+    both none: the capture in the trace still matches its replays, so compile is predicted, not left out for a
+    capture said to be missing."""
+    import gzip
+    import json
+
+    source = H200 / "graphs/block_graph.json.gz"
+    document = json.loads(gzip.decompress(source.read_bytes()))
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("cat") != "cpu_op"]
+    stripped = tmp_path / "block_graph_no_ops.json"
+    stripped.write_text(json.dumps(document), encoding="utf-8")
+    results = analyze(tracelens.load(stripped))
+    assert results.actions is not None
+    assert "compile" in [a.action for a in results.actions.actions]
+    assert "no capture in the trace" not in results.actions.note

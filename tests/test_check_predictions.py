@@ -176,6 +176,19 @@ def test_a_kernel_fused_inside_the_programs_own_graphs(
     assert f"({'no new compiled regions or CUDA-graph replays'}; {fell})" in taken_note("x", before, after, launches)
 
 
+def test_where_the_launches_fell_or_compiled_code_runs_the_launches_tell() -> None:
+    """The kernels per step decide only where both sides run their own graphs and launch as often: a kernel fused
+    outside the graphs (launches 10 → 9) is told by the launches (fuse, nearest 9), and reduce-overhead on both
+    sides (compiled regions) is not a program's own graphs."""
+    launches = {"fuse": (9.0,), "gemm_epilogue": (7.0,)}
+    before = ProgramShape(0, 1, 10.0, inductor_calls_per_step=0.0, kernels_per_step=40.0)
+    after = ProgramShape(0, 1, 9.0, inductor_calls_per_step=0.0, kernels_per_step=39.0)
+    assert possible_actions(before, after, launches) == ("fuse",)
+    assert "launches 10 → 9 per step" in taken_note("x", before, after, launches)
+    compiled = (ProgramShape(1, 1, 3.0, kernels_per_step=10.0), ProgramShape(1, 1, 3.0, kernels_per_step=9.0))
+    assert possible_actions(*compiled, launches) == ()
+
+
 def test_where_nothing_is_new_fuse_and_gemm_epilogue_are_checked() -> None:
     """A document without launches per step, nothing new: compile and cuda_graphs N/A, fuse checked."""
     after = document("liger_mlp", regions=0, replays=0, step_us=100.0)

@@ -182,14 +182,17 @@ def other_program(before: ProgramShape, after: ProgramShape, before_name: str = 
             return f"GEMM kernels {theirs_us:,.1f} µs per step, {before_name}'s program {mine_us:,.1f}"
         kernels = (before.gemm_kernels, after.gemm_kernels)
         if kernels[0] and kernels[1] and set(kernels[0]) != set(kernels[1]):
-            return f"other GEMM kernels than {before_name}'s program ({_first_different(kernels[1], kernels[0])})"
+            return _gemm_kernel_difference(kernels[0], kernels[1], before_name)
     return None
 
 
-def _first_different(mine: tuple[str, ...], theirs: tuple[str, ...]) -> str:
-    """The first of `mine` not in `theirs` (else of `theirs` not in `mine`), cut to 40 characters."""
-    name = next((n for n in mine if n not in theirs), None) or next(n for n in theirs if n not in mine)
-    return name if len(name) <= 40 else name[:39] + "…"
+def _gemm_kernel_difference(before: tuple[str, ...], after: tuple[str, ...], before_name: str) -> str:
+    """The first GEMM kernel `after` runs that `before` does not, else the reverse, in words (its name cut to
+    40 characters)."""
+    mine = next((n for n in after if n not in before), None)
+    name = mine or next(n for n in before if n not in after)
+    shown = name if len(name) <= 40 else name[:39] + "…"
+    return f"GEMM kernel {shown} not in {before_name}'s program" if mine else f"no {shown}, which {before_name}'s runs"
 
 
 def gemm_kernel_names(rows: Iterable[tuple[str, str]]) -> tuple[str, ...] | None:
@@ -257,12 +260,19 @@ def possible_actions(before: ProgramShape, after: ProgramShape, launches: Launch
 
 
 def _graph_run_kernels(before: ProgramShape, after: ProgramShape) -> tuple[float, float] | None:
-    """(before's, after's) kernels per step where both replay CUDA graphs and both counts are known (a kernel
-    fused inside a graph changes them, not the launches); None otherwise."""
-    counts = (before.kernels_per_step, after.kernels_per_step)
-    if before.graph_replays == 0 or after.graph_replays == 0 or counts[0] is None or counts[1] is None:
+    """(before's, after's) kernels per step where both replay CUDA graphs, run no compiled region and launch as
+    many times per step (a kernel fused inside the program's own graphs changes the kernels, not the launches),
+    and both counts are known; None otherwise (the launches tell)."""
+    kernels, launches = (
+        (before.kernels_per_step, after.kernels_per_step),
+        (before.launches_per_step, after.launches_per_step),
+    )
+    graphed = all(s.graph_replays > 0 and s.compiled_regions == 0 for s in (before, after))
+    if not graphed or None in kernels or None in launches:
         return None
-    return counts[0], counts[1]
+    if abs((launches[0] or 0.0) - (launches[1] or 0.0)) >= LAUNCH_MATCH:
+        return None
+    return kernels[0] or 0.0, kernels[1] or 0.0
 
 
 def _nearest(after_launches: float | None, launches: Launches | None) -> tuple[str, ...]:

@@ -170,7 +170,10 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
     kernel = [(v.per_step.gpu_kernel_us, v.name) for v in variants if v.per_step.gpu_kernel_us is not None]
     if kernel:
         best_us, best = min(kernel)
-        out.append(f"least GPU kernel time: {best} ({best_us:,.1f} µs/step)")
+        if len(kernel) > 1 and len({f"{us:,.1f}" for us, _ in kernel}) == 1:  # no least among equal figures
+            out.append(f"GPU kernel time: the same in every variant ({best_us:,.1f} µs/step)")
+        else:
+            out.append(f"least GPU kernel time: {best} ({best_us:,.1f} µs/step)")
     names = [c.name for c in variants[0].components if c.name != "other"]
     for index, component in enumerate(names):
         rows = [v.components[index] for v in variants if index < len(v.components)]

@@ -21,7 +21,7 @@ from tracelens.analyses.window import (
     per_step_sums,
     select_window,
 )
-from tracelens.model.cuda_graphs import captured_launch_mask, graph_launch_name_mask
+from tracelens.model.cuda_graphs import captured_mask, graph_launch_name_mask
 from tracelens.model.events import API_KINDS, I64, EventTable, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.stats import distinct_ints, median
@@ -251,8 +251,9 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
     launch_name = np.zeros(len(ev.names), dtype=bool)
     launch_name[_launch_name_codes(ev)] = True
     launch_named = np.take(launch_name, ev.name)
-    # a launch call that launched nothing counts (its kernel may be unrecorded), unless it was captured in a graph
-    is_launch = api & (launched_something | (launch_named & ~captured_launch_mask(ev, links.launch)))
+    # a launch call that launched nothing counts (its GPU work may be unrecorded), unless a graph captured it
+    silent = api & launch_named & ~launched_something
+    is_launch = api & (launched_something | (silent & ~captured_mask(ev, silent)))
     launches = per_step_counts(np.where(is_launch, links.step, -1), window, n_all)
     cpu_ops = per_step_counts(np.where(ev.kind == Kind.CPU_OP, links.step, -1), window, n_all)
     kernel_rows = kind == Kind.KERNEL

@@ -160,7 +160,7 @@ def open_run(
     sweep_stale_folders(Path(tempfile.gettempdir()), "ranks")  # of runs killed before they could clean up
     with tempfile.TemporaryDirectory(prefix=scratch_prefix("ranks")) as scratch:
         paths, names = _files(source, Path(scratch))
-        print(f"tracelens: analyzing {len(paths)} trace file(s) of {source}", file=sys.stderr)
+        print(f"tracelens: reading {len(paths)} file(s) of {source}", file=sys.stderr)
         figures, failed = run_ranks(paths, workers, scheduler, cache)
         if not figures:
             raise TracelensError(f"{source}: none of its {len(paths)} traces is usable: {'; '.join(failed)}")

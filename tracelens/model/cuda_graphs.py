@@ -99,13 +99,24 @@ def _captures(events: EventTable, launch: I32) -> list[tuple[int, np.ndarray]]:
     return result
 
 
-def captured_launch_mask(events: EventTable, launch: I32) -> np.ndarray:
-    """Per event: whether it is a captured launch (`_captures`: a kernel-launch call on a capturing thread that
-    launched nothing; its kernels run when the graph is replayed), bool."""
+def captured_mask(events: EventTable, calls: np.ndarray) -> np.ndarray:
+    """Per event: whether it is one of `calls` (bool per event) made on a capturing thread while its capture ran
+    (`cudaStreamBeginCapture` … `cudaStreamEndCapture`): a launch, copy or set recorded into the graph, which
+    runs when the graph is replayed, bool."""
     out = np.zeros(len(events), dtype=bool)
-    if _codes(events, CAPTURE_BEGIN).size:
-        for _, rows in _captures(events, launch):
-            out[rows] = True
+    if not _codes(events, CAPTURE_BEGIN).size:
+        return out
+    api = kind_mask(events.kind, API_KINDS)
+    begin = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_BEGIN)))
+    end = np.flatnonzero(api & np.isin(events.name, _codes(events, CAPTURE_END)))
+    candidates = np.flatnonzero(calls)
+    for b in begin.tolist():
+        track, start = events.track[b], events.ts_ns[b]
+        ends = end[(events.track[end] == track) & (events.ts_ns[end] >= start)]
+        if ends.size:
+            stop = events.ts_ns[ends].min()
+            at = events.ts_ns[candidates]
+            out[candidates[(events.track[candidates] == track) & (at >= start) & (at <= stop)]] = True
     return out
 
 
@@ -130,8 +141,8 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
         return op, [
             f"{replayed.size:,} kernels replayed by CUDA graphs have no capture in the trace, so they keep "
             "only the op enclosing their cudaGraphLaunch: start the profiler before the graph is captured "
-            "(before torch.compile's cudagraph warm-up), or record with "
-            "`tracelens record --skip 0`"
+            "(before torch.compile's cudagraph warm-up), record with "
+            "`tracelens record --skip 0`, or pass a trace of the capture with --capture"
         ]
     out = op.copy()
     unmatched = 0
@@ -152,13 +163,31 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
 def uncaptured_replays(events: EventTable, launch: I32, op: I32) -> np.ndarray:
     """The rows of the replayed kernels whose op (`op`, after `attribute_replays` and any `graft_capture`) is
     still the op enclosing their graph launch: no capture, in the trace or grafted from `--capture`, matched
-    them, so what they ran as ops is not known; in no order."""
+    them, so what they ran as ops is not known (in a trace without CPU ops, where both are none: those no capture
+    in the trace matches); in no order."""
     graph_codes = np.flatnonzero(graph_launch_name_mask(events))
     gpu = np.flatnonzero((events.kind == Kind.KERNEL) & (launch >= 0))
     if gpu.size == 0 or graph_codes.size == 0:
         return np.zeros(0, dtype=np.int64)
     replayed = gpu[np.isin(events.name[launch[gpu]], graph_codes)]
-    return replayed[op[replayed] == op[launch[replayed]]].astype(np.int64)
+    same = op[replayed] == op[launch[replayed]]
+    no_ops = same & (op[replayed] < 0)  # a trace without CPU ops: the ops tell nothing, the matching does
+    if no_ops.any():
+        unmatched = set(_unmatched_rows(events, launch).tolist())
+        same[no_ops] = [int(k) in unmatched for k in replayed[no_ops].tolist()]
+    return replayed[same].astype(np.int64)
+
+
+def _unmatched_rows(events: EventTable, launch: I32) -> np.ndarray:
+    """The replayed kernels that no capture in the trace matches (the module's rule)."""
+    matched = _matched_replays(events, launch)
+    if matched is None:
+        return np.zeros(0, dtype=np.int64)
+    replayed, sources = matched
+    if not sources:
+        return replayed.astype(np.int64)
+    missing = [kernels for kernels, chosen in sources if chosen is None]
+    return np.concatenate(missing).astype(np.int64) if missing else np.zeros(0, dtype=np.int64)
 
 
 def _matched_replays(events: EventTable, launch: I32) -> tuple[np.ndarray, list[tuple[np.ndarray, I32 | None]]] | None:
