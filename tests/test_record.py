@@ -9,6 +9,7 @@ import gzip
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -288,11 +289,19 @@ def test_no_torch_in_the_programs_environment(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_torchrun_writes_one_trace_per_rank_that_analyze_groups(tmp_path: Path) -> None:
-    result = record(
-        tmp_path, "-o", "ddp", "--skip", "1", "--steps", "2", "--no-analyze", "--",
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(EXAMPLES / "train_ddp_tiny.py"),
-        "--steps", "8",
-    )  # fmt: skip
+    """Two ranks, one trace each, grouped by `analyze`. CPU torch's gloo teardown now and then aborts a rank
+    after the window ("terminate called without an active exception", SIGABRT; once in four runs on
+    2026-12-07): the exit status is the program's own, so such a run is recorded once more."""
+    for attempt in range(2):
+        shutil.rmtree(tmp_path / "ddp", ignore_errors=True)
+        result = record(
+            tmp_path, "-o", "ddp", "--skip", "1", "--steps", "2", "--no-analyze", "--",
+            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            str(EXAMPLES / "train_ddp_tiny.py"), "--steps", "8",
+        )  # fmt: skip
+        torn_down = "terminate called without an active exception" in result.stderr
+        if not (result.returncode != 0 and torn_down and "after the window" in result.stderr and attempt == 0):
+            break
     assert result.returncode == 0, result.stderr
     assert files_in(tmp_path / "ddp") == ["train_ddp_tiny.rank0.json.gz", "train_ddp_tiny.rank1.json.gz"]
     for rank in (0, 1):
