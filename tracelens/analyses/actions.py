@@ -105,6 +105,12 @@ ATTENTION_GEMM_SHARE = 0.57
 # CPU work that neither a compiled region nor a CUDA graph holds: ranges (name prefixes) whose time stays in the
 # step under the compile and cuda_graphs actions (the next batch of a DataLoader is host work outside both)
 HOST_ONLY = ("enumerate(DataLoader)#",)
+# CPU work that `torch.compile(model)` does not hold: the optimizer's `step()` and `zero_grad()` (the ranges PyTorch
+# records around them). Under `compile` and `compile_reduce_overhead` the launches made inside them keep their CPU
+# work and their kernels as observed, and the time inside them before any other launch stays before it: on the
+# training twins the compiled program launched the same optimizer kernels from the same ranges (4 and 40 a step)
+OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
+OPTIMIZER_NOTE = "; the optimizer kept eager"  # docs/actions.md#the-optimizer-stays-eager
 # The range each prediction states (docs/actions.md#stated-ranges, recomputed by tests/test_actions_repeats.py):
 # predicted × (1 ± h). Where the changed step is GPU-limited, h is the largest |realized ÷ predicted − 1| over the
 # action's GPU-limited calibration cells (the twins of docs/actions.md and the repeat recordings), rounded up to
@@ -307,6 +313,7 @@ def actions_of(
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
         attention = any(rewrites.values())
         note = (ATTENTION_NOTE if attention else MATH_ATTENTION_NOTE) if written_out else ""
+        note += OPTIMIZER_NOTE if _optimizer_ranges(trace) else ""
         compile_model = _per_step(
             functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {})
         )
@@ -434,7 +441,7 @@ def _predict(
     """Action `name` replayed by `model` over `graphs` (its range: `half_width_of(name, limit, graphed)`)."""
     spans = []
     busiest_lane_us = []
-    before = after = 0
+    before = after = eager = 0  # eager: launches kept outside the graphs (the optimizer's, reduce-overhead)
     cpu_saved_ns = gpu_saved_ns = 0
     for observed_graph in graphs:
         plan = model(trace, observed_graph)
@@ -449,11 +456,15 @@ def _predict(
         before += int(launches.sum())
         kept = (np.asarray(plan.duration, dtype=np.int64) > 0) | (np.asarray(plan.work, dtype=np.int64) > 0)
         after += int((launches & kept).sum())
+        if name == "compile_reduce_overhead":
+            eager += int((launches & kept & _optimizer_calls(trace, observed_graph)).sum())
     predicted = sum(spans) / len(spans)
     n = len(graphs)
     graphs_words = "1 graph launch/step"  # a graph per run between host syncs (`_graph_segments`)
-    if round(after / n) > 1:
-        graphs_words = f"{after / n:.0f} graph launches/step (host syncs split it)"
+    if round((after - eager) / n) > 1:
+        graphs_words = f"{(after - eager) / n:.0f} graph launches/step (host syncs split it)"
+    if round(eager / n):
+        graphs_words += f" and the optimizer's {eager / n:.0f}"
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}", graphs=graphs_words)
     busiest_us = sum(busiest_lane_us) / n
     limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
@@ -752,12 +763,45 @@ def _compile_plan(
     runs = _fusible_run_calls(trace, graph)
     work[runs], duration[runs] = 0, 0
     _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), _Plan(work, duration, fused.gpu_dur))
-    host = _host_only_work_ns(trace, graph)
-    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
+    host = _host_only_work_ns(trace, graph, with_optimizer=True)
+    eager = _keep_optimizer(trace, graph, (work, duration, fused.gpu_dur), host)
+    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0) & ~eager)
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
         work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
         work[kept[0]] = host[kept[0]] + round(WRAPPER_US * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
+
+
+def _keep_optimizer(trace: Trace, graph: StepGraph, plan: tuple[I64, I64, dict[int, int]], host: I64) -> Bool:
+    """Per call: whether it is made inside an `OPTIMIZER` range of its thread (torch.compile(model) leaves the
+    optimizer eager). In `plan` (work, duration, gpu_dur), in place: those calls get their observed length back
+    and, as CPU work before them, the part of it inside those ranges (`host`: not the wait for the backward pass
+    on another thread before the optimizer starts, which the compiled backward shortens), and the activities they
+    launched their observed durations (no fusion, no run merged)."""
+    eager = _optimizer_calls(trace, graph)
+    if eager.any():
+        work, duration, gpu_dur = plan
+        work[eager], duration[eager] = host[eager], graph.cpu_columns[1][eager]
+        call = graph.gpu_columns.launch_call
+        for k in np.flatnonzero((call >= 0) & eager[np.maximum(call, 0)]).tolist():
+            gpu_dur.pop(k, None)
+    return eager
+
+
+def _optimizer_calls(trace: Trace, graph: StepGraph) -> Bool:
+    """Per call of the step: whether it starts inside an `OPTIMIZER` range on its own thread."""
+    _, call_start, _, _ = graph.native_arrays[1]
+    inside = np.zeros(len(call_start), dtype=bool)
+    threads = graph.calls.thread.astype(np.int64)
+    for thread, spans in _optimizer_ranges(trace).items():
+        calls = np.flatnonzero(threads == thread)
+        if not calls.size:
+            continue
+        begin, end = (np.asarray(column, dtype=np.int64) for column in zip(*sorted(spans), strict=True))
+        at = call_start[calls]
+        last = np.searchsorted(begin, at, side="right") - 1  # the last range starting at or before the call
+        inside[calls] = (last >= 0) & (at < np.maximum.accumulate(end)[np.maximum(last, 0)])
+    return inside
 
 
 GRAPHED_SHARE = 0.5  # a program whose CUDA graphs replay more of the steps' GPU activities than this is "graphed"
@@ -884,8 +928,8 @@ def _reduce_overhead_plan(trace: Trace, graph: StepGraph, compile_model: Model) 
     own: both come from the compile and CUDA-graph fits."""
     compiled = compile_model(trace, graph)
     work, duration = np.array(compiled.work, dtype=np.int64), np.array(compiled.duration, dtype=np.int64)  # copies
-    host = _host_only_work_ns(trace, graph)
-    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0))
+    host = _host_only_work_ns(trace, graph, with_optimizer=True)
+    kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0) & ~_optimizer_calls(trace, graph))
     work[kept] = host[kept]
     for segment in _graph_segments(graph, kept):  # a graph per run between host syncs (a graph break)
         duration[segment[1:]] = 0
@@ -959,8 +1003,25 @@ def _graph_segments(graph: StepGraph, calls: I64 | None = None) -> list[I64]:
 @per_trace
 def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     """Per CPU track: the (start, end) ns of its `HOST_ONLY` ranges."""
+    return _annotation_ranges(trace, HOST_ONLY)
+
+
+@per_trace
+def _optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
+    """Per CPU track: the (start, end) ns of its `OPTIMIZER` ranges."""
+    return _annotation_ranges(trace, OPTIMIZER)
+
+
+@per_trace
+def _host_or_optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
+    """Per CPU track: its `HOST_ONLY` and `OPTIMIZER` ranges."""
+    return _annotation_ranges(trace, HOST_ONLY + OPTIMIZER)
+
+
+def _annotation_ranges(trace: Trace, prefixes: tuple[str, ...]) -> dict[int, list[tuple[int, int]]]:
+    """Per CPU track: the (start, end) ns of its user annotations whose names start with one of `prefixes`."""
     events = trace.events
-    codes = [c for c, name in enumerate(events.names) if name.startswith(HOST_ONLY)]
+    codes = [c for c, name in enumerate(events.names) if name.startswith(prefixes)]
     ranges: dict[int, list[tuple[int, int]]] = {}
     if not codes:
         return ranges
@@ -971,16 +1032,17 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     return ranges
 
 
-def _host_only_work_ns(trace: Trace, graph: StepGraph) -> I64:
+def _host_only_work_ns(trace: Trace, graph: StepGraph, with_optimizer: bool = False) -> I64:
     """Per call: how much of the CPU work before it (since its thread's previous call, or the step start) lies
-    inside `HOST_ONLY` ranges on its thread (0 where there are none), as int64."""
+    inside `HOST_ONLY` ranges on its thread (`with_optimizer`: or `OPTIMIZER` ranges; the compile models) (0 where
+    there are none), as int64."""
     n_calls = len(graph.calls.start_ns)
     kept = np.zeros(n_calls, dtype=np.int64)
     _, call_start, call_dur, _ = graph.native_arrays[1]  # the calls' start and length ns
     last_ns = int(call_start.max()) if n_calls else graph.start_ns
     in_step = {  # each thread's ranges that overlap the step's calls' CPU work (most steps: none, or one)
         thread: [(begin, end) for begin, end in spans if end > graph.start_ns and begin < last_ns]
-        for thread, spans in _host_only_ranges(trace).items()
+        for thread, spans in (_host_or_optimizer_ranges if with_optimizer else _host_only_ranges)(trace).items()
     }
     if not any(in_step.values()):
         return kept
