@@ -96,6 +96,10 @@ SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one pro
 
 
 BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile may make them one kernel
+# GEMMs of less work a call are left out of the per-call figures: too small to tell programs apart, and a compile
+# may lower a batched one to a plain one (Hugging Face Llama's rotary table, 0.00013 GFLOP: aten::bmm in eager,
+# aten::mm compiled; a decode step's smallest GEMMs read 0.000 in one trace and 0.001 in its twin)
+MIN_GFLOP_PER_CALL = 0.002
 
 
 LAUNCH_MATCH = 0.5  # launches per step within which two counts are the same (an action's is a mean)
@@ -107,10 +111,17 @@ def program_fingerprint(
     """(`device`, GEMM and attention GFLOP per step, the distinct GFLOP per call of its GEMMs) from a roofline:
     the rows' (model, op, calls, GFLOP per call) over `steps` steps; the figures None where the models cover less
     than `MODELLED_PCT_FOR_FINGERPRINT` % of the kernel time, no such work is modelled, or no step was analyzed.
-    Batched GEMMs (`BATCHED_GEMMS`) are left out of the per-call figures: compile may replace them."""
+    Batched GEMMs (`BATCHED_GEMMS`) are left out of the per-call figures: compile may replace them; so are GEMMs
+    under `MIN_GFLOP_PER_CALL`."""
     gflop = sum(calls * per_call for model, _, calls, per_call in rows if model in ("gemm", "attention"))
     known = steps > 0 and gflop > 0 and modelled_pct is not None and modelled_pct >= MODELLED_PCT_FOR_FINGERPRINT
-    per_call = sorted({round(g, 3) for model, op, _, g in rows if model == "gemm" and op not in BATCHED_GEMMS})
+    per_call = sorted(
+        {
+            round(g, 3)
+            for model, op, _, g in rows
+            if model == "gemm" and op not in BATCHED_GEMMS and g >= MIN_GFLOP_PER_CALL
+        }
+    )
     return (
         (device or None),
         (round(gflop / steps, 3) if known else None),
