@@ -31,7 +31,8 @@ DOC = ROOT / "docs" / "profiler_overhead.md"
 BEGIN, END = "<!-- calibration table: begin -->", "<!-- calibration table: end -->"
 ALT_BEGIN, ALT_END = "<!-- alternated table: begin -->", "<!-- alternated table: end -->"
 HELD_BEGIN, HELD_END = "<!-- held-out table: begin -->", "<!-- held-out table: end -->"
-HELD_OUT = "traces/h200/record"  # `tracelens record` traces with CUDA-event timings: checked, never fitted
+# `tracelens record` traces with CUDA-event timings: checked, never fitted
+HELD_OUT = ("traces/h200/record", "traces/h100/record")
 REPRO_BEGIN, REPRO_END = "<!-- reproducibility table: begin -->", "<!-- reproducibility table: end -->"
 LONG = ("traces/h200/sweep_long/r1", "traces/h200/sweep_long/r2")  # two processes, 40 profiled steps each
 TOLERANCE = 0.15
@@ -86,12 +87,12 @@ def held_out_rows() -> list[Row]:
     """Traces in HELD_OUT whose `tracelens_record` timings were taken with CUDA events: the estimate (as if the
     trace had no measurement) against that measurement."""
     table = []
-    for path in sorted((ROOT / HELD_OUT).glob("*.json.gz")):
+    for path in [p for folder in HELD_OUT for p in sorted((ROOT / folder).glob("*.json.gz"))]:
         trace = tracelens.load(path)
         measured = trace.meta.profiler_free
         if measured is None or measured.clock != "cuda_events":
             continue
-        row, _ = _row(path, ROOT / "traces/h200", measured.step_us)
+        row, _ = _row(path, ROOT / "traces", measured.step_us)
         options = [name for name, on in (("stack", trace.meta.with_stack), ("memory", trace.meta.profile_memory)) if on]
         row["options"] = ", ".join(options) or "shapes"
         table.append(row)
@@ -118,7 +119,7 @@ HEADER = (
 def held_out_markdown(table: list[Row]) -> str:
     if not table:
         return (
-            f"No held-out recording yet: traces that `tracelens record` writes on the H200 into `{HELD_OUT}/` are "
+            f"No held-out recording yet: traces that `tracelens record` writes into `{'/, '.join(HELD_OUT)}/` are "
             "listed here (their own CUDA-event timings against the estimate; never used in the fit)."
         )
     lines = [f"| trace | options | {HEADER}", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

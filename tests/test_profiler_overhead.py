@@ -334,10 +334,11 @@ def test_the_verdict_flip_claims_against_the_cuda_events() -> None:
 
 @pytest.mark.slow
 def test_the_held_out_table_lists_every_recorded_trace() -> None:
-    """Every `tracelens record` trace with CUDA-event timings under traces/h200/record/ has its row (measured
-    median as in the raw metadata, events per step as counted from the raw events); none: the docs say so."""
+    """Every `tracelens record` trace with CUDA-event timings under traces/h200/record/ and traces/h100/record/ has
+    its row (measured median as in the raw metadata, events per step as counted from the raw events); none: the
+    docs say so."""
     recorded = []
-    for path in sorted((ROOT / "traces/h200/record").glob("*.json.gz")):
+    for path in [p for gpu in ("h200", "h100") for p in sorted((ROOT / f"traces/{gpu}/record").glob("*.json.gz"))]:
         with gzip.open(path, "rt") as handle:
             free = (json.load(handle).get("tracelens_record") or {}).get("profiler_free") or {}
         if free.get("clock") == "cuda_events":
@@ -350,7 +351,7 @@ def test_the_held_out_table_lists_every_recorded_trace() -> None:
     rows = {line.split("|")[1].strip(): line.split("|") for line in section.splitlines() if ".json.gz" in line}
     assert len(rows) == len(recorded)
     for path, measured in recorded:
-        cells = rows[str(path.relative_to(ROOT / "traces/h200"))]
+        cells = rows[str(path.relative_to(ROOT / "traces"))]
         assert float(cells[7].replace(",", "")) == pytest.approx(measured, abs=0.1)
         raw = independent(path)
         assert float(cells[3].replace(",", "")) == pytest.approx(raw["events"], rel=0.02, abs=1)

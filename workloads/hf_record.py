@@ -9,7 +9,9 @@
 (one optimizer step = one step). `generate`: greedy `model.generate()` of `--new-tokens` tokens after a
 `--prompt`-token prompt (each forward call, the prefill and then one per token, is one step with
 `--step-on forward`); `min_new_tokens` keeps random weights from stopping early at an EOS token.
-`--small` (or HF_RECORD_SMALL=1) shrinks everything for a CPU smoke run. The script knows nothing of the profiler.
+`--small` (or HF_RECORD_SMALL=1) shrinks everything for a CPU smoke run. `--model gpt2`: a GPT2LMHeadModel
+(12 layers, hidden 768, 12 heads, vocab 50257, SDPA attention) instead of Llama; `--compile`: the model wrapped in
+`torch.compile` (default mode), as a user would compile it. The script knows nothing of the profiler.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import os
 import time
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 
-def build(small: bool, device: torch.device) -> LlamaForCausalLM:
+def build(small: bool, device: torch.device, model_name: str = "llama") -> torch.nn.Module:
+    if model_name == "gpt2":
+        return _gpt2(small, device)
     config = LlamaConfig(
         vocab_size=1024 if small else 32000,
         hidden_size=128 if small else 2048,
@@ -44,16 +48,32 @@ def build(small: bool, device: torch.device) -> LlamaForCausalLM:
     return model.to(device=device, dtype=dtype)
 
 
+def _gpt2(small: bool, device: torch.device) -> torch.nn.Module:
+    config = GPT2Config(
+        vocab_size=1024 if small else 50257,
+        n_positions=1024,
+        n_embd=128 if small else 768,
+        n_layer=2 if small else 12,
+        n_head=4 if small else 12,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    return model.to(device=device, dtype=dtype)
+
+
 def train(args: argparse.Namespace, device: torch.device) -> None:
-    model = build(args.small, device).train()
+    model = build(args.small, device, args.model).train()
     cuda = device.type == "cuda"
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
+    forward = torch.compile(model) if args.compile else model
     batch, seq = (2, 64) if args.small else (args.batch, args.seq)
     vocab = model.config.vocab_size
     tokens = torch.randint(3, vocab, (args.steps, batch, seq), device=device)
     start = time.perf_counter()
     for step in range(args.steps):
-        out = model(input_ids=tokens[step], labels=tokens[step])
+        out = forward(input_ids=tokens[step], labels=tokens[step])
         out.loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -63,7 +83,7 @@ def train(args: argparse.Namespace, device: torch.device) -> None:
 
 
 def generate(args: argparse.Namespace, device: torch.device) -> None:
-    model = build(args.small, device).eval()
+    model = build(args.small, device, args.model).eval()
     batch, prompt, new = (2, 16, 24) if args.small else (args.batch, args.prompt, args.new_tokens)
     vocab = model.config.vocab_size
     torch.manual_seed(1)
@@ -88,6 +108,8 @@ def main() -> None:
         default=os.environ.get("HF_RECORD_SMALL") == "1",
         help="tiny sizes for a CPU smoke run (also HF_RECORD_SMALL=1)",
     )
+    parser.add_argument("--model", choices=("llama", "gpt2"), default="llama")
+    parser.add_argument("--compile", action="store_true", help="train: the model wrapped in torch.compile")
     parser.add_argument("--steps", type=int, default=20, help="train: optimizer steps")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=1024, help="train: tokens per sequence")
