@@ -1,0 +1,41 @@
+"""`check` on a step span that waits behind earlier steps' GPU work: the evidence says so and gives the step's
+period, which the queue does not lengthen (docs/check.md#a-span-behind-a-queue)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.independent.step_windows import step_figures
+
+ROOT = Path(__file__).resolve().parent.parent
+QUEUED = ROOT / "traces/h100/record/hf_llama_train_compiled.json.gz"  # no sync in the loop: its queue grows
+SYNCED = ROOT / "traces/h200/compiled_mlp.json.gz"  # a sync each step: no queue
+
+
+def _check(trace: Path, tmp_path: Path) -> str:
+    hypotheses = tmp_path / "h.toml"
+    hypotheses.write_text(
+        '[[hypothesis]]\nname = "step"\nmetric = "critical_path.step_us"\nop = "<"\nvalue = 1.0\n', encoding="utf-8"
+    )
+    command = [sys.executable, "-m", "tracelens", "check", str(trace), "--expect", str(hypotheses), "--width", "400"]
+    return subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
+
+
+def test_the_queued_span_says_so_with_the_period(tmp_path: Path) -> None:
+    """The period in the evidence is the stdlib step period (GPU end to GPU end on these GPU-limited steps), about
+    half the mean span the check measured; the growing backlog is in the raw events too."""
+    out = _check(QUEUED, tmp_path)
+    figures = step_figures(str(QUEUED))
+    period = statistics.median(f["step_us"] for f in figures)
+    assert f"the step's period is {period:,.1f} µs (per_step.step_us)" in out
+    assert "% of the path waits behind earlier steps' GPU work" in out
+    backlog = [f["backlog_us"] for f in figures]
+    assert backlog == sorted(backlog) and backlog[-1] > 2 * period  # 25.9 → 58.4 ms over the five steps
+
+
+def test_no_such_line_without_a_queue(tmp_path: Path) -> None:
+    out = _check(SYNCED, tmp_path)
+    assert "critical_path.step_us =" in out and "waits behind earlier steps" not in out
