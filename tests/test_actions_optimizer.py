@@ -95,3 +95,64 @@ def test_the_predicted_launches_against_the_compiled_twins() -> None:
         before, after = (statistics.median(rawtrace.launches_per_step(ROOT / p).values()) for p in (eager, compiled))
         text = f"{name} {before:.0f} → {action.predicted_launches_per_step:.0f} (realized {after:.0f})"
         assert text in doc, text
+
+
+def _with_ranges(tmp_path: Path, source: str, make: Any) -> Path:
+    """`source` with user annotations added by `make(events) -> list of new events`, written to `tmp_path`."""
+    with gzip.open(ROOT / source, "rt") as handle:
+        document = json.load(handle)
+    document["traceEvents"].extend(make([e for e in document["traceEvents"] if e.get("ph") == "X"]))
+    out = tmp_path / "changed.json"
+    out.write_text(json.dumps(document), encoding="utf-8")
+    return out
+
+
+def _compile_prediction(path: Path) -> tuple[float, float | None]:
+    results = analyze(tracelens.load(path))
+    assert results.actions is not None
+    (action,) = [a for a in results.actions.actions if a.action == "compile"]
+    return action.predicted_step_us, action.predicted_launches_per_step
+
+
+def test_a_closure_inside_the_optimizer_step_is_not_kept_eager(tmp_path: Path) -> None:
+    """`optimizer.step(closure)` (Lightning's loop, LBFGS, SAM) runs the forward and backward inside the range:
+    an `Optimizer.step#` range around each whole step predicts what the twin without it predicts (only the work
+    after the last backward op inside it is the optimizer's)."""
+
+    def around_steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+        return [{**s, "name": "Optimizer.step#SAM.step", "ts": s["ts"] + 0.5, "dur": s["dur"] - 1.0} for s in steps]
+
+    source = TWINS[0][0]
+    assert _compile_prediction(_with_ranges(tmp_path, source, around_steps)) == _compile_prediction(ROOT / source)
+
+
+def test_nested_optimizer_ranges_count_once(tmp_path: Path) -> None:
+    """A wrapping optimizer (ZeroRedundancyOptimizer's inner step) nests `Optimizer.step#` ranges: the same
+    prediction as one range."""
+
+    def doubled(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {**e, "name": "Optimizer.step#Inner.step"}
+            for e in events
+            if e.get("cat") == "user_annotation" and e["name"].startswith("Optimizer.step#")
+        ]
+
+    source = TWINS[1][0]
+    assert _compile_prediction(_with_ranges(tmp_path, source, doubled)) == _compile_prediction(ROOT / source)
+
+
+def test_a_tiny_gemm_needs_no_counterpart_but_a_larger_one_does() -> None:
+    """`other_program`'s per-call rule around `MIN_GFLOP_PER_CALL`: no cliff at the threshold (0.00199 against
+    0.00201 is one GEMM), a 0.00013-GFLOP GEMM on one side only is no difference, a 0.5-GFLOP one is."""
+    from tracelens.variants import MIN_GFLOP_PER_CALL, ProgramShape, other_program
+
+    def shape(per_call: tuple[float, ...]) -> ProgramShape:
+        return ProgramShape(device="H100", gemm_gflop_per_step=10.0, gemm_gflop_per_call=per_call)
+
+    assert MIN_GFLOP_PER_CALL == 0.002
+    assert other_program(shape((0.002, 8.6)), shape((0.002, 8.6))) is None
+    assert other_program(shape((0.00199, 8.6)), shape((0.00201, 8.6))) is None
+    assert other_program(shape((0.0, 8.6)), shape((8.6,))) is None
+    reason = other_program(shape((0.5, 8.6)), shape((8.6,)))
+    assert reason == "GEMMs of 8.6 GFLOP per call, the prediction's program 0.5, 8.6"

@@ -96,9 +96,9 @@ SAME_WORK = 0.10  # GEMM and attention GFLOP per step of two variants of one pro
 
 
 BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile may make them one kernel
-# GEMMs of less work a call are left out of the per-call figures: too small to tell programs apart, and a compile
-# may lower a batched one to a plain one (Hugging Face Llama's rotary table, 0.00013 GFLOP: aten::bmm in eager,
-# aten::mm compiled; a decode step's smallest GEMMs read 0.000 in one trace and 0.001 in its twin)
+# a GEMM of less work a call needs no counterpart on the other side: too small to tell programs apart, and a
+# compile may lower a batched one to a plain one (Hugging Face Llama's rotary table, 0.00013 GFLOP: aten::bmm in
+# eager, aten::mm compiled); the figures keep it (a counterpart of the other side's may still be needed)
 MIN_GFLOP_PER_CALL = 0.002
 
 
@@ -111,17 +111,10 @@ def program_fingerprint(
     """(`device`, GEMM and attention GFLOP per step, the distinct GFLOP per call of its GEMMs) from a roofline:
     the rows' (model, op, calls, GFLOP per call) over `steps` steps; the figures None where the models cover less
     than `MODELLED_PCT_FOR_FINGERPRINT` % of the kernel time, no such work is modelled, or no step was analyzed.
-    Batched GEMMs (`BATCHED_GEMMS`) are left out of the per-call figures: compile may replace them; so are GEMMs
-    under `MIN_GFLOP_PER_CALL`."""
+    Batched GEMMs (`BATCHED_GEMMS`) are left out of the per-call figures: compile may replace them."""
     gflop = sum(calls * per_call for model, _, calls, per_call in rows if model in ("gemm", "attention"))
     known = steps > 0 and gflop > 0 and modelled_pct is not None and modelled_pct >= MODELLED_PCT_FOR_FINGERPRINT
-    per_call = sorted(
-        {
-            round(g, 3)
-            for model, op, _, g in rows
-            if model == "gemm" and op not in BATCHED_GEMMS and g >= MIN_GFLOP_PER_CALL
-        }
-    )
+    per_call = sorted({round(g, 3) for model, op, _, g in rows if model == "gemm" and op not in BATCHED_GEMMS})
     return (
         (device or None),
         (round(gflop / steps, 3) if known else None),
@@ -181,7 +174,7 @@ def other_program(before: ProgramShape, after: ProgramShape, before_name: str = 
         return f"GEMM and attention work {work[1]:,.1f} GFLOP per step, {before_name}'s program {work[0]:,.1f}"
     mine, theirs = before.gemm_gflop_per_call, after.gemm_gflop_per_call
     if mine and theirs and not (_covers(mine, theirs) and _covers(theirs, mine)):
-        shown = [", ".join(f"{g:,.1f}" for g in c) for c in (theirs, mine)]
+        shown = [", ".join(_gflop_text(g) for g in c) for c in (theirs, mine)]
         return f"GEMMs of {shown[0]} GFLOP per call, {before_name}'s program {shown[1]}"
     # a side's GFLOP not known because it replays CUDA graphs (their capture, with the ops, not in the trace); not
     # where a hand-written GEMM is not modelled: its kernel is not a `gemm` one, so the times would differ
@@ -214,10 +207,16 @@ def gemm_kernel_names(rows: Iterable[tuple[str, str]]) -> tuple[str, ...] | None
 
 
 def _covers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """Whether every value of `a` has one in `b` within `SAME_CALL` (a GEMM's GFLOP per call moves with how its
-    op's work is shared among its kernels) or one step of their rounding (`GFLOP_ROUNDING`: a decode
-    step's smallest GEMMs read 0.0 in one trace and 0.001 in its twin)."""
-    return all(any(abs(x - y) <= SAME_CALL * max(x, y) + GFLOP_ROUNDING for y in b) for x in a)
+    """Whether every value of `a` of at least `MIN_GFLOP_PER_CALL` has one in `b` within `SAME_CALL` (a GEMM's
+    GFLOP per call moves with how its op's work is shared among its kernels) or one step of their rounding
+    (`GFLOP_ROUNDING`: a decode step's smallest GEMMs read 0.0 in one trace and 0.001 in its twin)."""
+    close = SAME_CALL, GFLOP_ROUNDING
+    return all(x < MIN_GFLOP_PER_CALL or any(abs(x - y) <= close[0] * max(x, y) + close[1] for y in b) for x in a)
+
+
+def _gflop_text(gflop: float) -> str:
+    """A GFLOP per call as said in a reason: one decimal, three significant digits under 0.1 (not 0.0 for 0.001)."""
+    return f"{gflop:,.1f}" if gflop >= 0.1 else f"{gflop:.3g}"
 
 
 LAUNCH_TOLD = ("fuse", "gemm_epilogue")  # actions that leave no mark but the launches they leave

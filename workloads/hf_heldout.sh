@@ -9,7 +9,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.limit,temperature.gpu --f
 python3 -c "import torch,transformers;print(torch.__version__,transformers.__version__,torch.cuda.get_device_name())" >> $OUT/record.log
 T0=$(date +%s)
 rec() { name=$1; shift; echo "== $name $(date -u +%H:%M:%S)" >> $OUT/record.log
-  timeout $(( 230 - ($(date +%s) - T0) )) python3 -m tracelens record -o $OUT --name $name --no-analyze -- python3 workloads/hf_record.py train "$@" >> $OUT/record.log 2>&1; echo "rc=$? $name $(( $(date +%s) - T0 ))s" >> $OUT/record.log; }
+  left=$(( 230 - ($(date +%s) - T0) )); [ "$left" -ge 10 ] || { echo "rc=skipped $name: no time left" >> $OUT/record.log; return; }
+  timeout $left python3 -m tracelens record -o $OUT --name $name --no-analyze -- python3 workloads/hf_record.py train "$@" >> $OUT/record.log 2>&1; echo "rc=$? $name $(( $(date +%s) - T0 ))s" >> $OUT/record.log; }
 rec hf_llama_train_b1s128_eager --batch 1 --seq 128
 rec hf_llama_train_b1s128_compiled --batch 1 --seq 128 --compile
 rec hf_gpt2_train_eager --model gpt2

@@ -313,7 +313,7 @@ def actions_of(
         rewrites = {g.step_index: _attention_rewrite(trace, g) for g in graphs} if written_out else {}
         attention = any(rewrites.values())
         note = (ATTENTION_NOTE if attention else MATH_ATTENTION_NOTE) if written_out else ""
-        note += OPTIMIZER_NOTE if _optimizer_ranges(trace) else ""
+        note += OPTIMIZER_NOTE if any(_optimizer_calls(trace, g).any() for g in graphs) else ""
         compile_model = _per_step(
             functools.partial(_compile_plan, chains=chains, rewrites=rewrites if attention else {})
         )
@@ -464,7 +464,7 @@ def _predict(
     if round((after - eager) / n) > 1:
         graphs_words = f"{(after - eager) / n:.0f} graph launches/step (host syncs split it)"
     if round(eager / n):
-        graphs_words += f" and the optimizer's {eager / n:.0f}"
+        graphs_words += f" + {eager / n:.0f} optimizer launches"
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}", graphs=graphs_words)
     busiest_us = sum(busiest_lane_us) / n
     limited_by = limit_of(cpu_saved_ns / n / NS_PER_US, gpu_saved_ns / n / NS_PER_US)  # the Limit line's rule
@@ -704,12 +704,15 @@ def _fusible_runs(trace: Trace, graph: StepGraph) -> set[int]:
     return set(_fusible_run_calls(trace, graph).tolist())
 
 
-def _fusible_run_calls(trace: Trace, graph: StepGraph) -> I64:
-    """`_fusible_runs` as an array of call indices (in activity order; a call may repeat)."""
+def _fusible_run_calls(trace: Trace, graph: StepGraph, eager: Bool | None = None) -> I64:
+    """`_fusible_runs` as an array of call indices (in activity order; a call may repeat); with `eager` (per call:
+    launches the change leaves as they are), a kernel those launched neither joins nor continues a run."""
     columns = graph.gpu_columns
     fusible = _fusible_mask(trace, graph)
-    previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     call = columns.launch_call
+    if eager is not None and eager.any():
+        fusible = fusible & ~((call >= 0) & eager[np.maximum(call, 0)])
+    previous = _previous_on_lane(columns.lane)  # on the same stream, -1 = none
     after_fusible = (previous >= 0) & fusible[np.maximum(previous, 0)]
     own = call >= 0
     graph_launch = own & _graph_launch_calls(trace, graph)[np.maximum(call, 0)]  # it replays the others too: stays
@@ -760,7 +763,7 @@ def _compile_plan(
     wrapper in place of the CPU work before each launch that remains."""
     fused = _fused_plan(trace, graph, chains)
     work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
-    runs = _fusible_run_calls(trace, graph)
+    runs = _fusible_run_calls(trace, graph, _optimizer_calls(trace, graph))
     work[runs], duration[runs] = 0, 0
     _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), _Plan(work, duration, fused.gpu_dur))
     host = _host_only_work_ns(trace, graph, with_optimizer=True)
@@ -1008,28 +1011,57 @@ def _host_only_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
 
 @per_trace
 def _optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
-    """Per CPU track: the (start, end) ns of its `OPTIMIZER` ranges."""
-    return _annotation_ranges(trace, OPTIMIZER)
+    """Per CPU track: the (start, end) ns of its `OPTIMIZER` ranges (user annotations, or ops in traces that record
+    them so), each from the end of the last backward op that ran inside it, on any thread (a closure passed to
+    `optimizer.step(closure)` runs the forward and backward there: not the optimizer's own work), merged."""
+    events = trace.events
+    kinds = (Kind.USER_ANNOTATION, Kind.CPU_OP)
+    raw = _annotation_ranges(trace, OPTIMIZER, kinds)
+    backward_codes = [c for c, name in enumerate(events.names) if "Backward" in name]
+    if not raw:
+        return raw
+    rows = np.flatnonzero((events.kind == Kind.CPU_OP) & np.isin(events.name, backward_codes))
+    if rows.size == 0:
+        return raw
+    order = np.argsort(events.ts_ns[rows], kind="stable")
+    starts = events.ts_ns[rows][order].astype(np.int64)
+    ends = np.maximum.accumulate((events.ts_ns[rows] + events.dur_ns[rows])[order].astype(np.int64))
+    trimmed: dict[int, list[tuple[int, int]]] = {}
+    for track, spans in raw.items():
+        for begin, end in spans:
+            last = int(np.searchsorted(starts, end, side="left")) - 1  # the last backward op starting before `end`
+            if last >= 0 and ends[last] > begin:
+                begin = max(begin, int(ends[last]))
+            if begin < end:
+                trimmed.setdefault(track, []).append((begin, end))
+    return trimmed
 
 
 @per_trace
 def _host_or_optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
-    """Per CPU track: its `HOST_ONLY` and `OPTIMIZER` ranges."""
-    return _annotation_ranges(trace, HOST_ONLY + OPTIMIZER)
+    """Per CPU track: its `HOST_ONLY` and `OPTIMIZER` ranges (`_optimizer_ranges`), merged."""
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for part in (_host_only_ranges(trace), _optimizer_ranges(trace)):
+        for track, spans in part.items():
+            ranges.setdefault(track, []).extend(spans)
+    return {track: _merged(sorted(spans)) for track, spans in ranges.items()}
 
 
-def _annotation_ranges(trace: Trace, prefixes: tuple[str, ...]) -> dict[int, list[tuple[int, int]]]:
-    """Per CPU track: the (start, end) ns of its user annotations whose names start with one of `prefixes`."""
+def _annotation_ranges(
+    trace: Trace, prefixes: tuple[str, ...], kinds: tuple[Kind, ...] = (Kind.USER_ANNOTATION,)
+) -> dict[int, list[tuple[int, int]]]:
+    """Per CPU track: the (start, end) ns of its events of `kinds` (user annotations) whose names start with one
+    of `prefixes`, merged where they overlap (nested ranges: one)."""
     events = trace.events
     codes = [c for c, name in enumerate(events.names) if name.startswith(prefixes)]
     ranges: dict[int, list[tuple[int, int]]] = {}
     if not codes:
         return ranges
-    rows = np.flatnonzero((events.kind == Kind.USER_ANNOTATION) & np.isin(events.name, codes))
+    rows = np.flatnonzero(np.isin(events.kind, kinds) & np.isin(events.name, codes))
     for row in rows.tolist():
         start = int(events.ts_ns[row])
         ranges.setdefault(int(events.track[row]), []).append((start, start + int(events.dur_ns[row])))
-    return ranges
+    return {track: _merged(sorted(spans)) for track, spans in ranges.items()}
 
 
 def _host_only_work_ns(trace: Trace, graph: StepGraph, with_optimizer: bool = False) -> I64:
