@@ -39,3 +39,23 @@ def test_the_queued_span_says_so_with_the_period(tmp_path: Path) -> None:
 def test_no_such_line_without_a_queue(tmp_path: Path) -> None:
     out = _check(SYNCED, tmp_path)
     assert "critical_path.step_us =" in out and "waits behind earlier steps" not in out
+
+
+def _compare_checks(before: Path, after: Path) -> list[dict[str, object]]:
+    import json
+
+    command = [sys.executable, "-m", "tracelens", "compare", str(before), str(after), "--format", "json"]
+    out = subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    checks: list[dict[str, object]] = json.loads(out)["predictions_checked"]
+    return checks
+
+
+def test_compare_says_it_too() -> None:
+    """`compare`'s checked prediction carries the queued share and the period (JSON `queued_pct`, `period_us`) on
+    the queued twin, none on a synced one."""
+    (queued,) = _compare_checks(QUEUED.with_name("hf_llama_train_eager.json.gz"), QUEUED)
+    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
+    assert queued["period_us"] == round(period, 3) or abs(float(str(queued["period_us"])) - period) < 0.1
+    assert float(str(queued["queued_pct"])) >= 25.0
+    synced = _compare_checks(ROOT / "traces/h200/eager_mlp.json.gz", SYNCED)
+    assert synced and all(c["queued_pct"] is None and c["period_us"] is None for c in synced)

@@ -57,6 +57,7 @@ from tracelens.analyses.critical_path import (
     _within_budget,
     gpu_lengths,
     limit_of,
+    queued_pct,
     replay_calls,
     savings_of_calls,
     step_graph,
@@ -1130,6 +1131,10 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     held: bool
     before_step_us: float | None = None
     no_change_holds: bool | None = None
+    # where at least `QUEUED_NOTE_PCT` % of the after-trace's path waits behind earlier steps' GPU work: that share
+    # and its step's period (`per_step.step_us`), which the queue does not lengthen; else None
+    queued_pct: float | None = None
+    period_us: float | None = None
 
     @property
     def weak(self) -> bool:
@@ -1236,6 +1241,10 @@ def prediction_checks(
             continue
         action = taken_action(before_shape, after_shape, launches)
         checked = [] if action is None else check_prediction(before_label, label, actions, action, path.step_us)
+        queued = queued_pct(path)
+        if queued is not None and checked:
+            period = after.summary.per_step.step_us
+            checked = [msgspec.structs.replace(c, queued_pct=queued, period_us=period) for c in checked]
         note = taken_note(label, before_shape, after_shape, launches).removeprefix(f"{label} ")  # "took …"
         out.extend(checked or [PredictionSkip(label, note)])
     return out

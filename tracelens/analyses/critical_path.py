@@ -59,6 +59,7 @@ from tracelens.model.trace import Trace
 from tracelens.native import extension as _native
 from tracelens.records import field_names
 from tracelens.units import NS_PER_US, count_text
+from tracelens.variants import QUEUED_NOTE_PCT
 
 if TYPE_CHECKING:
     from tracelens.analyses.context import AnalysisContext
@@ -321,6 +322,13 @@ class PathPart(msgspec.Struct, frozen=True):
     part: str  # cpu_dispatch, launch_latency, sync, gpu_gap, other_wait, or gpu:<category>
     us: float
     pct: float
+
+
+def queued_pct(path: CriticalPath) -> float | None:
+    """The share (%) of the mean path that waits behind earlier steps' GPU work (`QUEUED`), where it is at least
+    `QUEUED_NOTE_PCT`; else None."""
+    share = next((part.pct for part in path.composition if part.part == QUEUED), None)
+    return share if share is not None and share >= QUEUED_NOTE_PCT else None
 
 
 class PathItem(msgspec.Struct, frozen=True):

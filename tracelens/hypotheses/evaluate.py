@@ -22,6 +22,7 @@ from tracelens.hypotheses.regex import subject
 from tracelens.naming import trace_stem
 from tracelens.records import replace
 from tracelens.variants import (
+    QUEUED_NOTE_PCT,
     Launches,
     error_pct,
     launch_table,
@@ -244,12 +245,9 @@ def _measure_metric(hypothesis: Hypothesis, path: str, target: TraceDocument) ->
     return Measurement(value, (f"{path} = {_short(value)}", *_metric_evidence(path, target.document)))
 
 
-QUEUED_EVIDENCE_PCT = 25.0  # a mean span this much of whose path waits behind earlier steps' work says so
-
-
 def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
     """For per_step.X: the value of every analyzed step, and the kernels / ops / API calls behind it. For
-    critical_path.step_us where at least `QUEUED_EVIDENCE_PCT` % of the path waits behind earlier steps' GPU work:
+    critical_path.step_us where at least `QUEUED_NOTE_PCT` % of the path waits behind earlier steps' GPU work:
     that share, and the step's period (per_step.step_us), which the queue does not lengthen."""
     head, _, key = path.partition(".")
     if path == "critical_path.step_us":
@@ -271,7 +269,7 @@ def _queued_evidence(document: dict[str, Any]) -> tuple[str, ...]:
     path = document.get("critical_path") or {}
     queued = next((p.get("pct") for p in path.get("composition") or [] if p.get("part") == "queued"), None)
     period = (document.get("per_step") or {}).get("step_us")
-    if not isinstance(queued, int | float) or queued < QUEUED_EVIDENCE_PCT or not isinstance(period, int | float):
+    if not isinstance(queued, int | float) or queued < QUEUED_NOTE_PCT or not isinstance(period, int | float):
         return ()
     return (
         f"{queued:.0f} % of the path waits behind earlier steps' GPU work (the CPU runs ahead): the mean span "

@@ -20,6 +20,7 @@ from tracelens.report.cells import (
     balance_line,
     fusion_cells,
     prediction_cells,
+    queued_caption,
     skipped_line,
     weak_caption,
 )
@@ -326,5 +327,5 @@ def prediction_checks_table(checks: list[PredictionCheck]) -> Table | None:
         table.add_column(header, justify="left" if header in ("after", "action", "held") else "right")
     for check in checks:
         table.add_row(*prediction_cells(check))
-    table.caption = weak_caption(checks) or None
+    table.caption = "; ".join(c for c in (weak_caption(checks), queued_caption(checks)) if c) or None
     return droppable(table, "range µs", headers[-2])

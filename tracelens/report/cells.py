@@ -80,6 +80,17 @@ def weak_caption(checks: list[PredictionCheck]) -> str:
     return f"weak: held, but the step before, {us_text(before)} µs, lies in the range too (no change would have held)"
 
 
+def queued_caption(checks: list[PredictionCheck]) -> str:
+    """Where a measured span waits behind earlier steps' GPU work: how much, and the step's period ("" else)."""
+    check = next((c for c in checks if c.queued_pct is not None and c.period_us is not None), None)
+    if check is None or check.queued_pct is None or check.period_us is None:
+        return ""
+    return (
+        f"{check.after}: {check.queued_pct:.0f} % of the measured span's path waits behind earlier steps' GPU work "
+        f"(the CPU runs ahead; the span grows with the queue); its step's period is {us_text(check.period_us)} µs"
+    )
+
+
 def skipped_line(skips: list[PredictionSkip]) -> str:
     """The later traces that check none of the predictions, and why ("" where there are none)."""
     return "Predictions not checked: " + "; ".join(f"{s.after}: {s.reason}" for s in skips) if skips else ""

@@ -22,6 +22,7 @@ from tracelens.report.cells import (
     balance_line,
     fusion_cells,
     prediction_cells,
+    queued_caption,
     skipped_line,
     weak_caption,
 )
@@ -103,7 +104,8 @@ def predictions_table(comparison: Comparison) -> Panel:
     """The first trace's predictions against each later trace that took the action, and the traces that check
     none and why: the table `tracelens compare` prints (docs/actions.md#in-compare)."""
     checks = comparison.predictions_checked
-    note = "; ".join(n for n in (weak_caption(checks), skipped_line(comparison.predictions_skipped)) if n)
+    parts = (weak_caption(checks), queued_caption(checks), skipped_line(comparison.predictions_skipped))
+    note = "; ".join(n for n in parts if n)
     if not checks:
         return Panel(id="compare-predictions", title=PREDICTIONS_TITLE, note=note)
     rows = tuple(prediction_cells(c) for c in checks)
