@@ -793,7 +793,22 @@ def _keep_optimizer(trace: Trace, graph: StepGraph, plan: tuple[I64, I64, dict[i
 
 
 def _optimizer_calls(trace: Trace, graph: StepGraph) -> Bool:
-    """Per call of the step: whether it starts inside an `OPTIMIZER` range on its own thread."""
+    """Per call of the step: whether it starts inside an `OPTIMIZER` range on its own thread (made once per step:
+    the models ask several times; a changed graph keeps its calls). Read-only."""
+    memo = _optimizer_calls_memo(trace)
+    if graph.step_index not in memo:
+        memo[graph.step_index] = _optimizer_calls_of(trace, graph)
+        memo[graph.step_index].setflags(write=False)
+    return memo[graph.step_index]
+
+
+@per_trace
+def _optimizer_calls_memo(trace: Trace) -> dict[int, Bool]:
+    """`_optimizer_calls` of each step made so far, by step index."""
+    return {}
+
+
+def _optimizer_calls_of(trace: Trace, graph: StepGraph) -> Bool:
     _, call_start, _, _ = graph.native_arrays[1]
     inside = np.zeros(len(call_start), dtype=bool)
     threads = graph.calls.thread.astype(np.int64)
