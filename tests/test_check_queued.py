@@ -59,3 +59,19 @@ def test_compare_says_it_too() -> None:
     assert float(str(queued["queued_pct"])) >= 25.0
     synced = _compare_checks(ROOT / "traces/h200/eager_mlp.json.gz", SYNCED)
     assert synced and all(c["queued_pct"] is None and c["period_us"] is None for c in synced)
+
+
+def test_analyze_says_it_in_its_first_lines() -> None:
+    """`analyze`'s summary names the queued share and the median step (the stdlib period) under the profiler-free
+    line, in place of "the mean span differs"; a synced trace keeps its lines."""
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "80"}
+    command = [sys.executable, "-m", "tracelens", "analyze", "--no-cache", "--summary"]
+    out = subprocess.run([*command, str(QUEUED)], capture_output=True, text=True, env=env, check=True).stdout
+    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
+    third = out.splitlines()[2]
+    assert (
+        third.startswith("  (")
+        and f"% of the span waits behind earlier steps; the median step: {period:,.1f} µs)" in third
+    )
+    synced = subprocess.run([*command, str(SYNCED)], capture_output=True, text=True, env=env, check=True).stdout
+    assert "waits behind earlier steps" not in synced

@@ -20,7 +20,7 @@ from tracelens.analyses.actions import (
 )
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.compiled import Compiled
-from tracelens.analyses.critical_path import CriticalPath
+from tracelens.analyses.critical_path import CriticalPath, queued_pct
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import droppable
 from tracelens.units import pct_text, us_text
@@ -57,7 +57,13 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             line = "Warm-up w" + line[1:]
         head.append("\n" + line)
         median = free.profiled_step_us if free is not None else None
-        if median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: say which is which
+        path = results.get(CriticalPath)
+        queued = queued_pct(path) if path is not None else None
+        if median and queued is not None:  # the span grows with the queue, the median step's period does not
+            head.append(
+                f"\n  ({queued:.0f} % of the span waits behind earlier steps; the median step: {us_text(median)} µs)"
+            )
+        elif median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: which is which
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     elif free is not None and free.note:  # unknown, and why, in one line: never silent
         reason = free.note.split(":")[0]
