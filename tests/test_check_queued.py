@@ -75,3 +75,16 @@ def test_analyze_says_it_in_its_first_lines() -> None:
     )
     synced = subprocess.run([*command, str(SYNCED)], capture_output=True, text=True, env=env, check=True).stdout
     assert "waits behind earlier steps" not in synced
+
+
+def test_the_report_overview_says_it_too() -> None:
+    """The report's "What to do next" overview carries the same share and median step as `analyze`'s summary."""
+    import tracelens
+    from tracelens.analyses import analyze
+    from tracelens.renderers.analyses.actions import actions_panels
+
+    results = analyze(tracelens.load(QUEUED))
+    assert results.actions is not None
+    (overview,) = actions_panels(results.actions, results).overview
+    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
+    assert f"for the median step of {period:,.1f} µs (58 % of the span waits behind earlier steps)" in str(overview)

@@ -57,8 +57,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             line = "Warm-up w" + line[1:]
         head.append("\n" + line)
         median = free.profiled_step_us if free is not None else None
-        path = results.get(CriticalPath)
-        queued = queued_pct(path) if path is not None else None
+        queued = _queued(results)
         if median and queued is not None:  # the span grows with the queue, the median step's period does not
             head.append(
                 f"\n  ({queued:.0f} % of the span waits behind earlier steps; the median step: {us_text(median)} µs)"
@@ -188,6 +187,13 @@ LIMIT_SENTENCE = {
 }
 
 
+def _queued(results: AnalysisResults) -> float | None:
+    """The share (%) of the mean span's path that waits behind earlier steps' GPU work, where it is to be said
+    (`critical_path.queued_pct`)."""
+    path = results.get(CriticalPath)
+    return queued_pct(path) if path is not None else None
+
+
 def actions_panels(result: Actions | None, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
@@ -203,8 +209,12 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()
         without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
-        median = free.profiled_step_us
-        if median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
+        median, queued = free.profiled_step_us, _queued(results)
+        if median and queued is not None:  # as the text summary says it
+            without += (
+                f", for the median step of {us_text(median)} µs ({queued:.0f} % of the span waits behind earlier steps)"
+            )
+        elif median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
             without += f", for the median step of {us_text(median)} µs profiled"
     note = (
         f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps){without}. "
