@@ -768,28 +768,19 @@ def _compile_plan(
     work[runs], duration[runs] = 0, 0
     _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), _Plan(work, duration, fused.gpu_dur))
     host = _host_only_work_ns(trace, graph, with_optimizer=True)
-    eager = _keep_optimizer(trace, graph, (work, duration, fused.gpu_dur), host)
+    # the optimizer stays eager: its calls keep their length and, before them, the CPU work inside its ranges (not
+    # the wait for the backward pass on another thread, which the compiled backward shortens), its kernels their
+    # observed durations (no fusion, no run merged)
+    eager = _optimizer_calls(trace, graph)
+    work[eager], duration[eager] = host[eager], graph.cpu_columns[1][eager]
+    call = graph.gpu_columns.launch_call
+    for k in np.flatnonzero((call >= 0) & eager[np.maximum(call, 0)]).tolist():
+        fused.gpu_dur.pop(k, None)
     kept = np.flatnonzero(~graph.cpu_columns[2] & (duration != 0) & ~eager)
     if kept.size:  # Inductor's wrapper before the first launch that remains, its launch gap before each other
         work[kept] = host[kept] + round(LAUNCH_GAP_US * NS_PER_US)
         work[kept[0]] = host[kept[0]] + round(WRAPPER_US * NS_PER_US)
     return _Plan(work, duration, fused.gpu_dur)
-
-
-def _keep_optimizer(trace: Trace, graph: StepGraph, plan: tuple[I64, I64, dict[int, int]], host: I64) -> Bool:
-    """Per call: whether it is made inside an `OPTIMIZER` range of its thread (torch.compile(model) leaves the
-    optimizer eager). In `plan` (work, duration, gpu_dur), in place: those calls get their observed length back
-    and, as CPU work before them, the part of it inside those ranges (`host`: not the wait for the backward pass
-    on another thread before the optimizer starts, which the compiled backward shortens), and the activities they
-    launched their observed durations (no fusion, no run merged)."""
-    eager = _optimizer_calls(trace, graph)
-    if eager.any():
-        work, duration, gpu_dur = plan
-        work[eager], duration[eager] = host[eager], graph.cpu_columns[1][eager]
-        call = graph.gpu_columns.launch_call
-        for k in np.flatnonzero((call >= 0) & eager[np.maximum(call, 0)]).tolist():
-            gpu_dur.pop(k, None)
-    return eager
 
 
 def _optimizer_calls(trace: Trace, graph: StepGraph) -> Bool:
@@ -816,10 +807,10 @@ def _optimizer_calls_of(trace: Trace, graph: StepGraph) -> Bool:
         calls = np.flatnonzero(threads == thread)
         if not calls.size:
             continue
-        begin, end = (np.asarray(column, dtype=np.int64) for column in zip(*sorted(spans), strict=True))
+        begin, end = (np.asarray(column, dtype=np.int64) for column in zip(*spans, strict=True))  # merged, sorted
         at = call_start[calls]
         last = np.searchsorted(begin, at, side="right") - 1  # the last range starting at or before the call
-        inside[calls] = (last >= 0) & (at < np.maximum.accumulate(end)[np.maximum(last, 0)])
+        inside[calls] = (last >= 0) & (at < end[np.maximum(last, 0)])
     return inside
 
 
@@ -1033,9 +1024,9 @@ def _optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     events = trace.events
     kinds = (Kind.USER_ANNOTATION, Kind.CPU_OP)
     raw = _annotation_ranges(trace, OPTIMIZER, kinds)
-    backward_codes = [c for c, name in enumerate(events.names) if "Backward" in name]
     if not raw:
         return raw
+    backward_codes = [c for c, name in enumerate(events.names) if "Backward" in name]
     rows = np.flatnonzero((events.kind == Kind.CPU_OP) & np.isin(events.name, backward_codes))
     if rows.size == 0:
         return raw
