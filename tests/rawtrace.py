@@ -163,3 +163,46 @@ def launches_per_step(path: Path) -> dict[int, int]:
                 if start <= ts < end:
                     counts[number] += 1
     return counts
+
+
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def step_spans(evs: list[dict[str, Any]]) -> dict[int, tuple[float, float, float]]:
+    """Per ProfilerStep (CPU-side annotations): (CPU start, span start, end) in µs, by docs/critical_path.md's
+    definition read from the raw events. The step's GPU activities are those whose launch call (by correlation)
+    starts inside its CPU span; its end is the later of its CPU end and their last end. On each (device, stream)
+    it used, the earlier work is the other activities there (another step's, or launched before the trace) that
+    started before its first one: their latest end, but not past that first start. The span starts at the later
+    of the CPU start and the latest such end (never after the end)."""
+    launches = launch_times(evs)
+    found = steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])
+    gpu = [e for e in evs if str(e.get("cat", "")).lower() in GPU_ACTIVITY_CATS]
+    owner: list[int | None] = []
+    for e in gpu:
+        launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
+        if launched is None or launched > float(e["ts"]):  # no launch, or a correlation id reused by a later call
+            owner.append(None)
+        else:
+            owner.append(next((n for n, start, end in found if start <= launched < end), None))
+    out = {}
+    for number, start, cpu_end in found:
+        mine = [e for e, n in zip(gpu, owner, strict=True) if n == number]
+        end = max([cpu_end] + [float(e["ts"]) + float(e.get("dur", 0)) for e in mine])
+        earliest = start
+        for lane in {_lane(e) for e in mine}:
+            first = min(float(e["ts"]) for e in mine if _lane(e) == lane)
+            before = [
+                float(e["ts"]) + float(e.get("dur", 0))
+                for e, n in zip(gpu, owner, strict=True)
+                if n != number and _lane(e) == lane and float(e["ts"]) < first
+            ]
+            if before:
+                earliest = max(earliest, min(max(before), first))
+        out[number] = (start, min(earliest, end), end)
+    return out
+
+
+def _lane(e: dict[str, Any]) -> tuple[int, int]:
+    args = e.get("args") or {}
+    return int(args.get("device", 0) or 0), int(args.get("stream", 0) or 0)

@@ -1,5 +1,6 @@
-"""`check` on a step span that waits behind earlier steps' GPU work: the evidence says so and gives the step's
-period, which the queue does not lengthen (docs/check.md#a-span-behind-a-queue)."""
+"""A program whose CPU runs ahead of its GPU (no sync in the loop): each step's span starts where earlier steps'
+GPU work ends, so the queue does not lengthen it; `analyze`, `check`, `compare` and the report say how far the CPU
+runs ahead, beside the step's period (docs/check.md#a-cpu-that-runs-ahead)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests import rawtrace
 from tests.independent.step_windows import step_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUED = ROOT / "traces/h100/record/hf_llama_train_compiled.json.gz"  # no sync in the loop: its queue grows
 SYNCED = ROOT / "traces/h200/compiled_mlp.json.gz"  # a sync each step: no queue
+
+
+def _stdlib(path: Path) -> tuple[float, float, float]:
+    """Stdlib: (mean span, mean time from a step's CPU start to its span's start, median period), µs."""
+    bounds = list(rawtrace.step_spans(rawtrace.events(path)).values())
+    span = statistics.fmean(end - origin for _, origin, end in bounds)
+    ahead = statistics.fmean(origin - start for start, origin, _ in bounds)
+    return span, ahead, statistics.median(f["step_us"] for f in step_figures(str(path)))
 
 
 def _check(trace: Path, tmp_path: Path) -> str:
@@ -24,21 +36,22 @@ def _check(trace: Path, tmp_path: Path) -> str:
     return subprocess.run(command, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
 
 
-def test_the_queued_span_says_so_with_the_period(tmp_path: Path) -> None:
-    """The period in the evidence is the stdlib step period (GPU end to GPU end on these GPU-limited steps), about
-    half the mean span the check measured; the growing backlog is in the raw events too."""
+def test_the_queue_does_not_lengthen_the_span(tmp_path: Path) -> None:
+    """The queue grows over the five steps (stdlib backlog: 25.9 → 58.4 ms), yet the measured span is the
+    stdlib mean span, within 1 % of the stdlib period; the evidence gives the CPU's lead and the period."""
+    span, ahead, period = _stdlib(QUEUED)
+    backlog = [f["backlog_us"] for f in step_figures(str(QUEUED))]
+    assert backlog == sorted(backlog) and backlog[-1] > 2 * period
+    assert abs(span / period - 1) < 0.01 and ahead > span
     out = _check(QUEUED, tmp_path)
-    figures = step_figures(str(QUEUED))
-    period = statistics.median(f["step_us"] for f in figures)
+    assert f"critical_path.step_us = {span:.1f}" in out
+    assert f"each step's CPU runs {ahead:,.1f} µs ahead of earlier steps' GPU work" in out
     assert f"the step's period is {period:,.1f} µs (per_step.step_us)" in out
-    assert "% of the path waits behind earlier steps' GPU work" in out
-    backlog = [f["backlog_us"] for f in figures]
-    assert backlog == sorted(backlog) and backlog[-1] > 2 * period  # 25.9 → 58.4 ms over the five steps
 
 
 def test_no_such_line_without_a_queue(tmp_path: Path) -> None:
     out = _check(SYNCED, tmp_path)
-    assert "critical_path.step_us =" in out and "waits behind earlier steps" not in out
+    assert "critical_path.step_us =" in out and "runs" not in out
 
 
 def _compare_checks(before: Path, after: Path) -> list[dict[str, object]]:
@@ -51,34 +64,32 @@ def _compare_checks(before: Path, after: Path) -> list[dict[str, object]]:
 
 
 def test_compare_says_it_too() -> None:
-    """`compare`'s checked prediction carries the queued share and the period (JSON `queued_pct`, `period_us`) on
-    the queued twin, none on a synced one."""
+    """`compare`'s checked prediction carries the CPU's lead as a share of the time from a step's CPU start to its
+    end and the period (JSON `queued_pct`, `period_us`) on the queued twin, none on a synced one."""
     (queued,) = _compare_checks(QUEUED.with_name("hf_llama_train_eager.json.gz"), QUEUED)
-    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
-    assert queued["period_us"] == round(period, 3) or abs(float(str(queued["period_us"])) - period) < 0.1
-    assert float(str(queued["queued_pct"])) >= 25.0
+    span, ahead, period = _stdlib(QUEUED)
+    assert float(str(queued["period_us"])) == pytest.approx(period, abs=0.1)
+    assert float(str(queued["queued_pct"])) == pytest.approx(100 * ahead / (ahead + span), abs=0.01)
+    assert float(str(queued["measured_step_us"])) == pytest.approx(span, abs=0.01)
     synced = _compare_checks(ROOT / "traces/h200/eager_mlp.json.gz", SYNCED)
     assert synced and all(c["queued_pct"] is None and c["period_us"] is None for c in synced)
 
 
 def test_analyze_says_it_in_its_first_lines() -> None:
-    """`analyze`'s summary names the queued share and the median step (the stdlib period) under the profiler-free
-    line, in place of "the mean span differs"; a synced trace keeps its lines."""
+    """`analyze`'s summary says how far the CPU runs ahead (stdlib) under the profiler-free line; a synced trace
+    does not."""
     env = {"PATH": "/usr/bin:/bin", "COLUMNS": "80"}
     command = [sys.executable, "-m", "tracelens", "analyze", "--no-cache", "--summary"]
     out = subprocess.run([*command, str(QUEUED)], capture_output=True, text=True, env=env, check=True).stdout
-    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
+    _, ahead, _ = _stdlib(QUEUED)
     third = out.splitlines()[2]
-    assert (
-        third.startswith("  (")
-        and f"% of the span waits behind earlier steps; the median step: {period:,.1f} µs)" in third
-    )
+    assert third == f"  (its CPU runs {ahead:,.1f} µs ahead: spans start where earlier GPU work ends)"
     synced = subprocess.run([*command, str(SYNCED)], capture_output=True, text=True, env=env, check=True).stdout
-    assert "waits behind earlier steps" not in synced
+    assert "runs" not in synced
 
 
 def test_the_report_overview_says_it_too() -> None:
-    """The report's "What to do next" overview carries the same share and median step as `analyze`'s summary."""
+    """The report's "What to do next" overview carries the same lead as `analyze`'s summary."""
     import tracelens
     from tracelens.analyses import analyze
     from tracelens.renderers.analyses.actions import actions_panels
@@ -86,5 +97,5 @@ def test_the_report_overview_says_it_too() -> None:
     results = analyze(tracelens.load(QUEUED))
     assert results.actions is not None
     (overview,) = actions_panels(results.actions, results).overview
-    period = statistics.median(f["step_us"] for f in step_figures(str(QUEUED)))
-    assert f"for the median step of {period:,.1f} µs (58 % of the span waits behind earlier steps)" in str(overview)
+    _, ahead, _ = _stdlib(QUEUED)
+    assert f"its CPU runs {ahead:,.1f} µs ahead: spans start where earlier GPU work ends" in str(overview)

@@ -140,16 +140,21 @@ def test_the_report_highlights_the_critical_path_on_the_timeline() -> None:
 def test_a_step_queued_behind_earlier_steps_is_not_launch_latency() -> None:
     """The audit's GPU-bound loop without a sync per step (traces/h200/audit/backlog_nosync): step 4's first
     kernel waits 5.5 ms behind steps 2-3's GEMMs on the same stream (raw events: it starts 5.2 µs after the
-    stream's previous activity, launched 5.4 ms before). That is queueing, not launch latency: the path is mostly
-    `queued`, the parts add up to the step, and making the CPU faster saves nothing (the verdict is gpu)."""
+    stream's previous activity, launched 5.4 ms before). That is queueing, not launch latency, and no part of the
+    step: its span starts where that work ends, so its path is its GPU work (the stream's gap after that end is a
+    GPU gap), the parts add up to the step, the CPU's lead is `queued_us`, and making the CPU faster saves nothing
+    (the verdict is gpu)."""
     path = recorded_trace("h200/audit/backlog_nosync.json.gz")
     trace = tracelens.load(path)
     results = analyze(trace)
     result = results.critical_path
     assert result is not None and result.step == 4 and results.bound is not None and results.bound.bound == "gpu"
     parts = {p.part: p.us for p in result.composition}
-    assert "launch_latency" not in parts and parts["queued"] > 0.6 * (result.step_us or 0)
+    assert "launch_latency" not in parts and "queued" not in parts and "cpu_dispatch" not in parts
+    gpu = sum(us for part, us in parts.items() if part.startswith("gpu:"))
+    assert gpu > 0.95 * (result.step_us or 0)
     assert sum(parts.values()) == pytest.approx(result.step_us, abs=0.01)
+    assert result.queued_us is not None and result.queued_us > 2 * (result.step_us or 0)
     cpu = next(w for w in result.what_if if w.change.startswith("all CPU work"))
     assert cpu.saved_us == 0.0
 
@@ -168,33 +173,27 @@ def test_a_cross_stream_wait_stays_on_one_device() -> None:
     assert same.tolist() == [-1, 0] and other.tolist() == [-1, -1]
 
 
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
 def _raw_step_spans_and_gemm(path: Path) -> dict[int, tuple[float, float]]:
-    """Stdlib, from the raw events: per ProfilerStep, (span µs: step start to the later of its CPU end and the
-    last end of the GPU activity launched in it, GEMM kernel µs launched in it: nvjet/gemm/cutlass names)."""
+    """Stdlib, from the raw events: per ProfilerStep, (span µs: `rawtrace.step_spans`, GEMM kernel µs launched in
+    it: nvjet/gemm/cutlass names)."""
     from tests import rawtrace
 
     evs = rawtrace.events(path)
     launches = rawtrace.launch_times(evs)
     spans = rawtrace.steps([e for e in evs if not str(e.get("cat", "")).startswith("gpu_")])  # CPU-side annotations
-    out: dict[int, list[float]] = {n: [end - start, 0.0, start, end] for n, start, end in spans}
+    bounds = rawtrace.step_spans(evs)
+    out: dict[int, list[float]] = {n: [bounds[n][2] - bounds[n][1], 0.0] for n, _, _ in spans}
     for e in evs:
-        if str(e.get("cat", "")).lower() not in GPU_CATS:
+        if str(e.get("cat", "")).lower() != "kernel":
             continue
         launched = launches.get(int((e.get("args") or {}).get("correlation", -1)))
         if launched is None or launched > float(e["ts"]):  # a correlation id reused by a later call
             continue
         for number, start, end in spans:
             if start <= launched < end:
-                row = out[number]
-                row[0] = max(row[0], float(e["ts"]) + float(e.get("dur", 0)) - start)
                 name = str(e.get("name", "")).lower()
-                if str(e.get("cat", "")).lower() == "kernel" and (
-                    "nvjet" in name or "gemm" in name or "cutlass" in name
-                ):
-                    row[1] += float(e.get("dur", 0))
+                if "nvjet" in name or "gemm" in name or "cutlass" in name:
+                    out[number][1] += float(e.get("dur", 0))
     return {n: (row[0], row[1]) for n, row in out.items()}
 
 
@@ -245,15 +244,21 @@ def test_no_verdict_contradicts_its_own_what_ifs(path: Path) -> None:
             assert not (step.bound == "gpu" and mine.cpu_2x_saved_us > mine.gpu_2x_saved_us)
 
 
-def test_a_step_off_the_queue_is_named_unrepresentative() -> None:
-    """The backlog trace's first analyzed step starts with an empty queue (raw events: its first kernel starts right
-    after its launch, the later steps' wait milliseconds behind the previous step's GEMMs); it is named, with why."""
-    results = analyze(tracelens.load(recorded_trace("h200/audit/backlog_nosync.json.gz")))
-    result = results.critical_path
-    assert result is not None
-    odd = [s for s in result.steps if s.unrepresentative]
-    assert [s.number for s in odd] == [min(s.number for s in result.steps)]
-    assert all(s.queued_pct > 50 for s in result.steps if not s.unrepresentative)
+def test_a_growing_queue_leaves_the_span_alone() -> None:
+    """The backlog trace's queue grows step by step (the CPU starts each step further ahead of the GPU: raw
+    events, tests/independent/step_windows.py's backlog); the spans, which start where earlier steps' GPU work
+    ends, stay within 1 % of each other and of the stdlib per-step GPU window, and no step is unrepresentative."""
+    from tests.independent.step_windows import step_figures
+
+    path = recorded_trace("h200/audit/backlog_nosync.json.gz")
+    result = analyze(tracelens.load(path)).critical_path
+    assert result is not None and len(result.steps) > 2
+    queued = [s.queued_pct for s in result.steps]
+    assert queued == sorted(queued) and queued[0] > 50 and not any(s.unrepresentative for s in result.steps)
+    spans = [s.span_us for s in result.steps]
+    assert max(spans) < 1.01 * min(spans)
+    windows = {int(f["number"]): f["step_us"] for f in step_figures(str(path))}
+    assert all(s.span_us == pytest.approx(windows[s.number], rel=0.01) for s in result.steps)
 
 
 @pytest.mark.parametrize(
@@ -290,3 +295,25 @@ def test_the_cross_stream_search_at_once_gives_the_loops_edges(relative: str, mo
             assert [a.tolist() for a in at_once] == [a.tolist() for a in one_by_one]
             found += int((at_once[0] >= 0).sum())
     assert found > 0  # edges were found, so the two searches were compared on something
+
+
+SPAN_TRACES = sorted(p for p in Path("traces").rglob("*.json.gz") if p.stat().st_size < 20_000_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SPAN_TRACES, ids=str)
+def test_every_span_starts_at_its_origin(path: Path) -> None:
+    """Each replayed ProfilerStep's span equals the stdlib reading of the definition (`rawtrace.step_spans`: from
+    the later of its CPU start and the end of the earlier work on its streams to its last CPU or GPU end), and
+    `queued_pct` is the share of the time from its CPU start to its end that lies before the origin."""
+    from tests import rawtrace
+
+    result = analyze(tracelens.load(path)).critical_path
+    assert result is not None
+    bounds = rawtrace.step_spans(rawtrace.events(path))
+    for step in result.steps:
+        if step.number not in bounds:  # an inferred step: no ProfilerStep to read
+            continue
+        start, origin, end = bounds[step.number]
+        assert step.span_us == pytest.approx(end - origin, abs=0.01), step.number
+        assert step.queued_pct == pytest.approx(100 * (origin - start) / max(end - start, 1e-3), abs=0.01)

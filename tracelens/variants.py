@@ -102,8 +102,8 @@ BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile
 MIN_GFLOP_PER_CALL = 0.002
 
 
-# a measured mean span at least this much of whose critical path waits behind earlier steps' GPU work: `check` and
-# `compare` say so, with the step's period (the span grows with the queue, the period does not)
+# where each step's CPU starts this share (%) of its time before earlier steps' GPU work ends (the CPU runs ahead;
+# `critical_path.queued_pct`), `analyze`, `check` and `compare` say how far, beside the step's period
 QUEUED_NOTE_PCT = 25.0
 
 LAUNCH_MATCH = 0.5  # launches per step within which two counts are the same (an action's is a mean)

@@ -1137,8 +1137,8 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     held: bool
     before_step_us: float | None = None
     no_change_holds: bool | None = None
-    # where at least `QUEUED_NOTE_PCT` % of the after-trace's path waits behind earlier steps' GPU work: that share
-    # and its step's period (`per_step.step_us`), which the queue does not lengthen; else None
+    # where the after-trace's steps' CPU runs ahead of earlier steps' GPU work by at least `QUEUED_NOTE_PCT` % of
+    # their time (`critical_path.queued_pct`): that share and its step's period (`per_step.step_us`); else None
     queued_pct: float | None = None
     period_us: float | None = None
 

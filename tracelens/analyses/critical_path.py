@@ -70,7 +70,6 @@ MAX_NODES = 200_000
 STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the path
 MAX_TOTAL_NODES = 200_000  # over all steps; beyond it every k-th step is replayed
 LIMIT_RATIO = 2.0  # one side's 2x what-if must save this many times the other's to limit alone
-QUEUE_SHIFT_PCT = 25.0  # queued share of the path off the median step's by more: unrepresentative
 FIRST_STEP_OFF = 1.15  # the first step is unrepresentative when its span is off the median by more
 SPAN_OUTLIER = 1.5  # span off the median by more than this factor: unrepresentative
 _LAUNCH = LAYERS.index("launch")
@@ -189,8 +188,9 @@ class StepGraph(msgspec.Struct, frozen=True, dict=True):
     `build_graph`, replayed many times)."""
 
     step_index: int
-    start_ns: int
+    start_ns: int  # the step's CPU start
     cpu_end_ns: int
+    origin_ns: int  # where its span starts: max(CPU start, the end of earlier work on its streams; `_origin_ns`)
     calls: CallNodes
     last_call: int  # the last call of the thread whose calls end last (it carries the step to its end), -1 = none
     activities: ActivityNodes
@@ -325,10 +325,13 @@ class PathPart(msgspec.Struct, frozen=True):
 
 
 def queued_pct(path: CriticalPath) -> float | None:
-    """The share (%) of the mean path that waits behind earlier steps' GPU work (`QUEUED`), where it is at least
-    `QUEUED_NOTE_PCT`; else None."""
-    share = next((part.pct for part in path.composition if part.part == QUEUED), None)
-    return share if share is not None and share >= QUEUED_NOTE_PCT else None
+    """The share (%) of the mean time from a step's CPU start to its end that lies before its span starts (its
+    CPU ran ahead: its work waited behind, or overlapped, earlier steps' GPU work; `CriticalPath.queued_us`),
+    where it is at least `QUEUED_NOTE_PCT`; else None."""
+    if path.step_us is None or path.queued_us is None or path.queued_us <= 0:
+        return None
+    share = 100.0 * path.queued_us / (path.queued_us + path.step_us)
+    return round(share, 3) if share >= QUEUED_NOTE_PCT else None
 
 
 class PathItem(msgspec.Struct, frozen=True):
@@ -350,9 +353,10 @@ class WhatIf(msgspec.Struct, frozen=True):
 
 
 class StepPath(msgspec.Struct, frozen=True):
-    """One analyzed step: its span, what limits it by its own what-ifs (`limit`, see `limit_of`), the saving of
-    all CPU work 2× faster and of all GPU work 2× faster, the share of its path spent waiting behind earlier
-    steps' work, and why it is unrepresentative of the window (None when it is not)."""
+    """One analyzed step: its span (from `StepGraph.origin_ns`), what limits it by its own what-ifs (`limit`, see
+    `limit_of`), the saving of all CPU work 2× faster and of all GPU work 2× faster, the share (%) of the time
+    from its CPU start to its end that lies before its span starts (`queued_pct`: its CPU ran ahead of earlier
+    steps' GPU work), and why it is unrepresentative of the window (None when it is not)."""
 
     number: int
     span_us: float
@@ -370,7 +374,7 @@ class CriticalPath(msgspec.Struct, frozen=True):
     over the steps (`limit_of`); `steps`: each step's figures."""
 
     step: int | None  # the step of median length (its path is drawn), None when none
-    step_us: float | None  # mean span (start → later of CPU end and last GPU end) over the analyzed steps
+    step_us: float | None  # mean span (origin → later of CPU end and last GPU end) over the analyzed steps
     replay_error_us: float | None  # max |replayed − observed| span with no change (0 when the graph is sound)
     composition: list[PathPart]
     top_kernels: list[PathItem]
@@ -384,6 +388,7 @@ class CriticalPath(msgspec.Struct, frozen=True):
     limit: str = "unknown"
     limit_note: str = ""
     steps: list[StepPath] = msgspec.field(default_factory=list)
+    queued_us: float | None = None  # mean time from a step's CPU start to its span's start (None: no step)
 
 
 def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:
@@ -483,6 +488,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         limit=limit,
         limit_note=_limit_note(limit, cpu_mean, gpu_mean, steps),
         steps=steps,
+        queued_us=_r(sum(a.graph.origin_ns - a.graph.start_ns for a in analyzed) / n / NS_PER_US),
     )
 
 
@@ -552,17 +558,15 @@ def _step_rows(
     """Per step figures, each marked unrepresentative when (first reason that applies): compilation ran inside
     its CPU span (`compile_ns`); it is the trace's first
     step (warm-up) and its span is off the median by more than `FIRST_STEP_OFF` times or its limit is not the
-    majority's; its share of path time waiting behind earlier steps' work differs from the median step's by
-    more than `QUEUE_SHIFT_PCT` points (the queue had drained before it, or had built up); its own limit differs
-    from the window's majority; its span is off the median by more than `SPAN_OUTLIER` times."""
-    queued = [100.0 * a.base.path.get(QUEUED, 0) / max(1, sum(a.base.path.values())) for a in analyzed]
+    majority's; its own limit differs from the window's majority; its span is off the median by more than
+    `SPAN_OUTLIER` times."""
     limits = [limit_of(c / NS_PER_US, g / NS_PER_US) for c, g in zip(cpu_ns, gpu_ns, strict=True)]
     spans = [a.base.step_ns / NS_PER_US for a in analyzed]
-    median_queued, median_span = float(median(np.array(queued))), float(median(np.array(spans)))
+    median_span = float(median(np.array(spans)))
     majority = max(set(limits), key=lambda v: (limits.count(v), v))
     first_number = int(trace.steps.number.min()) if len(trace.steps) else None
     rows = []
-    for a, q, limit, span, c, g in zip(analyzed, queued, limits, spans, cpu_ns, gpu_ns, strict=True):
+    for a, limit, span, c, g in zip(analyzed, limits, spans, cpu_ns, gpu_ns, strict=True):
         why = None
         compiling = _overlap_ns(compile_ns, a.graph.start_ns, a.graph.cpu_end_ns)
         off = median_span > 0 and not 1 / FIRST_STEP_OFF <= span / median_span <= FIRST_STEP_OFF
@@ -573,13 +577,11 @@ def _step_rows(
                 f"the trace's first step (warm-up): span {span:,.1f} µs, limited by {limit} "
                 f"(median {median_span:,.1f} µs)"
             )
-        elif abs(q - median_queued) > QUEUE_SHIFT_PCT:
-            how = "the queue had drained before it" if q < median_queued else "it waits behind a queue of earlier work"
-            why = f"{how}: {q:.0f} % of its path waits behind earlier steps (median step {median_queued:.0f} %)"
         elif limit != majority and len(analyzed) > 2:
             why = f"limited by {limit} where most steps are {majority}"
         elif median_span > 0 and not 1 / SPAN_OUTLIER <= span / median_span <= SPAN_OUTLIER:
             why = f"its span {span:,.1f} µs is far from the median {median_span:,.1f} µs"
+        ahead_ns = a.graph.origin_ns - a.graph.start_ns
         rows.append(
             StepPath(
                 number=a.number,
@@ -587,7 +589,7 @@ def _step_rows(
                 limit=limit,
                 cpu_2x_saved_us=_r(c / NS_PER_US),
                 gpu_2x_saved_us=_r(g / NS_PER_US),
-                queued_pct=_r(q),
+                queued_pct=_r(100.0 * ahead_ns / max(1, ahead_ns + a.base.step_ns)),
                 unrepresentative=why,
             )
         )
@@ -683,6 +685,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
+        origin_ns=_origin_ns(start, g.ts_ns, g.dur_ns, queued, cpu_end),
         calls=CallNodes(ev.track[calls], call_start, call_dur, is_sync, calls, chains.previous, chains.work),
         last_call=chains.last,
         activities=ActivityNodes(g.ts_ns, g.dur_ns, lanes, launch_call, g.category, g.name, g.op_name, g.row),
@@ -807,6 +810,19 @@ def _previous_on_lane(lane: np.ndarray) -> np.ndarray:
     same = lane[order[1:]] == lane[order[:-1]]
     previous[order[1:][same]] = order[:-1][same]
     return previous
+
+
+def _origin_ns(start_ns: int, gpu_start: I64, gpu_dur: I64, queued: I64, cpu_end_ns: int) -> int:
+    """Where the step's span starts: the later of its CPU start and the latest end of the earlier work on its
+    streams (`queued`, per stream's first activity of the step, capped at that activity's start), never after the
+    step's observed end. Before it, the step's CPU work overlapped GPU work of earlier steps, or its GPU work
+    waited behind theirs: time the program spends once for both steps, so it is no step's alone."""
+    waits = queued >= 0
+    if not waits.any():
+        return start_ns
+    earlier_end = int(np.minimum(queued, gpu_start)[waits].max())
+    end = max(cpu_end_ns, int((gpu_start + gpu_dur).max()))
+    return min(max(start_ns, earlier_end), end)
 
 
 def _queued_behind(activity: GpuActivity, index: int, g: GpuActivity) -> I64:
@@ -1366,8 +1382,9 @@ def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _End
     rows: list[int] = []
     if walker is not None:
         walker(node, path, kernels, ops, rows)
+        _trim(path, graph.origin_ns - graph.start_ns)
     return Replay(
-        step_ns=max(cpu_end, gpu_end) - graph.start_ns,
+        step_ns=max(cpu_end, gpu_end) - graph.origin_ns,
         cpu_end_ns=cpu_end,
         gpu_end_ns=gpu_end,
         path=path,
@@ -1375,6 +1392,31 @@ def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _End
         path_ops=ops,
         path_rows=list(dict.fromkeys(rows)),
     )
+
+
+# the parts the path's stretch before the span's start is taken from, in this order (`_trim`): the wait behind
+# earlier steps (the rest of it, the stream's gap after their work ended, becomes a GPU gap), then the CPU's
+TRIM_ORDER = (QUEUED, OTHER_WAIT, CPU, SYNC, LAUNCH_LATENCY, GPU_GAP)
+
+
+def _trim(path: dict[str, float], before_ns: int) -> None:
+    """Take `before_ns` (the path's time before the step's span starts, `StepGraph.origin_ns`) out of `path`,
+    part by part in `TRIM_ORDER`, then from the GPU parts in order of size; what stays of `QUEUED` is a GPU gap.
+    Exact where the stretch before the span's start is a wait behind earlier steps (the path then starts with it)
+    or the CPU work that overlapped their GPU work (the path then starts on the CPU)."""
+    left = float(before_ns)
+    gpu = sorted((part for part in path if part not in TRIM_ORDER), key=lambda part: -path[part])
+    for part in (*TRIM_ORDER, *gpu):
+        if left <= 0:
+            break
+        if part in path:
+            taken = min(left, path[part])
+            path[part] -= taken
+            left -= taken
+    if path.get(QUEUED):
+        path[GPU_GAP] = path.get(GPU_GAP, 0) + path[QUEUED]
+    for part in [part for part, ns in path.items() if ns <= 0 or part == QUEUED]:
+        del path[part]
 
 
 def _latest_end(g_end: _Ends, default: int) -> tuple[int, int]:
@@ -1471,7 +1513,7 @@ def _edge_columns(edges: _EdgeList) -> tuple[tuple[str, ...], list[int] | None, 
 def _observed_step_ns(graph: StepGraph) -> int:
     start, length = graph.native_arrays[2][:2]
     gpu_end = int((start + length).max()) if start.size else 0
-    return max(graph.cpu_end_ns, gpu_end) - graph.start_ns
+    return max(graph.cpu_end_ns, gpu_end) - graph.origin_ns
 
 
 # --- what-if ------------------------------------------------------------------------------------------------

@@ -266,7 +266,9 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "**means per step** (`what_if[].saved_us_min`/`saved_us_max`: the spread, `steps`: how many), "
                 "`steps_analyzed`, `step_us_min`/`step_us_max`, `limit` and `limit_note` (what the what-ifs say "
                 "limits the steps), `steps` (per step: `number`, `span_us`, `limit`, `cpu_2x_saved_us`, "
-                "`gpu_2x_saved_us`, `queued_pct`, `unrepresentative`: why, or `null`), `step` (the "
+                "`gpu_2x_saved_us`, `queued_pct`: the share of the time from its CPU start to its end before its "
+                "span starts, `unrepresentative`: why, or `null`), `queued_us` (the mean time from a step's CPU "
+                "start to its span's start: its CPU ran ahead of earlier steps' GPU work), `step` (the "
                 "median-length step whose path the report draws), replay error (max over steps), note "
                 "([critical path](critical_path.md))",
             ),

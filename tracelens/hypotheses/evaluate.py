@@ -247,8 +247,8 @@ def _measure_metric(hypothesis: Hypothesis, path: str, target: TraceDocument) ->
 
 def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
     """For per_step.X: the value of every analyzed step, and the kernels / ops / API calls behind it. For
-    critical_path.step_us where at least `QUEUED_NOTE_PCT` % of the path waits behind earlier steps' GPU work:
-    that share, and the step's period (per_step.step_us), which the queue does not lengthen."""
+    critical_path.step_us where each step's CPU starts at least `QUEUED_NOTE_PCT` % of its time before earlier
+    steps' GPU work ends: how far it runs ahead (not in the span), and the step's period (per_step.step_us)."""
     head, _, key = path.partition(".")
     if path == "critical_path.step_us":
         return _queued_evidence(document)
@@ -267,13 +267,15 @@ def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
 
 def _queued_evidence(document: dict[str, Any]) -> tuple[str, ...]:
     path = document.get("critical_path") or {}
-    queued = next((p.get("pct") for p in path.get("composition") or [] if p.get("part") == "queued"), None)
+    ahead, span = path.get("queued_us"), path.get("step_us")
     period = (document.get("per_step") or {}).get("step_us")
-    if not isinstance(queued, int | float) or queued < QUEUED_NOTE_PCT or not isinstance(period, int | float):
+    if not isinstance(ahead, int | float) or not isinstance(span, int | float) or not isinstance(period, int | float):
+        return ()
+    if ahead <= 0 or 100.0 * ahead / (ahead + span) < QUEUED_NOTE_PCT:
         return ()
     return (
-        f"{queued:.0f} % of the path waits behind earlier steps' GPU work (the CPU runs ahead): the mean span "
-        f"grows with the queue; the step's period is {period:,.1f} µs (per_step.step_us)",
+        f"each step's CPU runs {ahead:,.1f} µs ahead of earlier steps' GPU work (the span starts where that work "
+        f"ends); the step's period is {period:,.1f} µs (per_step.step_us)",
     )
 
 

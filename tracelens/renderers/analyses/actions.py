@@ -57,11 +57,14 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             line = "Warm-up w" + line[1:]
         head.append("\n" + line)
         median = free.profiled_step_us if free is not None else None
-        queued = _queued(results)
-        if median and queued is not None:  # the span grows with the queue, the median step's period does not
+        ahead = _ahead_us(results)
+        apart = bool(median) and abs(s.step_us / (median or 1) - 1) > MEAN_AND_MEDIAN_APART
+        if ahead is not None and apart:  # the CPU runs ahead, and the mean span is not the median step
             head.append(
-                f"\n  ({queued:.0f} % of the span waits behind earlier steps; the median step: {us_text(median)} µs)"
+                f"\n  (its CPU runs {us_text(ahead)} µs ahead, in no span; the median step: {us_text(median)} µs)"
             )
+        elif ahead is not None:  # the CPU runs ahead: where the spans start
+            head.append(f"\n  (its CPU runs {us_text(ahead)} µs ahead: spans start where earlier GPU work ends)")
         elif median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: which is which
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     elif free is not None and free.note:  # unknown, and why, in one line: never silent
@@ -187,11 +190,12 @@ LIMIT_SENTENCE = {
 }
 
 
-def _queued(results: AnalysisResults) -> float | None:
-    """The share (%) of the mean span's path that waits behind earlier steps' GPU work, where it is to be said
-    (`critical_path.queued_pct`)."""
+def _ahead_us(results: AnalysisResults) -> float | None:
+    """How far (µs, mean per step) each step's CPU start runs ahead of the end of earlier steps' GPU work, where it
+    is to be said (`critical_path.queued_pct`: at least `QUEUED_NOTE_PCT` % of the time from a step's CPU start to
+    its end); else None."""
     path = results.get(CriticalPath)
-    return queued_pct(path) if path is not None else None
+    return path.queued_us if path is not None and queued_pct(path) is not None else None
 
 
 def actions_panels(result: Actions | None, results: AnalysisResults) -> page.AnalysisPanels:
@@ -209,11 +213,11 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()
         without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
-        median, queued = free.profiled_step_us, _queued(results)
-        if median and queued is not None:  # as the text summary says it
-            without += (
-                f", for the median step of {us_text(median)} µs ({queued:.0f} % of the span waits behind earlier steps)"
-            )
+        median, ahead = free.profiled_step_us, _ahead_us(results)
+        if ahead is not None:  # as the text summary says it
+            without += f"; its CPU runs {us_text(ahead)} µs ahead: spans start where earlier GPU work ends"
+            if median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
+                without += f"; the median step: {us_text(median)} µs profiled"
         elif median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
             without += f", for the median step of {us_text(median)} µs profiled"
     note = (

@@ -27,8 +27,14 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
     head.append(
         f" over {n} step{'s' if n != 1 else ''}: span {us_text(result.step_us)} µs per step "
         f"(min {us_text(result.step_us_min)}, "
-        f"max {us_text(result.step_us_max)}) from each step's CPU start to its last CPU or GPU end ({result.note})"
+        f"max {us_text(result.step_us_max)}) from each step's CPU start, or the end of earlier steps' GPU work on "
+        f"its streams where that is later, to its last CPU or GPU end ({result.note})"
     )
+    if result.queued_us:
+        head.append(
+            f"\nEach step's CPU started {us_text(result.queued_us)} µs (mean) before earlier steps' GPU work ended: "
+            "time the steps share, in no span."
+        )
     if result.limit_note:
         head.append(f"\nLimit: {result.limit_note}.")
     odd = [s for s in result.steps if s.unrepresentative]
