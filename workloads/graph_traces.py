@@ -3,7 +3,8 @@ the profiled window and, separately, in a trace of its own. Run on the H200 from
 
     python3 workloads/graph_traces.py OUTDIR        (needs CUDA; its traces are traces/h200/graphs/)
 
-GRAPHS_TOKENS / GRAPHS_SEQ set the MLP's tokens and the block's sequence (default 256 each); GRAPHS_ONLY=mlp_block
+GRAPHS_TOKENS / GRAPHS_SEQ set the MLP's tokens and the block's sequence (default 256 each); GRAPHS_ACTIVE the
+profiled steps per variant (default 5); GRAPHS_ONLY=mlp_block
 records those two parts alone. GRAPHS_VARIANTS (comma-separated: eager, graph, graph_apart, ro, ro_apart,
 compiled, graph_compiled) records only those variants of the MLP and the block.
 
@@ -56,7 +57,7 @@ BUDGET_S = float(os.environ.get("GRAPHS_BUDGET_S", "420"))
 os.makedirs(OUT, exist_ok=True)
 DEV = torch.device("cuda")
 DTYPE = torch.bfloat16
-ACTIVE = 5
+ACTIVE = int(os.environ.get("GRAPHS_ACTIVE", "5"))  # profiled steps per variant (the capture's step besides)
 TIMED = 30
 RUNS: dict = {}
 ENV = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda}
