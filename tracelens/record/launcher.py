@@ -315,6 +315,11 @@ def _progress(status: dict[str, Any], args: argparse.Namespace) -> str:
     return f"{hook} saw {status.get('boundaries', 0)} step(s); the window needs {status.get('needed')}"
 
 
+# a profiled wall-clock step this much (%) below the profiler-free one is the host's pace, not the program's: the
+# CPU ran ahead of a GPU-bound loop with no sync per step (the profiler slows the host; it never speeds a step up)
+AHEAD_PCT = 5.0
+
+
 def _print_timings(statuses: list[dict[str, Any]]) -> None:
     for status in statuses:
         free = status.get("profiler_free") or {}
@@ -330,7 +335,9 @@ def _print_timings(statuses: list[dict[str, Any]]) -> None:
             )
             inflation = 100.0 * (profiled / free["median_step_us"] - 1.0) if free["median_step_us"] > 0 else None
             line += f"; profiled {profiled:,.1f} µs (wall clock)"
-            if inflation is not None:
+            if inflation is not None and inflation < -AHEAD_PCT:  # the profiler cannot have made the program faster
+                line += ": the host's pace, not the step's (its CPU runs ahead of the GPU; analyze reads the step)"
+            elif inflation is not None:
                 line += f": the profiler added {change_text(inflation, 0)} %"
         print(f"tracelens: {line}", file=sys.stderr)
 
