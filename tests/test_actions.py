@@ -397,7 +397,7 @@ def test_the_summary_names_the_step_its_profiler_free_time_is_for(
     median = statistics.median(end - start for _, start, end in spans)
     apart = abs(raw_mean_span_us(path) / median - 1) > 0.05
     out, _ = run_cli(capsys, "analyze", str(path), "--summary")
-    assert apart == named == ("(for the median step, " in out or "; the median step: " in out)
+    assert apart == named == ("(for the median step, " in out or "; median step: " in out)
 
 
 def test_section_actions_lists_every_action_and_summary_only_the_summary() -> None:

@@ -816,7 +816,7 @@ def _origin_ns(start_ns: int, gpu_start: I64, gpu_dur: I64, queued: I64, cpu_end
     """Where the step's span starts: the later of its CPU start and the latest end of the earlier work on its
     streams (`queued`, per stream's first activity of the step, capped at that activity's start), never after the
     step's observed end. Before it, the step's CPU work overlapped GPU work of earlier steps, or its GPU work
-    waited behind theirs: time the program spends once for both steps, so it is no step's alone."""
+    waited behind theirs: time the earlier steps' spans hold (they end with that work), counted once."""
     waits = queued >= 0
     if not waits.any():
         return start_ns

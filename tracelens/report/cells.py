@@ -87,7 +87,7 @@ def queued_caption(checks: list[PredictionCheck]) -> str:
         return ""
     return (
         f"{check.after}: its CPU runs ahead ({check.queued_pct:.0f} % of each step's time from its CPU start lies "
-        f"before earlier steps' GPU work ends, in no span); its step's period is {us_text(check.period_us)} µs"
+        f"before earlier steps' GPU work ends, in theirs); its step's period is {us_text(check.period_us)} µs"
     )
 
 

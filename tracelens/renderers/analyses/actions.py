@@ -61,7 +61,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         apart = bool(median) and abs(s.step_us / (median or 1) - 1) > MEAN_AND_MEDIAN_APART
         if ahead is not None and apart:  # the CPU runs ahead, and the mean span is not the median step
             head.append(
-                f"\n  (its CPU runs {us_text(ahead)} µs ahead, in no span; the median step: {us_text(median)} µs)"
+                f"\n  (its CPU runs {us_text(ahead)} µs ahead, not in its span; median step: {us_text(median)} µs)"
             )
         elif ahead is not None:  # the CPU runs ahead: where the spans start
             head.append(f"\n  (its CPU runs {us_text(ahead)} µs ahead: spans start where earlier GPU work ends)")

@@ -33,7 +33,7 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
     if result.queued_us:
         head.append(
             f"\nEach step's CPU started {us_text(result.queued_us)} µs (mean) before earlier steps' GPU work ended: "
-            "time the steps share, in no span."
+            "that time is in the earlier steps' spans, not in its own."
         )
     if result.limit_note:
         head.append(f"\nLimit: {result.limit_note}.")
