@@ -575,3 +575,29 @@ def test_the_verdict_sentence_says_what_decided_it(capsys: pytest.CaptureFixture
     assert main(["analyze", str(path), "--section", "bound", "--width", "200"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "Bound: gpu — GPU work limits the step: faster kernels shorten it more than faster CPU work"
+
+
+def _input_shapes_per_op(path: Path) -> float:
+    """Stdlib: the mean number of `Input Dims` entries of the trace's CPU ops."""
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    return sum(len((e.get("args") or {}).get("Input Dims") or []) for e in ops) / len(ops)
+
+
+@pytest.mark.slow
+def test_hugging_face_ops_record_no_more_input_shapes() -> None:
+    """The docs' refuted guess (held out: `tracelens record` traces): Hugging Face's eager ops carry about as many
+    input shapes as the calibration programs', so that does not explain their doubled profiler cost."""
+    hf = [
+        ROOT / f"traces/h100/record/{n}_eager.json.gz"
+        for n in ("hf_llama_train_b1s128", "hf_llama_train", "hf_gpt2_train")
+    ]
+    study = [
+        ROOT / f"traces/h200/{n}.json.gz" for n in ("eager_mlp", "extra/train_eager_mlp", "block/train_eager_block")
+    ]
+    hf_range = [_input_shapes_per_op(p) for p in hf]
+    study_range = [_input_shapes_per_op(p) for p in study]
+    doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
+    assert f"({min(hf_range):.2f}-{max(hf_range):.2f} input shapes per CPU op" in doc
+    assert f"{min(study_range):.2f}-{max(study_range):.2f} in the study's eager MLP" in doc
