@@ -9,8 +9,9 @@ In a region, eager kernels whose (kernel, op) the variant still runs there are k
 variant's fused kernel in the same region, else one or two regions away, whose launching op shares a tensor
 size (element count of an `Input Dims` entry, equal or within a factor of 4) with the eager op and, where both
 steps have as many host syncs between their kernels (`.item()`, a stream/device/event/context sync, a blocking
-`cudaMemcpy` on the launching thread), that has as many of them before its launch; an eager op without recorded
-sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
+`cudaMemcpy` on the launching thread), that has as many of them before its launch (an equal size beats a factor,
+more equal sizes beat fewer, then the nearer region, then the fused kernel that runs first in the step); an eager
+op without recorded sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
 its op launched, unless that op is a compiled region (a CUDA-graph replay's kernels keep only the region around
 the graph launch): there each fused kernel stands alone, and, having no sizes, takes an eager op that shares a size
 with no fused kernel when it runs in the op's region or the next one.
@@ -237,22 +238,22 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
         choice = None
         if k["numels"]:
             ranked = [
-                (-_shares(k["numels"], sizes), abs(region - r), name)
-                for name, region, sizes in heads.values()
+                (-_shares(k["numels"], sizes), -len(k["numels"] & sizes), abs(region - r), first, name)
+                for first, (name, region, sizes) in enumerate(heads.values())
                 if abs(region - r) <= 2
                 and _shares(k["numels"], sizes)
                 and (not by_syncs or head_syncs[name] == k["syncs"])
             ]
             if not ranked:  # a graph replay's fused kernel (its op the compiled region, no sizes): at or after
                 ranked = [
-                    (0, region - r, name)
-                    for key, (name, region, sizes) in heads.items()
+                    (0, 0, region - r, first, name)
+                    for first, (key, (name, region, sizes)) in enumerate(heads.items())
                     if isinstance(key, tuple)
                     and not sizes
                     and 0 <= region - r <= 1
                     and (not by_syncs or head_syncs[name] == k["syncs"])
                 ]
-            choice = min(ranked)[2] if ranked else None
+            choice = min(ranked)[-1] if ranked else None
         else:
             choice = previous
         if choice is None:
