@@ -1,6 +1,6 @@
 """A program whose CPU runs ahead of its GPU (no sync in the loop): each step's span starts where earlier steps'
-GPU work ends, so the queue does not lengthen it; `analyze`, `check`, `compare` and the report say how far the CPU
-runs ahead, beside the step's period (docs/check.md#a-cpu-that-runs-ahead)."""
+GPU work ends, so the queue does not lengthen it; `analyze`, `check`, `compare` and the report say how long before
+that end each step's CPU starts, beside the step's period (docs/check.md#a-cpu-that-runs-ahead)."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ def test_the_queue_does_not_lengthen_the_span(tmp_path: Path) -> None:
     assert abs(span / period - 1) < 0.01 and ahead > span
     out = _check(QUEUED, tmp_path)
     assert f"critical_path.step_us = {span:.1f}" in out
-    assert f"each step's CPU runs {ahead:,.1f} µs ahead of earlier steps' GPU work" in out
+    assert f"each step's CPU starts {ahead:,.1f} µs before earlier steps' GPU work ends" in out
     assert f"the step's period is {period:,.1f} µs (per_step.step_us)" in out
 
 
 def test_no_such_line_without_a_queue(tmp_path: Path) -> None:
     out = _check(SYNCED, tmp_path)
-    assert "critical_path.step_us =" in out and "runs" not in out
+    assert "critical_path.step_us =" in out and "before earlier steps' GPU work ends" not in out
 
 
 def _compare_checks(before: Path, after: Path) -> list[dict[str, object]]:
@@ -83,9 +83,9 @@ def test_analyze_says_it_in_its_first_lines() -> None:
     out = subprocess.run([*command, str(QUEUED)], capture_output=True, text=True, env=env, check=True).stdout
     _, ahead, _ = _stdlib(QUEUED)
     third = out.splitlines()[2]
-    assert third == f"  (its CPU runs {ahead:,.1f} µs ahead: spans start where earlier GPU work ends)"
+    assert third == f"  (CPU starts {ahead:,.1f} µs before prior GPU work ends; spans start at its end)"
     synced = subprocess.run([*command, str(SYNCED)], capture_output=True, text=True, env=env, check=True).stdout
-    assert "runs" not in synced
+    assert "before prior GPU work ends" not in synced and "(for the median step" not in synced
 
 
 def test_the_report_overview_says_it_too() -> None:
@@ -98,4 +98,6 @@ def test_the_report_overview_says_it_too() -> None:
     assert results.actions is not None
     (overview,) = actions_panels(results.actions, results).overview
     _, ahead, _ = _stdlib(QUEUED)
-    assert f"its CPU runs {ahead:,.1f} µs ahead: spans start where earlier GPU work ends" in str(overview)
+    assert f"each step's CPU starts {ahead:,.1f} µs before earlier GPU work ends: spans start at its end" in str(
+        overview
+    )

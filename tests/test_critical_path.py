@@ -26,6 +26,7 @@ from tracelens.analyses.critical_path import (
 )
 from tracelens.analyses.window import select_window
 
+ROOT = Path(__file__).resolve().parent.parent
 RECORDED = sorted(Path("traces/h200").rglob("*.json.gz"))
 
 
@@ -150,7 +151,7 @@ def test_a_step_queued_behind_earlier_steps_is_not_launch_latency() -> None:
     result = results.critical_path
     assert result is not None and result.step == 4 and results.bound is not None and results.bound.bound == "gpu"
     parts = {p.part: p.us for p in result.composition}
-    assert "launch_latency" not in parts and "queued" not in parts and "cpu_dispatch" not in parts
+    assert "launch_latency" not in parts and "cpu_dispatch" not in parts
     gpu = sum(us for part, us in parts.items() if part.startswith("gpu:"))
     assert gpu > 0.95 * (result.step_us or 0)
     assert sum(parts.values()) == pytest.approx(result.step_us, abs=0.01)
@@ -297,7 +298,10 @@ def test_the_cross_stream_search_at_once_gives_the_loops_edges(relative: str, mo
     assert found > 0  # edges were found, so the two searches were compared on something
 
 
-SPAN_TRACES = sorted(p for p in Path("traces").rglob("*.json.gz") if p.stat().st_size < 20_000_000)
+SPAN_TRACES = [
+    *sorted(p for p in (ROOT / "traces").rglob("*.json.gz") if p.stat().st_size < 20_000_000),
+    *anchor_traces(),
+]
 
 
 @pytest.mark.slow
@@ -317,3 +321,84 @@ def test_every_span_starts_at_its_origin(path: Path) -> None:
         start, origin, end = bounds[step.number]
         assert step.span_us == pytest.approx(end - origin, abs=0.01), step.number
         assert step.queued_pct == pytest.approx(100 * (origin - start) / max(end - start, 1e-3), abs=0.01)
+
+
+def _synthetic(
+    tmp_path: Path, kernels: list[tuple[float, int, float, float, str]], syncs: list[tuple[float, float]]
+) -> Path:
+    """A Kineto trace of three ProfilerSteps (µs: [1000, 1100), [1100, 2300), [2300, 2400)) on one thread:
+    `kernels` (launch µs, stream, start µs, duration µs, name), each launched by a cudaLaunchKernel of 2 µs;
+    `syncs` (start µs, duration µs), cudaDeviceSynchronize calls."""
+    import gzip
+    import json
+
+    events: list[dict[str, object]] = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": s, "dur": e - s}
+        for n, s, e in ((1, 1000.0, 1100.0), (2, 1100.0, 2300.0), (3, 2300.0, 2400.0))
+    ]
+    for corr, (launch, stream, start, dur, name) in enumerate(kernels, start=100):
+        args = {"correlation": corr}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": launch,
+                "dur": 2.0,
+                "args": args,
+            }
+        )
+        gpu_args = {"device": 0, "stream": stream, "correlation": corr}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": stream,
+                "ts": start,
+                "dur": dur,
+                "args": gpu_args,
+            }
+        )
+    for corr, (start, dur) in enumerate(syncs, start=900):
+        sync = {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaDeviceSynchronize",
+            "pid": 1,
+            "tid": 1,
+            "ts": start,
+            "dur": dur,
+            "args": {"correlation": corr},
+        }
+        events.append(sync)
+    path = tmp_path / "synthetic.json.gz"
+    document = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events}
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return path
+
+
+def test_the_path_is_cut_at_the_origin_in_time_order(tmp_path: Path) -> None:
+    """Step 2 (CPU 1100-2300 µs) launches `gemm_side` on stream 20 (it runs 1115-2115), then `elementwise_b` on
+    stream 7, which waits behind step 1's `gemm_long` (1015-2015) and runs 2015-2065; a sync (1130-2120) waits for
+    both; the CPU works on to 2300. By hand: the origin is 2015 (the end of the earlier work on stream 7), the span
+    285 µs, and its path back from the end is 180 µs of CPU work, the sync's 5 µs return, and the last 100 µs of
+    `gemm_side` (what of it lies after the origin); the CPU work and `gemm_side`'s first 900 µs before the origin
+    are no part of it (the stretch is cut where it lies in time, not by part)."""
+    from tracelens.analyses.critical_path import build_graph, replay
+
+    kernels = [
+        (1010.0, 7, 1015.0, 1000.0, "gemm_long"),
+        (1110.0, 20, 1115.0, 1000.0, "gemm_side"),
+        (1120.0, 7, 2015.0, 50.0, "elementwise_b"),
+        (2310.0, 7, 2315.0, 10.0, "elementwise_c"),
+    ]
+    trace = tracelens.load(_synthetic(tmp_path, kernels, [(1130.0, 990.0)]))
+    graph = build_graph(trace, 1)
+    assert graph is not None and graph.origin_ns - graph.start_ns == 915_000
+    result = replay(graph)
+    assert result.step_ns == 285_000
+    assert result.path == {"cpu_dispatch": 180_000, "sync": 5_000, "gpu:gemm": 100_000}

@@ -478,3 +478,5 @@ def test_a_wall_clock_step_below_the_profiler_free_one_is_the_hosts_pace(capsys:
     assert "the host's pace, not the step's" in ahead and "the profiler added" not in ahead
     _print_timings([{"profiler_free": dict(free, median_step_us=9_079.5), "profiled_wall_step_us": [15_153.8]}])
     assert "the profiler added +67 %" in capsys.readouterr().err
+    _print_timings([{"profiler_free": free, "profiled_wall_step_us": [26_000.0]}])  # −3 %: no negative addition
+    assert "the profiler added nothing measurable (-3 %)" in capsys.readouterr().err

@@ -1207,9 +1207,10 @@ static int add_to(int64_t key, int64_t value, int64_t *position, int64_t *order,
     return !__builtin_add_overflow(sums[position[key]], value, &sums[position[key]]);
 }
 
-/* walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes): the walk of
+/* walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes, limit): the walk of
    tracelens.analyses.critical_path._walk over one replay's edges, from `node` (a call's end when >= 0, activity k
-   when ~k) back along binding constraints until `end`, at most 2 x (calls + activities) + 2 steps. `calls`: int64
+   when ~k) back along binding constraints until `end` or until `limit` ns are walked (the stretch it runs out in
+   taken in part; a launch edge's latency lies after what exceeds it), at most 2 x (calls + activities) + 2 steps. `calls`: int64
    [6][n_calls] (the node a call's start is reached from and its ns; the part, predecessor and ns of the call's own
    time; its event row). `gpu`: int64 [9][n_gpu] (replayed start and end; part, predecessor and ns of how its start
    was reached; event row; its category's part; name code; op code). Parts are indices below `n_parts`
@@ -1219,19 +1220,21 @@ static int add_to(int64_t key, int64_t value, int64_t *position, int64_t *order,
    part or code is out of range or a sum would not fit int64 (the Python walk answers). */
 static PyObject *walk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) {
     (void)module;
-    if (argc != 9) {
-        PyErr_SetString(PyExc_TypeError, "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes)");
+    if (argc != 10) {
+        PyErr_SetString(PyExc_TypeError,
+                        "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes, limit)");
         return NULL;
     }
-    long long scalars[7];
-    static const int scalar_args[7] = {0, 3, 4, 5, 6, 7, 8};
-    for (int a = 0; a < 7; a++) {
+    long long scalars[8];
+    static const int scalar_args[8] = {0, 3, 4, 5, 6, 7, 8, 9};
+    for (int a = 0; a < 8; a++) {
         scalars[a] = PyLong_AsLongLong(argv[scalar_args[a]]);
         if (scalars[a] == -1 && PyErr_Occurred()) return NULL;
     }
     int64_t node = scalars[0];
     const int64_t end_marker = scalars[1], latency = scalars[2], launch_part = scalars[3], other_part = scalars[4];
     const int64_t n_parts = scalars[5], n_codes = scalars[6];
+    int64_t left = scalars[7];
     if (n_parts < 0 || n_codes < 0 || n_parts > (1 << 20) || n_codes > (1 << 22)) Py_RETURN_NONE; /* a few names */
     Py_buffer views[2];
     Py_ssize_t lengths[2] = {-1, -1};
@@ -1280,17 +1283,21 @@ static PyObject *walk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
     int64_t *rows = cursor;
     Py_ssize_t n_rows = 0;
     int at_start = 0, ok = 1;
-    for (Py_ssize_t step = 0; step < steps && ok && node != end_marker; step++) {
+    for (Py_ssize_t step = 0; step < steps && ok && node != end_marker && left > 0; step++) {
         if (node >= 0) {
             if (node >= n_calls) goto python;
             if (!at_start) { /* a call entered at its end: its own time */
                 rows[n_rows++] = call_row[node];
                 if (own_part[node] < 0 || own_part[node] >= n_parts) goto python;
-                ok = add_to(own_part[node], own_ns[node], position[0], order[0], sums[0], &count[0]);
+                const int64_t taken = own_ns[node] < left ? own_ns[node] : left;
+                ok = add_to(own_part[node], taken, position[0], order[0], sums[0], &count[0]);
+                left -= taken;
                 if (own_pred[node] != end_marker) node = own_pred[node]; /* a sync that waited for GPU work */
                 else at_start = 1;
             } else { /* entered at its start: the CPU work before it (part 0) */
-                ok = add_to(0, start_ns[node], position[0], order[0], sums[0], &count[0]);
+                const int64_t taken = start_ns[node] < left ? start_ns[node] : left;
+                ok = add_to(0, taken, position[0], order[0], sums[0], &count[0]);
+                left -= taken;
                 node = start_pred[node], at_start = 0;
             }
             continue;
@@ -1302,17 +1309,25 @@ static PyObject *walk(PyObject *module, PyObject *const *argv, Py_ssize_t argc) 
             goto python;
         rows[n_rows++] = gpu_row[k];
         int64_t duration, ns = g_ns[k];
-        ok = !__builtin_sub_overflow(g_end[k], g_start[k], &duration) &&
-             add_to(category[k], duration, position[0], order[0], sums[0], &count[0]) &&
+        ok = !__builtin_sub_overflow(g_end[k], g_start[k], &duration);
+        if (ok && duration > left) duration = left;
+        ok = ok && add_to(category[k], duration, position[0], order[0], sums[0], &count[0]) &&
              add_to(name[k] + 1, duration, position[1], order[1], sums[1], &count[1]) &&
              add_to(op[k] + 1, duration, position[2], order[2], sums[2], &count[2]);
+        left -= duration;
+        if (left <= 0) break;
         if (ok && g_part[k] == launch_part && ns > latency) { /* beyond the usual latency: unexplained */
             int64_t beyond;
-            ok = !__builtin_sub_overflow(ns, latency, &beyond) &&
-                 add_to(other_part, beyond, position[0], order[0], sums[0], &count[0]);
-            ns = latency;
+            const int64_t usual = latency < left ? latency : left;
+            ok = !__builtin_sub_overflow(ns, latency, &beyond);
+            if (ok && beyond > left - usual) beyond = left - usual;
+            ok = ok && add_to(other_part, beyond, position[0], order[0], sums[0], &count[0]);
+            left -= beyond;
+            ns = usual;
         }
+        if (ns > left) ns = left;
         ok = ok && add_to(g_part[k], ns, position[0], order[0], sums[0], &count[0]);
+        left -= ns;
         at_start = g_part[k] == launch_part; /* a launch edge enters the call at its start */
         node = g_pred[k];
     }
@@ -1459,7 +1474,8 @@ static PyMethodDef METHODS[] = {
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(order, calls, gpu, step_start, end) -> 10 int64 bytearrays; see the C source."},
     {"walk", (PyCFunction)(void (*)(void))walk, METH_FASTCALL,
-     "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes) -> 7 int64 bytearrays or None; "
+     "walk(node, calls, gpu, end, latency, launch_part, other_part, n_parts, n_codes, limit) -> 7 int64 bytearrays "
+     "or None; "
      "see the C source."},
     {"columns", (PyCFunction)(void (*)(void))columns, METH_FASTCALL,
      "columns(events, event_type, args_type, raw_type, select) -> (cat_codes, cat_values, name_codes, name_values, "

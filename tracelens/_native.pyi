@@ -76,10 +76,12 @@ def walk(
     other_part: int,
     n_parts: int,
     n_codes: int,
+    limit: int,
     /,
 ) -> tuple[bytearray, bytearray, bytearray, bytearray, bytearray, bytearray, bytearray] | None:
     """(rows visited in order; parts in order of first addition, their ns; name codes, their ns; op codes, their
-    ns): the critical path walked back from `node` over one replay's edges; None where the Python walk must answer."""
+    ns): the critical path walked back from `node` over one replay's edges, `limit` ns of it at most; None where
+    the Python walk must answer."""
 
 def drop_empty_items(buffer: bytearray | memoryview, start: int, end: int, /) -> tuple[int, int] | None:
     """Removes the empty objects among buffer[start:end]'s comma-separated values in place: (new end, values

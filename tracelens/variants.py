@@ -102,7 +102,7 @@ BATCHED_GEMMS = ("aten::bmm", "aten::baddbmm")  # attention written out: compile
 MIN_GFLOP_PER_CALL = 0.002
 
 
-# where each step's CPU starts this share (%) of its time before earlier steps' GPU work ends (the CPU runs ahead;
+# where each step's CPU starts this share (%) of its time before earlier steps' GPU work ends (it runs ahead or waits;
 # `critical_path.queued_pct`), `analyze`, `check` and `compare` say how far, beside the step's period
 QUEUED_NOTE_PCT = 25.0
 

@@ -1137,7 +1137,7 @@ class PredictionCheck(msgspec.Struct, frozen=True):
     held: bool
     before_step_us: float | None = None
     no_change_holds: bool | None = None
-    # where the after-trace's steps' CPU runs ahead of earlier steps' GPU work by at least `QUEUED_NOTE_PCT` % of
+    # where the after-trace's steps' CPU starts before earlier steps' GPU work ends by at least `QUEUED_NOTE_PCT` % of
     # their time (`critical_path.queued_pct`): that share and its step's period (`per_step.step_us`); else None
     queued_pct: float | None = None
     period_us: float | None = None

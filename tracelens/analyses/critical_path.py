@@ -14,7 +14,9 @@ The dependency graph of a step (the step's CPU span and the GPU activity launche
   launch latency.
 - **Stream order**: an activity starts after the previous activity on its (device, stream) ends.
 - **Earlier steps' work**: the first activity of the step on a stream also starts after that stream's earlier
-  activities of other steps end (a queue from before); a fixed time, shown as `queued` on the path.
+  activities of other steps (or of none: launched before the trace or between steps) end (a queue from before);
+  a fixed time. The step's span starts at its origin (`StepGraph.origin_ns`): its CPU start, or the latest end of
+  that earlier work where later.
 - **Cross-stream waits**: an activity that started later than both its launch and its stream allow, right
   after an activity of another stream on the same device ended (≤ `CROSS_STREAM_NS`), depends on that one
   (what `cudaStreamWaitEvent` does; the trace's records carry no event ids, so the dependency is read from time).
@@ -26,13 +28,15 @@ constraint's time plus an offset; the *binding* constraint (the one that determi
 observed offset, the others get their minimum (launch latency: the median latency of launch-bound activities,
 capped by the node's own; stream and cross-stream: 0). With no change the replay reproduces every observed time
 exactly (a test checks this on every trace); with changes (CPU work k× faster, some activities k× faster or of a
-new length) it predicts the step. The step ends at the later of its CPU end and its last GPU end.
+new length) it predicts the step, its origin held where it was observed. The step ends at the later of its CPU end
+and its last GPU end.
 
-The **critical path** follows binding constraints back from the step's end; its time is split into CPU dispatch
-(work between calls and the launch calls themselves), launch latency, GPU activity by category, GPU gaps on a
-stream, sync returns, waits behind earlier steps' work (`queued`) and waits the graph does not explain
-(`other_wait`). The replay is a Python loop over one step's launch/sync calls and GPU activities (a graph walk is
-sequential; the constraints are computed with numpy); steps above `MAX_NODES` nodes are not analyzed.
+The **critical path** follows binding constraints back from the step's end to its origin (the stretch that crosses
+the origin taken in part, so the path is the span); its time is split into CPU dispatch (work between calls and
+the launch calls themselves), launch latency, GPU activity by category, GPU gaps on a stream (a wait behind
+earlier steps' work after the origin among them) and waits the graph does not explain (`other_wait`). The replay
+is a loop over one step's launch/sync calls and GPU activities (a graph walk is sequential; the constraints are
+computed with numpy); steps above `MAX_NODES` nodes are not analyzed.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ PART_LABELS = {  # how every output names a part of the path (GPU parts: `part_l
     SYNC: "sync return",
     GPU_GAP: "GPU gap on a stream",
     OTHER_WAIT: "unexplained wait",
-    QUEUED: "queued behind earlier steps",
+    QUEUED: "queued behind earlier steps",  # a walk code only: after the origin it is a GPU gap (`_timed_replay`)
 }
 
 
@@ -326,7 +330,7 @@ class PathPart(msgspec.Struct, frozen=True):
 
 def queued_pct(path: CriticalPath) -> float | None:
     """The share (%) of the mean time from a step's CPU start to its end that lies before its span starts (its
-    CPU ran ahead: its work waited behind, or overlapped, earlier steps' GPU work; `CriticalPath.queued_us`),
+    CPU started before earlier steps' GPU work ended: it ran ahead, or waited for that work; `CriticalPath.queued_us`),
     where it is at least `QUEUED_NOTE_PCT`; else None."""
     if path.step_us is None or path.queued_us is None or path.queued_us <= 0:
         return None
@@ -355,7 +359,7 @@ class WhatIf(msgspec.Struct, frozen=True):
 class StepPath(msgspec.Struct, frozen=True):
     """One analyzed step: its span (from `StepGraph.origin_ns`), what limits it by its own what-ifs (`limit`, see
     `limit_of`), the saving of all CPU work 2× faster and of all GPU work 2× faster, the share (%) of the time
-    from its CPU start to its end that lies before its span starts (`queued_pct`: its CPU ran ahead of earlier
+    from its CPU start to its end that lies before its span starts (`queued_pct`: its CPU started before earlier
     steps' GPU work), and why it is unrepresentative of the window (None when it is not)."""
 
     number: int
@@ -365,6 +369,7 @@ class StepPath(msgspec.Struct, frozen=True):
     gpu_2x_saved_us: float
     queued_pct: float
     unrepresentative: str | None = None
+    queued_us: float = 0.0  # from its CPU start to its span's start (`StepGraph.origin_ns`)
 
 
 class CriticalPath(msgspec.Struct, frozen=True):
@@ -591,6 +596,7 @@ def _step_rows(
                 gpu_2x_saved_us=_r(g / NS_PER_US),
                 queued_pct=_r(100.0 * ahead_ns / max(1, ahead_ns + a.base.step_ns)),
                 unrepresentative=why,
+                queued_us=_r(ahead_ns / NS_PER_US),
             )
         )
     return rows
@@ -1173,6 +1179,7 @@ def _walk_columns(
     kernels: dict[int, int],
     ops: dict[int, int],
     rows: list[int],
+    limit: int,
 ) -> None:
     """`_walk` over the C replay's columns (`_native_columns`), by the C extension (`_native.walk`: the same
     parts, in the same order, and integers); where it cannot (an index out of range, a sum beyond int64), by
@@ -1182,10 +1189,10 @@ def _walk_columns(
     calls = np.stack((fixed_calls[0], work, own_part, own_pred, own_ns, fixed_calls[1]))
     gpu = np.concatenate((np.stack((g_start, g_end, _GPU_PART_INDEX[g_part], g_pred, g_ns)), fixed_gpu))
     latency, parts = graph.launch_latency_ns, len(_WALK_PARTS)
-    walked = _native.walk(node, calls, gpu, END, latency, _WALK_LAUNCH, _WALK_OTHER, parts, n_codes)
+    walked = _native.walk(node, calls, gpu, END, latency, _WALK_LAUNCH, _WALK_OTHER, parts, n_codes, limit)
     if walked is None:
         _, c_from, g_end_list, g_from, g_start_list = _timed_lists(graph, columns)
-        _walk(graph, node, c_from, g_from, g_start_list, g_end_list, path, kernels, ops, rows)
+        _walk(graph, node, c_from, g_from, g_start_list, g_end_list, path, kernels, ops, rows, limit)
         return
     visited, part_keys, part_ns, name_keys, name_ns, op_keys, op_ns = (
         np.frombuffer(b, dtype=np.int64).tolist() for b in walked
@@ -1354,37 +1361,44 @@ def _finish(
     """The replay's result from its times and edges (the path walked by `_walk` unless `walk` is False)."""
 
     def walk_lists(
-        node: int, path: dict[str, float], kernels: dict[int, int], ops: dict[int, int], rows: list[int]
+        node: int, path: dict[str, float], kernels: dict[int, int], ops: dict[int, int], rows: list[int], limit: int
     ) -> None:
-        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows)
+        _walk(graph, node, c_from, g_from, g_start, g_end, path, kernels, ops, rows, limit)
 
     return _timed_replay(graph, cpu_factor, c_end, g_end, walk_lists if walk else None)
 
 
-_Walker = Callable[[int, dict[str, float], dict[int, int], dict[int, int], list[int]], None]
+_Walker = Callable[[int, dict[str, float], dict[int, int], dict[int, int], list[int], int], None]
+NO_LIMIT = 2**62  # a walk's `limit` where the span starts at the CPU start: the walk runs to the step's start
 
 
 def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _Ends, walker: _Walker | None) -> Replay:
-    """The replay's result from the calls' and activities' ends; `walker(node, path, kernels, ops, rows)` follows
-    the path back from the node that ends the step (none: times only)."""
+    """The replay's result from the calls' and activities' ends; `walker(node, path, kernels, ops, rows, limit)`
+    follows the path back from the node that ends the step (none: times only), `limit` ns of it: where the span
+    starts after the CPU start (`StepGraph.origin_ns`), the walk stops at the origin, so the path is the span."""
     last, calls = graph.last_call, graph.calls
     tail_obs = graph.cpu_end_ns - (int(calls.start_ns[last]) + int(calls.dur_ns[last]) if last >= 0 else graph.start_ns)
     cpu_end = (int(c_end[last]) if last >= 0 else graph.start_ns) + round(max(0, tail_obs) / cpu_factor)
     gpu_end, ends_last = _latest_end(g_end, graph.start_ns)
+    step_ns = max(cpu_end, gpu_end) - graph.origin_ns
+    limit = NO_LIMIT if graph.origin_ns == graph.start_ns else max(0, step_ns)
     path: dict[str, float] = {}
     kernels: dict[int, int] = {}
     ops: dict[int, int] = {}
     if gpu_end > cpu_end:
         node = ~ends_last
     else:
-        path[CPU] = path.get(CPU, 0) + (cpu_end - (int(c_end[last]) if last >= 0 else graph.start_ns))
-        node = last if last >= 0 else END
+        tail = min(cpu_end - (int(c_end[last]) if last >= 0 else graph.start_ns), limit)
+        path[CPU] = path.get(CPU, 0) + tail
+        limit -= tail
+        node = last if last >= 0 and limit > 0 else END
     rows: list[int] = []
-    if walker is not None:
-        walker(node, path, kernels, ops, rows)
-        _trim(path, graph.origin_ns - graph.start_ns)
+    if walker is not None and node != END:
+        walker(node, path, kernels, ops, rows, limit)
+    if walker is not None and QUEUED in path:  # after the origin: the stream's gap once earlier work had ended
+        path[GPU_GAP] = path.get(GPU_GAP, 0) + path.pop(QUEUED)
     return Replay(
-        step_ns=max(cpu_end, gpu_end) - graph.origin_ns,
+        step_ns=step_ns,
         cpu_end_ns=cpu_end,
         gpu_end_ns=gpu_end,
         path=path,
@@ -1392,31 +1406,6 @@ def _timed_replay(graph: StepGraph, cpu_factor: float, c_end: _Ends, g_end: _End
         path_ops=ops,
         path_rows=list(dict.fromkeys(rows)),
     )
-
-
-# the parts the path's stretch before the span's start is taken from, in this order (`_trim`): the wait behind
-# earlier steps (the rest of it, the stream's gap after their work ended, becomes a GPU gap), then the CPU's
-TRIM_ORDER = (QUEUED, OTHER_WAIT, CPU, SYNC, LAUNCH_LATENCY, GPU_GAP)
-
-
-def _trim(path: dict[str, float], before_ns: int) -> None:
-    """Take `before_ns` (the path's time before the step's span starts, `StepGraph.origin_ns`) out of `path`,
-    part by part in `TRIM_ORDER`, then from the GPU parts in order of size; what stays of `QUEUED` is a GPU gap.
-    Exact where the stretch before the span's start is a wait behind earlier steps (the path then starts with it)
-    or the CPU work that overlapped their GPU work (the path then starts on the CPU)."""
-    left = float(before_ns)
-    gpu = sorted((part for part in path if part not in TRIM_ORDER), key=lambda part: -path[part])
-    for part in (*TRIM_ORDER, *gpu):
-        if left <= 0:
-            break
-        if part in path:
-            taken = min(left, path[part])
-            path[part] -= taken
-            left -= taken
-    if path.get(QUEUED):
-        path[GPU_GAP] = path.get(GPU_GAP, 0) + path[QUEUED]
-    for part in [part for part, ns in path.items() if ns <= 0 or part == QUEUED]:
-        del path[part]
 
 
 def _latest_end(g_end: _Ends, default: int) -> tuple[int, int]:
@@ -1441,23 +1430,29 @@ def _walk(
     kernels: dict[int, int],
     ops: dict[int, int],
     rows: list[int],
+    limit: int = NO_LIMIT,
 ) -> None:
     """Follow binding constraints back from `node` (a call's end when >= 0, a GPU activity when < 0) and add
-    each stretch of time to its part of the path. Reads the edges as columns (`_edge_columns`)."""
+    each stretch of time to its part of the path, `limit` ns in all: the stretches run back in time without a
+    gap, so the walk stops where `limit` runs out, the stretch it is in taken in part (a launch edge's latency
+    lies after what exceeds it). Reads the edges as columns (`_edge_columns`)."""
     start_parts, start_code, start_pred, start_ns = _edge_columns(c_from[0])
     own_parts, own_code, own_pred, own_ns = _edge_columns(c_from[1])
     g_parts, g_code, g_pred, g_ns = _edge_columns(g_from)
     call_row, gpu_row, gpu_category = graph.call_row, graph.gpu_row, graph.gpu_category
     gpu_name, gpu_op, latency = graph.gpu_name, graph.gpu_op, graph.launch_latency_ns
     get, kernel_get, op_get, add_row = path.get, kernels.get, ops.get, rows.append
+    left = limit
     at_start = False  # a call is entered at its end (from its thread's next call or the step's end)...
     for _ in range(2 * (len(start_pred) + len(g_pred)) + 2):
-        if node == END:
+        if node == END or left <= 0:
             return
         if node >= 0 and not at_start:
             add_row(call_row[node])
             part = own_parts[own_code[node] if own_code is not None else 0]
-            path[part] = get(part, 0) + own_ns[node]
+            taken = min(own_ns[node], left)
+            path[part] = get(part, 0) + taken
+            left -= taken
             predecessor = own_pred[node]
             if predecessor != END:  # a sync that waited for GPU work
                 node = predecessor
@@ -1466,24 +1461,34 @@ def _walk(
             continue
         if node >= 0:  # ... or at its start (from an activity it launched)
             part = start_parts[start_code[node] if start_code is not None else 0]
-            path[part] = get(part, 0) + start_ns[node]
+            taken = min(start_ns[node], left)
+            path[part] = get(part, 0) + taken
+            left -= taken
             node = start_pred[node]
             at_start = False
             continue
         k = ~node
         add_row(gpu_row[k])
-        duration = g_end[k] - g_start[k]
+        duration = min(g_end[k] - g_start[k], left)
+        left -= duration
         category = _GPU_CATEGORY_PARTS[gpu_category[k]]
         path[category] = get(category, 0) + duration
         name, op = gpu_name[k], gpu_op[k]
         kernels[name] = kernel_get(name, 0) + duration
         ops[op] = op_get(op, 0) + duration
+        if left <= 0:
+            return
         part = g_parts[g_code[k] if g_code is not None else 0]
         node, ns = g_pred[k], g_ns[k]
         if part == LAUNCH_LATENCY and ns > latency:  # beyond the usual latency: unexplained
-            path[OTHER_WAIT] = get(OTHER_WAIT, 0) + ns - latency
-            ns = latency
+            usual = min(latency, left)
+            beyond = min(ns - latency, left - usual)
+            path[OTHER_WAIT] = get(OTHER_WAIT, 0) + beyond
+            left -= beyond
+            ns = usual
+        ns = min(ns, left)
         path[part] = get(part, 0) + ns
+        left -= ns
         at_start = part == LAUNCH_LATENCY  # a launch edge enters the call at its start
 
 

@@ -267,8 +267,9 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "`steps_analyzed`, `step_us_min`/`step_us_max`, `limit` and `limit_note` (what the what-ifs say "
                 "limits the steps), `steps` (per step: `number`, `span_us`, `limit`, `cpu_2x_saved_us`, "
                 "`gpu_2x_saved_us`, `queued_pct`: the share of the time from its CPU start to its end before its "
-                "span starts, `unrepresentative`: why, or `null`), `queued_us` (the mean time from a step's CPU "
-                "start to its span's start: its CPU ran ahead of earlier steps' GPU work), `step` (the "
+                "span starts, `unrepresentative`: why, or `null`, `queued_us`: that time), `queued_us` (the mean time "
+                "from a step's CPU "
+                "start to its span's start: it began before earlier steps' GPU work ended), `step` (the "
                 "median-length step whose path the report draws), replay error (max over steps), note "
                 "([critical path](critical_path.md))",
             ),

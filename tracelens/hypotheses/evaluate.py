@@ -248,7 +248,7 @@ def _measure_metric(hypothesis: Hypothesis, path: str, target: TraceDocument) ->
 def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
     """For per_step.X: the value of every analyzed step, and the kernels / ops / API calls behind it. For
     critical_path.step_us where each step's CPU starts at least `QUEUED_NOTE_PCT` % of its time before earlier
-    steps' GPU work ends: how far it runs ahead (not in the span), and the step's period (per_step.step_us)."""
+    steps' GPU work ends: by how much (not in the span), and the step's period (per_step.step_us)."""
     head, _, key = path.partition(".")
     if path == "critical_path.step_us":
         return _queued_evidence(document)
@@ -267,14 +267,14 @@ def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
 
 def _queued_evidence(document: dict[str, Any]) -> tuple[str, ...]:
     path = document.get("critical_path") or {}
-    ahead, span = path.get("queued_us"), path.get("step_us")
+    lead, span = path.get("queued_us"), path.get("step_us")
     period = (document.get("per_step") or {}).get("step_us")
-    if not isinstance(ahead, int | float) or not isinstance(span, int | float) or not isinstance(period, int | float):
+    if not isinstance(lead, int | float) or not isinstance(span, int | float) or not isinstance(period, int | float):
         return ()
-    if ahead <= 0 or 100.0 * ahead / (ahead + span) < QUEUED_NOTE_PCT:
+    if lead <= 0 or 100.0 * lead / (lead + span) < QUEUED_NOTE_PCT:
         return ()
     return (
-        f"each step's CPU runs {ahead:,.1f} µs ahead of earlier steps' GPU work (the span starts where that work "
+        f"each step's CPU starts {lead:,.1f} µs before earlier steps' GPU work ends (the span starts where that work "
         f"ends); the step's period is {period:,.1f} µs (per_step.step_us)",
     )
 

@@ -337,6 +337,8 @@ def _print_timings(statuses: list[dict[str, Any]]) -> None:
             line += f"; profiled {profiled:,.1f} µs (wall clock)"
             if inflation is not None and inflation < -AHEAD_PCT:  # the profiler cannot have made the program faster
                 line += ": the host's pace, not the step's (its CPU runs ahead of the GPU; analyze reads the step)"
+            elif inflation is not None and inflation < 0:  # within the noise of two timings
+                line += f": the profiler added nothing measurable ({change_text(inflation, 0)} %)"
             elif inflation is not None:
                 line += f": the profiler added {change_text(inflation, 0)} %"
         print(f"tracelens: {line}", file=sys.stderr)

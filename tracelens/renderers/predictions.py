@@ -38,7 +38,7 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
     lines = [
         f"# predictions of `tracelens analyze {source}`: one per action, each about the trace of the program",
         "# changed by that action; check with `tracelens check AFTER --expect THIS_FILE`",
-        f"# (metric {METRIC}: the mean step span, CPU start to last CPU or GPU end; docs/actions.md)",
+        f"# (metric {METRIC}: the mean step span, its origin to its last CPU or GPU end; docs/critical_path.md)",
     ]
     if actions is None or actions.summary.step_us is None or not actions.actions:
         lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")

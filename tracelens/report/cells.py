@@ -81,13 +81,15 @@ def weak_caption(checks: list[PredictionCheck]) -> str:
 
 
 def queued_caption(checks: list[PredictionCheck]) -> str:
-    """Where the after-trace's CPU runs ahead of earlier steps' GPU work: how much, and the step's period ("" else)."""
+    """Where the after-trace's steps start before earlier steps' GPU work ends: how much of their time, and the
+    step's period ("" else)."""
     check = next((c for c in checks if c.queued_pct is not None and c.period_us is not None), None)
     if check is None or check.queued_pct is None or check.period_us is None:
         return ""
     return (
-        f"{check.after}: its CPU runs ahead ({check.queued_pct:.0f} % of each step's time from its CPU start lies "
-        f"before earlier steps' GPU work ends, in theirs); its step's period is {us_text(check.period_us)} µs"
+        f"{check.after}: each step's CPU starts before earlier steps' GPU work ends ({check.queued_pct:.0f} % of the "
+        f"time from its CPU start to its end lies before, in their spans); its step's period is "
+        f"{us_text(check.period_us)} µs"
     )
 
 

@@ -840,9 +840,10 @@ def finding_links(trace: Trace, gpu: Any, results: AnalysisResults, focus_step: 
 
 
 def action_links(trace: Trace, results: AnalysisResults, focus: int | None) -> list[FindingLink]:
-    """A zoom for each action of "What to do next" (`results.actions`): the drawn step, from its CPU start to
-    its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's saving
-    is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
+    """A zoom for each action of "What to do next" (`results.actions`): the drawn step's span, from its origin
+    (its CPU start, or where later the end of earlier steps' GPU work on its streams: `StepPath.queued_us` after
+    it) to its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's
+    saving is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
     step). The Perfetto hint names the step's `ProfilerStep#N` slice (or, for inferred steps, its number)."""
     actions = results.actions.actions if results.actions is not None else []
     if focus is None or not actions:
@@ -850,6 +851,9 @@ def action_links(trace: Trace, results: AnalysisResults, focus: int | None) -> l
     steps, ev = trace.steps, trace.events
     number = int(steps.number[focus])
     start_ns, end_ns = int(steps.start_ns[focus]), int(steps.end_ns[focus])
+    path = results.critical_path
+    lead_us = next((s.queued_us for s in path.steps if s.number == number), 0.0) if path is not None else 0.0
+    start_ns += round(lead_us * NS_PER_US)
     launched = np.flatnonzero((trace.links.step == focus) & kind_mask(ev.kind, GPU_ACTIVITY_KINDS))
     if launched.size:
         end_ns = max(end_ns, int((ev.ts_ns[launched] + ev.dur_ns[launched]).max()))

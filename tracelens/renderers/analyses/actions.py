@@ -49,6 +49,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     compiled = results.get(Compiled)
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
     head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
+    median = free.profiled_step_us if free is not None else None
+    apart = bool(median) and abs(s.step_us / (median or 1) - 1) > MEAN_AND_MEDIAN_APART
+    lead = _lead_us(results)
     if s.profiler_free_step_us is not None:
         line = f"Without the profiler: {us_text(s.profiler_free_step_us)} µs ({source}" + (
             ")" if ranged else ", docs/profiler_overhead.md)"  # the range or the doc: 80 columns
@@ -56,20 +59,15 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         if warmup and len(line) + len("Warm-up w") - 1 <= SUMMARY_COLUMNS:  # not a steady step's: say so
             line = "Warm-up w" + line[1:]
         head.append("\n" + line)
-        median = free.profiled_step_us if free is not None else None
-        ahead = _ahead_us(results)
-        apart = bool(median) and abs(s.step_us / (median or 1) - 1) > MEAN_AND_MEDIAN_APART
-        if ahead is not None and apart:  # the CPU runs ahead, and the mean span is not the median step
-            head.append(
-                f"\n  (its CPU runs {us_text(ahead)} µs ahead, not in its span; median step: {us_text(median)} µs)"
-            )
-        elif ahead is not None:  # the CPU runs ahead: where the spans start
-            head.append(f"\n  (its CPU runs {us_text(ahead)} µs ahead: spans start where earlier GPU work ends)")
-        elif median and abs(s.step_us / median - 1) > MEAN_AND_MEDIAN_APART:  # two step figures: which is which
+        if lead is None and apart:  # two step figures: which is which
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     elif free is not None and free.note:  # unknown, and why, in one line: never silent
         reason = free.note.split(":")[0]
         head.append(f"\nWithout the profiler: — ({reason})"[: SUMMARY_COLUMNS + 1])
+    if lead is not None:  # steps start before earlier work ends: where the spans start (and the median step)
+        line = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; spans start at its end)"
+        with_median = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; median step: {us_text(median)} µs)"
+        head.append("\n" + (with_median if apart and len(with_median) <= SUMMARY_COLUMNS else line))
     path = results.get(CriticalPath)
     if path is not None and path.what_if:
         rows = {w.change: w.saved_us for w in path.what_if}
@@ -83,8 +81,11 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             f"\n  (without the profiler likely {bound.verdict_without_profiler}: the GPU busy "
             f"{bound.busy_pct_without_profiler:.0f} % of the step)"
         )
-    if s.data_loading_us is not None and s.data_loading_us > 0:
-        share = f", {pct_text(100 * s.data_loading_us / s.step_us)} of the step" if s.step_us else ""
+    if s.data_loading_us is not None and s.data_loading_us > 0:  # of the time from the CPU start, as it is read
+        path = results.get(CriticalPath)
+        lead_us = (path.queued_us or 0.0) if path is not None else 0.0
+        since_cpu_start_us = s.step_us + lead_us
+        share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)} of the step" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
     helpful = [a for a in result.actions if a.saved_us > 0]  # one predicted to slow the step: the table only
     if not result.actions and result.note:  # none predicted, and why
@@ -190,10 +191,10 @@ LIMIT_SENTENCE = {
 }
 
 
-def _ahead_us(results: AnalysisResults) -> float | None:
-    """How far (µs, mean per step) each step's CPU start runs ahead of the end of earlier steps' GPU work, where it
-    is to be said (`critical_path.queued_pct`: at least `QUEUED_NOTE_PCT` % of the time from a step's CPU start to
-    its end); else None."""
+def _lead_us(results: AnalysisResults) -> float | None:
+    """How long (µs, mean per step) before the end of earlier steps' GPU work each step's CPU starts, where it is
+    to be said (`critical_path.queued_pct`: at least `QUEUED_NOTE_PCT` % of the time from a step's CPU start to its
+    end); else None."""
     path = results.get(CriticalPath)
     return path.queued_us if path is not None and queued_pct(path) is not None else None
 
@@ -213,9 +214,11 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
     if s.profiler_free_step_us is not None and free is not None:
         words = free.source_words()
         without = f"; without the profiler {us_text(s.profiler_free_step_us)} µs ({words}, docs/profiler_overhead.md)"
-        median, ahead = free.profiled_step_us, _ahead_us(results)
-        if ahead is not None:  # as the text summary says it
-            without += f"; its CPU runs {us_text(ahead)} µs ahead: spans start where earlier GPU work ends"
+        median, lead = free.profiled_step_us, _lead_us(results)
+        if lead is not None:  # as the text summary says it
+            without += (
+                f"; each step's CPU starts {us_text(lead)} µs before earlier GPU work ends: spans start at its end"
+            )
             if median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
                 without += f"; the median step: {us_text(median)} µs profiled"
         elif median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
