@@ -141,7 +141,7 @@ def test_the_summary_fits_15_lines_at_80_columns(name: str) -> None:
     assert lines[0].startswith("What to do next — step ")
     if lines[1].startswith("Without the profiler: "):  # where a profiler-free step time is known
         lines = lines[1:]
-    if lines[1].startswith("  (for the median step, ") or lines[1].startswith("  (its CPU runs "):  # which step
+    if lines[1].startswith("  (for the median step, ") or lines[1].startswith("  (CPU starts "):  # which step
         lines = lines[1:]
     assert lines[1].startswith("Limit: ")
     assert any(line.startswith("1. ") and "saves" in line for line in lines)
