@@ -4,14 +4,17 @@
 Each kernel is tied to its launch (runtime/driver call with the same correlation id) and through the launch to
 the CPU events enclosing it on its thread (the innermost `cpu_op` is its op; any `*Backward*` or
 `autograd::engine::evaluate_function` around it makes it backward). A step's kernels of one direction, in GPU
-order, are cut into regions at GEMM/attention kernels; the two twins' cuts are paired greedily by kernel name.
+order, are cut into regions at GEMM/attention kernels; the two twins' cuts are paired by kernel name along a longest
+common subsequence.
 In a region, eager kernels whose (kernel, op) the variant still runs there are kept; the rest are credited to the
 variant's fused kernel in the same region, else one or two regions away, whose launching op shares a tensor
 size (element count of an `Input Dims` entry, equal or within a factor of 4) with the eager op and, where both
 steps have as many host syncs between their kernels (`.item()`, a stream/device/event/context sync, a blocking
 `cudaMemcpy` on the launching thread), that has as many of them before its launch (an equal size beats a factor,
-more equal sizes beat fewer, then the nearer region, then the fused kernel that runs first in the step); an eager
-op without recorded sizes goes with the eager kernel before it. A fused kernel's time includes the other kernels
+more equal sizes beat fewer, then the nearer region, then the fused kernel that runs first in the step). Then, in
+order, by its neighbours between the same eager anchors: an eager op without recorded sizes goes with the nearest
+credited eager kernel before it, else the one after; a sized one that matched no fused kernel goes where the
+nearest credited ones before and after it both went. A fused kernel's time includes the other kernels
 its op launched, unless that op is a compiled region (a CUDA-graph replay's kernels keep only the region around
 the graph launch): there each fused kernel stands alone, and, having no sizes, takes an eager op that shares a size
 with no fused kernel when it runs in the op's region or the next one.
@@ -160,15 +163,27 @@ def _regions(kernels: list[dict[str, Any]], cuts: list[int]) -> list[int]:
 
 
 def _pair_anchors(eager: list[str], variant: list[str]) -> tuple[list[int], list[int]]:
-    """Greedy in-order pairing of anchor names (a variant anchor pairs with the next eager one of its name
-    within three)."""
-    e_cuts, v_cuts, j = [], [], 0
-    for vi, name in enumerate(variant):
-        hit = next((bi for bi in range(j, min(j + 3, len(eager))) if eager[bi] == name), None)
-        if hit is not None:
-            e_cuts.append(hit)
-            v_cuts.append(vi)
-            j = hit + 1
+    """The anchors paired by name along a longest common subsequence of the two name lists: walking both from the
+    start, equal names pair; else the eager side moves on where that keeps as long a common subsequence as moving
+    the variant side, else the variant side."""
+    n, m = len(eager), len(variant)
+    longest = [[0] * (m + 1) for _ in range(n + 1)]  # longest[i][j]: of eager[i:] and variant[j:]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            if eager[i] == variant[j]:
+                longest[i][j] = longest[i + 1][j + 1] + 1
+            else:
+                longest[i][j] = max(longest[i + 1][j], longest[i][j + 1])
+    e_cuts, v_cuts, i, j = [], [], 0, 0
+    while i < n and j < m:
+        if eager[i] == variant[j]:
+            e_cuts.append(i)
+            v_cuts.append(j)
+            i, j = i + 1, j + 1
+        elif longest[i + 1][j] >= longest[i][j + 1]:
+            i += 1
+        else:
+            j += 1
     return e_cuts, v_cuts
 
 
@@ -205,8 +220,7 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
             heads.setdefault(_head_key(k), (k["name"], r, set()))
             head_syncs.setdefault(k["name"], k["syncs"])
             heads[_head_key(k)][2].update(k["numels"])
-    plain: dict[int, Counter[tuple[str, str]]] = defaultdict(Counter)
-    by_op: dict[int, Counter[str]] = defaultdict(Counter)
+    plain: list[tuple[str, str, int]] = []  # the variant's other kernels: (name, op, region), in GPU order
     for k, r in zip(variant, v_region, strict=True):
         if k["anchor"]:
             continue
@@ -216,25 +230,31 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
             fused_us[heads[owner][0]] += k["dur"]
             heads[owner][2].update(k["numels"])
         else:
-            plain[r][(k["name"], k["op"])] += 1
-    credited: Counter[str] = Counter()
-    left = 0.0
-    previous: str | None = None
-    replaced = []
+            plain.append((k["name"], k["op"], r))
+    candidates = []  # the eager non-anchor kernels: (kernel, region, eager anchors before it)
+    anchors_before = 0
     for k, r in zip(eager, e_region, strict=True):
         if k["anchor"]:
-            continue
-        if plain[r][(k["name"], k["op"])] > 0:
-            plain[r][(k["name"], k["op"])] -= 1
-            continue
-        replaced.append((k, r))
-    for r, counter in plain.items():  # the same op with another kernel (a vectorized variant of a copy)
-        for (_, op), n in counter.items():
-            by_op[r][op] += n
-    for k, r in replaced:
-        if by_op[r][k["op"]] > 0:
-            by_op[r][k["op"]] -= 1
-            continue
+            anchors_before += 1
+        else:
+            candidates.append((k, r, anchors_before))
+    free = list(range(len(candidates)))
+    unmatched = []
+    for name, op, r in plain:  # kept: the same kernel and op, nearest region (the earliest on a tie)
+        same = [i for i in free if candidates[i][0]["name"] == name and candidates[i][0]["op"] == op]
+        if same:
+            free.remove(min(same, key=lambda i: abs(candidates[i][1] - r)))
+        else:
+            unmatched.append((op, r))
+    for op, r in unmatched:  # else the same op (another kernel: a vectorized copy) within one region
+        same = [i for i in free if candidates[i][0]["op"] == op and abs(candidates[i][1] - r) <= 1]
+        if same:
+            free.remove(min(same, key=lambda i: abs(candidates[i][1] - r)))
+    replaced = [candidates[i] for i in free]
+    credited: Counter[str] = Counter()
+    left = 0.0
+    placed: list[tuple[dict[str, Any], int, str | None]] = []  # (kernel, eager anchors before it, choice)
+    for k, r, before_it in replaced:
         choice = None
         if k["numels"]:
             ranked = [
@@ -254,13 +274,25 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
                     and (not by_syncs or head_syncs[name] == k["syncs"])
                 ]
             choice = min(ranked)[-1] if ranked else None
-        else:
-            choice = previous
+        placed.append((k, before_it, choice))
+    # by its neighbours, in order: a kernel without sizes goes with the nearest credited kernel before it between
+    # the same anchors, else the one after; a sized one that matched no fused kernel, where those two went to one
+    choices = [choice for _, _, choice in placed]
+    for i, (k, before_it, choice) in enumerate(placed):
+        if choice is not None:
+            continue
+        same = [j for j in range(len(placed)) if placed[j][1] == before_it and choices[j] is not None]
+        before = next((choices[j] for j in reversed(same) if j < i), None)
+        after = next((choices[j] for j in same if j > i), None)
+        if not k["numels"]:
+            choices[i] = before or after
+        elif before is not None and before == after:
+            choices[i] = before
+    for (k, _, _), choice in zip(placed, choices, strict=True):
         if choice is None:
             left += k["dur"]
         else:
             credited[choice] += k["dur"]
-        previous = choice
     return {"credited": credited, "fused": fused_us, "left": left}
 
 

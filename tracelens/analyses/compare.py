@@ -293,7 +293,7 @@ def _variant_fusions(
     b_steps, v_steps = base.n_steps, variant.n_steps
     groups: dict[tuple[str, str, bool], list[Unit]] = {}
     for unit in placed.units:
-        groups.setdefault((unit.head.name, unit.head.key[1], unit.head.backward), []).append(unit)
+        groups.setdefault(_row_of(unit), []).append(unit)
     missing = _missing_gemms(base_report.summary.kernels, results.summary.kernels)
     absorbed_us = 0.0
     launcher = {row.name: row.op for row in results.summary.kernels}  # as `analyze` names it
@@ -340,11 +340,14 @@ def _balance(
     name: str, base_name: str, placed: Credit, b_steps: int, v_steps: int, absorbed_us: float
 ) -> FusionBalance:
     credited = sum(s.us for u in placed.units for s in u.credited) / b_steps + absorbed_us
-    fused = sum(u.us for u in placed.units if u.credited) / v_steps  # the rows that show a saving
+    # a row is a fused kernel (name, op, direction): its units, some of which may have been credited nothing
+    rows_credited = {_row_of(u) for u in placed.units if u.credited}
+    fused = sum(u.us for u in placed.units if _row_of(u) in rows_credited) / v_steps  # the rows that show a saving
     kept_delta = sum(b.us for b, _ in placed.kept) / b_steps - sum(v.us for _, v in placed.kept) / v_steps
     unplaced = sum(s.us for s in placed.unplaced) / b_steps
     # the variant's time that replaced nothing placed: its unmatched plain kernels and fused rows without an eager side
-    unmatched = (sum(s.us for s in placed.unmatched) + sum(u.us for u in placed.units if not u.credited)) / v_steps
+    no_side = sum(u.us for u in placed.units if _row_of(u) not in rows_credited)
+    unmatched = (sum(s.us for s in placed.unmatched) + no_side) / v_steps
     return FusionBalance(
         variant=name,
         baseline_variant=base_name,
@@ -355,6 +358,11 @@ def _balance(
         unplaced_ops=sorted({s.label for s in placed.unplaced if s.label}),
         unmatched_variant_us_per_step=round(unmatched, 3),
     )
+
+
+def _row_of(unit: Unit) -> tuple[str, str, bool]:
+    """The row of `compare`'s fusions table a unit counts in: its fused kernel's name, op and direction."""
+    return unit.head.name, unit.head.key[1], unit.head.backward
 
 
 def _missing_gemms(baseline: list[KernelRow], variant: list[KernelRow]) -> list[tuple[str, float, float]]:
