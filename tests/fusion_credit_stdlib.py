@@ -254,6 +254,7 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
     credited: Counter[str] = Counter()
     left = 0.0
     placed: list[tuple[dict[str, Any], int, str | None]] = []  # (kernel, eager anchors before it, choice)
+    tied: Counter[str] = Counter()  # per fused kernel: eager µs it won by the tie rule
     for k, r, before_it in replaced:
         choice = None
         if k["numels"]:
@@ -273,7 +274,10 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
                     and 0 <= region - r <= 1
                     and (not by_syncs or head_syncs[name] == k["syncs"])
                 ]
-            choice = min(ranked)[-1] if ranked else None
+            ranked.sort()
+            choice = ranked[0][-1] if ranked else None
+            if len(ranked) > 1 and ranked[1][:3] == ranked[0][:3]:  # another fused kernel ranked as well
+                tied[choice] += k["dur"]  # type: ignore[index]
         placed.append((k, before_it, choice))
     # by its neighbours, in order: a kernel without sizes goes with the nearest credited kernel before it between
     # the same anchors, else the one after; a sized one that matched no fused kernel, where those two went to one
@@ -293,15 +297,16 @@ def credit_step(eager: list[dict[str, Any]], variant: list[dict[str, Any]]) -> d
             left += k["dur"]
         else:
             credited[choice] += k["dur"]
-    return {"credited": credited, "fused": fused_us, "left": left}
+    return {"credited": credited, "fused": fused_us, "left": left, "tied": tied}
 
 
 def credits(eager_path: Path, variant_path: Path, eager_steps: list[int], variant_steps: list[int]) -> dict:
-    """Per (fused kernel name, backward): (eager µs/step credited, fused µs/step); and non-anchor µs/step."""
+    """Per (fused kernel name, backward): [eager µs/step credited, fused µs/step, of the credit µs/step won by a
+    tie]."""
     eager = step_kernels(eager_path, eager_steps)
     variant = step_kernels(variant_path, variant_steps)
     pairs = list(zip(eager, variant, strict=False))
-    rows: dict[tuple[str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    rows: dict[tuple[str, bool], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for e_step, v_step in pairs:
         for backward in (False, True):
             result = credit_step(e_step[backward], v_step[backward])
@@ -309,6 +314,8 @@ def credits(eager_path: Path, variant_path: Path, eager_steps: list[int], varian
                 rows[(name, backward)][0] += us / len(pairs)
             for name, us in result["fused"].items():
                 rows[(name, backward)][1] += us / len(pairs)
+            for name, us in result["tied"].items():
+                rows[(name, backward)][2] += us / len(pairs)
     return dict(rows)
 
 
@@ -327,6 +334,6 @@ def non_anchor_us_per_step(path: Path, steps: list[int]) -> float:
 
 
 if __name__ == "__main__":
-    for (name, backward), (credit, us) in sorted(credits(Path(sys.argv[1]), Path(sys.argv[2]), None, None).items()):
+    for (name, backward), (credit, us, _) in sorted(credits(Path(sys.argv[1]), Path(sys.argv[2]), None, None).items()):
         direction = "backward" if backward else "forward"
         print(f"{name[:60]:60} {direction:8} {credit:9.1f} {us:9.1f} {credit - us:9.1f}")

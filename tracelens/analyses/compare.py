@@ -24,6 +24,7 @@ from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, swe
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
+from tracelens.model.kernel_names import short_name
 from tracelens.model.op_names import METADATA_OPS
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
@@ -47,13 +48,16 @@ class FusedKernel(msgspec.Struct, frozen=True):
     direction: str = "forward"  # or "backward": it replaced ops of this direction only
     instances_per_step: float = 1.0  # launches of this kernel per step
     note: str = ""
+    # of `baseline_us_per_step`: eager µs another fused kernel ranked as well, won by the tie rule (it runs first)
+    tied_us_per_step: float = 0.0
 
 
 class FusionBalance(msgspec.Struct, frozen=True):
     """Per variant against the baseline, in µs per step: the realized drop in non-anchor (not GEMM, not
     attention) kernel time, split into what the fused rows saved, the change in kernels both run, the baseline
-    kernels placed nowhere and the variant's non-fused kernels the baseline does not have. realized = credited
-    + kept_change + unplaced_baseline - unmatched_variant, exactly."""
+    kernels placed nowhere and the variant's non-fused kernels the baseline does not have; the rows' saving counts
+    the baseline GEMMs a fused kernel absorbed (anchor time), which the drop does not. realized = credited
+    - absorbed_gemm + kept_change + unplaced_baseline - unmatched_variant, exactly."""
 
     variant: str
     baseline_variant: str
@@ -63,6 +67,7 @@ class FusionBalance(msgspec.Struct, frozen=True):
     unplaced_baseline_us_per_step: float
     unplaced_ops: list[str]
     unmatched_variant_us_per_step: float
+    absorbed_gemm_us_per_step: float = 0.0  # baseline GEMM time the fused rows absorbed (in their saving)
 
 
 class Variant(msgspec.Struct, frozen=True):
@@ -296,6 +301,7 @@ def _variant_fusions(
         groups.setdefault(_row_of(unit), []).append(unit)
     missing = _missing_gemms(base_report.summary.kernels, results.summary.kernels)
     absorbed_us = 0.0
+    absorbing: set[tuple[str, str, bool]] = set()  # the rows that absorbed them
     launcher = {row.name: row.op for row in results.summary.kernels}  # as `analyze` names it
     fusions = []
     for (kernel, op, backward), units in groups.items():
@@ -303,12 +309,18 @@ def _variant_fusions(
         credited = [s for u in units for s in u.credited]
         covered_us = sum(s.us for s in credited) / b_steps
         kernels = list(dict.fromkeys(s.name for s in credited))
+        tied_us = sum(s.us for u in units for s in u.by_tie) / b_steps
+        lost: dict[str, float] = {}
+        for u in units:
+            for winner, us in u.lost_to.items():
+                lost[winner] = lost.get(winner, 0.0) + us / b_steps
         absorbed_calls = 0.0
         if kernel_us > covered_us and missing:  # slower than what it covers: it also does GEMM work
             kernels += [k for k, _, _ in missing]
             covered_us += sum(us for _, _, us in missing)
             absorbed_us += sum(us for _, _, us in missing)
             absorbed_calls = sum(calls for _, calls, _ in missing)
+            absorbing.add((kernel, op, backward))
             missing = []  # each missing GEMM is credited once
         fusions.append(
             FusedKernel(
@@ -323,11 +335,24 @@ def _variant_fusions(
                 absorbed_gemm_calls_per_step=absorbed_calls,
                 direction="backward" if backward else "forward",
                 instances_per_step=round(sum(len(u.head.positions) for u in units) / v_steps, 3),
-                note="" if credited or absorbed_calls else _UNPLACED_NOTE,
+                note="" if credited or absorbed_calls else _lost_note(lost) or _UNPLACED_NOTE,
+                tied_us_per_step=round(tied_us, 3),
             )
         )
     fusions.sort(key=lambda f: (f.direction, -(f.baseline_us_per_step or 0.0)))
-    return fusions, _balance(name, base_name, placed, b_steps, v_steps, absorbed_us)
+    return fusions, _balance(name, base_name, placed, b_steps, v_steps, absorbed_us, absorbing)
+
+
+def _lost_note(lost: dict[str, float]) -> str:
+    """Why a fused kernel that shares sizes with eager kernels was credited none: it tied with another ("" where
+    it tied with none)."""
+    if not lost:
+        return ""
+    winner, us = max(lost.items(), key=lambda item: item[1])
+    return (
+        f"credited nothing: it ranks as well as {short_name(winner)} for {us:,.1f} µs/step of eager kernels, and a "
+        "tie goes to the kernel that runs first (docs/fusion.md)"
+    )
 
 
 _UNPLACED_NOTE = (
@@ -337,11 +362,18 @@ _UNPLACED_NOTE = (
 
 
 def _balance(
-    name: str, base_name: str, placed: Credit, b_steps: int, v_steps: int, absorbed_us: float
+    name: str,
+    base_name: str,
+    placed: Credit,
+    b_steps: int,
+    v_steps: int,
+    absorbed_us: float,
+    absorbing: set[tuple[str, str, bool]],
 ) -> FusionBalance:
     credited = sum(s.us for u in placed.units for s in u.credited) / b_steps + absorbed_us
-    # a row is a fused kernel (name, op, direction): its units, some of which may have been credited nothing
-    rows_credited = {_row_of(u) for u in placed.units if u.credited}
+    # a row is a fused kernel (name, op, direction): its units, some of which may have been credited nothing; a row
+    # that absorbed GEMMs shows a saving too
+    rows_credited = {_row_of(u) for u in placed.units if u.credited} | absorbing
     fused = sum(u.us for u in placed.units if _row_of(u) in rows_credited) / v_steps  # the rows that show a saving
     kept_delta = sum(b.us for b, _ in placed.kept) / b_steps - sum(v.us for _, v in placed.kept) / v_steps
     unplaced = sum(s.us for s in placed.unplaced) / b_steps
@@ -351,12 +383,13 @@ def _balance(
     return FusionBalance(
         variant=name,
         baseline_variant=base_name,
-        realized_saving_us_per_step=round(credited - fused + kept_delta + unplaced - unmatched, 3),
+        realized_saving_us_per_step=round(credited - absorbed_us - fused + kept_delta + unplaced - unmatched, 3),
         credited_saving_us_per_step=round(credited - fused, 3),
         kept_change_us_per_step=round(kept_delta, 3),
         unplaced_baseline_us_per_step=round(unplaced, 3),
         unplaced_ops=sorted({s.label for s in placed.unplaced if s.label}),
         unmatched_variant_us_per_step=round(unmatched, 3),
+        absorbed_gemm_us_per_step=round(absorbed_us, 3),
     )
 
 

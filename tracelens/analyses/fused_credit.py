@@ -102,6 +102,8 @@ class Unit:
     members: list[Slot]
     place: float = 0.0  # the head's position in the baseline's anchor numbering (`_anchor_places`)
     credited: list[Slot] = field(default_factory=list)
+    by_tie: list[Slot] = field(default_factory=list)  # credited slots another unit ranked as well (it ran later)
+    lost_to: dict[str, float] = field(default_factory=dict)  # per winner's kernel: µs of slots it tied for and lost
 
     @property
     def us(self) -> float:
@@ -259,9 +261,13 @@ def credit(baseline: Slots, variant: Slots) -> Credit:
     syncs = baseline.segments > 0 and baseline.segments == variant.segments  # the same syncs cut both steps
     owner: dict[SlotKey, Unit] = {}
     for slot in left:
-        unit = _place(slot, base_place(slot), list(units.values()), shapes, syncs)
+        unit, tied = _place(slot, base_place(slot), list(units.values()), shapes, syncs)
         if unit is not None:
             owner[slot.key] = unit
+        if unit is not None and tied:
+            unit.by_tie.append(slot)
+            for loser in tied:
+                loser.lost_to[unit.head.name] = loser.lost_to.get(unit.head.name, 0.0) + slot.us
     _by_neighbours(baseline, owner, {slot.key for slot in left})
     for slot in left:
         if slot.key in owner:
@@ -375,11 +381,15 @@ def _keep(
     return pairs, unmatched, free
 
 
-def _place(slot: Slot, position: float, units: list[Unit], shapes: bool, syncs: bool = False) -> Unit | None:
-    """The unit a replaced baseline slot is credited to (rule 2 of the module docstring), or None; with `syncs`,
-    only a unit between the same host syncs."""
+def _place(
+    slot: Slot, position: float, units: list[Unit], shapes: bool, syncs: bool = False
+) -> tuple[Unit | None, list[Unit]]:
+    """The unit a replaced baseline slot is credited to (rule 2 of the module docstring), or None, and the units
+    that ranked as well and lost the tie to it (it runs first); with `syncs`, only a unit between the same host
+    syncs."""
     best: tuple[int, int, float, int, int] | None = None
     chosen = None
+    ranked: list[tuple[tuple[int, int, float, int, int], Unit]] = []
     for index, unit in enumerate(units):
         if unit.head.backward != slot.backward:
             continue
@@ -403,9 +413,11 @@ def _place(slot: Slot, position: float, units: list[Unit], shapes: bool, syncs: 
         elif distance > 0.5:
             continue
         rank = (inexact, -shared, distance, 0 if unit.head.scope and unit.head.scope == slot.scope else 1, index)
+        ranked.append((rank, unit))
         if best is None or rank < best:
             best, chosen = rank, unit
-    return chosen
+    tied = [unit for rank, unit in ranked if best is not None and rank[:-1] == best[:-1] and unit is not chosen]
+    return chosen, tied
 
 
 def _shared_size(a: set[int], b: set[int]) -> bool:

@@ -22,8 +22,9 @@ def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
     """One row of the fused-kernels table, as text (shared by the terminal and HTML renderers)."""
     baseline = fusion.baseline_us_per_step
     direction = " [backward]" if fusion.direction == "backward" else ""
+    tie = f"; {fusion.tied_us_per_step:,.1f} of it by a tie" if fusion.tied_us_per_step >= 0.05 else ""
     replaced = (
-        f"{', '.join(fusion.ops)}{_gemms(fusion)} ({fusion.baseline_variant})"
+        f"{', '.join(fusion.ops)}{_gemms(fusion)} ({fusion.baseline_variant}{tie})"
         if baseline is not None
         else f"— {fusion.note}"
         if fusion.note
@@ -103,9 +104,11 @@ def balance_line(balance: FusionBalance) -> str:
     shown = balance.unplaced_ops[:6]
     more = len(balance.unplaced_ops) - len(shown)
     unplaced = f" ({', '.join(shown)}{f', … {more} more' if more > 0 else ''})" if shown else ""
+    absorbed = balance.absorbed_gemm_us_per_step
+    gemms = f" − GEMMs absorbed {absorbed:,.1f}" if absorbed else ""
     return (
         f"{balance.variant} vs {balance.baseline_variant}: realized {balance.realized_saving_us_per_step:,.1f} "
-        f"µs/step = fused rows {balance.credited_saving_us_per_step:,.1f} + kernels both run "
+        f"µs/step = fused rows {balance.credited_saving_us_per_step:,.1f}{gemms} + kernels both run "
         f"{balance.kept_change_us_per_step:,.1f} + eager not placed {balance.unplaced_baseline_us_per_step:,.1f}"
         f"{unplaced} − {balance.variant}'s unmatched {balance.unmatched_variant_us_per_step:,.1f}"
     )
