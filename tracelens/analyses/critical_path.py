@@ -691,7 +691,7 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
         step_index=index,
         start_ns=start,
         cpu_end_ns=cpu_end,
-        origin_ns=_origin_ns(start, g.ts_ns, g.dur_ns, queued, cpu_end),
+        origin_ns=_origin_ns(start, g.ts_ns, queued),
         calls=CallNodes(ev.track[calls], call_start, call_dur, is_sync, calls, chains.previous, chains.work),
         last_call=chains.last,
         activities=ActivityNodes(g.ts_ns, g.dur_ns, lanes, launch_call, g.category, g.name, g.op_name, g.row),
@@ -818,17 +818,15 @@ def _previous_on_lane(lane: np.ndarray) -> np.ndarray:
     return previous
 
 
-def _origin_ns(start_ns: int, gpu_start: I64, gpu_dur: I64, queued: I64, cpu_end_ns: int) -> int:
+def _origin_ns(start_ns: int, gpu_start: I64, queued: I64) -> int:
     """Where the step's span starts: the later of its CPU start and the latest end of the earlier work on its
-    streams (`queued`, per stream's first activity of the step, capped at that activity's start), never after the
-    step's observed end. Before it, the step's CPU work overlapped GPU work of earlier steps, or its GPU work
-    waited behind theirs: time the earlier steps' spans hold (they end with that work), counted once."""
+    streams (`queued`, per stream's first activity of the step, capped at that activity's start: so never after
+    the step's end). Before it, the step's CPU work overlapped GPU work of earlier steps, or its GPU work waited
+    behind theirs: time the earlier steps' spans hold (they end with that work), counted once."""
     waits = queued >= 0
     if not waits.any():
         return start_ns
-    earlier_end = int(np.minimum(queued, gpu_start)[waits].max())
-    end = max(cpu_end_ns, int((gpu_start + gpu_dur).max()))
-    return min(max(start_ns, earlier_end), end)
+    return max(start_ns, int(np.minimum(queued, gpu_start)[waits].max()))
 
 
 def _queued_behind(activity: GpuActivity, index: int, g: GpuActivity) -> I64:

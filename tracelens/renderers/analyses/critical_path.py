@@ -30,7 +30,7 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
         f"max {us_text(result.step_us_max)}) from each step's CPU start, or the end of earlier steps' GPU work on "
         f"its streams where that is later, to its last CPU or GPU end ({result.note})"
     )
-    if result.queued_us:
+    if result.queued_us is not None and result.queued_us >= 0.05:  # at the shown precision
         head.append(
             f"\nEach step's CPU started {us_text(result.queued_us)} µs (mean) before earlier steps' GPU work ended: "
             "that time is in the earlier steps' spans, not in its own."
