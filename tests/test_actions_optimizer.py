@@ -85,7 +85,7 @@ def test_the_kept_calls_are_those_inside_the_optimizer_ranges() -> None:
 
 def test_the_predicted_launches_against_the_compiled_twins() -> None:
     """The compile action's launches a step on each eager twin, and the compiled twin's from the raw events, as
-    the docs say (the block 107 → 46 for 44, the MLP 58 → 55 for 55)."""
+    the docs say (the block 107 → 41 for 44, the MLP 58 → 55 for 55)."""
     doc = " ".join(DOC.read_text().split())
     for (eager, compiled, _), name in zip(TWINS, ("the training block", "the training MLP"), strict=True):
         results = analyze(tracelens.load(ROOT / eager))

@@ -158,14 +158,14 @@ def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     from tracelens.analyses.actions import CPU_LIMITED_CELLS, CPU_LIMITED_HALF_WIDTH, HALF_WIDTH, RANGE_CELLS
 
     cells = _cells(RECORDINGS)
-    assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 30
+    assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 31
     assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
     counted = Counter(name if limited_by == "gpu" else "cpu" for _, name, limited_by, *_ in cells)
     assert counted == {**RANGE_CELLS, "cpu": CPU_LIMITED_CELLS}  # what `range_cells` says of each range
     assert all(low <= realized <= high for *_, low, high, realized in cells)
     fitted = [c for c in _cells(RECORDINGS[:3]) if c[1] == "compile" and c[2] != "gpu"]
     held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1] == "compile" and c[2] != "gpu"]
-    assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (13, 6, 0.51)
+    assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (14, 6, 0.51)
     ratios = [realized / predicted for *_, predicted, _, _, realized in held_out]
     assert sum(abs(r - 1) <= 0.51 for r in ratios) == 5
     fitted_ratios = [realized / predicted for *_, predicted, _, _, realized in fitted]
