@@ -9,10 +9,11 @@ repository's before/after twins and repeat recordings: docs/actions.md). Models
 
 - `compile` (torch.compile of the step): each run of fusible kernels (elementwise, reduction, norm, copy, fused)
   between GEMMs, attention, convolutions and memsets on a stream becomes one kernel (the launches of the rest of
-  the run removed, with their dispatch); every fusion chain fused (the chain's kernels take its kernel time minus
-  the fusion analysis' saving; all but the first launch of each run of chain kernels on a stream removed, with
-  their dispatch); the CPU work between the launches that remain replaced by Inductor's wrapper: `WRAPPER_US`
-  before the first, `LAUNCH_GAP_US` before each other; syncs and the step's tail keep their observed CPU work.
+  the run removed, with their dispatch); every fusion chain fused (its kernels, matched as runs of consecutive
+  activities on a stream, `_sequence_matches`, take its kernel time minus the fusion analysis' saving; all but
+  the first launch of each run of chain kernels on a stream removed, with their dispatch); the CPU work between the
+  launches that remain replaced by Inductor's wrapper: `WRAPPER_US` before the first, `LAUNCH_GAP_US` before each
+  other; syncs and the step's tail keep their observed CPU work.
 - `cuda_graphs` (capture the step's launches into one graph): GPU work unchanged; the first launch call's CPU
   work becomes the graph launch, `GRAPH_LAUNCH_US` + `GRAPH_KERNEL_US` per captured activity (its start-up and
   the replay's per-kernel gaps), every other launch call and the CPU work before it removed. A graph what-if of
@@ -21,8 +22,8 @@ repository's before/after twins and repeat recordings: docs/actions.md). Models
   graph): `compile`'s kernels and launches; before the first launch that remains, Inductor's wrapper
   (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains; every other launch and its CPU work removed. No
   constant of its own.
-- `fuse` (one fusion chain, by its ops): that chain's kernels and launches as in `compile`, CPU work otherwise
-  as observed.
+- `fuse` (one fusion chain, by its ops): that chain's kernels, matched by name (`_matches`), shortened as in
+  `compile`, one launch kept per chain instance; CPU work otherwise as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
   and dispatch removed.
 Where the program's own CUDA graphs replay most of the steps' GPU work (`GRAPHED_SHARE`) and it runs no compiled
@@ -515,8 +516,8 @@ def _matches(
     """Which activities of the step run one of `kernels` (by short name), none of them `claimed`. With
     `calls_per_step`, each name matches at most (its count in `kernels`) × round(calls_per_step) activities, the
     first in stream order: a chain of one `mul` does not take every `mul` of the step. (Without `claimed`, two
-    chains that share names may take each other's kernels: `_sequence_matches` passes it; the calibrated models
-    do not, their constants were measured without it.)"""
+    chains that share names may take each other's kernels: `_sequence_matches` passes it, for `compile` and its
+    relatives; `fuse` and `gemm_epilogue` match one chain by name, without it.)"""
     names = trace.events.names
     wanted = set(kernels)
     left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
@@ -589,8 +590,9 @@ def _fused_plan(
     activity in one chain at most) shortened by their fused saving; the launches of all but the kernels named
     like each chain's first removed (no CPU work, no call time); with `per_instance` (`fuse`), of all but one per
     chain instance (`_heads`: a chain of one kernel name keeps one launch, not all). `compile` matches by sequence
-    (since 2026-12-07: by name, the first activities of each name took other kernels of those names, fewer than
-    half of the HF Llama chains' time); `fuse` keeps matching by name, as its range was measured (docs/actions.md)."""
+    (until 2026-12-07 by name, where the first activities of each name took other kernels of those names: fewer
+    than half of the HF Llama chains' time); `fuse` keeps matching by name, as its range was measured
+    (docs/actions.md)."""
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
     claimed = np.zeros(len(graph.gpu_columns.name), dtype=bool)

@@ -149,7 +149,7 @@ class Hypothesis(msgspec.Struct, frozen=True):
 
     def readable_statement(self) -> str:
         """`statement()` for people: an asymmetric range (as `analyze --predict` writes) as the range itself,
-        `critical_path.step_us == 1,613.3 (range 1,387.4–1,839.2)`, with the digits that tell its ends apart
+        `critical_path.step_us == 1,613.3 (range 1,331.7–1,903.7)`, with the digits that tell its ends apart
         from the value; otherwise `statement()`."""
         tolerance, value = self.tolerance, self.value
         if self.subject is None or self.than is not None or tolerance is None or not isinstance(value, int | float):
