@@ -560,16 +560,22 @@ def _occurrences(names: np.ndarray, lane: I64, kernels: tuple[str, ...], calls_p
     size = len(kernels)
     per_lane = [np.flatnonzero(lane == one) for one in distinct_ints(lane).tolist()]
     for on_lane in sorted(per_lane, key=lambda rows: int(rows[0])):
-        seq = names[on_lane].tolist()
-        i = 0
-        while i + size <= len(seq) and budget > 0:
+        starts = on_lane.size - size + 1
+        if starts <= 0 or budget <= 0:
+            continue
+        seq = names[on_lane]
+        whole = np.ones(starts, dtype=bool)  # where the sequence starts (all its names in place), vectorized
+        for offset, name in enumerate(kernels):
+            whole &= seq[offset : offset + starts] == name
+        free_from = 0  # taken occurrences do not overlap: scanning in order, each taken one skips its length
+        for i in np.flatnonzero(whole).tolist():
+            if budget <= 0:
+                break
             rows = on_lane[i : i + size]
-            if tuple(seq[i : i + size]) == kernels and not claimed[rows].any():
+            if i >= free_from and not claimed[rows].any():
                 out[rows] = True
                 budget -= 1
-                i += size
-            else:
-                i += 1
+                free_from = i + size
     return out
 
 
