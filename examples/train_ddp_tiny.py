@@ -4,6 +4,11 @@
 
 Each rank writes its own trace (`train_ddp_tiny.rank{R}.json.gz`); `tracelens analyze runs/ddp` reads them as
 one run.
+
+On CPU torch 2.13 (gloo) a rank now and then aborts at exit, after its last step: "terminate called without an
+active exception" (SIGABRT; about 3 runs in 20, with or without tracelens). It is torch's own teardown race: a
+gloo worker thread releases its last finished collective after the interpreter has begun to shut down. The
+traces are written before it.
 """
 
 import argparse

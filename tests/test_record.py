@@ -289,10 +289,14 @@ def test_no_torch_in_the_programs_environment(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_torchrun_writes_one_trace_per_rank_that_analyze_groups(tmp_path: Path) -> None:
-    """Two ranks, one trace each, grouped by `analyze`. CPU torch's gloo teardown now and then aborts a rank
-    after the window ("terminate called without an active exception", SIGABRT; once in four runs on
-    2026-12-07): the exit status is the program's own, so such a run is recorded once more."""
-    for attempt in range(2):
+    """Two ranks, one trace each, grouped by `analyze`. CPU torch's gloo teardown now and then aborts a rank at
+    exit ("terminate called without an active exception", SIGABRT): a gloo worker thread drops its last
+    finished work after the interpreter has begun to finalize, and the work's thread-local state needs the GIL
+    (gdb, 2026-12-07). It is the program's own: 3 of 20 runs of the example without tracelens, 6 of 20 under
+    it, 4 of 40 with a barrier before `destroy_process_group`, 9 of 30 with all_reduce calls instead of DDP. The
+    exit status stays the program's, so such a run is recorded again, up to six times (all six abort with
+    p ≈ 0.3⁶ < 0.1 %); any other failure fails at once."""
+    for attempt in range(6):
         shutil.rmtree(tmp_path / "ddp", ignore_errors=True)
         result = record(
             tmp_path, "-o", "ddp", "--skip", "1", "--steps", "2", "--no-analyze", "--",
@@ -300,7 +304,7 @@ def test_torchrun_writes_one_trace_per_rank_that_analyze_groups(tmp_path: Path) 
             str(EXAMPLES / "train_ddp_tiny.py"), "--steps", "8",
         )  # fmt: skip
         torn_down = "terminate called without an active exception" in result.stderr
-        if not (result.returncode != 0 and torn_down and "after the window" in result.stderr and attempt == 0):
+        if not (result.returncode != 0 and torn_down and "after the window" in result.stderr and attempt < 5):
             break
     assert result.returncode == 0, result.stderr
     assert files_in(tmp_path / "ddp") == ["train_ddp_tiny.rank0.json.gz", "train_ddp_tiny.rank1.json.gz"]
