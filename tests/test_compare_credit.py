@@ -1,6 +1,7 @@
 """`compare`'s fused-kernel credit (issue #27, item 1) against tests/fusion_credit_stdlib.py, which reads the raw
 events itself: on every eager/compiled and eager/Liger twin the project has, each row's eager credit and saving
-is within ±25 % of the per-op computation, the balance of every variant is the realized drop in non-GEMM,
+is within ±25 % of the per-op computation (over the steady steps that tests/independent/warmup_steps.py reads
+from the raw events), the balance of every variant is the realized drop in non-GEMM,
 non-attention kernel time, and no row shows a negative saving where its fused kernel is faster than what it
 replaced."""
 
@@ -13,6 +14,7 @@ import pytest
 
 import tracelens
 from tests.fusion_credit_stdlib import credits, non_anchor_us_per_step, scope_us_per_step
+from tests.independent.warmup_steps import steady_steps
 from tracelens.analyses import AnalysisResults, analyze
 from tracelens.analyses.compare import Comparison, compare_variants
 
@@ -36,6 +38,12 @@ def _analyzed(path: Path) -> tuple[tracelens.Trace, AnalysisResults]:
     return trace, analyze(trace)
 
 
+@cache
+def _steady(path: Path) -> list[int]:
+    """The steady steps as tests/independent/warmup_steps.py reads them from the raw events (not tracelens's)."""
+    return steady_steps(str(path))
+
+
 def _compare(eager: Path, variant: Path) -> Comparison:
     items = [(p.name, *_analyzed(p)) for p in (eager, variant)]
     return compare_variants(items)
@@ -51,7 +59,7 @@ def test_the_twins_are_all_there() -> None:
 @pytest.mark.parametrize(("eager", "variant"), twins(), ids=lambda p: p.name.removesuffix(".json.gz"))
 def test_rows_match_the_per_op_computation(eager: Path, variant: Path) -> None:
     comparison = _compare(eager, variant)
-    steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+    steps = [_steady(p) for p in (eager, variant)]
     truth = credits(eager, variant, *steps)
     for row in comparison.fusions:
         credit, fused_us, tied = truth.get((row.kernel, row.direction == "backward"), (0.0, 0.0, 0.0))
@@ -70,7 +78,7 @@ def test_rows_match_the_per_op_computation(eager: Path, variant: Path) -> None:
 @pytest.mark.parametrize(("eager", "variant"), twins(), ids=lambda p: p.name.removesuffix(".json.gz"))
 def test_balance_is_the_realized_drop(eager: Path, variant: Path) -> None:
     comparison = _compare(eager, variant)
-    steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+    steps = [_steady(p) for p in (eager, variant)]
     realized = non_anchor_us_per_step(eager, steps[0]) - non_anchor_us_per_step(variant, steps[1])
     if not comparison.fusions:
         assert not comparison.fusion_balance
@@ -148,7 +156,7 @@ def test_liger_block_rows_are_their_module_scopes(prefix: str) -> None:
     eager = Path(f"traces/h200/block/{prefix}eager_block.json.gz")
     liger = Path(f"traces/h200/block/{prefix}liger_block.json.gz")
     comparison = _compare(eager, liger)
-    steps = _analyzed(eager)[1].summary.step_numbers
+    steps = _steady(eager)
     rows = {f.kernel: f for f in comparison.fusions if f.direction == "forward"}
     for kernel, scope in (
         ("_rms_norm_forward_kernel", "norm"),
@@ -173,7 +181,7 @@ def test_a_replayed_fused_kernel_is_its_own_time(eager: Path, variant: Path) -> 
     region also launched is not part of it (`mlp_ro_replay`'s row read 19.8 µs/step, 5.3 of them the fused
     kernel's); the eager side is the per-op computation's, and the balance still adds up to the realized drop."""
     comparison = _compare(eager, variant)
-    steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+    steps = [_steady(p) for p in (eager, variant)]
     truth = credits(eager, variant, *steps)
     assert comparison.fusions
     for row in comparison.fusions:
@@ -216,7 +224,7 @@ def test_the_docs_say_how_much_ties_decide() -> None:
     doc = " ".join((Path(__file__).resolve().parent.parent / "docs/fusion.md").read_text(encoding="utf-8").split())
     for name in ("hf_llama_train", "hf_llama_train_b1s128", "hf_gpt2_train"):
         eager, variant = (HF_HELD_OUT / f"{name}_{side}.json.gz" for side in ("eager", "compiled"))
-        steps = [_analyzed(p)[1].summary.step_numbers for p in (eager, variant)]
+        steps = [_steady(p) for p in (eager, variant)]
         rows = credits(eager, variant, *steps).values()
         tied, credited = sum(r[2] for r in rows), sum(r[0] for r in rows)
         assert f"{tied:,.1f} of {credited:,.1f}" in doc, (name, tied, credited)
