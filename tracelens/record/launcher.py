@@ -299,7 +299,7 @@ def _report(
             f"the program ended before the window was complete ({_progress(status, args)}){kept}",
             exit_code=2,
         )
-    _print_timings(statuses)
+    _print_timings(statuses, args.analyze)
     if returncode != 0:
         print(f"tracelens: warning: the program exited with status {program_status} after the window", file=sys.stderr)
     if args.analyze:
@@ -315,32 +315,30 @@ def _progress(status: dict[str, Any], args: argparse.Namespace) -> str:
     return f"{hook} saw {status.get('boundaries', 0)} step(s); the window needs {status.get('needed')}"
 
 
-# a profiled wall-clock step this much (%) below the profiler-free one is the host's pace, not the program's: the
-# CPU ran ahead of a GPU-bound loop with no sync per step (the profiler slows the host; it never speeds a step up)
-AHEAD_PCT = 5.0
-
-
-def _print_timings(statuses: list[dict[str, Any]]) -> None:
+def _print_timings(statuses: list[dict[str, Any]], analyzing: bool) -> None:
+    """Each trace's profiler-free step beside the profiled one, on the same clock only: where CUDA events timed
+    the profiler-free steps, the profiled step is the trace's (GPU end to GPU end, `analyze`'s
+    `per_step.step_us`), which the host's wall clock is not where the CPU runs ahead of the GPU; where the wall
+    clock timed them (a CPU program), the window's wall-clock steps are that step."""
     for status in statuses:
         free = status.get("profiler_free") or {}
         wall = status.get("profiled_wall_step_us") or []
         rank = f"rank {status['rank']}: " if status.get("rank") is not None and len(statuses) > 1 else ""
         if free.get("median_step_us") is None:
             continue
-        clock = "CUDA events" if free.get("clock") == "cuda_events" else "wall clock"
+        events = free.get("clock") == "cuda_events"
+        clock = "CUDA events" if events else "wall clock"
         line = f"{rank}profiler-free step {free['median_step_us']:,.1f} µs (median of {free['steps']}, {clock})"
-        if wall:
-            profiled = (
-                sorted(wall)[len(wall) // 2] if len(wall) % 2 else sum(sorted(wall)[len(wall) // 2 - 1 :][:2]) / 2
-            )
-            inflation = 100.0 * (profiled / free["median_step_us"] - 1.0) if free["median_step_us"] > 0 else None
+        if events:
+            where = "below" if analyzing else f"tracelens analyze {status.get('trace') or 'TRACE'}"
+            line += f"; the profiled step is the trace's, in analyze's summary ({where})"
+        elif wall:
+            profiled = _median(wall)
             line += f"; profiled {profiled:,.1f} µs (wall clock)"
-            if inflation is not None and inflation < -AHEAD_PCT:  # the profiler cannot have made the program faster
-                line += ": the host's pace, not the step's (its CPU runs ahead of the GPU; analyze reads the step)"
-            elif inflation is not None and inflation < 0:  # within the noise of two timings
-                line += f": the profiler added nothing measurable ({change_text(inflation, 0)} %)"
-            elif inflation is not None:
-                line += f": the profiler added {change_text(inflation, 0)} %"
+            if free["median_step_us"] > 0:
+                inflation = 100.0 * (profiled / free["median_step_us"] - 1.0)
+                added = f"nothing measurable ({change_text(inflation, 0)} %)" if inflation < 0 else None
+                line += f": the profiler added {added or change_text(inflation, 0) + ' %'}"
         print(f"tracelens: {line}", file=sys.stderr)
 
 
