@@ -332,10 +332,13 @@ def queued_pct(path: CriticalPath) -> float | None:
     """The share (%) of the mean time from a step's CPU start to its end that lies before its span starts (its
     CPU started before earlier steps' GPU work ended: it ran ahead, or waited for that work; `CriticalPath.queued_us`),
     where it is at least `QUEUED_NOTE_PCT`; else None."""
-    if path.step_us is None or path.queued_us is None or path.queued_us <= 0:
-        return None
-    share = 100.0 * path.queued_us / (path.queued_us + path.step_us)
-    return round(share, 3) if share >= QUEUED_NOTE_PCT else None
+    share = path.queued_pct
+    return share if share is not None and path.queued_us and share >= QUEUED_NOTE_PCT else None
+
+
+def _share_pct(queued_us: float, step_us: float) -> float:
+    """`queued_us` as a share (%) of the time from a step's CPU start to its end (`queued_us` + its span)."""
+    return _r(100.0 * queued_us / (queued_us + step_us)) if queued_us + step_us > 0 else 0.0
 
 
 class PathItem(msgspec.Struct, frozen=True):
@@ -394,6 +397,7 @@ class CriticalPath(msgspec.Struct, frozen=True):
     limit_note: str = ""
     steps: list[StepPath] = msgspec.field(default_factory=list)
     queued_us: float | None = None  # mean time from a step's CPU start to its span's start (None: no step)
+    queued_pct: float | None = None  # its share (%) of the mean time from a step's CPU start to its end (None: no step)
 
 
 def analyze_critical_path(ctx: AnalysisContext) -> CriticalPath:
@@ -477,6 +481,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         + (f"step {median_step.number}'s (median length)" if median_step.number >= 0 else "the whole trace's")
         + (f"; {odd} unrepresentative (see steps)" if odd else "")
     )
+    queued = _r(sum(a.graph.origin_ns - a.graph.start_ns for a in analyzed) / n / NS_PER_US)
     return CriticalPath(
         step=median_step.number,
         step_us=_r(sum(spans) / n),
@@ -493,7 +498,8 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         limit=limit,
         limit_note=_limit_note(limit, cpu_mean, gpu_mean, steps),
         steps=steps,
-        queued_us=_r(sum(a.graph.origin_ns - a.graph.start_ns for a in analyzed) / n / NS_PER_US),
+        queued_us=queued,
+        queued_pct=_share_pct(queued, _r(sum(spans) / n)),
     )
 
 

@@ -269,7 +269,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "`gpu_2x_saved_us`, `queued_pct`: the share of the time from its CPU start to its end before its "
                 "span starts, `unrepresentative`: why, or `null`, `queued_us`: that time), `queued_us` (the mean time "
                 "from a step's CPU "
-                "start to its span's start: it began before earlier steps' GPU work ended), `step` (the "
+                "start to its span's start: it began before earlier steps' GPU work ended) and `queued_pct` (its share "
+                "of the mean time from a step's CPU start to its end), `step` (the "
                 "median-length step whose path the report draws), replay error (max over steps), note "
                 "([critical path](critical_path.md))",
             ),

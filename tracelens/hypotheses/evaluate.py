@@ -267,11 +267,11 @@ def _metric_evidence(path: str, document: dict[str, Any]) -> tuple[str, ...]:
 
 def _queued_evidence(document: dict[str, Any]) -> tuple[str, ...]:
     path = document.get("critical_path") or {}
-    lead, span = path.get("queued_us"), path.get("step_us")
+    lead, share = path.get("queued_us"), path.get("queued_pct")
     period = (document.get("per_step") or {}).get("step_us")
-    if not isinstance(lead, int | float) or not isinstance(span, int | float) or not isinstance(period, int | float):
+    if not isinstance(lead, int | float) or not isinstance(share, int | float) or not isinstance(period, int | float):
         return ()
-    if lead <= 0 or 100.0 * lead / (lead + span) < QUEUED_NOTE_PCT:
+    if lead <= 0 or share < QUEUED_NOTE_PCT:
         return ()
     return (
         f"each step's CPU starts {lead:,.1f} µs before earlier steps' GPU work ends (the span starts where that work "
