@@ -195,11 +195,20 @@ def range_cells_of(action: str, limited_by: str, graphed: bool = False) -> int:
 def range_notes(action: Action, step_us: float) -> list[str]:
     """What the text and the page say beside an action's range: what limits the changed step where the GPU
     alone does not (its range is the wider CPU-limited one: `LIMIT_WORDS`), `may not help` where the range
-    reaches the current step, and how many twins it rests on where they are fewer than `FEW_CELLS`."""
+    reaches the current step (`predicted slower` where the prediction itself is above it), and how many twins it
+    rests on where they are fewer than `FEW_CELLS`."""
     notes = [LIMIT_WORDS[action.limited_by]] if action.limited_by in LIMIT_WORDS else []
     if action.range_cells is not None and action.range_cells < FEW_CELLS:
         notes.append(f"from {twins_text(action.range_cells)}")
+    if action.saved_us < 0:
+        return [*notes, "predicted slower"]
     return notes + (["may not help"] if action.high >= step_us else [])
+
+
+def helpful(actions: list[Action]) -> list[Action]:
+    """The actions predicted to shorten the step (a saving above 0), in their order: what the summary and the
+    report's findings name; one predicted to slow the step is in the table only, "predicted slower"."""
+    return [a for a in actions if a.saved_us > 0]
 
 
 def twins_text(cells: int) -> str:

@@ -283,7 +283,7 @@ def _pieces(word: str, width: int) -> list[str]:
     pieces = []
     rest = word
     while cell_len(rest) > width:
-        cut = max((rest.rfind(sep, 0, width) for sep in _BREAK_AFTER), default=-1) + 1
+        cut = _last_break(rest, width) + 1
         if cut < width // 3:  # no separator in the second two thirds of the line: cut at the width
             cut = width
             while cut > 1 and rest[cut - 1].isdigit() and rest[cut].isdigit():  # never split a number
@@ -293,6 +293,19 @@ def _pieces(word: str, width: int) -> list[str]:
         pieces.append(rest[:cut])
         rest = rest[cut:]
     return [*pieces, rest] if rest else pieces
+
+
+def _last_break(text: str, width: int) -> int:
+    """Index of the last separator in `text[:width]` a line may end after (-1: none): one of `_BREAK_AFTER`
+    or an en dash (a range), but never a "," or "." between two digits (inside a number)."""
+    for i in range(min(width, len(text)) - 1, -1, -1):
+        char = text[i]
+        if char not in _BREAK_AFTER and char != "–":
+            continue
+        inside_number = char in ",." and 0 < i < len(text) - 1 and text[i - 1].isdigit() and text[i + 1].isdigit()
+        if not inside_number:
+            return i
+    return -1
 
 
 def shorten_middle(name: str, length: int) -> str:

@@ -28,6 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisResults
+from tracelens.analyses.actions import helpful
 from tracelens.analyses.critical_path import CriticalPath
 from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
@@ -845,7 +846,7 @@ def action_links(trace: Trace, results: AnalysisResults, focus: int | None) -> l
     it) to its CPU end or the end of the last GPU activity it launched, whichever is later, where the action's
     saving is predicted (each prediction is a replay of every analyzed step; the drawn one is the median-length
     step). The Perfetto hint names the step's `ProfilerStep#N` slice (or, for inferred steps, its number)."""
-    actions = results.actions.actions if results.actions is not None else []
+    actions = helpful(results.actions.actions) if results.actions is not None else []  # as the summary names them
     if focus is None or not actions:
         return []
     steps, ev = trace.steps, trace.events

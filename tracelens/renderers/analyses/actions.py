@@ -15,6 +15,7 @@ from tracelens.analyses.actions import (
     MATH_ATTENTION_NOTE,
     Action,
     Actions,
+    helpful,
     range_notes,
     twins_text,
 )
@@ -63,7 +64,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     elif free is not None and free.note:  # unknown, and why, in one line: never silent
         reason = free.note.split(":")[0]
-        head.append(f"\nWithout the profiler: — ({reason})"[: SUMMARY_COLUMNS + 1])
+        wrapped = textwrap.wrap(f"Without the profiler: — ({reason})", SUMMARY_COLUMNS, subsequent_indent="  ")
+        head.append("\n" + "\n".join(wrapped))  # the whole reason, never cut
     if lead is not None:  # steps start before earlier work ends: where the spans start (and the median step)
         line = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; spans start at its end)"
         with_median = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; median step: {us_text(median)} µs)"
@@ -87,10 +89,10 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         since_cpu_start_us = s.step_us + lead_us
         share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)} of the step" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
-    helpful = [a for a in result.actions if a.saved_us > 0]  # one predicted to slow the step: the table only
+    shortening = helpful(result.actions)  # one predicted to slow the step: the table only
     if not result.actions and result.note:  # none predicted, and why
         head.append(f"\nNo action predicted: {result.note}")
-    elif not helpful:
+    elif not shortening:
         head.append("\nNo modelled action shortens the step" + (f" ({result.note})" if result.note else ""))
     bases = [a.basis for a in result.actions if a.action == "compile"]
     if any(ATTENTION_NOTE in b for b in bases):  # what the compile prediction assumes: said, even unshown
@@ -98,10 +100,10 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     elif any(MATH_ATTENTION_NOTE in b for b in bases):  # what it leaves out
         head.append("\nNote: softmax(QKᵀ)V with a mask or more; compile may fuse it (not modelled)")
     used = str(head).count("\n") + 2  # the lines so far and the closing "More:" line
-    reserved = len(result.actions) > min(TOP_ACTIONS, len(helpful))
+    reserved = len(result.actions) > min(TOP_ACTIONS, len(shortening))
     used += reserved  # and a line that says how many more there are
     shown = 0
-    for rank, action in enumerate(helpful[:TOP_ACTIONS], 1):
+    for rank, action in enumerate(shortening[:TOP_ACTIONS], 1):
         names = [t.removeprefix("aten::") for t in action.targets]  # for width; JSON and the tables keep it
         targets = " → ".join(names) if action.action == "fuse" else ", ".join(names)
         if len(targets) > 22:
