@@ -94,8 +94,10 @@ def test_the_held_out_counts() -> None:
     """Per action, (within ±20 %, inside the range, cells): the compile-inside-graphs twins 14 of 14 within ±20 %
     (the block 5.1-12.3 % long: Inductor's fused kernels are shorter than the fusion analysis' memory-traffic
     estimate; the MLP −13.4 to +1.9 %); held out, `cuda_graphs` on the eager programs 14 of 14 in both, and
-    `compile` on them 12 of 14 in both (outside, −42.1 and −69.9 %: the compiled MLP at 256 and 64 tokens)."""
-    assert _counts(cells()) == {"compile in graphs": [14, 14, 14], "cuda_graphs": [14, 14, 14], "compile": [12, 12, 14]}
+    `compile` on them 9 of 14 within ±20 %, 13 inside (all five outside ±20 % are the compiled MLP: −33.8 and
+    −74.7 % at 256 and 64 tokens, +25.7 to +32.4 % at three other shapes; before 2026-12-07, with a first step of
+    warm-up in the realized mean, 12 of 14)."""
+    assert _counts(cells()) == {"compile in graphs": [14, 14, 14], "cuda_graphs": [14, 14, 14], "compile": [9, 13, 14]}
 
 
 def _counts(found: list[Cell]) -> dict[str, list[int]]:

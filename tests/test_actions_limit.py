@@ -25,6 +25,7 @@ from tracelens.analyses.critical_path import (
     replay_calls,
     savings_of_calls,
     step_graph,
+    steps_in_means,
 )
 from tracelens.analyses.window import select_window
 from tracelens.renderers.text import op_table
@@ -38,7 +39,9 @@ TRACES = ("eager_mlp", "block/eager_block", "extra/sweep_eager_mlp_t64", "graphs
 def _identity_savings_us(trace: tracelens.Trace) -> tuple[float, float]:
     """Mean (CPU 2×, GPU 2×) savings of `savings_of_calls` with the observed calls and activities, over the
     critical path's steps."""
-    indices, _ = _within_budget(trace, _steps_with_gpu(trace, select_window(trace)))
+    window = select_window(trace)
+    path = critical_path_of(trace, window)
+    indices, _ = _within_budget(trace, steps_in_means(trace, _steps_with_gpu(trace, window), path))
     cpu = gpu = 0
     graphs = [g for g in (step_graph(trace, i) for i in indices) if g is not None]
     for graph in graphs:

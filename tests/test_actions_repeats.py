@@ -152,24 +152,24 @@ def _half_widths(cells: list[tuple[str, str, str, float, float, float, float]]) 
 def test_the_stated_ranges_are_recomputed_from_the_calibration_cells() -> None:
     """`HALF_WIDTH` is the rule applied to the cells read from raw events (38: the 20 twins and the 18 repeat
     cells; in-sample), and every realized step lies in its stated range. Held out: fitted without sweep_long,
-    the CPU-limited compile range would be ±51 %, and 5 of sweep_long's 6 CPU-limited cells fall inside it (the
+    the CPU-limited compile range would be ±54 %, and 5 of sweep_long's 6 CPU-limited cells fall inside it (the
     512-token r1 needs ±60 %); an asymmetric range (the cells' smallest to largest ratio) fitted the same way
-    holds 3 of the 6; docs/actions.md#stated-ranges."""
+    holds 4 of the 6; docs/actions.md#stated-ranges."""
     from tracelens.analyses.actions import CPU_LIMITED_CELLS, CPU_LIMITED_HALF_WIDTH, HALF_WIDTH, RANGE_CELLS
 
     cells = _cells(RECORDINGS)
-    assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 31
+    assert len(cells) == 49 and sum(c[2] != "gpu" for c in cells) == 30
     assert _half_widths(cells) == {**HALF_WIDTH, "cpu": CPU_LIMITED_HALF_WIDTH}
     counted = Counter(name if limited_by == "gpu" else "cpu" for _, name, limited_by, *_ in cells)
     assert counted == {**RANGE_CELLS, "cpu": CPU_LIMITED_CELLS}  # what `range_cells` says of each range
     assert all(low <= realized <= high for *_, low, high, realized in cells)
     fitted = [c for c in _cells(RECORDINGS[:3]) if c[1] == "compile" and c[2] != "gpu"]
     held_out = [c for c in cells if c[0].startswith("sweep_long/") and c[1] == "compile" and c[2] != "gpu"]
-    assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (14, 6, 0.51)
+    assert (len(fitted), len(held_out), _half_widths(fitted)["cpu"]) == (14, 6, 0.54)
     ratios = [realized / predicted for *_, predicted, _, _, realized in held_out]
-    assert sum(abs(r - 1) <= 0.51 for r in ratios) == 5
+    assert sum(abs(r - 1) <= 0.54 for r in ratios) == 5
     fitted_ratios = [realized / predicted for *_, predicted, _, _, realized in fitted]
-    assert sum(min(fitted_ratios) <= r <= max(fitted_ratios) for r in ratios) == 3
+    assert sum(min(fitted_ratios) <= r <= max(fitted_ratios) for r in ratios) == 4
 
 
 LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")

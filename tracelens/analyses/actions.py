@@ -62,6 +62,7 @@ from tracelens.analyses.critical_path import (
     replay_calls,
     savings_of_calls,
     step_graph,
+    steps_in_means,
     with_offsets,
 )
 from tracelens.analyses.fusion import Fusion, FusionOpportunity
@@ -133,11 +134,11 @@ MIN_HALF_WIDTH = 0.10
 RANGE_CELLS: dict[str, int] = {
     "compile": 12,
     "compile_reduce_overhead": 1,
-    "cuda_graphs": 3,
+    "cuda_graphs": 4,
     "fuse": 1,
     "gemm_epilogue": 1,
 }
-CPU_LIMITED_CELLS = 31
+CPU_LIMITED_CELLS = 30
 # `compile` of a program that replays its own CUDA graphs (`_graphed_compile_plan`): the same rule over its 14
 # twins (traces/h100/graphs_compiled: `*_graph` → `*_graph_compiled`, all GPU-limited;
 # tests/test_actions_graphed_compile.py)
@@ -259,7 +260,7 @@ def analyze_actions(ctx: AnalysisContext) -> Actions:
         *(("cuda_graphs",) if compiled.graph_replays else ()),
         *(("compile_reduce_overhead",) if uses_compile else ()),  # not where graphs alone run: see below
     )
-    steps = _steps_with_gpu(ctx.trace, ctx.steady)
+    steps = steps_in_means(ctx.trace, _steps_with_gpu(ctx.trace, ctx.steady), path)
     if compiled.warmup_only:  # the steps are the warm-up's: what changes them says nothing of the steady step
         found = actions_of(ctx.trace, steps, fusion, path.limit, free, done, predict=False)
         return msgspec.structs.replace(found, note=WARMUP_NOTE)

@@ -75,6 +75,8 @@ STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the
 MAX_TOTAL_NODES = 200_000  # over all steps; beyond it every k-th step is replayed
 LIMIT_RATIO = 2.0  # one side's 2x what-if must save this many times the other's to limit alone
 FIRST_STEP_OFF = 1.15  # the first step is unrepresentative when its span is off the median by more
+WARMUP_FIRST = "the first step (warm-up)"  # the trace's first, or the first after compiling or capturing
+LEFT_OUT = "left out of the means"  # how such a step's reason ends where its span is over FIRST_STEP_OFF × median
 SPAN_OUTLIER = 1.5  # span off the median by more than this factor: unrepresentative
 _LAUNCH = LAYERS.index("launch")
 _SYNC = LAYERS.index("sync")
@@ -336,6 +338,13 @@ def queued_pct(path: CriticalPath) -> float | None:
     return share if share is not None and path.queued_us and share >= QUEUED_NOTE_PCT else None
 
 
+def steps_in_means(trace: Trace, indices: list[int], path: CriticalPath) -> list[int]:
+    """`indices` (step rows) less the steps `path` left out of its means (`StepPath.in_means`): the steps every
+    mean over the window's steps is over (the actions' replays too)."""
+    apart = {s.number for s in path.steps if not s.in_means}
+    return [i for i in indices if int(trace.steps.number[i]) not in apart]
+
+
 def _share_pct(queued_us: float, step_us: float) -> float:
     """`queued_us` as a share (%) of the time from a step's CPU start to its end (`queued_us` + its span)."""
     return _r(100.0 * queued_us / (queued_us + step_us)) if queued_us + step_us > 0 else 0.0
@@ -373,10 +382,12 @@ class StepPath(msgspec.Struct, frozen=True):
     queued_pct: float
     unrepresentative: str | None = None
     queued_us: float = 0.0  # from its CPU start to its span's start (`StepGraph.origin_ns`)
+    in_means: bool = True  # False: the trace's first step marked warm-up, left out of the window's means
 
 
 class CriticalPath(msgspec.Struct, frozen=True):
-    """The critical path over all analyzed steps (`steps_analyzed` of them): `step_us`, `composition`,
+    """The critical path over the analyzed steps less a first step marked warm-up (`steps[].in_means`;
+    `steps_analyzed` of them): `step_us`, `composition`,
     `top_kernels`, `top_ops` and `what_if` are means per step over them; `step` is the step of median length,
     whose path `path_rows` holds (the report draws it). `limit`: what limits the window by the what-ifs summed
     over the steps (`limit_of`); `steps`: each step's figures."""
@@ -445,6 +456,11 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         )
     if not analyzed:
         return _empty(f"every analyzed step has more than {MAX_NODES:,} nodes; not analyzed")
+    halves = [[_saved_ns(trace, a, change) for a in analyzed] for change in (Change("cpu", 2.0), Change("gpu", 2.0))]
+    steps = _step_rows(analyzed, halves[0], halves[1], trace, compile_ns)
+    kept = [i for i, row in enumerate(steps) if row.in_means]
+    analyzed = [analyzed[i] for i in kept]
+    halves = [[row[i] for i in kept] for row in halves]
     n = len(analyzed)
     median_step = sorted(analyzed, key=lambda a: (a.observed_ns, a.index))[(n - 1) // 2]
     names = trace.events.names
@@ -466,20 +482,21 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         for code, ns in sorted(ops.items(), key=lambda item: -item[1])[:5]
     ]
     changes = _standard_changes(path)
-    saved = [[_saved_ns(trace, a, change) for a in analyzed] for change in changes]
+    saved = [*halves, *([_saved_ns(trace, a, change) for a in analyzed] for change in changes[2:])]
     what_ifs = [_what_if_row(change, analyzed, row) for change, row in zip(changes, saved, strict=True)]
-    steps = _step_rows(analyzed, saved[0], saved[1], trace, compile_ns)
     cpu_mean, gpu_mean = what_ifs[0].saved_us, what_ifs[1].saved_us
     limit = limit_of(cpu_mean, gpu_mean)
     spans = [a.base.step_ns / NS_PER_US for a in analyzed]
     odd = sum(1 for s in steps if s.unrepresentative)
+    apart = [s.number for s in steps if not s.in_means]
     note = (
-        f"{n} of {window.n_steps} analyzed steps replayed"
+        f"{len(steps)} of {window.n_steps} analyzed steps replayed"
         + (f" (every {sampled}th: the steps' graphs exceed {MAX_TOTAL_NODES:,} nodes in all)" if sampled > 1 else "")
         + (f", {too_big} above {MAX_NODES:,} nodes left out" if too_big else "")
         + "; figures are means per step; the path drawn is "
         + (f"step {median_step.number}'s (median length)" if median_step.number >= 0 else "the whole trace's")
         + (f"; {odd} unrepresentative (see steps)" if odd else "")
+        + (f"; step {apart[0]}, the first (warm-up), {LEFT_OUT}" if apart else "")
     )
     queued = _r(sum(a.graph.origin_ns - a.graph.start_ns for a in analyzed) / n / NS_PER_US)
     return CriticalPath(
@@ -575,7 +592,7 @@ def _step_rows(
     spans = [a.base.step_ns / NS_PER_US for a in analyzed]
     median_span = float(median(np.array(spans)))
     majority = max(set(limits), key=lambda v: (limits.count(v), v))
-    first_number = int(trace.steps.number.min()) if len(trace.steps) else None
+    first_number = analyzed[0].number  # the trace's first step, or the first after compiling or capturing
     rows = []
     for a, limit, span, c, g in zip(analyzed, limits, spans, cpu_ns, gpu_ns, strict=True):
         why = None
@@ -584,9 +601,9 @@ def _step_rows(
         if compiling > 0:
             why = f"compilation ran inside it ({compiling / NS_PER_US:,.1f} µs)"
         elif a.number == first_number and len(analyzed) > 2 and (off or limit != majority):
-            why = (
-                f"the trace's first step (warm-up): span {span:,.1f} µs, limited by {limit} "
-                f"(median {median_span:,.1f} µs)"
+            longer = span > SPAN_OUTLIER * median_span  # an outlier: warm-up's cost, left out of the means
+            why = f"{WARMUP_FIRST}: span {span:,.1f} µs, limited by {limit} (median {median_span:,.1f} µs)" + (
+                f"; {LEFT_OUT}" if longer else ""
             )
         elif limit != majority and len(analyzed) > 2:
             why = f"limited by {limit} where most steps are {majority}"
@@ -603,6 +620,7 @@ def _step_rows(
                 queued_pct=_r(100.0 * ahead_ns / max(1, ahead_ns + a.base.step_ns)),
                 unrepresentative=why,
                 queued_us=_r(ahead_ns / NS_PER_US),
+                in_means=not (why or "").endswith(LEFT_OUT),
             )
         )
     return rows

@@ -119,8 +119,7 @@ def profiler_free(trace: Trace, step_us: float | None, gpu_busy_us: float | None
     if trace.steps.source != "ProfilerStep":
         estimate = None
         reason = (
-            f"steps {trace.steps.label}, not ProfilerStep: the model is calibrated on ProfilerSteps, so there is no "
-            "estimate"
+            f"steps {trace.steps.label}: the model is calibrated on ProfilerSteps, so there is no estimate"
             if trace.steps.per_step
             else "no ProfilerStep in the trace: the model is per step, so there is no estimate"
         )

@@ -64,8 +64,10 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
             head.append(f"\n  (for the median step, {us_text(median)} µs profiled; the mean span differs)")
     elif free is not None and free.note:  # unknown, and why, in one line: never silent
         reason = free.note.split(":")[0]
-        wrapped = textwrap.wrap(f"Without the profiler: — ({reason})", SUMMARY_COLUMNS, subsequent_indent="  ")
-        head.append("\n" + "\n".join(wrapped))  # the whole reason, never cut
+        line = f"Without the profiler: — ({reason})"
+        if len(line) > SUMMARY_COLUMNS:  # one line: the reason shortened at a word, whole in the per-step section
+            line = textwrap.shorten(line, SUMMARY_COLUMNS - 1, placeholder=" …") + ")"
+        head.append("\n" + line)
     if lead is not None:  # steps start before earlier work ends: where the spans start (and the median step)
         line = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; spans start at its end)"
         with_median = f"  (CPU starts {us_text(lead)} µs before prior GPU work ends; median step: {us_text(median)} µs)"
