@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import tracelens
+from tests.conftest import TRACES
 from tests.test_check_builders import FUSED, GEMM, write_compiled, write_eager
 from tracelens.hypotheses import TraceDocument, check_document, document_from, parse_hypotheses
 from tracelens.hypotheses.evaluate import Verdict, evaluate
@@ -329,3 +330,28 @@ def test_the_evaluate_module_is_not_shadowed_by_a_function() -> None:
 
     assert isinstance(hypotheses.evaluate, types.ModuleType) and hypotheses.evaluate.evaluate is evaluate
     assert hypotheses.verdicts_for is evaluate
+
+
+def test_a_figure_the_trace_cannot_give_is_unknown_not_wrong(tmp_path: Path) -> None:
+    """A prediction checked on a trace cut off before its first complete step: `critical_path.step_us` is null
+    there, so the verdict is UNKNOWN (neither held nor wrong, exit 0), never WRONG "measured None"."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(gzip.decompress((TRACES / "h200/eager_mlp.json.gz").read_bytes())[:30_000])
+    predictions = tmp_path / "p.toml"
+    run = [sys.executable, "-m", "tracelens"]
+    assert subprocess.run([*run, "analyze", str(TRACES / "h200/eager_mlp.json.gz"), "--predict", str(predictions),
+                           "--no-cache"], capture_output=True).returncode == 0  # fmt: skip
+    checked = subprocess.run([*run, "check", str(cut), "--expect", str(predictions), "--format", "json"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    document = json.loads(checked.stdout)
+    assert document["wrong"] == 0 and document["unknown"] >= 1
+    unknown = [v for v in document["verdicts"] if v["status"] == "unknown"]
+    assert unknown and all(v["measured"] is None and v["held"] is None for v in unknown)
+    text = subprocess.run([*run, "check", str(cut), "--expect", str(predictions)], capture_output=True, text=True)
+    assert "UNKNOWN" in text.stdout and "None" not in text.stdout and "WRONG" not in text.stdout

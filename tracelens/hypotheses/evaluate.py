@@ -65,6 +65,9 @@ class Verdict(msgspec.Struct, frozen=True):
     took: str = ""  # what the trace took in a few words (`tracelens.variants.taken_words`); "" without `action`
     # with the hypothesis' `before_value`: whether that value (no change at all) would have held too; else None
     no_change_holds: bool | None = None
+    # False where the trace gives no value to compare (`null` in its document: the figure cannot be computed
+    # there): UNKNOWN, neither held nor wrong
+    known: bool = True
 
     @property
     def weak(self) -> bool:
@@ -73,9 +76,11 @@ class Verdict(msgspec.Struct, frozen=True):
 
     @property
     def status(self) -> str:
-        """HELD, WRONG or N/A."""
+        """HELD, WRONG, UNKNOWN (no value to compare) or N/A."""
         if not self.applies:
             return "N/A"
+        if not self.known:
+            return "UNKNOWN"
         return "HELD" if self.held else "WRONG"
 
     @property
@@ -94,7 +99,11 @@ class CheckResult(msgspec.Struct, frozen=True):
 
     @property
     def wrong(self) -> int:
-        return sum(v.applies and not v.held for v in self.verdicts)
+        return sum(v.applies and v.known and not v.held for v in self.verdicts)
+
+    @property
+    def unknown(self) -> int:
+        return sum(v.applies and not v.known for v in self.verdicts)
 
     @property
     def held(self) -> int:
@@ -186,6 +195,8 @@ def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence
     if hypothesis.op is None:
         return Verdict(hypothesis, target.label, measured.found, measured.value, None, measured.evidence)
     expected, reference_evidence = _expected(hypothesis, target, documents)
+    if measured.value is None and hypothesis.op not in MEMBERSHIP_OPS:  # the trace cannot give this figure
+        return Verdict(hypothesis, target.label, False, None, expected, measured.evidence, known=False)
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
     evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
     error = _error(hypothesis, measured.value)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # rich is imported only to render text: JSON output does with
 CHECK_SCHEMA = "tracelens.check/1"
 
 
-JSON_STATUS = {"HELD": "held", "WRONG": "wrong", "N/A": "not_applicable"}
+JSON_STATUS = {"HELD": "held", "WRONG": "wrong", "UNKNOWN": "unknown", "N/A": "not_applicable"}
 
 
 def verdict_dict(verdict: Verdict) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
         "name": hypothesis.name,
         "trace": verdict.trace,
         "status": JSON_STATUS[verdict.status],
-        "held": verdict.held if verdict.applies else None,
+        "held": verdict.held if verdict.applies and verdict.known else None,
         "statement": hypothesis.statement(),
         "measured": _plain(verdict.measured),
         "expected": _plain(verdict.expected),
@@ -56,6 +56,7 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
         "held": result.held,
         "weak": result.weak,
         "wrong": result.wrong,
+        "unknown": result.unknown,
         "not_applicable": result.not_applicable,
         "verdicts": [verdict_dict(v) for v in result.verdicts],
     }
@@ -102,7 +103,8 @@ class CheckTextRenderer:
         console.print(self.table(result))
         held, wrong, na = result.held, result.wrong, result.not_applicable
         weak = f" ({result.weak} weak: no change would have held too)" if result.weak else ""
-        counts = f"{held} held{weak}, {wrong} wrong" + (f", {na} not applicable" if na else "")
+        unknown = f", {result.unknown} unknown (the trace gives no value)" if result.unknown else ""
+        counts = f"{held} held{weak}, {wrong} wrong{unknown}" + (f", {na} not applicable" if na else "")
         console.print(Text(counts, style="bold green" if not wrong else "bold red"))
         return render_to_string(console)
 
@@ -122,6 +124,12 @@ class CheckTextRenderer:
                 line.append(escape_controls(f" [{verdict.trace}]"), style="dim")
             if not verdict.applies:
                 line.append(escape_controls(_not_applicable(verdict)), style="dim")
+                grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
+                continue
+            if not verdict.known:
+                line.append(
+                    escape_controls(f": not measured, the trace gives no value ({verdict.hypothesis.statement()})")
+                )
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
             shown = f"{us_text(verdict.measured)} µs" if _in_us(verdict) else format_value(verdict.measured)
