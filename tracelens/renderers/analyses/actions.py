@@ -110,7 +110,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         targets = " → ".join(names) if action.action == "fuse" else ", ".join(names)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
-        lines = _action_lines(rank, action, targets, s.step_us)
+        lines = _action_lines(rank, action, targets, s.step_us, s.profiler_free_step_us)
         if used + len(lines) > SUMMARY_LINES:
             break
         used += len(lines)
@@ -169,9 +169,11 @@ SUMMARY_COLUMNS = 80
 SUMMARY_LINES = 15
 
 
-def _action_lines(rank: int, action: Action, targets: str, step_us: float) -> list[str]:
-    """One action's lines, each at most 80 columns: the saving; the step before → predicted with the stated
-    range of the predicted step and its notes (`range_notes`); the evidence, wrapped under it."""
+def _action_lines(rank: int, action: Action, targets: str, step_us: float, free_us: float | None = None) -> list[str]:
+    """One action's lines, each at most 80 columns: the saving, and where the step's profiler-free time is known
+    (`free_us`) the saving without the profiler (`predicted_profiler_free_step_us` against it: the profiler's cost
+    removed by the action is no saving of the program's); the step before → predicted with the stated range of the
+    predicted step and its notes (`range_notes`); the evidence, wrapped under it."""
     notes = range_notes(action, step_us)
     stated = f"(range {action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
     second = f"   step {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
@@ -180,9 +182,19 @@ def _action_lines(rank: int, action: Action, targets: str, step_us: float) -> li
     if len(second) > SUMMARY_COLUMNS:
         second = f"   predicted {us_text(action.predicted_step_us)} µs ({action.low:,.0f}–{action.high:,.0f})"
     evidence = textwrap.wrap(action.basis, SUMMARY_COLUMNS - 3, break_on_hyphens=False) or [""]
+    first = f"{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs"
+    predicted_free, apart = action.predicted_profiler_free_step_us, []
+    if free_us is not None and predicted_free is not None:
+        saved_free = us_text(free_us - predicted_free)
+        free = f" ({saved_free} profiler-free)"
+        if len(first) + len(free) <= SUMMARY_COLUMNS:
+            first += free
+        else:  # a line of its own
+            apart = [f"   without the profiler: saves {saved_free} µs ({us_text(free_us)} → {us_text(predicted_free)})"]
     return [
-        f"{rank}. {action.action} ({targets}): saves {us_text(action.saved_us)} µs",
+        first,
         second,
+        *apart,
         *(f"   {line}" for line in evidence),
     ]
 
