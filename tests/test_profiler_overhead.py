@@ -601,3 +601,28 @@ def test_hugging_face_ops_record_no_more_input_shapes() -> None:
     doc = " ".join((ROOT / "docs/profiler_overhead.md").read_text().split())
     assert f"({min(hf_range):.2f}-{max(hf_range):.2f} input shapes per CPU op" in doc
     assert f"{min(study_range):.2f}-{max(study_range):.2f} in the study's eager MLP" in doc
+
+
+def test_the_estimate_is_recomputable_from_its_json_fields() -> None:
+    """Every golden analyze document with an estimate: `estimated_step_us` is the documented formula of its own
+    fields (`unit_us`, `events_per_step`, `regions_per_step`, `lead_us`, `per_step.gpu_busy_us`, the profiled
+    step) to 0.01 µs; `unit_us` is `launch_us`, or the 7.127 µs stand-in where the steps made no kernel-launch
+    call (`launch_us` null: CUDA-graph replays), so that no input of the figure is unstated."""
+    import gzip
+    import json
+
+    checked = stand_ins = 0
+    for path in sorted((Path(__file__).resolve().parent / "golden").rglob("*.json.gz")):
+        document = json.loads(gzip.decompress(path.read_bytes()))
+        free = (document.get("per_step") or {}).get("profiler_free") or document.get("profiler_free") or {}
+        if not isinstance(free, dict) or free.get("estimated_step_us") is None:
+            continue
+        unit = free["unit_us"]
+        assert unit == (free["launch_us"] if free["launch_us"] is not None else 7.127), path.name
+        stand_ins += free["launch_us"] is None
+        step, busy = free["profiled_step_us"], document["per_step"]["gpu_busy_us"]
+        cost = unit * (8 + 0.35 * free["events_per_step"] + 16 * free["regions_per_step"])
+        expected = min(max(busy + 0.7 * (free["lead_us"] or 0.0), step - cost), step)
+        assert free["estimated_step_us"] == pytest.approx(expected, abs=0.01), path.name
+        checked += 1
+    assert checked > 300 and stand_ins > 20

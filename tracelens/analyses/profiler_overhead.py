@@ -74,7 +74,8 @@ class ProfilerFree(msgspec.Struct, frozen=True):
     inflation_pct: float | None  # (profiled / profiler-free - 1) × 100
     method: str  # how it was measured or estimated, in words
     events_per_step: float | None = None  # CPU ops + CUDA runtime calls per step (the model's input)
-    launch_us: float | None = None  # the median kernel-launch call (µs): the model's unit of the host's speed
+    launch_us: float | None = None  # the median kernel-launch call (µs) in the steps; None where they made none
+    unit_us: float | None = None  # the model's unit (`unit_us`): `launch_us`, or the stand-in where it is None
     regions_per_step: float | None = None  # Torch-Compiled Region calls per step (the model's input)
     lead_us: float | None = None  # median step start → first GPU activity (µs; the floor's input)
     estimated_step_us: float | None = None  # the model's estimate, also where a measurement wins (to compare)
@@ -196,13 +197,20 @@ def estimate_step_us(step_us: float | None, gpu_busy_us: float | None, host: Hos
     or where the profiler's cost would take the whole step (no GPU floor: nothing the model can say)."""
     if step_us is None or host is None:
         return None
-    unit = host.launch_us
-    if unit is None:  # no kernel-launch call: CUDA-graph replays (GPU work launched) take a typical host's unit
-        if host.lead_us is None:
-            return None
-        unit = STAND_IN_LAUNCH_US
+    unit = unit_us(host)
+    if unit is None:
+        return None
     estimate = min(max(_floor_us(gpu_busy_us, host), step_us - overhead_us(host, unit)), step_us)
     return round(estimate, 3) if estimate > 0 else None
+
+
+def unit_us(host: HostFeatures) -> float | None:
+    """The model's unit (µs): the trace's median kernel-launch call; where the steps launched GPU work but made no
+    kernel-launch call (CUDA-graph replays), `STAND_IN_LAUNCH_US`, a typical host's; None where they launched
+    no GPU work."""
+    if host.launch_us is not None:
+        return host.launch_us
+    return STAND_IN_LAUNCH_US if host.lead_us is not None else None
 
 
 def overhead_us(host: HostFeatures, launch_us: float) -> float:
@@ -220,7 +228,12 @@ def _inputs(host: HostFeatures | None) -> dict[str, float | None]:
     """The ProfilerFree fields that show the model's inputs besides the event count."""
     if host is None:
         return {}
-    return {"launch_us": host.launch_us, "regions_per_step": host.regions, "lead_us": host.lead_us}
+    return {
+        "launch_us": host.launch_us,
+        "unit_us": unit_us(host),
+        "regions_per_step": host.regions,
+        "lead_us": host.lead_us,
+    }
 
 
 def _method(host: HostFeatures | None, gpu: bool, low_us: float | None, high_us: float | None) -> str:

@@ -113,8 +113,10 @@ ANALYSES: tuple[Analysis[Any], ...] = (
                 "profiler_free",
                 "the same figure with its evidence: `source`, `step_us`, `profiled_step_us` (= "
                 "`per_step.step_us`), `inflation_pct` ((profiled / profiler-free − 1) × 100), `method` (in "
-                "words), `events_per_step` (CPU ops + CUDA runtime calls per step), `launch_us` (the median "
-                "kernel-launch call, the model's unit of the host's speed), `regions_per_step` (Torch-Compiled "
+                "words), `events_per_step` (CPU ops + CUDA runtime calls per step, the mean over the analyzed steps), "
+                "`launch_us` (the median kernel-launch call in the steps; `null` where they make none), `unit_us` "
+                "(the model's unit of the host's speed: `launch_us`, or the stand-in 7.127 µs where it is `null`: "
+                "CUDA-graph replays), `regions_per_step` (Torch-Compiled "
                 "Region calls per step), `lead_us` (median step start → first GPU activity): the model's inputs, "
                 "`estimated_step_us` (the model's figure, also where a measurement wins), `estimate_low_us` / "
                 "`estimate_high_us` (the estimate's stated range, [the range](profiler_overhead.md#the-range); "
