@@ -89,6 +89,25 @@ class Variant(msgspec.Struct, frozen=True):
     step_source: str = "ProfilerStep"
 
 
+class ClockDrift(msgspec.Struct, frozen=True):
+    """The same GEMM kernels (by name, run as often per step) taking another time in a later variant than in the
+    first: the GPU's clock or power moved between the recordings, and that much of the difference is not the
+    variant's. Said where it is at least `DRIFT_PCT` % and those kernels are at least `DRIFT_SHARE` of the first
+    variant's GPU busy time."""
+
+    variant: str
+    baseline_variant: str
+    kernels: int  # GEMM kernel names both run, as many times per step
+    baseline_us_per_step: float
+    variant_us_per_step: float
+    change_pct: float
+
+
+DRIFT_PCT = 5.0
+DRIFT_SHARE = 0.10
+SAME_CALLS = 0.01  # calls per step within this fraction: "as often"
+
+
 class Comparison(msgspec.Struct, frozen=True):
     variants: list[Variant]
     fusions: list[FusedKernel]
@@ -101,6 +120,48 @@ class Comparison(msgspec.Struct, frozen=True):
     # (`actions.prediction_checks`)
     predictions_checked: list[PredictionCheck] = msgspec.field(default_factory=list)
     predictions_skipped: list[PredictionSkip] = msgspec.field(default_factory=list)
+    clock_drift: list[ClockDrift] = msgspec.field(default_factory=list)  # later variants against the first
+
+
+def clock_drift(variants: list[Variant]) -> list[ClockDrift]:
+    """`ClockDrift` of each later variant against the first, where it is to be said."""
+    if len(variants) < 2 or not variants[0].steps:
+        return []
+    first = variants[0]
+    base = {k.name: k for k in first.kernels if k.category == "gemm"}
+    busy = first.per_step.gpu_busy_us or 0.0
+    found = []
+    for variant in variants[1:]:
+        if not variant.steps:
+            continue
+        same = [
+            (base[k.name], k)
+            for k in variant.kernels
+            if k.category == "gemm"
+            and k.name in base
+            and abs(k.calls_per_step - base[k.name].calls_per_step) <= SAME_CALLS * base[k.name].calls_per_step
+        ]
+        before = sum(a.total_us for a, _ in same) / first.steps
+        after = sum(b.total_us for _, b in same) / variant.steps
+        if not same or before <= 0 or before < DRIFT_SHARE * busy:
+            continue
+        change = 100.0 * (after / before - 1)
+        if abs(change) >= DRIFT_PCT:
+            found.append(
+                ClockDrift(variant.name, first.name, len(same), round(before, 3), round(after, 3), round(change, 1))
+            )
+    return found
+
+
+def drift_sentence(drift: ClockDrift) -> str:
+    faster = "less" if drift.change_pct < 0 else "more"
+    return (
+        f"{drift.variant}: the same GEMM kernels as {drift.baseline_variant} ({drift.kernels} names, as many calls per "
+        f"step) took {abs(drift.change_pct):.1f} % {faster} time ({drift.baseline_us_per_step:,.1f} → "
+        f"{drift.variant_us_per_step:,.1f} µs/step): the GPU's clock or power moved between the recordings (or "
+        f"the kernels got other inputs), so {abs(drift.variant_us_per_step - drift.baseline_us_per_step):,.1f} "
+        "µs/step of the difference is not the variant's change"
+    )
 
 
 def variant_name(trace: Trace) -> str:
@@ -129,15 +190,22 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         for name, _, _ in items[1:]
         if (why := _other_program(shapes, items[0][0], name)) is not None
     ]
+    drifts = clock_drift(variants)
     return Comparison(
         variants=variants,
         fusions=fusions,
         fusion_balance=balance,
         break_even=break_even([(v.name, v.shapes) for v in variants]),
-        verdicts=[*others, *_verdicts(variants, [results for _, _, results in items]), *map(removal_sentence, removed)],
+        verdicts=[
+            *others,
+            *_verdicts(variants, [results for _, _, results in items]),
+            *map(removal_sentence, removed),
+            *map(drift_sentence, drifts),
+        ],
         graph_removed=removed,
         predictions_checked=[c for c in checks if isinstance(c, PredictionCheck)],
         predictions_skipped=[c for c in checks if isinstance(c, PredictionSkip)],
+        clock_drift=drifts,
     )
 
 
