@@ -112,10 +112,15 @@ def fusion_panel(results: AnalysisResults) -> page.Panel:
     )
     columns = ("kernels (stream order)", "ops", "runs/step", "kernel µs/step", "est. saving µs/step")
     saving = getattr(fusion, "est_saving_us_per_step", None)
-    note = f"{len(opportunities)} opportunities; estimated saving {format_value(saving)} µs per step."
+    epilogues = sum(getattr(o, "kind", "chain") == "gemm_epilogue" for o in opportunities)
+    chains = len(opportunities) - epilogues
+    note = f"{chains} chain{'s' if chains != 1 else ''}: estimated saving {format_value(saving)} µs per step."
     epilogue = getattr(fusion, "gemm_epilogue_saving_us_per_step", 0.0)
-    if epilogue:
-        note += f" GEMM epilogues (overlapping those chains): {format_value(epilogue)} µs per step."
+    if epilogues:
+        overlap = " (overlapping those chains)" if chains else ""
+        note += (
+            f" {epilogues} GEMM epilogue{'s' if epilogues != 1 else ''}{overlap}: {format_value(epilogue)} µs per step."
+        )
     if getattr(fusion, "shapes_recorded", True) is False:
         note += " Shapes were not recorded (record_shapes=False): savings are rough."
     return page.Panel(id=panel_id, title=title, table=page.Table(columns, rows), note=note)
