@@ -157,3 +157,22 @@ def test_kernels_a_graph_replayed_take_the_captured_scopes(folder: str, capsys: 
             assert got[name][1] == pytest.approx(us, abs=0.01), (path.name, name)
     eager, graph = ({c["name"]: c["kernels"] for c in v["components"]} for v in doc["variants"])
     assert eager == graph and graph["rope"] == 10
+
+
+def test_the_compare_table_rows_add_up_to_the_total() -> None:
+    """compare's block-component table: a placed row's figure is what the rules put there, and the row 'not placed'
+    holds the — rows' kernels, so the rows add up to the total (eager_mlp's gelu kernel was in no row, audit)."""
+    import tracelens
+    from tracelens.analyses import analyze
+    from tracelens.analyses.compare import compare_variants
+    from tracelens.renderers.compare_out import _components_table
+
+    paths = [recorded_trace(f"h200/{name}.json.gz") for name in ("eager_mlp", "compiled_mlp")]
+    comparison = compare_variants([(p.name, tracelens.load(p), analyze(tracelens.load(p))) for p in paths])
+    table = _components_table(comparison)
+    names = list(table.columns[0]._cells)
+    assert names[-2:] == ["not placed", "total"]
+    for column in table.columns[1:]:
+        cells = [str(c) for c in column._cells]
+        values = [float(c.split(" ")[0].replace(",", "")) for c in cells if c != "—"]
+        assert sum(values[:-1]) == pytest.approx(values[-1], abs=0.2)

@@ -235,7 +235,7 @@ def _components_table(result: Comparison) -> Table:
         title_justify="left",
         caption=(
             "from record_function scopes, backward nodes, kernel names or GEMM shapes; —: not placed (mostly by "
-            "kernel names, or no scope of that name), its kernels counted in the total"
+            "kernel names, or no scope of that name), its kernels in the row 'not placed'"
             + _scoped_gemms(result)
             + " (docs/components.md)"
         ),
@@ -247,6 +247,15 @@ def _components_table(result: Comparison) -> Table:
     for i, name in enumerate(names):
         cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
         table.add_row(name, *cells)
+    unplaced = [  # the — rows' kernels: so that the rows add up to the total
+        (
+            sum(c.attributed_us_per_step for c in v.components if c.us_per_step is None),
+            sum(c.attributed_kernels for c in v.components if c.us_per_step is None),
+        )
+        for v in result.variants
+    ]
+    if any(kernels for _, kernels in unplaced):
+        table.add_row("not placed", *(_component_cell(us, kernels) for us, kernels in unplaced))
     totals = [
         (sum(c.attributed_us_per_step for c in v.components), sum(c.attributed_kernels for c in v.components))
         for v in result.variants
