@@ -43,6 +43,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     s = result.summary
     if s.step_us is None:
         head.append(f": — ({result.note})")
+        step_us = results.summary.per_step.step_us  # the step still costs something: said where it is known
+        if step_us is not None:
+            head.append(f"\nStep: {us_text(step_us)} µs profiled (median of {results.summary.steps})")
         return [head]
     free = results.summary.profiler_free
     source = free.source_words() if free is not None else None
