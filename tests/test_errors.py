@@ -53,6 +53,7 @@ CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "blank file": (_write("blank.json", b" \n\t\n"), "blank.json: empty file"),
     "directory without traces": (_directory(False), "runs: no .json or .json.gz traces in it"),
     "not JSON": (_write("t.json", b"hello world\n"), "t.json: not JSON (it starts with b'hello world"),
+    "one JSON value": (_write("t.json", b"null\n"), "t.json: one JSON value, not a trace (an object with traceEvents"),
     "not gzip despite .gz": (_write("t.json.gz", b"PK\x03\x04 a zip"), "t.json.gz: not gzip data despite"),
     "JSON but not a trace": (_write("t.json", b'{"name": "x"}'), "t.json: JSON but not a trace: no 'traceEvents'"),
     "JSON array of numbers": (_write("t.json", b"[1, 2, 3]"), "t.json: JSON but not a trace"),

@@ -103,6 +103,17 @@ class Decoded(msgspec.Struct):
     notes: list[str] = msgspec.field(default_factory=list)
 
 
+def _is_scalar(data: bytes) -> bool:
+    """Whether `data` (short) is one JSON null, boolean, number or string."""
+    if len(data) > 256:
+        return False
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
 def decode_trace(data: bytes, source: str) -> Decoded:
     """Decode a whole trace; raise UnusableTraceError when nothing usable is in `data`."""
     if data.startswith(_UTF8_BOM):
@@ -112,7 +123,9 @@ def decode_trace(data: bytes, source: str) -> Decoded:
         raise UnusableTraceError(f"{source}: empty file; pass a trace written by torch.profiler")
     opener = data[start : start + 1]
     if opener not in (b"{", b"["):
-        raise UnusableTraceError(f"{source}: not JSON (it starts with {data[start : start + 12]!r})")
+        head = data[start : start + 12]
+        what = "one JSON value, not a trace (an object with traceEvents, or a list of events)"
+        raise UnusableTraceError(f"{source}: {what if _is_scalar(data) else 'not JSON'} (it starts with {head!r})")
     bare_array = opener == b"["
     try:
         return _decode_any(data, source, bare_array)
