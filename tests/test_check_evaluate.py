@@ -334,7 +334,9 @@ def test_the_evaluate_module_is_not_shadowed_by_a_function() -> None:
 
 def test_a_figure_the_trace_cannot_give_is_unknown_not_wrong(tmp_path: Path) -> None:
     """A prediction checked on a trace cut off before its first complete step: `critical_path.step_us` is null
-    there, so the verdict is UNKNOWN (neither held nor wrong, exit 0), never WRONG "measured None"."""
+    there, so the verdict is UNKNOWN (neither held nor wrong; exit 1: it passes no gate), never WRONG "measured
+    None"; a null reference (`than`) too, where it stopped the run; a kernel pattern that matches nothing stays
+    WRONG with the names that exist."""
     import gzip
     import json
     import subprocess
@@ -348,10 +350,21 @@ def test_a_figure_the_trace_cannot_give_is_unknown_not_wrong(tmp_path: Path) -> 
                            "--no-cache"], capture_output=True).returncode == 0  # fmt: skip
     checked = subprocess.run([*run, "check", str(cut), "--expect", str(predictions), "--format", "json"],
                              capture_output=True, text=True)  # fmt: skip
-    assert checked.returncode == 0, checked.stderr
+    assert checked.returncode == 1, checked.stderr
     document = json.loads(checked.stdout)
     assert document["wrong"] == 0 and document["unknown"] >= 1
     unknown = [v for v in document["verdicts"] if v["status"] == "unknown"]
     assert unknown and all(v["measured"] is None and v["held"] is None for v in unknown)
     text = subprocess.run([*run, "check", str(cut), "--expect", str(predictions)], capture_output=True, text=True)
     assert "UNKNOWN" in text.stdout and "None" not in text.stdout and "WRONG" not in text.stdout
+    reference = tmp_path / "r.toml"
+    reference.write_text(
+        '[[hypothesis]]\nname = "slower"\nmetric = "critical_path.step_us"\nop = "<"\nthan = { trace = "cut" }\n'
+        '[[hypothesis]]\nname = "typo"\nkernel = "gelu_typo*"\nmeasure = "mean_us"\nop = "<"\nvalue = 5\n'
+    )
+    both = [str(TRACES / "h200/eager_mlp.json.gz"), str(cut)]
+    checked = subprocess.run([*run, "check", *both, "--expect", str(reference), "--format", "json"],
+                             capture_output=True, text=True)  # fmt: skip
+    assert checked.returncode == 1, checked.stderr
+    statuses = {(v["name"], v["trace"]): v["status"] for v in json.loads(checked.stdout)["verdicts"]}
+    assert statuses[("slower", "eager_mlp")] == "unknown" and statuses[("typo", "eager_mlp")] == "wrong"

@@ -513,7 +513,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         step_us_min=_r(min(spans)),
         step_us_max=_r(max(spans)),
         limit=limit,
-        limit_note=_limit_note(limit, cpu_mean, gpu_mean, steps),
+        limit_note=_limit_note(limit, cpu_mean, gpu_mean, [s for s in steps if s.in_means]),
         steps=steps,
         queued_us=queued,
         queued_pct=_share_pct(queued, _r(sum(spans) / n)),

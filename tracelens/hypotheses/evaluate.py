@@ -194,9 +194,15 @@ def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence
     measured = measure(hypothesis, hypothesis.subject, target)
     if hypothesis.op is None:
         return Verdict(hypothesis, target.label, measured.found, measured.value, None, measured.evidence)
+    if _unknown(hypothesis.subject, measured.value, hypothesis.op):  # the trace cannot give this figure
+        return Verdict(hypothesis, target.label, False, None, None, measured.evidence, known=False)
+    reference = hypothesis.than
+    if reference is not None:
+        other = find_document(hypothesis, reference.trace, documents) if reference.trace else target
+        value = measure(hypothesis, reference.subject, other).value
+        if _unknown(reference.subject, value, hypothesis.op):  # nor the reference
+            return Verdict(hypothesis, target.label, False, measured.value, None, measured.evidence, known=False)
     expected, reference_evidence = _expected(hypothesis, target, documents)
-    if measured.value is None and hypothesis.op not in MEMBERSHIP_OPS:  # the trace cannot give this figure
-        return Verdict(hypothesis, target.label, False, None, expected, measured.evidence, known=False)
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
     evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
     error = _error(hypothesis, measured.value)
@@ -211,6 +217,12 @@ def _error(hypothesis: Hypothesis, measured: Any) -> float | None:
     if hypothesis.op != "==" or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return error_pct(value, measured) if _is_number(measured) else None
+
+
+def _unknown(subject: Subject, value: Any, op: str) -> bool:
+    """Whether a metric path's value is `null` in the document: the trace cannot give the figure (UNKNOWN). A
+    pattern that matches nothing is an answer (none), never unknown; membership ops decide on None as they are."""
+    return subject.kind == "metric" and value is None and op not in MEMBERSHIP_OPS
 
 
 def _expected(

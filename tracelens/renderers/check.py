@@ -105,7 +105,7 @@ class CheckTextRenderer:
         weak = f" ({result.weak} weak: no change would have held too)" if result.weak else ""
         unknown = f", {result.unknown} unknown (the trace gives no value)" if result.unknown else ""
         counts = f"{held} held{weak}, {wrong} wrong{unknown}" + (f", {na} not applicable" if na else "")
-        console.print(Text(counts, style="bold green" if not wrong else "bold red"))
+        console.print(Text(counts, style="bold red" if wrong else "bold yellow" if result.unknown else "bold green"))
         return render_to_string(console)
 
     def table(self, result: CheckResult) -> Table:
