@@ -158,9 +158,9 @@ def drift_sentence(drift: ClockDrift) -> str:
     return (
         f"{drift.variant}: the same GEMM kernels as {drift.baseline_variant} ({drift.kernels} names, as many calls per "
         f"step) took {abs(drift.change_pct):.1f} % {faster} time ({drift.baseline_us_per_step:,.1f} → "
-        f"{drift.variant_us_per_step:,.1f} µs/step): the GPU's clock or power moved between the recordings (or "
-        f"the kernels got other inputs), so {abs(drift.variant_us_per_step - drift.baseline_us_per_step):,.1f} "
-        "µs/step of the difference is not the variant's change"
+        f"{drift.variant_us_per_step:,.1f} µs/step): doing the same work, they ran at another clock or power, and "
+        f"{abs(drift.variant_us_per_step - drift.baseline_us_per_step):,.1f} µs/step of the difference is not the "
+        "variant's change (unless its inputs to them changed)"
     )
 
 
