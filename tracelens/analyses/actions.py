@@ -488,7 +488,8 @@ def _predict(
         # the profiler slows the host, not the kernels: no step is shorter than its busiest stream's GPU work; an
         # action that shortens the profiled step does not lengthen the program without the profiler
         free = max(profiler_free_us * predicted / observed_us, busiest_us)
-        free = _r(min(free, profiler_free_us) if predicted <= observed_us else free)
+        free = min(free, profiler_free_us) if predicted <= observed_us else free
+        free = _r(min(free, predicted))  # and the profiler never makes a program faster: not above the profiled step
     return Action(
         action=name,
         targets=targets,

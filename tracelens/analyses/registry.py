@@ -264,13 +264,14 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         doc=(
             KeyDoc(
                 "critical_path",
-                "the critical path over every analyzed step: composition, top kernels and ops and what-ifs as "
+                "the critical path over every analyzed step but a first step of warm-up (`steps[].in_means` false: its "
+                "span over 1.5× the median, docs/critical_path.md): composition, top kernels and ops and what-ifs as "
                 "**means per step** (`what_if[].saved_us_min`/`saved_us_max`: the spread, `steps`: how many), "
                 "`steps_analyzed`, `step_us_min`/`step_us_max`, `limit` and `limit_note` (what the what-ifs say "
                 "limits the steps), `steps` (per step: `number`, `span_us`, `limit`, `cpu_2x_saved_us`, "
                 "`gpu_2x_saved_us`, `queued_pct`: the share of the time from its CPU start to its end before its "
-                "span starts, `unrepresentative`: why, or `null`, `queued_us`: that time), `queued_us` (the mean time "
-                "from a step's CPU "
+                "span starts, `unrepresentative`: why, or `null`, `queued_us`: that time, `in_means`), "
+                "`queued_us` (the mean time from a step's CPU "
                 "start to its span's start: it began before earlier steps' GPU work ended) and `queued_pct` (its share "
                 "of the mean time from a step's CPU start to its end), `step` (the "
                 "median-length step whose path the report draws), replay error (max over steps), note "

@@ -315,6 +315,9 @@ def _progress(status: dict[str, Any], args: argparse.Namespace) -> str:
     return f"{hook} saw {status.get('boundaries', 0)} step(s); the window needs {status.get('needed')}"
 
 
+AHEAD_PCT = 5.0  # a profiled wall-clock step this much (%) below the profiler-free one: the host's speed moved
+
+
 def _print_timings(statuses: list[dict[str, Any]], analyzing: bool) -> None:
     """Each trace's profiler-free step beside the profiled one, on the same clock only: where CUDA events timed
     the profiler-free steps, the profiled step is the trace's (GPU end to GPU end, `analyze`'s
@@ -337,8 +340,12 @@ def _print_timings(statuses: list[dict[str, Any]], analyzing: bool) -> None:
             line += f"; profiled {profiled:,.1f} µs (wall clock)"
             if free["median_step_us"] > 0:
                 inflation = 100.0 * (profiled / free["median_step_us"] - 1.0)
-                added = f"nothing measurable ({change_text(inflation, 0)} %)" if inflation < 0 else None
-                line += f": the profiler added {added or change_text(inflation, 0) + ' %'}"
+                if inflation < -AHEAD_PCT:  # the profiler never speeds a program up: the host's speed moved
+                    line += f": {change_text(-inflation, 0).lstrip('+')} % faster profiled, the host's speed moved"
+                elif inflation < 0:
+                    line += ": the profiler added nothing measurable (under 5 %)"
+                else:
+                    line += f": the profiler added {change_text(inflation, 0)} %"
         print(f"tracelens: {line}", file=sys.stderr)
 
 

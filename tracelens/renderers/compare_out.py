@@ -65,6 +65,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
         ],
         "predictions_checked": plain(comparison.predictions_checked),
         "predictions_skipped": plain(comparison.predictions_skipped),
+        "clock_drift": plain(comparison.clock_drift),
     }
     return _clean(document)  # type: ignore[no-any-return]
 

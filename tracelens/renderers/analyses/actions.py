@@ -113,7 +113,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         targets = " → ".join(names) if action.action == "fuse" else ", ".join(names)
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
-        lines = _action_lines(rank, action, targets, s.step_us, s.profiler_free_step_us)
+        free_us = None if apart else s.profiler_free_step_us  # the median step's: a saving of the mean span's only
+        lines = _action_lines(rank, action, targets, s.step_us, free_us)  # where the two steps agree
         if used + len(lines) > SUMMARY_LINES:
             break
         used += len(lines)

@@ -117,7 +117,7 @@ def fusion_panel(results: AnalysisResults) -> page.Panel:
     note = f"{chains} chain{'s' if chains != 1 else ''}: estimated saving {format_value(saving)} µs per step."
     epilogue = getattr(fusion, "gemm_epilogue_saving_us_per_step", 0.0)
     if epilogues:
-        overlap = " (overlapping those chains)" if chains else ""
+        overlap = f" (overlapping {'those chains' if chains != 1 else 'that chain'})" if chains else ""
         note += (
             f" {epilogues} GEMM epilogue{'s' if epilogues != 1 else ''}{overlap}: {format_value(epilogue)} µs per step."
         )
