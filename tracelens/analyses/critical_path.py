@@ -75,8 +75,8 @@ STANDARD_CATEGORIES = 3  # what-ifs for the GPU categories with most time on the
 MAX_TOTAL_NODES = 200_000  # over all steps; beyond it every k-th step is replayed
 LIMIT_RATIO = 2.0  # one side's 2x what-if must save this many times the other's to limit alone
 FIRST_STEP_OFF = 1.15  # the first step is unrepresentative when its span is off the median by more
-WARMUP_FIRST = "the first step (warm-up)"  # the trace's first, or the first after compiling or capturing
-LEFT_OUT = "left out of the means"  # how such a step's reason ends where its span is over FIRST_STEP_OFF × median
+WARMUP_FIRST = "the first step (warm-up)"  # the first analyzed: the trace's, or the first after compiling/capturing
+LEFT_OUT = "left out of the means"  # how such a step's reason ends where its span is over SPAN_OUTLIER × median
 SPAN_OUTLIER = 1.5  # span off the median by more than this factor: unrepresentative
 _LAUNCH = LAYERS.index("launch")
 _SYNC = LAYERS.index("sync")
@@ -120,6 +120,9 @@ class Change(msgspec.Struct, frozen=True):
     target: str
     speedup: float = 1.0
     set_us: float | None = None
+
+
+HALVES = (Change("cpu", 2.0), Change("gpu", 2.0))  # the first two standard what-ifs, which also set each step's limit
 
 
 class GpuConstraints(msgspec.Struct, frozen=True):
@@ -382,7 +385,7 @@ class StepPath(msgspec.Struct, frozen=True):
     queued_pct: float
     unrepresentative: str | None = None
     queued_us: float = 0.0  # from its CPU start to its span's start (`StepGraph.origin_ns`)
-    in_means: bool = True  # False: the trace's first step marked warm-up, left out of the window's means
+    in_means: bool = True  # False: the first analyzed step marked warm-up, left out of the window's means
 
 
 class CriticalPath(msgspec.Struct, frozen=True):
@@ -456,7 +459,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
         )
     if not analyzed:
         return _empty(f"every analyzed step has more than {MAX_NODES:,} nodes; not analyzed")
-    halves = [[_saved_ns(trace, a, change) for a in analyzed] for change in (Change("cpu", 2.0), Change("gpu", 2.0))]
+    halves = [[_saved_ns(trace, a, change) for a in analyzed] for change in HALVES]
     steps = _step_rows(analyzed, halves[0], halves[1], trace, compile_ns)
     kept = [i for i, row in enumerate(steps) if row.in_means]
     analyzed = [analyzed[i] for i in kept]
@@ -542,8 +545,7 @@ def _standard_changes(path: dict[str, float]) -> list[Change]:
     summed path 2× faster."""
     on_path = sorted(((ns, part[4:]) for part, ns in path.items() if part.startswith("gpu:") and ns > 0), reverse=True)
     return [
-        Change("cpu", 2.0),
-        Change("gpu", 2.0),
+        *HALVES,
         *(Change(f"category:{category}", 2.0) for _, category in on_path[:STANDARD_CATEGORIES]),
     ]
 
@@ -595,15 +597,15 @@ def _step_rows(
     first_number = analyzed[0].number  # the trace's first step, or the first after compiling or capturing
     rows = []
     for a, limit, span, c, g in zip(analyzed, limits, spans, cpu_ns, gpu_ns, strict=True):
-        why = None
+        why, left_out = None, False
         compiling = _overlap_ns(compile_ns, a.graph.start_ns, a.graph.cpu_end_ns)
         off = median_span > 0 and not 1 / FIRST_STEP_OFF <= span / median_span <= FIRST_STEP_OFF
         if compiling > 0:
             why = f"compilation ran inside it ({compiling / NS_PER_US:,.1f} µs)"
         elif a.number == first_number and len(analyzed) > 2 and (off or limit != majority):
-            longer = span > SPAN_OUTLIER * median_span  # an outlier: warm-up's cost, left out of the means
+            left_out = span > SPAN_OUTLIER * median_span  # an outlier: warm-up's cost, left out of the means
             why = f"{WARMUP_FIRST}: span {span:,.1f} µs, limited by {limit} (median {median_span:,.1f} µs)" + (
-                f"; {LEFT_OUT}" if longer else ""
+                f"; {LEFT_OUT}" if left_out else ""
             )
         elif limit != majority and len(analyzed) > 2:
             why = f"limited by {limit} where most steps are {majority}"
@@ -617,10 +619,10 @@ def _step_rows(
                 limit=limit,
                 cpu_2x_saved_us=_r(c / NS_PER_US),
                 gpu_2x_saved_us=_r(g / NS_PER_US),
-                queued_pct=_r(100.0 * ahead_ns / max(1, ahead_ns + a.base.step_ns)),
+                queued_pct=_share_pct(ahead_ns / NS_PER_US, a.base.step_ns / NS_PER_US),
                 unrepresentative=why,
                 queued_us=_r(ahead_ns / NS_PER_US),
-                in_means=not (why or "").endswith(LEFT_OUT),
+                in_means=not left_out,
             )
         )
     return rows

@@ -196,13 +196,9 @@ def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence
         return Verdict(hypothesis, target.label, measured.found, measured.value, None, measured.evidence)
     if _unknown(hypothesis.subject, measured.value, hypothesis.op):  # the trace cannot give this figure
         return Verdict(hypothesis, target.label, False, None, None, measured.evidence, known=False)
-    reference = hypothesis.than
-    if reference is not None:
-        other = find_document(hypothesis, reference.trace, documents) if reference.trace else target
-        value = measure(hypothesis, reference.subject, other).value
-        if _unknown(reference.subject, value, hypothesis.op):  # nor the reference
-            return Verdict(hypothesis, target.label, False, measured.value, None, measured.evidence, known=False)
     expected, reference_evidence = _expected(hypothesis, target, documents)
+    if expected is NO_VALUE:  # nor the reference's trace
+        return Verdict(hypothesis, target.label, False, measured.value, None, measured.evidence, known=False)
     held = compare(hypothesis, measured.value, hypothesis.op, expected)
     evidence = measured.evidence[:1] + reference_evidence[:1] + measured.evidence[1:] + reference_evidence[1:]
     error = _error(hypothesis, measured.value)
@@ -217,6 +213,9 @@ def _error(hypothesis: Hypothesis, measured: Any) -> float | None:
     if hypothesis.op != "==" or isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return error_pct(value, measured) if _is_number(measured) else None
+
+
+NO_VALUE = object()  # `_expected` of a reference whose metric is `null` on its trace: the verdict is UNKNOWN
 
 
 def _unknown(subject: Subject, value: Any, op: str) -> bool:
@@ -234,6 +233,8 @@ def _expected(
     other = find_document(hypothesis, reference.trace, documents) if reference.trace else target
     measured = measure(hypothesis, reference.subject, other)
     value = measured.value
+    if hypothesis.op is not None and _unknown(reference.subject, value, hypothesis.op):
+        return NO_VALUE, measured.evidence
     if not _is_number(value):
         if reference.factor != 1.0 or hypothesis.op in ORDERING_OPS:
             raise hypothesis.error(f"than: {reference.subject.describe()} on {other.label} is {value!r}, not a number")

@@ -341,7 +341,7 @@ def _print_timings(statuses: list[dict[str, Any]], analyzing: bool) -> None:
             if free["median_step_us"] > 0:
                 inflation = 100.0 * (profiled / free["median_step_us"] - 1.0)
                 if inflation < -AHEAD_PCT:  # the profiler never speeds a program up: the host's speed moved
-                    line += f": {change_text(-inflation, 0).lstrip('+')} % faster profiled, the host's speed moved"
+                    line += f": {-inflation:.0f} % faster profiled, the host's speed moved"
                 elif inflation < 0:
                     line += ": the profiler added nothing measurable (under 5 %)"
                 else:

@@ -128,7 +128,9 @@ class CheckTextRenderer:
                 continue
             if not verdict.known:
                 line.append(
-                    escape_controls(f": not measured, the trace gives no value ({verdict.hypothesis.statement()})")
+                    escape_controls(
+                        f": not measured, the trace gives no value ({verdict.hypothesis.readable_statement()})"
+                    )
                 )
                 grid.add_row(Text(verdict.status, style="bold yellow"), f"{verdict.hypothesis.index}.", line)
                 continue
