@@ -95,6 +95,9 @@ def test_unknown_step_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
 @optional_corpus("other/HazyResearch__zoology/trace.json.gz")
 def test_trace_without_gpu_activity_warns_and_analyzes_cpu_side(capsys: pytest.CaptureFixture[str]) -> None:
     doc = analyze_json("other/HazyResearch__zoology/trace.json.gz", capsys)
-    assert doc["per_step"]["kernels"] == 0  # type: ignore[index]
+    # 268 launch calls but no GPU activity recorded: what they ran is unknown, not 0 (audit, 2026-12-07)
+    assert doc["per_step"]["launches"] == 268  # type: ignore[index]
+    assert doc["per_step"]["kernels"] is None  # type: ignore[index]
+    assert doc["per_step"]["memcpy"] is None  # type: ignore[index]
     assert doc["per_step"]["cpu_ops"] == 1206  # type: ignore[index]
     assert any("no GPU activity" in w for w in doc["warnings"])  # type: ignore[attr-defined]

@@ -22,8 +22,8 @@ repository's before/after twins and repeat recordings: docs/actions.md). Models
   graph): `compile`'s kernels and launches; before the first launch that remains, Inductor's wrapper
   (`WRAPPER_US`) and `GRAPH_KERNEL_US` per launch that remains; every other launch and its CPU work removed. No
   constant of its own.
-- `fuse` (one fusion chain, by its ops): that chain's kernels, matched by name (`_matches`), shortened as in
-  `compile`, one launch kept per chain instance; CPU work otherwise as observed.
+- `fuse` (one fusion chain, by its ops): that chain's kernels, matched as in `compile` (`_sequence_matches`),
+  shortened as in `compile`, one launch kept per chain instance; CPU work otherwise as observed.
 - `gemm_epilogue` (a GEMM epilogue opportunity): the pointwise kernels it absorbs take no time, their launches
   and dispatch removed.
 Where the program's own CUDA graphs replay most of the steps' GPU work (`GRAPHED_SHARE`) and it runs no compiled
@@ -398,7 +398,7 @@ def actions_of(
     if not actions:  # said first: why there is nothing to rank
         note = "no modelled action is left: " + "; ".join(
             [
-                *(["the program already does " + ", ".join(done)] if done else []),
+                *(["the program already does " + _done_words(done)] if done else []),
                 *left_out,
                 "no fusion chain or epilogue found",
             ]
@@ -407,11 +407,24 @@ def actions_of(
         if not chains:
             note += "; no fusion chain found (fuse: none)"
         if done:
-            note += f"; left out, the program already does it: {', '.join(done)}"
+            note += f"; left out, the program already does it: {_done_words(done)}"
         note += "".join("; " + why for why in left_out)
     loading = _data_loading_us(trace, graphs)
     summary = ActionsSummary(_r(observed), profiler_free_us, limit, len(graphs), loading)
     return Actions(summary, actions[:MAX_ACTIONS], note)
+
+
+def _done_words(done: tuple[str, ...]) -> str:
+    """The actions in `done`, said as what the program does: `compile_reduce_overhead` of a program that compiles
+    (with the default mode) is its CUDA graphs on top, which `cuda_graphs` models where it has none."""
+    words = [name for name in done if name != "compile_reduce_overhead"]
+    if "compile_reduce_overhead" in done:
+        words.append(
+            "compile_reduce_overhead (it compiles; its graphs: cuda_graphs)"
+            if "cuda_graphs" not in done
+            else "compile_reduce_overhead"
+        )
+    return ", ".join(words)
 
 
 def _data_loading_us(trace: Trace, graphs: list[StepGraph]) -> float | None:
@@ -527,8 +540,8 @@ def _matches(
     """Which activities of the step run one of `kernels` (by short name), none of them `claimed`. With
     `calls_per_step`, each name matches at most (its count in `kernels`) × round(calls_per_step) activities, the
     first in stream order: a chain of one `mul` does not take every `mul` of the step. (Without `claimed`, two
-    chains that share names may take each other's kernels: `_sequence_matches` passes it, for `compile` and its
-    relatives; `fuse` and `gemm_epilogue` match one chain by name, without it.)"""
+    chains that share names may take each other's kernels: `_sequence_matches` passes it, where it falls back to
+    names.)"""
     names = trace.events.names
     wanted = set(kernels)
     left = {name: kernels.count(name) * max(1, round(calls_per_step)) for name in wanted} if calls_per_step else None
@@ -601,24 +614,18 @@ def _fused_plan(
     graph: StepGraph,
     chains: list[FusionOpportunity],
     per_instance: bool = False,
-    by_sequence: bool = False,
 ) -> _Plan:
-    """The chains' kernels (matched by short name: `_matches`, or with `by_sequence` `_sequence_matches`, each
-    activity in one chain at most) shortened by their fused saving; the launches of all but the kernels named
-    like each chain's first removed (no CPU work, no call time); with `per_instance` (`fuse`), of all but one per
-    chain instance (`_heads`: a chain of one kernel name keeps one launch, not all). `compile` matches by sequence
-    (until 2026-12-07 by name, where the first activities of each name took other kernels of those names: fewer
-    than half of the HF Llama chains' time); `fuse` keeps matching by name, as its range was measured
-    (docs/actions.md)."""
+    """The chains' kernels (matched as sequences, `_sequence_matches`, each activity in one chain at most)
+    shortened by their fused saving; the launches of all but the kernels named like each chain's first removed (no
+    CPU work, no call time); with `per_instance` (`fuse`), of all but one per chain instance (`_heads`: a chain of
+    one kernel name keeps one launch, not all). Until 2026-12-07 chains were matched by name, where the first
+    activities of each name took other kernels of those names: fewer than half of the HF Llama chains' time."""
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
     claimed = np.zeros(len(graph.gpu_columns.name), dtype=bool)
     for chain in chains:
-        if by_sequence:
-            match = _sequence_matches(trace, graph, chain.kernels, chain.calls_per_step, claimed)
-            claimed |= np.asarray(match, dtype=bool)
-        else:
-            match = _matches(trace, graph, chain.kernels, chain.calls_per_step)
+        match = _sequence_matches(trace, graph, chain.kernels, chain.calls_per_step, claimed)
+        claimed |= np.asarray(match, dtype=bool)
         factor = max(0.0, 1.0 - chain.est_saving_us / chain.kernel_us_per_step) if chain.kernel_us_per_step else 1.0
         heads = _heads(trace, graph, chain, match, per_instance)
         for k, hit in enumerate(match):
@@ -690,11 +697,17 @@ def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch
     """`_fused_plan` of one chain, each fused kernel's launch preceded by `launch_ns` of CPU work (a Triton kernel
     launched from Python: `FUSED_LAUNCH_CALLS`) in place of the first op's observed dispatch."""
     plan = _fused_plan(trace, graph, [chain], per_instance=True)
-    for k in _heads(trace, graph, chain, _matches(trace, graph, chain.kernels, chain.calls_per_step)):
+    match = _sequence_matches(trace, graph, chain.kernels, chain.calls_per_step, _unclaimed(graph))
+    for k in _heads(trace, graph, chain, match):
         call = _own_launch(trace, graph, k)
         if call >= 0:
             plan.work[call] = launch_ns
     return plan
+
+
+def _unclaimed(graph: StepGraph) -> Bool:
+    """No activity of the step claimed (one chain matched alone)."""
+    return np.zeros(len(graph.gpu_columns.name), dtype=bool)
 
 
 def _own_launch(trace: Trace, graph: StepGraph, k: int) -> int:
@@ -782,7 +795,7 @@ def _compile_plan(
     """`_fused_plan` of every chain, each run of fusible kernels one launch (`_fusible_runs`), each written-out
     attention in `rewrites` (per step index, `_attention_rewrite` of its graph, found once) one kernel; Inductor's
     wrapper in place of the CPU work before each launch that remains."""
-    fused = _fused_plan(trace, graph, chains, by_sequence=True)
+    fused = _fused_plan(trace, graph, chains)
     work, duration = np.asarray(fused.work, dtype=np.int64), np.asarray(fused.duration, dtype=np.int64)  # its own
     runs = _fusible_run_calls(trace, graph, _optimizer_calls(trace, graph))
     work[runs], duration[runs] = 0, 0
@@ -860,7 +873,7 @@ def _graphed_compile_plan(
     kernels in a graph (as `_fusible_runs`) and each removed kernel is taken out of the graph: it starts as its
     stream predecessor ends (its gap gone), and each graph's start-up (its launch to its first kernel) shrinks
     in proportion to the kernels it keeps (`_graph_start_ups`)."""
-    fused = _fused_plan(trace, graph, chains, by_sequence=True)
+    fused = _fused_plan(trace, graph, chains)
     _rewrite_attention(trace, graph, (rewrites or {}).get(graph.step_index, []), fused)
     changed = _graph_start_ups(graph, _taken_out_of_graphs(trace, graph, fused.gpu_dur))
     return _Plan(fused.work, fused.duration, fused.gpu_dur, changed)
@@ -1126,7 +1139,8 @@ _MAX_OVERLAP_CELLS = 1 << 20  # (call, range) pairs `_host_only_work_ns` compare
 def _epilogue_plan(trace: Trace, graph: StepGraph, epilogue: FusionOpportunity) -> _Plan:
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
-    for k, hit in enumerate(_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step)):
+    match = _sequence_matches(trace, graph, epilogue.kernels, epilogue.calls_per_step, _unclaimed(graph))
+    for k, hit in enumerate(match):
         if hit:
             gpu_dur[k] = 0
             call = _own_launch(trace, graph, k)

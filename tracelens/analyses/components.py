@@ -31,6 +31,7 @@ import msgspec
 import numpy as np
 
 from tracelens.analyses.compiled import steady_window
+from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.window import select_window
 from tracelens.model.cuda_graphs import graph_launch_name_mask
 from tracelens.model.events import Kind
@@ -75,6 +76,14 @@ def unplaced_reason(name: str, us: float, by_name_us: float, has_scope: bool) ->
     if us <= 0 and not has_scope:
         return f"no `{name}` scope and no kernel named after it: its kernels, if any, are elsewhere"
     return ""
+
+
+UNRECORDED = "launches but no GPU activity in the trace: its kernels were not recorded"
+
+
+def _launched_something(trace: Trace) -> bool:
+    """Whether the trace has kernel-launch (or copy/memset) API calls."""
+    return bool((classify_layers(trace) == LAYERS.index("launch")).any())
 
 
 class _Attributed(msgspec.Struct, frozen=True):
@@ -235,11 +244,12 @@ def _rows(trace: Trace, a: _Attributed, learned: dict[tuple[str, str], int]) -> 
     named = np.bincount(
         component, weights=np.where(a.rule == RULES.index("name"), dur_us, 0.0), minlength=len(COMPONENTS)
     )
+    unrecorded = not a.kernel_rows.size and _launched_something(trace)
     out = []
     for c, name in enumerate(COMPONENTS):
         kernels, us = round(float(counts[c]) / a.n_steps, 3), round(float(sums[c]) / a.n_steps, 3)
         by_name = round(float(named[c]) / a.n_steps, 3)
-        reason = unplaced_reason(name, us, by_name, c in a.scopes_present)
+        reason = UNRECORDED if unrecorded else unplaced_reason(name, us, by_name, c in a.scopes_present)
         out.append(
             ComponentRow(
                 name,

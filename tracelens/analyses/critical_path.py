@@ -55,7 +55,7 @@ from tracelens.analyses.activity import GpuActivity, gpu_activity
 from tracelens.analyses.dispatch import LAYERS, classify_layers
 from tracelens.analyses.intervals import previous_running_max
 from tracelens.analyses.window import Window
-from tracelens.model.events import API_KINDS, I64, Bool, kind_mask
+from tracelens.model.events import API_KINDS, I64, Bool, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints, median
@@ -708,7 +708,9 @@ def build_graph(trace: Trace, index: int) -> StepGraph | None:
     call_end = call_start + call_dur
     is_sync = classify_layers(trace)[calls] == _SYNC
     what, node = _order(call_start, call_end, is_sync, g.ts_ns)
-    chains = _thread_chains(ev.track[calls].astype(np.int64), call_start, call_end, start)
+    chains = _thread_chains(
+        ev.track[calls].astype(np.int64), call_start, call_end, start, _autograd_tracks(trace)[ev.track[calls]]
+    )
     constraints = _constraint_arrays(call_start, g.ts_ns, g.dur_ns, lanes, launch_call, latency, queued, g.device)
     awaited = _awaited(call_start, call_end, is_sync, g.ts_ns + g.dur_ns, launch_call)
     c = constraints
@@ -969,14 +971,16 @@ class _Chains(NamedTuple):
     last: int  # `StepGraph.last_call`
 
 
-def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int) -> _Chains:
+def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int, autograd: Bool) -> _Chains:
     """`call_prev`, `call_work_ns` and `last_call` of `StepGraph` for calls in start order: each thread's calls
-    form a chain; the main thread is the one whose last call ends last (the earliest-starting thread on a tie)."""
+    form a chain, except where the backward pass hands off (`_handoffs`); the main thread is the one whose last call
+    ends last (the earliest-starting thread on a tie)."""
     previous = _previous_on_lane(thread)
-    anchor = np.where(previous >= 0, call_end[np.maximum(previous, 0)], step_start)
-    work = np.maximum(0, call_start - anchor)
     is_last = np.ones(thread.size, dtype=bool)
     is_last[previous[previous >= 0]] = False
+    previous = _handoffs(thread, call_start, call_end, previous, autograd)
+    anchor = np.where(previous >= 0, call_end[np.maximum(previous, 0)], step_start)
+    work = np.maximum(0, call_start - anchor)
     lasts = np.flatnonzero(is_last)  # each thread's last call
     if lasts.size == 0:
         return _Chains(previous, work.astype(np.int64), -1)
@@ -984,6 +988,57 @@ def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int)
     # the threads in order of appearance; argmax keeps the first of equal ends
     lasts = lasts[np.argsort(first_call[np.searchsorted(threads, thread[lasts])], kind="stable")]
     return _Chains(previous, work.astype(np.int64), int(lasts[np.argmax(call_end[lasts])]))
+
+
+def _handoffs(thread: I64, call_start: I64, call_end: I64, previous: I64, autograd: Bool) -> I64:
+    """`previous` (each call's previous call on its thread, -1 for a thread's first) with the backward pass's
+    handoffs: where the calls of a thread that runs backward ops (`autograd`, per call) all lie in one gap between
+    two calls of another thread — the caller of `backward()` blocked while the autograd thread ran — the first of
+    them follows the caller's call before the gap (the fork) and the caller's call after it follows their last (the
+    join). Without it the caller's wait counts as CPU work of its own and the backward as starting from the
+    step's start, so nothing that shortens the backward shortens the step. A copy; `previous` is not changed."""
+    out = previous.copy()
+    for one in distinct_ints(thread[autograd]).tolist():
+        mine = np.flatnonzero(thread == one)
+        first, last = int(mine[0]), int(mine[-1])
+        fork, join = _enclosing_gap(thread, call_start, call_end, one, first, last)
+        if fork >= 0:
+            out[first] = fork
+        if join >= 0:
+            out[join] = last
+    return out
+
+
+def _enclosing_gap(thread: I64, call_start: I64, call_end: I64, one: int, first: int, last: int) -> tuple[int, int]:
+    """(the call before, the call after) the gap between two calls of another thread that holds the calls
+    `first`..`last` of thread `one` and no call of its own; (-1, -1) where no other thread has calls on both sides
+    of them with none between. Of several such threads, the one whose call before ends last."""
+    best = (-1, -1)
+    best_end = -1
+    for other in distinct_ints(thread).tolist():
+        if other == one:
+            continue
+        theirs = np.flatnonzero(thread == other)
+        before = theirs[call_end[theirs] <= call_start[first]]
+        after = theirs[call_start[theirs] >= call_end[last]]
+        if before.size + after.size != theirs.size or not after.size or not before.size:
+            continue  # a call of `other` lies within the span of `one`'s calls, or none on one side of it
+        fork = int(before[np.argmax(call_end[before])])
+        if int(call_end[fork]) > best_end:
+            best, best_end = (fork, int(after[np.argmin(call_start[after])])), int(call_end[fork])
+    return best
+
+
+@per_trace
+def _autograd_tracks(trace: Trace) -> Bool:
+    """Per CPU track code: whether it runs backward ops (a name holding `Backward`, as `MulBackward0`: the
+    autograd engine's thread, or the caller's where the backward runs inline)."""
+    ev = trace.events
+    codes = [code for code, name in enumerate(ev.names) if "Backward" in name]
+    tracks = np.zeros(int(ev.track.max(initial=0)) + 1, dtype=bool)
+    rows = (ev.kind == Kind.CPU_OP) & np.isin(ev.name, codes)
+    tracks[distinct_ints(ev.track[rows])] = True
+    return tracks
 
 
 def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64, queued: I64) -> int:

@@ -41,7 +41,7 @@ LAYER_HELP = {
     "cpu_only_ops": "ops that launched nothing: aten::t, transpose, view, as_strided, reshape, expand, empty …",
     "launch": "kernel/graph launch and async copy/memset API calls",
     "query": "runtime queries: cudaOccupancy*, cudaStreamIsCapturing, cudaDeviceGetAttribute, cudaFuncGetAttributes …",
-    "sync": "synchronisations: cudaDeviceSynchronize, cudaStreamSynchronize, event syncs, blocking D2H copies",
+    "sync": "synchronisations: cudaDeviceSynchronize, cudaStreamSynchronize, event syncs, blocking copies",
     "compiled": "torch.compile wrappers: TorchDynamo Cache Lookup, guards, compiled-region and AOT wrappers",
     "other_api": "other runtime calls: allocation, events, stream waits …",
 }
@@ -59,13 +59,13 @@ LAUNCH_APIS = (
             "cuMemsetD32Async",
             "hipMemcpyAsync",
             "hipMemsetAsync",
-            "hipMemcpyWithStream",
         }
     )
     | GRAPH_LAUNCH_APIS
 )
 SYNC_API = re.compile(
-    r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)Memcpy(2D)?$|^cuMemcpy(DtoH|HtoD)?$"
+    r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)Memcpy(2D)?$|^cuMemcpy(DtoH|HtoD)?$|"
+    r"^hipMemcpyWithStream$"  # HIP's blocking copy (PyTorch's `copy_` without non_blocking): returns when it is done
 )
 QUERY_API = re.compile(
     r"Occupancy|IsCapturing|GetAttribute|FuncGetAttributes|FuncSetAttribute|PeekAtLastError|GetLastError|"

@@ -78,7 +78,8 @@ STEP_FIGURE_KEYS = (
 
 class StepFigures(msgspec.Struct, frozen=True):
     """Figures of one step (or of the per-step median, with `number` = -1); None = cannot be computed
-    (no analyzed step, or no GPU activity for the GPU figures). Definitions: docs/definitions.md.
+    (no analyzed step, or no GPU activity for the GPU figures; kernel, memcpy and memset counts where the trace
+    has launches but no GPU activity: not recorded). Definitions: docs/definitions.md.
 
     `gpu_busy_us`: union of all GPU activity inside the step's GPU window (whoever launched it);
     `gpu_window_us`: that window's length (times the devices); `step_us`: the step's period (GPU end to GPU end
@@ -267,12 +268,15 @@ def _step_table(trace: Trace, window: Window, gpu: GpuActivity) -> list[StepFigu
     backlog_us = windows.backlog_ns[chosen] / NS_PER_US
     cpu_us = steps.duration_ns[window.step_indices] / NS_PER_US
     kernels, memcpy, memset = count(Kind.KERNEL), count(Kind.MEMCPY), count(Kind.MEMSET)
+    # launches but no GPU activity in the trace: what they ran was not recorded, so its counts are unknown (a
+    # trace that launched nothing ran no kernel: 0)
+    counted = has_gpu or not int(launches.sum())
     return [
         StepFigures(
             number=int(steps.number[index]),
-            kernels=float(kernels[i]),
-            memcpy=float(memcpy[i]),
-            memset=float(memset[i]),
+            kernels=float(kernels[i]) if counted else None,
+            memcpy=float(memcpy[i]) if counted else None,
+            memset=float(memset[i]) if counted else None,
             launches=float(launches[i]),
             cpu_ops=float(cpu_ops[i]),
             cpu_us=round(float(cpu_us[i]), 3),

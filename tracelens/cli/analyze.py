@@ -133,7 +133,8 @@ class AnalyzeCommand:
             "--section",
             action="append",
             metavar="NAME",
-            help="text output: print only this section (repeatable): an analysis' name, e.g. actions (what to do "
+            help="text output: print only this section (repeatable, or several joined by commas): an analysis' "
+            "name, e.g. actions (what to do "
             "next and every action), summary (the trace, per-step figures, kernels and ops), bound, critical_path, "
             "fusion, roofline, dispatch, compiled, stream_idle, memory",
         )
@@ -199,7 +200,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:
     """The text sections `--section`/`--summary` ask for (None: all); an unknown name is an error."""
-    names = (*(args.section or ()), *((SUMMARY_SECTION,) if args.summary else ()))
+    asked = [name.strip() for value in args.section or () for name in value.split(",") if name.strip()]
+    names = (*asked, *((SUMMARY_SECTION,) if args.summary else ()))
     if not names:
         return None
     from tracelens.renderers.text import check_sections  # rich: only when sections are asked for

@@ -10,6 +10,7 @@ from rich.text import Text
 from tracelens import __version__
 from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison
+from tracelens.analyses.components import UNRECORDED, ComponentRow
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
@@ -249,20 +250,32 @@ def _components_table(result: Comparison) -> Table:
         cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
         table.add_row(name, *cells)
     unplaced = [  # the — rows' kernels: so that the rows add up to the total
-        (
+        _unless_unrecorded(
+            v.components,
             sum(c.attributed_us_per_step for c in v.components if c.us_per_step is None),
             sum(c.attributed_kernels for c in v.components if c.us_per_step is None),
         )
         for v in result.variants
     ]
-    if any(kernels for _, kernels in unplaced):
+    if any(kernels for _, kernels in unplaced if kernels is not None):
         table.add_row("not placed", *(_component_cell(us, kernels) for us, kernels in unplaced))
     totals = [
-        (sum(c.attributed_us_per_step for c in v.components), sum(c.attributed_kernels for c in v.components))
+        _unless_unrecorded(
+            v.components,
+            sum(c.attributed_us_per_step for c in v.components),
+            sum(c.attributed_kernels for c in v.components),
+        )
         for v in result.variants
     ]
     table.add_row("total", *(_component_cell(us, kernels) for us, kernels in totals))
     return table
+
+
+def _unless_unrecorded(components: list[ComponentRow], us: float, kernels: float) -> tuple[float | None, float | None]:
+    """(`us`, `kernels`), or (None, None) where the variant's kernels were not recorded (`UNRECORDED`)."""
+    if any(c.reason == UNRECORDED for c in components):
+        return None, None
+    return us, kernels
 
 
 def _component_cell(us: float | None, kernels: float | None) -> str:

@@ -1,0 +1,102 @@
+"""The backward's handoff in the step graph (docs/critical_path.md#the-dependency-graph): on training traces, the
+forks and joins tracelens puts between the caller of `backward()` and the autograd thread are the ones a stdlib
+reading of the raw events finds (tests/rawtrace.py: threads, calls and steps from the JSON itself). A call is a
+runtime/driver call in the step that launched GPU work (its correlation id on a kernel, copy or memset) or a sync;
+the autograd thread is one that runs an op named `…Backward…`; its calls hand off where another thread has calls
+before and after them and none between."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import rawtrace
+from tracelens.analyses.critical_path import step_graph
+from tracelens.loader import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent / "traces"
+TRAINING = (
+    "h200/block/train_eager_block.json.gz",
+    "h200/extra/train_eager_mlp.json.gz",
+    "h200/truth/train_cpu_bound_stacks.json.gz",
+    "h100/record/hf_llama_train_b1s128_eager.json.gz",
+)
+SYNC = re.compile(r"^(cuda|hip|cu)(Device|Stream|Event|Ctx)Synchronize|^(cuda|hip)Memcpy(2D)?$|^hipMemcpyWithStream$")
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+API_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+
+Call = tuple[float, float]  # (start, end) µs after the step's start, to 0.1 µs
+
+
+def _call(start_us: float, end_us: float, step_start_us: float) -> Call:
+    return round(start_us - step_start_us, 1), round(end_us - step_start_us, 1)
+
+
+def expected_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
+    """Per ProfilerStep number: the (earlier, later) call pairs of the handoffs, from the raw events."""
+    evs = rawtrace.events(path)
+    launched = {e["args"].get("correlation") for e in evs if e.get("cat") in GPU_CATEGORIES and "args" in e}
+    autograd = {e.get("tid") for e in evs if e.get("cat") == "cpu_op" and "Backward" in str(e.get("name", ""))}
+    api = [
+        e
+        for e in evs
+        if e.get("cat") in API_CATEGORIES
+        and (e.get("args", {}).get("correlation") in launched or SYNC.match(str(e.get("name", ""))))
+    ]
+    found: dict[int, set[tuple[Call, Call]]] = {}
+    for number, start, end in rawtrace.steps([e for e in evs if e.get("cat") != "gpu_user_annotation"]):
+        calls: dict[Any, list[Call]] = {}
+        for e in api:
+            ts = float(e["ts"])
+            if start <= ts < end:
+                calls.setdefault(e.get("tid"), []).append(_call(ts, ts + float(e.get("dur", 0)), start))
+        pairs: set[tuple[Call, Call]] = set()
+        for tid in autograd & set(calls):
+            mine = sorted(calls[tid])
+            first, last = mine[0], mine[-1]
+            best: tuple[Call, Call] | None = None
+            for other, theirs in calls.items():
+                before = [c for c in theirs if c[1] <= first[0]]
+                after = [c for c in theirs if c[0] >= last[1]]
+                if other == tid or not before or not after or len(before) + len(after) != len(theirs):
+                    continue
+                fork, join = max(before, key=lambda c: c[1]), min(after, key=lambda c: c[0])
+                if best is None or fork[1] > best[0][1]:
+                    best = (fork, join)
+            if best is not None:
+                pairs |= {(best[0], first), (last, best[1])}
+        found[number] = pairs
+    return found
+
+
+def tracelens_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
+    """The same pairs from tracelens' step graphs: a call whose previous call is on another thread."""
+    trace = load_trace(path)
+    found: dict[int, set[tuple[Call, Call]]] = {}
+    for index, number in enumerate(trace.steps.number.tolist()):
+        graph = step_graph(trace, index)
+        if graph is None:
+            continue
+        thread, prev = graph.calls.thread.tolist(), graph.calls.prev.tolist()
+        start = [(t - graph.start_ns) / 1000 for t in graph.call_start_ns]
+        end = [s + d / 1000 for s, d in zip(start, graph.call_dur_ns, strict=True)]
+        pairs = set()
+        for k, p in enumerate(prev):
+            if p >= 0 and thread[p] != thread[k]:
+                pairs.add((_call(start[p], end[p], 0.0), _call(start[k], end[k], 0.0)))
+        found[int(number)] = pairs
+    return found
+
+
+@pytest.mark.parametrize("name", TRAINING)
+def test_the_backward_handoffs_are_the_raw_events_ones(name: str) -> None:
+    path = ROOT / name
+    expected, found = expected_handoffs(path), tracelens_handoffs(path)
+    shared = set(expected) & set(found)
+    assert len(shared) >= 3
+    for number in shared:
+        assert found[number] == expected[number], number
+    assert sum(len(expected[n]) for n in shared) >= 2 * len(shared)  # a fork and a join in every step
