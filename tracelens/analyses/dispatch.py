@@ -98,6 +98,17 @@ class ApiCall(msgspec.Struct, frozen=True):
     us_per_step: float
 
 
+class OpSelfTime(msgspec.Struct, frozen=True):
+    """One CPU op (or compile wrapper) name's self time in the analyzed steps: its duration less its direct
+    children's (other ops, API calls), per step."""
+
+    name: str
+    layer: str  # ops_launching, cpu_only_ops or compiled (one row per name and layer)
+    calls_per_step: float
+    self_us_per_step: float
+    share_pct: float  # of `Dispatch.cpu_us_per_step`
+
+
 class LaunchLatency(msgspec.Struct, frozen=True):
     """Launch call start → first GPU start of what it launched, over the analyzed steps, µs."""
 
@@ -123,6 +134,11 @@ class Dispatch(msgspec.Struct, frozen=True):
     api_calls: list[ApiCall]
     launch_latency: list[LaunchLatency]  # first entry "all"
     step_layers: list[StepLayers]
+    ops: list[OpSelfTime] = []  # the `MAX_OPS` op names with the most self time per step, most first
+
+
+MAX_OPS = 15  # rows of `Dispatch.ops`
+OP_LAYERS = ("ops_launching", "cpu_only_ops", "compiled")  # the layers whose events are ops (by name)
 
 
 @per_trace
@@ -241,7 +257,33 @@ def dispatch_of(trace: Trace, window: Window) -> Dispatch:
         api_calls=_api_calls(trace, window, layer, n_steps),
         launch_latency=launch_latency(trace, window),
         step_layers=_step_layers(trace, window, rows, row_layer, row_self_ns),
+        ops=_ops(trace, rows, row_layer, row_self_ns, n_steps, float(totals_ns.sum())),
     )
+
+
+def _ops(
+    trace: Trace, rows: np.ndarray, row_layer: np.ndarray, row_self_ns: np.ndarray, n_steps: int, total_ns: float
+) -> list[OpSelfTime]:
+    """The op names (per layer of `OP_LAYERS`) of the CPU-side `rows` with the most self time, `MAX_OPS` of them
+    (ties: more calls, then first seen)."""
+    is_op = np.isin(row_layer, [LAYERS.index(name) for name in OP_LAYERS])
+    if not is_op.any() or total_ns <= 0:
+        return []
+    name, layer, self_ns = trace.events.name[rows[is_op]], row_layer[is_op], row_self_ns[is_op]
+    group, first = first_seen_groups(name, layer)
+    calls = np.bincount(group)
+    group_ns = np.bincount(group, weights=self_ns)
+    order = np.lexsort((-calls, -group_ns))[:MAX_OPS]
+    return [
+        OpSelfTime(
+            trace.events.names[name[first[g]]],
+            LAYERS[layer[first[g]]],
+            _r(calls[g] / n_steps),
+            _r(group_ns[g] / NS_PER_US / n_steps),
+            _r(100.0 * group_ns[g] / total_ns),
+        )
+        for g in order.tolist()
+    ]
 
 
 def _step_layers(

@@ -160,8 +160,8 @@ ANALYSES: tuple[Analysis[Any], ...] = (
         doc=(
             KeyDoc(
                 "dispatch",
-                "CPU self time per step by layer, runtime queries and syncs with the op that issued them, "
-                "launch → GPU-start latency, per-step layers",
+                "CPU self time per step by layer and by op name (`ops`: the 15 with the most), runtime queries "
+                "and syncs with the op that issued them, launch → GPU-start latency, per-step layers",
             ),
         ),
     ),

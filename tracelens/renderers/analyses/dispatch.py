@@ -1,5 +1,5 @@
-"""CPU dispatch shown: its section of `tracelens analyze` (`dispatch_parts`: CPU time per step by layer, the
-runtime queries and syncs by the op that issued them) and its panel of the report (`dispatch_panels`: CPU
+"""CPU dispatch shown: its section of `tracelens analyze` (`dispatch_parts`: CPU time per step by layer, by op
+name, the runtime queries and syncs by the op that issued them) and its panel of the report (`dispatch_panels`: CPU
 time per step by layer, in "Where the time goes"). The contract: `tracelens.renderers.analyses`."""
 
 from __future__ import annotations
@@ -21,10 +21,31 @@ if TYPE_CHECKING:
 
 
 MAX_API_ROWS = 12
+MAX_OP_ROWS = 10
+OP_LAYER_WORDS = {"ops_launching": "launching", "cpu_only_ops": "cpu-only", "compiled": "compiled"}  # short
 
 
 def dispatch_parts(dispatch: Dispatch, results: AnalysisResults) -> Parts:
-    return [dispatch_table(dispatch), api_table(dispatch)]
+    return [dispatch_table(dispatch), ops_table(dispatch), api_table(dispatch)]
+
+
+def ops_table(dispatch: Dispatch) -> Table | None:
+    """The ops with the most CPU self time per step (`Dispatch.ops`, the first `MAX_OP_ROWS`)."""
+    if not dispatch.ops:
+        return None
+    table = Table(
+        title=f"CPU self time per step by op (the {min(len(dispatch.ops), MAX_OP_ROWS)} with the most)",
+        title_justify="left",
+        caption="self time: the op's time less its children's (other ops, runtime calls); %: of the CPU time per "
+        "step above; layer: ops_launching, cpu_only_ops or compiled",
+    )
+    for column in ("op", "layer", "calls/step", "µs/step", "%"):
+        table.add_column(column, justify="left" if column in ("op", "layer") else "right", overflow="fold")
+    droppable(table, "layer")
+    for op in dispatch.ops[:MAX_OP_ROWS]:
+        layer = OP_LAYER_WORDS.get(op.layer, op.layer)
+        table.add_row(op.name, layer, _count(op.calls_per_step), us_text(op.self_us_per_step), f"{op.share_pct:.1f}")
+    return table
 
 
 def dispatch_table(dispatch: Dispatch) -> Table | Text:
