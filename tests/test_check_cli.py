@@ -105,6 +105,7 @@ def test_json_output(tmp_path: Path, traces: list[str], capsys: pytest.CaptureFi
         "reason": "",
         "before_value": None,
         "no_change_holds": None,
+        "gemm_drift_us": None,
     }
     assert verdicts["compiled is faster"]["evidence"][:2] == [
         "per_step.gpu_kernel_us = 125",

@@ -138,6 +138,25 @@ def gemm_kernel_us(rows: Iterable[tuple[str, float]], steps: int) -> float | Non
     return round(sum(total for category, total in rows if category == "gemm") / steps, 3)
 
 
+# The same GEMM kernels' time per step moved by this much between two recordings of one program (and no more:
+# beyond, other work under the same names): another clock or power cap, not the change (compare's `clock_drift`,
+# check's `gemm_drift_us`; docs/json.md)
+DRIFT_PCT = 5.0
+DRIFT_MAX_PCT = 40.0
+
+
+def gemm_drift_us(before: ProgramShape, after: ProgramShape) -> float | None:
+    """How much longer (µs per step; negative: shorter) `after`'s GEMM kernels ran than `before`'s where both run
+    the same GEMM kernel names and their time per step moved `DRIFT_PCT` to `DRIFT_MAX_PCT` %: no action changes
+    the GEMMs' kernels (the library picks them by shape), so the difference is the GPU's clock; else None."""
+    mine, theirs = before.gemm_us_per_step, after.gemm_us_per_step
+    names = (before.gemm_kernels, after.gemm_kernels)
+    if not mine or theirs is None or not names[0] or not names[1] or set(names[0]) != set(names[1]):
+        return None
+    change_pct = 100.0 * (theirs / mine - 1)
+    return round(theirs - mine, 3) if DRIFT_PCT <= abs(change_pct) <= DRIFT_MAX_PCT else None
+
+
 WARMUP_ONLY = "warm-up only"
 ANOTHER_PROGRAM = "another program"
 CAPTURED_COMPILED = "captured compiled code"  # `took`: its own CUDA graphs replay the compiled code it ran

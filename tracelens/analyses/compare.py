@@ -28,7 +28,7 @@ from tracelens.model.kernel_names import short_name
 from tracelens.model.op_names import METADATA_OPS
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
-from tracelens.variants import ProgramShape, other_program
+from tracelens.variants import DRIFT_MAX_PCT, DRIFT_PCT, ProgramShape, other_program
 
 MEMORY_BOUND = ("elementwise", "norm", "reduction", "copy")
 
@@ -103,10 +103,6 @@ class ClockDrift(msgspec.Struct, frozen=True):
     change_pct: float
 
 
-DRIFT_PCT = 5.0
-# beyond this the kernels do other work (other shapes under the same names), not the same work at another clock
-# (the GPU's clock range under its power cap: docs/json.md, `clock_drift`)
-DRIFT_MAX_PCT = 40.0
 DRIFT_SHARE = 0.10
 SAME_CALLS = 0.01  # calls per step within this fraction: "as often"
 

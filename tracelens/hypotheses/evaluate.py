@@ -25,6 +25,7 @@ from tracelens.variants import (
     QUEUED_NOTE_PCT,
     Launches,
     error_pct,
+    gemm_drift_us,
     launch_table,
     not_checked,
     possible_actions,
@@ -68,6 +69,9 @@ class Verdict(msgspec.Struct, frozen=True):
     # False where the trace gives no value to compare (`null` in its document: the figure cannot be computed
     # there): UNKNOWN, neither held nor wrong
     known: bool = True
+    # with the hypothesis' `action` and `before`: how much longer the same GEMM kernels ran per step on this trace
+    # than on `before`'s (`tracelens.variants.gemm_drift_us`: the GPU's clock, not the action), else None
+    gemm_drift_us: float | None = None
 
     @property
     def weak(self) -> bool:
@@ -182,7 +186,7 @@ def evaluate_one(
     taken, note = taken_action(before, after, launches), taken_note(target.label, before, after, launches)
     took = taken_words(before, after, launches)
     if hypothesis.action in possible_actions(before, after, launches):
-        return replace(verdict, taken_action=taken, taken=note, took=took)
+        return replace(verdict, taken_action=taken, taken=note, took=took, gemm_drift_us=gemm_drift_us(before, after))
     return replace(
         verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note, took=took
     )

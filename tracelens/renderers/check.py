@@ -43,6 +43,7 @@ def verdict_dict(verdict: Verdict) -> dict[str, Any]:
         "reason": verdict.reason,
         "before_value": hypothesis.before_value,
         "no_change_holds": verdict.no_change_holds,
+        "gemm_drift_us": verdict.gemm_drift_us,
     }
 
 
@@ -141,6 +142,8 @@ class CheckTextRenderer:
             line.append(escape_controls(f" ({verdict.hypothesis.readable_statement()})"))
             if verdict.weak:
                 line.append(escape_controls(_weak_words(verdict)), style="yellow")
+            if verdict.gemm_drift_us is not None and _in_us(verdict):
+                line.append(escape_controls(_drift_words(verdict, verdict.gemm_drift_us)), style="yellow")
             status = Text(verdict.status, style="bold green" if verdict.held else "bold red")
             grid.add_row(status, f"{verdict.hypothesis.index}.", line)
             if verdict.held and not self.verbose:
@@ -174,6 +177,21 @@ def _weak_words(verdict: Verdict) -> str:
         opposite = predicted * measured < 0  # the range held, but the step moved the other way
         words += f" (change predicted {change_text(predicted)}{unit}, measured {change_text(measured)}{unit}"
         words += ": the other way)" if opposite else ")"
+    return words
+
+
+def _drift_words(verdict: Verdict, drift_us: float) -> str:
+    """The GEMM kernels' clock drift (`Verdict.gemm_drift_us`) beside a time measured, and the change measured
+    without it where the value before is known."""
+    longer = "longer" if drift_us > 0 else "shorter"
+    words = (
+        f"; its GEMM kernels, the same as before, ran {us_text(abs(drift_us))} µs/step {longer}: the GPU's clock, "
+        "not the action"
+    )
+    before = verdict.hypothesis.before_value
+    if before is not None and isinstance(verdict.measured, int | float) and not isinstance(verdict.measured, bool):
+        change = change_text(float(verdict.measured) - before - drift_us)
+        words += f" (the change measured without it, where the GEMMs set the step: {change} µs)"
     return words
 
 
