@@ -77,22 +77,30 @@ def autotune_launches(events: list[dict[str, Any]]) -> dict[int, bool]:
 
 def inferred_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """[(start ns, end ns)] of the inferred steps in start order; [] when the trace has ProfilerSteps or fewer
-    than two outermost Torch-Compiled Region calls."""
+    than two outermost Torch-Compiled Region calls. Where the outermost calls come from several frames (the `f` of
+    `f/r`), the periods between the calls of the frame called first, when it is called at least three times."""
     if any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events if e.get("cat") in RANGE_CATS):
         return []
-    calls: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
+    calls: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}
     for e in events:
         if e.get("cat") in RANGE_CATS and REGION.match(str(e.get("name", ""))) and _ns(e.get("dur", 0)) > 0:
             start = _ns(e["ts"])
-            calls.setdefault((e.get("pid"), e.get("tid")), []).append((start, start + _ns(e["dur"])))
+            frame = str(e["name"]).rsplit(" ", 1)[1].split("/")[0]
+            calls.setdefault((e.get("pid"), e.get("tid")), []).append((start, start + _ns(e["dur"]), frame))
     steps = []
     for spans in calls.values():
         reach = None
-        for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+        for start, end, frame in sorted(spans, key=lambda s: (s[0], -s[1])):
             if reach is None or start >= reach:
-                steps.append((start, end))
+                steps.append((start, end, frame))
                 reach = end
-    return sorted(steps) if len(steps) >= 2 else []
+    steps.sort()
+    if len(steps) < 2:
+        return []
+    if len({frame for _, _, frame in steps}) > 1:
+        starts = sorted({start for start, _, frame in steps if frame == steps[0][2]})
+        return list(zip(starts[:-1], starts[1:], strict=True)) if len(starts) >= 3 else []
+    return [(start, end) for start, end, _ in steps]
 
 
 LOOP_MARKERS = ("enumerate(DataLoader)#", "Optimizer.zero_grad#", "Optimizer.step#")

@@ -117,7 +117,7 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     outermost `Torch-Compiled Region: f/r` call (a cpu_op or user_annotation not inside another such call on
     its thread), numbered 1, 2, ... in start order, each spanning its call; None when fewer than
     `MIN_INFERRED_STEPS` calls have a length. A call that runs past the last CPU event, or the last call of a
-    truncated trace, is incomplete."""
+    truncated trace, is incomplete. Where those calls come from several frames: `_first_frame_steps`."""
     marked = loop_marker_steps(events)  # a training loop's own markers cover the whole iteration: they come first
     if marked is not None:
         return marked
@@ -138,6 +138,9 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     if rows.size < MIN_INFERRED_STEPS:
         return None
     rows = rows[np.argsort(events.ts_ns[rows], kind="stable")]
+    frame = np.array([_frame_of(events.names[code]) for code in events.name[rows].tolist()], dtype=np.int64)
+    if (frame != frame[0]).any():  # graph breaks: an iteration calls several frames; it starts with the first's
+        return _first_frame_steps(events.ts_ns[rows[frame == frame[0]]].astype(np.int64), frame[0])
     start_ns = events.ts_ns[rows].astype(np.int64)
     end_ns = (events.ts_ns[rows] + events.dur_ns[rows]).astype(np.int64)
     cpu = kind_mask(events.kind, CPU_KINDS)
@@ -146,6 +149,25 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
         complete[-1] = False
     number = np.arange(1, rows.size + 1, dtype=np.int64)
     return StepTable(number, start_ns, end_ns, complete, "inferred", INFERRED_FROM, spans_calls=True)
+
+
+def _frame_of(name: str) -> int:
+    """The frame number `f` of a `Torch-Compiled Region: f/r` name (its recompiles `r` are the same frame)."""
+    return int(name.rsplit(" ", 1)[1].split("/", 1)[0])
+
+
+def _first_frame_steps(starts: I64, frame: int) -> StepTable | None:
+    """Steps of a program whose outermost compiled calls come from several frames (graph breaks, or other compiled
+    functions): step k from the start of the first-called frame's call k to the start of its call k + 1,
+    numbered 1, 2, ...; all complete (the next call is in the trace). None with fewer than
+    `MIN_INFERRED_STEPS` + 1 such calls: a frame called once per iteration, once, is no repeated step (a trace
+    of each frame's first call, after its compilation, is warm-up only)."""
+    starts = np.unique(starts)
+    if starts.size <= MIN_INFERRED_STEPS:
+        return None
+    number = np.arange(1, starts.size, dtype=np.int64)
+    complete = np.ones(starts.size - 1, dtype=bool)
+    return StepTable(number, starts[:-1], starts[1:], complete, "inferred", f"{INFERRED_FROM} of frame {frame}")
 
 
 def loop_marker_steps(events: EventTable) -> StepTable | None:

@@ -52,7 +52,10 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
     compiled = results.get(Compiled)
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
-    head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
+    if results.summary.facts.step_source == "whole_trace":  # no step: the one window is the whole trace
+        head.append(f" — the whole trace, {us_text(s.step_us)} µs profiled (no steps{warmup})")
+    else:
+        head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
     median = free.profiled_step_us if free is not None else None
     apart = bool(median) and abs(s.step_us / (median or 1) - 1) > MEAN_AND_MEDIAN_APART
     lead = _lead_us(results)
