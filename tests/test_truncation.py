@@ -18,6 +18,7 @@ from tracelens.errors import UnusableTraceError
 from tracelens.loader import load_trace
 from tracelens.loader.decode import decode_trace
 from tracelens.loader.source import read_trace_bytes
+from tracelens.model.events import Kind
 from tracelens.renderers.jsonout import analyze_dict
 
 
@@ -275,3 +276,16 @@ def test_truncated_and_invalid_json_together(tmp_path: Path) -> None:
     trace = load_trace(_quirky(tmp_path, text))
     assert trace.truncation.truncated
     assert sorted(trace.events.names_at(np.arange(2))) == ["aten::mm", 'foo"bar']
+
+
+def test_a_cut_trace_without_steps_says_why_no_step_is_analyzed(tmp_path: Path) -> None:
+    """The first 300 kB of a gzip Hugging Face trace (no ProfilerStep in what is left): its one whole-trace window
+    is incomplete, and the reason says so, not "no CPU events" beside 10,000 CPU ops (audit, 2026-12-07)."""
+    path = tmp_path / "cut.json.gz"
+    source = Path(__file__).resolve().parent.parent / "traces/h100/record/hf_gpt2_train_eager.json.gz"
+    path.write_bytes(source.read_bytes()[:300_000])
+    trace = load_trace(path)
+    assert trace.truncation.truncated and int((trace.events.kind == Kind.CPU_OP).sum()) > 1000
+    summary = analyze(trace).summary
+    assert summary.empty_reason is not None and "cut off" in summary.empty_reason
+    assert "no CPU events" not in summary.empty_reason

@@ -99,7 +99,7 @@ def inferred_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
         return []
     if len({frame for _, _, frame in steps}) > 1:
         starts = sorted({start for start, _, frame in steps if frame == steps[0][2]})
-        return list(zip(starts[:-1], starts[1:], strict=True)) if len(starts) >= 3 else []
+        return list(itertools.pairwise(starts)) if len(starts) >= 3 else []
     return [(start, end) for start, end, _ in steps]
 
 

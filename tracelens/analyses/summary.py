@@ -200,6 +200,8 @@ def _empty_reason(trace: Trace, window: Window) -> str | None:
     if steps.per_step and len(steps):
         cut = " (the trace is cut off)" if trace.truncation.truncated else ""
         return f"no complete step: {len(steps)} step(s) ({steps.label}) in the trace, none complete{cut}"
+    if len(steps) and not steps.complete.all():  # the one whole-trace window, cut off: what followed is unknown
+        return "no step to analyze: the trace is cut off and has no ProfilerStep, so its one window is incomplete"
     return "no step to analyze: the trace has no CPU events"
 
 

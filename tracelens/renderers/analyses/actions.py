@@ -95,7 +95,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         path = results.get(CriticalPath)
         lead_us = (path.queued_us or 0.0) if path is not None else 0.0
         since_cpu_start_us = s.step_us + lead_us
-        share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)} of the step" if s.step_us else ""
+        of = "the step" if not lead_us else f"{us_text(since_cpu_start_us)} µs from the CPU's start"
+        share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)} of {of}" if s.step_us else ""
         head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
     shortening = helpful(result.actions)  # one predicted to slow the step: the table only
     if not result.actions and result.note:  # none predicted, and why
@@ -129,7 +130,9 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     if shown < len(result.actions) and used + (not reserved) <= SUMMARY_LINES:
         head.append(f"\n({len(result.actions) - shown} more in “Every action”: --section actions)", style="dim")
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
-    return [head, every_action_table(result) if len(result.actions) > shown else None]
+    # the table also where every action is shown above: its caption says which actions are left out, and why
+    table = len(result.actions) > shown or (bool(result.actions) and "left out" in result.note)
+    return [head, every_action_table(result) if table else None]
 
 
 def every_action_table(result: Actions) -> Table:
@@ -155,7 +158,7 @@ def every_action_table(result: Actions) -> Table:
             (" → " if action.action == "fuse" else ", ").join(names),
             us_text(action.predicted_step_us),
             f"{action.low:,.0f}–{action.high:,.0f}" + _few_cells(action),
-            us_text(action.saved_us),
+            us_text(action.saved_us) + (" (slower)" if action.saved_us < 0 else ""),  # the notes may be dropped
             ", ".join(n for n in range_notes(action, step_us) if not n.startswith("from ")) or "—",
         )
     if result.note:  # how they were replayed, and the actions left out with why (never silent)
