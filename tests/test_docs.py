@@ -263,7 +263,7 @@ NOT_FOR_USERS = {  # pages that need not open with a command, and why
 PAGE_ENVIRONMENT = {"caches.md": {"TRACELENS_NO_CACHE": "0"}}  # its example shows the cache at work
 NOT_RUN = {
     "benchmarks.md": ("the benchmark takes minutes (HTA's load of each trace)", "benchmarks/results.md"),
-    "record.md": ("it needs torch and the H200 it ran on", "traces/h200/record/record.log"),
+    "record.md": ("it needs torch and the GPU it ran on", "traces/h100/record2/record.log"),
 }
 SLOW_PAGES = {"report.md", "python.md"}  # the HTML report (imports plotly), a fresh interpreter with pandas: ~1.5-2 s
 

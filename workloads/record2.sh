@@ -1,4 +1,4 @@
-# The H200 recordings of traces/h200/record2 (2026-12-07): `tracelens record` as a user runs it, closing analysis
+# The recordings of traces/h100/record2 (2026-12-07; asked for an H200, the device gave an H100): `tracelens record` as a user runs it, closing analysis
 # included, on the tiny example and the Hugging Face Llama training step (docs/record.md opens with its log), then
 # Hugging Face training twins eager and compiled with `--no-analyze` (held out: recorded after the step graph's
 # backward handoff and every constant; docs/actions.md). Run on the device from the repository root with
