@@ -2,8 +2,9 @@
 forks and joins tracelens puts between the caller of `backward()` and the autograd thread are the ones a stdlib
 reading of the raw events finds (tests/rawtrace.py: threads, calls and steps from the JSON itself). A call is a
 runtime/driver call in the step that launched GPU work (its correlation id on a kernel, copy or memset) or a sync;
-the autograd thread is one that runs an op named `…Backward…`; its calls hand off where another thread has calls
-before and after them and none between."""
+the autograd thread is one that runs an op named `…Backward…`; where every call of it lies in a gap between two
+calls of another thread, each gap's calls (a burst: one backward pass) hand off from the call before the gap and
+to the call after it. Also `_handoffs` on a hand-made layout of two backward passes in one step."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests import rawtrace
@@ -56,18 +58,28 @@ def expected_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
         pairs: set[tuple[Call, Call]] = set()
         for tid in autograd & set(calls):
             mine = sorted(calls[tid])
-            first, last = mine[0], mine[-1]
-            best: tuple[Call, Call] | None = None
+            best: tuple[float, set[tuple[Call, Call]]] | None = None
             for other, theirs in calls.items():
-                before = [c for c in theirs if c[1] <= first[0]]
-                after = [c for c in theirs if c[0] >= last[1]]
-                if other == tid or not before or not after or len(before) + len(after) != len(theirs):
+                if other == tid:
                     continue
-                fork, join = max(before, key=lambda c: c[1]), min(after, key=lambda c: c[0])
-                if best is None or fork[1] > best[0][1]:
-                    best = (fork, join)
+                theirs = sorted(theirs)
+                found_pairs, span, ok = set(), 0.0, True
+                bursts: dict[int, list[Call]] = {}
+                for call in mine:  # the gap of `theirs` it lies in: after call i, before call i + 1
+                    i = max((k for k, c in enumerate(theirs) if c[1] <= call[0]), default=-1)
+                    if i < 0 or i + 1 >= len(theirs) or theirs[i + 1][0] < call[1]:
+                        ok = False
+                        break
+                    bursts.setdefault(i, []).append(call)
+                if not ok:
+                    continue
+                for i, burst in bursts.items():
+                    found_pairs |= {(theirs[i], burst[0]), (burst[-1], theirs[i + 1])}
+                    span += theirs[i + 1][0] - theirs[i][1]
+                if best is None or span < best[0]:
+                    best = (span, found_pairs)
             if best is not None:
-                pairs |= {(best[0], first), (last, best[1])}
+                pairs |= best[1]
         found[number] = pairs
     return found
 
@@ -100,3 +112,21 @@ def test_the_backward_handoffs_are_the_raw_events_ones(name: str) -> None:
     for number in shared:
         assert found[number] == expected[number], number
     assert sum(len(expected[n]) for n in shared) >= 2 * len(shared)  # a fork and a join in every step
+
+
+def test_two_backward_passes_in_a_step_hand_off_twice() -> None:
+    """Gradient accumulation: the main thread (0) launches, blocks in `backward()` while the autograd thread (1)
+    launches, launches again, blocks again: two forks and two joins; a burst beside a main-thread call: none."""
+    from tracelens.analyses.critical_path import _handoffs, _previous_on_lane
+
+    thread = np.array([0, 0, 1, 1, 0, 1, 1, 0], dtype=np.int64)
+    start = np.array([0, 10, 20, 30, 40, 50, 60, 70], dtype=np.int64)
+    end = start + 5
+    autograd = thread == 1
+    previous = _previous_on_lane(thread)
+    handed = _handoffs(thread, start, end, previous, autograd)
+    assert handed.tolist() == [-1, 0, 1, 2, 3, 4, 5, 6]  # 1 → 2 (fork), 3 → 4 (join), 4 → 5 (fork), 6 → 7 (join)
+    concurrent = np.array([0, 10, 20, 22, 40, 50, 60, 70], dtype=np.int64)  # call 3 (main) runs beside call 2
+    thread2 = np.array([0, 0, 1, 0, 0, 1, 1, 0], dtype=np.int64)
+    unchanged = _handoffs(thread2, concurrent, concurrent + 5, _previous_on_lane(thread2), thread2 == 1)
+    assert unchanged.tolist() == _previous_on_lane(thread2).tolist()

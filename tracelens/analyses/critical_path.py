@@ -992,40 +992,45 @@ def _thread_chains(thread: I64, call_start: I64, call_end: I64, step_start: int,
 
 def _handoffs(thread: I64, call_start: I64, call_end: I64, previous: I64, autograd: Bool) -> I64:
     """`previous` (each call's previous call on its thread, -1 for a thread's first) with the backward pass's
-    handoffs: where the calls of a thread that runs backward ops (`autograd`, per call) all lie in one gap between
-    two calls of another thread — the caller of `backward()` blocked while the autograd thread ran — the first of
-    them follows the caller's call before the gap (the fork) and the caller's call after it follows their last (the
-    join). Without it the caller's wait counts as CPU work of its own and the backward as starting from the
-    step's start, so nothing that shortens the backward shortens the step. A copy; `previous` is not changed."""
+    handoffs: where every call of a thread that runs backward ops (`autograd`, per call) lies in a gap between two
+    calls of another thread — the caller of `backward()` blocked while the autograd thread ran — the first call of
+    each such burst follows the caller's call before its gap (the fork) and the caller's call after the gap follows
+    the burst's last (the join); one burst per backward pass (two under gradient accumulation). Without it the
+    caller's wait counts as CPU work of its own and the backward as starting from the step's start (or from the
+    previous burst), so nothing that shortens the backward shortens the step. A copy; `previous` is not changed."""
     out = previous.copy()
     for one in distinct_ints(thread[autograd]).tolist():
         mine = np.flatnonzero(thread == one)
-        first, last = int(mine[0]), int(mine[-1])
-        fork, join = _enclosing_gap(thread, call_start, call_end, one, first, last)
-        if fork >= 0:
-            out[first] = fork
-        if join >= 0:
-            out[join] = last
+        gaps = _enclosing_gaps(thread, call_start, call_end, one, mine)
+        if gaps is None:
+            continue
+        theirs, gap = gaps
+        for g in distinct_ints(gap).tolist():
+            burst = mine[gap == g]
+            out[burst[0]] = theirs[g]  # the fork
+            out[theirs[g + 1]] = burst[-1]  # the join
     return out
 
 
-def _enclosing_gap(thread: I64, call_start: I64, call_end: I64, one: int, first: int, last: int) -> tuple[int, int]:
-    """(the call before, the call after) the gap between two calls of another thread that holds the calls
-    `first`..`last` of thread `one` and no call of its own; (-1, -1) where no other thread has calls on both sides
-    of them with none between. Of several such threads, the one whose call before ends last."""
-    best = (-1, -1)
-    best_end = -1
+def _enclosing_gaps(thread: I64, call_start: I64, call_end: I64, one: int, mine: I64) -> tuple[I64, I64] | None:
+    """(another thread's calls in start order, per call of `mine` (thread `one`'s) the index among them of the call
+    that opens the gap it lies in) for the other thread whose gaps hold every call of `mine`, none running
+    beside a call of its own; of several such threads, the one whose gaps around them are shortest in all. None
+    where no other thread has one."""
+    best: tuple[I64, I64] | None = None
+    best_ns = -1
     for other in distinct_ints(thread).tolist():
         if other == one:
             continue
         theirs = np.flatnonzero(thread == other)
-        before = theirs[call_end[theirs] <= call_start[first]]
-        after = theirs[call_start[theirs] >= call_end[last]]
-        if before.size + after.size != theirs.size or not after.size or not before.size:
-            continue  # a call of `other` lies within the span of `one`'s calls, or none on one side of it
-        fork = int(before[np.argmax(call_end[before])])
-        if int(call_end[fork]) > best_end:
-            best, best_end = (fork, int(after[np.argmin(call_start[after])])), int(call_end[fork])
+        opens = np.searchsorted(call_end[theirs], call_start[mine], side="right") - 1  # last call ending before
+        closes = np.searchsorted(call_start[theirs], call_end[mine], side="left")  # first call starting after
+        if (opens < 0).any() or (closes != opens + 1).any() or (closes >= theirs.size).any():
+            continue  # a call of `mine` runs beside one of `other`'s, or lies before its first or after its last
+        used = distinct_ints(opens)
+        span_ns = int((call_start[theirs[used + 1]] - call_end[theirs[used]]).sum())
+        if best is None or span_ns < best_ns:
+            best, best_ns = (theirs, opens), span_ns
     return best
 
 
