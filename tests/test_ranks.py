@@ -201,3 +201,14 @@ def test_separate_traces_are_listed_by_file_at_80_columns(capsys: pytest.Capture
     assert [row.split("│")[1].strip() for row in rows] == names
     assert "rank" not in next(line for line in lines if line.startswith("┃") and "file" in line)
     assert "unusable: timings.json" in out
+
+
+def test_each_ranks_load_warning_is_in_the_cross_rank_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two DLRM ranks have GPU activity without a launch (64 of 326 and 64 of 337 kernels/copies/sets whose
+    correlation id no runtime call carries, counted from the archive's raw JSON by hand): the archive's view says
+    so per rank, as `compare` did (audit, 2026-12-07)."""
+    doc = _dlrm_json(capsys)
+    notes = [n for n in doc["notes"] if "have no launch" in n]  # type: ignore[union-attr]
+    assert len(notes) == 2
+    assert any(n.startswith("worker1_") and "64 of 326 GPU activities" in n for n in notes)
+    assert any(n.startswith("worker3_") and "64 of 337 GPU activities" in n for n in notes)

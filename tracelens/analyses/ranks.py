@@ -173,6 +173,8 @@ def analyze_ranks(
 ) -> RanksResults:
     """Reduce per-rank figures to the cross-rank view (pure)."""
     notes = list(notes or [])
+    # each trace's own load warnings (GPU activity without a launch, a cut-off file …): said once per trace
+    notes += [f"{f.path.rsplit('/', 1)[-1]}: {warning}" for f in figures for warning in f.warnings]
     reason = separate_reason(figures) if figures else None
     ranked = sorted((f for f in figures if f.rank is not None), key=lambda f: (f.rank, f.path))
     unranked = sorted(f.path for f in figures if f.rank is None)
