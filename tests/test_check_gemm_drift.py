@@ -1,7 +1,8 @@
 """`check`'s `gemm_drift_us` (docs/check.md#weak-verdicts): on the study's MLP twins, the after-trace's GEMM
 kernels' time per step less the before-trace's, read from the raw events by the standard library (kernels named
 `nvjet…`, cuBLAS's GEMMs on the H200, launched in a ProfilerStep: tests/rawtrace.py), where both run the same
-GEMM kernel names and the time moved 5-40 %; `null` on the before-trace itself."""
+GEMM kernel names, the time moved 5-40 % and the after-trace is GPU-limited (both twins are: their `Limit:` line);
+`null` on the before-trace itself."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def test_the_gemm_drift_is_the_raw_gemm_time_difference(
     capsys.readouterr()
     main(["check", str(ROOT / f"{after}.json.gz"), "--expect", str(predictions), "--format", "json"])
     verdicts = [v for v in json.loads(capsys.readouterr().out)["verdicts"] if v["status"] != "not_applicable"]
+    main(["analyze", str(ROOT / f"{after}.json.gz"), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["critical_path"]["limit"] == "gpu"
     before_us, before_names = gemm_us_per_step(ROOT / "eager_mlp.json.gz")
     after_us, after_names = gemm_us_per_step(ROOT / f"{after}.json.gz")
     assert before_names == after_names

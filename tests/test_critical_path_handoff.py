@@ -4,7 +4,8 @@ reading of the raw events finds (tests/rawtrace.py: threads, calls and steps fro
 runtime/driver call in the step that launched GPU work (its correlation id on a kernel, copy or memset) or a sync;
 the autograd thread is one that runs an op named `…Backward…`; where every call of it lies in a gap between two
 calls of another thread, each gap's calls (a burst: one backward pass) hand off from the call before the gap and
-to the call after it. Also `_handoffs` on a hand-made layout of two backward passes in one step."""
+to the call after it; of several such threads, the one blocked meanwhile (no op of its own starts during a
+burst), then the one with the most calls. Also `_handoffs` on a hand-made layout of two backward passes in one step."""
 
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ def expected_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
     found: dict[int, set[tuple[Call, Call]]] = {}
     for number, start, end in rawtrace.steps([e for e in evs if e.get("cat") != "gpu_user_annotation"]):
         calls: dict[Any, list[Call]] = {}
+        op_starts: dict[Any, list[float]] = {}
+        for e in evs:
+            if e.get("cat") == "cpu_op" and start <= float(e["ts"]) < end:
+                op_starts.setdefault(e.get("tid"), []).append(round(float(e["ts"]) - start, 1))
         for e in api:
             ts = float(e["ts"])
             if start <= ts < end:
@@ -58,7 +63,7 @@ def expected_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
         pairs: set[tuple[Call, Call]] = set()
         for tid in autograd & set(calls):
             mine = sorted(calls[tid])
-            best: tuple[float, set[tuple[Call, Call]]] | None = None
+            best: tuple[tuple[bool, int, float], set[tuple[Call, Call]]] | None = None
             for other, theirs in calls.items():
                 if other == tid:
                     continue
@@ -76,8 +81,13 @@ def expected_handoffs(path: Path) -> dict[int, set[tuple[Call, Call]]]:
                 for i, burst in bursts.items():
                     found_pairs |= {(theirs[i], burst[0]), (burst[-1], theirs[i + 1])}
                     span += theirs[i + 1][0] - theirs[i][1]
-                if best is None or span < best[0]:
-                    best = (span, found_pairs)
+                # the caller is blocked while the backward runs: no op of its own starts during a burst
+                idle = not any(
+                    burst[0][0] < t < burst[-1][1] for burst in bursts.values() for t in op_starts.get(other, ())
+                )
+                key = (not idle, -len(theirs), span)
+                if best is None or key < best[0]:
+                    best = (key, found_pairs)
             if best is not None:
                 pairs |= best[1]
         found[number] = pairs
@@ -130,3 +140,14 @@ def test_two_backward_passes_in_a_step_hand_off_twice() -> None:
     thread2 = np.array([0, 0, 1, 0, 0, 1, 1, 0], dtype=np.int64)
     unchanged = _handoffs(thread2, concurrent, concurrent + 5, _previous_on_lane(thread2), thread2 == 1)
     assert unchanged.tolist() == _previous_on_lane(thread2).tolist()
+
+
+def test_a_side_thread_does_not_take_the_handoff() -> None:
+    """A third thread (2) with one call just after the main thread's fork call and one just after the backward's
+    last: its gap is the tighter, but the main thread (0), with the most calls, is the caller (audit)."""
+    from tracelens.analyses.critical_path import _handoffs, _previous_on_lane
+
+    thread = np.array([0, 0, 2, 1, 1, 2, 0, 0], dtype=np.int64)
+    start = np.array([0, 10, 16, 20, 30, 36, 60, 70], dtype=np.int64)
+    handed = _handoffs(thread, start, start + 5, _previous_on_lane(thread), thread == 1)
+    assert handed[3] == 1 and handed[6] == 4  # fork from the main thread's call 1, join into its call 6

@@ -196,9 +196,10 @@ def compiled_of(trace: Trace, window: Window) -> Compiled:
 
 
 def _warmup_only(trace: Trace, window: Window) -> bool:
-    """Whether `window` has ProfilerSteps and every one of them overlaps warm-up (`warmup_intervals`)."""
+    """Whether every step of `window` overlaps warm-up (`warmup_intervals`): its ProfilerSteps (or inferred steps)
+    each, or its one whole-trace window, which then holds compilation or a capture (no repeated step to predict)."""
     chosen, steps, spans = window.step_indices, trace.steps, warmup_intervals(trace)
-    if not steps.per_step or chosen.size == 0 or spans.shape[0] == 0:
+    if chosen.size == 0 or spans.shape[0] == 0:
         return False
     return bool(overlaps_intervals(steps.start_ns[chosen], steps.end_ns[chosen], spans).all())
 

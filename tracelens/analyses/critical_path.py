@@ -1001,7 +1001,7 @@ def _handoffs(thread: I64, call_start: I64, call_end: I64, previous: I64, autogr
     out = previous.copy()
     for one in distinct_ints(thread[autograd]).tolist():
         mine = np.flatnonzero(thread == one)
-        gaps = _enclosing_gaps(thread, call_start, call_end, one, mine)
+        gaps = _enclosing_gaps(thread, call_start, call_end, one, mine, autograd)
         if gaps is None:
             continue
         theirs, gap = gaps
@@ -1012,13 +1012,16 @@ def _handoffs(thread: I64, call_start: I64, call_end: I64, previous: I64, autogr
     return out
 
 
-def _enclosing_gaps(thread: I64, call_start: I64, call_end: I64, one: int, mine: I64) -> tuple[I64, I64] | None:
+def _enclosing_gaps(
+    thread: I64, call_start: I64, call_end: I64, one: int, mine: I64, autograd: Bool
+) -> tuple[I64, I64] | None:
     """(another thread's calls in start order, per call of `mine` (thread `one`'s) the index among them of the call
     that opens the gap it lies in) for the other thread whose gaps hold every call of `mine`, none running
-    beside a call of its own; of several such threads, the one whose gaps around them are shortest in all. None
-    where no other thread has one."""
+    beside a call of its own; of several such threads, the caller: one that runs no backward op, then the one
+    with the most calls in the step (the loop's thread, not a side thread's odd sync), then the shortest gaps.
+    None where no other thread has one."""
     best: tuple[I64, I64] | None = None
-    best_ns = -1
+    best_key: tuple[int, int, int] | None = None
     for other in distinct_ints(thread).tolist():
         if other == one:
             continue
@@ -1029,8 +1032,9 @@ def _enclosing_gaps(thread: I64, call_start: I64, call_end: I64, one: int, mine:
             continue  # a call of `mine` runs beside one of `other`'s, or lies before its first or after its last
         used = distinct_ints(opens)
         span_ns = int((call_start[theirs[used + 1]] - call_end[theirs[used]]).sum())
-        if best is None or span_ns < best_ns:
-            best, best_ns = (theirs, opens), span_ns
+        key = (int(autograd[theirs].any()), -int(theirs.size), span_ns)
+        if best_key is None or key < best_key:
+            best, best_key = (theirs, opens), key
     return best
 
 

@@ -69,8 +69,8 @@ class Verdict(msgspec.Struct, frozen=True):
     # False where the trace gives no value to compare (`null` in its document: the figure cannot be computed
     # there): UNKNOWN, neither held nor wrong
     known: bool = True
-    # with the hypothesis' `action` and `before`: how much longer the same GEMM kernels ran per step on this trace
-    # than on `before`'s (`tracelens.variants.gemm_drift_us`: the GPU's clock, not the action), else None
+    # with the hypothesis' `action` and `before`, on a GPU-limited trace: how much longer the same GEMM kernels ran
+    # per step on it than on `before`'s (`tracelens.variants.gemm_drift_us`: the GPU's clock, not the action)
     gemm_drift_us: float | None = None
 
     @property
@@ -186,10 +186,18 @@ def evaluate_one(
     taken, note = taken_action(before, after, launches), taken_note(target.label, before, after, launches)
     took = taken_words(before, after, launches)
     if hypothesis.action in possible_actions(before, after, launches):
-        return replace(verdict, taken_action=taken, taken=note, took=took, gemm_drift_us=gemm_drift_us(before, after))
+        drift = gemm_drift_us(before, after) if _gpu_limited(target) else None  # else the GEMMs do not set it
+        return replace(verdict, taken_action=taken, taken=note, took=took, gemm_drift_us=drift)
     return replace(
         verdict, held=False, evidence=(), error_pct=None, applies=False, taken_action=taken, taken=note, took=took
     )
+
+
+def _gpu_limited(target: TraceDocument) -> bool:
+    """Whether the trace's steps are GPU-limited (its `critical_path.limit`, the `Limit:` line): only there does
+    the GEMM kernels' time set the step."""
+    path = target.document.get("critical_path")
+    return isinstance(path, dict) and path.get("limit") == "gpu"
 
 
 def _measured(hypothesis: Hypothesis, target: TraceDocument, documents: Sequence[TraceDocument]) -> Verdict:

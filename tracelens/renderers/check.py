@@ -191,7 +191,7 @@ def _drift_words(verdict: Verdict, drift_us: float) -> str:
     before = verdict.hypothesis.before_value
     if before is not None and isinstance(verdict.measured, int | float) and not isinstance(verdict.measured, bool):
         change = change_text(float(verdict.measured) - before - drift_us)
-        words += f" (the change measured without it, where the GEMMs set the step: {change} µs)"
+        words += f" (the step is GPU-limited: the change measured without it, {change} µs)"
     return words
 
 

@@ -53,7 +53,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     compiled = results.get(Compiled)
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
     if results.summary.facts.step_source == "whole_trace":  # no step: the one window is the whole trace
-        head.append(f" — the whole trace, {us_text(s.step_us)} µs profiled (no steps{warmup})")
+        warm = "; it holds compilation or a capture: warm-up" if warmup else ""
+        head.append(f" — the whole trace, {us_text(s.step_us)} µs profiled (no steps{warm})")
     else:
         head.append(f" — step {us_text(s.step_us)} µs profiled (mean span of {s.steps}{warmup})")
     median = free.profiled_step_us if free is not None else None
