@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracelens
@@ -106,3 +107,13 @@ def test_compare_makes_per_step_claims_only_over_steps() -> None:
     rows = [row for row in comparison.fusions if row.variant == nostep.name]
     assert rows and all(row.instances_per_step <= 2 for row in rows)  # no benchmark launch counted per step
     assert all(row.kernel_us_per_step < 1000 for row in rows)  # was 2,141,121.5 µs/step of triton_mm benchmarks
+
+
+def test_the_loop_frame_is_the_most_called() -> None:
+    """Several compiled frames: the iterations are marked by the frame called most (the first called of those), not
+    by a function compiled and called once before the loop (audit, 2026-12-07)."""
+    from tracelens.model.steps import _loop_frame
+
+    assert _loop_frame(np.array([5, 0, 1, 0, 1, 0, 1])) == 0
+    assert _loop_frame(np.array([0, 1, 1, 1])) == 1
+    assert _loop_frame(np.array([2, 1, 2, 1])) == 2

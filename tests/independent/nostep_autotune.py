@@ -78,7 +78,8 @@ def autotune_launches(events: list[dict[str, Any]]) -> dict[int, bool]:
 def inferred_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """[(start ns, end ns)] of the inferred steps in start order; [] when the trace has ProfilerSteps or fewer
     than two outermost Torch-Compiled Region calls. Where the outermost calls come from several frames (the `f` of
-    `f/r`), the periods between the calls of the frame called first, when it is called at least three times."""
+    `f/r`), the periods between the calls of the frame called most (of those, the first called), when it is called
+    at least three times."""
     if any(str(e.get("name", "")).startswith("ProfilerStep#") for e in events if e.get("cat") in RANGE_CATS):
         return []
     calls: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}
@@ -97,8 +98,10 @@ def inferred_steps(events: list[dict[str, Any]]) -> list[tuple[int, int]]:
     steps.sort()
     if len(steps) < 2:
         return []
-    if len({frame for _, _, frame in steps}) > 1:
-        starts = sorted({start for start, _, frame in steps if frame == steps[0][2]})
+    frames = [frame for _, _, frame in steps]
+    if len(set(frames)) > 1:
+        loop = max(dict.fromkeys(frames), key=frames.count)  # the most called; of those, the first called
+        starts = sorted({start for start, _, frame in steps if frame == loop})
         return list(itertools.pairwise(starts)) if len(starts) >= 3 else []
     return [(start, end) for start, end, _ in steps]
 

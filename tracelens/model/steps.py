@@ -140,7 +140,8 @@ def infer_steps(events: EventTable, truncated: bool) -> StepTable | None:
     rows = rows[np.argsort(events.ts_ns[rows], kind="stable")]
     frame = np.array([_frame_of(events.names[code]) for code in events.name[rows].tolist()], dtype=np.int64)
     if (frame != frame[0]).any():  # graph breaks: an iteration calls several frames; it starts with the first's
-        return _first_frame_steps(events.ts_ns[rows[frame == frame[0]]].astype(np.int64), frame[0])
+        loop = _loop_frame(frame)
+        return _first_frame_steps(events.ts_ns[rows[frame == loop]].astype(np.int64), loop)
     start_ns = events.ts_ns[rows].astype(np.int64)
     end_ns = (events.ts_ns[rows] + events.dur_ns[rows]).astype(np.int64)
     cpu = kind_mask(events.kind, CPU_KINDS)
@@ -156,9 +157,17 @@ def _frame_of(name: str) -> int:
     return int(name.rsplit(" ", 1)[1].split("/", 1)[0])
 
 
+def _loop_frame(frame: I64) -> int:
+    """The frame whose calls mark the iterations: the one called most, of those the first called (a function
+    compiled and called once before the loop does not set the steps)."""
+    values, first, counts = np.unique(frame, return_index=True, return_counts=True)
+    most = counts == counts.max()
+    return int(values[most][np.argmin(first[most])])
+
+
 def _first_frame_steps(starts: I64, frame: int) -> StepTable | None:
     """Steps of a program whose outermost compiled calls come from several frames (graph breaks, or other compiled
-    functions): step k from the start of the first-called frame's call k to the start of its call k + 1,
+    functions): step k from the start of `frame`'s call k (`_loop_frame`) to the start of its call k + 1,
     numbered 1, 2, ...; all complete (the next call is in the trace). None with fewer than
     `MIN_INFERRED_STEPS` + 1 such calls: a frame called once per iteration, once, is no repeated step (a trace
     of each frame's first call, after its compilation, is warm-up only)."""
