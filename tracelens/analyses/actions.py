@@ -561,15 +561,19 @@ def _sequence_matches(
 ) -> list[bool]:
     """Which activities of the step run the chain `kernels`: its occurrences as consecutive activities of one
     stream (by short name, in stream order), none of them `claimed` (by another chain of the same plan), at most
-    round(`calls_per_step`) of them (all where 0); where it occurs nowhere, its occurrences among the stream's
-    fusible kernels alone (`_fusible_mask`: a GEMM between silu and mul); where it occurs nowhere either,
-    `_matches` among the kernels not claimed."""
+    round(`calls_per_step`) of them (all where 0); where fewer occur so (the chain's kernels interleaved with
+    others), topped up by its occurrences among the stream's fusible kernels alone (`_fusible_mask`: a GEMM
+    between silu and mul) up to that number; where it occurs nowhere either, `_matches` among the kernels not
+    claimed."""
     names = _short_names(trace)[graph.gpu_columns.name]
     lane, chain = graph.gpu_columns.lane, tuple(kernels)
     found = _occurrences(names, lane, chain, calls_per_step, claimed)
-    if not found.any():
+    wanted = max(1, round(calls_per_step)) if calls_per_step else 0
+    left = wanted - int(found.sum()) // len(chain) if wanted else (0 if found.any() else names.size)
+    if left > 0:
         fusible = np.flatnonzero(_fusible_mask(trace, graph))
-        found[fusible[_occurrences(names[fusible], lane[fusible], chain, calls_per_step, claimed[fusible])]] = True
+        taken = (claimed | found)[fusible]
+        found[fusible[_occurrences(names[fusible], lane[fusible], chain, float(left), taken)]] = True
     if found.any():
         return found.tolist()  # type: ignore[no-any-return]
     return _matches(trace, graph, kernels, calls_per_step, claimed)

@@ -96,9 +96,10 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         path = results.get(CriticalPath)
         lead_us = (path.queued_us or 0.0) if path is not None else 0.0
         since_cpu_start_us = s.step_us + lead_us
-        of = "the step" if not lead_us else f"{us_text(since_cpu_start_us)} µs from the CPU's start"
-        share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)} of {of}" if s.step_us else ""
-        head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share} (actions keep it)")
+        share = f", {pct_text(100 * s.data_loading_us / since_cpu_start_us)}" if s.step_us else ""
+        if share:  # of the step, or, where its CPU starts before earlier GPU work ends, of the time from that start
+            share += " of the step (actions keep it)" if not lead_us else " from CPU start; actions keep it"
+        head.append(f"\nDataLoader: next batch {us_text(s.data_loading_us)} µs/step{share or ' (actions keep it)'}")
     shortening = helpful(result.actions)  # one predicted to slow the step: the table only
     if not result.actions and result.note:  # none predicted, and why
         head.append(f"\nNo action predicted: {result.note}")
