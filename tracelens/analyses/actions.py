@@ -56,6 +56,7 @@ from tracelens.analyses.critical_path import (
     _previous_on_lane,
     _steps_with_gpu,
     _within_budget,
+    backward_op_rows,
     gpu_lengths,
     limit_of,
     queued_pct,
@@ -618,12 +619,14 @@ def _fused_plan(
     graph: StepGraph,
     chains: list[FusionOpportunity],
     per_instance: bool = False,
+    head_work_ns: int | None = None,
 ) -> _Plan:
     """The chains' kernels (matched as sequences, `_sequence_matches`, each activity in one chain at most)
     shortened by their fused saving; the launches of all but the kernels named like each chain's first removed (no
     CPU work, no call time); with `per_instance` (`fuse`), of all but one per chain instance (`_heads`: a chain of
-    one kernel name keeps one launch, not all). Until 2026-12-07 chains were matched by name, where the first
-    activities of each name took other kernels of those names: fewer than half of the HF Llama chains' time."""
+    one kernel name keeps one launch, not all); with `head_work_ns`, that CPU work before each launch kept (the
+    fused kernel's). Until 2026-12-07 chains were matched by name, where the first activities of each name took
+    other kernels of those names: fewer than half of the HF Llama chains' time."""
     work, duration = graph.calls.work_ns.copy(), graph.calls.dur_ns.copy()
     gpu_dur: dict[int, int] = {}
     claimed = np.zeros(len(graph.gpu_columns.name), dtype=bool)
@@ -639,6 +642,8 @@ def _fused_plan(
             call = _own_launch(trace, graph, k)
             if call >= 0 and k not in heads:
                 work[call], duration[call] = 0, 0
+            elif call >= 0 and head_work_ns is not None:
+                work[call] = head_work_ns
     return _Plan(work, duration, gpu_dur)
 
 
@@ -700,13 +705,7 @@ def _launch_words(fused_launch_us: float | None) -> str:
 def _chain_plan(trace: Trace, graph: StepGraph, chain: FusionOpportunity, launch_ns: int) -> _Plan:
     """`_fused_plan` of one chain, each fused kernel's launch preceded by `launch_ns` of CPU work (a Triton kernel
     launched from Python: `FUSED_LAUNCH_CALLS`) in place of the first op's observed dispatch."""
-    plan = _fused_plan(trace, graph, [chain], per_instance=True)
-    match = _sequence_matches(trace, graph, chain.kernels, chain.calls_per_step, _unclaimed(graph))
-    for k in _heads(trace, graph, chain, match):
-        call = _own_launch(trace, graph, k)
-        if call >= 0:
-            plan.work[call] = launch_ns
-    return plan
+    return _fused_plan(trace, graph, [chain], per_instance=True, head_work_ns=launch_ns)
 
 
 def _unclaimed(graph: StepGraph) -> Bool:
@@ -1063,8 +1062,7 @@ def _optimizer_ranges(trace: Trace) -> dict[int, list[tuple[int, int]]]:
     raw = _annotation_ranges(trace, OPTIMIZER, kinds)
     if not raw:
         return raw
-    backward_codes = [c for c, name in enumerate(events.names) if "Backward" in name]
-    rows = np.flatnonzero((events.kind == Kind.CPU_OP) & np.isin(events.name, backward_codes))
+    rows = backward_op_rows(trace)
     if rows.size == 0:
         return raw
     order = np.argsort(events.ts_ns[rows], kind="stable")

@@ -1043,11 +1043,20 @@ def _autograd_tracks(trace: Trace) -> Bool:
     """Per CPU track code: whether it runs backward ops (a name holding `Backward`, as `MulBackward0`: the
     autograd engine's thread, or the caller's where the backward runs inline)."""
     ev = trace.events
-    codes = [code for code, name in enumerate(ev.names) if "Backward" in name]
     tracks = np.zeros(int(ev.track.max(initial=0)) + 1, dtype=bool)
-    rows = (ev.kind == Kind.CPU_OP) & np.isin(ev.name, codes)
-    tracks[distinct_ints(ev.track[rows])] = True
+    tracks[distinct_ints(ev.track[backward_op_rows(trace)])] = True
     return tracks
+
+
+@per_trace
+def backward_op_rows(trace: Trace) -> I64:
+    """Rows of the CPU ops that run a backward node (a name holding `Backward`, as `MulBackward0`). Cached per
+    trace: do not mutate."""
+    ev = trace.events
+    codes = [code for code, name in enumerate(ev.names) if "Backward" in name]
+    rows = np.flatnonzero((ev.kind == Kind.CPU_OP) & np.isin(ev.name, codes))
+    rows.setflags(write=False)
+    return rows
 
 
 def _typical_latency(call_start: I64, g: GpuActivity, lanes: I64, launch_call: I64, queued: I64) -> int:
