@@ -62,3 +62,22 @@ def test_the_ops_cpu_self_time_is_the_raw_events(name: str) -> None:
         assert op.self_us_per_step == pytest.approx(expected[op.name], rel=0.02, abs=1.0), op.name
     ranked = sorted(expected, key=lambda n: -expected[n])[:3]
     assert [op.name for op in dispatch.ops[:3]] == ranked
+
+
+def test_the_report_shows_the_same_ops_as_the_raw_events() -> None:
+    """The report's panel (every row of `dispatch.ops`) names the ops with the most self time per step, and
+    each row's µs/step is the raw events' figure (one quantity, one value: analyze's table and the page)."""
+    from tracelens.renderers.page import build_report
+
+    path = ROOT / TRACES[0]
+    trace = load_trace(path)
+    document = build_report([(trace, analyze(trace))])
+    table = document.panel("dispatch-ops").table
+    assert table is not None and table.columns[0] == "op" and table.rows
+    expected = raw_self_us(path)
+    shown = {row[0]: float(row[3].replace(",", "")) for row in table.rows}
+    assert len(shown) == min(15, len(expected))
+    top = sorted(expected.values(), reverse=True)[: len(shown)]
+    assert sorted(shown.values(), reverse=True) == pytest.approx(top, abs=0.06)
+    for name, us in shown.items():
+        assert us == pytest.approx(expected[name], abs=0.06), name

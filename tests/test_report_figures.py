@@ -213,3 +213,21 @@ def test_comparison_of_the_recorded_mlp_study() -> None:
     assert table.columns[-1] == "bound" and [row[-1] for row in table.rows] == [r.bound.bound for _, r in inputs]
     fusions = document.panel("compare-fusions").table
     assert fusions is not None and {row[0] for row in fusions.rows} == {"compiled_mlp", "liger_mlp"}
+
+
+def test_a_trace_without_steps_labels_its_window_trace(tmp_path: Path) -> None:
+    """Without ProfilerStep the one window is the whole trace: labelled "trace" in the report's per-step table
+    and step-time chart and in the text table, never by its JSON number (-1)."""
+    from tests.conftest import write_trace
+    from tests.report_helpers import tiny_events
+
+    events = [e for e in tiny_events() if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    trace = load_trace(write_trace(tmp_path / "nostep.json", events))
+    assert trace.steps.source == "whole_trace"
+    results = analyze(trace)
+    assert [row.number for row in results.summary.step_table] == [-1]  # JSON keeps the documented number
+    document = build_report([(trace, results)])
+    table = document.panel("per-step").table
+    assert table is not None and [row[0] for row in table.rows] == ["median", "trace"]
+    steps = document.panel("step-times").figure.to_dict()["data"]
+    assert all(list(t["x"]) == ["trace"] for t in steps)

@@ -131,7 +131,9 @@ ANALYSES: tuple[Analysis[Any], ...] = (
             ),
             KeyDoc(
                 "step_table",
-                "the same figures for every step, with `number` and `complete`",
+                "the same figures for every step, with `number` (its `ProfilerStep` number; an inferred step's "
+                "position from 1; `-1` for the one window of a trace without steps, `step_source` "
+                '`"whole_trace"`: shown as "trace") and `complete`',
             ),
             KeyDoc(
                 "kernels",

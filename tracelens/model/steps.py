@@ -52,7 +52,14 @@ LOOP_MARKERS = (
     ("Optimizer.zero_grad#", "Optimizer.zero_grad calls"),
     ("Optimizer.step#", "Optimizer.step calls"),
 )
-WHOLE_TRACE = -1
+WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`source == "whole_trace"`)
+
+
+def step_label(number: int) -> str:
+    """How a step's number is shown to people: the number, or "trace" for the whole-trace window."""
+    return "trace" if number == WHOLE_TRACE else str(number)
+
+
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step
 
 

@@ -17,6 +17,7 @@ from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts, replayed_ops_note
 from tracelens.errors import TracelensError
+from tracelens.model.steps import step_label
 from tracelens.renderers.analyses.bound import flip_sentence
 from tracelens.renderers.formats import SUMMARY_SECTION
 from tracelens.renderers.sections import renderer_of
@@ -174,7 +175,7 @@ def per_step_table(summary: Summary) -> Table:
     )  # fmt: skip
     rows = summary.step_table if 1 < len(summary.step_table) <= 12 else []
     for row in rows:
-        table.add_row(str(row.number), *_figure_cells(row), style="dim")
+        table.add_row(step_label(row.number), *_figure_cells(row), style="dim")
     if rows:
         table.add_section()
     label = (

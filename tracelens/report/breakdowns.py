@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from tracelens.analyses.summary import Summary, replayed_ops_note
 from tracelens.model.kernel_names import CATEGORIES
+from tracelens.model.steps import step_label
 from tracelens.report.document import Panel, Table, chart_text, unavailable
 from tracelens.report.palette import category_color
 
@@ -78,7 +79,7 @@ def step_times(summary: Summary, panel_id: str = "step-times") -> Panel:
     rows = summary.step_table
     if not rows:
         return unavailable(panel_id, title, "the trace has no complete step")
-    labels = [str(row.number) for row in rows]
+    labels = [step_label(row.number) for row in rows]
     fig = go.Figure()
     for key, name, color in (
         ("step_us", "step (period)", "#9ecae1"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracelens.analyses.summary import StepFigures, Summary
+from tracelens.model.steps import step_label
 from tracelens.report.document import Panel, Table
 from tracelens.report.generic import format_value
 
@@ -55,7 +56,7 @@ def per_step_panel(summary: Summary, panel_id: str = "per-step") -> Panel:
     """The median step, then each analyzed step (at most 50 rows)."""
     columns = ("step", *(label for _, label in STEP_COLUMNS))
     rows = [("median", *per_step_row(summary.per_step))]
-    rows += [(str(row.number), *per_step_row(row)) for row in summary.step_table[:50]]
+    rows += [(step_label(row.number), *per_step_row(row)) for row in summary.step_table[:50]]
     return Panel(id=panel_id, title="Per step (median first)", table=Table(columns, tuple(rows)))
 
 

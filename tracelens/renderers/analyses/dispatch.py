@@ -1,6 +1,6 @@
 """CPU dispatch shown: its section of `tracelens analyze` (`dispatch_parts`: CPU time per step by layer, by op
-name, the runtime queries and syncs by the op that issued them) and its panel of the report (`dispatch_panels`: CPU
-time per step by layer, in "Where the time goes"). The contract: `tracelens.renderers.analyses`."""
+name, the runtime queries and syncs by the op that issued them) and its panels of the report (`dispatch_panels`: CPU
+time per step by layer and by op, in "Where the time goes"). The contract: `tracelens.renderers.analyses`."""
 
 from __future__ import annotations
 
@@ -88,7 +88,42 @@ def api_table(dispatch: Dispatch) -> Table | None:
 def dispatch_panels(dispatch: Any, results: AnalysisResults) -> page.AnalysisPanels:
     from tracelens.report import document as page
 
-    return page.AnalysisPanels(breakdowns=(dispatch_panel(results),))
+    return page.AnalysisPanels(breakdowns=(dispatch_panel(results), ops_panel(results)))
+
+
+def ops_panel(results: AnalysisResults) -> page.Panel:
+    """The ops with the most CPU self time per step (`Dispatch.ops`, every row): the same figures as `analyze`'s
+    table."""
+    from tracelens.report import document as page
+    from tracelens.report.generic import MISSING, finding
+
+    panel_id, title = "dispatch-ops", "CPU self time per step by op"
+    dispatch = finding(results, "dispatch")
+    if dispatch is None:
+        return page.unavailable(panel_id, title, MISSING)
+    ops = getattr(dispatch, "ops", None) or []
+    if not ops:
+        return page.unavailable(panel_id, title, "no CPU op in the analyzed steps")
+    rows = tuple(
+        (
+            str(op.name),
+            OP_LAYER_WORDS.get(op.layer, op.layer),
+            _count(op.calls_per_step),
+            us_text(op.self_us_per_step),
+            f"{op.share_pct:.1f}",
+        )
+        for op in ops
+    )
+    note = (
+        f"The {len(ops)} op names with the most self time: an op's time less its children's (other ops, runtime "
+        "calls), per step; %: of the CPU time per step (all layers)."
+    )
+    return page.Panel(
+        id=panel_id,
+        title=title,
+        table=page.Table(("op", "layer", "calls/step", "µs/step", "% of CPU"), rows),
+        note=note,
+    )
 
 
 def dispatch_panel(results: AnalysisResults) -> page.Panel:
