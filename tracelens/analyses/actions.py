@@ -75,6 +75,7 @@ from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, inductor_calls_per_step, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
+from tracelens.model.steps import OPTIMIZER_RANGES
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
@@ -113,7 +114,7 @@ HOST_ONLY = ("enumerate(DataLoader)#",)
 # records around them). Under `compile` and `compile_reduce_overhead` the launches made inside them keep their CPU
 # work and their kernels as observed, and the time inside them before any other launch stays before it: on the
 # training twins the compiled program launched the same optimizer kernels from the same ranges (4 and 40 a step)
-OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
+OPTIMIZER = OPTIMIZER_RANGES
 OPTIMIZER_NOTE = "; the optimizer kept eager"  # docs/actions.md#the-optimizer-stays-eager
 # The range each prediction states (docs/actions.md#stated-ranges, recomputed by tests/test_actions_repeats.py):
 # predicted × (1 ± h). Where the changed step is GPU-limited, h is the largest |realized ÷ predicted − 1| over the

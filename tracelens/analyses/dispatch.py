@@ -27,6 +27,7 @@ from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import percentiles
+from tracelens.model.steps import TORCH_RANGE
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -78,9 +79,6 @@ COMPILED_OP = re.compile(
     r"^(TorchDynamo Cache Lookup|Torch-Compiled Region: |Pregraph bytecode|AOTDispatcher Runtime Wrapper|"
     r"CompiledFunction(Backward)?$|## Call CompiledFxGraph|Guard|.*[Gg]uard)"
 )
-# `record_function` ranges torch itself opens (the step, the next batch, the optimizer, `with_stack`'s `## … ##`
-# frames): annotations, though the 2021 Kineto format records them as `Operator` (a CPU op); their layer is python
-TORCH_RANGE = re.compile(r"^(ProfilerStep#\d+$|enumerate\(DataLoader\)#|Optimizer\.(step|zero_grad)#|## .* ##$)")
 BLOCKING_COPY = re.compile(r"DtoH.*Pageable|Device -> Pageable|DtoH \(Device -> Pageable\)")
 
 
@@ -169,6 +167,7 @@ def _layer_by_kind_and_name(trace: Trace) -> np.ndarray:
     for kind in API_KINDS:
         table[kind] = api_layer
     table[Kind.CPU_OP] = LAYERS.index("ops_launching")
+    # torch's own ranges (model.steps.TORCH_RANGE) recorded as CPU ops (the 2021 format): their layer is python
     ranges = [c for c in names_of_kinds(trace, (Kind.CPU_OP,)).tolist() if TORCH_RANGE.match(names[c])]
     table[Kind.CPU_OP, ranges] = LAYERS.index("python")
     table[Kind.USER_ANNOTATION] = LAYERS.index("python")

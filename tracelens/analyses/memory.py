@@ -30,6 +30,7 @@ from tracelens.analyses.window import Window
 from tracelens.model import stats
 from tracelens.model.events import I64, Kind
 from tracelens.model.memory import EXTRAS_NOT_READ, MemoryTable
+from tracelens.model.steps import STEP_PREFIX
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US
 
@@ -293,7 +294,7 @@ def _outermost_ops(trace: Trace, ops: I64) -> I64:
     """For each CPU op row (-1 = none), its outermost CPU op ancestor (itself when it has none); ProfilerStep
     annotations recorded as ops (older Kineto) are not ops here."""
     parent, kind = trace.links.parent, trace.events.kind
-    step_name = np.array([name.startswith("ProfilerStep#") for name in trace.events.names] + [False], dtype=bool)
+    step_name = np.array([name.startswith(STEP_PREFIX) for name in trace.events.names] + [False], dtype=bool)
     best = ops.copy()
     current = ops.copy()
     active = np.flatnonzero(current >= 0)

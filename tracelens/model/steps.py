@@ -34,7 +34,8 @@ from tracelens.model.trace import StepTable
 from tracelens.native import extension as _native
 
 _IS_CPU = kind_table(CPU_KINDS, np.uint8)
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_PREFIX = "ProfilerStep#"  # the profiler's step annotation: ProfilerStep#N
+STEP_NAME = re.compile(rf"^{STEP_PREFIX}(\d+)$")
 REGION_CALL = re.compile(r"^Torch-Compiled Region: \d+/\d+$")
 INFERRED_FROM = "Torch-Compiled Region calls"
 # Inductor's autotuning (docs/definitions.md#autotuning): the ranges it benchmarks candidate kernels in, and the
@@ -47,10 +48,21 @@ MIN_INFERRED_STEPS = 2
 # The ranges torch emits once per iteration of a training loop (a DataLoader's next batch, the optimizer's
 # zero_grad and step), in the order they are tried: each call's start begins a step that lasts until the next
 # call of the same range starts (docs/definitions.md#inferred-steps)
+DATALOADER_RANGE = "enumerate(DataLoader)#"  # prefixes of the names torch gives these `record_function` ranges
+OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")
 LOOP_MARKERS = (
-    ("enumerate(DataLoader)#", "DataLoader iterations"),
-    ("Optimizer.zero_grad#", "Optimizer.zero_grad calls"),
-    ("Optimizer.step#", "Optimizer.step calls"),
+    (DATALOADER_RANGE, "DataLoader iterations"),
+    (OPTIMIZER_RANGES[1], "Optimizer.zero_grad calls"),
+    (OPTIMIZER_RANGES[0], "Optimizer.step calls"),
+)
+# Every `record_function` range torch itself opens: the step, the loop markers, `with_stack`'s `## … ##` frames
+# (annotations, though the 2021 Kineto format records them as `Operator`, a CPU op)
+TORCH_RANGE = re.compile(
+    "^("
+    + "|".join(
+        [STEP_NAME.pattern.strip("^$").replace(r"(\d+)", r"\d+") + "$", *(re.escape(p) for p, _ in LOOP_MARKERS)]
+    )
+    + "|## .* ##$)"
 )
 WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`source == "whole_trace"`)
 

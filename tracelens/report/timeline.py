@@ -34,6 +34,7 @@ from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
+from tracelens.model.steps import STEP_PREFIX
 from tracelens.model.trace import Trace
 from tracelens.report.document import FindingLink, Panel, chart_text
 from tracelens.report.lanes import (
@@ -311,7 +312,7 @@ def _hover_texts(
 
 
 SCOPE_LEVELS = 4  # a kernel's hover names at most this many of its scopes (the innermost)
-STEP_PREFIX, MODULE_PREFIX = "ProfilerStep#", "nn.Module: "
+MODULE_PREFIX = "nn.Module: "
 
 
 def _scope_table(scopes: list[str]) -> dict[str, object]:
