@@ -26,8 +26,9 @@ from tracelens.analyses.window import Window
 from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
 from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
+from tracelens.model.nesting import OVERHANG_TOLERANCE_NS, started_in
 from tracelens.model.stats import percentiles
-from tracelens.model.steps import TORCH_RANGE
+from tracelens.model.steps import STEP_NAME, TORCH_RANGE
 from tracelens.model.trace import Trace
 
 if TYPE_CHECKING:
@@ -100,11 +101,11 @@ class ApiCall(msgspec.Struct, frozen=True):
 
 
 class OpSelfTime(msgspec.Struct, frozen=True):
-    """One CPU op (or compile wrapper) name's self time in the analyzed steps: its duration less its direct
-    children's (other ops, API calls), per step."""
+    """One CPU op (or compile wrapper) name's self time in the analyzed steps: the time it is the innermost event
+    on its thread (its duration less its children's: other ops, API calls), per step."""
 
     name: str
-    layer: str  # ops_launching, cpu_only_ops or compiled (one row per name and layer)
+    layer: str  # ops_launching, cpu_only_ops or compiled: the one holding most of its self time (one row per name)
     calls_per_step: float
     self_us_per_step: float
     share_pct: float  # of `Dispatch.cpu_us_per_step`
@@ -223,14 +224,89 @@ def _subtree_launches(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
 
 @per_trace
 def self_times(trace: Trace) -> np.ndarray:
-    """`self_time_ns` of every event of `trace`. Cached per trace: do not mutate."""
-    return self_time_ns(trace.events, trace.links.parent)
+    """Every event's self time, ns: the time during which it is the innermost event running on its thread, so
+    that a thread's self times add up to the time it was busy (docs/definitions.md#nesting-which-event-is-whose-
+    child). Cached per trace: do not mutate.
+
+    `self_time_ns` of properly nested events, with two corrections: an annotation the profiler closed at the end
+    of the recording (still open when it stopped) ends with its last child (`_closed_by_profiler`); and the time
+    an event shares with the one it started in but outlived (`model.nesting.started_in`) is the later one's:
+    taken from the earlier one and from each enclosing event it outlived too, and given back to their common
+    parent, which had subtracted it twice (`_overhang_corrections`)."""
+    events, parent = trace.events, trace.links.parent
+    end_ns = _closed_by_profiler(events, parent)
+    dur_ns = end_ns - events.ts_ns
+    self_ns = dur_ns - _children_ns(parent, dur_ns)  # not clipped yet: the corrections may give some back
+    rows, inside = started_in(events, parent)
+    if rows.size:
+        _overhang_corrections(self_ns, parent, events.ts_ns, end_ns, rows, inside)
+    return np.maximum(self_ns, 0)
+
+
+def _closed_by_profiler(events: EventTable, parent: np.ndarray) -> np.ndarray:
+    """Every event's end, ns, where an annotation still open when the recording stopped (ending with the last
+    CPU event, within 1 µs) ends with the last of its children instead (one without children keeps its end: how
+    long it ran is not known). `ProfilerStep#N` keeps its end: the profiler's step boundary is its end."""
+    end_ns = (events.ts_ns + events.dur_ns).astype(np.int64)
+    cpu = kind_mask(events.kind, API_KINDS) | (events.kind == Kind.CPU_OP) | (events.kind == Kind.USER_ANNOTATION)
+    if not cpu.any():
+        return end_ns
+    recording_end_ns = int(end_ns[cpu].max())
+    open_at_end = np.flatnonzero(
+        (events.kind == Kind.USER_ANNOTATION) & (end_ns >= recording_end_ns - OVERHANG_TOLERANCE_NS)
+    )
+    if open_at_end.size == 0:
+        return end_ns
+    step_names = np.array([bool(STEP_NAME.match(name)) for name in events.names] + [False], dtype=bool)
+    open_at_end = open_at_end[~step_names[events.name[open_at_end]]]  # a step ends where the profiler ends it
+    child = np.flatnonzero(np.isin(parent, open_at_end))
+    last_child_ns = np.full(len(events), -1, dtype=np.int64)
+    np.maximum.at(last_child_ns, parent[child], end_ns[child])
+    ends = last_child_ns[open_at_end]
+    clipped = open_at_end[ends >= 0]
+    end_ns[clipped] = last_child_ns[clipped]
+    return end_ns
+
+
+MAX_OVERHANG_CHAIN = 64  # enclosing events walked per overhanging event
+
+
+def _overhang_corrections(
+    self_ns: np.ndarray,
+    parent: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    rows: np.ndarray,
+    inside: np.ndarray,
+) -> None:
+    """In place: for each event of `rows` that started in `inside` and outlived it, the time both ran is taken
+    from `inside` (and from each enclosing event the row also outlived, up to the row's parent), and the part
+    its parent subtracted twice (the row's and its sibling's durations overlap) is given back."""
+    parents = parent.tolist()
+    starts, ends = start_ns.tolist(), end_ns.tolist()
+    for row, first in zip(rows.tolist(), inside.tolist(), strict=True):
+        row_start, row_end, top = starts[row], ends[row], -1
+        covered_ns, node = row_start, first
+        for _ in range(MAX_OVERHANG_CHAIN):
+            if node < 0 or node == parents[row]:
+                break
+            shared_ns = min(ends[node], row_end) - max(covered_ns, row_start)
+            if shared_ns > 0:
+                self_ns[node] -= shared_ns
+            covered_ns, top, node = max(covered_ns, ends[node]), node, parents[node]
+        if node >= 0 and node == parents[row] and top >= 0:
+            self_ns[node] += max(0, min(ends[top], row_end) - row_start)
 
 
 def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
     """Duration minus the summed duration of direct children (clipped at 0), for every event."""
-    by_parent_ns = np.bincount(parent + 1, weights=events.dur_ns, minlength=len(events) + 1)  # bin 0: no parent
-    return np.maximum(events.dur_ns - by_parent_ns[1:], 0).astype(np.int64)
+    return np.maximum(events.dur_ns - _children_ns(parent, events.dur_ns), 0).astype(np.int64)
+
+
+def _children_ns(parent: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
+    """Every event's direct children's summed duration, ns."""
+    by_parent_ns = np.bincount(parent + 1, weights=dur_ns, minlength=len(parent) + 1)  # bin 0: no parent
+    return by_parent_ns[1:].astype(np.int64)
 
 
 def analyze_dispatch(ctx: AnalysisContext) -> Dispatch:
@@ -268,20 +344,24 @@ def dispatch_of(trace: Trace, window: Window) -> Dispatch:
 def _ops(
     trace: Trace, rows: np.ndarray, row_layer: np.ndarray, row_self_ns: np.ndarray, n_steps: int, total_ns: float
 ) -> list[OpSelfTime]:
-    """The op names (per layer of `OP_LAYERS`) of the CPU-side `rows` with the most self time, `MAX_OPS` of them
-    (ties: more calls, then first seen)."""
+    """The op names of the CPU-side `rows` (events of the `OP_LAYERS`) with the most self time, `MAX_OPS` of them
+    (ties: more calls, then first seen); each with the layer that holds most of its self time (an op that
+    launched GPU work in some calls and none in others is in two layers)."""
     is_op = np.isin(row_layer, [LAYERS.index(name) for name in OP_LAYERS])
     if not is_op.any() or total_ns <= 0:
         return []
     name, layer, self_ns = trace.events.name[rows[is_op]], row_layer[is_op], row_self_ns[is_op]
-    group, first = first_seen_groups(name, layer)
+    group, first = first_seen_groups(name)
     calls = np.bincount(group)
     group_ns = np.bincount(group, weights=self_ns)
+    by_layer_ns = np.zeros((first.size, len(LAYERS)))
+    np.add.at(by_layer_ns, (group, layer), self_ns)
+    main_layer = np.argmax(by_layer_ns, axis=1)  # ties: the first layer of LAYERS
     order = np.lexsort((-calls, -group_ns))[:MAX_OPS]
     return [
         OpSelfTime(
             trace.events.names[name[first[g]]],
-            LAYERS[layer[first[g]]],
+            LAYERS[main_layer[g]],
             _r(calls[g] / n_steps),
             _r(group_ns[g] / NS_PER_US / n_steps),
             _r(100.0 * group_ns[g] / total_ns),

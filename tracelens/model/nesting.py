@@ -199,3 +199,23 @@ def nearest_ancestor_of_kind(parent: I32, kind: np.ndarray, wanted: Kind, rows: 
         keep = (result[active] >= 0) & (kind[np.maximum(result[active], 0)] != wanted)
         active = active[keep]
     return result
+
+
+def started_in(events: EventTable, parent: np.ndarray) -> tuple[I64, I64]:
+    """(rows, starts): the CPU-side events that start inside another event on their track but outlive it (their
+    `parent`, the innermost event containing all of them, is not the innermost event still running at their
+    start), and that event for each. Such an event shares the time from its start to the other's end with it (a
+    `record_function` range opened in one call and closed after it returned: `Optimizer.step#` begun in one
+    `ProfilerStep#` and ended in the next)."""
+    cpu = np.flatnonzero(kind_mask(events.kind, CPU_KINDS))
+    if cpu.size < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    start = events.ts_ns[cpu]
+    end = start + events.dur_ns[cpu]
+    track = events.track[cpu]
+    order = _nesting_order(cpu, start, end, track, _TIE_PRIORITY[events.kind[cpu]])
+    running = _enclosing(start[order], end[order], track[order], tolerance=_ANY_OVERHANG)[0]
+    has = running >= 0
+    rows, inside = cpu[order[has]], cpu[order[running[has]]]
+    differs = parent[rows] != inside
+    return rows[differs].astype(np.int64), inside[differs].astype(np.int64)

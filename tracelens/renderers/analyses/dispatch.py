@@ -37,7 +37,7 @@ def ops_table(dispatch: Dispatch) -> Table | None:
         title=f"CPU self time per step by op (the {min(len(dispatch.ops), MAX_OP_ROWS)} with the most)",
         title_justify="left",
         caption="self time: the op's time less its children's (other ops, runtime calls); %: of the CPU time per "
-        "step above; layer: ops_launching, cpu_only_ops or compiled",
+        "step above; layer: the one holding most of its self time",
     )
     for column in ("op", "layer", "calls/step", "µs/step", "%"):
         table.add_column(column, justify="left" if column in ("op", "layer") else "right", overflow="fold")
