@@ -32,7 +32,7 @@ BEGIN, END = "<!-- calibration table: begin -->", "<!-- calibration table: end -
 ALT_BEGIN, ALT_END = "<!-- alternated table: begin -->", "<!-- alternated table: end -->"
 HELD_BEGIN, HELD_END = "<!-- held-out table: begin -->", "<!-- held-out table: end -->"
 # `tracelens record` traces with CUDA-event timings: checked, never fitted
-HELD_OUT = ("traces/h200/record", "traces/h100/record", "traces/h100/record2")
+HELD_OUT = ("traces/h200/record", "traces/h100/record", "traces/h100/record2", "traces/h100/record3")
 REPRO_BEGIN, REPRO_END = "<!-- reproducibility table: begin -->", "<!-- reproducibility table: end -->"
 LONG = ("traces/h200/sweep_long/r1", "traces/h200/sweep_long/r2")  # two processes, 40 profiled steps each
 TOLERANCE = 0.15

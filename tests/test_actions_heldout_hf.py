@@ -22,6 +22,8 @@ TWINS = ("hf_llama_train", "hf_llama_train_b1s128", "hf_gpt2_train")
 # the second H100 lease (2026-12-07 16:29 UTC, workloads/record2.sh): recorded after the backward handoff
 SECOND = ROOT / "traces/h100/record2"
 SECOND_TWINS = ("hf_llama_train_b1s128", "hf_gpt2_train")
+# a third H100 host (2026-12-07 19:07 UTC, the same script): the same twins, nothing refitted
+THIRD = ROOT / "traces/h100/record3"
 
 
 def measured_free_us(path: Path) -> float:
@@ -66,8 +68,17 @@ def test_the_second_lease_table_is_the_recomputed_one(name: str) -> None:
     assert row in DOC.read_text(encoding="utf-8"), row
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SECOND_TWINS)
+def test_the_third_lease_table_is_the_recomputed_one(name: str) -> None:
+    row = heldout_row(name, THIRD)
+    assert row in DOC.read_text(encoding="utf-8"), row
+
+
 if __name__ == "__main__":
     for twin in TWINS:
         print(heldout_row(twin))
     for twin in SECOND_TWINS:
         print(heldout_row(twin, SECOND))
+    for twin in SECOND_TWINS:
+        print(heldout_row(twin, THIRD))
