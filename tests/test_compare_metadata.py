@@ -75,3 +75,31 @@ def test_a_component_equal_in_every_variant_has_no_fastest(tmp_path: Path, capsy
     assert "step: the same in every variant (1,180.6 µs/step)" in out and "least" not in out
     assert "GPU kernel time: the same in every variant (" in out
     assert "norm: the same in every variant placed (41.5 µs/step)" in out
+
+
+def test_compare_gives_each_variant_its_profiler_free_step(tmp_path: Path) -> None:
+    """`compare`'s `per_step` carries the step without the profiler and its source as `analyze` gives it (one
+    quantity, one value); on `tracelens record` twins it is the CUDA-event median the recorder wrote (stdlib)."""
+    import gzip
+
+    pair = [ROOT / f"traces/h100/record3/hf_gpt2_train_{v}.json.gz" for v in ("eager", "compiled")]
+    out = tmp_path / "c.json"
+    assert main(["compare", *map(str, pair), "--format", "json", "-o", str(out), "--no-cache"]) == 0
+    variants = json.loads(out.read_text())["variants"]
+    for path, variant in zip(pair, variants, strict=True):
+        with gzip.open(path, "rt") as handle:
+            measured = json.load(handle)["tracelens_record"]["profiler_free"]["median_step_us"]
+        assert variant["per_step"]["profiler_free_source"] == "measured"
+        assert variant["per_step"]["profiler_free_step_us"] == pytest.approx(measured, abs=0.05)
+    # an estimated one, as analyze's
+    alone = tmp_path / "a.json"
+    eager = ROOT / "traces/h200/eager_mlp.json.gz"
+    assert main(["analyze", str(eager), "--format", "json", "-o", str(alone), "--no-cache"]) == 0
+    analyzed = json.loads(alone.read_text())["per_step"]
+    both = tmp_path / "b.json"
+    assert main(["compare", str(eager), str(pair[0]), "--format", "json", "-o", str(both), "--no-cache"]) == 0
+    first = json.loads(both.read_text())["variants"][0]["per_step"]
+    assert (first["profiler_free_step_us"], first["profiler_free_source"]) == (
+        analyzed["profiler_free_step_us"],
+        "estimated",
+    )

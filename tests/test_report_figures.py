@@ -231,3 +231,22 @@ def test_a_trace_without_steps_labels_its_window_trace(tmp_path: Path) -> None:
     assert table is not None and [row[0] for row in table.rows] == ["median", "trace"]
     steps = document.panel("step-times").figure.to_dict()["data"]
     assert all(list(t["x"]) == ["trace"] for t in steps)
+
+
+def test_the_report_of_a_trace_without_steps_never_names_step_minus_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A third-party trace without ProfilerStep (one whole-trace window, JSON number -1): the page's words name
+    "the whole trace", never "step -1", "1 steps" or the JSON's "whole_trace"."""
+    import html
+    import re
+
+    from tests.conftest import run_cli
+
+    trace = Path(__file__).parent / "corpus/amd_tracelens/torch_compile_triton/trace.json.gz"
+    out = tmp_path / "page.html"
+    run_cli(capsys, "report", str(trace), "-o", str(out), "--no-cache")
+    page = re.sub(r"<script.*?</script>", " ", out.read_text(encoding="utf-8"), flags=re.S)
+    words = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert "step -1" not in words and "1 steps" not in words and "whole_trace" not in words
+    assert "the whole trace (no steps)" in words

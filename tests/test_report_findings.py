@@ -39,6 +39,11 @@ def test_bound_panel_states_the_verdict(mlp: tuple) -> None:
     by_idle = {"gpu": "GPU-bound", "cpu": "CPU-bound", "mixed": "Mixed"}
     said = (by_what_if if results.bound.verdict_basis == "what-if" else by_idle)[results.bound.bound]
     assert panel.note.startswith(said)  # the meaning of what decided the verdict
+    # its figures are means over the steps; the per-step table beside it shows medians: the note says which
+    assert f"means over the {len(results.bound.steps)} analyzed steps" in panel.note
+    busy = dict(panel.table.rows)["GPU busy µs/step"].replace(",", "")
+    mean_busy = sum(s.gpu_busy_us for s in results.summary.step_table) / len(results.summary.step_table)
+    assert float(busy) == pytest.approx(mean_busy, abs=0.01)
 
 
 def test_dispatch_layers(mlp: tuple) -> None:

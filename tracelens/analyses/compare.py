@@ -87,6 +87,10 @@ class Variant(msgspec.Struct, frozen=True):
     # "inferred" (steps from repeated calls, model.steps.infer_steps) or "whole_trace" (no steps: no per-step
     # claims, docs/shapes.md)
     step_source: str = "ProfilerStep"
+    # the step without the profiler, as `analyze` gives it (`per_step.profiler_free_step_us`, its source:
+    # "measured", "estimated" or None)
+    profiler_free_step_us: float | None = None
+    profiler_free_source: str | None = None
 
 
 class ClockDrift(msgspec.Struct, frozen=True):
@@ -311,6 +315,8 @@ def _variant(name: str, trace: Trace, results: AnalysisResults, components: list
         components=components,
         shapes=sweep_shapes(trace, results.compiled.compiles if results.compiled else []),
         step_source=trace.steps.source,
+        profiler_free_step_us=summary.profiler_free.step_us if summary.profiler_free is not None else None,
+        profiler_free_source=summary.profiler_free.source if summary.profiler_free is not None else None,
     )
 
 

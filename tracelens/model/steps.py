@@ -68,8 +68,24 @@ WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`sour
 
 
 def step_label(number: int) -> str:
-    """How a step's number is shown to people: the number, or "trace" for the whole-trace window."""
+    """How a step's number is shown to people in a column: the number, or "trace" for the whole-trace window."""
     return "trace" if number == WHOLE_TRACE else str(number)
+
+
+def steps_words(count: int, source: str) -> str:
+    """How many steps a figure is over, in words: "N steps", or "the whole trace (no steps)" for a trace without
+    steps (`StepTable.source` "whole_trace")."""
+    if source == "whole_trace":
+        return "the whole trace (no steps)"
+    return f"{count} step" + ("" if count == 1 else "s")
+
+
+def step_words(number: int | None) -> str:
+    """How a step is named in a sentence: "step N", "the whole trace" for the whole-trace window, "no step"
+    (None)."""
+    if number is None:
+        return "no step"
+    return "the whole trace" if number == WHOLE_TRACE else f"step {number}"
 
 
 MAX_STEP_NUMBER = 2**63 - 1  # a larger number does not fit the step column: such a name is not a step

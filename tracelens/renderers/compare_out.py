@@ -9,7 +9,7 @@ from rich.text import Text
 
 from tracelens import __version__
 from tracelens.analyses.actions import PredictionCheck
-from tracelens.analyses.compare import Comparison
+from tracelens.analyses.compare import Comparison, Variant
 from tracelens.analyses.components import UNRECORDED, ComponentRow
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
@@ -40,6 +40,8 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "bound": v.bound,
             "per_step": {
                 **per_step_dict(v.per_step),
+                "profiler_free_step_us": v.profiler_free_step_us,
+                "profiler_free_source": v.profiler_free_source,
                 "metadata_ops": v.metadata_ops_per_step,
                 "dispatch_us": v.dispatch_us_per_step,
                 "exposed_dispatch_us": v.exposed_dispatch_us_per_step,
@@ -153,6 +155,7 @@ def _variants_table(result: Comparison) -> Table:
         "kernel µs/step",
         "GPU busy µs/step",
         "step µs",
+        "no-profiler step µs",
         "dispatch µs/step",
         "exposed µs/step",
         "launches /step",
@@ -164,7 +167,13 @@ def _variants_table(result: Comparison) -> Table:
     table.add_column("bound")
     table.add_column("kernels/step by category")
     droppable(
-        table, "metadata ops/step", "CPU ops /step", "launches /step", "kernels/step by category", "kernel µs/step"
+        table,
+        "metadata ops/step",
+        "CPU ops /step",
+        "launches /step",
+        "kernels/step by category",
+        "kernel µs/step",
+        "no-profiler step µs",
     )
     for v in result.variants:
         p = v.per_step
@@ -176,6 +185,7 @@ def _variants_table(result: Comparison) -> Table:
             us_text(p.gpu_kernel_us),
             us_text(p.gpu_busy_us),
             "—" if whole else us_text(p.step_us),
+            _profiler_free_cell(v),
             us_text(v.dispatch_us_per_step),
             us_text(v.exposed_dispatch_us_per_step),
             _optional_count(p.launches),
@@ -186,9 +196,17 @@ def _variants_table(result: Comparison) -> Table:
         )
     table.caption = (
         "dispatch: host work issuing GPU work; exposed: the part the GPU waited for (both means over the steps, "
-        "the other columns medians: where steps vary, the two can differ)"
+        "the other columns medians: where steps vary, the two can differ); no-profiler step: measured by the "
+        "recording (m) or estimated (e), docs/profiler_overhead.md"
     )
     return table
+
+
+def _profiler_free_cell(variant: Variant) -> str:
+    """The step without the profiler and where it comes from: "1,234.5 m" (measured) or "e" (estimated)."""
+    if variant.profiler_free_step_us is None:
+        return "—"
+    return f"{us_text(variant.profiler_free_step_us)} {(variant.profiler_free_source or '?')[0]}"
 
 
 def _fusions_table(result: Comparison) -> Table:

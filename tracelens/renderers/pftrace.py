@@ -37,6 +37,7 @@ from tracelens.analyses.summary import gpu_activity_frame
 from tracelens.errors import TracelensError
 from tracelens.loader.rewrite import AddedSlice
 from tracelens.model.events import GPU_ACTIVITY_KINDS, kind_mask
+from tracelens.model.steps import step_words
 from tracelens.model.trace import Trace, TrackTable, short_thread_name
 
 SEQUENCE_ID = 1
@@ -267,12 +268,12 @@ def _step_slices(trace: Trace, tracks: _Tracks, slices: _Slices, offset_ns: int,
         number = int(steps.number[i])
         start, stop = int(steps.start_ns[i]), int(steps.end_ns[i])
         args: dict[str, Any] = {"step": number, "complete": bool(steps.complete[i])}
-        slices.add(cpu_track, start + offset_ns, stop - start, f"step {number}", args)
+        slices.add(cpu_track, start + offset_ns, stop - start, step_words(number), args)
         launched = gpu.step == i
         if launched.any():
             first, last = int(gpu.ts_ns[launched].min()), int(end[launched].max())
             work = {"step": number, "GPU activities": int(launched.sum())}
-            spans.append((first + offset_ns, last - first, f"step {number} GPU", work))
+            spans.append((first + offset_ns, last - first, f"{step_words(number)} GPU", work))
     _add_laned(tracks, slices, ("steps", "gpu"), "steps (GPU work launched)", root, spans)
 
 
@@ -317,7 +318,7 @@ def _critical_path_slices(
         items.append((int(ev.ts_ns[row]) + offset_ns, int(ev.dur_ns[row]), name, {"step": step}))
         original = int(row_slice[row])
         marked = dict(slices.args[original] or {})
-        marked["tracelens critical path"] = f"step {step}"
+        marked["tracelens critical path"] = step_words(step)
         slices.args[original] = marked
     _add_laned(tracks, slices, ("critical",), "critical path", root, items)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracelens.analyses.summary import StepFigures, Summary
-from tracelens.model.steps import step_label
+from tracelens.model.steps import step_label, steps_words
 from tracelens.report.document import Panel, Table
 from tracelens.report.generic import format_value
 
@@ -36,7 +36,12 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
     rows += [
         ("events", format_value(facts.events)),
         ("span", f"{facts.span_us / 1000:,.3f} ms"),
-        ("steps", f"{summary.steps} analyzed ({facts.step_source})"),
+        (
+            "steps",
+            f"{summary.steps} analyzed ({facts.step_source})"
+            if facts.step_source != "whole_trace"
+            else steps_words(summary.steps, facts.step_source),
+        ),
         ("uncompressed size", f"{facts.uncompressed_bytes / 1e6:,.1f} MB"),
     ]
     run = [f"{key}={format_value(value)}" for key, value in sorted(facts.run.items()) if _plain(value)]
@@ -44,7 +49,7 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
         rows.append(("recorded run", ", ".join(run)))
     line = [facts.format, ", ".join(facts.gpus) or "no GPU recorded"]
     line += [f"torch {facts.torch}"] if facts.torch else []
-    line += [f"{summary.steps} steps", f"{facts.span_us / 1000:,.3f} ms span", "details"]
+    line += [steps_words(summary.steps, facts.step_source), f"{facts.span_us / 1000:,.3f} ms span", "details"]
     return Panel(id=panel_id, title="Trace", table=Table(("", ""), tuple(rows)), folded=" · ".join(line))
 
 

@@ -34,7 +34,7 @@ from tracelens.analyses.window import merge_intervals
 from tracelens.errors import TracelensError
 from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
-from tracelens.model.steps import STEP_PREFIX
+from tracelens.model.steps import STEP_PREFIX, WHOLE_TRACE, step_words
 from tracelens.model.trace import Trace
 from tracelens.report.document import FindingLink, Panel, chart_text
 from tracelens.report.lanes import (
@@ -750,7 +750,7 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
     n, drawn = lanes.rows.size, int(detailed.sum())
     parts = []
     if drawn < n:
-        where = f"step {int(trace.steps.number[selection.focus])}" if selection.focus is not None else "the trace"
+        where = step_words(int(trace.steps.number[selection.focus])) if selection.focus is not None else "the trace"
         parts.append(
             f"{drawn:,} of {n:,} slices are drawn one by one (from {where}: GPU activity first, then CPU events from "
             f"the outermost level in); the other {n - drawn:,} are merged into {blocks:,} grey blocks per lane "
@@ -792,7 +792,7 @@ def findings_by_row(gpu: Any, results: AnalysisResults) -> dict[int, list[str]]:
     path = results.get(CriticalPath)
     if path is not None:
         for row in path.path_rows:
-            out.setdefault(int(row), []).append(f"critical path (step {path.step})")
+            out.setdefault(int(row), []).append(f"critical path ({step_words(path.step)})")
     fusion = getattr(results, "fusion", None)
     opportunities = list(getattr(fusion, "opportunities", None) or [])
     if opportunities:
@@ -861,14 +861,15 @@ def action_links(trace: Trace, results: AnalysisResults, focus: int | None) -> l
         end_ns = max(end_ns, int((ev.ts_ns[launched] + ev.dur_ns[launched]).max()))
     x0_us, x1_us = start_ns / NS_PER_US, end_ns / NS_PER_US
     pad = max((x1_us - x0_us) / 50, 2.0)
-    where = (
-        f"in Perfetto: the 'ProfilerStep#{number}' slice"
-        if steps.source == "ProfilerStep"
-        else f"in Perfetto: step {number} ({steps.label})"
-    )
+    if steps.source == "ProfilerStep":
+        where = f"in Perfetto: the 'ProfilerStep#{number}' slice"
+    elif number == WHOLE_TRACE:
+        where = "in Perfetto: the whole trace"
+    else:
+        where = f"in Perfetto: step {number} ({steps.label})"
     return [
         FindingLink(
-            f"action {rank}: {action.action}, saves {action.saved_us:,.1f} µs/step — step {number}",
+            f"action {rank}: {action.action}, saves {action.saved_us:,.1f} µs/step — {step_words(number)}",
             x0_us - pad,
             x1_us + pad,
             where,

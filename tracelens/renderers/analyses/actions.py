@@ -251,9 +251,13 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
                 without += f"; the median step: {us_text(median)} µs profiled"
         elif median and abs(step_us / median - 1) > MEAN_AND_MEDIAN_APART:
             without += f", for the median step of {us_text(median)} µs profiled"
+    spans = (
+        f"The whole trace, {us_text(step_us)} µs profiled (no steps)"
+        if results.summary.facts.step_source == "whole_trace"
+        else f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps)"
+    )
     note = (
-        f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps){without}. "
-        f"Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
+        f"{spans}{without}. Limit: {LIMIT_SENTENCE.get(s.limit, s.limit)}. {result.note[:1].upper()}{result.note[1:]}."
     )
     rows = tuple(
         (

@@ -181,6 +181,8 @@ def bound_panel(results: AnalysisResults) -> page.Panel:
         note = f"{sentence[:1].upper()}{sentence[1:]}."
     if isinstance(bound, Bound) and bound.verdict_without_profiler is not None:
         note += f" {flip_sentence(bound)}"
+    if isinstance(bound, Bound) and len(bound.steps) > 1:  # means, beside the per-step table's medians: say which
+        note += f" µs/step: means over the {len(bound.steps)} analyzed steps (the per-step table: medians)."
     return page.Panel(id=panel_id, title=title, table=page.Table(("", ""), rows), note=note)
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses.critical_path import CriticalPath, part_label
+from tracelens.model.steps import steps_words
 from tracelens.renderers.analyses import Parts
 from tracelens.units import count_text, us_text
 
@@ -90,7 +91,8 @@ def critical_path_panels(result: CriticalPath | None, results: AnalysisResults) 
         f" Step {s.number} is unrepresentative: {s.unrepresentative}." for s in result.steps if s.unrepresentative
     )
     note = (
-        f"{result.steps_analyzed} steps, {us_text(result.step_us)} µs per step: {result.note}. "
+        f"{steps_words(result.steps_analyzed, results.summary.facts.step_source)}, {us_text(result.step_us)} µs per "
+        f"step: {result.note}. "
         f"{result.limit_note}.{odd} "
         "The path follows what each launch, kernel and sync waited for; what-ifs re-time each step's dependency graph."
     )
