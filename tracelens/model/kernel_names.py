@@ -153,14 +153,30 @@ def _is_triton(name: str, launch_api: str) -> bool:
     return launch_api in _TRITON_LAUNCHES and bool(_PLAIN_IDENTIFIER.match(name)) and "gemm" not in name.lower()
 
 
-# a lowercase word starts only where a run of lowercase letters starts (the lookbehind): every later start in
-# the same run would meet the same continuation, and trying them all made a 200k-letter name quadratic
+# The op a templated kernel runs, from the functor or kernel function in its template arguments. Each candidate
+# starts only where an identifier starts (the lookbehind), so that a 200k-letter name stays linear: a CamelCase
+# name ending in Functor / CUDAKernelImpl / KernelImpl / Kernel / Ops (`GeluBackwardCUDAKernelImpl`,
+# `MaxNanFunctor`, `MeanOps`) or a snake_case one ending in _kernel_cuda / _kernel_impl / _kernel / _functor
+# (`tanh_backward_kernel_cuda`, `sum_functor`)
 _OP_HINT = re.compile(
-    r"(?:CUDAFunctor_|CUDAFunctorOnSelf_|CUDAFunctorOnOther_|binary_internal::)?([A-Z][a-z]+|(?<![a-z])[a-z]+)"
-    r"(?:Functor|CUDAKernelImpl|_kernel_cuda|Kernel(?:Impl)?)\b"
+    r"(?<![A-Za-z0-9_])(?:(?P<camel>[A-Z][A-Za-z0-9]*?)(?:CUDAKernelImpl|KernelImpl|Kernel|Functor|Ops)"
+    r"|(?P<snake>[a-z][a-z0-9_]*?)_(?:kernel_cuda|kernel_impl|kernel|functor))\b"
+)
+_CAMEL_WORD = re.compile(r"[A-Z][a-z0-9]*")
+_BASE_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# words that name the functor's shape, not its op (`BinaryOpScalarFunctor`, `FusedAdamMathFunctor`, `MaxNanFunctor`)
+_GENERIC_WORDS = {
+    "binary", "unary", "ternary", "pointwise", "op", "ops", "scalar", "list", "math", "nan", "fused", "compare",
+    "opmath", "reduce", "func", "load", "store", "aligned", "impl", "kernel", "tensor", "cuda", "out", "direct",
+    "nocast", "gpu", "vectorized", "from", "to",
+}  # fmt: skip
+# when no functor names the op: the standard library's (`BinaryOpScalarFunctor<…>, std::multiplies<float>`), a
+# CUDAFunctor's suffix (`CUDAFunctorOnSelf_add`), an op class of at::native (`UnaryOpFunctor<…>, at::native::Sqrt`)
+_STD_OPS = {"multiplies": "mul", "plus": "add", "minus": "sub", "divides": "div"}
+_FALLBACK_HINT = re.compile(
+    r"std::(multiplies|plus|minus|divides)\b|CUDAFunctor(?:OnSelf|OnOther)?_([a-z]+)|at::native::([A-Z][a-z]+)<"
 )
 _GENERIC_BASES = {"kernel", "kernel2", "device_kernel", "kernel_entry", "global_kernel"}
-_SKIP_HINTS = {"Binary", "Unary", "Compare", "Opmath", "Reduce", "Func", "Load", "Store", "Aligned"}
 
 
 @lru_cache(maxsize=65536)
@@ -174,8 +190,9 @@ def short_name(name: str, max_len: int = 60) -> str:
     if base.lower() in _GENERIC_BASES:
         inner = _base_identifier(text[text.find("<") + 1 :]) if "<" in text else ""
         base = inner or base
-    hint = _hint(text[len(base) :] if text.startswith(base) else text)
-    label = f"{base}[{hint}]" if hint and hint.lower() not in base.lower() else base
+    at = text.find(base)
+    hint = _hint(text[at + len(base) :] if at >= 0 else text)  # the arguments after the kernel's own name
+    label = f"{base}[{hint}]" if hint and not _names(base, hint) else base
     return label if len(label) <= max_len else label[: max_len - 1] + "…"
 
 
@@ -189,9 +206,35 @@ def _base_identifier(text: str) -> str:
     return head.rsplit("::", 1)[-1] if head else text
 
 
+def _names(base: str, hint: str) -> bool:
+    """Whether the kernel's own name already says the op (`relu_kernel`, `DeviceScanKernel` for `scan`)."""
+    words = {w.lower() for w in _BASE_WORD.findall(base)}
+    return all(word in words for word in hint.split("_"))
+
+
 def _hint(rest: str) -> str:
+    """The op a templated kernel's arguments name (`gelu_backward`, `max`, `adam`, `mul`), or ""."""
     for match in _OP_HINT.finditer(rest):
-        word = match.group(1)
-        if word not in _SKIP_HINTS:
-            return word.lower()
+        camel, snake = match.group("camel"), match.group("snake")
+        all_words = [w.lower() for w in _CAMEL_WORD.findall(camel)] if camel else snake.split("_")
+        words = [w for w in all_words if len(w) > 1 and w not in _GENERIC_WORDS]
+        if words:
+            return _op_words(words, camel is not None)
+        if all_words == ["compare"]:  # `CompareFunctor`: eq, ne, lt … chosen at run time
+            return "compare"
+    for match in _FALLBACK_HINT.finditer(rest):
+        std, suffix, op_class = match.groups()
+        word = _STD_OPS[std] if std else suffix or op_class.lower()
+        if word not in _GENERIC_WORDS:
+            return word
     return ""
+
+
+def _op_words(words: list[str], camel: bool) -> str:
+    """A CamelCase functor's words joined (`gelu_backward`); a snake_case kernel's last word, with the one before
+    it where that is `backward` (`tanh_backward`, `copy` of `bfloat16_copy`)."""
+    if camel:
+        return "_".join(words)
+    if words[-1] == "backward" and len(words) > 1:
+        return f"{words[-2]}_backward"
+    return words[-1]
