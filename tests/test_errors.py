@@ -283,3 +283,20 @@ def test_impossible_peaks_are_refused(
     if env is not None:  # every command reads TRACELENS_PEAKS (the roofline of report, check, annotate)
         assert main(["report", str(trace), "-o", str(tmp_path / "r.html")]) == 2
         assert expected in _one_error(capsys)
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_warning_is_shown_once_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, terminal: bool
+) -> None:
+    """A cut trace's warnings end the text output; on a terminal stderr does not repeat them (each once on the
+    screen), into a pipe or file each is on stderr too (a log keeps it)."""
+    whole = gzip.decompress((Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz").read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(whole[: len(whole) // 2])
+    monkeypatch.setattr("sys.stdout.isatty", lambda: terminal)
+    assert main(["analyze", str(cut), "--no-cache"]) == 0
+    out, err = capsys.readouterr()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert "cut off mid-write after" in plain
+    assert ("cut off mid-write" in err) is not terminal

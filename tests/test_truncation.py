@@ -117,7 +117,7 @@ def test_gzip_cut_at_80_percent(tmp_path: Path, capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     warning = [line for line in err.splitlines() if "cut off mid-write" in line]
     assert len(warning) == 1
-    assert "after 28.6 MB of JSON" in warning[0]
+    assert "after 27.3 MiB of JSON" in warning[0]  # 28.6 MB
     assert "5 of 6 steps lost events and are excluded, per-step figures use step 1013" in warning[0]
     document = json.loads(out.read_text())
     assert document["trace"]["truncated"] is True

@@ -9,6 +9,7 @@ import argparse
 import gc
 import importlib
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -181,7 +182,7 @@ def _run_one(args: argparse.Namespace) -> int:
             trace = load.finish()
         trace = with_capture(trace, args.capture, args.cache)
         result = _analyze(trace, args.step, peaks, execution_trace)
-    print_warnings(args.trace, result.warnings)
+    print_warnings(args.trace, _stderr_warnings(args, result))
     if args.predict is not None:
         from tracelens.cli.output import write_output
         from tracelens.renderers.predictions import predictions_toml
@@ -196,6 +197,16 @@ def _run_one(args: argparse.Namespace) -> int:
     if args.kept is not None:  # the process ends without freeing them
         args.kept.append((load, trace, result))
     return 0
+
+
+def _stderr_warnings(args: argparse.Namespace, result: CachedAnalysis) -> tuple[str, ...]:
+    """The warnings for stderr: all of them, but those the text output on a terminal ends with anyway (shown
+    once: a log, a pipe or a file still gets each on stderr)."""
+    on_screen = args.format == "text" and args.output is None and sys.stdout is not None and sys.stdout.isatty()
+    if not on_screen:
+        return tuple(result.warnings)
+    shown = set(result.report.summary.warnings)
+    return tuple(w for w in result.warnings if w not in shown)
 
 
 def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:

@@ -24,6 +24,7 @@ from tracelens.model.steps import (
 )
 from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
 from tracelens.records import replace
+from tracelens.units import bytes_text
 
 
 class Columns(msgspec.Struct, frozen=True):
@@ -157,7 +158,7 @@ def _truncation_warning(trace: Trace) -> str:
     """Says where the file was cut, and how much that cost in steps (what followed the cut is unknown)."""
     steps = trace.steps
     text = (
-        f"the trace was cut off mid-write after {trace.uncompressed_bytes / 1e6:,.1f} MB of JSON (the closing of "
+        f"the trace was cut off mid-write after {bytes_text(trace.uncompressed_bytes)} of JSON (the closing of "
         f"the file and everything written after the cut are lost; the incomplete last event, "
         f"{trace.truncation.dropped_tail_bytes:,} bytes, was dropped)"
     )

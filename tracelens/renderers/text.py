@@ -25,7 +25,7 @@ from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
 from tracelens.renderers.textsafe import escape_controls, safe_text
 from tracelens.settings import TERMINAL_MAX, env_count
-from tracelens.units import change_text, us_text
+from tracelens.units import bytes_text, change_text, us_text
 
 MAX_KERNEL_ROWS = 25
 MAX_OP_ROWS = 20
@@ -101,7 +101,7 @@ def facts_table(facts: TraceFacts) -> Table:
     if facts.rank is not None:
         table.add_row("rank", f"{facts.rank} of {facts.world_size}")
     table.add_row("events", f"{facts.events:,} ({_kind_counts(facts)})")
-    table.add_row("span", f"{facts.span_us / 1000:,.3f} ms; {facts.uncompressed_bytes / 1e6:,.1f} MB of JSON")
+    table.add_row("span", f"{facts.span_us / 1000:,.3f} ms; {bytes_text(facts.uncompressed_bytes)} of JSON")
     steps = (
         f"{facts.steps_in_trace} ProfilerSteps"
         if facts.step_source == "ProfilerStep"

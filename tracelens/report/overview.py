@@ -6,6 +6,7 @@ from tracelens.analyses.summary import StepFigures, Summary
 from tracelens.model.steps import step_label, steps_words
 from tracelens.report.document import Panel, Table
 from tracelens.report.generic import format_value
+from tracelens.units import bytes_text
 
 STEP_COLUMNS = (
     ("kernels", "kernels"),
@@ -42,7 +43,7 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
             if facts.step_source != "whole_trace"
             else steps_words(summary.steps, facts.step_source),
         ),
-        ("uncompressed size", f"{facts.uncompressed_bytes / 1e6:,.1f} MB"),
+        ("uncompressed size", bytes_text(facts.uncompressed_bytes)),
     ]
     run = [f"{key}={format_value(value)}" for key, value in sorted(facts.run.items()) if _plain(value)]
     if run:
