@@ -75,9 +75,9 @@ def _check_peaks(peaks: PeakOverride, compute_source: str, memory_source: str) -
 
 
 FIGURES_HELP = (
-    "Per-step figures (docs/definitions.md): step µs = one step's period, GPU end to GPU end when the GPU is "
-    "the limiter (the previous step's GPU work ran past this step's CPU start), CPU start to next CPU start when "
-    "the CPU is (the trace's first step: its GPU window, from the end of work launched before the recording if "
+    "Per-step figures (docs/definitions.md): step µs = one step's period, GPU end to GPU end where the "
+    "previous step's GPU work ran past this step's CPU start, else CPU start to next CPU start (not the Limit "
+    "verdict; the trace's first step: its GPU window, from the end of work launched before the recording if "
     "that ran into it); backlog µs = how far GPU work trails the CPU at the "
     "step's CPU end; GPU busy µs = union of all GPU activity inside the step's GPU window (from its CPU start, or "
     "the previous step's GPU end if later, to its last GPU end or CPU end), whoever launched it; busy + idle "

@@ -139,9 +139,10 @@ STEP_COLUMNS = (
 STEP_LEGEND = (
     "CPU µs: wall time of the ProfilerStep range on the CPU (without ProfilerSteps: of the whole trace); GPU "
     "busy µs: GPU activity inside the step's GPU window (overlaps counted once); kernel µs: sum of kernel "
-    "durations; step µs: one step's period (GPU end to GPU end when the GPU is the limiter, CPU start to CPU "
-    "start when the CPU is); backlog µs: GPU work still queued at the step's CPU end; exposed (below): CPU "
-    "dispatch time during which the GPU waited for it; —: cannot be computed."
+    "durations; step µs: one step's period (GPU end to GPU end where the previous step's GPU work ran past this "
+    "step's CPU start, else CPU start to next CPU start; not the Limit verdict); backlog µs: GPU work still "
+    "queued at the step's CPU end; exposed (below): CPU dispatch time during which the GPU waited for it; —: "
+    "cannot be computed."
 )
 
 
