@@ -300,3 +300,24 @@ def test_a_warning_is_shown_once_on_a_terminal(
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
     assert "cut off mid-write after" in plain
     assert ("cut off mid-write" in err) is not terminal
+
+
+def test_text_sections_with_json_are_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--summary` / `--section` choose text sections: with `--format json` they are refused, never ignored."""
+    trace = str(Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz")
+    for extra in (["--summary"], ["--section", "bound"]):
+        assert main(["analyze", trace, "--format", "json", "--no-cache", *extra]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith("tracelens: error: --summary and --section")
+
+
+def test_compare_says_when_it_has_nothing_to_compare(capsys: pytest.CaptureFixture[str]) -> None:
+    """One trace, or one file twice: compared as asked, with a warning (never silence)."""
+    trace = str(Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz")
+    assert main(["compare", trace, "--no-cache"]) == 0
+    assert "one trace, nothing to compare it with" in capsys.readouterr().err
+    assert main(["compare", trace, trace, "--no-cache"]) == 0
+    assert "the same file is given twice" in capsys.readouterr().err
+    other = str(Path(trace).with_name("compiled_mlp.json.gz"))
+    assert main(["compare", trace, other, "--no-cache"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -164,6 +164,7 @@ class AnalyzeCommand:
 def _run_one(args: argparse.Namespace) -> int:
     """One trace, top to bottom: look the result up in the cache; when it is not there, start the load, import
     what comes next while worker processes decode, finish the load, analyze; print; store what was computed."""
+    sections = _sections(args)  # before any work: a wrong name or format ends the command at once
     peaks = peak_override(args.peak_tflops, args.peak_tbps)
     execution_trace = _load_et(args.et) if args.et is not None else None
     options: dict[str, object] = {"step": args.step, "peaks": shallow_dict(peaks)}
@@ -188,7 +189,7 @@ def _run_one(args: argparse.Namespace) -> int:
         from tracelens.renderers.predictions import predictions_toml
 
         write_output(args.predict, predictions_toml(result.report, args.trace.name), args.force, [args.trace])
-    emit_result(args, "analyze", result.report, sections=_sections(args))
+    emit_result(args, "analyze", result.report, sections=sections)
     if load is not None:  # computed here: stored after the output, which never waits for the cache
         from tracelens.analyses.record import CachedAnalysis
 
@@ -215,6 +216,10 @@ def _sections(args: argparse.Namespace) -> tuple[str, ...] | None:
     names = (*asked, *((SUMMARY_SECTION,) if args.summary else ()))
     if not names:
         return None
+    if args.format != "text":  # never silently ignored
+        raise TracelensError(
+            f"--summary and --section pick sections of the text output; --format {args.format} writes every section"
+        )
     from tracelens.renderers.text import check_sections  # rich: only when sections are asked for
 
     return check_sections(names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,7 @@ class CompareCommand:
             inputs = expand_inputs(stack, args.traces, args.rank, args.cache)
             if len(args.name) > len(inputs):
                 raise TracelensError(f"{len(args.name)} --name values for {len(inputs)} traces")
+            _warn_about_inputs([item.path for item in inputs])
             for index, item in enumerate(inputs):
                 trace = load_with_feedback(item.path, args.cache, capture=args.capture)
                 if index < len(args.name):
@@ -72,3 +74,21 @@ class CompareCommand:
         comparison = compare_variants([(label, *pair) for label, pair in zip(labels, analyzed, strict=True)])
         emit_result(args, "compare", comparison)
         return 0
+
+
+def _warn_about_inputs(paths: list[Path]) -> None:
+    """A warning (never silence) where the comparison cannot compare: one trace, or one file given twice."""
+    if len(paths) == 1:
+        print(
+            f"tracelens: warning: {paths[0].name}: one trace, nothing to compare it with (analyze shows one trace)",
+            file=sys.stderr,
+        )
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        key = path.resolve()
+        if key in seen:
+            print(
+                f"tracelens: warning: {path.name}: the same file is given twice; its two columns are one trace",
+                file=sys.stderr,
+            )
+        seen.setdefault(key, path)

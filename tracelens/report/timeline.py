@@ -36,6 +36,7 @@ from tracelens.model.events import GPU_ACTIVITY_KINDS, I64, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.steps import STEP_PREFIX, WHOLE_TRACE, step_words
 from tracelens.model.trace import Trace
+from tracelens.naming import trace_stem
 from tracelens.report.document import FindingLink, Panel, chart_text
 from tracelens.report.lanes import (
     COLLAPSE_ABOVE_LEVELS,
@@ -777,8 +778,9 @@ def _note(trace: Trace, selection: _Selection, blocks: int, links: int) -> str:
             )
         )
     name = trace.path.name if trace.path is not None else "TRACE"
+    written = f"./{trace_stem(name)}.tracelens.pftrace"  # annotate's default output (cli.annotate.default_output)
     parts.append(
-        f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes a .pftrace beside it; "
+        f"The same places in Perfetto: `tracelens annotate {name} --format perfetto` writes {written}; "
         "open it at ui.perfetto.dev, click a slice of the tracelens › steps (CPU range), critical path, fusion "
         "opportunities or idle tracks (or search a name such as step N or fuse #1) and press F to zoom to it."
     )
