@@ -70,6 +70,11 @@ class FusionBalance(msgspec.Struct, frozen=True):
     absorbed_gemm_us_per_step: float = 0.0  # baseline GEMM time the fused rows absorbed (in their saving)
 
 
+# component times closer than this are not called fastest and slowest: the same program's steps move by a few
+# percent between recordings (docs/actions.md#repeat-recordings: GPU-bound twins repeat within 4.3 %)
+SAME_WITHIN_PCT = 2.0
+
+
 class Variant(msgspec.Struct, frozen=True):
     name: str
     path: str
@@ -273,6 +278,12 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
         worst_us, worst = max(placed)
         if f"{best_us:,.1f}" == f"{worst_us:,.1f}":  # no fastest where the shown figures are equal
             out.append(f"{component}: the same in every variant placed ({best_us:,.1f} µs/step){caveat}")
+            continue
+        if worst_us <= best_us * (1 + SAME_WITHIN_PCT / 100):  # within run-to-run noise: no fastest either
+            out.append(
+                f"{component}: about the same in every variant placed ({best_us:,.1f}–{worst_us:,.1f} µs/step, "
+                f"within {SAME_WITHIN_PCT:g} %){caveat}"
+            )
             continue
         out.append(f"{component}: {best} fastest ({best_us:,.1f} µs/step), {worst} slowest ({worst_us:,.1f}){caveat}")
     dispatch = [(v.dispatch_us_per_step, v.name) for v in variants if v.dispatch_us_per_step is not None]
