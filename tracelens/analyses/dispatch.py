@@ -24,7 +24,7 @@ from tracelens.analyses.codes import (
 from tracelens.analyses.keygroups import first_seen_groups
 from tracelens.analyses.window import Window
 from tracelens.model.cuda_graphs import GRAPH_LAUNCH_NAMES, KERNEL_LAUNCH_NAMES
-from tracelens.model.events import API_KINDS, EventTable, Kind, kind_mask
+from tracelens.model.events import API_KINDS, CPU_KINDS, EventTable, Kind, kind_mask
 from tracelens.model.memo import per_trace
 from tracelens.model.nesting import OVERHANG_TOLERANCE_NS, started_in
 from tracelens.model.stats import percentiles
@@ -248,22 +248,18 @@ def _closed_by_profiler(events: EventTable, parent: np.ndarray) -> np.ndarray:
     CPU event, within 1 µs) ends with the last of its children instead (one without children keeps its end: how
     long it ran is not known). `ProfilerStep#N` keeps its end: the profiler's step boundary is its end."""
     end_ns = (events.ts_ns + events.dur_ns).astype(np.int64)
-    cpu = kind_mask(events.kind, API_KINDS) | (events.kind == Kind.CPU_OP) | (events.kind == Kind.USER_ANNOTATION)
-    if not cpu.any():
+    annotations = np.flatnonzero(events.kind == Kind.USER_ANNOTATION)
+    if annotations.size == 0:
         return end_ns
-    recording_end_ns = int(end_ns[cpu].max())
-    open_at_end = np.flatnonzero(
-        (events.kind == Kind.USER_ANNOTATION) & (end_ns >= recording_end_ns - OVERHANG_TOLERANCE_NS)
-    )
-    if open_at_end.size == 0:
+    recording_end_ns = int(end_ns[kind_mask(events.kind, CPU_KINDS)].max())
+    open_at_end = annotations[end_ns[annotations] >= recording_end_ns - OVERHANG_TOLERANCE_NS]
+    open_at_end = open_at_end[[not STEP_NAME.match(events.names[c]) for c in events.name[open_at_end].tolist()]]
+    if open_at_end.size == 0:  # a step ends where the profiler ends it
         return end_ns
-    step_names = np.array([bool(STEP_NAME.match(name)) for name in events.names] + [False], dtype=bool)
-    open_at_end = open_at_end[~step_names[events.name[open_at_end]]]  # a step ends where the profiler ends it
     child = np.flatnonzero(np.isin(parent, open_at_end))
     last_child_ns = np.full(len(events), -1, dtype=np.int64)
     np.maximum.at(last_child_ns, parent[child], end_ns[child])
-    ends = last_child_ns[open_at_end]
-    clipped = open_at_end[ends >= 0]
+    clipped = open_at_end[last_child_ns[open_at_end] >= 0]
     end_ns[clipped] = last_child_ns[clipped]
     return end_ns
 
@@ -354,8 +350,8 @@ def _ops(
     group, first = first_seen_groups(name)
     calls = np.bincount(group)
     group_ns = np.bincount(group, weights=self_ns)
-    by_layer_ns = np.zeros((first.size, len(LAYERS)))
-    np.add.at(by_layer_ns, (group, layer), self_ns)
+    cell = group * len(LAYERS) + layer.astype(np.int64)
+    by_layer_ns = np.bincount(cell, weights=self_ns, minlength=first.size * len(LAYERS)).reshape(-1, len(LAYERS))
     main_layer = np.argmax(by_layer_ns, axis=1)  # ties: the first layer of LAYERS
     order = np.lexsort((-calls, -group_ns))[:MAX_OPS]
     return [
