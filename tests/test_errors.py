@@ -295,6 +295,7 @@ def test_a_warning_is_shown_once_on_a_terminal(
     cut = tmp_path / "cut.json"
     cut.write_bytes(whole[: len(whole) // 2])
     monkeypatch.setattr("sys.stdout.isatty", lambda: terminal)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: terminal)
     assert main(["analyze", str(cut), "--no-cache"]) == 0
     out, err = capsys.readouterr()
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
@@ -321,3 +322,16 @@ def test_compare_says_when_it_has_nothing_to_compare(capsys: pytest.CaptureFixtu
     other = str(Path(trace).with_name("compiled_mlp.json.gz"))
     assert main(["compare", trace, other, "--no-cache"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_warnings_reach_a_redirected_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text on the terminal, stderr into a log (`2>run.log`): the log still gets every warning (auditor)."""
+    whole = gzip.decompress((Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz").read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(whole[: len(whole) // 2])
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False)
+    assert main(["analyze", str(cut), "--no-cache"]) == 0
+    assert "cut off mid-write" in capsys.readouterr().err

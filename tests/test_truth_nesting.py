@@ -66,16 +66,41 @@ def end_unfinished_frames(cpu: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def end_unfinished_annotations(threads: dict[Any, list[dict[str, Any]]], recording_end: float) -> None:
-    """An annotation still open when the recording stopped ends with the last event that started inside it (not
-    a `ProfilerStep#`: the profiler ends the step there)."""
+    """An annotation (not a `ProfilerStep#`: the profiler ends the step there) still open when the recording
+    stopped, that outlived the event it started in (the latest started one still running at its start ends before
+    it) or started inside such an annotation, was closed by the profiler: it ends with the last event that
+    started inside it, else with the event it started in, else (nested) where it starts. Innermost (latest
+    start) first, so that an enclosing one sees its inner ones' new ends."""
     for events in threads.values():
-        for a in events:
-            if a["ts"] + a["dur"] < recording_end - 0.001 or a["cat"] != "user_annotation":
-                continue
-            if not str(a["name"]).startswith("ProfilerStep#"):  # a step ends where the profiler ends it
-                inner = [e["ts"] + e["dur"] for e in events if e is not a and a["ts"] <= e["ts"] < a["ts"] + a["dur"]]
-                if inner:
-                    a["dur"] = max(inner) - a["ts"]
+        at_end = [
+            a
+            for a in events
+            if a["cat"] == "user_annotation"
+            and a["ts"] + a["dur"] >= recording_end - 0.001
+            and not str(a["name"]).startswith("ProfilerStep#")
+        ]
+        started_in: dict[int, dict[str, Any]] = {}
+        closed: list[dict[str, Any]] = []
+        for a in sorted(at_end, key=lambda e: e["ts"]):  # outer first: an inner one may lie in a closed one
+            running = [e for e in events if e is not a and e["ts"] <= a["ts"] < e["ts"] + e["dur"]]
+            running = [
+                e for e in running if (e["ts"], -e["dur"], INNER[e["cat"]]) < (a["ts"], -a["dur"], INNER[a["cat"]])
+            ]
+            latest = max(running, key=lambda e: (e["ts"], -e["dur"], INNER[e["cat"]])) if running else None
+            if latest is not None and latest["ts"] + latest["dur"] < a["ts"] + a["dur"] - 0.001:
+                started_in[id(a)] = latest
+                closed.append(a)
+            elif any(c["ts"] <= a["ts"] < c["ts"] + c["dur"] for c in closed):
+                closed.append(a)
+        for a in sorted(closed, key=lambda e: -e["ts"]):
+            inner = [e["ts"] + e["dur"] for e in events if e is not a and a["ts"] <= e["ts"] < a["ts"] + a["dur"]]
+            if inner:
+                end = max(inner)
+            elif id(a) in started_in:
+                end = started_in[id(a)]["ts"] + started_in[id(a)]["dur"]
+            else:
+                end = a["ts"]
+            a["dur"] = end - a["ts"]
 
 
 def exclusive_us(events: list[dict[str, Any]]) -> dict[int, float]:
@@ -134,6 +159,61 @@ def test_cpu_time_per_step_is_the_time_the_threads_were_busy(name: str) -> None:
     expected = busy_us_by_step(path)
     for number, us in ours.items():
         assert us == pytest.approx(expected[number], rel=0.002, abs=1.0), (number, us, expected[number])
+
+
+def _x(cat: str, name: str, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+
+HAND_MADE = {
+    # the last step's optimizer range, opened in one call and closed by the profiler at 9,000 µs, with a range
+    # open inside it (listed after it, then before it) and without a child at all
+    "nested_outer_first": [
+        _x("user_annotation", "ProfilerStep#1", 0, 1000), _x("cpu_op", "aten::mm", 10, 500),
+        _x("user_annotation", "ProfilerStep#2", 1000, 1000), _x("cpu_op", "aten::mm", 1010, 100),
+        _x("user_annotation", "Optimizer.step#AdamW.step", 1120, 7880),
+        _x("user_annotation", "Optimizer.zero_grad#AdamW.zero_grad", 1125, 7875), _x("cpu_op", "aten::zero_", 1130, 20),
+    ],
+    "nested_inner_first": [
+        _x("user_annotation", "ProfilerStep#1", 0, 1000), _x("cpu_op", "aten::mm", 10, 500),
+        _x("user_annotation", "ProfilerStep#2", 1000, 1000), _x("cpu_op", "aten::mm", 1010, 100),
+        _x("user_annotation", "Optimizer.zero_grad#AdamW.zero_grad", 1125, 7875),
+        _x("user_annotation", "Optimizer.step#AdamW.step", 1120, 7880), _x("cpu_op", "aten::zero_", 1130, 20),
+    ],
+    "no_child": [
+        _x("user_annotation", "ProfilerStep#1", 0, 1000), _x("cpu_op", "aten::mm", 10, 500),
+        _x("user_annotation", "ProfilerStep#2", 1000, 1000), _x("cpu_op", "aten::mm", 1010, 100),
+        _x("user_annotation", "Optimizer.step#AdamW.step", 1120, 7880),
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HAND_MADE))
+def test_ranges_the_profiler_closed_count_once(tmp_path: Path, name: str) -> None:
+    """Hand-made: each step's CPU time is the raw events' busy time (each 1,000 µs step on one thread), however
+    the open ranges are listed; before, the last step read 8,000 µs (auditor)."""
+    path = tmp_path / f"{name}.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": HAND_MADE[name]}).encode()))
+    results = analyze(tracelens.load(path))
+    assert results.dispatch is not None
+    ours = {s.number: sum(s.us.values()) for s in results.dispatch.step_layers}
+    expected = busy_us_by_step(path)
+    assert ours == pytest.approx({1: 1000.0, 2: 1000.0}) and expected == pytest.approx(ours)
+
+
+def test_a_range_closed_by_its_own_code_keeps_its_time(tmp_path: Path) -> None:
+    """torch.profiler's tutorial shape: `record_function("model_inference")` closed by its `with` block, the last
+    CPU event to end, 400 µs of Python after its last op: its time is its own (it outlived nothing), the thread
+    busy 1,000 µs (auditor: it read 600)."""
+    events = [
+        _x("user_annotation", "model_inference", 0, 1000),
+        _x("cpu_op", "aten::mm", 100, 300),
+        _x("cpu_op", "aten::relu", 450, 150),
+    ]
+    path = tmp_path / "inference.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    results = analyze(tracelens.load(path))
+    assert results.dispatch is not None and results.dispatch.cpu_us_per_step == pytest.approx(1000.0)
 
 
 def test_cache_lookups_outside_regions_are_part_of_the_time_outside_regions() -> None:

@@ -229,39 +229,62 @@ def self_times(trace: Trace) -> np.ndarray:
     child). Cached per trace: do not mutate.
 
     `self_time_ns` of properly nested events, with two corrections: an annotation the profiler closed at the end
-    of the recording (still open when it stopped) ends with its last child (`_closed_by_profiler`); and the time
-    an event shares with the one it started in but outlived (`model.nesting.started_in`) is the later one's:
-    taken from the earlier one and from each enclosing event it outlived too, and given back to their common
-    parent, which had subtracted it twice (`_overhang_corrections`)."""
+    of the recording (it outlived the event it started in and was still open when the profiler stopped) ends with
+    its last child (`_closed_by_profiler`); and the time an event shares with the one it started in but outlived
+    (`model.nesting.started_in`) is the later one's: taken from the earlier one and from each enclosing event it
+    outlived too, and given back to their common parent, which had subtracted it twice
+    (`_overhang_corrections`)."""
     events, parent = trace.events, trace.links.parent
-    end_ns = _closed_by_profiler(events, parent)
+    rows, inside = started_in(events, parent)
+    end_ns = _closed_by_profiler(events, parent, rows, inside)
     dur_ns = end_ns - events.ts_ns
     self_ns = dur_ns - _children_ns(parent, dur_ns)  # not clipped yet: the corrections may give some back
-    rows, inside = started_in(events, parent)
     if rows.size:
         _overhang_corrections(self_ns, parent, events.ts_ns, end_ns, rows, inside)
     return np.maximum(self_ns, 0)
 
 
-def _closed_by_profiler(events: EventTable, parent: np.ndarray) -> np.ndarray:
-    """Every event's end, ns, where an annotation still open when the recording stopped (ending with the last
-    CPU event, within 1 µs) ends with the last of its children instead (one without children keeps its end: how
-    long it ran is not known). `ProfilerStep#N` keeps its end: the profiler's step boundary is its end."""
+def _closed_by_profiler(events: EventTable, parent: np.ndarray, rows: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Every event's end, ns, where an annotation the profiler closed ends sooner. Closed by the profiler: other
+    than `ProfilerStep#N` (the profiler's step boundary is its end), it ends with the last CPU event (within 1 µs)
+    and either outlived the event it started in (`rows`, started in `inside`: `model.nesting.started_in`: a range
+    opened in one call and still open when the profiler stopped) or lies in one that did. It ends with the last
+    of its children, else with the event it started in (else, nested, where it starts: how long it ran is not
+    known); the innermost first, so that an enclosing one ends with its children's new ends."""
     end_ns = (events.ts_ns + events.dur_ns).astype(np.int64)
+    open_at_end = _open_annotations(events, end_ns)
+    closed = np.sort(rows[np.isin(rows, open_at_end)])  # (np.intersect1d would import numpy.ma)
+    if closed.size == 0:
+        return end_ns
+    fallback_ns = np.full(len(events), -1, dtype=np.int64)
+    fallback_ns[rows] = end_ns[inside]
+    for _ in range(MAX_OVERHANG_CHAIN):  # and the open annotations inside them
+        inner = open_at_end[np.isin(parent[open_at_end], closed) & ~np.isin(open_at_end, closed)]
+        if inner.size == 0:
+            break
+        closed = np.sort(np.concatenate([closed, inner]))
+    fallback_ns[closed] = np.where(fallback_ns[closed] >= 0, fallback_ns[closed], events.ts_ns[closed])
+    child = np.flatnonzero(np.isin(parent, closed))
+    slot = np.searchsorted(closed, parent[child])  # `closed` is sorted
+    for _ in range(MAX_OVERHANG_CHAIN):  # an annotation open inside another: its new end first, then the outer's
+        last_ns = np.full(closed.size, -1, dtype=np.int64)
+        np.maximum.at(last_ns, slot, end_ns[child])
+        new_ns = np.where(last_ns >= 0, last_ns, fallback_ns[closed])
+        if np.array_equal(new_ns, end_ns[closed]):
+            break
+        end_ns[closed] = new_ns
+    return end_ns
+
+
+def _open_annotations(events: EventTable, end_ns: np.ndarray) -> np.ndarray:
+    """The annotations other than `ProfilerStep#N` that end with the last CPU event (within 1 µs), sorted."""
     annotations = np.flatnonzero(events.kind == Kind.USER_ANNOTATION)
     if annotations.size == 0:
-        return end_ns
+        return annotations.astype(np.int64)
     recording_end_ns = int(end_ns[kind_mask(events.kind, CPU_KINDS)].max())
-    open_at_end = annotations[end_ns[annotations] >= recording_end_ns - OVERHANG_TOLERANCE_NS]
-    open_at_end = open_at_end[[not STEP_NAME.match(events.names[c]) for c in events.name[open_at_end].tolist()]]
-    if open_at_end.size == 0:  # a step ends where the profiler ends it
-        return end_ns
-    child = np.flatnonzero(np.isin(parent, open_at_end))
-    last_child_ns = np.full(len(events), -1, dtype=np.int64)
-    np.maximum.at(last_child_ns, parent[child], end_ns[child])
-    clipped = open_at_end[last_child_ns[open_at_end] >= 0]
-    end_ns[clipped] = last_child_ns[clipped]
-    return end_ns
+    at_end = annotations[end_ns[annotations] >= recording_end_ns - OVERHANG_TOLERANCE_NS]
+    steps = [bool(STEP_NAME.match(events.names[c])) for c in events.name[at_end].tolist()]
+    return at_end[~np.array(steps, dtype=bool)].astype(np.int64) if at_end.size else at_end.astype(np.int64)
 
 
 MAX_OVERHANG_CHAIN = 64  # enclosing events walked per overhanging event

@@ -203,7 +203,11 @@ def _run_one(args: argparse.Namespace) -> int:
 def _stderr_warnings(args: argparse.Namespace, result: CachedAnalysis) -> tuple[str, ...]:
     """The warnings for stderr: all of them, but those the text output on a terminal ends with anyway (shown
     once: a log, a pipe or a file still gets each on stderr)."""
-    on_screen = args.format == "text" and args.output is None and sys.stdout is not None and sys.stdout.isatty()
+    on_screen = (
+        args.format == "text"
+        and args.output is None
+        and all(stream is not None and stream.isatty() for stream in (sys.stdout, sys.stderr))
+    )  # both on the terminal: `2>run.log` still gets every warning
     if not on_screen:
         return tuple(result.warnings)
     shown = set(result.report.summary.warnings)

@@ -168,8 +168,15 @@ _BASE_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _GENERIC_WORDS = {
     "binary", "unary", "ternary", "pointwise", "op", "ops", "scalar", "list", "math", "nan", "fused", "compare",
     "opmath", "reduce", "func", "load", "store", "aligned", "impl", "kernel", "tensor", "cuda", "out", "direct",
-    "nocast", "gpu", "vectorized", "from", "to",
+    "nocast", "gpu", "vectorized", "from", "to", "alpha",
 }  # fmt: skip
+# a snake_case kernel function's words that are not its op, trimmed from either end with dtype words
+# (`pow_tensor_scalar` → pow, `bfloat16tofloat32_copy` → copy, `random_from_to` → random; `nan_to_num`,
+# `clamp_min`, `masked_scale` stay whole)
+_SNAKE_TRIM = {
+    "kernel", "impl", "cuda", "tensor", "scalar", "direct", "nocast", "gpu", "vectorized", "out", "from", "to",
+}  # fmt: skip
+_DTYPE_WORD = re.compile(r"(?:b?float\d*|half|double|u?int\d*|bool)(?:to(?:b?float\d*|half|double|u?int\d*))?")
 # when no functor names the op: the standard library's (`BinaryOpScalarFunctor<…>, std::multiplies<float>`), a
 # CUDAFunctor's suffix (`CUDAFunctorOnSelf_add`), an op class of at::native (`UnaryOpFunctor<…>, at::native::Sqrt`)
 _STD_OPS = {"multiplies": "mul", "plus": "add", "minus": "sub", "divides": "div"}
@@ -192,6 +199,8 @@ def short_name(name: str, max_len: int = 60) -> str:
         base = inner or base
     at = text.find(base)
     hint = _hint(text[at + len(base) :] if at >= 0 else text)  # the arguments after the kernel's own name
+    if not any(ch.isalnum() for ch in base):  # no identifier found (`::`, `kernel<>`): the name as given
+        base, hint = (text or name).strip() or name, ""
     label = f"{base}[{hint}]" if hint and not _names(base, hint) else base
     return label if len(label) <= max_len else label[: max_len - 1] + "…"
 
@@ -216,10 +225,15 @@ def _hint(rest: str) -> str:
     """The op a templated kernel's arguments name (`gelu_backward`, `max`, `adam`, `mul`), or ""."""
     for match in _OP_HINT.finditer(rest):
         camel, snake = match.group("camel"), match.group("snake")
-        all_words = [w.lower() for w in _CAMEL_WORD.findall(camel)] if camel else snake.split("_")
+        if snake:
+            words = _trimmed(snake.split("_"))
+            if words:
+                return "_".join(words)
+            continue
+        all_words = [w.lower() for w in _CAMEL_WORD.findall(camel)]
         words = [w for w in all_words if len(w) > 1 and w not in _GENERIC_WORDS]
         if words:
-            return _op_words(words, camel is not None)
+            return "_".join(words)
         if all_words == ["compare"]:  # `CompareFunctor`: eq, ne, lt … chosen at run time
             return "compare"
     for match in _FALLBACK_HINT.finditer(rest):
@@ -230,11 +244,11 @@ def _hint(rest: str) -> str:
     return ""
 
 
-def _op_words(words: list[str], camel: bool) -> str:
-    """A CamelCase functor's words joined (`gelu_backward`); a snake_case kernel's last word, with the one before
-    it where that is `backward` (`tanh_backward`, `copy` of `bfloat16_copy`)."""
-    if camel:
-        return "_".join(words)
-    if words[-1] == "backward" and len(words) > 1:
-        return f"{words[-2]}_backward"
-    return words[-1]
+def _trimmed(words: list[str]) -> list[str]:
+    """A snake_case name's words less the `_SNAKE_TRIM` ones at either end (empty words dropped)."""
+    words = [w for w in words if w]
+    while words and (words[-1] in _SNAKE_TRIM or _DTYPE_WORD.fullmatch(words[-1])):
+        words.pop()
+    while words and (words[0] in _SNAKE_TRIM or _DTYPE_WORD.fullmatch(words[0])):
+        words.pop(0)
+    return words

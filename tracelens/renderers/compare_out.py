@@ -196,8 +196,8 @@ def _variants_table(result: Comparison) -> Table:
         )
     table.caption = (
         "dispatch: host work issuing GPU work; exposed: the part the GPU waited for (both means over the steps, "
-        "the other columns medians: where steps vary, the two can differ); no-profiler step: measured by the "
-        "recording (m) or estimated (e), docs/profiler_overhead.md"
+        "the other columns medians: where steps vary, the two can differ); no-profiler step (where shown): measured "
+        "by the recording (m) or estimated (e), docs/profiler_overhead.md"
     )
     return table
 
