@@ -285,15 +285,24 @@ def test_impossible_peaks_are_refused(
         assert expected in _one_error(capsys)
 
 
+STUDY_MLP = Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz"
+
+
+def _cut_mlp(folder: Path) -> Path:
+    """The study's eager MLP trace cut in the middle of its JSON (usable, with a warning)."""
+    whole = gzip.decompress(STUDY_MLP.read_bytes())
+    cut = folder / "cut.json"
+    cut.write_bytes(whole[: len(whole) // 2])
+    return cut
+
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_a_warning_is_shown_once_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, terminal: bool
 ) -> None:
     """A cut trace's warnings end the text output; on a terminal stderr does not repeat them (each once on the
     screen), into a pipe or file each is on stderr too (a log keeps it)."""
-    whole = gzip.decompress((Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz").read_bytes())
-    cut = tmp_path / "cut.json"
-    cut.write_bytes(whole[: len(whole) // 2])
+    cut = _cut_mlp(tmp_path)
     monkeypatch.setattr("sys.stdout.isatty", lambda: terminal)
     monkeypatch.setattr("sys.stderr.isatty", lambda: terminal)
     assert main(["analyze", str(cut), "--no-cache"]) == 0
@@ -305,7 +314,7 @@ def test_a_warning_is_shown_once_on_a_terminal(
 
 def test_text_sections_with_json_are_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     """`--summary` / `--section` choose text sections: with `--format json` they are refused, never ignored."""
-    trace = str(Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz")
+    trace = str(STUDY_MLP)
     for extra in (["--summary"], ["--section", "bound"]):
         assert main(["analyze", trace, "--format", "json", "--no-cache", *extra]) == 2
         out, err = capsys.readouterr()
@@ -314,7 +323,7 @@ def test_text_sections_with_json_are_an_error(capsys: pytest.CaptureFixture[str]
 
 def test_compare_says_when_it_has_nothing_to_compare(capsys: pytest.CaptureFixture[str]) -> None:
     """One trace, or one file twice: compared as asked, with a warning (never silence)."""
-    trace = str(Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz")
+    trace = str(STUDY_MLP)
     assert main(["compare", trace, "--no-cache"]) == 0
     assert "one trace, nothing to compare it with" in capsys.readouterr().err
     assert main(["compare", trace, trace, "--no-cache"]) == 0
@@ -328,9 +337,7 @@ def test_warnings_reach_a_redirected_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Text on the terminal, stderr into a log (`2>run.log`): the log still gets every warning (auditor)."""
-    whole = gzip.decompress((Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz").read_bytes())
-    cut = tmp_path / "cut.json"
-    cut.write_bytes(whole[: len(whole) // 2])
+    cut = _cut_mlp(tmp_path)
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
     monkeypatch.setattr("sys.stderr.isatty", lambda: False)
     assert main(["analyze", str(cut), "--no-cache"]) == 0
