@@ -228,12 +228,12 @@ def self_times(trace: Trace) -> np.ndarray:
     that a thread's self times add up to the time it was busy (docs/definitions.md#nesting-which-event-is-whose-
     child). Cached per trace: do not mutate.
 
-    `self_time_ns` of properly nested events, with two corrections: an annotation the profiler closed at the end
-    of the recording (it outlived the event it started in and was still open when the profiler stopped) ends with
-    its last child (`_closed_by_profiler`); and the time an event shares with the one it started in but outlived
-    (`model.nesting.started_in`) is the later one's: taken from the earlier one and from each enclosing event it
-    outlived too, and given back to their common parent, which had subtracted it twice
-    (`_overhang_corrections`)."""
+    Its duration less its direct children's for properly nested events, with two corrections: an annotation the
+    profiler closed at the end of the recording (it outlived the event it started in and was still open when the
+    profiler stopped) ends with its last child (`_closed_by_profiler`); and the time an event shares with the one
+    it started in but outlived (`model.nesting.started_in`) is the later one's: taken from the earlier one and
+    from each enclosing event it outlived too, and given back to their common parent, which had subtracted it
+    twice (`_overhang_corrections`)."""
     events, parent = trace.events, trace.links.parent
     rows, inside = started_in(events, parent)
     end_ns = _closed_by_profiler(events, parent, rows, inside)
@@ -315,11 +315,6 @@ def _overhang_corrections(
             covered_ns, top, node = max(covered_ns, ends[node]), node, parents[node]
         if node >= 0 and node == parents[row] and top >= 0:
             self_ns[node] += max(0, min(ends[top], row_end) - row_start)
-
-
-def self_time_ns(events: EventTable, parent: np.ndarray) -> np.ndarray:
-    """Duration minus the summed duration of direct children (clipped at 0), for every event."""
-    return np.maximum(events.dur_ns - _children_ns(parent, events.dur_ns), 0).astype(np.int64)
 
 
 def _children_ns(parent: np.ndarray, dur_ns: np.ndarray) -> np.ndarray:
