@@ -3,6 +3,7 @@ the raw JSON of the 8 DLRM rank traces (ProfilerStep#10 durations, NCCL kernel d
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import tarfile
@@ -212,3 +213,23 @@ def test_each_ranks_load_warning_is_in_the_cross_rank_notes(capsys: pytest.Captu
     assert len(notes) == 2
     assert any(n.startswith("worker1_") and "64 of 326 GPU activities" in n for n in notes)
     assert any(n.startswith("worker3_") and "64 of 337 GPU activities" in n for n in notes)
+
+
+def test_a_rank_without_a_complete_step_has_unknown_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HTA's two sampled ranks, rank 1's file cut after its first 200,000 bytes of JSON (no ProfilerStep left
+    whole): its per-step figures are unknown (null, "—"), never 0 ms of compute in 0 collective calls (new user,
+    2026-12-07); rank 0's stay measured (before, rank 1 read 0.000 ms of compute and 0 calls)."""
+    source = anchor("hta/trace_filter/sampled_rank-0.json.gz").parent
+    shutil.copy(source / "sampled_rank-0.json.gz", tmp_path)
+    cut = gzip.decompress((source / "sampled_rank-1.json.gz").read_bytes())[:200_000]
+    (tmp_path / "sampled_rank-1.json").write_bytes(cut)
+    assert main(["analyze", str(tmp_path), "--format", "json", "--no-cache"]) == 0
+    rows = {row["rank"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    figures = ("step_us", "compute_us", "collective_us", "collective_calls", "transfer_us")
+    assert all(rows[1][name] is None for name in figures)
+    assert all(rows[0][name] > 0 for name in figures[:-1])  # its transfer needs a rank to match calls with
+    assert main(["analyze", str(tmp_path), "--no-cache"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│    1 "))
+    assert "0.000" not in line and line.count("—") >= 5

@@ -1,6 +1,6 @@
 """Time units, defined once for the whole package: tables hold integer nanoseconds (`*_ns`), trace files and
 reports speak microseconds (`*_us`); and the one set of formatters for numbers in text (`us_text`, `ms_text`,
-`pct_text`, `bytes_text`: unknown (None, NaN) shows as `MISSING`)."""
+`pct_text`, `rate_text`, `bytes_text`: unknown (None, NaN) shows as `MISSING`)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,11 @@ def pct_text(value: float | None) -> str:
 def whole_text(value: float | None) -> str:
     """A count rounded to a whole number with thousands separators (`1,204`); `MISSING` when unknown."""
     return MISSING if value is None or value != value else f"{value:,.0f}"
+
+
+def rate_text(value: float | None) -> str:
+    """A count per step with one decimal where it has one (`5`, `2.5`, `1,204`); `MISSING` when unknown."""
+    return MISSING if value is None or value != value else f"{value:,.1f}".removesuffix(".0")
 
 
 def bytes_text(value: float | None) -> str:

@@ -113,6 +113,7 @@ def rank_figures(trace: Trace) -> RankFigures:
     dur_us = kernels.dur_ns[order] / 1000.0
     names = np.asarray(trace.events.names, dtype=object)[kernels.name[order][is_comm]]
     durations = step_windows(trace).period_ns[window.step_indices] / 1000.0  # per-step step time (period)
+    unknown = float("nan")  # no analyzed step (every step cut off): per-step figures are unknown, not 0
     return RankFigures(
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
@@ -122,10 +123,10 @@ def rank_figures(trace: Trace) -> RankFigures:
         step_numbers=list(window.step_numbers),
         step_us=float("nan") if summary.per_step.step_us is None else float(summary.per_step.step_us),
         step_us_by_step=[float(d) for d in durations],
-        gpu_kernel_us=float(dur_us.sum() / n),
-        compute_us=float(dur_us[~is_comm].sum() / n),
-        collective_us=float(dur_us[is_comm].sum() / n),
-        collective_calls=float(is_comm.sum() / n),
+        gpu_kernel_us=float(dur_us.sum() / n) if window.n_steps else unknown,
+        compute_us=float(dur_us[~is_comm].sum() / n) if window.n_steps else unknown,
+        collective_us=float(dur_us[is_comm].sum() / n) if window.n_steps else unknown,
+        collective_calls=float(is_comm.sum() / n) if window.n_steps else unknown,
         collectives=[(str(name), float(d)) for name, d in zip(names, dur_us[is_comm], strict=True)],
         warnings=list(trace.warnings),
         run_id=_run_id(trace.meta.run),

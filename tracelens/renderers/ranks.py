@@ -12,7 +12,7 @@ from tracelens.renderers.jsonout import _clean, dumps, plain
 from tracelens.renderers.tables import droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.renderers.textsafe import safe_text
-from tracelens.units import ms_text
+from tracelens.units import ms_text, rate_text
 
 RANKS_SCHEMA = "tracelens.ranks/1"
 
@@ -55,7 +55,7 @@ def ranks_table(results: RanksResults) -> Table:
             ms_text(row.collective_us),
             ms_text(row.waiting_us),
             ms_text(row.transfer_us),
-            f"{row.collective_calls:,.1f}".removesuffix(".0"),
+            rate_text(row.collective_calls),
             ", ".join(flags),
             row.path,
         )

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from tracelens.analyses.ranks import RankRow, RanksResults
 from tracelens.report.document import Panel, Section, Table
 from tracelens.report.palette import category_color
-from tracelens.units import ms_text, pct_text
+from tracelens.units import ms_text, pct_text, rate_text
 
 RANKS_COLUMNS = (
     "rank",
@@ -104,7 +104,7 @@ def ranks_table(results: RanksResults, focus_rank: int) -> Panel:
             ms_text(row.collective_us),
             ms_text(row.waiting_us),
             ms_text(row.transfer_us),
-            f"{row.collective_calls:,.1f}".removesuffix(".0"),
+            rate_text(row.collective_calls),
             ", ".join(_flags(results, row, focus_rank)),
             row.path,
         )
