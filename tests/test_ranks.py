@@ -215,9 +215,7 @@ def test_each_ranks_load_warning_is_in_the_cross_rank_notes(capsys: pytest.Captu
     assert any(n.startswith("worker3_") and "64 of 337 GPU activities" in n for n in notes)
 
 
-def test_a_rank_without_a_complete_step_has_unknown_figures(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_rank_without_a_complete_step_has_unknown_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """HTA's two sampled ranks, rank 1's file cut after its first 200,000 bytes of JSON (no ProfilerStep left
     whole): its per-step figures are unknown (null, "—"), never 0 ms of compute in 0 collective calls (new user,
     2026-12-07); rank 0's stay measured (before, rank 1 read 0.000 ms of compute and 0 calls)."""
