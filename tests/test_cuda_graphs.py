@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -172,3 +173,17 @@ def test_captured_launches_are_not_launches(path: Path) -> None:
         assert measured == {1: 3}
     if path.name == "capture_trace_rank_0.json.gz":
         assert measured == {-1: 1563}
+
+
+@pytest.mark.parametrize(("name", "has_ops"), [("block_graph_replay", False), ("block_ro_replay", True)])
+def test_the_uncaptured_replay_warning_names_an_op_only_where_one_exists(name: str, has_ops: bool) -> None:
+    """A replay trace without a capture: where the trace records CPU ops (reduce-overhead's wrapper encloses the
+    graph launch) the replayed kernels keep that op; where it records none (a hand-captured graph replayed
+    outside any op) the warning says they have no op, beside "no CPU ops in the trace" (it said "keep only the
+    op enclosing their cudaGraphLaunch" there too, before 2026-12-07). CPU ops counted from the raw events."""
+    with gzip.open(GRAPHS / f"{name}.json.gz", "rt") as handle:
+        raw_ops = sum(e.get("cat") == "cpu_op" for e in json.load(handle)["traceEvents"])
+    assert (raw_ops > 0) is has_ops
+    warning = next(w for w in load_trace(GRAPHS / f"{name}.json.gz").warnings if "have no capture" in w)
+    assert ("keep only the op enclosing" in warning) is has_ops
+    assert ("so they have no op" in warning) is not has_ops

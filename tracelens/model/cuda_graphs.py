@@ -138,11 +138,12 @@ def attribute_replays(events: EventTable, launch: I32, op: I32) -> tuple[I32, li
         return op, []
     replayed, sources = matched
     if not sources:
+        enclosed = bool((op[replayed] >= 0).any())  # without CPU ops no op encloses a graph launch either
+        keep = "keep only the op enclosing their cudaGraphLaunch" if enclosed else "have no op"
         return op, [
-            f"{replayed.size:,} kernels replayed by CUDA graphs have no capture in the trace, so they keep "
-            "only the op enclosing their cudaGraphLaunch: start the profiler before the graph is captured "
-            "(before torch.compile's cudagraph warm-up), record with "
-            "`tracelens record --skip 0`, or pass a trace of the capture with --capture"
+            f"{replayed.size:,} kernels replayed by CUDA graphs have no capture in the trace, so they {keep}: "
+            "start the profiler before the graph is captured (before torch.compile's cudagraph warm-up), record "
+            "with `tracelens record --skip 0`, or pass a trace of the capture with --capture"
         ]
     out = op.copy()
     unmatched = 0
