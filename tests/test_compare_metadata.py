@@ -103,3 +103,20 @@ def test_compare_gives_each_variant_its_profiler_free_step(tmp_path: Path) -> No
         analyzed["profiler_free_step_us"],
         "estimated",
     )
+
+
+def test_the_no_profiler_step_stays_at_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    """At 80 columns the variants table keeps the step without the profiler where a variant has one (the
+    variant names wrap and dispatch goes first; exposed dispatch stays), and on `tracelens record` twins it is
+    the recorder's CUDA-event median, marked m (stdlib). Before 2026-12-07 it was the first number left out."""
+    import gzip
+
+    pair = [ROOT / f"traces/h100/record3/hf_llama_train_b1s128_{v}.json.gz" for v in ("eager", "compiled")]
+    assert main(["compare", *map(str, pair), "--no-cache", "--width", "80"]) == 0
+    table = capsys.readouterr().out.split("Kernel µs per step")[0]
+    assert "no-profiler" in table and "dispatch µs/step (--width" in table.replace("\n", " ")
+    for path in pair:
+        with gzip.open(path, "rt") as handle:
+            measured = json.load(handle)["tracelens_record"]["profiler_free"]["median_step_us"]
+        assert f"{measured:,.1f} m" in table
+    assert max(len(line) for line in table.splitlines()) <= 80

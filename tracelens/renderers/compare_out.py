@@ -166,15 +166,11 @@ def _variants_table(result: Comparison) -> Table:
         table.add_column(column, justify="right")
     table.add_column("bound")
     table.add_column("kernels/step by category")
-    droppable(
-        table,
-        "metadata ops/step",
-        "CPU ops /step",
-        "launches /step",
-        "kernels/step by category",
-        "kernel µs/step",
-        "no-profiler step µs",
-    )
+    counts = ("metadata ops/step", "CPU ops /step", "launches /step", "kernels/step by category", "kernel µs/step")
+    if any(v.profiler_free_step_us is not None for v in result.variants):  # kept: the name narrows first
+        droppable(table, *counts, "dispatch µs/step")
+    else:  # a column of "—" goes first
+        droppable(table, "no-profiler step µs", *counts)
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
