@@ -164,17 +164,17 @@ _OP_HINT = re.compile(
 )
 _CAMEL_WORD = re.compile(r"[A-Z][a-z0-9]*")
 _BASE_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
-# words that name the functor's shape, not its op (`BinaryOpScalarFunctor`, `FusedAdamMathFunctor`, `MaxNanFunctor`)
-_GENERIC_WORDS = {
-    "binary", "unary", "ternary", "pointwise", "op", "ops", "scalar", "list", "math", "nan", "fused", "compare",
-    "opmath", "reduce", "func", "load", "store", "aligned", "impl", "kernel", "tensor", "cuda", "out", "direct",
-    "nocast", "gpu", "vectorized", "from", "to", "alpha",
-}  # fmt: skip
-# a snake_case kernel function's words that are not its op, trimmed from either end with dtype words
-# (`pow_tensor_scalar` → pow, `bfloat16tofloat32_copy` → copy, `random_from_to` → random; `nan_to_num`,
-# `clamp_min`, `masked_scale` stay whole)
-_SNAKE_TRIM = {
-    "kernel", "impl", "cuda", "tensor", "scalar", "direct", "nocast", "gpu", "vectorized", "out", "from", "to",
+# words that name where or how a kernel runs, not its op; a snake_case kernel function's are trimmed from
+# either end with dtype words (`pow_tensor_scalar` → pow, `bfloat16tofloat32_copy` → copy, `random_from_to` →
+# random; `nan_to_num`, `clamp_min`, `masked_scale` stay whole)
+_SNAKE_TRIM = frozenset(
+    ("kernel", "impl", "cuda", "tensor", "scalar", "direct", "nocast", "gpu", "vectorized", "out", "from", "to")
+)
+# and the words that name a functor's shape (`BinaryOpScalarFunctor`, `FusedAdamMathFunctor`, `MaxNanFunctor`):
+# a CamelCase functor's words less all of these name its op
+_GENERIC_WORDS = _SNAKE_TRIM | {
+    "binary", "unary", "ternary", "pointwise", "op", "ops", "list", "math", "nan", "fused", "compare", "opmath",
+    "reduce", "func", "load", "store", "aligned", "alpha",
 }  # fmt: skip
 _DTYPE_WORD = re.compile(r"(?:b?float\d*|half|double|u?int\d*|bool)(?:to(?:b?float\d*|half|double|u?int\d*))?")
 # when no functor names the op: the standard library's (`BinaryOpScalarFunctor<…>, std::multiplies<float>`), a
