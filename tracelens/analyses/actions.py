@@ -75,7 +75,7 @@ from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, inductor_calls_per_step, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
-from tracelens.model.steps import OPTIMIZER_RANGES
+from tracelens.model.steps import OPTIMIZER_RANGES, per_step
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
@@ -316,6 +316,7 @@ def actions_of(
     if not graphs:
         return Actions(ActionsSummary(None, profiler_free_us, limit, 0), [], "no analyzed step launched GPU work")
     fused_launch_us = _fused_launch_us(trace, indices)
+    per = per_step(trace.steps.source)  # "/step", or "" over the whole trace
     observed = sum(_span(g) for g in graphs) / len(graphs)
     chains = [o for o in fusion.opportunities if o.kind == "chain"]
     epilogues = [o for o in fusion.opportunities if o.kind == "gemm_epilogue"]
@@ -344,7 +345,7 @@ def actions_of(
                     "compile",
                     ["the step"],
                     compile_model,
-                    f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}/step; CPU: Inductor wrapper model"
+                    f"{len(chains)} chain(s) fused; launches {{before}} → {{after}}{per}; CPU: Inductor wrapper model"
                     + note,
                 )
             )
@@ -372,8 +373,8 @@ def actions_of(
                 "fuse",
                 list(chain.ops),
                 functools.partial(_chain_plan, chain=chain, launch_ns=round((fused_launch_us or 0.0) * NS_PER_US)),
-                f"{len(chain.kernels)} kernels × {chain.calls_per_step:g}/step, {chain.kernel_us_per_step:,.1f} "
-                f"µs/step; one kernel's memory traffic saves {chain.est_saving_us:,.1f} µs; "
+                f"{len(chain.kernels)} kernels × {chain.calls_per_step:g}{per}, {chain.kernel_us_per_step:,.1f} "
+                f"µs{per}; one kernel's memory traffic saves {chain.est_saving_us:,.1f} µs; "
                 "launches {before} → {after}; " + _launch_words(fused_launch_us),
             )
         )
@@ -383,7 +384,7 @@ def actions_of(
                 "gemm_epilogue",
                 list(epilogue.ops),
                 functools.partial(_epilogue_plan, epilogue=epilogue),
-                f"{epilogue.kernel_us_per_step:,.1f} µs/step of pointwise kernels into the GEMM epilogue; "
+                f"{epilogue.kernel_us_per_step:,.1f} µs{per} of pointwise kernels into the GEMM epilogue; "
                 "launches {before} → {after}",
             )
         )
@@ -487,9 +488,10 @@ def _predict(
             eager += int((launches & kept & _optimizer_calls(trace, observed_graph)).sum())
     predicted = sum(spans) / len(spans)
     n = len(graphs)
-    graphs_words = "1 graph launch/step"  # a graph per run between host syncs (`_graph_segments`)
+    per = per_step(trace.steps.source)
+    graphs_words = f"1 graph launch{per}"  # a graph per run between host syncs (`_graph_segments`)
     if round((after - eager) / n) > 1:
-        graphs_words = f"{(after - eager) / n:.0f} graph launches/step (host syncs split it)"
+        graphs_words = f"{(after - eager) / n:.0f} graph launches{per} (host syncs split it)"
     if round(eager / n):
         graphs_words += f" + {eager / n:.0f} optimizer launches"
     basis = basis.format(before=f"{before / n:.0f}", after=f"{after / n:.0f}", graphs=graphs_words)

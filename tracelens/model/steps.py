@@ -80,6 +80,12 @@ def steps_words(count: int, source: str) -> str:
     return f"{count} step" + ("" if count == 1 else "s")
 
 
+def per_step(source: str) -> str:
+    """How a per-step figure's unit ends in a sentence: "/step", or "" for a trace without steps
+    (`StepTable.source` "whole_trace": the figure is the whole trace's, as the window's heading says)."""
+    return "" if source == "whole_trace" else "/step"
+
+
 def step_words(number: int | None) -> str:
     """How a step is named in a sentence: "step N", "the whole trace" for the whole-trace window, "no step"
     (None)."""

@@ -120,7 +120,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
         free_us = None if apart else s.profiler_free_step_us  # the median step's: a saving of the mean span's only
-        lines = _action_lines(rank, action, targets, s.step_us, free_us)  # where the two steps agree
+        window = "trace" if results.summary.facts.step_source == "whole_trace" else "step"
+        lines = _action_lines(rank, action, targets, s.step_us, free_us, window)  # where the two steps agree
         if used + len(lines) > SUMMARY_LINES:
             break
         used += len(lines)
@@ -134,16 +135,18 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     # the table also where every action is shown above: its caption says which actions are left out, and why
     table = len(result.actions) > shown or (bool(result.actions) and "left out" in result.note)
-    return [head, every_action_table(result) if table else None]
+    whole = results.summary.facts.step_source == "whole_trace"
+    return [head, every_action_table(result, "the trace" if whole else "step") if table else None]
 
 
-def every_action_table(result: Actions) -> Table:
+def every_action_table(result: Actions, window: str = "step") -> Table:
     """Every action of `result` (the summary shows the first few that shorten the step), ranked as there: the
     predicted step, its stated range, the saving (negative: predicted to lengthen the step) and the summary's
     notes on the range (`range_notes`: what limits the changed step where not the GPU; `may not help`); under
-    it, `result.note` (the steps replayed, the actions left out and why)."""
+    it, `result.note` (the steps replayed, the actions left out and why). `window`: what the step time is of
+    ("step", or "the trace" for a trace without steps)."""
     step_us = result.summary.step_us or 0.0
-    table = Table(title=f"Every action (step {us_text(step_us)} µs now; docs/actions.md)", title_justify="left")
+    table = Table(title=f"Every action ({window} {us_text(step_us)} µs now; docs/actions.md)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("action")
     table.add_column("targets")
@@ -181,14 +184,17 @@ SUMMARY_COLUMNS = 80
 SUMMARY_LINES = 15
 
 
-def _action_lines(rank: int, action: Action, targets: str, step_us: float, free_us: float | None = None) -> list[str]:
+def _action_lines(
+    rank: int, action: Action, targets: str, step_us: float, free_us: float | None = None, window: str = "step"
+) -> list[str]:
     """One action's lines, each at most 80 columns: the saving, and where the step's profiler-free time is known
     (`free_us`) the saving without the profiler (`predicted_profiler_free_step_us` against it: the profiler's cost
     removed by the action is no saving of the program's); the step before → predicted with the stated range of the
-    predicted step and its notes (`range_notes`); the evidence, wrapped under it."""
+    predicted step and its notes (`range_notes`); the evidence, wrapped under it. `window`: what the step time is
+    of ("step", or "trace" for a trace without steps)."""
     notes = range_notes(action, step_us)
     stated = f"(range {action.low:,.0f}–{action.high:,.0f}" + (f"; {', '.join(notes)})" if notes else ")")
-    second = f"   step {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
+    second = f"   {window} {us_text(step_us)} → {us_text(action.predicted_step_us)} µs {stated}"
     if len(second) > SUMMARY_COLUMNS:  # the step before is on the first line of the summary
         second = f"   predicted {us_text(action.predicted_step_us)} µs {stated}"
     if len(second) > SUMMARY_COLUMNS:

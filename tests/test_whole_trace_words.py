@@ -1,0 +1,43 @@
+"""A trace without steps makes no per-step claim in the summary (issue #27: "else no per-step claims"): the window
+is the whole trace, so the actions' figures are the trace's, said as such ("trace 12,940.0 → 12,412.6 µs",
+"527.4 µs of pointwise kernels"), never "/step" or "step …" (2026-12-07, new user). That the traces have no
+ProfilerStep is read from their raw events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import anchor
+from tracelens.cli import main
+
+NO_STEPS = ("amd_tracelens/torch_compile_triton/trace.json.gz", "other/pytorch__kineto/after_fix_trace.json.gz")
+
+
+@pytest.mark.parametrize("name", NO_STEPS)
+def test_a_trace_without_steps_gets_no_per_step_claim_in_the_summary(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = anchor(name)
+    with gzip.open(path, "rt") as handle:
+        names = [str(e.get("name", "")) for e in json.load(handle)["traceEvents"]]
+    assert not any(re.fullmatch(r"ProfilerStep#\d+", n) for n in names)
+    assert main(["analyze", str(path), "--summary", "--no-cache", "--width", "80"]) == 0
+    summary = capsys.readouterr().out
+    assert "the whole trace" in summary and "/step" not in summary
+    assert not re.search(r"^\s+step [\d,]", summary, re.MULTILINE)
+    assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
+    actions = json.loads(capsys.readouterr().out)["actions"]["actions"]
+    assert actions and not any("/step" in a["basis"] for a in actions)
+
+
+def test_a_trace_with_steps_keeps_its_per_step_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """The study's eager MLP (ProfilerSteps): the same lines say "step … → …" and "/step"."""
+    path = Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz"
+    assert main(["analyze", str(path), "--summary", "--no-cache", "--width", "80"]) == 0
+    summary = capsys.readouterr().out
+    assert re.search(r"^\s+step [\d,.]+ → ", summary, re.MULTILINE) and "/step" in summary
