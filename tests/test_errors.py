@@ -342,3 +342,22 @@ def test_warnings_reach_a_redirected_stderr(
     monkeypatch.setattr("sys.stderr.isatty", lambda: False)
     assert main(["analyze", str(cut), "--no-cache"]) == 0
     assert "cut off mid-write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["frobnicate"], "(see tracelens --help)"),
+        (["analyze", str(STUDY_MLP), "--bogus"], "unrecognized arguments: --bogus (see tracelens --help)"),
+        (["analyze", str(STUDY_MLP), "--width", "abc"], "--width: 'abc' is not a whole number of columns"),
+        (["analyze", str(STUDY_MLP), "--width", "12"], "--width: 12 is too narrow: at least 40 columns"),
+    ],
+)
+def test_a_usage_error_names_the_help_once_and_no_internal_name(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Usage errors point to the parser's own help, never "tracelens tracelens --help", and a bad --width says
+    what it wants, never argparse's "invalid _width value" (new user, 2026-12-07)."""
+    assert main(argv) == 2
+    line = _one_error(capsys)
+    assert expected in line and "tracelens tracelens" not in line and "_width" not in line

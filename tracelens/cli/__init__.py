@@ -72,7 +72,7 @@ INTERNAL_ERROR_EXIT = 3
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise TracelensError(f"{message} (see tracelens {self.prog.split()[-1]} --help)")
+        raise TracelensError(f"{message} (see {self.prog} --help)")  # "tracelens" or "tracelens analyze"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

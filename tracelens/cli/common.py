@@ -41,7 +41,10 @@ def add_format_argument(parser: argparse.ArgumentParser, kind: str) -> None:
 
 
 def _width(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of columns") from None
     if value < 40:
         raise argparse.ArgumentTypeError(f"{value} is too narrow: at least 40 columns")
     return value
