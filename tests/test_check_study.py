@@ -75,3 +75,24 @@ def test_study_hypotheses_text_output_prints_the_measured_values(capsys: pytest.
     assert out.rstrip().splitlines()[-1] == "16 held, 9 wrong"
     row = next(line for line in out.splitlines() if " 16. " in line)
     assert "measured 144.7 µs" in row and row.startswith("WRONG")
+
+
+def test_a_time_per_step_and_a_repeated_value_read_as_such(capsys: pytest.CaptureFixture[str]) -> None:
+    """`us_per_step` is a time (µs, one decimal; it read "measured 126.277"), and a list's repeated value is shown
+        once with its count (eager_linear's two kernels both launched by aten::addmm: "aten::addmm ×2", not the name
+        twice; new user, 2026-12-07): its GEMM kernel and a memset each step, launched inside aten::addmm (the
+    counts from the raw events, stdlib)."""
+    import gzip
+
+    with gzip.open(recorded_trace("h200/eager_linear.json.gz"), "rt") as handle:
+        events = json.load(handle)["traceEvents"]
+    kernels = sum(e.get("cat") == "kernel" for e in events)
+    memsets = sum(e.get("cat") == "gpu_memset" for e in events)
+    paths = [str(recorded_trace(f"h200/{variant}.json.gz")) for variant in VARIANTS]
+    assert main(["check", *paths, "--expect", str(HYPOTHESES), "--width", "200"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    trims = next(line for line in lines if " 8. compile only trims CPU work" in line)
+    assert "measured 126.3 µs" in trims
+    addmm = next(line for line in lines if " 4. the Linear's GEMM is aten::addmm" in line)
+    assert "measured aten::addmm ×2 " in addmm
+    assert kernels == memsets > 0  # one of each a step

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -161,7 +163,8 @@ def _in_us(verdict: Verdict) -> bool:
     subject = verdict.hypothesis.subject
     if subject is None or isinstance(verdict.measured, bool) or not isinstance(verdict.measured, int | float):
         return False
-    return subject.target.endswith("_us") if subject.kind == "metric" else subject.measure.endswith("_us")
+    name = subject.target if subject.kind == "metric" else subject.measure
+    return "us" in re.split(r"[._]", name)  # `per_step.gpu_kernel_us`, `us_per_step`, `mean_us`
 
 
 def _weak_words(verdict: Verdict) -> str:
@@ -233,6 +236,8 @@ def taken_lines(verdicts: Sequence[Verdict]) -> list[str]:
 def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".")
-    if isinstance(value, list):
-        return ", ".join(format_value(v) for v in value[:6]) + (", …" if len(value) > 6 else "")
+    if isinstance(value, list):  # each distinct value once, in order, with how often it occurs
+        counts = Counter(format_value(v) for v in value)
+        shown = [f"{text} ×{n}" if n > 1 else text for text, n in counts.items()]
+        return ", ".join(shown[:6]) + (", …" if len(shown) > 6 else "")
     return "null" if value is None else str(value)

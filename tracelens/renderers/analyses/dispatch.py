@@ -167,5 +167,7 @@ def dispatch_panel(results: AnalysisResults) -> page.Panel:
         margin={"t": 30, "l": 10},
     )
     total = getattr(dispatch, "dispatch_us_per_step", None)
-    note = f"Dispatch (every layer but python and sync): {format_value(total)} µs per step." if total is not None else ""
+    note = (
+        f"Dispatch (every layer but python and sync): {format_value(total)} µs per step." if total is not None else ""
+    )
     return page.Panel(id=panel_id, title=title, figure=fig, note=note)
