@@ -14,11 +14,12 @@ def test_gap_waiting_for_a_launch_is_exposed_dispatch(tmp_path: Path) -> None:
     trace = load_events(tmp_path, cpu_bound_events())
     result = bound_of(trace, select_window(trace), dispatch_us_per_step=24.0)
     # the step's GPU window is its CPU span 0-100 (its GPU work ends at 38): kernels 16-18 and 36-38; the GPU
-    # waits 0-16 for the mul launched 12-17 and 18-36 for the gelu launched 32-37; 38-100 nothing follows
+    # waits 0-16 for the mul launched 12-17 and 18-36 for the gelu launched 32-37; 38-100 nothing follows: sync
+    # until the device sync (80-90) returns, as in any gap, then other (all other before 2026-12-07)
     assert result.gpu_window_us_per_step == 100.0
     assert result.gpu_busy_us_per_step == 4.0
     assert result.launch_wait_us_per_step == 34.0
-    assert (result.sync_wait_us_per_step, result.queued_idle_us_per_step, result.other_idle_us_per_step) == (0, 0, 62)
+    assert (result.sync_wait_us_per_step, result.queued_idle_us_per_step, result.other_idle_us_per_step) == (52, 0, 10)
     assert result.bound == "cpu"
     # dispatch SELF time inside the waits: t 2-5, mul 10-12 and 17-18 + its launch 12-16 (0-16: 9 µs);
     # mul 18-20, the query 21-22, gelu 30-32 + its launch 32-36 (18-36: 9 µs) = 18 µs of 24

@@ -13,7 +13,8 @@ is classified by the activity that ends it:
 - `sync`: otherwise, until the CPU returned from a synchronisation or blocking host copy overlapping the gap;
 - `launch`: the rest, when the activity's launch call returned after that point and the activity started within
   `LAUNCH_SLACK_NS` of the call returning: the GPU waited for the CPU to dispatch it;
-- `other`: the rest otherwise (no launch recorded, or no later activity on the device);
+- `other`: the rest otherwise (no launch recorded, or no later activity on the device); the time after a
+  device's last activity is `sync` until the CPU left a sync overlapping it, the rest `other`;
 - `compile`: idle time inside compilation spans, when the caller passes them as `excluded`.
 Verdict: the critical path's what-ifs over the same steps decide it where they can (`agreed_with`: "cpu" when
 all CPU work 2× faster saves at least twice what all GPU work 2× faster saves, "gpu" the other way round, else
@@ -437,6 +438,22 @@ THRESHOLDS = (
 )
 
 
+def _with_tails(
+    rows: np.ndarray, device: np.ndarray, gap: tuple[np.ndarray, np.ndarray], tail: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, device) segments: the gaps' at `rows` (on `device`, sorted by device) and each device's tail
+    (indexed by device) after that device's gaps, so that the segments stay sorted by (device, start)."""
+    index = np.concatenate((rows, np.full(tail[0].size, -1)))
+    on = np.concatenate((device, np.arange(tail[0].size)))
+    order = np.argsort(on, kind="stable")
+    index, on = index[order], on[order]
+    is_tail = index < 0
+    safe = np.maximum(index, 0)
+    start = np.where(is_tail, tail[0][on], gap[0][safe])
+    end = np.where(is_tail, tail[1][on], gap[1][safe])
+    return start, end, on
+
+
 def _step_grid(
     trace: Trace, start: np.ndarray, end: np.ndarray, excluded: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -468,21 +485,18 @@ def _step_grid(
     seg: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     sync_end = np.minimum(boundary, g_end)
     rest_start = np.maximum(g_start, boundary)
-    seg[CAUSES.index("sync")] = (g_start, sync_end, g_device)
     for cause in ("launch", "queued"):
         on = rest_cause == CAUSES.index(cause)
         seg[CAUSES.index(cause)] = (rest_start[on], g_end[on], g_device[on])
-    on = rest_cause == CAUSES.index("other")
+    # each device's trailing idle time, after its last busy interval (no later activity ends it): its sync part
+    # (until the CPU left the last sync overlapping it) is sync, the rest other; after the device's gaps
     trail_end = np.maximum(high, last_busy_end)
-    # each device's trailing idle time, after its last busy interval, goes after its gaps: stable by device
-    other = np.concatenate((np.flatnonzero(on), np.full(devices.size, -1)))
-    other_device = np.concatenate((g_device[on], np.arange(devices.size)))
-    order = np.argsort(other_device, kind="stable")
-    other, other_device = other[order], other_device[order]
-    tail = other < 0
-    o_start = np.where(tail, last_busy_end[other_device], rest_start[np.maximum(other, 0)])
-    o_end = np.where(tail, trail_end[other_device], g_end[np.maximum(other, 0)])
-    seg[CAUSES.index("other")] = (o_start, o_end, other_device)
+    trail_sync_end = np.clip(_sync_release(trace, last_busy_end, trail_end), last_busy_end, trail_end)
+    seg[CAUSES.index("sync")] = _with_tails(
+        np.arange(g_start.size), g_device, (g_start, sync_end), (last_busy_end, trail_sync_end)
+    )
+    on = np.flatnonzero(rest_cause == CAUSES.index("other"))
+    seg[CAUSES.index("other")] = _with_tails(on, g_device[on], (rest_start, g_end), (trail_sync_end, trail_end))
     busy_bucket, compile_bucket = BUCKETS.index("busy"), BUCKETS.index("compile")
     has_excluded = excluded is not None and excluded.shape[0] > 0
     ex = excluded if excluded is not None and has_excluded else np.zeros((0, 2), dtype=np.int64)
