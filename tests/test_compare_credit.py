@@ -7,17 +7,22 @@ replaced."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 import tracelens
+from tests.conftest import anchor
 from tests.fusion_credit_stdlib import credits, non_anchor_us_per_step, scope_us_per_step
 from tests.independent.warmup_steps import steady_steps
 from tracelens.analyses import AnalysisResults, analyze
 from tracelens.analyses.compare import Comparison, compare_variants
+from tracelens.cli import main
 
+TRACES = Path(__file__).resolve().parent.parent / "traces/h200"
 FOLDERS = (Path("traces/h200"), Path("traces/h200/block"), Path("traces/h200/extra"))
 
 
@@ -229,3 +234,23 @@ def test_the_docs_say_how_much_ties_decide() -> None:
         tied, credited = sum(r[2] for r in rows), sum(r[0] for r in rows)
         assert f"{tied:,.1f} of {credited:,.1f}" in doc, (name, tied, credited)
         _analyzed.cache_clear()
+
+
+def test_another_programs_fused_kernels_are_not_credited(tmp_path: Path) -> None:
+    """An RMSNorm kernel of an MI300X trace was credited with replacing the study's H200 gelu and mul (180.3
+    µs/step "by a tie"; new user, 2026-12-07): a variant that is another program than the baseline (here another
+    GPU, read from the traces' deviceProperties) gets no fused-kernel row and no balance, and a sentence says so;
+    the study's own variants keep theirs."""
+    other = anchor("amd_tracelens/torch_compile_triton/trace.json.gz")
+    eager = TRACES / "eager_mlp.json.gz"
+    for path in (eager, other):
+        with gzip.open(path, "rt") as handle:
+            assert json.load(handle)["deviceProperties"]  # two GPUs named by the traces themselves
+    out = tmp_path / "c.json"
+    assert main(["compare", str(eager), str(other), "--format", "json", "-o", str(out), "--no-cache"]) == 0
+    document = json.loads(out.read_text())
+    assert document["fusions"] == [] and document["fusion_balance"] == []
+    assert any("fused kernels are not credited with eager_mlp's ops" in v for v in document["verdicts"])
+    study = [TRACES / f"{v}_mlp.json.gz" for v in ("eager", "compiled", "liger")]
+    assert main(["compare", *map(str, study), "--format", "json", "-o", str(out), "--no-cache", "--force"]) == 0
+    assert {row["variant"] for row in json.loads(out.read_text())["fusions"]} == {"compiled_mlp", "liger_mlp"}

@@ -186,8 +186,8 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
     variants = [
         _variant(name, trace, results, rows) for (name, trace, results), rows in zip(items, components, strict=True)
     ]
-    fusions, balance = _fusions(items)
     shapes = {name: program_of(results) for name, _, results in items}
+    fusions, balance, uncredited = _fusions(items, shapes)
     removed = [
         row
         for row in graph_removals([graph_side(name, trace, results) for name, trace, results in items])
@@ -209,6 +209,7 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         break_even=break_even([(v.name, v.shapes) for v in variants]),
         verdicts=[
             *others,
+            *uncredited,
             *_verdicts(variants, [results for _, _, results in items]),
             *map(removal_sentence, removed),
             *map(drift_sentence, drifts),
@@ -348,9 +349,13 @@ def _metadata_ops_per_step(trace: Trace) -> float:
     return round(float(np.median(per_step)), 3)
 
 
-def _fusions(items: list[tuple[str, Trace, AnalysisResults]]) -> tuple[list[FusedKernel], list[FusionBalance]]:
+def _fusions(
+    items: list[tuple[str, Trace, AnalysisResults]], shapes: dict[str, ProgramShape | None]
+) -> tuple[list[FusedKernel], list[FusionBalance], list[str]]:
     """For every fused kernel of every variant, the baseline kernels it replaced in this place of the program
-    (analyses/fused_credit.py), and per variant the balance of credited, kept and unplaced time.
+    (analyses/fused_credit.py), per variant the balance of credited, kept and unplaced time, and a sentence for
+    each variant left out because it is another program than the baseline (`other_program`: its kernels
+    replaced none of the baseline's).
 
     The baseline is the first variant given that has memory-bound kernels from unfused ops."""
     baseline = next(
@@ -358,19 +363,27 @@ def _fusions(items: list[tuple[str, Trace, AnalysisResults]]) -> tuple[list[Fuse
         None,
     )
     if baseline is None:
-        return [], []
+        return [], [], []
     base_name, base_trace, base_report = baseline
     base_slots = kernel_slots(base_trace, _categories(base_report))
     fusions: list[FusedKernel] = []
     balances: list[FusionBalance] = []
+    uncredited: list[str] = []
     for name, trace, results in items:
         if name == base_name:
+            continue
+        if (why := _other_program(shapes, base_name, name)) is not None:  # said in full where items[0] is the base
+            said = base_name == items[0][0]
+            uncredited.append(
+                f"{name}'s fused kernels are not credited with {base_name}'s ops: not a variant of it"
+                + ("" if said else f" ({why})")
+            )
             continue
         rows, balance = _variant_fusions(name, trace, results, base_name, base_report, base_slots)
         if rows:
             fusions += rows
             balances.append(balance)
-    return fusions, balances
+    return fusions, balances, uncredited
 
 
 def _categories(results: AnalysisResults) -> dict[str, str]:
