@@ -117,3 +117,23 @@ def test_the_docs_table_is_compares(eager: str, graph: str, capsys: pytest.Captu
     )
     docs = (Path(__file__).resolve().parent.parent / "docs" / "cuda_graphs.md").read_text(encoding="utf-8")
     assert line in docs.splitlines(), line
+
+
+def test_each_graph_variant_is_paired_with_the_eager_variant_of_its_program(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`compare mlp_eager mlp_graph block_eager block_graph`: the block's graph variant against the block's eager
+    one, not none at all (the first eager variant, the MLP, is another program than the block; auditor,
+    2026-12-07), each row's figures the raw counts (tests/independent/graph_removal_stdlib.py)."""
+    names = ("mlp_eager", "mlp_graph", "block_eager", "block_graph")
+    out, _ = run_cli(capsys, "compare", *(str(GRAPHS / f"{n}.json.gz") for n in names), "--format", "json")
+    document = json.loads(out)
+    pairs = [(r["baseline"]["variant"], r["variant"]["variant"]) for r in document["graph_removed"]]
+    assert pairs == [("mlp_eager", "mlp_graph"), ("block_eager", "block_graph")]
+    paths = {v["name"]: v["path"] for v in document["variants"]}
+    block = document["graph_removed"][1]
+    for side in ("baseline", "variant"):
+        analyzed, _ = run_cli(capsys, "analyze", paths[block[side]["variant"]], "--format", "json")
+        raw = stdlib.counts(paths[block[side]["variant"]], json.loads(analyzed)["step_numbers"])
+        for field, key in RAW.items():
+            assert block[side][field] == pytest.approx(raw[key], abs=0.01), (side, field)

@@ -188,11 +188,10 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
     ]
     shapes = {name: program_of(results) for name, _, results in items}
     fusions, balance, uncredited = _fusions(items, shapes)
-    removed = [
-        row
-        for row in graph_removals([graph_side(name, trace, results) for name, trace, results in items])
-        if _other_program(shapes, row.baseline.variant, row.variant.variant) is None
-    ]
+    removed = graph_removals(  # each graph variant against the first eager variant of its program
+        [graph_side(name, trace, results) for name, trace, results in items],
+        lambda before, after: _other_program(shapes, before, after) is None,
+    )
     checks = prediction_checks([(name, results) for name, _, results in items], shapes)
     others = [
         f"{name} is another program than {items[0][0]} ({why}): not a variant of it"

@@ -1,9 +1,9 @@
 """What a CUDA graph removed from a step, eager against graph variant (`compare`, issue #29).
 
 Contract: `graph_side(trace, results) -> GraphSide` (pure) gives one variant's per-step counts over the steps its
-summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides)` pairs the
-first variant with no graph launches (the eager baseline) with every variant that has some, as
-`GraphRemoval` rows (baseline − variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
+summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides, same_program)`
+pairs every variant that has graph launches with the first variant with none that is the same program (the eager
+baseline; `compare` passes its another-program rule), as `GraphRemoval` rows (baseline − variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
 
 - `launch_calls`: kernel-launch runtime/driver calls (`cudaLaunchKernel`, `cuLaunchKernel`, ...; the names of
   `model.cuda_graphs.KERNEL_LAUNCH_NAMES`) in the step; `graph_launches`: `cudaGraphLaunch` calls;
@@ -17,6 +17,8 @@ A step's CPU events belong to it by start, GPU activity by its launch (`Links.st
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import msgspec
 import numpy as np
@@ -115,14 +117,17 @@ def graph_side(name: str, trace: Trace, results: AnalysisResults) -> GraphSide:
     )
 
 
-def graph_removals(sides: list[GraphSide]) -> list[GraphRemoval]:
-    """The first variant without graph launches against each variant with some (module docstring)."""
-    eager = next((s for s in sides if s.graph_launches == 0), None)
-    if eager is None:
-        return []
+def graph_removals(
+    sides: list[GraphSide], same_program: Callable[[str, str], bool] = lambda before, after: True
+) -> list[GraphRemoval]:
+    """Each variant with graph launches against the first variant without any that is the same program as it
+    (`same_program(eager variant, graph variant)`; module docstring); none where no such variant is given."""
     rows = []
     for side in sides:
         if side.graph_launches is None or side.graph_launches <= 0:
+            continue
+        eager = next((s for s in sides if s.graph_launches == 0 and same_program(s.variant, side.variant)), None)
+        if eager is None:
             continue
         removed: dict[str, float | None] = {}
         for field in GRAPH_REMOVAL_FIELDS:
