@@ -44,6 +44,9 @@ def test_step_figures_equal_the_independent_reading(path: Path) -> None:
         assert row.gpu_window_us == pytest.approx(want["busy_us"] + want["idle_us"], abs=0.002), row.number
         assert row.step_us == pytest.approx(want["step_us"], abs=0.002), row.number
         assert row.queue_backlog_us == pytest.approx(want["backlog_us"], abs=0.002), row.number
+    for row in results.summary.step_table:  # the CPU side, with or without GPU activity
+        assert row.cpu_ops == expected[row.number]["cpu_ops"], row.number
+        assert row.cpu_us == pytest.approx(expected[row.number]["cpu_us"], abs=0.002), row.number
 
 
 @pytest.mark.parametrize("path", ALL, ids=_ids(ALL))

@@ -58,7 +58,8 @@ def _ns(value: Any) -> int:
 
 def step_figures(path: str) -> list[dict[str, float]]:
     """One dict per ProfilerStep in start order: number, cpu_start_ns, cpu_end_ns, window_start_ns,
-    window_end_ns, busy_us, idle_us, step_us, backlog_us."""
+    window_end_ns, busy_us, idle_us, step_us, backlog_us, cpu_ops (`cpu_op` events starting in the step's CPU
+    span), cpu_us (that span's length)."""
     events = load_events(path)
     steps: dict[int, list[int]] = {}
     for e in events:
@@ -103,6 +104,7 @@ def step_figures(path: str) -> list[dict[str, float]]:
                 break
     devices = sorted({device for device, _, _, _ in gpu})
     busy_by_device = {d: _union(sorted((s, t) for dev, s, t, _ in gpu if dev == d)) for d in devices}
+    op_starts = [_ns(e["ts"]) for e in events if e.get("cat") == "cpu_op"]
     rows: list[dict[str, Any]] = []
     previous_end: int | None = None
     for i, (number, (cpu_start, cpu_end)) in enumerate(ordered):
@@ -143,6 +145,8 @@ def step_figures(path: str) -> list[dict[str, float]]:
                 "idle_us": (window_ns - busy_ns) / 1000,
                 "step_us": step_ns / 1000,
                 "backlog_us": (gpu_end - cpu_end) / 1000,
+                "cpu_ops": sum(1 for t in op_starts if cpu_start <= t < cpu_end),
+                "cpu_us": (cpu_end - cpu_start) / 1000,
             }
         )
         previous_end = gpu_end
