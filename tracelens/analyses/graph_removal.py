@@ -1,9 +1,10 @@
 """What a CUDA graph removed from a step, eager against graph variant (`compare`, issue #29).
 
 Contract: `graph_side(trace, results) -> GraphSide` (pure) gives one variant's per-step counts over the steps its
-summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides, same_program)`
-pairs every variant that has graph launches with the first variant with none that is the same program (the eager
-baseline; `compare` passes its another-program rule), as `GraphRemoval` rows (baseline − variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
+summary analyzed (`Summary.step_numbers`), each the median over those steps; `graph_removals(sides,
+same_program)` pairs every variant that has graph launches with the first variant with none that is the same
+program (the eager baseline; `compare` passes its another-program rule), as `GraphRemoval` rows (baseline −
+variant). Definitions (docs/cuda_graphs.md#compare-what-the-graph-removed):
 
 - `launch_calls`: kernel-launch runtime/driver calls (`cudaLaunchKernel`, `cuLaunchKernel`, ...; the names of
   `model.cuda_graphs.KERNEL_LAUNCH_NAMES`) in the step; `graph_launches`: `cudaGraphLaunch` calls;
