@@ -250,6 +250,7 @@ def _components_table(result: Comparison) -> Table:
         title="Kernel µs per step by block component (kernels per step)",
         title_justify="left",
         caption=(
+            "µs: the mean over the steps (the variants table's are medians); "
             "from record_function scopes, backward nodes, kernel names or GEMM shapes; —: not placed (mostly by "
             "kernel names, or no scope of that name), its kernels in the row 'not placed'"
             + _scoped_gemms(result)

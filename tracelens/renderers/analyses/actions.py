@@ -166,8 +166,15 @@ def every_action_table(result: Actions, window: str = "step") -> Table:
             us_text(action.saved_us) + (" (slower)" if action.saved_us < 0 else ""),  # the notes may be dropped
             ", ".join(n for n in range_notes(action, step_us) if not n.startswith("from ")) or "—",
         )
-    if result.note:  # how they were replayed, and the actions left out with why (never silent)
-        table.caption, table.caption_justify = result.note[:1].upper() + result.note[1:] + ".", "left"
+    caption = result.note[:1].upper() + result.note[1:] + "." if result.note else ""
+    if any(a.action == "fuse" and a.saved_us < 0 for a in result.actions):  # the fusion section says it saves
+        caption += (
+            " A fuse predicted slower: its one kernel is launched from Python as a Triton kernel (as Liger's are),"
+            " which costs the CPU more than the launches it removes save; the fusion section's saving is GPU time"
+            " alone (docs/actions.md#the-fused-kernels-launch)."
+        )
+    if caption:  # how they were replayed, and the actions left out with why (never silent)
+        table.caption, table.caption_justify = caption.strip(), "left"
     return table
 
 

@@ -52,7 +52,7 @@ def dispatch_table(dispatch: Dispatch) -> Table | Text:
     if dispatch.steps == 0:
         return Text("CPU time per step by layer: — (no analyzed step)")
     table = Table(
-        title=f"CPU time per step by layer (self time, all threads): {us_text(dispatch.cpu_us_per_step)} µs",
+        title=f"CPU time per step by layer (self time, all threads; mean): {us_text(dispatch.cpu_us_per_step)} µs",
         title_justify="left",
     )
     table.add_column("layer")
