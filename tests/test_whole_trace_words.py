@@ -1,6 +1,7 @@
 """A trace without steps makes no per-step claim in the summary (issue #27: "else no per-step claims"): the window
 is the whole trace, so the actions' figures are the trace's, said as such ("trace 12,940.0 → 12,412.6 µs",
-"527.4 µs of pointwise kernels"), never "/step" or "step …" (2026-12-07, new user). That the traces have no
+"527.4 µs of pointwise kernels", "replayed as one window"), never "/step", "step …", "1 of 1 analyzed steps"
+or "per step" (2026-12-07, new user). That the traces have no
 ProfilerStep is read from their raw events."""
 
 from __future__ import annotations
@@ -31,8 +32,15 @@ def test_a_trace_without_steps_gets_no_per_step_claim_in_the_summary(
     assert "the whole trace" in summary and "/step" not in summary
     assert not re.search(r"^\s+step [\d,]", summary, re.MULTILINE)
     assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
-    actions = json.loads(capsys.readouterr().out)["actions"]["actions"]
+    document = json.loads(capsys.readouterr().out)
+    actions = document["actions"]["actions"]
     assert actions and not any("/step" in a["basis"] for a in actions)
+    path_notes = (
+        document["critical_path"]["note"],
+        document["critical_path"]["limit_note"],
+        document["actions"]["note"],
+    )
+    assert not any(re.search(r"\b1 (of 1 analyzed )?steps?\b|per step", note) for note in path_notes), path_notes
 
 
 def test_a_trace_with_steps_keeps_its_per_step_words(capsys: pytest.CaptureFixture[str]) -> None:

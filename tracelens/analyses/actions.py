@@ -75,7 +75,7 @@ from tracelens.model.events import I64, Bool, Kind, codes_mask
 from tracelens.model.kernel_names import CATEGORIES, inductor_calls_per_step, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
-from tracelens.model.steps import OPTIMIZER_RANGES, per_step
+from tracelens.model.steps import OPTIMIZER_RANGES, per_step, steps_words
 from tracelens.model.trace import Trace
 from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
@@ -395,8 +395,8 @@ def actions_of(
     ]
     actions.sort(key=lambda a: -a.saved_us)
     note = (
-        f"each action replayed over {count_text(len(graphs), 'step')}; ranges from the calibration on twins "
-        "(docs/actions.md)"
+        f"each action replayed over {steps_words(len(graphs), trace.steps.source)}; ranges from the calibration "
+        "on twins (docs/actions.md)"
     )
     if not actions:  # said first: why there is nothing to rank
         note = "no modelled action is left: " + "; ".join(

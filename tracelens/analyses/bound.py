@@ -45,7 +45,7 @@ from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
 from tracelens.model.trace import Trace
 from tracelens.records import field_names
-from tracelens.units import NS_PER_US
+from tracelens.units import NS_PER_US, count_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -352,10 +352,11 @@ def agreed_with(idle: Bound, path: CriticalPath) -> Bound:
     by_step = {s.number: s.limit for s in path.steps if s.limit != "unknown"}
     steps = [msgspec.structs.replace(s, bound=by_step.get(s.number, s.bound)) for s in idle.steps]
     note = None
+    whole = len(path.steps) == 1 and path.steps[0].number < 0  # the whole-trace window: no steps
+    over = "window (the whole trace)" if whole else count_text(path.steps_analyzed, "step")
     if path.limit != idle.bound:
         note = (
-            f"the idle thresholds alone say {idle.bound}; the what-ifs over the same {path.steps_analyzed} steps "
-            f"decide: {path.limit_note}"
+            f"the idle thresholds alone say {idle.bound}; the what-ifs over the same {over} decide: {path.limit_note}"
         )
     return msgspec.structs.replace(
         idle, bound=path.limit, steps=steps, idle_verdict=idle.bound, verdict_basis="what-if", verdict_note=note

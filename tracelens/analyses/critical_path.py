@@ -492,11 +492,12 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
     spans = [a.base.step_ns / NS_PER_US for a in analyzed]
     odd = sum(1 for s in steps if s.unrepresentative)
     apart = [s.number for s in steps if not s.in_means]
+    whole = len(steps) == 1 and steps[0].number < 0  # the whole-trace window: no steps
     note = (
-        f"{len(steps)} of {window.n_steps} analyzed steps replayed"
+        ("replayed as one window" if whole else f"{len(steps)} of {window.n_steps} analyzed steps replayed")
         + (f" (every {sampled}th: the steps' graphs exceed {MAX_TOTAL_NODES:,} nodes in all)" if sampled > 1 else "")
         + (f", {too_big} above {MAX_NODES:,} nodes left out" if too_big else "")
-        + "; figures are means per step; the path drawn is "
+        + ("; the path drawn is " if whole else "; figures are means per step; the path drawn is ")
         + (f"step {median_step.number}'s (median length)" if median_step.number >= 0 else "the whole trace's")
         + (f"; {odd} unrepresentative (see steps)" if odd else "")
         + (f"; step {apart[0]}, the first (warm-up), {LEFT_OUT}" if apart else "")
@@ -638,7 +639,10 @@ def _overlap_ns(intervals: np.ndarray | None, start_ns: int, end_ns: int) -> int
 
 
 def _limit_note(limit: str, cpu_us: float, gpu_us: float, steps: list[StepPath]) -> str:
+    """The limit in a sentence with its what-ifs and how many steps alone say the same (none said for the
+    whole-trace window: one window, no steps)."""
     agree = sum(1 for s in steps if s.limit == limit)
+    whole = len(steps) == 1 and steps[0].number < 0
     head = {
         "cpu": "CPU work limits the steps",
         "gpu": "GPU work limits the steps",
@@ -646,8 +650,15 @@ def _limit_note(limit: str, cpu_us: float, gpu_us: float, steps: list[StepPath])
         "unknown": "neither faster CPU nor faster GPU work shortens the steps",
     }[limit]
     return (
-        f"{head}: all CPU work 2× faster saves {cpu_us:,.1f} µs per step, all GPU work 2× faster {gpu_us:,.1f} µs "
-        f"(mean of {len(steps)}; {agree} of {count_text(len(steps), 'step')} alone say {limit})"
+        (
+            f"{head}: all CPU work 2× faster saves {cpu_us:,.1f} µs per step, all GPU work 2× faster {gpu_us:,.1f} µs "
+            f"(mean of {len(steps)}; {agree} of {count_text(len(steps), 'step')} alone say {limit})"
+        )
+        if not whole
+        else (
+            f"{head.replace('the steps', 'the whole trace')}: all CPU work 2× faster saves {cpu_us:,.1f} µs, all GPU "
+            f"work 2× faster {gpu_us:,.1f} µs (the whole trace: no steps)"
+        )
     )
 
 

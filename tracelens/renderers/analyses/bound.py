@@ -81,7 +81,12 @@ def bound_text(bound: Bound) -> Text:
         f"CPU dispatch self time per step{pct} ran while the GPU waited for a launch{of_gpu}.\n"
     )
     text.append(
-        f"GPU per step (mean of {len(bound.steps)}): window {us_text(bound.gpu_window_us_per_step)} µs = busy "
+        (
+            "GPU over the whole trace (no steps)"
+            if len(bound.steps) == 1 and bound.steps[0].number < 0
+            else f"GPU per step (mean of {len(bound.steps)})"
+        )
+        + f": window {us_text(bound.gpu_window_us_per_step)} µs = busy "
         f"{us_text(bound.gpu_busy_us_per_step)} µs "
         f"+ idle waiting for launches {us_text(bound.launch_wait_us_per_step)} µs, on syncs/host copies "
         f"{us_text(bound.sync_wait_us_per_step)} µs, with work already queued "

@@ -25,12 +25,18 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
     n = result.steps_analyzed
     head = Text()
     head.append("Critical path", style="bold")
-    head.append(
-        f" over {n} step{'s' if n != 1 else ''}: span {us_text(result.step_us)} µs per step "
-        f"(min {us_text(result.step_us_min)}, "
-        f"max {us_text(result.step_us_max)}) from each step's CPU start, or the end of earlier steps' GPU work on "
-        f"its streams where that is later, to its last CPU or GPU end ({result.note})"
-    )
+    if results.summary.facts.step_source == "whole_trace":  # one window, no steps: no per-step words
+        head.append(
+            f" of the whole trace (no steps): span {us_text(result.step_us)} µs from its first CPU or GPU event "
+            f"to its last ({result.note})"
+        )
+    else:
+        head.append(
+            f" over {n} step{'s' if n != 1 else ''}: span {us_text(result.step_us)} µs per step "
+            f"(min {us_text(result.step_us_min)}, "
+            f"max {us_text(result.step_us_max)}) from each step's CPU start, or the end of earlier steps' GPU work "
+            f"on its streams where that is later, to its last CPU or GPU end ({result.note})"
+        )
     if result.queued_us is not None and result.queued_us >= 0.05:  # at the shown precision
         head.append(
             f"\nEach step's CPU started {us_text(result.queued_us)} µs (mean) before earlier steps' GPU work ended: "
