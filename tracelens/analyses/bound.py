@@ -43,6 +43,7 @@ from tracelens.analyses.profiler_overhead import verdict_without_profiler
 from tracelens.analyses.summary import Summary
 from tracelens.analyses.window import Window, covered_ns, merge_intervals
 from tracelens.model.events import API_KINDS, GPU_ACTIVITY_KINDS, I32, I64, kind_mask
+from tracelens.model.steps import is_whole_trace
 from tracelens.model.trace import Trace
 from tracelens.records import field_names
 from tracelens.units import NS_PER_US, count_text
@@ -352,7 +353,7 @@ def agreed_with(idle: Bound, path: CriticalPath) -> Bound:
     by_step = {s.number: s.limit for s in path.steps if s.limit != "unknown"}
     steps = [msgspec.structs.replace(s, bound=by_step.get(s.number, s.bound)) for s in idle.steps]
     note = None
-    whole = len(path.steps) == 1 and path.steps[0].number < 0  # the whole-trace window: no steps
+    whole = is_whole_trace([s.number for s in path.steps])  # the whole-trace window: no steps
     over = "window (the whole trace)" if whole else count_text(path.steps_analyzed, "step")
     if path.limit != idle.bound:
         note = (

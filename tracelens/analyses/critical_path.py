@@ -59,6 +59,7 @@ from tracelens.model.events import API_KINDS, I64, Bool, Kind, kind_mask
 from tracelens.model.kernel_names import CATEGORIES, short_name
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints, median
+from tracelens.model.steps import is_whole_trace
 from tracelens.model.trace import Trace
 from tracelens.native import extension as _native
 from tracelens.records import field_names
@@ -492,7 +493,7 @@ def critical_path_of(trace: Trace, window: Window, compile_ns: np.ndarray | None
     spans = [a.base.step_ns / NS_PER_US for a in analyzed]
     odd = sum(1 for s in steps if s.unrepresentative)
     apart = [s.number for s in steps if not s.in_means]
-    whole = len(steps) == 1 and steps[0].number < 0  # the whole-trace window: no steps
+    whole = is_whole_trace([s.number for s in steps])  # the whole-trace window: no steps
     note = (
         ("replayed as one window" if whole else f"{len(steps)} of {window.n_steps} analyzed steps replayed")
         + (f" (every {sampled}th: the steps' graphs exceed {MAX_TOTAL_NODES:,} nodes in all)" if sampled > 1 else "")
@@ -642,7 +643,7 @@ def _limit_note(limit: str, cpu_us: float, gpu_us: float, steps: list[StepPath])
     """The limit in a sentence with its what-ifs and how many steps alone say the same (none said for the
     whole-trace window: one window, no steps)."""
     agree = sum(1 for s in steps if s.limit == limit)
-    whole = len(steps) == 1 and steps[0].number < 0
+    whole = is_whole_trace([s.number for s in steps])
     head = {
         "cpu": "CPU work limits the steps",
         "gpu": "GPU work limits the steps",

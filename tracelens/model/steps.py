@@ -12,6 +12,7 @@ on which no per-step claim is made (docs/definitions.md#inferred-steps).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import msgspec
 import numpy as np
@@ -78,6 +79,11 @@ def steps_words(count: int, source: str) -> str:
     if source == "whole_trace":
         return "the whole trace (no steps)"
     return f"{count} step" + ("" if count == 1 else "s")
+
+
+def is_whole_trace(numbers: Sequence[int]) -> bool:
+    """Whether the steps numbered `numbers` are the one whole-trace window of a trace without steps."""
+    return len(numbers) == 1 and numbers[0] == WHOLE_TRACE
 
 
 def per_step(source: str) -> str:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses.bound import Bound
+from tracelens.model.steps import is_whole_trace
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.analyses.actions import LIMIT_SENTENCE
 from tracelens.units import pct_text, us_text
@@ -83,7 +84,7 @@ def bound_text(bound: Bound) -> Text:
     text.append(
         (
             "GPU over the whole trace (no steps)"
-            if len(bound.steps) == 1 and bound.steps[0].number < 0
+            if is_whole_trace([s.number for s in bound.steps])
             else f"GPU per step (mean of {len(bound.steps)})"
         )
         + f": window {us_text(bound.gpu_window_us_per_step)} µs = busy "
