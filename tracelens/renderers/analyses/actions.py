@@ -52,7 +52,8 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
     compiled = results.get(Compiled)
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
-    if results.summary.facts.step_source == "whole_trace":  # no step: the one window is the whole trace
+    whole = results.summary.facts.step_source == "whole_trace"  # no step: the one window is the whole trace
+    if whole:
         warm = "; it holds compilation or a capture: warm-up" if warmup else ""
         head.append(f" — the whole trace, {us_text(s.step_us)} µs profiled (no steps{warm})")
     else:
@@ -120,7 +121,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
         if len(targets) > 22:
             targets = targets[:21].rstrip(", →:0123456789") + "…"  # never a cut number before the ellipsis
         free_us = None if apart else s.profiler_free_step_us  # the median step's: a saving of the mean span's only
-        window = "trace" if results.summary.facts.step_source == "whole_trace" else "step"
+        window = "trace" if whole else "step"
         lines = _action_lines(rank, action, targets, s.step_us, free_us, window)  # where the two steps agree
         if used + len(lines) > SUMMARY_LINES:
             break
@@ -135,7 +136,6 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     head.append("\nMore: --section bound, critical_path, fusion; models: docs/actions.md")
     # the table also where every action is shown above: its caption says which actions are left out, and why
     table = len(result.actions) > shown or (bool(result.actions) and "left out" in result.note)
-    whole = results.summary.facts.step_source == "whole_trace"
     return [head, every_action_table(result, "the trace" if whole else "step") if table else None]
 
 
