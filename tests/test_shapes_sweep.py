@@ -108,10 +108,10 @@ def test_text_tables_fit_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     ours = out[out.index("Shape sweep of eager_geglu") :].split("What the figures say")[0].splitlines()
     assert max(len(line.rstrip()) for line in ours) <= 80  # the tables (sentences wrap at the console's width)
-    # the 4096-token rows: kernel µs, first step ms, compile ms; then its break-even against eager
+    # the 4096-token rows: steps (how many), step #, kernel µs, first step ms, compile ms; then its break-even
     assert [line for line in ours if "4096×2048" in line] == [
-        "│ 4096×2048 │ 5     │   1,198.2 │         — │      4.3 │        0.0 │",
-        "│ 4096×2048 │ 5     │   1,134.0 │         — │    710.5 │      696.7 │",
+        "│ 4096×2048 │     1 │ 5      │   1,198.2 │         — │      4.3 │        0.0 │",
+        "│ 4096×2048 │     1 │ 5      │   1,134.0 │         — │    710.5 │      696.7 │",
         "│ 4096×2048 │ eager_geglu │      696.7 │      64.3 │  10,843 │",
     ]
 
@@ -126,8 +126,8 @@ def test_report_comparison_has_the_sweep_tables() -> None:
     panels = {panel.id: panel for panel in section.panels}
     assert panels["compare-shapes"].table is not None and panels["compare-break-even"].table is not None
     shapes = panels["compare-shapes"].table.rows
-    assert shapes[6][:3] == ("compiled_default_geglu", "2048×2048", "2, 4")
-    assert shapes[6][6:] == ("881.5", "0/1")  # the dynamic-shape recompile, at the second shape
+    assert shapes[6][:4] == ("compiled_default_geglu", "2048×2048", "2", "2, 4")  # steps: how many, step #: which
+    assert shapes[6][7:] == ("881.5", "0/1")  # the dynamic-shape recompile, at the second shape
     # after it, no compile: break-even 0 steps at 3072 tokens
     assert ("compiled_default_geglu", "eager_geglu", "3072×2048", "0.0", "54.5", "0") in panels[
         "compare-break-even"

@@ -20,7 +20,7 @@ from tracelens.analyses.compiled import steady_steps
 from tracelens.analyses.components import ComponentRow, block_components
 from tracelens.analyses.fused_credit import Credit, Slots, Unit, credit, kernel_slots
 from tracelens.analyses.graph_removal import GraphRemoval, graph_removals, graph_side, removal_sentence
-from tracelens.analyses.shapes_sweep import BreakEven, ShapeRow, break_even, sweep_shapes
+from tracelens.analyses.shapes_sweep import SWEEP, BreakEven, ShapeRow, break_even, step_shapes
 from tracelens.analyses.summary import KernelRow, OpRow, StepFigures
 from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
@@ -88,7 +88,7 @@ class Variant(msgspec.Struct, frozen=True):
     kernels_by_category: dict[str, float]  # kernels per step
     kernels: list[KernelRow]
     components: list[ComponentRow]  # kernels per block component (analyses/components.py)
-    shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, on sweep traces (else empty)
+    shapes: list[ShapeRow] = msgspec.field(default_factory=list)  # per input shape, where steps have two or more
     # "inferred" (steps from repeated calls, model.steps.infer_steps) or "whole_trace" (no steps: no per-step
     # claims, docs/shapes.md)
     step_source: str = "ProfilerStep"
@@ -96,6 +96,9 @@ class Variant(msgspec.Struct, frozen=True):
     # "measured", "estimated" or None)
     profiler_free_step_us: float | None = None
     profiler_free_source: str | None = None
+    # what the shapes are (`shapes_sweep.StepShapes.pattern`): "sweep", "first_gemm_varies" (no per-shape claims,
+    # no break-even) or None (fewer than two shapes)
+    shape_pattern: str | None = None
 
 
 class ClockDrift(msgspec.Struct, frozen=True):
@@ -205,7 +208,7 @@ def compare_variants(items: list[tuple[str, Trace, AnalysisResults]]) -> Compari
         variants=variants,
         fusions=fusions,
         fusion_balance=balance,
-        break_even=break_even([(v.name, v.shapes) for v in variants]),
+        break_even=break_even([(v.name, v.shapes) for v in variants if v.shape_pattern == SWEEP]),
         verdicts=[
             *others,
             *uncredited,
@@ -308,6 +311,7 @@ def _gemms_elsewhere(component: str, row: ComponentRow, variant: Variant) -> boo
 
 def _variant(name: str, trace: Trace, results: AnalysisResults, components: list[ComponentRow]) -> Variant:
     summary = results.summary
+    shapes = step_shapes(trace, results.compiled.compiles if results.compiled else [])
     by_category: dict[str, float] = {}
     for row in summary.kernels:
         by_category[row.category] = round(by_category.get(row.category, 0.0) + row.calls_per_step, 3)
@@ -324,10 +328,11 @@ def _variant(name: str, trace: Trace, results: AnalysisResults, components: list
         kernels_by_category=dict(sorted(by_category.items())),
         kernels=summary.kernels,
         components=components,
-        shapes=sweep_shapes(trace, results.compiled.compiles if results.compiled else []),
+        shapes=shapes.rows,
         step_source=trace.steps.source,
         profiler_free_step_us=summary.profiler_free.step_us if summary.profiler_free is not None else None,
         profiler_free_source=summary.profiler_free.source if summary.profiler_free is not None else None,
+        shape_pattern=shapes.pattern,
     )
 
 

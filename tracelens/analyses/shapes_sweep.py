@@ -1,7 +1,8 @@
 """Shape sweeps: steps grouped by input shape, compiles per new shape, and the break-even of compiling.
 
-Contract: `sweep_shapes(trace, compiles) -> list[ShapeRow]` (empty unless the trace's complete steps have at
-least two distinct shapes) and `break_even(variants) -> list[BreakEven]`; pure. Definitions (docs/shapes.md):
+Contract: `step_shapes(trace, compiles) -> StepShapes` (`rows`: one `ShapeRow` per shape, empty unless the
+trace's complete steps have at least two distinct shapes; their `pattern`) and `break_even(variants) ->
+list[BreakEven]` (of `SWEEP` variants only); pure. Definitions (docs/shapes.md):
 
 - A step's **shape** is the first input's `Input Dims` of the op that launched the step's first GEMM kernel
   (by launch time; failing a GEMM, its first kernel with a launching op that recorded `Input Dims`), written
@@ -14,6 +15,11 @@ least two distinct shapes) and `break_even(variants) -> list[BreakEven]`; pure. 
   (None when the shape appeared only once: its only step paid its first-call costs); `first_step_us`: the
   period of its first step, with whatever that step paid (compilation, Triton JIT, cuDNN plan set-up).
 - `compile_ms`: the compile time (`compiled.compiles`) of the compile ids that started in the shape's steps.
+- **Pattern** of two or more distinct shapes: `SWEEP` ("shape sweep") where every shape has at least two
+  dimensions and all share the last one, the feature size: one GEMM input at several token counts (whether a
+  benchmark chose them or the data brought them, the trace does not say); else `FIRST_GEMM_VARIES`: the steps'
+  first GEMMs are not one GEMM at several token counts (a 1-D first input such as `aten::addmm`'s bias, or
+  another feature size: another GEMM ran first), so nothing is compared per shape and no break-even is made.
 - **Break-even** of a variant that compiled against one that did not, per shape both ran:
   `ceil(compile_ms / (baseline kernel_us − compiled kernel_us))` steps of that shape; 0 when nothing compiled
   for it; None ("never") when the compiled kernels are not faster.
@@ -30,7 +36,7 @@ import numpy as np
 
 from tracelens.analyses.activity import gpu_activity, step_windows
 from tracelens.analyses.compiled import compile_intervals, overlaps_intervals
-from tracelens.analyses.window import select_window
+from tracelens.analyses.window import Window, select_window
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.units import NS_PER_US
@@ -55,6 +61,18 @@ class ShapeRow(msgspec.Struct, frozen=True):
     compile_ids: list[str]
 
 
+SWEEP = "sweep"
+FIRST_GEMM_VARIES = "first_gemm_varies"
+
+
+class StepShapes(msgspec.Struct, frozen=True):
+    """The shapes of a trace's complete steps: `rows` (`step_shapes`) and their `pattern` (`SWEEP`,
+    `FIRST_GEMM_VARIES`, or None with fewer than two shapes, when `rows` is empty)."""
+
+    pattern: str | None
+    rows: list[ShapeRow]
+
+
 class BreakEven(msgspec.Struct, frozen=True):
     """Steps of `shape` after which `variant`'s compile time is paid back by its faster kernels."""
 
@@ -67,12 +85,27 @@ class BreakEven(msgspec.Struct, frozen=True):
     steps: int | None  # None: never (not faster)
 
 
-def sweep_shapes(trace: Trace, compiles: list[CompileEvent]) -> list[ShapeRow]:
-    """The shapes of the complete steps, in order of first appearance; [] when there are fewer than two."""
+def step_shapes(trace: Trace, compiles: list[CompileEvent]) -> StepShapes:
+    """The shapes of the complete steps, in order of first appearance ([] when there are fewer than two), and
+    their pattern (module docstring)."""
     window = select_window(trace)
     keys = _step_shapes(trace, window.step_indices)
-    if len({k for k in keys if k is not None}) < 2:
-        return []
+    distinct = {k for k in keys if k is not None}
+    if len(distinct) < 2:
+        return StepShapes(None, [])
+    return StepShapes(shape_pattern(distinct), _rows(trace, compiles, window, keys))
+
+
+def shape_pattern(shapes: set[tuple[int, ...]]) -> str:
+    """`SWEEP` where every shape has two or more dimensions and all share the last, else `FIRST_GEMM_VARIES`."""
+    one_feature_size = len({s[-1] for s in shapes}) == 1
+    return SWEEP if one_feature_size and all(len(s) >= 2 for s in shapes) else FIRST_GEMM_VARIES
+
+
+def _rows(
+    trace: Trace, compiles: list[CompileEvent], window: Window, keys: list[tuple[int, ...] | None]
+) -> list[ShapeRow]:
+    """One row per distinct shape of `keys` (one key per step of `window`), in order of first appearance."""
     kernel_us = _kernel_us_outside_compilation(trace, window.step_indices)
     period_us = step_windows(trace).period_ns[window.step_indices] / NS_PER_US
     numbers = window.step_numbers

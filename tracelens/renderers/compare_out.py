@@ -11,6 +11,7 @@ from tracelens import __version__
 from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison, Variant
 from tracelens.analyses.components import UNRECORDED, ComponentRow
+from tracelens.analyses.shapes_sweep import FIRST_GEMM_VARIES, SWEEP
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, droppable
 from tracelens.renderers.text import make_console, print_parts, render_to_string
@@ -50,6 +51,7 @@ def compare_dict(comparison: Comparison) -> dict[str, Any]:
             "kernels": plain(v.kernels),
             "components": plain(v.components),
             "shapes": plain(v.shapes),
+            "shape_pattern": v.shape_pattern,
             "step_source": v.step_source,
         }
         for v in comparison.variants
@@ -302,31 +304,54 @@ def _optional_count(value: float | None) -> str:
 
 
 def _shapes_tables(result: Comparison) -> list[Table]:
-    """One table per variant with shapes (80 columns: the variant is the title)."""
-    tables = []
-    for v in result.variants:
-        if not v.shapes:
-            continue
-        table = Table(title=f"Shape sweep of {v.name}: steps by first GEMM's input", title_justify="left")
-        for column in ("shape", "steps", "kernel µs", "repeat µs", "first ms", "compile ms"):
-            table.add_column(column, justify="left" if column in ("shape", "steps") else "right")
-        for row in v.shapes:
-            table.add_row(
-                row.shape,
-                ",".join(map(str, row.steps)),
-                us_text(row.kernel_us),
-                us_text(row.step_us),
-                f"{row.first_step_us / 1000:,.1f}",
-                f"{row.compile_ms:,.1f}",
-            )
-        tables.append(table)
-    if tables:
-        tables[-1].caption = (
-            "kernel µs: median per step, compilation's kernels left out; repeat: median period of the "
-            "shape's later steps that compiled nothing (— if it ran once); first: its first step's period, "
-            "with its compile, JIT or set-up (docs/shapes.md)"
+    """One table per variant with shapes (80 columns: the variant is the title): a shape sweep's figures per
+    shape, or where the first GEMM varies by step only its inputs and their steps."""
+    sweeps = [_sweep_table(v) for v in result.variants if v.shapes and v.shape_pattern == SWEEP]
+    if sweeps:
+        sweeps[-1].caption = (
+            "steps: how many; step #: their numbers; kernel µs: median per step, compilation's kernels left out; "
+            "repeat: median period of the shape's later steps that compiled nothing (— if it ran once); first: "
+            "its first step's period, with its compile, JIT or set-up (docs/shapes.md)"
         )
-    return tables
+    varies = [v for v in result.variants if v.shapes and v.shape_pattern == FIRST_GEMM_VARIES]
+    return [*sweeps, _varies_table(varies)] if varies else list(sweeps)
+
+
+def _sweep_table(v: Variant) -> Table:
+    table = Table(title=f"Shape sweep of {v.name}: steps by first GEMM's input", title_justify="left")
+    for column in ("shape", "steps", "step #", "kernel µs", "repeat µs", "first ms", "compile ms"):
+        table.add_column(column, justify="left" if column in ("shape", "step #") else "right")
+    for row in v.shapes:
+        table.add_row(
+            row.shape,
+            count(len(row.steps)),
+            _step_numbers(row.steps),
+            us_text(row.kernel_us),
+            us_text(row.step_us),
+            f"{row.first_step_us / 1000:,.1f}",
+            f"{row.compile_ms:,.1f}",
+        )
+    return table
+
+
+def _varies_table(variants: list[Variant]) -> Table:
+    """The first GEMM's first inputs of the variants whose steps ran different GEMMs first: no per-shape figures."""
+    table = Table(title="First GEMM varies by step (not a shape sweep)", title_justify="left")
+    for column in ("variant", "first input", "steps", "step #"):
+        table.add_column(column, justify="right" if column == "steps" else "left")
+    for v in variants:
+        for row in v.shapes:
+            table.add_row(v.name, row.shape, count(len(row.steps)), _step_numbers(row.steps))
+    table.caption = (
+        "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D first input, or another "
+        "last dimension: another GEMM ran first), so nothing is given per shape; steps: how many, step #: their "
+        "numbers (docs/shapes.md#first-gemm-varies-by-step)"
+    )
+    return table
+
+
+def _step_numbers(numbers: list[int]) -> str:
+    return ",".join(map(str, numbers))
 
 
 def _break_even_tables(result: Comparison) -> list[Table]:

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from tracelens.analyses import AnalysisResults
 from tracelens.analyses.compare import Comparison, compare_variants
+from tracelens.analyses.shapes_sweep import FIRST_GEMM_VARIES, SWEEP
 from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import Trace
 from tracelens.report.breakdowns import category_us_per_step
@@ -54,8 +55,10 @@ def comparison_section(items: Sequence[Item]) -> Section:
     panels = [study_table(comparison)]
     if comparison.fusions:
         panels.append(fusion_table(comparison))
-    if any(v.shapes for v in comparison.variants):
+    if any(v.shapes and v.shape_pattern == SWEEP for v in comparison.variants):
         panels.append(shapes_table(comparison))
+    if any(v.shapes and v.shape_pattern == FIRST_GEMM_VARIES for v in comparison.variants):
+        panels.append(first_gemm_varies_table(comparison))
     if comparison.break_even:
         panels.append(break_even_table(comparison))
     if comparison.predictions_checked or comparison.predictions_skipped:
@@ -112,16 +115,22 @@ def predictions_table(comparison: Comparison) -> Panel:
     return Panel(id="compare-predictions", title=PREDICTIONS_TITLE, table=Table(PREDICTION_COLUMNS, rows), note=note)
 
 
-SHAPE_COLUMNS = ("variant", "shape", "steps", "kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles")
+SHAPE_COLUMNS = (
+    *("variant", "shape", "steps", "step #"),
+    *("kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles"),
+)
+VARIES_COLUMNS = ("variant", "first input", "steps", "step #")
 BREAK_EVEN_COLUMNS = ("variant", "vs", "shape", "compile ms", "saving µs per step", "steps to break even")
 
 
 def shapes_table(comparison: Comparison) -> Panel:
-    """Shape sweeps: per variant and input shape, kernel µs, first-step cost and compiles (docs/shapes.md)."""
+    """Shape sweeps: per variant and input shape, its steps (how many, which), kernel µs, first-step cost and
+    compiles (docs/shapes.md)."""
     rows = tuple(
         (
             v.name,
             r.shape,
+            str(len(r.steps)),
             ", ".join(map(str, r.steps)),
             us_text(r.kernel_us),
             us_text(r.step_us),
@@ -130,10 +139,27 @@ def shapes_table(comparison: Comparison) -> Panel:
             ", ".join(r.compile_ids) or "—",
         )
         for v in comparison.variants
+        if v.shape_pattern == SWEEP
         for r in v.shapes
     )
     title = "Shape sweep: steps by first GEMM's input shape (kernel µs without compilation's kernels)"
     return Panel(id="compare-shapes", title=title, table=Table(SHAPE_COLUMNS, rows))
+
+
+def first_gemm_varies_table(comparison: Comparison) -> Panel:
+    """Variants whose steps ran different GEMMs first: their first inputs and steps, no per-shape figures."""
+    rows = tuple(
+        (v.name, r.shape, str(len(r.steps)), ", ".join(map(str, r.steps)))
+        for v in comparison.variants
+        if v.shape_pattern == FIRST_GEMM_VARIES
+        for r in v.shapes
+    )
+    note = (
+        "The steps' first GEMMs are not one GEMM's input at several token counts (a 1-D first input, or another "
+        "last dimension: another GEMM ran first), so nothing is given per shape (docs/shapes.md)"
+    )
+    title = "First GEMM varies by step (not a shape sweep)"
+    return Panel(id="compare-first-gemm", title=title, table=Table(VARIES_COLUMNS, rows), note=note)
 
 
 def break_even_table(comparison: Comparison) -> Panel:
