@@ -81,7 +81,8 @@ def test_text_output_keeps_bracketed_kernel_hints(tmp_path: Path, capsys: pytest
 def test_traces_without_profiler_steps_make_no_per_step_claims(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue #27 item 6: two traces without ProfilerStep and nothing to infer steps from (the whole trace is one
     window) are not ranked by "fastest step" (the audit's "3,890,112 µs/step"); the sentences say why, the table
-    shows no step time. (Wings236's traces, used here before, now have steps inferred from compiled calls.)"""
+    shows the whole trace's length marked "w" as analyze gives it (tests/test_compare_whole_trace.py). (Wings236's
+    traces, used here before, now have steps inferred from compiled calls.)"""
     from tests.conftest import anchor
 
     paths = [
@@ -96,4 +97,4 @@ def test_traces_without_profiler_steps_make_no_per_step_claims(capsys: pytest.Ca
     assert not any("fastest step" in v or "µs/step" in v for v in doc["verdicts"])
     assert main(["compare", *paths, "--width", "200"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("│ trace (whole trace)"))
-    assert row.split("│")[5].strip() == "—"  # step µs
+    assert row.split("│")[5].strip() == "12,940.0 w"  # step µs: the whole trace's length, marked (no steps)

@@ -135,15 +135,16 @@ class Comparison(msgspec.Struct, frozen=True):
 
 
 def clock_drift(variants: list[Variant]) -> list[ClockDrift]:
-    """`ClockDrift` of each later variant against the first, where it is to be said."""
-    if len(variants) < 2 or not variants[0].steps:
+    """`ClockDrift` of each later variant against the first, where it is to be said: between stepped variants only
+    (a whole trace's GEMM time is not a step's)."""
+    if len(variants) < 2 or not variants[0].steps or variants[0].step_source == "whole_trace":
         return []
     first = variants[0]
     base = {k.name: k for k in first.kernels if k.category == "gemm"}
     busy = first.per_step.gpu_busy_us or 0.0
     found = []
     for variant in variants[1:]:
-        if not variant.steps:
+        if not variant.steps or variant.step_source == "whole_trace":
             continue
         same = [
             (base[k.name], k)

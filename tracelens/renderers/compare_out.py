@@ -19,11 +19,14 @@ from tracelens.report.cells import (
     FUSION_COLUMNS,
     PREDICTION_COLUMNS,
     PREDICTIONS_TITLE,
+    WHOLE_TRACE_NOTE,
     balance_line,
     fusion_cells,
     prediction_cells,
     queued_caption,
     skipped_line,
+    step_us_cell,
+    variant_label,
     weak_caption,
 )
 from tracelens.units import us_text
@@ -176,13 +179,12 @@ def _variants_table(result: Comparison) -> Table:
     for v in result.variants:
         p = v.per_step
         categories = ", ".join(f"{name} {count(n)}" for name, n in v.kernels_by_category.items())
-        whole = v.step_source == "whole_trace"
         table.add_row(
-            f"{v.name} (whole trace)" if whole else v.name,
+            variant_label(v),
             _optional_count(p.kernels),
             us_text(p.gpu_kernel_us),
             us_text(p.gpu_busy_us),
-            "—" if whole else us_text(p.step_us),
+            step_us_cell(v),
             _profiler_free_cell(v),
             us_text(v.dispatch_us_per_step),
             us_text(v.exposed_dispatch_us_per_step),
@@ -197,6 +199,8 @@ def _variants_table(result: Comparison) -> Table:
         "the other columns medians: where steps vary, the two can differ); no-profiler step (where shown): measured "
         "by the recording (m) or estimated (e), docs/profiler_overhead.md"
     )
+    if any(v.step_source == "whole_trace" for v in result.variants):
+        table.caption += "; " + WHOLE_TRACE_NOTE
     return table
 
 

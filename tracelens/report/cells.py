@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracelens.analyses.actions import PredictionCheck, PredictionSkip
-from tracelens.analyses.compare import FusedKernel, FusionBalance
+from tracelens.analyses.compare import FusedKernel, FusionBalance, Variant
 from tracelens.model.kernel_names import short_name
 from tracelens.units import change_text, us_text
 
@@ -112,6 +112,26 @@ def balance_line(balance: FusionBalance) -> str:
         f"{balance.kept_change_us_per_step:,.1f} + eager not placed {balance.unplaced_baseline_us_per_step:,.1f}"
         f"{unplaced} − {balance.variant}'s unmatched {balance.unmatched_variant_us_per_step:,.1f}"
     )
+
+
+WHOLE_TRACE_MARK = "w"  # after a variant's step µs: its whole trace's length (no steps)
+WHOLE_TRACE_NOTE = (
+    "step µs w: the whole trace's length, as analyze gives it (no ProfilerStep: not a step time, in no per-step "
+    "comparison; docs/shapes.md#traces-without-profilerstep)"
+)
+
+
+def variant_label(variant: Variant) -> str:
+    """A variant's name in the variants tables: "(whole trace)" after it where it has no steps."""
+    return f"{variant.name} (whole trace)" if variant.step_source == "whole_trace" else variant.name
+
+
+def step_us_cell(variant: Variant) -> str:
+    """The variants tables' step µs: the median step period, or where the variant has no steps its whole trace's
+    length marked `WHOLE_TRACE_MARK` (the value of analyze's "the whole trace, … µs profiled")."""
+    text = us_text(variant.per_step.step_us)
+    whole = variant.step_source == "whole_trace" and variant.per_step.step_us is not None
+    return f"{text} {WHOLE_TRACE_MARK}" if whole else text
 
 
 def _gemms(fusion: FusedKernel) -> str:

@@ -20,11 +20,14 @@ from tracelens.report.cells import (
     FUSION_COLUMNS,
     PREDICTION_COLUMNS,
     PREDICTIONS_TITLE,
+    WHOLE_TRACE_NOTE,
     balance_line,
     fusion_cells,
     prediction_cells,
     queued_caption,
     skipped_line,
+    step_us_cell,
+    variant_label,
     weak_caption,
 )
 from tracelens.report.document import Panel, Section, Table, chart_text
@@ -71,13 +74,13 @@ def study_table(comparison: Comparison) -> Panel:
     """Per variant, per step (median over complete steps): the table `tracelens compare` prints."""
     rows = tuple(
         (
-            v.name,
+            variant_label(v),
             str(v.steps),
             format_value(v.per_step.kernels),
             us_text(v.per_step.gpu_kernel_us),
             us_text(v.per_step.gpu_busy_us),
             us_text(v.per_step.cpu_us),
-            us_text(v.per_step.step_us),
+            step_us_cell(v),
             format_value(v.per_step.launches),
             format_value(v.per_step.cpu_ops),
             format_value(v.metadata_ops_per_step),
@@ -87,7 +90,9 @@ def study_table(comparison: Comparison) -> Panel:
         )
         for v in comparison.variants
     )
-    return Panel(id="compare-table", title="Variants (per step, median)", table=Table(STUDY_COLUMNS, rows))
+    note = WHOLE_TRACE_NOTE if any(v.step_source == "whole_trace" for v in comparison.variants) else ""
+    title = "Variants (per step, median)"
+    return Panel(id="compare-table", title=title, table=Table(STUDY_COLUMNS, rows), note=note)
 
 
 def fusion_table(comparison: Comparison) -> Panel:
