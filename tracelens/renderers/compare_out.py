@@ -13,7 +13,7 @@ from tracelens.analyses.compare import Comparison, Variant
 from tracelens.analyses.components import UNRECORDED, ComponentRow
 from tracelens.analyses.shapes_sweep import FIRST_GEMM_VARIES, SWEEP
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
-from tracelens.renderers.tables import count, droppable
+from tracelens.renderers.tables import count, display_name, droppable, name_lines
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.report.cells import (
     FUSION_COLUMNS,
@@ -91,7 +91,6 @@ class CompareTextRenderer:
     def render(self, result: Comparison) -> str:
         console = make_console(self.color, self.width)
         components = _components_table(result) if _has_components(result) else None
-        fusions = _fusions_table(result) if result.fusions else None
         verdicts = (
             Text("What the figures say:\n" + "\n".join(f"- {v}" for v in result.verdicts)) if result.verdicts else None
         )
@@ -100,7 +99,7 @@ class CompareTextRenderer:
             [
                 _variants_table(result),
                 components,
-                fusions,
+                *_fusions_tables(result),
                 _balance_text(result),
                 *_graph_removed_tables(result),
                 *_shapes_tables(result),
@@ -211,14 +210,27 @@ def _profiler_free_cell(variant: Variant) -> str:
     return f"{us_text(variant.profiler_free_step_us)} {(variant.profiler_free_source or '?')[0]}"
 
 
-def _fusions_table(result: Comparison) -> Table:
-    table = Table(title="Fused kernels and the eager ops they replace (per step)", title_justify="left")
-    for column in FUSION_COLUMNS:
-        table.add_column(column, justify="right" if "µs" in column else "left")
-    droppable(table, "launched by", "eager µs/step")
-    for fusion in result.fusions:
-        table.add_row(*fusion_cells(fusion))
-    return table
+FUSED_KERNEL = "fused kernel"  # its column: the kernel's name on the first line, the eager ops it replaces below
+
+
+def _fusions_tables(result: Comparison) -> list[Table]:
+    """One table per variant with fused kernels (the variant is the title, so that at 80 columns the kernel's name
+    gets the width): per row the kernel's whole name (shortened in the middle where the column is narrower:
+    `tables.name_lines`), the eager ops it replaces on the lines below, and every figure."""
+    tables = []
+    for name in dict.fromkeys(f.variant for f in result.fusions):
+        table = Table(title=f"Fused kernels of {name} and the eager ops they replace (per step)", title_justify="left")
+        table.add_column(FUSED_KERNEL)
+        table.add_column("launched by")
+        for column in FUSION_COLUMNS[-3:]:
+            table.add_column(column, justify="right")
+        droppable(name_lines(table, FUSED_KERNEL), "launched by")
+        for fusion in result.fusions:
+            if fusion.variant == name:
+                _, kernel, launched_by, replaced, *figures = fusion_cells(fusion, display_name)
+                table.add_row(f"{kernel}\nreplaces {replaced}", launched_by, *figures)
+        tables.append(table)
+    return tables
 
 
 def _balance_text(result: Comparison) -> Text | None:

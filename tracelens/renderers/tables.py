@@ -7,6 +7,9 @@
 - **text columns take the squeeze**: their cells are wrapped on word boundaries, and a word wider than the
   column (a kernel name) is broken after `_`, `,`, `<`, `/`, `.`, `:`, `(` or `-` — a name longer than
   `MAX_NAME_LINES` lines is shortened in the middle with "…" placed after a separator, never after a digit;
+- **a name stays on one line** in a column declared with `name_lines(...)`: a cell's first line (a kernel's
+  name) is never wrapped; wider than the column, it is shortened in the middle (`shorten_middle`: its head and
+  tail around "…"), so the whole name shows at a wider `--width` (and in JSON); the cell's other lines wrap;
 - **columns are dropped by priority** when even the narrowest text columns would not fit: the table's
   `droppable(...)` headers first (in the order given), and the caption says which columns were left out and
   how to see them (`--width`).
@@ -33,6 +36,7 @@ from tracelens.renderers.textsafe import safe_renderable
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
+NAME_LINE_WIDTH = 40  # ... this one where it is a `name_lines` column (a name shortened more tells too little)
 MAX_CELL_CHARS = 2000  # a cell longer than this is abbreviated (its head, "…", its tail) before any layout
 MAX_NAME_LINES = 4  # a single name (no spaces) wraps to at most this many lines, then shortens in the middle
 _BREAK_AFTER = "_,</.:(-"
@@ -40,6 +44,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 _DIGIT = re.compile(r"\d")
 
 _drop_orders: weakref.WeakKeyDictionary[Table, tuple[str, ...]] = weakref.WeakKeyDictionary()
+_name_lines: weakref.WeakKeyDictionary[Table, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
 def droppable(table: Table, *headers: str) -> Table:
@@ -47,6 +52,14 @@ def droppable(table: Table, *headers: str) -> Table:
     (headers as given to `add_column`). Columns not named are dropped only as a last resort (rightmost first),
     so that a number is never cut."""
     _drop_orders[table] = headers
+    return table
+
+
+def name_lines(table: Table, *headers: str) -> Table:
+    """Declare the columns of `table` (headers as given to `add_column`) whose cells begin with a name on a line
+    of its own: that line is kept whole where it fits and shortened in the middle where it does not, never
+    wrapped (see the module docstring)."""
+    _name_lines[table] = headers
     return table
 
 
@@ -85,11 +98,13 @@ def layout(table: Table, max_width: int) -> Table:
         compact[i] if kinds[i] else min(natural[i], max(MIN_TEXT_WIDTH, _header_width(columns[i])))
         for i in range(len(columns))
     ]
+    names = {_header_text(column) for column in columns} & set(_name_lines.get(declared, ()))
     name = next((i for i in range(len(columns)) if not kinds[i]), None)  # the name a row is about
     if name is not None:  # kept readable while declared columns can go
-        floor[name] = max(floor[name], min(natural[name], NAME_WIDTH))
-    keep = list(range(len(columns)))
+        cap = NAME_LINE_WIDTH if _header_text(columns[name]) in names else NAME_WIDTH
+        floor[name] = max(floor[name], min(natural[name], cap))
     order = _drop_order(declared, columns)
+    keep = list(range(len(columns)))
     dropped: list[str] = []
     while sum(floor[i] for i in keep) + _overhead(table, len(keep)) > max_width and len(keep) > 1:
         victim = next((i for i in order if i in keep and i != keep[0]), None)
@@ -116,7 +131,8 @@ def layout(table: Table, max_width: int) -> Table:
         column.overflow = "fold"
         column.header = _wrap_cell(column.header, width)
         if not numeric:
-            column._cells = [_wrap_cell(cell, width) for cell in column._cells]
+            one_line = _header_text(column) in names
+            column._cells = [_wrap_cell(cell, width, one_line) for cell in column._cells]
     if dropped:
         note = f"left out at {max_width} columns: {', '.join(dropped)} (--width N or COLUMNS=N shows more)"
         fitted.caption = f"{table.caption}\n{note}" if table.caption else note
@@ -234,11 +250,16 @@ def _is_numeric(column: Column) -> bool:
     return all(not _LETTER.search(c) for c in cells)
 
 
-def _wrap_cell(cell: RenderableType, width: int) -> RenderableType:
+def _wrap_cell(cell: RenderableType, width: int, name_line: bool = False) -> RenderableType:
+    """`cell` in lines of at most `width` cells (`wrap`); with `name_line`, its first line shortened in the
+    middle instead (`shorten_middle`), never wrapped."""
     plain = _plain(cell)
     if plain is None or all(cell_len(line) <= width for line in plain.splitlines()):
         return cell
-    wrapped = "\n".join(wrap(line, width) for line in plain.splitlines())
+    lines = plain.splitlines()
+    wrapped = "\n".join(
+        shorten_middle(line, width) if name_line and i == 0 else wrap(line, width) for i, line in enumerate(lines)
+    )
     if isinstance(cell, Text):
         return Text(wrapped, style=cell.style, justify=cell.justify, overflow=cell.overflow)
     return wrapped

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import FusedKernel, FusionBalance, Variant
 from tracelens.model.kernel_names import short_name
@@ -18,8 +20,9 @@ FUSION_COLUMNS = (
 )
 
 
-def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
-    """One row of the fused-kernels table, as text (shared by the terminal and HTML renderers)."""
+def fusion_cells(fusion: FusedKernel, name: Callable[[str], str] = short_name) -> tuple[str, ...]:
+    """One row of the fused-kernels table (`FUSION_COLUMNS`), as text (shared by the terminal and HTML
+    renderers); `name`: how the kernel's name is shown (default `short_name`: cut at 60 characters)."""
     baseline = fusion.baseline_us_per_step
     direction = " [backward]" if fusion.direction == "backward" else ""
     tie = f"; {fusion.tied_us_per_step:,.1f} of it by a tie" if fusion.tied_us_per_step >= 0.05 else ""
@@ -32,7 +35,7 @@ def fusion_cells(fusion: FusedKernel) -> tuple[str, ...]:
     )
     return (
         fusion.variant,
-        short_name(fusion.kernel) + direction,
+        name(fusion.kernel) + direction,
         fusion.launched_by or "—",
         replaced,
         f"{fusion.kernel_us_per_step:,.1f}",
