@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests import anchors
+from tracelens.errors import WARNING_INDENT, WARNING_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 ANCHORS = anchors.primary()  # holds every redistributable corpus trace (tests/anchors.py: where to look)
@@ -137,6 +138,21 @@ def one_gemm_trace(folder: Path, name: str = "t.json", kernel_us: float = 5) -> 
         kernel("gemm", 10, kernel_us, correlation=70),
     ]
     return write_trace(folder / name, events)
+
+
+def unwrapped(stderr: str) -> str:
+    """`stderr` with each `tracelens: warning:` on one line again: its continuation lines (`errors.warning_text`
+    wraps a warning to the width, the lines after the first indented) joined to its first with one space; the
+    other lines as they were."""
+    lines: list[str] = []
+    in_warning = False
+    for line in stderr.splitlines():
+        if in_warning and line.startswith(WARNING_INDENT):
+            lines[-1] += " " + line.removeprefix(WARNING_INDENT)
+            continue
+        in_warning = line.startswith(WARNING_PREFIX)
+        lines.append(line)
+    return "".join(f"{line}\n" for line in lines) if stderr.endswith("\n") else "\n".join(lines)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str, expect: int = 0) -> tuple[str, str]:

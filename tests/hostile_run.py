@@ -21,9 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import unwrapped
+from tracelens.errors import WARNING_PREFIX
+
 REPO = Path(__file__).resolve().parent.parent
 ERROR_PREFIX = "tracelens: error: "
-WARNING_PREFIX = "tracelens: warning: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Result:
         return [line for line in self.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
 
     def warnings(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.startswith(WARNING_PREFIX)]
+        return [line for line in unwrapped(self.stderr).splitlines() if line.startswith(WARNING_PREFIX)]
 
     def assert_clean(self, status: int | frozenset[int], warning: str | None = None) -> None:
         allowed = status if isinstance(status, frozenset) else frozenset({status})

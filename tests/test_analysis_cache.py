@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cache_helpers import WARNING, cached
-from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
+from tests.conftest import one_gemm_trace, run_cli, spy_on_loads, unwrapped
 from tracelens._cache import Cache
 from tracelens.analyses import analyze
 from tracelens.analyses.record import CachedAnalysis
@@ -87,7 +87,8 @@ def test_no_cache_a_corrupt_entry_and_changed_code(
     (entry,) = (cache_dir / "analyses").glob("*.msgpack")
     entry.write_bytes(b"\x93not an entry")
     out, err = run_cli(capsys, "analyze", str(path))  # deleted with a warning, and rewritten
-    assert out == fresh[0] and err.startswith(f"{WARNING}{entry} is damaged (") and err.endswith(fresh[1])
+    err = unwrapped(err)  # each warning on one line
+    assert out == fresh[0] and err.startswith(f"{WARNING}{entry} is damaged (") and err.endswith(unwrapped(fresh[1]))
     assert run_cli(capsys, "analyze", str(path)) == fresh
     monkeypatch.setattr(keys, "code_fingerprint", lambda: "other code")
     assert run_cli(capsys, "analyze", str(path)) == fresh

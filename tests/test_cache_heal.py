@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cache_helpers import WARNING, make_cache, no_decoding
-from tests.conftest import TRACES, kernel, launch, one_gemm_trace, op, step, write_trace
+from tests.conftest import TRACES, kernel, launch, one_gemm_trace, op, step, unwrapped, write_trace
 from tracelens._cache import Cache
 from tracelens.cli import main
 
@@ -56,7 +56,7 @@ DAMAGES = [_truncate, _flip_a_bit, _swap, _empty_list, _empty, _zip]
 def _run(capsys: pytest.CaptureFixture[str], cache: Cache, *argv: str) -> tuple[str, str]:
     assert main(list(argv), cache=cache) == 0
     captured = capsys.readouterr()
-    return captured.out, captured.err
+    return captured.out, unwrapped(captured.err)  # each warning on one line
 
 
 def _two_traces(folder: Path) -> tuple[Path, Path]:

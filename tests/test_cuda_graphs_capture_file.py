@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, unwrapped
 from tests.test_cuda_graphs import GRAPHS, stdlib
 from tracelens.loader import load_trace
 from tracelens.model.cuda_graphs import graft_capture
@@ -90,7 +90,7 @@ def test_every_command_takes_capture(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_capture_file_without_a_capture_warns_once(capsys: pytest.CaptureFixture[str]) -> None:
     replay, _ = _pair("mlp_ro")
     _, err = run_cli(capsys, "analyze", str(replay), "--capture", str(GRAPHS / "mlp_eager.json.gz"))
-    lines = [line for line in err.splitlines() if line.startswith("tracelens: warning:")]
+    lines = [line for line in unwrapped(err).splitlines() if line.startswith("tracelens: warning:")]
     assert len(lines) == 1 and "no CUDA-graph capture in that trace" in lines[0]
 
 

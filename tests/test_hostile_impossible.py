@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import unwrapped
+
 TRACE = Path(__file__).resolve().parent.parent / "traces" / "h200" / "eager_mlp.json.gz"
 
 
@@ -31,7 +33,7 @@ def _analyze(path: Path) -> tuple[dict[str, Any], str]:
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    return json.loads(result.stdout), result.stderr
+    return json.loads(result.stdout), unwrapped(result.stderr)  # each warning on one line
 
 
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")

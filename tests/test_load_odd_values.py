@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kernel, launch, op, run_cli, step, write_trace
+from tests.conftest import kernel, launch, op, run_cli, step, unwrapped, write_trace
 from tracelens.loader import load_trace
 
 
@@ -107,4 +107,4 @@ def test_a_truncated_trace_without_steps_has_no_complete_window(
     out, err = run_cli(capsys, "analyze", str(cut), "--no-cache", "--format", "json")
     document = json.loads(out)
     assert document["steps"] == 0 and document["step_numbers"] == [] and document["kernels"] == []
-    assert "one incomplete window, so per-step figures are empty" in err
+    assert "one incomplete window, so per-step figures are empty" in unwrapped(err)

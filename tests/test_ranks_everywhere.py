@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import anchor
+from tests.conftest import anchor, unwrapped
 from tests.ranks_stdlib import run_figures
 from tests.report_helpers import array, tiny_trace
 from tracelens.analyses.ranks import RankFigures, separate_reason
@@ -165,7 +165,7 @@ def test_check_takes_separate_traces_by_their_stems(tmp_path: Path, capsys: pyte
     assert main(["check", str(folder), "--expect", str(expect), "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert [t["label"] for t in json.loads(captured.out)["traces"]] == ["a", "b"]
-    assert "not ranks of one run (the traces disagree on world_size (2, 4)" in captured.err
+    assert "not ranks of one run (the traces disagree on world_size (2, 4)" in unwrapped(captured.err)
     assert main(["check", str(folder), "--expect", str(expect), "--rank", "0"]) == 2
     assert "not ranks of one run" in capsys.readouterr().err
 

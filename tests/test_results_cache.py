@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cache_helpers import WARNING, cached
-from tests.conftest import one_gemm_trace, run_cli, spy_on_loads
+from tests.conftest import one_gemm_trace, run_cli, spy_on_loads, unwrapped
 from tracelens._cache import Cache
 from tracelens._cache.results import identical
 from tracelens.cli import main
@@ -140,10 +140,9 @@ def test_check_repeats_warnings_and_ignores_a_corrupt_entry(
     (entry,) = (cache_dir / "documents").glob("*.msgpack")
     entry.write_bytes(b"\x92\xa3bad")
     out, err = run_cli(capsys, "check", *argv, expect=1)  # deleted, with a warning, and rewritten
-    assert (
-        out == first[0]
-        and err == f"{WARNING}{entry} is damaged (not a tracelens cache entry): deleted, recomputing\n" + first[1]
-    )
+    assert out == first[0] and unwrapped(
+        err
+    ) == f"{WARNING}{entry} is damaged (not a tracelens cache entry): deleted, recomputing\n" + unwrapped(first[1])
     assert run_cli(capsys, "check", *argv, expect=1) == first
     assert loads == [cut, cut]
 
@@ -365,5 +364,5 @@ def test_a_new_input_is_computed_first_and_hashed_after(
 
 
 def _warnings(stderr: str) -> list[str]:
-    """stderr without the status line ("Wrote ... in 0.1 s" differs from run to run)."""
-    return [line for line in stderr.splitlines() if not line.startswith("Wrote ")]
+    """stderr without the status line ("Wrote ... in 0.1 s" differs from run to run), each warning on one line."""
+    return [line for line in unwrapped(stderr).splitlines() if not line.startswith("Wrote ")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import anchor, kernel, launch, op, step, write_trace
+from tests.conftest import anchor, kernel, launch, op, step, unwrapped, write_trace
 from tracelens.analyses import analyze
 from tracelens.cli import main
 from tracelens.errors import UnusableTraceError
@@ -115,7 +115,7 @@ def test_gzip_cut_at_80_percent(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = tmp_path / "out.json"
     assert main(["analyze", str(path), "--format", "json", "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    warning = [line for line in err.splitlines() if "cut off mid-write" in line]
+    warning = [line for line in unwrapped(err).splitlines() if "cut off mid-write" in line]
     assert len(warning) == 1
     assert "after 27.3 MiB of JSON" in warning[0]  # 28.6 MB
     assert "5 of 6 steps lost events and are excluded, per-step figures use step 1013" in warning[0]

@@ -1,6 +1,16 @@
-"""Errors that end a command with a clear one-line message and an exit status."""
+"""Errors that end a command with a clear one-line message and an exit status; warnings, which do not (`warn`:
+the one place a `tracelens: warning:` reaches stderr)."""
 
 from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+WARNING_PREFIX = "tracelens: warning: "
+WARNING_WIDTH = 80  # stderr's width where neither $COLUMNS nor a terminal gives one (a pipe, a log)
+MIN_WARNING_WIDTH = 40  # as `--width`: narrower, a warning is still laid out for 40 columns
+WARNING_INDENT = "  "  # a warning's continuation lines (its first holds the prefix, for grep)
 
 
 class TracelensError(Exception):
@@ -15,3 +25,35 @@ class TracelensError(Exception):
 
 class UnusableTraceError(TracelensError):
     """The input cannot be read as a trace at all (missing, empty, not JSON, not gzip, not a trace)."""
+
+
+def warn(message: str) -> None:
+    """Print `message` on stderr as a warning (`warning_text`, for `stderr_width()` columns)."""
+    print(warning_text(message, stderr_width()), file=sys.stderr)
+
+
+def warning_text(message: str, width: int) -> str:
+    """`tracelens: warning: MESSAGE` in lines of at most `width` columns (at least `MIN_WARNING_WIDTH`), broken
+    at spaces, the lines after the first indented by `WARNING_INDENT`; the prefix is whole on the first line
+    (`grep 'tracelens: warning:'` finds every warning). A word longer than a line (a path) is never broken: its
+    line is longer."""
+    return textwrap.fill(
+        message,
+        width=max(width, MIN_WARNING_WIDTH),
+        initial_indent=WARNING_PREFIX,  # never alone on its line: a long first word (a path) stays beside it
+        subsequent_indent=WARNING_INDENT,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def stderr_width() -> int:
+    """Columns for stderr: `$COLUMNS` where it is a positive whole number, else the width of the terminal stderr
+    is, else `WARNING_WIDTH`."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # no stderr, not a file, or not a terminal
+        return WARNING_WIDTH

@@ -10,14 +10,13 @@ paths (a shared filesystem).
 from __future__ import annotations
 
 import os
-import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracelens.analyses.ranks import RankFigures, rank_figures
-from tracelens.errors import TracelensError
+from tracelens.errors import TracelensError, warn
 from tracelens.loader.forked import STALL_S, ChildDied, ChildStalled, run_forked
 from tracelens.loader.source import is_trace_name
 from tracelens.settings import env_seconds
@@ -44,10 +43,7 @@ def _capped(source: Path, items: list[Any]) -> list[Any]:
     """The first `MAX_RANKS` of `items` (the traces of `source`), with a warning when there were more."""
     if len(items) <= MAX_RANKS:
         return items
-    print(
-        f"tracelens: warning: {source}: {len(items):,} trace files; analysing the first {MAX_RANKS:,} only",
-        file=sys.stderr,
-    )
+    warn(f"{source}: {len(items):,} trace files; analysing the first {MAX_RANKS:,} only")
     return items[:MAX_RANKS]
 
 

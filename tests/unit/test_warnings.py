@@ -1,34 +1,56 @@
-"""How `tracelens` prints warnings on stderr (cli/common.py: print_warnings)."""
+"""How `tracelens` prints warnings on stderr (`errors.warn`, the one place; cli/common.py: print_warnings)."""
 
 from __future__ import annotations
 
+import io
+import sys
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import unwrapped
+from tracelens.cli.common import print_warnings
+from tracelens.errors import WARNING_PREFIX, warning_text
 
-def test_warnings_wrap_on_a_terminal_and_stay_one_line_in_a_pipe(
+WARNING = "914 of 1,707 GPU activities have no launch in the trace " * 3
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_warning_wraps_to_80_columns_into_a_pipe_and_keeps_its_prefix(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """stderr warnings: one line each into a pipe or a log (grep finds them whole); wrapped to the terminal's
-    width on a terminal, continuation lines indented."""
-    import io
-    import sys
-    from pathlib import Path
+    """Into a pipe or a log (no $COLUMNS, no terminal): lines of at most 80 columns, the first with the prefix
+    (grep finds every warning), the others indented, the same words (until 2026-12 one line, 312 characters)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    print_warnings(Path("t.json.gz"), [WARNING])
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 80
+    assert lines[0].startswith("tracelens: warning: t.json.gz: 914 of")
+    assert all(line.startswith("  ") and not line.startswith(WARNING_PREFIX) for line in lines[1:])
+    assert unwrapped("\n".join(lines)) == f"{WARNING_PREFIX}t.json.gz: {WARNING}".strip()
 
-    from tracelens.cli.common import print_warnings
 
-    warning = "914 of 1,707 GPU activities have no launch in the trace " * 3
-    print_warnings(Path("t.json.gz"), [warning])
-    piped = capsys.readouterr().err
-    assert piped.count("\n") == 1 and piped.startswith("tracelens: warning: t.json.gz: 914 of")
+def test_a_warning_wraps_to_the_terminal_or_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$COLUMNS sets the width (a terminal's where it is unset); a short warning stays one line."""
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    monkeypatch.setenv("COLUMNS", "120")
+    print_warnings(Path("t.json.gz"), [WARNING, "short"])
+    lines = sys.stderr.getvalue().splitlines()
+    assert max(map(len, lines)) <= 120 and max(map(len, lines)) > 100
+    assert lines[-1] == "tracelens: warning: t.json.gz: short"
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
 
-    terminal = Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setenv("COLUMNS", "80")
-    print_warnings(Path("t.json.gz"), [warning])
-    lines = terminal.getvalue().splitlines()
-    assert len(lines) > 1 and max(map(len, lines)) <= 80 and all(line.startswith("  ") for line in lines[1:])
-    assert " ".join(line.strip() for line in lines) == piped.strip()
+def test_a_word_longer_than_the_line_is_never_broken() -> None:
+    """A path wider than the width stays whole (to copy it), on the prefix's line where it comes first (the
+    prefix is never a line alone)."""
+    path = "/tmp/" + "x" * 90 + "/cache/traces/entry.trace"
+    lines = warning_text(f"cache entry {path} is damaged", 80).splitlines()
+    assert lines == ["tracelens: warning: cache entry", f"  {path}", "  is damaged"]
+    assert warning_text(f"{path}: cut off", 80).splitlines() == [f"{WARNING_PREFIX}{path}:", "  cut off"]
+    assert warning_text("a b", 10) == "tracelens: warning: a b"  # at least 40 columns: the prefix is never split

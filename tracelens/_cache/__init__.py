@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import stat
-import sys
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from tracelens import errors
 from tracelens._cache.entry import BadEntry, Buffer, pack, read_file, unpack
 from tracelens._cache.keys import code_fingerprint, file_identity, hash_file, is_content_key
 from tracelens.atomic import TEMP_SUFFIX, sweep_stale_temps, write_atomic
@@ -71,10 +71,6 @@ def remove_entry(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
-
-
-def print_warning(message: str) -> None:
-    print(f"tracelens: warning: {message}", file=sys.stderr)
 
 
 def default_folder() -> Path:
@@ -111,7 +107,7 @@ class Cache(msgspec.Struct):
     enabled: bool = True
     max_bytes: int = DEFAULT_MAX_BYTES
     min_trace_bytes: int = MIN_TRACE_BYTES
-    warn: Callable[[str], None] = print_warning
+    warn: Callable[[str], None] = errors.warn
     swept: bool = False  # whether `sweep_leftovers` ran (once per command)
     undeleted: int = 0  # entries `evict` could not delete (a read-only cache), this command
     undeleted_reason: str = ""  # the first such failure's reason

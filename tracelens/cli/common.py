@@ -6,15 +6,13 @@ import argparse
 import errno
 import importlib
 import os
-import shutil
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracelens._cache import Cache
 from tracelens.cli.output import describe_os_error, emit, is_stdout
-from tracelens.errors import TracelensError
+from tracelens.errors import TracelensError, warn
 from tracelens.model.trace import Trace
 from tracelens.progress import LoadProgress
 from tracelens.renderers.formats import RenderOptions, format_names, output_format, renderer_for
@@ -111,14 +109,10 @@ def load_with_feedback(
 
 
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
-    """One `tracelens: warning:` line per warning on stderr; on a terminal, wrapped to its width (continuation
-    lines indented), so that a log or a pipe still gets one line per warning."""
-    width = shutil.get_terminal_size().columns if sys.stderr is not None and sys.stderr.isatty() else 0
+    """Each of `warnings` about the trace at `path` on stderr (`errors.warn`: wrapped to stderr's width), control
+    characters escaped."""
     for warning in warnings:
-        line = f"tracelens: warning: {escape_controls(f'{path.name}: {warning}')}"
-        if width >= 40:
-            line = textwrap.fill(line, width=width, subsequent_indent="  ", break_on_hyphens=False)
-        print(line, file=sys.stderr)
+        warn(escape_controls(f"{path.name}: {warning}"))
 
 
 def use_color() -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +17,7 @@ from tracelens.cli.common import (
     load_with_feedback,
 )
 from tracelens.cli.runs import add_rank_argument, expand_inputs
-from tracelens.errors import TracelensError
+from tracelens.errors import TracelensError, warn
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
 
@@ -79,16 +78,10 @@ class CompareCommand:
 def _warn_about_inputs(paths: list[Path]) -> None:
     """A warning (never silence) where the comparison cannot compare: one trace, or one file given twice."""
     if len(paths) == 1:
-        print(
-            f"tracelens: warning: {paths[0].name}: one trace, nothing to compare it with (analyze shows one trace)",
-            file=sys.stderr,
-        )
+        warn(f"{paths[0].name}: one trace, nothing to compare it with (analyze shows one trace)")
     seen: dict[Path, Path] = {}
     for path in paths:
         key = path.resolve()
         if key in seen:
-            print(
-                f"tracelens: warning: {path.name}: the same file is given twice; its two columns are one trace",
-                file=sys.stderr,
-            )
+            warn(f"{path.name}: the same file is given twice; its two columns are one trace")
         seen.setdefault(key, path)

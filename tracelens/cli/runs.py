@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from tracelens.atomic import scratch_prefix, sweep_stale_folders
-from tracelens.errors import TracelensError
+from tracelens.errors import TracelensError, warn
 from tracelens.loader.source import is_trace_name
 from tracelens.naming import trace_stem, unique_labels
 from tracelens.records import replace
@@ -111,10 +111,8 @@ def expand_inputs(stack: ExitStack, paths: list[Path], rank: int | None, cache: 
         run = stack.enter_context(open_run(path, cache))
         members = [run.pick(rank)] if rank is not None else list(run.members)
         if not run.one_run and len(members) > 1:
-            print(
-                f"tracelens: warning: {path}: not ranks of one run ({run.report.separate_reason}); "
-                "its traces are taken as separate traces",
-                file=sys.stderr,
+            warn(
+                f"{path}: not ranks of one run ({run.report.separate_reason}); its traces are taken as separate traces"
             )
         inputs += [Input(m.path, m.label if run.one_run else None, f"{path}/{m.name}") for m in members]
     if rank is not None and not runs:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tracelens import __version__
-from tracelens.errors import TracelensError
+from tracelens.errors import TracelensError, warn
 from tracelens.record.options import build_parser
 from tracelens.units import change_text
 
@@ -301,7 +301,7 @@ def _report(
         )
     _print_timings(statuses, args.analyze)
     if returncode != 0:
-        print(f"tracelens: warning: the program exited with status {program_status} after the window", file=sys.stderr)
+        warn(f"the program exited with status {program_status} after the window")
     if args.analyze:
         _analyze(out_dir if len(traces) > 1 else traces[0])
     return program_status
@@ -360,16 +360,15 @@ def _analyze(target: Path) -> None:
     try:
         from tracelens.cli import main as cli_main
     except ImportError as exc:
-        print(
-            f"tracelens: warning: not analyzed ({exc.name or exc} is not installed here); "
-            f"run tracelens analyze {target} where tracelens-kineto is installed",
-            file=sys.stderr,
+        warn(
+            f"not analyzed ({exc.name or exc} is not installed here); "
+            f"run tracelens analyze {target} where tracelens-kineto is installed"
         )
         return
     sys.stdout.flush()
     status = cli_main(["analyze", str(target), "--no-cache"])
     if status != 0:
-        print(f"tracelens: warning: tracelens analyze {target} exited with status {status}", file=sys.stderr)
+        warn(f"tracelens analyze {target} exited with status {status}")
 
 
 def _version() -> str:
