@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 WARNING_PREFIX = "tracelens: warning: "
-WARNING_WIDTH = 80  # stderr's width where neither $COLUMNS nor a terminal gives one (a pipe, a log)
 MIN_WARNING_WIDTH = 40  # as `--width`: narrower, a warning is still laid out for 40 columns
 WARNING_INDENT = "  "  # a warning's continuation lines (its first holds the prefix, for grep)
 
@@ -28,8 +27,10 @@ class UnusableTraceError(TracelensError):
 
 
 def warn(message: str) -> None:
-    """Print `message` on stderr as a warning (`warning_text`, for `stderr_width()` columns)."""
-    print(warning_text(message, stderr_width()), file=sys.stderr)
+    """Print `message` on stderr as a warning: `warning_text` for `stderr_width()` columns on a terminal or with
+    `$COLUMNS`; one line into a pipe or a log, so that a script's grep finds the whole message."""
+    width = stderr_width()
+    print(WARNING_PREFIX + message if width is None else warning_text(message, width), file=sys.stderr)
 
 
 def warning_text(message: str, width: int) -> str:
@@ -47,13 +48,13 @@ def warning_text(message: str, width: int) -> str:
     )
 
 
-def stderr_width() -> int:
+def stderr_width() -> int | None:
     """Columns for stderr: `$COLUMNS` where it is a positive whole number, else the width of the terminal stderr
-    is, else `WARNING_WIDTH`."""
+    is, else None (a pipe or a log: no width to wrap to)."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     try:
         return os.get_terminal_size(sys.stderr.fileno()).columns
     except (AttributeError, OSError, ValueError):  # no stderr, not a file, or not a terminal
-        return WARNING_WIDTH
+        return None

@@ -20,12 +20,16 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_a_long_warning_wraps_to_80_columns_into_a_pipe_and_keeps_its_prefix(
+def test_a_long_warning_stays_one_line_into_a_pipe(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Into a pipe or a log (no $COLUMNS, no terminal): lines of at most 80 columns, the first with the prefix
-    (grep finds every warning), the others indented, the same words (until 2026-12 one line, 312 characters)."""
+    """Into a pipe or a log (no $COLUMNS, no terminal): one line per warning, so a script's grep finds the whole
+    message; with $COLUMNS=80 the same warning wraps: lines of at most 80 columns, the first with the prefix, the
+    others indented, the same words."""
     monkeypatch.delenv("COLUMNS", raising=False)
+    print_warnings(Path("t.json.gz"), [WARNING])
+    assert capsys.readouterr().err == f"{WARNING_PREFIX}t.json.gz: {WARNING}\n"
+    monkeypatch.setenv("COLUMNS", "80")
     print_warnings(Path("t.json.gz"), [WARNING])
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 1 and max(map(len, lines)) <= 80

@@ -109,8 +109,8 @@ def load_with_feedback(
 
 
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
-    """Each of `warnings` about the trace at `path` on stderr (`errors.warn`: wrapped to stderr's width), control
-    characters escaped."""
+    """Each of `warnings` about the trace at `path` on stderr (`errors.warn`: wrapped on a terminal, one line
+    into a pipe), control characters escaped."""
     for warning in warnings:
         warn(escape_controls(f"{path.name}: {warning}"))
 
