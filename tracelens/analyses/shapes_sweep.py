@@ -4,9 +4,10 @@ Contract: `step_shapes(trace, compiles) -> StepShapes` (`rows`: one `ShapeRow` p
 trace's complete steps have at least two distinct shapes; their `pattern`) and `break_even(variants) ->
 list[BreakEven]` (of `SWEEP` variants only); pure. Definitions (docs/shapes.md):
 
-- A step's **shape** is the first input's `Input Dims` of the op that launched the step's first GEMM kernel
-  (by launch time; failing a GEMM, its first kernel with a launching op that recorded `Input Dims`), written
-  `1024×2048`; `tokens` is the product of all but its last dimension. This reads the trace only, so traces
+- A step's **shape** is the `Input Dims` of the first input of two or more dimensions (the activation;
+  `aten::addmm`'s first input is its bias), else of the first input, of the op that launched the step's first
+  GEMM kernel (by launch time; failing a GEMM, its first kernel with a launching op that recorded `Input Dims`),
+  written `1024×2048`; `tokens` is the product of all but its last dimension. This reads the trace only, so traces
   without `tracelens_run` metadata work; steps with no such op have no shape and are left out.
 - A step's **kernel µs**: summed duration of the kernels it launched outside compilation (launch call not
   inside a compile-phase span, `compiled.compile_intervals`): Inductor's compile-time and autotuning kernels
@@ -18,8 +19,8 @@ list[BreakEven]` (of `SWEEP` variants only); pure. Definitions (docs/shapes.md):
 - **Pattern** of two or more distinct shapes: `SWEEP` ("shape sweep") where every shape has at least two
   dimensions and all share the last one, the feature size: one GEMM input at several token counts (whether a
   benchmark chose them or the data brought them, the trace does not say); else `FIRST_GEMM_VARIES`: the steps'
-  first GEMMs are not one GEMM at several token counts (a 1-D first input such as `aten::addmm`'s bias, or
-  another feature size: another GEMM ran first), so nothing is compared per shape and no break-even is made.
+  first GEMMs are not one GEMM at several token counts (a 1-D input, or another feature size: another GEMM ran
+  first), so nothing is compared per shape and no break-even is made.
 - **Break-even** of a variant that compiled against one that did not, per shape both ran:
   `ceil(compile_ms / (baseline kernel_us − compiled kernel_us))` steps of that shape; 0 when nothing compiled
   for it; None ("never") when the compiled kernels are not faster.
@@ -190,15 +191,19 @@ def _step_shapes(trace: Trace, step_indices: np.ndarray) -> list[tuple[int, ...]
 
 
 def _first_input(raw: object) -> tuple[int, ...] | None:
+    """The step's shape from its op's raw `Input Dims`: the first input of two or more dimensions (the
+    activation: `aten::addmm`'s first input is its bias), else the first input; None where unreadable."""
     if not isinstance(raw, (bytes, str)):
         return None
     try:
         dims = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+    if not isinstance(dims, list):
         return None
-    first = dims[0]
-    if not all(isinstance(d, int) and not isinstance(d, bool) for d in first):
-        return None
-    return tuple(first)
+    inputs = [tuple(d) if isinstance(d, list) and d and all(_is_dim(x) for x in d) else None for d in dims]
+    return next((i for i in inputs if i is not None and len(i) >= 2), inputs[0] if inputs else None)
+
+
+def _is_dim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

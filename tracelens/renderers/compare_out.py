@@ -351,15 +351,15 @@ def _sweep_table(v: Variant) -> Table:
 
 
 def _varies_table(variants: list[Variant]) -> Table:
-    """The first GEMM's first inputs of the variants whose steps ran different GEMMs first: no per-shape figures."""
+    """The first GEMM's inputs of the variants whose steps ran different GEMMs first: no per-shape figures."""
     table = Table(title="First GEMM varies by step (not a shape sweep)", title_justify="left")
-    for column in ("variant", "first input", "steps", "step #"):
+    for column in ("variant", "shape", "steps", "step #"):
         table.add_column(column, justify="right" if column == "steps" else "left")
     for v in variants:
         for row in v.shapes:
             table.add_row(v.name, row.shape, count(len(row.steps)), _step_numbers(row.steps))
     table.caption = (
-        "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D first input, or another "
+        "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
         "last dimension: another GEMM ran first), so nothing is given per shape; steps: how many, step #: their "
         "numbers (docs/shapes.md#first-gemm-varies-by-step)"
     )

@@ -124,7 +124,7 @@ SHAPE_COLUMNS = (
     *("variant", "shape", "steps", "step #"),
     *("kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles"),
 )
-VARIES_COLUMNS = ("variant", "first input", "steps", "step #")
+VARIES_COLUMNS = ("variant", "shape", "steps", "step #")
 BREAK_EVEN_COLUMNS = ("variant", "vs", "shape", "compile ms", "saving µs per step", "steps to break even")
 
 
@@ -152,7 +152,7 @@ def shapes_table(comparison: Comparison) -> Panel:
 
 
 def first_gemm_varies_table(comparison: Comparison) -> Panel:
-    """Variants whose steps ran different GEMMs first: their first inputs and steps, no per-shape figures."""
+    """Variants whose steps ran different GEMMs first: their shapes and steps, no per-shape figures."""
     rows = tuple(
         (v.name, r.shape, str(len(r.steps)), ", ".join(map(str, r.steps)))
         for v in comparison.variants
@@ -160,7 +160,7 @@ def first_gemm_varies_table(comparison: Comparison) -> Panel:
         for r in v.shapes
     )
     note = (
-        "The steps' first GEMMs are not one GEMM's input at several token counts (a 1-D first input, or another "
+        "The steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
         "last dimension: another GEMM ran first), so nothing is given per shape (docs/shapes.md)"
     )
     title = "First GEMM varies by step (not a shape sweep)"
