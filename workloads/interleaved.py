@@ -197,7 +197,8 @@ def run_group(group: str, progs: dict, a: argparse.Namespace, device: torch.devi
                 before = event_times_ms(fn, device, a.calls)
                 trace = "%s_r%d" % (name, r)
                 path = os.path.join(folder, trace + ".json.gz")
-                record_trace(fn, path, dict(meta, round=r, interleaved=True), device, active=a.active)
+                record_trace(fn, path, dict(meta, round=r, interleaved=True), device, active=a.active,
+                             record_shapes=meta.get("record_shapes", True))
                 after = event_times_ms(fn, device, a.calls)
                 probe_after = host_probe_us()
             timings["traces"][trace] = {

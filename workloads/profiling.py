@@ -72,9 +72,12 @@ def record_trace(
     grad: bool = False,
     active: int = ACTIVE,
     profile_memory: bool = False,
+    record_shapes: bool = True,
 ) -> None:
     """Profile ``step_fn`` for wait=1, warmup=2, ``active`` (default 5) steps
     and export a gzip Chrome trace to ``path`` (which must end in .json.gz).
+
+    ``record_shapes``: the profiler's option of that name (input shapes, strides and scalar arguments per op).
 
     ``profile_memory``: also record the allocator's ``[memory]`` events
     (allocations and frees with Addr, Bytes, Total Allocated / Reserved), which
@@ -102,7 +105,7 @@ def record_trace(
     with grad_ctx, profile(
         activities=activities,
         schedule=schedule(wait=WAIT, warmup=WARMUP, active=active, repeat=1),
-        record_shapes=True,
+        record_shapes=record_shapes,
         profile_memory=profile_memory,
         on_trace_ready=on_ready,
     ) as prof:
