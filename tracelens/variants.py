@@ -58,12 +58,16 @@ class ProgramShape(msgspec.Struct, frozen=True):
     # the distinct names of its GEMM kernels (`gemm_kernel_names`; None where it runs none): the library picks
     # them by shape, so they tell another program where the GFLOP are not known (a replay without its capture)
     gemm_kernels: tuple[str, ...] | None = None
+    # no ProfilerStep: its one window is the whole trace (`trace.step_source == "whole_trace"`), whose length is
+    # not a step time
+    whole_trace: bool = False
 
     def as_before(self) -> dict[str, Any]:
         """The fields a prediction records of the program it was predicted from (`before` in `--predict` files
-        and `check`'s JSON): all but `warmup_only`, which `check` reads of the trace checked."""
+        and `check`'s JSON): all but `warmup_only` and `whole_trace`, which `check` reads of the trace checked
+        (no prediction is written from a whole trace)."""
         fields = {name: getattr(self, name) for name in self.__struct_fields__}
-        del fields["warmup_only"]
+        del fields["warmup_only"], fields["whole_trace"]
         return fields
 
     def describe(self) -> str:
@@ -157,6 +161,7 @@ def gemm_drift_us(before: ProgramShape, after: ProgramShape) -> float | None:
     return round(theirs - mine, 3) if DRIFT_PCT <= abs(change_pct) <= DRIFT_MAX_PCT else None
 
 
+WHOLE_TRACE = "whole trace"
 WARMUP_ONLY = "warm-up only"
 ANOTHER_PROGRAM = "another program"
 CAPTURED_COMPILED = "captured compiled code"  # `took`: its own CUDA graphs replay the compiled code it ran
@@ -164,9 +169,14 @@ CAPTURED_COMPILED = "captured compiled code"  # `took`: its own CUDA graphs repl
 
 def not_checked(before: ProgramShape, after: ProgramShape) -> tuple[str, str] | None:
     """Why no prediction about `before`'s program is checked on `after`, the first that applies, as (what `after`
-    took, why): `WARMUP_ONLY` (`warmup_only`: its span is not the changed program's step), then `ANOTHER_PROGRAM`
-    (`other_program`: no action's prediction is about it); None where neither does (which action it took is
+    took, why): `WHOLE_TRACE` (either side has no ProfilerStep: a whole trace's length is not a step time), then
+    `WARMUP_ONLY` (`warmup_only`: its span is not the changed program's step), then `ANOTHER_PROGRAM`
+    (`other_program`: no action's prediction is about it); None where none does (which action it took is
     `taken_action`'s to say). The one order `check` and `compare` follow."""
+    if before.whole_trace or after.whole_trace:
+        named = (("the prediction's trace", before), ("this trace", after))
+        sides = " and ".join(name for name, shape in named if shape.whole_trace)
+        return WHOLE_TRACE, f"no ProfilerStep in {sides}: a whole trace's length is not a step time, nothing to check"
     warmup = warmup_only(after)
     if warmup is not None:
         return WARMUP_ONLY, warmup

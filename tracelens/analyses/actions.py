@@ -1246,6 +1246,7 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         gemm_gflop_per_call=per_call,
         gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
         gemm_kernels=gemm_kernel_names([(k.category, k.name) for k in results.summary.kernels]),
+        whole_trace=results.summary.facts.step_source == "whole_trace",
     )
 
 
@@ -1255,15 +1256,6 @@ class PredictionSkip(msgspec.Struct, frozen=True):
 
     after: str
     reason: str
-
-
-def _whole_trace_reason(items: list[tuple[str, AnalysisResults]]) -> str | None:
-    """Why no prediction is checked where either side has no steps (one whole-trace window): its length is not a
-    step time, so a per-step prediction and it are not comparable; None where both are stepped."""
-    whole = [label for label, results in items if results.summary.facts.step_source == "whole_trace"]
-    if not whole:
-        return None
-    return f"no ProfilerStep in {' and '.join(whole)}: a whole trace's length is not a step time, nothing to check"
 
 
 def prediction_checks(
@@ -1292,10 +1284,6 @@ def prediction_checks(
         skipped = not_checked(before_shape, after_shape)
         if skipped is not None:
             out.append(PredictionSkip(label, skipped[1]))
-            continue
-        whole = _whole_trace_reason([(before_label, before), (label, after)])
-        if whole is not None:
-            out.append(PredictionSkip(label, whole))
             continue
         action = taken_action(before_shape, after_shape, launches)
         checked = [] if action is None else check_prediction(before_label, label, actions, action, path.step_us)

@@ -154,7 +154,14 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
         gemm_us_per_step=_gemm_us(document),
         inductor_calls_per_step=_inductor_calls(document),
         gemm_kernels=_gemm_kernels(document),
+        whole_trace=_whole_trace(document),
     )
+
+
+def _whole_trace(document: dict[str, Any]) -> bool:
+    """Whether the document's one window is the whole trace (`trace.step_source`: no ProfilerStep)."""
+    trace = document.get("trace")
+    return isinstance(trace, dict) and trace.get("step_source") == "whole_trace"
 
 
 def _gemm_kernels(document: dict[str, Any]) -> tuple[str, ...] | None:

@@ -13,7 +13,7 @@ from tracelens import __version__
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
 from tracelens.renderers.textsafe import escape_controls
 from tracelens.units import change_text, us_text
-from tracelens.variants import ANOTHER_PROGRAM, CAPTURED_COMPILED, WARMUP_ONLY
+from tracelens.variants import ANOTHER_PROGRAM, CAPTURED_COMPILED, WARMUP_ONLY, WHOLE_TRACE
 
 if TYPE_CHECKING:  # rich is imported only to render text: JSON output does without it
     from rich.table import Table
@@ -201,6 +201,7 @@ def _drift_words(verdict: Verdict, drift_us: float) -> str:
 _IS = {  # `took` that is no action, after the trace's name
     ANOTHER_PROGRAM: "is another program",
     WARMUP_ONLY: "is warm-up only",
+    WHOLE_TRACE: "and the prediction: one of them has no steps",
     CAPTURED_COMPILED: "captured its compiled code",
 }
 

@@ -33,6 +33,21 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+NO_STEPS = "no ProfilerStep: the trace is one window, not a step, and a prediction is about a step's time"
+
+
+def _no_prediction(results: AnalysisResults, actions: Actions | None) -> str | None:
+    """Why no prediction is written, or None: a trace without steps (`NO_STEPS`), no actions analysis, or no
+    action (its note)."""
+    if results.summary.facts.step_source == "whole_trace":
+        return NO_STEPS
+    if actions is None:
+        return "the actions analysis did not run"
+    if actions.summary.step_us is None or not actions.actions:
+        return actions.note
+    return None
+
+
 def predictions_toml(results: AnalysisResults, source: str) -> str:
     actions = results.get(Actions)
     lines = [
@@ -40,8 +55,9 @@ def predictions_toml(results: AnalysisResults, source: str) -> str:
         "# changed by that action; check with `tracelens check AFTER --expect THIS_FILE`",
         f"# (metric {METRIC}: the mean step span, its origin to its last CPU or GPU end; docs/critical_path.md)",
     ]
-    if actions is None or actions.summary.step_us is None or not actions.actions:
-        lines.append(f"# no prediction: {actions.note if actions is not None else 'the actions analysis did not run'}")
+    why_not = _no_prediction(results, actions)
+    if why_not is not None or actions is None:
+        lines.append(f"# no prediction: {why_not}")
         return "\n".join([*lines, "hypothesis = []  # none: `check` has nothing to check"]) + "\n"
     shape = program_of(results)
     before = ""
@@ -84,6 +100,8 @@ def _inline_table(counts: dict[str, float | str | tuple[float, ...] | tuple[str,
 
 
 def _toml_value(value: float | str | tuple[float, ...] | tuple[str, ...]) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return _quoted(value)
     if isinstance(value, tuple):
