@@ -12,6 +12,18 @@ MISSING = "—"  # what text shows for a figure that cannot be computed (null in
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
+def marked(text: str, marker: str) -> str:
+    """A figure with a one-letter marker after it (`1,503.4 e`: where it comes from, said in the table's
+    caption): a table column of such cells is still a column of numbers (`without_marker`)."""
+    assert len(marker) == 1 and marker.isalpha(), marker
+    return f"{text} {marker}"
+
+
+def without_marker(text: str) -> str:
+    """`text` less a trailing `marked` marker (`1,503.4 e` → `1,503.4`); other text as it is."""
+    return text[:-2] if len(text) > 2 and text[-2] == " " and text[-1].isalpha() and text[-3].isdigit() else text
+
+
 def us_text(value_us: float | None) -> str:
     """Microseconds with thousands separators and one decimal (`1,403.7`; `0.0`, never `-0.0`); `MISSING` when
     unknown."""

@@ -29,7 +29,7 @@ from tracelens.report.cells import (
     variant_label,
     weak_caption,
 )
-from tracelens.units import us_text
+from tracelens.units import marked, us_text
 
 COMPARE_SCHEMA = "tracelens.compare/1"
 
@@ -207,7 +207,8 @@ def _profiler_free_cell(variant: Variant) -> str:
     """The step without the profiler and where it comes from: "1,234.5 m" (measured) or "e" (estimated)."""
     if variant.profiler_free_step_us is None:
         return "—"
-    return f"{us_text(variant.profiler_free_step_us)} {(variant.profiler_free_source or '?')[0]}"
+    text, source = us_text(variant.profiler_free_step_us), variant.profiler_free_source
+    return marked(text, source[0]) if source else text
 
 
 FUSED_KERNEL = "fused kernel"  # its column: the kernel's name on the first line, the eager ops it replaces below
@@ -360,8 +361,8 @@ def _varies_table(variants: list[Variant]) -> Table:
             table.add_row(v.name, row.shape, count(len(row.steps)), _step_numbers(row.steps))
     table.caption = (
         "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
-        "last dimension: another GEMM ran first), so nothing is given per shape; steps: how many, step #: their "
-        "numbers (docs/shapes.md#first-gemm-varies-by-step)"
+        "last dimension: another GEMM first, or one at another feature size), so nothing is given per shape; "
+        "steps: how many, step #: their numbers (docs/shapes.md#first-gemm-varies-by-step)"
     )
     return table
 

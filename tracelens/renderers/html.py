@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from tracelens import __version__
 from tracelens.report.document import Panel, ReportDocument, Section, Table
+from tracelens.units import without_marker
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": True}
 # plotly.js' "cartesian" partial bundle (npm plotly.js-cartesian-dist-min, MIT, of the same version as the full
@@ -645,7 +646,7 @@ def _table(table: Table) -> str:
 
 
 def _looks_numeric(text: str) -> bool:
-    stripped = text.replace(",", "").replace(".", "", 1).lstrip("-")
+    stripped = without_marker(text).replace(",", "").replace(".", "", 1).lstrip("-")
     return stripped.isdigit()
 
 

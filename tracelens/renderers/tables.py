@@ -33,6 +33,7 @@ from rich.text import Text
 
 from tracelens.model.kernel_names import short_name
 from tracelens.renderers.textsafe import safe_renderable
+from tracelens.units import without_marker
 
 MIN_TEXT_WIDTH = 10  # a text column is never squeezed below this (or below its widest cell, if narrower)
 NAME_WIDTH = 24  # the first text column keeps this width while declared droppable columns remain
@@ -247,7 +248,7 @@ def _is_numeric(column: Column) -> bool:
     cells = [c for c in _cells(column) if c.strip()]
     if not cells or not any(_DIGIT.search(c) for c in cells):
         return False
-    return all(not _LETTER.search(c) for c in cells)
+    return all(not _LETTER.search(without_marker(c.strip())) for c in cells)
 
 
 def _wrap_cell(cell: RenderableType, width: int, name_line: bool = False) -> RenderableType:

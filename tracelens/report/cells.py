@@ -7,7 +7,7 @@ from collections.abc import Callable
 from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import FusedKernel, FusionBalance, Variant
 from tracelens.model.kernel_names import short_name
-from tracelens.units import change_text, us_text
+from tracelens.units import change_text, marked, us_text
 
 FUSION_COLUMNS = (
     "variant",
@@ -134,7 +134,7 @@ def step_us_cell(variant: Variant) -> str:
     length marked `WHOLE_TRACE_MARK` (the value of analyze's "the whole trace, … µs profiled")."""
     text = us_text(variant.per_step.step_us)
     whole = variant.step_source == "whole_trace" and variant.per_step.step_us is not None
-    return f"{text} {WHOLE_TRACE_MARK}" if whole else text
+    return marked(text, WHOLE_TRACE_MARK) if whole else text
 
 
 def _gemms(fusion: FusedKernel) -> str:
