@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import anchor
+from tests.conftest import anchor, recorded_trace
+from tests.test_whole_trace_predictions import _without_steps
 from tracelens.cli import main
 
 NO_STEPS = "amd_tracelens/torch_compile_triton/trace.json.gz"
@@ -59,3 +60,33 @@ def test_no_prediction_is_checked_on_a_whole_trace(capsys: pytest.CaptureFixture
     assert skip["reason"].startswith("no ProfilerStep in the prediction's trace and this trace: a whole trace's length")
     assert document["clock_drift"] == []
     assert not any("fastest step" in v for v in document["verdicts"])
+
+
+def test_a_long_whole_trace_length_stays_whole_at_80_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    """A marked figure ("13,336,315.8", "12,940.0 w", "… e") is still a number: never cut across lines."""
+    paths = [anchor(NO_STEPS), anchor("hta/triton_example/triton_example.json.gz")]
+    assert main(["compare", *map(str, paths), "--format", "json", "--no-cache"]) == 0
+    steps = [v["per_step"]["step_us"] for v in json.loads(capsys.readouterr().out)["variants"]]
+    assert max(steps) > 1e6  # a length of seven digits before the point
+    assert main(["compare", *map(str, paths), "--width", "80", "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert all(f"{us:,.1f}" in text for us in steps)
+
+
+def test_a_variant_without_steps_is_no_other_program_and_gets_no_per_step_credit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The study's eager MLP without its ProfilerStep ranges is the same program as the compiled MLP (its GEMMs per
+    call are the same): before, its five steps' GEMM work read as 5× another program's. Its kernels are not a
+    step's: no fused kernel is credited per step against it, and no clock drift is read between it and another
+    whole trace."""
+    eager, liger = (_without_steps(name, tmp_path) for name in ("h200/eager_mlp.json.gz", "h200/liger_mlp.json.gz"))
+    compiled = recorded_trace("h200/compiled_mlp.json.gz")
+    assert main(["compare", str(eager), str(compiled), "--format", "json", "--no-cache"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    text = json.dumps(document)
+    assert "another program" not in text and "not a variant" not in text
+    assert document["fusions"] == [] and document["fusion_balance"] == []
+    assert any("not credited" in s and "no ProfilerStep in eager_mlp" in s for s in document["verdicts"])
+    assert main(["compare", str(eager), str(liger), "--format", "json", "--no-cache"]) == 0
+    assert json.loads(capsys.readouterr().out)["clock_drift"] == []

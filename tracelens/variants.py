@@ -198,11 +198,14 @@ def other_program(before: ProgramShape, after: ProgramShape, before_name: str = 
     """Why `after` is not a variant of `before`'s program (another GPU, or GEMM and attention work per step more
     than `SAME_WORK` apart: no action changes either; where a side that replays CUDA graphs has no known work, GEMM
     kernel time per step more than `GEMM_TIME_APART` times apart, or other GEMM kernels: the library picks them by
-    shape, and no action changes the shapes), or None where nothing says so; `before_name`
-    names `before` in the reason."""
+    shape, and no action changes the shapes), or None where nothing says so; where a side has no steps
+    (`whole_trace`), only the GPU and the GFLOP per call are compared; `before_name` names `before` in the
+    reason."""
     if before.device and after.device and before.device != after.device:
         return f"recorded on {after.device}, {before_name} on {before.device}"
-    work = (before.gemm_gflop_per_step, after.gemm_gflop_per_step)
+    # a whole trace's work is not a step's: only what holds per call is compared where a side has no steps
+    per_step = not (before.whole_trace or after.whole_trace)
+    work = (before.gemm_gflop_per_step, after.gemm_gflop_per_step) if per_step else (None, None)
     if work[0] is not None and work[1] is not None and abs(work[1] - work[0]) > SAME_WORK * work[0]:
         return f"GEMM and attention work {work[1]:,.1f} GFLOP per step, {before_name}'s program {work[0]:,.1f}"
     mine, theirs = before.gemm_gflop_per_call, after.gemm_gflop_per_call
@@ -212,7 +215,7 @@ def other_program(before: ProgramShape, after: ProgramShape, before_name: str = 
     # a side's GFLOP not known because it replays CUDA graphs (their capture, with the ops, not in the trace); not
     # where a hand-written GEMM is not modelled: its kernel is not a `gemm` one, so the times would differ
     unknown_replays = (work[0] is None and before.graph_replays > 0) or (work[1] is None and after.graph_replays > 0)
-    if unknown_replays:
+    if unknown_replays and per_step:
         mine_us, theirs_us = before.gemm_us_per_step, after.gemm_us_per_step
         known = mine_us is not None and theirs_us is not None
         if known and max(mine_us or 0.0, theirs_us or 0.0) > GEMM_TIME_APART * min(mine_us or 0.0, theirs_us or 0.0):

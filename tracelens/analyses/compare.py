@@ -26,6 +26,7 @@ from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import short_name
 from tracelens.model.op_names import METADATA_OPS
+from tracelens.model.steps import WHOLE_TRACE_SOURCE
 from tracelens.model.trace import Trace
 from tracelens.naming import NAMELESS, trace_stem
 from tracelens.variants import DRIFT_MAX_PCT, DRIFT_PCT, ProgramShape, other_program
@@ -137,14 +138,14 @@ class Comparison(msgspec.Struct, frozen=True):
 def clock_drift(variants: list[Variant]) -> list[ClockDrift]:
     """`ClockDrift` of each later variant against the first, where it is to be said: between stepped variants only
     (a whole trace's GEMM time is not a step's)."""
-    if len(variants) < 2 or not variants[0].steps or variants[0].step_source == "whole_trace":
+    if len(variants) < 2 or not variants[0].steps or variants[0].step_source == WHOLE_TRACE_SOURCE:
         return []
     first = variants[0]
     base = {k.name: k for k in first.kernels if k.category == "gemm"}
     busy = first.per_step.gpu_busy_us or 0.0
     found = []
     for variant in variants[1:]:
-        if not variant.steps or variant.step_source == "whole_trace":
+        if not variant.steps or variant.step_source == WHOLE_TRACE_SOURCE:
             continue
         same = [
             (base[k.name], k)
@@ -236,14 +237,14 @@ def _verdicts(variants: list[Variant], reports: list[AnalysisResults]) -> list[s
     if len(variants) < 2:
         return []
     out = []
-    whole = sorted(v.name for v in variants if v.step_source == "whole_trace")
+    whole = sorted(v.name for v in variants if v.step_source == WHOLE_TRACE_SOURCE)
     if whole:
         out.append(
             f"no ProfilerStep in {', '.join(whole)}: whole-trace figures, left out of every "
             "per-step comparison below (docs/shapes.md)"
         )
-    stepped = [v for v in variants if v.step_source != "whole_trace"]
-    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source != "whole_trace"]
+    stepped = [v for v in variants if v.step_source != WHOLE_TRACE_SOURCE]
+    reports = [r for v, r in zip(variants, reports, strict=True) if v.step_source != WHOLE_TRACE_SOURCE]
     variants = stepped
     if len(variants) < 2:
         return out
@@ -362,7 +363,8 @@ def _fusions(
     each variant left out because it is another program than the baseline (`other_program`: its kernels
     replaced none of the baseline's).
 
-    The baseline is the first variant given that has memory-bound kernels from unfused ops."""
+    The baseline is the first variant given that has memory-bound kernels from unfused ops; where it or a variant
+    has no steps (one whole-trace window), that variant is not credited and a sentence says so."""
     baseline = next(
         (item for item in items if _unfused_ops(item[2].summary.ops, item[2].summary.kernels)),
         None,
@@ -376,6 +378,17 @@ def _fusions(
     uncredited: list[str] = []
     for name, trace, results in items:
         if name == base_name:
+            continue
+        whole = [
+            n
+            for n, r in ((base_name, base_report), (name, results))
+            if r.summary.facts.step_source == WHOLE_TRACE_SOURCE
+        ]
+        if whole:  # a whole trace's kernels are not a step's: per-step credit would mix the two
+            uncredited.append(
+                f"{name}'s fused kernels are not credited with {base_name}'s ops: no ProfilerStep in "
+                f"{' and '.join(whole)} (a whole trace's kernels are not a step's)"
+            )
             continue
         if (why := _other_program(shapes, base_name, name)) is not None:  # said in full where items[0] is the base
             said = base_name == items[0][0]

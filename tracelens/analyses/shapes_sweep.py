@@ -19,8 +19,8 @@ list[BreakEven]` (of `SWEEP` variants only); pure. Definitions (docs/shapes.md):
 - **Pattern** of two or more distinct shapes: `SWEEP` ("shape sweep") where every shape has at least two
   dimensions and all share the last one, the feature size: one GEMM input at several token counts (whether a
   benchmark chose them or the data brought them, the trace does not say); else `FIRST_GEMM_VARIES`: the steps'
-  first GEMMs are not one GEMM at several token counts (a 1-D input, or another feature size: another GEMM ran
-  first), so nothing is compared per shape and no break-even is made.
+  first GEMMs are not one GEMM at several token counts (a 1-D input, or another feature size: another GEMM
+  first, or one at another feature size), so nothing is compared per shape and no break-even is made.
 - **Break-even** of a variant that compiled against one that did not, per shape both ran:
   `ceil(compile_ms / (baseline kernel_us − compiled kernel_us))` steps of that shape; 0 when nothing compiled
   for it; None ("never") when the compiled kernels are not faster.

@@ -65,7 +65,8 @@ TORCH_RANGE = re.compile(
     )
     + "|## .* ##$)"
 )
-WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`source == "whole_trace"`)
+WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`source == WHOLE_TRACE_SOURCE`)
+WHOLE_TRACE_SOURCE = "whole_trace"  # `StepTable.source` (and JSON `trace.step_source`) of a trace without steps
 
 
 def step_label(number: int) -> str:

@@ -201,7 +201,7 @@ def _drift_words(verdict: Verdict, drift_us: float) -> str:
 _IS = {  # `took` that is no action, after the trace's name
     ANOTHER_PROGRAM: "is another program",
     WARMUP_ONLY: "is warm-up only",
-    WHOLE_TRACE: "and the prediction: one of them has no steps",
+    WHOLE_TRACE: "has no steps (a whole trace is not a step)",
     CAPTURED_COMPILED: "captured its compiled code",
 }
 

@@ -161,7 +161,8 @@ def first_gemm_varies_table(comparison: Comparison) -> Panel:
     )
     note = (
         "The steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
-        "last dimension: another GEMM ran first), so nothing is given per shape (docs/shapes.md)"
+        "last dimension: another GEMM first, or one at another feature size), so nothing is given per shape "
+        "(docs/shapes.md)"
     )
     title = "First GEMM varies by step (not a shape sweep)"
     return Panel(id="compare-first-gemm", title=title, table=Table(VARIES_COLUMNS, rows), note=note)
