@@ -278,7 +278,7 @@ def _components_table(result: Comparison) -> Table:
     )
     table.add_column("component")
     for v in result.variants:
-        table.add_column(v.name, justify="right")
+        table.add_column(variant_label(v), justify="right")  # "(whole trace)": its figures are the whole trace's
     names = [c.name for c in result.variants[0].components] if result.variants else []
     for i, name in enumerate(names):
         cells = (_component_cell(v.components[i].us_per_step, v.components[i].kernels) for v in result.variants)
