@@ -76,7 +76,7 @@ from tracelens.model.kernel_names import CATEGORIES, inductor_calls_per_step, sh
 from tracelens.model.memo import per_trace
 from tracelens.model.stats import distinct_ints
 from tracelens.model.steps import OPTIMIZER_RANGES, per_step, steps_words
-from tracelens.model.trace import Trace
+from tracelens.model.trace import WHOLE_TRACE_SOURCE, Trace
 from tracelens.units import NS_PER_US, count_text
 from tracelens.variants import (
     ProgramShape,
@@ -1246,7 +1246,7 @@ def program_of(results: AnalysisResults) -> ProgramShape | None:
         gemm_gflop_per_call=per_call,
         gemm_us_per_step=gemm_kernel_us([(k.category, k.total_us) for k in results.summary.kernels], steps),
         gemm_kernels=gemm_kernel_names([(k.category, k.name) for k in results.summary.kernels]),
-        whole_trace=results.summary.facts.step_source == "whole_trace",
+        whole_trace=results.summary.facts.step_source == WHOLE_TRACE_SOURCE,
     )
 
 

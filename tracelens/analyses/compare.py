@@ -26,8 +26,7 @@ from tracelens.analyses.window import select_window
 from tracelens.model.events import Kind
 from tracelens.model.kernel_names import short_name
 from tracelens.model.op_names import METADATA_OPS
-from tracelens.model.steps import WHOLE_TRACE_SOURCE
-from tracelens.model.trace import Trace
+from tracelens.model.trace import WHOLE_TRACE_SOURCE, Trace
 from tracelens.naming import NAMELESS, trace_stem
 from tracelens.variants import DRIFT_MAX_PCT, DRIFT_PCT, ProgramShape, other_program
 

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from tracelens.model.kernel_names import inductor_calls_per_step
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.variants import ProgramShape, gemm_kernel_names, gemm_kernel_us, program_fingerprint
 
 _SEGMENT = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
@@ -161,7 +162,7 @@ def program_shape(document: dict[str, Any]) -> ProgramShape | None:
 def _whole_trace(document: dict[str, Any]) -> bool:
     """Whether the document's one window is the whole trace (`trace.step_source`: no ProfilerStep)."""
     trace = document.get("trace")
-    return isinstance(trace, dict) and trace.get("step_source") == "whole_trace"
+    return isinstance(trace, dict) and trace.get("step_source") == WHOLE_TRACE_SOURCE
 
 
 def _gemm_kernels(document: dict[str, Any]) -> tuple[str, ...] | None:

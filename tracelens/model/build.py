@@ -22,7 +22,7 @@ from tracelens.model.steps import (
     find_steps,
     oversized_step_names,
 )
-from tracelens.model.trace import Links, Trace, TraceMeta, TrackTable, Truncation
+from tracelens.model.trace import WHOLE_TRACE_SOURCE, Links, Trace, TraceMeta, TrackTable, Truncation
 from tracelens.records import replace
 from tracelens.units import bytes_text
 
@@ -130,7 +130,7 @@ def trace_warnings(trace: Trace, notes: list[str]) -> list[str]:
             f"number too large to be one (e.g. {oversized[0][:60]}) "
             f"{'are' if len(oversized) > 1 else 'is'} not taken for steps"
         )
-    if trace.steps.source == "whole_trace":
+    if trace.steps.source == WHOLE_TRACE_SOURCE:
         if not trace.truncation.truncated:  # else the truncation warning says it
             warnings.append("no ProfilerStep annotations: the whole trace is analyzed as one window")
     elif not trace.steps.complete.any():

@@ -31,7 +31,7 @@ from tracelens.model.events import (
     kind_table,
 )
 from tracelens.model.stats import distinct_ints, percentiles
-from tracelens.model.trace import StepTable
+from tracelens.model.trace import WHOLE_TRACE_SOURCE, StepTable
 from tracelens.native import extension as _native
 
 _IS_CPU = kind_table(CPU_KINDS, np.uint8)
@@ -66,7 +66,6 @@ TORCH_RANGE = re.compile(
     + "|## .* ##$)"
 )
 WHOLE_TRACE = -1  # the number of the one window of a trace without steps (`source == WHOLE_TRACE_SOURCE`)
-WHOLE_TRACE_SOURCE = "whole_trace"  # `StepTable.source` (and JSON `trace.step_source`) of a trace without steps
 
 
 def step_label(number: int) -> str:
@@ -76,8 +75,8 @@ def step_label(number: int) -> str:
 
 def steps_words(count: int, source: str) -> str:
     """How many steps a figure is over, in words: "N steps", or "the whole trace (no steps)" for a trace without
-    steps (`StepTable.source` "whole_trace")."""
-    if source == "whole_trace":
+    steps (`StepTable.source` `WHOLE_TRACE_SOURCE`)."""
+    if source == WHOLE_TRACE_SOURCE:
         return "the whole trace (no steps)"
     return f"{count} step" + ("" if count == 1 else "s")
 
@@ -89,8 +88,8 @@ def is_whole_trace(numbers: Sequence[int]) -> bool:
 
 def per_step(source: str) -> str:
     """How a per-step figure's unit ends in a sentence: "/step", or "" for a trace without steps
-    (`StepTable.source` "whole_trace": the figure is the whole trace's, as the window's heading says)."""
-    return "" if source == "whole_trace" else "/step"
+    (`StepTable.source` `WHOLE_TRACE_SOURCE`: the figure is the whole trace's, as the window's heading says)."""
+    return "" if source == WHOLE_TRACE_SOURCE else "/step"
 
 
 def step_words(number: int | None) -> str:
@@ -293,7 +292,7 @@ def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTab
     scope = cpu if cpu.any() else np.ones(len(events), dtype=bool)
     if not scope.any():
         zero = np.zeros(1, dtype=np.int64)
-        return StepTable(np.array([WHOLE_TRACE]), zero, zero, np.full(1, complete), "whole_trace")
+        return StepTable(np.array([WHOLE_TRACE]), zero, zero, np.full(1, complete), WHOLE_TRACE_SOURCE)
     start = int(events.ts_ns[scope].min())
     end = int((events.ts_ns[scope] + events.dur_ns[scope]).max())
     return StepTable(
@@ -301,7 +300,7 @@ def _whole_trace(events: EventTable, cpu: np.ndarray, complete: bool) -> StepTab
         np.array([start], dtype=np.int64),
         np.array([end], dtype=np.int64),
         np.full(1, complete),
-        "whole_trace",
+        WHOLE_TRACE_SOURCE,
     )
 
 

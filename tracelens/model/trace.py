@@ -12,6 +12,8 @@ from tracelens.model.events import GPU_ACTIVITY_KINDS, I32, I64, Bool, EventTabl
 from tracelens.model.memory import CounterTable, MemoryTable
 from tracelens.model.serial import Arrays, from_plain, to_plain
 
+WHOLE_TRACE_SOURCE = "whole_trace"  # `StepTable.source` (JSON `trace.step_source`) of a trace without steps
+
 
 class TrackTable(msgspec.Struct, frozen=True):
     """One row per (pid, tid) pair; GPU tracks are device/stream pairs. `thread_name`, `process_name` and
@@ -127,7 +129,7 @@ class StepTable(msgspec.Struct, frozen=True):
     start_ns: I64
     end_ns: I64
     complete: Bool
-    source: str  # "ProfilerStep", "inferred" (from `inferred_from`) or "whole_trace"
+    source: str  # "ProfilerStep", "inferred" (from `inferred_from`) or WHOLE_TRACE_SOURCE
     inferred_from: str = ""  # what inferred steps are, e.g. "Torch-Compiled Region calls"; "" otherwise
     # True: each step is one call and the time until the next call belongs to no step (steps inferred from
     # torch.compile calls); False: each step is a range or a period of the loop (ProfilerStep, loop markers)
@@ -136,14 +138,14 @@ class StepTable(msgspec.Struct, frozen=True):
     @property
     def per_step(self) -> bool:
         """Whether these are steps (ProfilerStep or inferred) that per-step figures may be claimed over."""
-        return self.source != "whole_trace"
+        return self.source != WHOLE_TRACE_SOURCE
 
     @property
     def label(self) -> str:
         """How the steps were found, for output: "ProfilerStep", "inferred from ..." or "whole trace"."""
         if self.source == "inferred":
             return f"inferred from {self.inferred_from}"
-        return "whole trace" if self.source == "whole_trace" else self.source
+        return "whole trace" if self.source == WHOLE_TRACE_SOURCE else self.source
 
     def __len__(self) -> int:
         return int(self.number.shape[0])

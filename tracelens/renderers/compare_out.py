@@ -12,6 +12,7 @@ from tracelens.analyses.actions import PredictionCheck
 from tracelens.analyses.compare import Comparison, Variant
 from tracelens.analyses.components import UNRECORDED, ComponentRow
 from tracelens.analyses.shapes_sweep import FIRST_GEMM_VARIES, SWEEP
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, display_name, droppable, name_lines
 from tracelens.renderers.text import make_console, print_parts, render_to_string
@@ -198,7 +199,7 @@ def _variants_table(result: Comparison) -> Table:
         "the other columns medians: where steps vary, the two can differ); no-profiler step (where shown): measured "
         "by the recording (m) or estimated (e), docs/profiler_overhead.md"
     )
-    if any(v.step_source == "whole_trace" for v in result.variants):
+    if any(v.step_source == WHOLE_TRACE_SOURCE for v in result.variants):
         table.caption += "; " + WHOLE_TRACE_NOTE
     return table
 

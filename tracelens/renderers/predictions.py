@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING
 
 from tracelens.analyses.actions import Actions, program_of
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 
 if TYPE_CHECKING:
     from tracelens.analyses import AnalysisResults
@@ -39,7 +40,7 @@ NO_STEPS = "no ProfilerStep: the trace is one window, not a step, and a predicti
 def _no_prediction(results: AnalysisResults, actions: Actions | None) -> str | None:
     """Why no prediction is written, or None: a trace without steps (`NO_STEPS`), no actions analysis, or no
     action (its note)."""
-    if results.summary.facts.step_source == "whole_trace":
+    if results.summary.facts.step_source == WHOLE_TRACE_SOURCE:
         return NO_STEPS
     if actions is None:
         return "the actions analysis did not run"

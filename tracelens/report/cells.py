@@ -7,6 +7,7 @@ from collections.abc import Callable
 from tracelens.analyses.actions import PredictionCheck, PredictionSkip
 from tracelens.analyses.compare import FusedKernel, FusionBalance, Variant
 from tracelens.model.kernel_names import short_name
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.units import change_text, marked, us_text
 
 FUSION_COLUMNS = (
@@ -126,14 +127,14 @@ WHOLE_TRACE_NOTE = (
 
 def variant_label(variant: Variant) -> str:
     """A variant's name in the variants tables: "(whole trace)" after it where it has no steps."""
-    return f"{variant.name} (whole trace)" if variant.step_source == "whole_trace" else variant.name
+    return f"{variant.name} (whole trace)" if variant.step_source == WHOLE_TRACE_SOURCE else variant.name
 
 
 def step_us_cell(variant: Variant) -> str:
     """The variants tables' step µs: the median step period, or where the variant has no steps its whole trace's
     length marked `WHOLE_TRACE_MARK` (the value of analyze's "the whole trace, … µs profiled")."""
     text = us_text(variant.per_step.step_us)
-    whole = variant.step_source == "whole_trace" and variant.per_step.step_us is not None
+    whole = variant.step_source == WHOLE_TRACE_SOURCE and variant.per_step.step_us is not None
     return marked(text, WHOLE_TRACE_MARK) if whole else text
 
 

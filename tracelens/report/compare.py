@@ -14,7 +14,7 @@ from tracelens.analyses import AnalysisResults
 from tracelens.analyses.compare import Comparison, compare_variants
 from tracelens.analyses.shapes_sweep import FIRST_GEMM_VARIES, SWEEP
 from tracelens.model.kernel_names import CATEGORIES
-from tracelens.model.trace import Trace
+from tracelens.model.trace import WHOLE_TRACE_SOURCE, Trace
 from tracelens.report.breakdowns import category_us_per_step
 from tracelens.report.cells import (
     FUSION_COLUMNS,
@@ -90,7 +90,7 @@ def study_table(comparison: Comparison) -> Panel:
         )
         for v in comparison.variants
     )
-    note = WHOLE_TRACE_NOTE if any(v.step_source == "whole_trace" for v in comparison.variants) else ""
+    note = WHOLE_TRACE_NOTE if any(v.step_source == WHOLE_TRACE_SOURCE for v in comparison.variants) else ""
     title = "Variants (per step, median)"
     return Panel(id="compare-table", title=title, table=Table(STUDY_COLUMNS, rows), note=note)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracelens.analyses.summary import StepFigures, Summary
 from tracelens.model.steps import step_label, steps_words
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.report.document import Panel, Table
 from tracelens.report.generic import format_value
 from tracelens.units import bytes_text
@@ -40,7 +41,7 @@ def facts_panel(summary: Summary, panel_id: str = "facts") -> Panel:
         (
             "steps",
             f"{summary.steps} analyzed ({facts.step_source})"
-            if facts.step_source != "whole_trace"
+            if facts.step_source != WHOLE_TRACE_SOURCE
             else steps_words(summary.steps, facts.step_source),
         ),
         ("uncompressed size", bytes_text(facts.uncompressed_bytes)),

@@ -22,6 +22,7 @@ from tracelens.analyses.actions import (
 from tracelens.analyses.bound import Bound
 from tracelens.analyses.compiled import Compiled
 from tracelens.analyses.critical_path import CriticalPath, queued_pct
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import droppable
 from tracelens.units import pct_text, us_text
@@ -52,7 +53,7 @@ def actions_parts(result: Actions, results: AnalysisResults) -> Parts:
     ranged = free is not None and free.source == "estimated" and free.estimate_low_us is not None
     compiled = results.get(Compiled)
     warmup = " warm-up step" + ("s" if s.steps != 1 else "") if compiled is not None and compiled.warmup_only else ""
-    whole = results.summary.facts.step_source == "whole_trace"  # no step: the one window is the whole trace
+    whole = results.summary.facts.step_source == WHOLE_TRACE_SOURCE  # no step: the one window is the whole trace
     if whole:
         warm = "; it holds compilation or a capture: warm-up" if warmup else ""
         head.append(f" — the whole trace, {us_text(s.step_us)} µs profiled (no steps{warm})")
@@ -266,7 +267,7 @@ def actions_panels(result: Actions | None, results: AnalysisResults) -> page.Ana
             without += f", for the median step of {us_text(median)} µs profiled"
     spans = (
         f"The whole trace, {us_text(step_us)} µs profiled (no steps)"
-        if results.summary.facts.step_source == "whole_trace"
+        if results.summary.facts.step_source == WHOLE_TRACE_SOURCE
         else f"Step {us_text(step_us)} µs profiled (mean span of {s.steps} steps)"
     )
     note = (

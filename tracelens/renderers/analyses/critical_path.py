@@ -11,6 +11,7 @@ from rich.text import Text
 
 from tracelens.analyses.critical_path import CriticalPath, part_label
 from tracelens.model.steps import steps_words
+from tracelens.model.trace import WHOLE_TRACE_SOURCE
 from tracelens.renderers.analyses import Parts
 from tracelens.units import count_text, us_text
 
@@ -25,7 +26,7 @@ def critical_path_parts(result: CriticalPath, results: AnalysisResults) -> Parts
     n = result.steps_analyzed
     head = Text()
     head.append("Critical path", style="bold")
-    if results.summary.facts.step_source == "whole_trace":  # one window, no steps: no per-step words
+    if results.summary.facts.step_source == WHOLE_TRACE_SOURCE:  # one window, no steps: no per-step words
         head.append(
             f" of the whole trace (no steps): span {us_text(result.step_us)} µs from its first CPU or GPU event "
             f"to its last ({result.note})"
