@@ -49,3 +49,27 @@ def test_a_trace_with_steps_keeps_its_per_step_words(capsys: pytest.CaptureFixtu
     assert main(["analyze", str(path), "--summary", "--no-cache", "--width", "80"]) == 0
     summary = capsys.readouterr().out
     assert re.search(r"^\s+step [\d,.]+ → ", summary, re.MULTILINE) and "/step" in summary
+
+
+def _table_head(text: str, title: str) -> str:
+    """The title line starting with `title` and the header rows under it (up to the row separator)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("┡"))
+    return "\n".join(lines[start:end])
+
+
+@pytest.mark.parametrize("name", NO_STEPS)
+def test_the_kernel_and_op_tables_of_a_trace_without_steps_say_whole_trace(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Their titles and column heads name the whole trace, not "per step"/"/step" (a stepped trace keeps them)."""
+    assert main(["analyze", str(anchor(name)), "--no-cache", "--width", "120"]) == 0
+    text = capsys.readouterr().out
+    for title in ("GPU kernels", "Ops → kernels"):
+        head = _table_head(text, title)
+        assert "whole trace, no steps" in head and "/step" not in head and "per step" not in head
+    stepped = Path(__file__).resolve().parent.parent / "traces/h200/eager_mlp.json.gz"
+    assert main(["analyze", str(stepped), "--no-cache", "--width", "120"]) == 0
+    text = capsys.readouterr().out
+    assert all("/step" in _table_head(text, title) for title in ("GPU kernels", "Ops → kernels"))

@@ -17,7 +17,7 @@ from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts, replayed_ops_note
 from tracelens.errors import TracelensError
-from tracelens.model.steps import step_label
+from tracelens.model.steps import per_step, step_label
 from tracelens.renderers.analyses.bound import flip_sentence
 from tracelens.renderers.formats import SUMMARY_SECTION
 from tracelens.renderers.sections import renderer_of
@@ -204,15 +204,12 @@ def _figure_cells(row: StepFigures) -> list[str]:
 def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None = None) -> Table:
     """`pct_of_peak` (kernel name → % of roofline, from the roofline analysis) adds a "% peak" column. Every
     figure is per step (totals over the analyzed steps divided by their number) or per call."""
-    n_steps = max(summary.steps, 1)
-    table = Table(
-        title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time; per step = over the {n_steps} analyzed step(s) ÷ "
-        f"{n_steps})",
-        title_justify="left",
-    )
+    n_steps, unit = max(summary.steps, 1), per_step(summary.facts.step_source)
+    window = f"per step = over the {n_steps} analyzed step(s) ÷ {n_steps}" if unit else "over the whole trace, no steps"
+    table = Table(title=f"GPU kernels (top {MAX_KERNEL_ROWS} by time; {window})", title_justify="left")
     table.add_column("kernel")
     table.add_column("category")
-    for column in ("calls\n/step", "µs/step", "mean\nµs/call"):
+    for column in (f"calls\n{unit}".strip(), f"µs{unit}", "mean\nµs/call"):
         table.add_column(column, justify="right")
     if pct_of_peak is not None:
         table.add_column("% peak", justify="right")
@@ -236,12 +233,14 @@ def kernel_table(summary: Summary, pct_of_peak: dict[str, float | None] | None =
 
 
 def op_table(summary: Summary) -> Table:
-    table = Table(title="Ops → kernels they launched (per step)", title_justify="left")
+    unit = per_step(summary.facts.step_source)
+    window = "per step" if unit else "the whole trace, no steps"
+    table = Table(title=f"Ops → kernels they launched ({window})", title_justify="left")
     table.add_column("op")
-    table.add_column("calls\n/step", justify="right")
-    table.add_column("kernels\n/step", justify="right")
-    table.add_column("GPU\nµs/step", justify="right")
-    table.add_column("kernels launched (×calls/step)")
+    table.add_column(f"calls\n{unit}".strip(), justify="right")
+    table.add_column(f"kernels\n{unit}".strip(), justify="right")
+    table.add_column(f"GPU\nµs{unit}", justify="right")
+    table.add_column(f"kernels launched (×calls{unit})")
     for row in summary.ops[:MAX_OP_ROWS]:
         launched = ", ".join(f"{display_name(k.name)} ×{_count(k.calls_per_step)}" for k in row.kernels[:4])
         if len(row.kernels) > 4:
