@@ -58,3 +58,19 @@ def test_a_word_longer_than_the_line_is_never_broken() -> None:
     assert lines == ["tracelens: warning: cache entry", f"  {path}", "  is damaged"]
     assert warning_text(f"{path}: cut off", 80).splitlines() == [f"{WARNING_PREFIX}{path}:", "  cut off"]
     assert warning_text("a b", 10) == "tracelens: warning: a b"  # at least 40 columns: the prefix is never split
+
+
+def test_compare_escapes_control_characters_in_a_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name with an escape sequence moves no cursor in compare's input warnings (as in analyze's)."""
+    import shutil
+
+    from tracelens.cli import main
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    named = tmp_path / "a\x1b[31mb.json.gz"
+    shutil.copy(Path(__file__).resolve().parents[2] / "traces/h200/eager_mlp.json.gz", named)
+    assert main(["compare", str(named), "--no-cache", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "a\\x1b[31mb.json.gz: one trace, nothing to compare" in err

@@ -15,9 +15,10 @@ from tracelens.cli.common import (
     add_output_arguments,
     emit_result,
     load_with_feedback,
+    print_warnings,
 )
 from tracelens.cli.runs import add_rank_argument, expand_inputs
-from tracelens.errors import TracelensError, warn
+from tracelens.errors import TracelensError
 from tracelens.model.trace import Trace
 from tracelens.naming import unique_labels
 
@@ -78,10 +79,10 @@ class CompareCommand:
 def _warn_about_inputs(paths: list[Path]) -> None:
     """A warning (never silence) where the comparison cannot compare: one trace, or one file given twice."""
     if len(paths) == 1:
-        warn(f"{paths[0].name}: one trace, nothing to compare it with (analyze shows one trace)")
+        print_warnings(paths[0], ["one trace, nothing to compare it with (analyze shows one trace)"])
     seen: dict[Path, Path] = {}
     for path in paths:
         key = path.resolve()
         if key in seen:
-            warn(f"{path.name}: the same file is given twice; its two columns are one trace")
+            print_warnings(path, ["the same file is given twice; its two columns are one trace"])
         seen.setdefault(key, path)
