@@ -17,6 +17,9 @@ from tracelens.renderers.jsonout import _clean, dumps, per_step_dict, plain
 from tracelens.renderers.tables import count, display_name, droppable, name_lines
 from tracelens.renderers.text import make_console, print_parts, render_to_string
 from tracelens.report.cells import (
+    FIRST_GEMM_VARIES_COLUMNS,
+    FIRST_GEMM_VARIES_TITLE,
+    FIRST_GEMM_VARIES_WHY,
     FUSION_COLUMNS,
     PREDICTION_COLUMNS,
     PREDICTIONS_TITLE,
@@ -324,14 +327,14 @@ def _optional_count(value: float | None) -> str:
 def _shapes_tables(result: Comparison) -> list[Table]:
     """One table per variant with shapes (80 columns: the variant is the title): a shape sweep's figures per
     shape, or where the first GEMM varies by step only its inputs and their steps."""
-    sweeps = [_sweep_table(v) for v in result.variants if v.shapes and v.shape_pattern == SWEEP]
+    sweeps = [_sweep_table(v) for v in result.variants if v.shape_pattern == SWEEP]
     if sweeps:
         sweeps[-1].caption = (
             "steps: how many; step #: their numbers; kernel µs: median per step, compilation's kernels left out; "
             "repeat: median period of the shape's later steps that compiled nothing (— if it ran once); first: "
             "its first step's period, with its compile, JIT or set-up (docs/shapes.md)"
         )
-    varies = [v for v in result.variants if v.shapes and v.shape_pattern == FIRST_GEMM_VARIES]
+    varies = [v for v in result.variants if v.shape_pattern == FIRST_GEMM_VARIES]
     return [*sweeps, _varies_table(varies)] if varies else list(sweeps)
 
 
@@ -354,16 +357,14 @@ def _sweep_table(v: Variant) -> Table:
 
 def _varies_table(variants: list[Variant]) -> Table:
     """The first GEMM's inputs of the variants whose steps ran different GEMMs first: no per-shape figures."""
-    table = Table(title="First GEMM varies by step (not a shape sweep)", title_justify="left")
-    for column in ("variant", "shape", "steps", "step #"):
+    table = Table(title=FIRST_GEMM_VARIES_TITLE, title_justify="left")
+    for column in FIRST_GEMM_VARIES_COLUMNS:
         table.add_column(column, justify="right" if column == "steps" else "left")
     for v in variants:
         for row in v.shapes:
             table.add_row(v.name, row.shape, count(len(row.steps)), _step_numbers(row.steps))
     table.caption = (
-        "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
-        "last dimension: another GEMM first, or one at another feature size), so nothing is given per shape; "
-        "steps: how many, step #: their numbers (docs/shapes.md#first-gemm-varies-by-step)"
+        f"{FIRST_GEMM_VARIES_WHY}; steps: how many, step #: their numbers (docs/shapes.md#first-gemm-varies-by-step)"
     )
     return table
 

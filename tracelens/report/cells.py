@@ -118,6 +118,13 @@ def balance_line(balance: FusionBalance) -> str:
     )
 
 
+FIRST_GEMM_VARIES_TITLE = "First GEMM varies by step (not a shape sweep)"
+FIRST_GEMM_VARIES_COLUMNS = ("variant", "shape", "steps", "step #")
+FIRST_GEMM_VARIES_WHY = (  # the tables' caption (text) and note (HTML) begin with it
+    "the steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another last "
+    "dimension: another GEMM first, or one at another feature size), so nothing is given per shape"
+)
+
 WHOLE_TRACE_MARK = "w"  # after a variant's step µs: its whole trace's length (no steps)
 WHOLE_TRACE_NOTE = (
     "step µs w: the whole trace's length, as analyze gives it (no ProfilerStep: not a step time, in no per-step "

@@ -17,6 +17,9 @@ from tracelens.model.kernel_names import CATEGORIES
 from tracelens.model.trace import WHOLE_TRACE_SOURCE, Trace
 from tracelens.report.breakdowns import category_us_per_step
 from tracelens.report.cells import (
+    FIRST_GEMM_VARIES_COLUMNS,
+    FIRST_GEMM_VARIES_TITLE,
+    FIRST_GEMM_VARIES_WHY,
     FUSION_COLUMNS,
     PREDICTION_COLUMNS,
     PREDICTIONS_TITLE,
@@ -58,9 +61,9 @@ def comparison_section(items: Sequence[Item]) -> Section:
     panels = [study_table(comparison)]
     if comparison.fusions:
         panels.append(fusion_table(comparison))
-    if any(v.shapes and v.shape_pattern == SWEEP for v in comparison.variants):
+    if any(v.shape_pattern == SWEEP for v in comparison.variants):
         panels.append(shapes_table(comparison))
-    if any(v.shapes and v.shape_pattern == FIRST_GEMM_VARIES for v in comparison.variants):
+    if any(v.shape_pattern == FIRST_GEMM_VARIES for v in comparison.variants):
         panels.append(first_gemm_varies_table(comparison))
     if comparison.break_even:
         panels.append(break_even_table(comparison))
@@ -124,7 +127,6 @@ SHAPE_COLUMNS = (
     *("variant", "shape", "steps", "step #"),
     *("kernel µs", "repeat step µs", "first step ms", "compile ms", "compiles"),
 )
-VARIES_COLUMNS = ("variant", "shape", "steps", "step #")
 BREAK_EVEN_COLUMNS = ("variant", "vs", "shape", "compile ms", "saving µs per step", "steps to break even")
 
 
@@ -159,13 +161,9 @@ def first_gemm_varies_table(comparison: Comparison) -> Panel:
         if v.shape_pattern == FIRST_GEMM_VARIES
         for r in v.shapes
     )
-    note = (
-        "The steps' first GEMMs are not one GEMM's input at several token counts (a 1-D input, or another "
-        "last dimension: another GEMM first, or one at another feature size), so nothing is given per shape "
-        "(docs/shapes.md)"
-    )
-    title = "First GEMM varies by step (not a shape sweep)"
-    return Panel(id="compare-first-gemm", title=title, table=Table(VARIES_COLUMNS, rows), note=note)
+    note = f"{FIRST_GEMM_VARIES_WHY[0].upper()}{FIRST_GEMM_VARIES_WHY[1:]} (docs/shapes.md)"
+    table = Table(FIRST_GEMM_VARIES_COLUMNS, rows)
+    return Panel(id="compare-first-gemm", title=FIRST_GEMM_VARIES_TITLE, table=table, note=note)
 
 
 def break_even_table(comparison: Comparison) -> Panel:
