@@ -75,6 +75,7 @@ MAY_CALL = {
 }
 MAY_CALL["renderers"] |= {"hypotheses"}  # `check`'s output renders the verdicts
 BASE = {"tracelens", "errors", "records", "atomic", "units", "_threads", "native", "frames", "naming", "progress"}
+BASE |= {"escapes"}  # control characters of trace data escaped (tracelens/escapes.py): errors.warn uses it
 BASE |= {"settings"}  # environment and size parsing (tracelens/settings.py)
 BASE |= {"variants"}  # which action a variant took: one rule for compare (analyses) and check (hypotheses)
 LAYERS = {"_cache": "cache", "cli": "cli", "__main__": "cli", "loader": "loader", "model": "model"}

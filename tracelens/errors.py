@@ -7,6 +7,8 @@ import os
 import sys
 import textwrap
 
+from tracelens.escapes import escape_controls
+
 WARNING_PREFIX = "tracelens: warning: "
 MIN_WARNING_WIDTH = 40  # as `--width`: narrower, a warning is still laid out for 40 columns
 WARNING_INDENT = "  "  # a warning's continuation lines (its first holds the prefix, for grep)
@@ -27,9 +29,10 @@ class UnusableTraceError(TracelensError):
 
 
 def warn(message: str) -> None:
-    """Print `message` on stderr as a warning: `warning_text` for `stderr_width()` columns on a terminal or with
+    """Print `message` on stderr as a warning, control characters escaped (`escapes.escape_controls`: a file
+    name is data, never a terminal command): `warning_text` for `stderr_width()` columns on a terminal or with
     `$COLUMNS`; one line into a pipe or a log, so that a script's grep finds the whole message."""
-    width = stderr_width()
+    message, width = escape_controls(message), stderr_width()
     print(WARNING_PREFIX + message if width is None else warning_text(message, width), file=sys.stderr)
 
 

@@ -74,3 +74,15 @@ def test_compare_escapes_control_characters_in_a_file_name(
     assert main(["compare", str(named), "--no-cache", "--format", "json"]) == 0
     err = capsys.readouterr().err
     assert "\x1b" not in err and "a\\x1b[31mb.json.gz: one trace, nothing to compare" in err
+
+
+def test_every_warning_escapes_control_characters(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`errors.warn` escapes them itself, so the cache's, the rank cap's and the recorder's warnings, which name
+    paths, cannot move the cursor either (not each caller on its own)."""
+    from tracelens.errors import warn
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    warn("cache entry /tmp/a\x1b]0;owned\x07b is damaged")
+    assert capsys.readouterr().err == "tracelens: warning: cache entry /tmp/a\\x1b]0;owned\\x07b is damaged\n"

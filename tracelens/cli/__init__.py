@@ -25,7 +25,7 @@ from tracelens.cli.output import check_writable
 from tracelens.cli.record import RecordCommand
 from tracelens.cli.report import ReportCommand
 from tracelens.errors import TracelensError
-from tracelens.renderers.textsafe import escape_controls
+from tracelens.escapes import escape_controls
 from tracelens.settings import check_terminal_environment
 
 PEAKS_ENV = "TRACELENS_PEAKS"  # tracelens.analyses.devices.PEAKS_ENV, named here to keep start-up light

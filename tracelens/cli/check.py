@@ -20,9 +20,9 @@ from tracelens.cli.common import (
 )
 from tracelens.cli.runs import Input, add_rank_argument, expand_inputs
 from tracelens.errors import TracelensError
+from tracelens.escapes import escape_controls
 from tracelens.naming import unique_labels
 from tracelens.records import replace
-from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache

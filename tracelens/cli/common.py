@@ -16,7 +16,6 @@ from tracelens.errors import TracelensError, warn
 from tracelens.model.trace import Trace
 from tracelens.progress import LoadProgress
 from tracelens.renderers.formats import RenderOptions, format_names, output_format, renderer_for
-from tracelens.renderers.textsafe import escape_controls
 
 INPUT_ARGUMENTS = ("trace", "traces", "expect", "et", "capture")  # argparse destinations that name input files
 
@@ -109,10 +108,10 @@ def load_with_feedback(
 
 
 def print_warnings(path: Path, warnings: Sequence[str]) -> None:
-    """Each of `warnings` about the trace at `path` on stderr (`errors.warn`: wrapped on a terminal, one line
-    into a pipe), control characters escaped."""
+    """Each of `warnings` about the trace at `path` on stderr (`errors.warn`: control characters escaped, wrapped
+    on a terminal, one line into a pipe)."""
     for warning in warnings:
-        warn(escape_controls(f"{path.name}: {warning}"))
+        warn(f"{path.name}: {warning}")
 
 
 def use_color() -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tracelens.atomic import atomic_writer, write_atomic
 from tracelens.errors import TracelensError
-from tracelens.renderers.textsafe import escape_controls
+from tracelens.escapes import escape_controls
 
 STDOUT_NAME = "-"
 

@@ -28,7 +28,6 @@ from tracelens.errors import TracelensError, warn
 from tracelens.loader.source import is_trace_name
 from tracelens.naming import trace_stem, unique_labels
 from tracelens.records import replace
-from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:
     from tracelens._cache import Cache
@@ -113,10 +112,7 @@ def expand_inputs(stack: ExitStack, paths: list[Path], rank: int | None, cache: 
         members = [run.pick(rank)] if rank is not None else list(run.members)
         if not run.one_run and len(members) > 1:
             warn(
-                escape_controls(
-                    f"{path}: not ranks of one run ({run.report.separate_reason}); its traces are taken as separate "
-                    "traces"
-                )
+                f"{path}: not ranks of one run ({run.report.separate_reason}); its traces are taken as separate traces"
             )
         inputs += [Input(m.path, m.label if run.one_run else None, f"{path}/{m.name}") for m in members]
     if rank is not None and not runs:

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tracelens import __version__
+from tracelens.escapes import escape_controls
 from tracelens.hypotheses.evaluate import CheckResult, Verdict
-from tracelens.renderers.textsafe import escape_controls
 from tracelens.units import change_text, us_text
 from tracelens.variants import ANOTHER_PROGRAM, CAPTURED_COMPILED, WARMUP_ONLY, WHOLE_TRACE
 

@@ -17,13 +17,14 @@ from tracelens.analyses.registry import ANALYSES
 from tracelens.analyses.roofline import Roofline
 from tracelens.analyses.summary import StepFigures, Summary, TraceFacts, replayed_ops_note
 from tracelens.errors import TracelensError
+from tracelens.escapes import escape_controls
 from tracelens.model.steps import per_step, step_label
 from tracelens.renderers.analyses.bound import flip_sentence
 from tracelens.renderers.formats import SUMMARY_SECTION
 from tracelens.renderers.sections import renderer_of
 from tracelens.renderers.tables import count as _count
 from tracelens.renderers.tables import display_name, droppable, fit
-from tracelens.renderers.textsafe import escape_controls, safe_text
+from tracelens.renderers.textsafe import safe_text
 from tracelens.settings import TERMINAL_MAX, env_count
 from tracelens.units import bytes_text, change_text, us_text
 

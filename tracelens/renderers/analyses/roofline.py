@@ -12,9 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tracelens.analyses.roofline import Roofline
+from tracelens.escapes import escape_controls
 from tracelens.renderers.analyses import Parts
 from tracelens.renderers.tables import display_name, droppable
-from tracelens.renderers.textsafe import escape_controls
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
